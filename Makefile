@@ -1,0 +1,40 @@
+# Two commands matter: `make demo` (the main job) and `make test` (the whole suite, as CI runs it).
+# Each sets itself up on first use and is quick on the second run.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+AZURITE_STAMP := azurite/node_modules/.installed
+
+.PHONY: setup demo serve test test-fast bench clean
+
+setup: $(STAMP) $(AZURITE_STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[test]'
+	touch $@
+
+$(AZURITE_STAMP): azurite/package.json azurite/package-lock.json
+	cd azurite && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+demo: setup
+	$(VENV)/bin/entrabot-fleet demo
+
+serve: setup
+	$(VENV)/bin/entrabot-fleet serve
+
+test: setup
+	$(PY) -m pytest -q -ra
+
+test-fast: setup
+	$(PY) -m pytest -q -ra -m 'not slow'
+
+bench: setup
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) azurite/node_modules .pytest_cache

@@ -1,0 +1,75 @@
+"""Settings from the environment (ENTRABOT_* names) and an optional ``.env`` file.
+
+One immutable object built at start-up and handed down; nothing reads os.environ behind its back,
+except ``storage.resolution.get_backend`` which by contract re-reads the environment on every call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
+DEFAULT_GRAPH_URL = "https://graph.microsoft.com/v1.0"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="ENTRABOT_", env_file=".env", env_file_encoding="utf-8", extra="ignore", frozen=True
+    )
+
+    # --- storage (SPEC §3) ---
+    data_dir: Path = Field(default_factory=lambda: Path.home() / ".entrabot" / "data")
+    keep_memory_local: bool = False
+    blob_endpoint: str | None = None
+    blob_container: str | None = None
+    # Azurite and dev only; in AKS the workload identity (DefaultAzureCredential) is used.
+    blob_connection_string: SecretStr | None = None
+    blob_auth: Literal["auto", "connection_string", "default_credential", "agent_user"] = "auto"
+
+    # --- identity and Graph (SPEC §6) ---
+    auth_mode: Literal["agent_user", "delegated"] = "agent_user"
+    authority: str = DEFAULT_AUTHORITY
+    graph_url: str = DEFAULT_GRAPH_URL
+    tenant_id: str | None = None
+    blueprint_client_id: str | None = None
+    blueprint_client_secret: SecretStr | None = None
+    blueprint_certificate_path: Path | None = None
+    # Workload identity: AKS mounts the projected token here (AZURE_FEDERATED_TOKEN_FILE).
+    blueprint_federated_token_file: Path | None = None
+    agent_identity_id: str | None = None
+    agent_user_id: str | None = None
+    agent_user_upn: str | None = None
+    graph_timeout_s: float = 30.0
+
+    # --- loops (SPEC §5) ---
+    chat_poll_interval_s: float = 5.0
+    chat_poll_jitter_s: float = 1.0
+    chat_poll_concurrency: int = 8
+    discovery_interval_s: float = 120.0
+    email_poll_interval_s: float = 60.0
+    first_sight_max_age_h: float = 24.0
+
+    # --- service (SPEC §7) ---
+    host: str = "127.0.0.1"
+    port: int = 8080
+    replica_id: str | None = None
+    mcp_static_tokens: SecretStr | None = None  # comma-separated bearer tokens for local runs
+    mcp_jwt_audience: str | None = None
+    mcp_allowed_hosts: str = "localhost,127.0.0.1"
+    mcp_allowed_origins: str = ""
+    mcp_session_idle_timeout_s: float = 1800.0
+    push_hosts: str = "claude-code"
+    sponsor_wait_timeout_s: float = 600.0
+    otlp_endpoint: str | None = None
+    log_level: str = "INFO"
+
+    @field_validator("chat_poll_interval_s", "discovery_interval_s", "email_poll_interval_s")
+    @classmethod
+    def _positive(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError("must be a positive number of seconds")
+        return v

@@ -1,0 +1,127 @@
+"""Start Azurite's blob service: a container where a Docker engine answers, else the pinned npm build.
+
+Shared by the tests, the local demo and the benchmarks, so all three run on the same Blob semantics.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ACCOUNT = "devstoreaccount1"
+# Azurite's published development key; not a secret.
+ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+REPO_ROOT = Path(__file__).resolve().parents[2]
+NPM_DIR = Path(os.environ.get("ENTRABOT_AZURITE_DIR", REPO_ROOT / "azurite"))
+_LISTEN = re.compile(r"listen(?:s|ing)? on (https?://[\d.]+):(\d+)", re.IGNORECASE)
+
+
+class AzuriteError(RuntimeError):
+    """Azurite could not be started; the message says what to install or fix."""
+
+
+@dataclass
+class Azurite:
+    """A running Azurite blob service."""
+
+    blob_endpoint: str  # e.g. http://127.0.0.1:10000/devstoreaccount1
+    kind: str  # "npm" or "docker"
+    _stop: object = field(repr=False, default=None)
+
+    @property
+    def connection_string(self) -> str:
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};"
+            f"BlobEndpoint={self.blob_endpoint};"
+        )
+
+    @property
+    def port(self) -> int:
+        return int(self.blob_endpoint.rsplit(":", 1)[1].split("/", 1)[0])
+
+    def stop(self) -> None:
+        if callable(self._stop):
+            self._stop()
+            self._stop = None
+
+
+def docker_engine_available() -> bool:
+    """True when a Docker engine answers a ping (takes ~10 ms to say no)."""
+    try:
+        import docker  # shipped with testcontainers
+
+        docker.from_env().ping()
+        return True
+    except Exception:  # noqa: BLE001 - any failure means "no engine"; we fall back to npm
+        return False
+
+
+def start_azurite(*, prefer_docker: bool = True, port: int = 0, location: Path | None = None) -> Azurite:
+    """Start Azurite and return once it accepts connections."""
+    if prefer_docker and os.environ.get("ENTRABOT_AZURITE_NO_DOCKER") != "1" and docker_engine_available():
+        return _start_container()
+    return _start_npm(port=port, location=location)
+
+
+def _start_container() -> Azurite:
+    from testcontainers.community.azurite import AzuriteContainer  # type: ignore[import-not-found]
+
+    container = AzuriteContainer()
+    container.start()
+    host = container.get_container_host_ip()
+    port = container.get_exposed_port(10000)
+    return Azurite(f"http://{host}:{port}/{ACCOUNT}", "docker", _stop=container.stop)
+
+
+def _start_npm(*, port: int, location: Path | None) -> Azurite:
+    binary = NPM_DIR / "node_modules" / ".bin" / "azurite-blob"
+    node = shutil.which("node")
+    if node is None:
+        raise AzuriteError("node is not on PATH: install Node.js 20+ to run Azurite without Docker")
+    if not binary.exists():
+        raise AzuriteError(f"Azurite is not installed: run `npm ci` in {NPM_DIR} (make setup does it)")
+    script = binary.resolve()  # the .bin entry is a symlink to a node script
+    args = [
+        "--blobHost", "127.0.0.1", "--blobPort", str(port),
+        "--skipApiVersionCheck", "--loose", "--disableTelemetry",
+    ]
+    args += ["--location", str(location)] if location else ["--inMemoryPersistence"]
+    # Spawn node itself (not a shell) so the PID we signal is Azurite's.
+    proc = subprocess.Popen(
+        [node, str(script), *args], cwd=NPM_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    lines: list[str] = []
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            if proc.poll() is not None:
+                break
+            continue
+        lines.append(line.rstrip())
+        match = _LISTEN.search(line)
+        if match:
+            # Keep draining stdout so Azurite never blocks on a full pipe.
+            threading.Thread(target=proc.stdout.read, daemon=True).start()
+
+            def stop() -> None:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+                    try:
+                        proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+
+            return Azurite(f"{match.group(1)}:{match.group(2)}/{ACCOUNT}", "npm", _stop=stop)
+    proc.kill()
+    raise AzuriteError("Azurite did not start within 30 s; its output was:\n" + "\n".join(lines[-20:]))
