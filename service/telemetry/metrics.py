@@ -1,0 +1,74 @@
+"""The service's Prometheus metrics, held by one object that the app wires at start-up.
+
+Every component takes an optional ``Metrics``; tests build their own (each on a private registry)
+so nothing is process-global and two apps in one test process never collide.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120, 300)
+_IO_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+class Metrics:
+    """Every metric SPEC §7 names. Label values are small closed sets, never ids or text."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        # Ledger
+        self.claims = Counter(
+            "entrabot_claims", "Claim attempts by ledger and outcome", ["ledger", "outcome"], registry=r
+        )
+        self.claimed_messages = Counter(
+            "entrabot_claimed_messages", "Messages won in the shared ledger", ["ledger"], registry=r
+        )
+        self.cas_conflicts = Counter(
+            "entrabot_cas_conflicts", "Compare-and-swap writes that lost a race", ["ledger"], registry=r
+        )
+        self.email_settle = Counter(
+            "entrabot_email_settle", "Settlements of uncertain email claims by outcome", ["outcome"], registry=r
+        )
+        self.email_hold = Gauge(
+            "entrabot_email_hold", "1 while an email batch is held awaiting settlement", registry=r
+        )
+        # Delivery
+        self.deliveries = Counter(
+            "entrabot_deliveries", "Deliveries to hosts by channel and outcome", ["channel", "source", "outcome"],
+            registry=r,
+        )
+        self.delivery_latency = Histogram(
+            "entrabot_delivery_latency_seconds", "Message creation time to push", ["source"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.sessions = Gauge("entrabot_mcp_sessions", "Live MCP sessions on this replica", registry=r)
+        self.push_streams = Gauge("entrabot_push_streams", "Open push streams on this replica", registry=r)
+        self.sponsor_waits = Gauge("entrabot_sponsor_waits", "Pending sponsor waits on this replica", registry=r)
+        # Graph
+        self.graph_requests = Counter(
+            "entrabot_graph_requests", "Graph requests by route and status", ["route", "status"], registry=r
+        )
+        self.graph_throttles = Counter(
+            "entrabot_graph_throttles", "Graph 429 answers by route", ["route"], registry=r
+        )
+        self.token_requests = Counter(
+            "entrabot_token_requests", "Token endpoint requests by hop and outcome", ["hop", "outcome"], registry=r
+        )
+        # Blob
+        self.blob_operations = Counter(
+            "entrabot_blob_operations", "Storage operations by op and outcome", ["op", "outcome"], registry=r
+        )
+        self.blob_latency = Histogram(
+            "entrabot_blob_operation_seconds", "Storage operation latency", ["op"], buckets=_IO_BUCKETS, registry=r
+        )
+        # Loops
+        self.watched_chats = Gauge("entrabot_watched_chats", "Chats in the watched list", registry=r)
+        self.loop_lag = Gauge(
+            "entrabot_loop_lag_seconds", "How late the last cycle of a loop started", ["loop"], registry=r
+        )
+        self.loop_up = Gauge("entrabot_loop_up", "1 while a loop is running", ["loop"], registry=r)
+        self.loop_cycles = Counter(
+            "entrabot_loop_cycles", "Completed cycles by loop and outcome", ["loop", "outcome"], registry=r
+        )
