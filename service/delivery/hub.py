@@ -1,0 +1,173 @@
+"""DeliveryHub: the live delivery targets one replica holds, and the hand-off of claimed messages.
+
+The delivery rule (SPEC §1) lives here: a worker asks the hub which of its candidates some live target
+could take *before* claiming, and claims only those. A replica whose hub is empty claims nothing, so
+the messages stay in Graph for a replica that has a host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from service.delivery.message import InboundMessage, Source
+from service.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+class TargetKind(str, Enum):
+    PUSH = "push"  # an MCP session with an open push stream
+    SPONSOR_WAIT = "sponsor_wait"  # a pending wait of a non-push host
+
+
+class DeliveryTarget(Protocol):
+    """Something on this replica that can take a claimed message right now."""
+
+    @property
+    def target_id(self) -> str: ...
+
+    @property
+    def kind(self) -> TargetKind: ...
+
+    def is_alive(self) -> bool: ...
+
+    def accepts(self, message: InboundMessage) -> bool:
+        """Whether this target would take the message (a sponsor wait takes sponsors' chat messages only)."""
+
+    async def deliver(self, message: InboundMessage) -> bool:
+        """Hand the message over; False when it could not be handed over (the target died)."""
+
+
+class DispatchOutcome(str, Enum):
+    DELIVERED = "delivered"
+    NO_TARGET = "no_target"  # every target died between the claim and the hand-off
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    message_id: str
+    outcome: DispatchOutcome
+    target_id: str | None = None
+    channel: str | None = None
+
+
+@dataclass
+class DeliveryHub:
+    """Targets held by this replica. Chats stick to one target while it lives, so a conversation
+    reaches one host in order; new chats are spread round-robin over push targets."""
+
+    metrics: Metrics | None = None
+    _targets: dict[str, DeliveryTarget] = field(default_factory=dict)
+    _sticky: dict[str, str] = field(default_factory=dict)  # chat_id -> target_id
+    _rr: itertools.count = field(default_factory=itertools.count)
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _closed: bool = False
+
+    # --- targets ---
+
+    def register(self, target: DeliveryTarget) -> None:
+        self._targets[target.target_id] = target
+        self._publish()
+
+    def unregister(self, target_id: str) -> None:
+        self._targets.pop(target_id, None)
+        self._sticky = {c: t for c, t in self._sticky.items() if t != target_id}
+        self._publish()
+
+    def close(self) -> None:
+        """Stop claiming on behalf of anyone (SIGTERM): pushes in flight finish, nothing new is taken."""
+        self._closed = True
+        self._publish()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def live_targets(self) -> list[DeliveryTarget]:
+        return [t for t in self._targets.values() if t.is_alive()]
+
+    def _publish(self) -> None:
+        if self.metrics is not None:
+            live = self.live_targets()
+            self.metrics.push_streams.set(sum(1 for t in live if t.kind is TargetKind.PUSH))
+            self.metrics.sponsor_waits.set(sum(1 for t in live if t.kind is TargetKind.SPONSOR_WAIT))
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_for_change(self) -> None:
+        """Return when a target is registered or unregistered (lets idle loops wake up at once)."""
+        await self._changed.wait()
+
+    # --- the delivery rule ---
+
+    def can_take(self, source: Source) -> bool:
+        """Whether any live target could take some message from ``source``: workers poll only then."""
+        if self._closed:
+            return False
+        return any(t.kind is TargetKind.PUSH or source is Source.CHAT for t in self.live_targets())
+
+    def claimable(self, messages: Sequence[InboundMessage]) -> list[InboundMessage]:
+        """The messages some live target would take; only these may be claimed."""
+        if self._closed:
+            return []
+        live = self.live_targets()
+        return [m for m in messages if any(t.accepts(m) for t in live)]
+
+    async def dispatch(self, messages: Sequence[InboundMessage]) -> list[Dispatch]:
+        """Hand claimed messages over, oldest first, each to exactly one target.
+
+        A claimed message whose target died is offered to the next live target that accepts it; it is
+        lost only when none is left (it stays readable through the read tools).
+        """
+        results: list[Dispatch] = []
+        for message in sorted(messages, key=lambda m: (m.created, m.message_id)):
+            results.append(await self._dispatch_one(message))
+        return results
+
+    async def _dispatch_one(self, message: InboundMessage) -> Dispatch:
+        tried: set[str] = set()
+        while True:
+            target = self._choose(message, exclude=tried)
+            if target is None:
+                self._count(message, "none", DispatchOutcome.NO_TARGET.value)
+                log.warning(
+                    "claimed message had no live target",
+                    extra={"chat_id": message.chat_id, "message_id": message.message_id},
+                )
+                return Dispatch(message.message_id, DispatchOutcome.NO_TARGET)
+            tried.add(target.target_id)
+            try:
+                ok = await target.deliver(message)
+            except Exception:  # a broken target must not stop the others' deliveries
+                log.exception("delivery target failed", extra={"target_id": target.target_id})
+                ok = False
+            if ok:
+                if message.source is Source.CHAT:
+                    self._sticky[message.chat_id] = target.target_id
+                self._count(message, target.kind.value, DispatchOutcome.DELIVERED.value)
+                return Dispatch(message.message_id, DispatchOutcome.DELIVERED, target.target_id, target.kind.value)
+            self._count(message, target.kind.value, "failed")
+
+    def _choose(self, message: InboundMessage, *, exclude: set[str]) -> DeliveryTarget | None:
+        candidates = [t for t in self.live_targets() if t.target_id not in exclude and t.accepts(message)]
+        if not candidates:
+            return None
+        # A pending sponsor wait is a host blocked on exactly this kind of reply: it goes first.
+        waits = [t for t in candidates if t.kind is TargetKind.SPONSOR_WAIT]
+        if waits:
+            return waits[0]
+        sticky = self._sticky.get(message.chat_id)
+        for t in candidates:
+            if t.target_id == sticky:
+                return t
+        return candidates[next(self._rr) % len(candidates)]
+
+    def _count(self, message: InboundMessage, channel: str, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.deliveries.labels(channel, message.source.value, outcome).inc()

@@ -1,0 +1,33 @@
+"""The inbound message a worker hands to the hub once it has won the claim."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+
+EMAIL_CHAT_ID = "email"  # the push meta chat_id for mail (SPEC §5)
+
+
+class Source(str, Enum):
+    CHAT = "chat"
+    EMAIL = "email"
+
+
+@dataclass(frozen=True, slots=True)
+class InboundMessage:
+    """A message as the delivery layer sees it: identifiers, sender, time and the raw body text.
+
+    ``body`` is untrusted external content. It is never logged; it only leaves this process inside an
+    XPIA envelope (or bare, for a verified sponsor's chat message).
+    """
+
+    source: Source
+    chat_id: str  # the Teams chat id, or EMAIL_CHAT_ID
+    message_id: str
+    sender_id: str  # AAD object id for chat; the address for mail
+    sender_name: str
+    created: datetime
+    body: str
+    subject: str | None = None  # mail only
+    sender_is_sponsor: bool = False

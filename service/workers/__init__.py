@@ -1,0 +1,1 @@
+"""The loops: chat poll, email poll, discovery, daily summary, under one supervisor."""

@@ -1,0 +1,98 @@
+from datetime import datetime, timedelta, timezone
+
+from service.delivery.hub import DeliveryHub, DispatchOutcome, TargetKind
+from service.delivery.message import InboundMessage, Source
+from service.telemetry.metrics import Metrics
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+
+
+def msg(mid: str, *, chat="c1", minutes=0, sponsor=False, source=Source.CHAT) -> InboundMessage:
+    return InboundMessage(source, chat, mid, "u1", "User", T0 + timedelta(minutes=minutes), "hi",
+                          sender_is_sponsor=sponsor)
+
+
+class FakeTarget:
+    def __init__(self, tid, kind=TargetKind.PUSH, *, alive=True, fail=False, only_sponsors=False):
+        self.target_id, self.kind = tid, kind
+        self.alive, self.fail, self.only_sponsors = alive, fail, only_sponsors
+        self.got: list[str] = []
+
+    def is_alive(self):
+        return self.alive
+
+    def accepts(self, m):
+        return m.sender_is_sponsor if self.only_sponsors else True
+
+    async def deliver(self, m):
+        if self.fail:
+            self.alive = False
+            return False
+        self.got.append(m.message_id)
+        return True
+
+
+def test_an_empty_hub_claims_nothing():
+    hub = DeliveryHub()
+    assert not hub.can_take(Source.CHAT) and not hub.can_take(Source.EMAIL)
+    assert hub.claimable([msg("1")]) == []
+
+
+def test_a_sponsor_wait_makes_only_sponsor_chat_messages_claimable():
+    hub = DeliveryHub()
+    hub.register(FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True))
+    assert hub.can_take(Source.CHAT) and not hub.can_take(Source.EMAIL)
+    assert [m.message_id for m in hub.claimable([msg("1"), msg("2", sponsor=True)])] == ["2"]
+
+
+def test_dead_targets_do_not_count():
+    hub = DeliveryHub()
+    hub.register(FakeTarget("p", alive=False))
+    assert hub.claimable([msg("1")]) == []
+
+
+async def test_dispatch_is_oldest_first_and_each_message_goes_to_one_target():
+    hub = DeliveryHub()
+    a, b = FakeTarget("a"), FakeTarget("b")
+    hub.register(a)
+    hub.register(b)
+    results = await hub.dispatch([msg("3", minutes=3), msg("1", minutes=1), msg("2", minutes=2)])
+    assert [r.message_id for r in results] == ["1", "2", "3"]
+    assert sorted(a.got + b.got) == ["1", "2", "3"]
+    # one chat sticks to the target that took its first message
+    assert a.got == ["1", "2", "3"] or b.got == ["1", "2", "3"]
+
+
+async def test_a_target_that_dies_mid_dispatch_hands_over_to_the_next():
+    metrics = Metrics()
+    hub = DeliveryHub(metrics=metrics)
+    dying, spare = FakeTarget("dying", fail=True), FakeTarget("spare")
+    hub.register(dying)
+    hub._sticky["c1"] = "dying"
+    hub.register(spare)
+    [result] = await hub.dispatch([msg("1")])
+    assert result.outcome is DispatchOutcome.DELIVERED and result.target_id == "spare"
+    assert metrics.deliveries.labels("push", "chat", "failed")._value.get() == 1
+
+
+async def test_a_claimed_message_with_no_live_target_is_reported_not_retried_forever():
+    hub = DeliveryHub()
+    hub.register(FakeTarget("only", fail=True))
+    [result] = await hub.dispatch([msg("1")])
+    assert result.outcome is DispatchOutcome.NO_TARGET
+
+
+async def test_a_pending_sponsor_wait_takes_the_sponsor_reply_before_a_push_session():
+    hub = DeliveryHub()
+    push, wait = FakeTarget("p"), FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True)
+    hub.register(push)
+    hub.register(wait)
+    await hub.dispatch([msg("1", sponsor=True), msg("2", minutes=1)])
+    assert wait.got == ["1"] and push.got == ["2"]
+
+
+def test_a_closed_hub_claims_nothing():
+    hub = DeliveryHub()
+    hub.register(FakeTarget("p"))
+    hub.close()
+    assert not hub.can_take(Source.CHAT) and hub.claimable([msg("1")]) == []
