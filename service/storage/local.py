@@ -15,15 +15,17 @@ import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
-from service.storage.errors import BackendUnavailableError, ConcurrencyError
-from service.storage.keys import validate_key
+from service.storage.errors import BackendUnavailableError, ConcurrencyError, StorageError
+from service.storage.keys import InvalidKeyError, validate_key
 
-# Housekeeping directories inside the root; never listed, never migrated.
+# Housekeeping entries inside the root; never keys, never listed, never migrated.
 LOCK_DIR = ".locks"
 TMP_DIR = ".tmp"
-_HIDDEN = (LOCK_DIR, TMP_DIR)
+PROCESS_LOCK_FILE = ".singleton.lock"  # the per-machine process lock (storage.resolution names it)
+_HIDDEN = (LOCK_DIR, TMP_DIR, PROCESS_LOCK_FILE)
+T = TypeVar("T")
 
 
 def content_etag(data: bytes) -> str:
@@ -43,7 +45,10 @@ class LocalBackend:
     # --- paths and locks ---
 
     def _path(self, key: str) -> Path:
-        return self.root / validate_key(key)
+        top = validate_key(key).split("/", 1)[0]
+        if top in _HIDDEN:
+            raise InvalidKeyError(f"invalid storage key {key!r}: {top!r} is reserved for housekeeping")
+        return self.root / key
 
     @contextmanager
     def _locked(self, key: str) -> Iterator[None]:
@@ -76,9 +81,8 @@ class LocalBackend:
     def _read(self, key: str) -> bytes | None:
         try:
             return self._path(key).read_bytes()
-        except FileNotFoundError:
-            return None
-        except NotADirectoryError:
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            # "a" when only "a/b" exists is absent, as on Blob where the two are unrelated names.
             return None
 
     def _write(self, key: str, content: str, if_match: str | None, if_absent: bool) -> str:
@@ -138,6 +142,7 @@ class LocalBackend:
             rel_dir = Path(dirpath).relative_to(self.root)
             if rel_dir == Path("."):
                 dirnames[:] = [d for d in dirnames if d not in _HIDDEN]
+                filenames = [f for f in filenames if f not in _HIDDEN]
             for name in filenames:
                 key = (rel_dir / name).as_posix() if rel_dir != Path(".") else name
                 if key.startswith(prefix):
@@ -152,14 +157,21 @@ class LocalBackend:
         except OSError as exc:
             raise BackendUnavailableError(f"data directory {self.root} is not writable: {exc.strerror}") from exc
 
+    async def _in_thread(self, what: str, fn: Callable[..., T], *args: object) -> T:
+        """Run blocking file I/O off the event loop; a failing disk surfaces as a StorageError."""
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except OSError as exc:
+            raise StorageError(f"{what} under {self.root} failed: {exc.strerror or exc}") from exc
+
     # --- MemoryBackend ---
 
     async def read_text(self, key: str) -> str | None:
-        data = await asyncio.to_thread(self._read, key)
+        data = await self._in_thread(f"read of {key!r}", self._read, key)
         return None if data is None else data.decode("utf-8")
 
     async def read_text_with_etag(self, key: str) -> tuple[str | None, str | None]:
-        data = await asyncio.to_thread(self._read, key)
+        data = await self._in_thread(f"read of {key!r}", self._read, key)
         if data is None:
             return None, None
         return data.decode("utf-8"), content_etag(data)
@@ -169,16 +181,16 @@ class LocalBackend:
     ) -> str:
         if if_match is not None and if_absent:
             raise ValueError("if_match and if_absent are mutually exclusive")
-        return await asyncio.to_thread(self._write, key, content, if_match, if_absent)
+        return await self._in_thread(f"write of {key!r}", self._write, key, content, if_match, if_absent)
 
     async def append_text(self, key: str, content: str) -> None:
-        await asyncio.to_thread(self._append, key, content)
+        await self._in_thread(f"append to {key!r}", self._append, key, content)
 
     async def exists(self, key: str) -> bool:
-        return await asyncio.to_thread(self._path(key).is_file)
+        return await self._in_thread(f"exists of {key!r}", self._path(key).is_file)
 
     async def list(self, prefix: str = "") -> list[str]:
-        return await asyncio.to_thread(self._list, prefix)
+        return await self._in_thread("list", self._list, prefix)
 
     async def check(self) -> None:
         await asyncio.to_thread(self._check)

@@ -1,0 +1,266 @@
+"""``entrabot-fleet``: the command line of the Entrabot Fleet worker service.
+
+Each command is one ``Command`` entry (name, one-line help, its arguments, the function that runs
+it); adding a command means writing its function and adding an entry to ``COMMANDS``. Exit codes:
+0 done, 1 the command ran but something failed (the report says what), 2 bad configuration or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from service.storage.backend import MemoryBackend
+from service.storage.errors import StorageError
+from service.storage.migration import normalize_prefix
+from service.storage.persona import PERSONA_PREFIX
+from service.storage.transfer import Progress, TransferReport
+
+PROG = "entrabot-fleet"
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+DEFAULT_PERSONA_ROOT = Path("~/.claude/memory")
+
+
+class ConfigurationError(Exception):
+    """The environment names no usable setup; the message says what to fix (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: ``configure`` adds its arguments, ``run`` does the work and returns the exit code."""
+
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+# --- shared plumbing ------------------------------------------------------------------------------
+
+
+async def open_target() -> MemoryBackend:
+    """The backend the environment resolves to, checked reachable before anything is written."""
+    from service.storage.resolution import assert_backend_config  # heavy imports only when needed
+
+    try:
+        return await assert_backend_config()
+    except StorageError as exc:
+        raise ConfigurationError(str(exc)) from exc
+
+
+@contextmanager
+def progress_bar(description: str, *, quiet: bool) -> Iterator[Progress]:
+    """A tqdm bar on stderr, shown only on a terminal so logs and pipes stay clean."""
+    from tqdm import tqdm
+
+    disabled = quiet or not sys.stderr.isatty()
+    with tqdm(desc=description, unit="file", file=sys.stderr, disable=disabled, leave=False) as bar:
+
+        def update(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        yield update
+
+
+def print_report(report: TransferReport, *, dry_run: bool = False) -> int:
+    """Every rejection and error on stderr, the summary on stdout; the exit code for the report."""
+    for key, message in report.rejected:
+        print(f"rejected: {key}: {message}", file=sys.stderr)
+    for key, message in report.errors:
+        print(f"error: {key}: {message}", file=sys.stderr)
+    print(report.summary(dry_run=dry_run))
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+# --- migrate --------------------------------------------------------------------------------------
+
+
+def parse_source(text: str) -> tuple[Path, str]:
+    """``DIR`` or ``DIR:PREFIX`` (split at the last colon)."""
+    directory, colon, prefix = text.rpartition(":")
+    if not colon:
+        directory, prefix = text, ""
+    if not directory:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected DIR or DIR:PREFIX")
+    try:
+        return Path(directory).expanduser(), normalize_prefix(prefix)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: bad prefix: {exc}") from None
+
+
+def configure_migrate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--source",
+        action="append",
+        type=parse_source,
+        metavar="DIR[:PREFIX]",
+        help="a local directory to copy, under an optional key prefix (repeatable; default: "
+        f"ENTRABOT_DATA_DIR at the container root, and {DEFAULT_PERSONA_ROOT} under {PERSONA_PREFIX})",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="read and check every file, write nothing")
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    return asyncio.run(migrate(args))
+
+
+async def migrate(args: argparse.Namespace) -> int:
+    from service.storage.migration import migrate_local_to_backend
+    from service.storage.resolution import data_dir
+
+    # data_dir() reads ENTRABOT_DATA_DIR exactly as the backend resolution does.
+    sources = args.source or [(data_dir(), ""), (DEFAULT_PERSONA_ROOT.expanduser(), PERSONA_PREFIX)]
+    target = await open_target()
+    try:
+        print(f"target: {target.describe()}")
+        with progress_bar("migrate", quiet=args.quiet) as progress:
+            report = await migrate_local_to_backend(sources, target, progress=progress, dry_run=args.dry_run)
+    finally:
+        await target.aclose()
+    return print_report(report, dry_run=args.dry_run)
+
+
+# --- persona --------------------------------------------------------------------------------------
+
+
+def configure_persona(parser: argparse.ArgumentParser) -> None:
+    root = argparse.ArgumentParser(add_help=False)
+    root.add_argument(
+        "--root",
+        type=Path,
+        default=DEFAULT_PERSONA_ROOT,
+        metavar="DIR",
+        help=f"the local persona-memory directory (default: {DEFAULT_PERSONA_ROOT})",
+    )
+    actions = parser.add_subparsers(dest="persona_action", metavar="{push,pull}", required=True)
+    push = actions.add_parser(
+        "push",
+        parents=[root, common_options()],
+        help=f"upload FILE (overwriting), or every file not yet under {PERSONA_PREFIX}",
+        description=f"Upload persona files to {PERSONA_PREFIX}. Without FILE, files already in the cloud "
+        "are left alone; with FILE, that file's key is overwritten.",
+    )
+    push.add_argument("file", nargs="?", type=Path, metavar="FILE", help="one file inside --root")
+    actions.add_parser(
+        "pull",
+        parents=[root, common_options()],
+        help=f"download every key under {PERSONA_PREFIX}, overwriting local files",
+        description=f"Download every key under {PERSONA_PREFIX} into --root; "
+        "the cloud wins over local files.",
+    )
+
+
+def run_persona(args: argparse.Namespace) -> int:
+    return asyncio.run(persona(args))
+
+
+async def persona(args: argparse.Namespace) -> int:
+    from service.storage.persona import PersonaBackend
+
+    target = await open_target()
+    try:
+        print(f"target: {target.describe()} ({PERSONA_PREFIX})")
+        backend = PersonaBackend(target, local_root=args.root)
+        if args.persona_action == "push" and args.file is not None:
+            report = await backend.push_one(args.file.expanduser().absolute())
+        else:
+            with progress_bar(f"persona {args.persona_action}", quiet=args.quiet) as progress:
+                sync = backend.push_all if args.persona_action == "push" else backend.pull_all
+                report = await sync(progress=progress)
+    finally:
+        await target.aclose()
+    return print_report(report)
+
+
+# --- the command table and the entry point --------------------------------------------------------
+
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        "migrate",
+        "copy local state directories into the configured backend (never deletes)",
+        configure_migrate,
+        run_migrate,
+    ),
+    Command(
+        "persona",
+        f"push persona-memory files to {PERSONA_PREFIX} or pull them back",
+        configure_persona,
+        run_persona,
+    ),
+)
+
+
+def common_options(*, top_level: bool = False) -> argparse.ArgumentParser:
+    """``--quiet`` and ``--debug``, accepted before or after any (sub)command name.
+
+    Below the top level they default to SUPPRESS: argparse copies a subparser's defaults over the
+    values already parsed, which would otherwise reset ``entrabot-fleet --debug migrate``.
+    """
+    default: Any = False if top_level else argparse.SUPPRESS
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--quiet", action="store_true", default=default, help="no progress bar")
+    options.add_argument(
+        "--debug", action="store_true", default=default, help="print a traceback on unexpected errors"
+    )
+    return options
+
+
+def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        parents=[common_options(top_level=True)],
+        prog=PROG,
+        description="Entrabot Fleet: a horizontally scaled worker service connecting an AI agent to "
+        "Microsoft Teams and mail over MCP, with its shared state in Azure Blob Storage.",
+        epilog="Configuration comes from ENTRABOT_* environment variables (and an optional .env). "
+        f"Exit codes: {EXIT_OK} done, {EXIT_FAILED} something failed (see the report), "
+        f"{EXIT_CONFIG} bad configuration or usage.",
+    )
+    subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    for command in commands:
+        sub = subcommands.add_parser(
+            command.name, parents=[common_options()], help=command.help, description=command.help
+        )
+        command.configure(sub)
+        sub.set_defaults(run=command.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help and usage errors: argparse has already printed
+        return exc.code if isinstance(exc.code, int) else EXIT_CONFIG
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_CONFIG
+    try:
+        return args.run(args)
+    except ConfigurationError as exc:
+        _say(str(exc))
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return 130
+    except Exception as exc:
+        if args.debug:
+            traceback.print_exc()
+        hint = "" if args.debug else " (rerun with --debug for a traceback)"
+        _say(f"{type(exc).__name__}: {exc}{hint}")
+        return EXIT_FAILED
+
+
+def _say(message: str) -> None:
+    print(f"{PROG}: {' '.join(message.split())}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""One replica in a storage race, run as its own process by test_storage_races.py.
+
+    python race_worker.py cas|create|append KEY WORKER_ID COUNT
+
+It builds its backend from the ENTRABOT_* environment (as a replica does), prints ``ready``, waits for
+a line on stdin so every racer starts together, runs its task and prints one JSON result line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from service.storage import ConcurrencyError, MemoryBackend, get_backend
+
+MAX_ATTEMPTS_PER_INCREMENT = 2_000
+
+
+async def cas_increments(backend: MemoryBackend, key: str, count: int) -> dict[str, int]:
+    conflicts = 0
+    for _ in range(count):
+        for _attempt in range(MAX_ATTEMPTS_PER_INCREMENT):
+            content, etag = await backend.read_text_with_etag(key)
+            if content is None or etag is None:
+                raise SystemExit(f"{key} vanished during the race")
+            try:
+                await backend.write_text(key, str(int(content) + 1), if_match=etag)
+                break
+            except ConcurrencyError:
+                conflicts += 1
+        else:
+            raise SystemExit(f"no increment landed in {MAX_ATTEMPTS_PER_INCREMENT} attempts")
+    return {"conflicts": conflicts}
+
+
+async def create_once(backend: MemoryBackend, key: str, worker: str) -> dict[str, bool]:
+    try:
+        await backend.write_text(key, worker, if_absent=True)
+    except ConcurrencyError:
+        return {"won": False}
+    return {"won": True}
+
+
+async def appends(backend: MemoryBackend, key: str, worker: str, count: int) -> dict[str, int]:
+    for i in range(count):
+        await backend.append_text(key, f"{worker} {i:04d} {'x' * 40}\n")
+    return {"appended": count}
+
+
+async def run(task: str, backend: MemoryBackend, key: str, worker: str, count: int) -> dict[str, object]:
+    if task == "cas":
+        return dict(await cas_increments(backend, key, count))
+    if task == "create":
+        return dict(await create_once(backend, key, worker))
+    if task == "append":
+        return dict(await appends(backend, key, worker, count))
+    raise SystemExit(f"unknown task {task!r}")
+
+
+async def main(task: str, key: str, worker: str, count: int) -> None:
+    backend = get_backend()
+    try:
+        print("ready", flush=True)
+        await asyncio.to_thread(sys.stdin.readline)
+        result = await run(task, backend, key, worker, count)
+    finally:
+        await backend.aclose()
+    print(json.dumps({"worker": worker, **result}), flush=True)
+
+
+if __name__ == "__main__":
+    task_name, race_key, worker_id, how_many = sys.argv[1:5]
+    asyncio.run(main(task_name, race_key, worker_id, int(how_many)))
