@@ -38,6 +38,8 @@ class Settings(BaseSettings):
     blueprint_client_id: str | None = None
     blueprint_client_secret: SecretStr | None = None
     blueprint_certificate_path: Path | None = None
+    # The certificate's RSA key, when it is not in the same PEM as the certificate.
+    blueprint_certificate_key_path: Path | None = None
     # Workload identity: AKS mounts the projected token here (AZURE_FEDERATED_TOKEN_FILE).
     blueprint_federated_token_file: Path | None = None
     agent_identity_id: str | None = None
@@ -62,6 +64,9 @@ class Settings(BaseSettings):
     mcp_allowed_hosts: str = "localhost,127.0.0.1"
     mcp_allowed_origins: str = ""
     mcp_session_idle_timeout_s: float = 1800.0
+    # Where hosts reach this service (e.g. https://agent.example.com), for the OAuth resource
+    # metadata; taken from each request's scheme and Host when unset.
+    mcp_public_base_url: str | None = None
     push_hosts: str = "claude-code"
     sponsor_wait_timeout_s: float = 600.0
     otlp_endpoint: str | None = None

@@ -1,0 +1,75 @@
+"""A push-capable MCP session as a delivery target of the hub: claimed messages go out on its GET stream."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import anyio
+from mcp.server.session import ServerSession
+from pydantic import BaseModel
+
+from service.delivery.hub import TargetKind
+from service.delivery.message import InboundMessage
+from service.delivery.push import build_channel_push
+from service.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SEND_TIMEOUT_S = 10.0
+
+
+@dataclass(eq=False)
+class PushTarget:
+    """Sends ``notifications/claude/channel`` into one session's standalone (GET) stream.
+
+    Alive exactly while that stream is open: the SDK drops a notification for a session without a
+    stream silently, so liveness comes from the session registry, which watches the stream itself.
+    """
+
+    session_id: str
+    notifier: ServerSession  # any request's session object reaches the connection's standalone stream
+    stream_open: Callable[[], bool]
+    render: Callable[[InboundMessage], BaseModel] = build_channel_push
+    metrics: Metrics | None = None
+    send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+
+    @property
+    def target_id(self) -> str:
+        return f"push:{self.session_id}"
+
+    @property
+    def kind(self) -> TargetKind:
+        return TargetKind.PUSH
+
+    def is_alive(self) -> bool:
+        return self.stream_open()
+
+    def accepts(self, message: InboundMessage) -> bool:
+        return True  # a push host takes chat and mail alike
+
+    async def deliver(self, message: InboundMessage) -> bool:
+        # Checked before sending, never after: once the session has taken the push it is in the
+        # session's event history, and a host that reconnects gets it replayed. Reporting failure
+        # then would let the hub hand it to a second target as well.
+        if not self.is_alive():
+            return False
+        push = self.render(message)
+        # The session takes one message at a time; a host that stopped reading must not hold up the
+        # hub. A send cut short by the timeout was never taken, so another target may have it.
+        with anyio.move_on_after(self.send_timeout_s) as scope:
+            # Any pydantic model with `method` and `params` goes out as is.
+            await self.notifier.send_notification(push)  # type: ignore[arg-type]
+        if scope.cancelled_caught:
+            log.warning(
+                "push stream did not take the message in time",
+                extra={"target_id": self.target_id, "message_id": message.message_id},
+            )
+            return False
+        if self.metrics is not None:
+            lag = (self.clock() - message.created).total_seconds()
+            self.metrics.delivery_latency.labels(message.source.value).observe(max(lag, 0.0))
+        return True

@@ -1,0 +1,169 @@
+"""The MCP server of one replica: /mcp over streamable HTTP, stateful sessions, channel pushes.
+
+    mcp = build_mcp(settings, hub, metrics=metrics)
+    mcp.tools.add(send_teams_message)              # any time before hosts list the tools
+    app = FastAPI(routes=mcp.routes(), lifespan=...)   # enter `mcp.lifespan()` inside the app's lifespan
+
+A request to /mcp passes, outermost first: the Host/Origin guard (421/403), bearer auth (401), the
+era guard (hosts stay on the handshake era, the one with a push stream), the session traffic
+observer (activity and GET streams), then the SDK's session manager. The manager expires a session
+after ``mcp_session_idle_timeout_s`` without any request in flight (an open GET stream counts as
+one), answers DELETE by ending it, and 404 for an unknown session id; every ending reaches the
+session registry, which then unregisters the session's push target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import Any
+
+import httpx
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp_types import (
+    CallToolRequestParams,
+    CallToolResult,
+    InitializeRequestParams,
+    ListToolsResult,
+    PaginatedRequestParams,
+)
+from pydantic import BaseModel
+from starlette.routing import BaseRoute, Route
+
+from service import __version__
+from service.config import Settings
+from service.delivery.hub import DeliveryHub
+from service.delivery.message import InboundMessage
+from service.delivery.push import build_channel_push
+from service.mcp.auth import MCP_PATH, BearerAuth, build_verifier, jwt_audiences, protected_resource_routes
+from service.mcp.event_store import InMemoryEventStore
+from service.mcp.hosts import parse_push_hosts
+from service.mcp.sdk_adapter import (
+    ChannelServer,
+    HandshakeEraOnly,
+    PerSessionEventStoreManager,
+    call_when_session_ends,
+    session_id_of,
+)
+from service.mcp.sessions import SessionRegistry, SessionTrafficObserver
+from service.mcp.tools import ToolCall, ToolRegistry
+from service.mcp.transport_security import HostOriginGuard, transport_security_settings
+from service.telemetry.metrics import Metrics
+
+SERVER_NAME = "entrabot-fleet"
+JWKS_TIMEOUT_S = 10.0
+
+
+class McpService:
+    """One replica's MCP server. Build a fresh one per app: the SDK's manager runs only once."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        hub: DeliveryHub,
+        *,
+        metrics: Metrics | None = None,
+        tools: ToolRegistry | None = None,
+        render_push: Callable[[InboundMessage], BaseModel] = build_channel_push,
+        http_client: httpx.AsyncClient | None = None,
+        instructions: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.hub = hub
+        self.tools = tools if tools is not None else ToolRegistry()
+        self.sessions = SessionRegistry(
+            hub, push_hosts=parse_push_hosts(settings.push_hosts), render=render_push, metrics=metrics
+        )
+        self.event_stores = InMemoryEventStore()
+
+        self.server = ChannelServer(
+            SERVER_NAME,
+            version=__version__,
+            instructions=instructions,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        self.server.middleware.append(self._track_session)
+        security = transport_security_settings(settings)
+        self.manager = PerSessionEventStoreManager(
+            self.server,
+            event_stores=self.event_stores,
+            security_settings=security,
+            session_idle_timeout=settings.mcp_session_idle_timeout_s,
+        )
+
+        # Only JWT auth makes outbound calls (the tenant's signing keys); a client built here is ours to close.
+        self._owns_http = http_client is None and bool(jwt_audiences(settings))
+        self._http = httpx.AsyncClient(timeout=JWKS_TIMEOUT_S) if self._owns_http else http_client
+        verifier = build_verifier(settings, self._http)
+
+        endpoint: Any = StreamableHTTPASGIApp(self.manager)
+        endpoint = SessionTrafficObserver(endpoint, self.sessions)
+        endpoint = HandshakeEraOnly(endpoint)
+        endpoint = BearerAuth(endpoint, verifier=verifier, public_base_url=settings.mcp_public_base_url)
+        self.endpoint = HostOriginGuard(endpoint, security)
+
+    def routes(self) -> list[BaseRoute]:
+        """``/mcp`` (exactly: a mount would redirect to ``/mcp/``) and the OAuth resource metadata."""
+        return [Route(MCP_PATH, self.endpoint), *protected_resource_routes(self.settings)]
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """Run the session manager; enter it from the FastAPI app's lifespan (mounted apps get none)."""
+        try:
+            async with self.manager.run():
+                yield
+        finally:
+            if self._owns_http and self._http is not None:
+                await self._http.aclose()
+
+    # --- SDK hooks ---
+
+    async def _track_session(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method == "initialize" and isinstance(result, dict):
+            self._session_began(ctx, result)
+        return result
+
+    def _session_began(self, ctx: ServerRequestContext[Any, Any], result: dict[str, Any]) -> None:
+        session_id = session_id_of(ctx.session)
+        if session_id is None:
+            return
+        # The handshake succeeded, so its params are valid; the SDK records them only after this hook.
+        params = InitializeRequestParams.model_validate(ctx.params or {}, by_name=False)
+        self.sessions.opened(
+            session_id,
+            client_name=params.client_info.name,
+            client_version=params.client_info.version,
+            protocol_version=str(result.get("protocolVersion", params.protocol_version)),
+            notifier=ctx.session,
+        )
+        call_when_session_ends(ctx.session, partial(self._session_ended, session_id))
+
+    async def _session_ended(self, session_id: str) -> None:
+        self.sessions.closed(session_id)
+        self.event_stores.forget(session_id)
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        return ListToolsResult(tools=self.tools.definitions())
+
+    async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
+        session_id = session_id_of(ctx.session)
+        call = ToolCall(
+            session=self.sessions.get(session_id) if session_id is not None else None,
+            hub=self.hub,
+            request_id=ctx.request_id,
+        )
+        return await self.tools.call(params.name, params.arguments, call)
+
+
+def build_mcp(settings: Settings, hub: DeliveryHub, **options: Any) -> McpService:
+    """The MCP server for one app instance (options as for ``McpService``).
+
+    Raises ``AuthConfigError`` for half-set or unsafe auth settings.
+    """
+    return McpService(settings, hub, **options)

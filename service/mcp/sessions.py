@@ -1,0 +1,223 @@
+"""The live MCP sessions of this replica, and which of them hold an open push stream.
+
+The registry is fed from two sides: the server's initialize hook (a session begins, with the host's
+``clientInfo``) and its end hook (DELETE, idle expiry, crash, shutdown); and ``SessionTrafficObserver``,
+which watches every HTTP request on ``/mcp`` (activity, and GET streams opening and closing). A
+push-capable session is a live delivery target in the hub exactly while its GET stream is open.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from mcp.server.session import ServerSession
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from pydantic import BaseModel
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service.delivery.hub import DeliveryHub
+from service.delivery.message import InboundMessage
+from service.delivery.push import build_channel_push
+from service.mcp.hosts import is_push_host
+from service.mcp.push_target import DEFAULT_SEND_TIMEOUT_S, PushTarget
+from service.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+_SESSION_HEADER = MCP_SESSION_ID_HEADER.encode("ascii")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """What this replica knows about one MCP session (a snapshot; the registry holds the current one)."""
+
+    session_id: str
+    client_name: str
+    client_version: str
+    protocol_version: str
+    push_capable: bool
+    created_at: datetime
+    last_activity_at: datetime
+    open_streams: int = 0  # GET streams; the SDK allows one, a reconnect may overlap its predecessor briefly
+
+    @property
+    def push_stream_open(self) -> bool:
+        return self.open_streams > 0
+
+
+class SessionRegistry:
+    """Session id -> ``SessionState``, and the push targets registered in the hub for them."""
+
+    def __init__(
+        self,
+        hub: DeliveryHub,
+        *,
+        push_hosts: Sequence[str],
+        render: Callable[[InboundMessage], BaseModel] = build_channel_push,
+        metrics: Metrics | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+        push_send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
+    ) -> None:
+        self._hub = hub
+        self._push_hosts = tuple(push_hosts)
+        self._render = render
+        self._metrics = metrics
+        self._clock = clock
+        self._push_send_timeout_s = push_send_timeout_s
+        self._sessions: dict[str, SessionState] = {}
+        self._notifiers: dict[str, ServerSession] = {}
+        self._targets: dict[str, PushTarget] = {}
+
+    # --- reading ---
+
+    def get(self, session_id: str) -> SessionState | None:
+        return self._sessions.get(session_id)
+
+    def sessions(self) -> list[SessionState]:
+        return list(self._sessions.values())
+
+    def is_streaming(self, session_id: str) -> bool:
+        state = self._sessions.get(session_id)
+        return state is not None and state.push_stream_open
+
+    # --- lifecycle (from the server's initialize and end hooks) ---
+
+    def opened(
+        self,
+        session_id: str,
+        *,
+        client_name: str,
+        client_version: str,
+        protocol_version: str,
+        notifier: ServerSession,
+    ) -> SessionState:
+        now = self._clock()
+        state = SessionState(
+            session_id=session_id,
+            client_name=client_name,
+            client_version=client_version,
+            protocol_version=protocol_version,
+            push_capable=is_push_host(client_name, self._push_hosts),
+            created_at=now,
+            last_activity_at=now,
+        )
+        self._sessions[session_id] = state
+        self._notifiers[session_id] = notifier
+        self._publish()
+        log.info(
+            "mcp session opened",
+            extra={
+                "client_name": client_name[:64],
+                "client_version": client_version[:32],
+                "protocol_version": protocol_version,
+                "push_capable": state.push_capable,
+            },
+        )
+        return state
+
+    def closed(self, session_id: str) -> None:
+        state = self._sessions.pop(session_id, None)
+        self._notifiers.pop(session_id, None)
+        self._drop_target(session_id)
+        if state is not None:
+            self._publish()
+            log.info("mcp session closed", extra={"client_name": state.client_name[:64]})
+
+    # --- traffic (from SessionTrafficObserver) ---
+
+    def touch(self, session_id: str) -> None:
+        state = self._sessions.get(session_id)
+        if state is not None:
+            self._sessions[session_id] = dataclasses.replace(state, last_activity_at=self._clock())
+
+    def stream_opened(self, session_id: str) -> None:
+        state = self._sessions.get(session_id)
+        if state is None:
+            return  # the SDK answered 200 for a session we never saw begin; nothing to push into
+        self._sessions[session_id] = dataclasses.replace(
+            state, open_streams=state.open_streams + 1, last_activity_at=self._clock()
+        )
+        if state.push_capable and session_id not in self._targets:
+            target = PushTarget(
+                session_id=session_id,
+                notifier=self._notifiers[session_id],
+                stream_open=lambda: self.is_streaming(session_id),
+                render=self._render,
+                metrics=self._metrics,
+                send_timeout_s=self._push_send_timeout_s,
+                clock=self._clock,
+            )
+            self._targets[session_id] = target
+            self._hub.register(target)
+
+    def stream_closed(self, session_id: str) -> None:
+        state = self._sessions.get(session_id)
+        if state is None:
+            return
+        left = max(state.open_streams - 1, 0)
+        self._sessions[session_id] = dataclasses.replace(state, open_streams=left, last_activity_at=self._clock())
+        if not left:
+            self._drop_target(session_id)
+
+    def _drop_target(self, session_id: str) -> None:
+        target = self._targets.pop(session_id, None)
+        if target is not None:
+            self._hub.unregister(target.target_id)
+
+    def _publish(self) -> None:
+        # The push-stream gauge is published by the hub, which counts these same targets.
+        if self._metrics is not None:
+            self._metrics.sessions.set(len(self._sessions))
+
+
+class SessionTrafficObserver:
+    """ASGI wrapper around the SDK's /mcp app that reports session traffic to the registry.
+
+    A GET answered 200 for a session is its push stream (live, or resumed with ``Last-Event-ID``); the
+    stream is open until the SDK's handler returns, which happens when either side closes it. The
+    stream is reported open when its headers go out, a moment before the SDK attaches the stream to
+    the session; a push sent in that moment still lands in the session's event history and reaches
+    the host on its next reconnect.
+    """
+
+    def __init__(self, app: ASGIApp, registry: SessionRegistry) -> None:
+        self.app = app
+        self.registry = registry
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        session_id = _session_id(scope) if scope["type"] == "http" else None
+        if session_id is None:
+            await self.app(scope, receive, send)
+            return
+        self.registry.touch(session_id)
+        if scope["method"] != "GET":
+            await self.app(scope, receive, send)
+            return
+
+        opened = False
+
+        async def watch(message: Message) -> None:
+            nonlocal opened
+            if message["type"] == "http.response.start" and message["status"] == 200 and not opened:
+                opened = True
+                self.registry.stream_opened(session_id)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            if opened:
+                self.registry.stream_closed(session_id)
+
+
+def _session_id(scope: Scope) -> str | None:
+    value = next((v for k, v in scope["headers"] if k == _SESSION_HEADER), None)
+    return value.decode("latin-1") if value is not None else None

@@ -1,0 +1,180 @@
+"""Tools as typed async functions: a pydantic model in, a pydantic model out, and the call's context.
+
+    tools = ToolRegistry()
+
+    @tools.tool()
+    async def send_teams_message(args: SendInput, call: ToolCall) -> SendResult:
+        '''Send a message to a Teams chat.'''   # the description hosts see
+        ...
+
+The input model's JSON schema is the tool's ``inputSchema`` and the output model's its
+``outputSchema``; results go out as structured content plus the same JSON as text. Hand-written over
+the SDK's low-level tool handlers rather than ``MCPServer`` because ``MCPServer`` configures
+process-wide logging when it is built, and because a tool here needs the calling session's state.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import typing
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from mcp.shared.exceptions import MCPError
+from mcp.shared.tool_name_validation import validate_tool_name
+from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, Tool
+from pydantic import BaseModel, ValidationError
+
+from service.delivery.hub import DeliveryHub, DeliveryTarget
+from service.mcp.sessions import SessionState
+
+log = logging.getLogger(__name__)
+
+InT = TypeVar("InT", bound=BaseModel)
+OutT = TypeVar("OutT", bound=BaseModel)
+ToolHandler = Callable[[InT, "ToolCall"], Awaitable[OutT]]
+
+
+class ToolError(Exception):
+    """An expected failure: the host sees the message as the tool's error result, so say what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """What a running tool knows about its call."""
+
+    session: SessionState | None  # None only when the session ended while the call was being set up
+    hub: DeliveryHub
+    request_id: str | int | None
+
+    @property
+    def session_id(self) -> str | None:
+        return self.session.session_id if self.session is not None else None
+
+    @property
+    def push_capable(self) -> bool:
+        """Whether the calling host takes channel pushes (else it needs sponsor waits)."""
+        return self.session is not None and self.session.push_capable
+
+    @asynccontextmanager
+    async def holding(self, target: DeliveryTarget) -> AsyncIterator[DeliveryTarget]:
+        """Keep ``target`` registered in the hub for the duration of the block.
+
+        It is unregistered however the block ends, including when the host cancels the request (the
+        SDK cancels the tool's task), so the hub never claims for a wait nobody is waiting on.
+        """
+        self.hub.register(target)
+        try:
+            yield target
+        finally:
+            self.hub.unregister(target.target_id)
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredTool:
+    name: str
+    description: str | None
+    input_model: type[BaseModel]
+    output_model: type[BaseModel]
+    handler: ToolHandler[Any, Any]
+
+    def definition(self) -> Tool:
+        return Tool(
+            name=self.name,
+            description=self.description,
+            input_schema=self.input_model.model_json_schema(),
+            output_schema=self.output_model.model_json_schema(mode="serialization"),
+        )
+
+
+class ToolRegistry:
+    """The tools one MCP server offers; may be added to until the first host lists them."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, RegisteredTool] = {}
+
+    def add(
+        self, handler: ToolHandler[Any, Any], *, name: str | None = None, description: str | None = None
+    ) -> RegisteredTool:
+        tool_name = name or handler.__name__
+        verdict = validate_tool_name(tool_name)
+        if not verdict.is_valid:
+            raise ValueError(f"tool name {tool_name!r} is not valid: {'; '.join(verdict.warnings)}")
+        if tool_name in self._tools:
+            raise ValueError(f"a tool named {tool_name!r} is already registered")
+        input_model, output_model = _models_of(handler)
+        tool = RegisteredTool(
+            name=tool_name,
+            description=description or inspect.getdoc(handler),
+            input_model=input_model,
+            output_model=output_model,
+            handler=handler,
+        )
+        self._tools[tool_name] = tool
+        return tool
+
+    def tool(
+        self, *, name: str | None = None, description: str | None = None
+    ) -> Callable[[ToolHandler[InT, OutT]], ToolHandler[InT, OutT]]:
+        def register(handler: ToolHandler[InT, OutT]) -> ToolHandler[InT, OutT]:
+            self.add(handler, name=name, description=description)
+            return handler
+
+        return register
+
+    def definitions(self) -> list[Tool]:
+        return [tool.definition() for tool in self._tools.values()]
+
+    async def call(self, name: str, arguments: dict[str, Any] | None, call: ToolCall) -> CallToolResult:
+        tool = self._tools.get(name)
+        if tool is None:
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}")
+        try:
+            args = tool.input_model.model_validate(arguments or {})
+        except ValidationError as exc:
+            # Locations and messages only: the rejected values are the host's data.
+            problems = exc.errors(include_url=False, include_input=False, include_context=False)
+            return _error_result(f"Invalid arguments for {name}: {json.dumps(problems, default=str)}")
+        try:
+            result = await tool.handler(args, call)
+        except ToolError as exc:
+            return _error_result(str(exc))
+        except Exception:
+            log.exception("tool raised", extra={"tool": name})
+            return _error_result(f"{name} failed inside the server; the error is in the server log")
+        if not isinstance(result, tool.output_model):
+            log.error("tool returned the wrong type", extra={"tool": name, "returned": type(result).__name__})
+            return _error_result(f"{name} failed inside the server; the error is in the server log")
+        structured = result.model_dump(mode="json", by_alias=True)
+        return CallToolResult(
+            content=[TextContent(type="text", text=json.dumps(structured, ensure_ascii=False))],
+            structured_content=structured,
+        )
+
+
+def _error_result(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+def _models_of(handler: ToolHandler[Any, Any]) -> tuple[type[BaseModel], type[BaseModel]]:
+    """The input and output models, read from the handler's annotations."""
+    where = getattr(handler, "__qualname__", repr(handler))
+    if not inspect.iscoroutinefunction(handler):
+        raise TypeError(f"tool {where} must be an async function")
+    params = list(inspect.signature(handler).parameters)
+    if len(params) != 2:
+        raise TypeError(f"tool {where} must take exactly (args: <pydantic model>, call: ToolCall)")
+    try:
+        hints = typing.get_type_hints(handler)
+    except NameError as exc:
+        problem = f"tool {where}: its annotations do not resolve ({exc}); define its models at module level"
+        raise TypeError(problem) from exc
+    input_model, output_model = hints.get(params[0]), hints.get("return")
+    for role, model in (("argument", input_model), ("return", output_model)):
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise TypeError(f"tool {where} must annotate its {role} type with a pydantic model, got {model!r}")
+    return input_model, output_model  # type: ignore[return-value]

@@ -1,0 +1,226 @@
+"""A small FastAPI app built from the MCP pieces, with demo tools, served by a real uvicorn.
+
+Reusable by other test folders: ``async with live_mcp(settings) as live: ...`` gives the base URL and
+the app's own objects (hub, MCP service, metrics), reachable from the test's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+from service.config import Settings
+from service.delivery.hub import DeliveryHub, DeliveryTarget, TargetKind
+from service.delivery.message import InboundMessage, Source
+from service.devstack.uvicorn_runner import serve_app
+from service.mcp.server import McpService, build_mcp
+from service.mcp.tools import ToolCall, ToolRegistry
+from service.telemetry.metrics import Metrics
+
+PUSH_METHOD = "notifications/claude/channel"
+WAIT_BOUND_S = 10.0  # every wait in these tests ends by itself within this bound
+
+
+def mcp_settings(**overrides: Any) -> Settings:
+    """Settings for a loopback test server, isolated from the environment and any .env file."""
+    values: dict[str, Any] = {"host": "127.0.0.1", "mcp_allowed_hosts": "127.0.0.1,localhost"}
+    values.update(overrides)
+    return Settings(_env_file=None, **values)
+
+
+
+
+
+# --- demo tools ---
+
+
+class EchoInput(BaseModel):
+    text: str
+
+
+class EchoOutput(BaseModel):
+    text: str
+    session_id: str | None
+    push_capable: bool
+
+
+class SponsorWaitInput(BaseModel):
+    chat_id: str
+
+
+class SponsorWaitOutput(BaseModel):
+    message_id: str
+    chat_id: str
+
+
+@dataclass(eq=False)
+class DemoSponsorWait:
+    """A sponsor wait as the lead's tools will hold one: takes one chat message from one chat."""
+
+    target_id: str
+    chat_id: str
+    received: asyncio.Future[InboundMessage] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+    @property
+    def kind(self) -> TargetKind:
+        return TargetKind.SPONSOR_WAIT
+
+    def is_alive(self) -> bool:
+        return not self.received.done()
+
+    def accepts(self, message: InboundMessage) -> bool:
+        return message.source is Source.CHAT and message.chat_id == self.chat_id
+
+    async def deliver(self, message: InboundMessage) -> bool:
+        if self.received.done():
+            return False
+        self.received.set_result(message)
+        return True
+
+
+def demo_tools() -> ToolRegistry:
+    tools = ToolRegistry()
+
+    @tools.tool()
+    async def echo(args: EchoInput, call: ToolCall) -> EchoOutput:
+        """Echo the text, with what the server knows about the calling session."""
+        return EchoOutput(text=args.text, session_id=call.session_id, push_capable=call.push_capable)
+
+    @tools.tool()
+    async def wait_for_sponsor(args: SponsorWaitInput, call: ToolCall) -> SponsorWaitOutput:
+        """Wait for the next chat message in one chat."""
+        wait = DemoSponsorWait(target_id=f"wait:{call.session_id}:{call.request_id}", chat_id=args.chat_id)
+        async with call.holding(wait):
+            message = await wait.received
+        return SponsorWaitOutput(message_id=message.message_id, chat_id=message.chat_id)
+
+    return tools
+
+
+# --- the app ---
+
+
+@dataclass
+class LiveMcp:
+    base_url: str
+    mcp: McpService
+    hub: DeliveryHub
+    metrics: Metrics
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/mcp"
+
+    def push_targets(self) -> list[DeliveryTarget]:
+        return [t for t in self.hub.live_targets() if t.kind is TargetKind.PUSH]
+
+
+def build_app(settings: Settings, **mcp_options: Any) -> tuple[FastAPI, McpService, DeliveryHub, Metrics]:
+    metrics = Metrics()
+    hub = DeliveryHub(metrics=metrics)
+    mcp = build_mcp(settings, hub, metrics=metrics, tools=demo_tools(), **mcp_options)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with mcp.lifespan():
+            yield
+
+    return FastAPI(routes=mcp.routes(), lifespan=lifespan), mcp, hub, metrics
+
+
+@asynccontextmanager
+async def live_mcp(settings: Settings | None = None, **mcp_options: Any) -> AsyncIterator[LiveMcp]:
+    app, mcp, hub, metrics = build_app(settings or mcp_settings(), **mcp_options)
+    async with serve_app(app) as server:
+        yield LiveMcp(server.base_url, mcp, hub, metrics)
+
+
+# --- helpers shared by the tests ---
+
+
+def chat_message(message_id: str, *, chat_id: str = "19:demo@thread.v2", body: str = "hello") -> InboundMessage:
+    return InboundMessage(
+        source=Source.CHAT,
+        chat_id=chat_id,
+        message_id=message_id,
+        sender_id="00000000-0000-0000-0000-00000000a11c",
+        sender_name="Alice",
+        created=datetime.now(UTC),
+        body=body,
+    )
+
+
+async def eventually(check: Callable[[], Any], what: str, *, timeout_s: float = WAIT_BOUND_S) -> Any:
+    """Poll ``check`` until it returns something truthy; fail naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if isinstance(value, Awaitable):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def initialize_body(client_name: str, request_id: int = 1) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": client_name, "version": "raw-test"},
+        },
+    }
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    id: str | None
+    data: dict[str, Any] | None
+
+
+async def sse_events(response: httpx.Response) -> AsyncIterator[SseEvent]:
+    """The SSE events of a streaming response (comments and empty priming data skipped)."""
+    event_id: str | None = None
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if line == "":
+            if data and "".join(data).strip():
+                yield SseEvent(event_id, json.loads("\n".join(data)))
+            event_id, data = None, []
+        elif line.startswith("id:"):
+            event_id = line[3:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())
+
+
+async def open_raw_session(http: httpx.AsyncClient, url: str, client_name: str = "claude-code") -> str:
+    """Initialize a session by hand (no GET stream) and return its id."""
+    response = await http.post(url, json=initialize_body(client_name), headers=MCP_HEADERS)
+    assert response.status_code == 200, response.text
+    session_id = response.headers["mcp-session-id"]
+    headers = {**MCP_HEADERS, "Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"}
+    initialized = await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    assert initialized.status_code == 202, initialized.text
+    return session_id
+
+
+def session_headers(session_id: str) -> dict[str, str]:
+    return {**MCP_HEADERS, "Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"}

@@ -1,0 +1,126 @@
+"""The official Python MCP client against the live server: tools, and channel pushes in both modes."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from mcp.client import Client
+from mcp.client.extension import ClientExtension, NotificationBinding
+from mcp.shared.exceptions import MCPError
+from mcp_types import Implementation
+from pydantic import BaseModel, ConfigDict
+
+from service.delivery.hub import DispatchOutcome, TargetKind
+from service.mcp.sdk_adapter import CHANNEL_CAPABILITY
+from tests.mcp.server_fixture import WAIT_BOUND_S, LiveMcp, chat_message, eventually
+
+
+class ChannelParams(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    content: str
+    meta: dict[str, Any]
+
+
+class ChannelListener(ClientExtension):
+    """Receives ``notifications/claude/channel``: the client shows unknown methods only to extensions."""
+
+    identifier = "com.example/channel-listener"
+
+    def __init__(self) -> None:
+        self.pushes: list[ChannelParams] = []
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        return [NotificationBinding(method="notifications/claude/channel", params_type=ChannelParams, handler=self._on)]
+
+    async def _on(self, params: ChannelParams) -> None:
+        self.pushes.append(params)
+
+
+def claude_code_client(live: LiveMcp, listener: ChannelListener, **options: Any) -> Client:
+    return Client(
+        live.url,
+        extensions=[listener],
+        client_info=Implementation(name="claude-code", version="2.1.0"),
+        read_timeout_seconds=WAIT_BOUND_S,
+        **options,
+    )
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_push_reaches_the_host_in_legacy_and_default_mode(live: LiveMcp, mode: str) -> None:
+    listener = ChannelListener()
+    async with claude_code_client(live, listener, mode=mode) as client:
+        # The default mode probes 2026-07-28 first; the server must steer it to the handshake era,
+        # the only one whose sessions have a push stream.
+        assert client.protocol_version == "2025-11-25"
+        assert CHANNEL_CAPABILITY in (client.server_capabilities.experimental or {})
+
+        tools = await client.list_tools()
+        assert {t.name for t in tools.tools} == {"echo", "wait_for_sponsor"}
+        result = await client.call_tool("echo", {"text": "hi"})
+        assert not result.is_error
+        assert result.structured_content["text"] == "hi"
+        assert result.structured_content["push_capable"] is True
+
+        [target] = await eventually(live.push_targets, "the host's GET stream to become a push target")
+        assert target.target_id == f"push:{result.structured_content['session_id']}"
+        [state] = live.mcp.sessions.sessions()
+        assert (state.client_name, state.protocol_version, state.push_stream_open) == (
+            "claude-code", "2025-11-25", True
+        )
+
+        dispatched = await live.hub.dispatch([chat_message("m-1"), chat_message("m-2")])
+        assert [d.outcome for d in dispatched] == [DispatchOutcome.DELIVERED] * 2
+        await eventually(lambda: len(listener.pushes) == 2, "two channel pushes at the client")
+        assert [p.meta["message_id"] for p in listener.pushes] == ["m-1", "m-2"]
+        assert {p.meta["chat_id"] for p in listener.pushes} == {"19:demo@thread.v2"}
+        assert all(p.meta["user"] for p in listener.pushes)
+
+    # Leaving the client deletes the session: its push target goes with it.
+    await eventually(lambda: not live.mcp.sessions.sessions(), "the session to end")
+    assert live.hub.live_targets() == []
+
+
+async def test_invalid_arguments_come_back_as_a_tool_error_naming_the_field(live: LiveMcp) -> None:
+    async with claude_code_client(live, ChannelListener(), mode="legacy") as client:
+        result = await client.call_tool("echo", {"txt": "typo"})
+        assert result.is_error
+        text = result.content[0].text
+        assert "text" in text and "Field required" in text
+        assert "typo" not in text  # the rejected value is the host's data, not echoed into errors
+
+
+async def test_unknown_tool_is_a_protocol_error(live: LiveMcp) -> None:
+    async with claude_code_client(live, ChannelListener(), mode="legacy") as client:
+        with pytest.raises(MCPError, match="Unknown tool"):
+            await client.call_tool("no_such_tool", {})
+
+
+async def test_a_sponsor_wait_takes_the_chat_message_it_waits_for(live: LiveMcp) -> None:
+    async with Client(live.url, mode="legacy", client_info=Implementation(name="other-host", version="1")) as client:
+        call = asyncio.create_task(client.call_tool("wait_for_sponsor", {"chat_id": "19:sponsor@thread.v2"}))
+        await eventually(lambda: any(t.kind is TargetKind.SPONSOR_WAIT for t in live.hub.live_targets()), "the wait")
+        [dispatch] = await live.hub.dispatch([chat_message("m-9", chat_id="19:sponsor@thread.v2")])
+        assert dispatch.outcome is DispatchOutcome.DELIVERED
+        result = await asyncio.wait_for(call, WAIT_BOUND_S)
+        assert result.structured_content == {"message_id": "m-9", "chat_id": "19:sponsor@thread.v2"}
+    assert live.hub.live_targets() == []
+
+
+async def test_cancelling_a_sponsor_wait_unregisters_its_target(live: LiveMcp) -> None:
+    async with Client(live.url, mode="legacy", client_info=Implementation(name="other-host", version="1")) as client:
+        call = asyncio.create_task(client.call_tool("wait_for_sponsor", {"chat_id": "19:sponsor@thread.v2"}))
+        await eventually(lambda: any(t.kind is TargetKind.SPONSOR_WAIT for t in live.hub.live_targets()), "the wait")
+        call.cancel()  # the client sends notifications/cancelled for the request
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await eventually(
+            lambda: not any(t.kind is TargetKind.SPONSOR_WAIT for t in live.hub.live_targets()),
+            "the server to unregister the cancelled wait",
+        )
+        # The session itself lives on: a non-push host never becomes a push target.
+        [state] = live.mcp.sessions.sessions()
+        assert state.push_capable is False
+        assert live.push_targets() == []

@@ -1,0 +1,189 @@
+"""Pins every assumption service/mcp/sdk_adapter.py makes about the mcp SDK.
+
+Each check fails with "the mcp SDK changed: ..." so an upgrade that breaks one says where to look.
+"""
+
+from __future__ import annotations
+
+import inspect
+from importlib.metadata import version
+from typing import Any
+
+import mcp.server.runner as runner
+from mcp.client import Client
+from mcp.client._probe import negotiate_auto
+from mcp.server.connection import Connection
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.server.streamable_http import GET_STREAM_KEY, EventMessage, StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from mcp_types import UNSUPPORTED_PROTOCOL_VERSION, ErrorData, Implementation, JSONRPCNotification
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
+
+from service.mcp.event_store import InMemoryEventStore, SessionEventStore
+from service.mcp.sdk_adapter import (
+    CHANNEL_CAPABILITY,
+    PUSH_ERA_VERSIONS,
+    ChannelServer,
+    PerSessionEventStoreManager,
+    call_when_session_ends,
+    session_id_of,
+)
+
+
+def bare_connection(outbound: Any = None, session_id: str | None = None) -> Connection:
+    return Connection(outbound, protocol_version=LATEST_HANDSHAKE_VERSION, session_id=session_id)
+
+
+def sdk_changed(what: str) -> str:
+    return f"the mcp SDK changed: {what}; update service/mcp/sdk_adapter.py (and re-pin mcp in pyproject.toml)"
+
+
+def test_the_pinned_sdk_line_is_installed() -> None:
+    installed = version("mcp")
+    assert installed.startswith("2.3."), sdk_changed(f"mcp {installed} is installed, the adapter is for 2.3.x")
+
+
+async def test_the_channel_capability_reaches_the_initialize_result() -> None:
+    server = ChannelServer("adapter-check")
+    options = server.create_initialization_options()
+    assert options.capabilities.experimental == {CHANNEL_CAPABILITY: {}}, sdk_changed(
+        "create_initialization_options() no longer builds capabilities through get_capabilities()"
+    )
+    async with Client(server, mode="legacy") as client:
+        experimental = client.server_capabilities.experimental or {}
+    assert CHANNEL_CAPABILITY in experimental, sdk_changed(
+        "the initialize handshake no longer answers with server.create_initialization_options()"
+    )
+
+
+def test_a_session_object_still_leads_to_its_connection() -> None:
+    connection = bare_connection(session_id="session-1")
+    session = ServerSession(object(), connection)  # type: ignore[arg-type]
+    assert session_id_of(session) == "session-1", sdk_changed("ServerSession no longer keeps `_connection`")
+
+
+async def test_a_connection_end_runs_the_callbacks_pushed_on_its_exit_stack() -> None:
+    connection = bare_connection(session_id="session-1")
+    ended: list[str] = []
+
+    async def on_end() -> None:
+        ended.append("ended")
+
+    call_when_session_ends(ServerSession(object(), connection), on_end)  # type: ignore[arg-type]
+    await connection.exit_stack.aclose()
+    assert ended == ["ended"], sdk_changed("Connection.exit_stack is no longer an AsyncExitStack")
+    for driver in ("serve_connection", "serve_one"):
+        source = inspect.getsource(getattr(runner, driver))
+        assert "aclose_shielded(connection)" in source, sdk_changed(f"{driver} no longer unwinds connection.exit_stack")
+
+
+async def test_server_middleware_sees_initialize_with_its_session_and_raw_params() -> None:
+    server = ChannelServer("adapter-check")
+    seen: list[tuple[str, Any, Any]] = []
+
+    async def observe(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        seen.append((ctx.method, ctx.session, ctx.params))
+        assert isinstance(result, dict) and result.get("protocolVersion"), sdk_changed(
+            "a middleware no longer gets the initialize result as a wire dict"
+        )
+        return result
+
+    server.middleware.append(observe)
+    async with Client(server, mode="legacy", client_info=Implementation(name="claude-code", version="9")):
+        pass
+    initialize = [entry for entry in seen if entry[0] == "initialize"]
+    assert initialize, sdk_changed("Server.middleware no longer wraps initialize")
+    _, session, params = initialize[0]
+    assert isinstance(session, ServerSession), sdk_changed("ctx.session is no longer a ServerSession")
+    assert params["clientInfo"]["name"] == "claude-code", sdk_changed("ctx.params are no longer the raw params")
+
+
+def test_each_admitted_session_gets_its_own_event_history() -> None:
+    stores = InMemoryEventStore()
+    manager = PerSessionEventStoreManager(ChannelServer("adapter-check"), event_stores=stores)
+    first, second = manager._admit_session(None), manager._admit_session(None)
+    assert isinstance(first, StreamableHTTPServerTransport) and isinstance(second, StreamableHTTPServerTransport), (
+        sdk_changed("_admit_session no longer returns the new session's transport")
+    )
+    assert first._event_store is stores.for_session(first.mcp_session_id)
+    assert second._event_store is stores.for_session(second.mcp_session_id)
+    assert first._event_store is not second._event_store
+    source = inspect.getsource(StreamableHTTPSessionManager._handle_stateful_request)
+    assert "self._admit_session(" in source, sdk_changed("new sessions are no longer created by _admit_session")
+    transport_source = inspect.getsource(StreamableHTTPServerTransport)
+    assert "self._event_store" in transport_source, sdk_changed("the transport no longer reads `_event_store`")
+    # The SDK asks `if self._event_store:`; an empty history must still count as a store.
+    assert bool(SessionEventStore()), sdk_changed("an empty event store must stay truthy")
+
+
+def test_push_streams_are_keyed_and_replayed_as_the_event_store_expects() -> None:
+    assert GET_STREAM_KEY == "_GET_stream", sdk_changed("the standalone GET stream key changed")
+    params = list(inspect.signature(EventMessage).parameters)
+    assert params[:2] == ["message", "event_id"], sdk_changed("EventMessage is no longer (message, event_id)")
+
+
+def test_eras_are_routed_by_the_protocol_version_header() -> None:
+    assert "2026-07-28" in MODERN_PROTOCOL_VERSIONS and "2026-07-28" not in HANDSHAKE_PROTOCOL_VERSIONS, sdk_changed(
+        "the protocol eras were renumbered"
+    )
+    assert LATEST_HANDSHAKE_VERSION in PUSH_ERA_VERSIONS
+    source = inspect.getsource(StreamableHTTPSessionManager._handle_request)
+    assert "HANDSHAKE_PROTOCOL_VERSIONS" in source and "handle_modern_request" in source, sdk_changed(
+        "the session manager no longer routes eras by the MCP-Protocol-Version header (HandshakeEraOnly relies on it)"
+    )
+
+
+class _ProbedSession:
+    """Just enough of a ClientSession for the auto-mode negotiation to run against our refusal."""
+
+    def __init__(self) -> None:
+        self.initialized = False
+
+    async def send_discover(self, version: str) -> dict[str, Any]:
+        raise MCPError.from_error_data(
+            ErrorData(
+                code=UNSUPPORTED_PROTOCOL_VERSION,
+                message="refused",
+                data={"supported": list(PUSH_ERA_VERSIONS), "requested": version},
+            )
+        )
+
+    async def initialize(self) -> None:
+        self.initialized = True
+
+    def adopt(self, result: Any) -> None:  # pragma: no cover - reaching it is the failure
+        raise AssertionError(sdk_changed("the auto-mode client adopted a modern era the server refused"))
+
+
+async def test_the_default_client_falls_back_to_the_handshake_when_the_modern_era_is_refused() -> None:
+    session = _ProbedSession()
+    await negotiate_auto(session)  # type: ignore[arg-type]
+    assert session.initialized, sdk_changed(
+        "a mode='auto' client no longer falls back to initialize when the modern era is refused (-32022)"
+    )
+
+
+async def test_any_model_with_method_and_params_goes_out_as_a_notification() -> None:
+    sent: list[tuple[str, Any]] = []
+
+    class Outbound:
+        async def notify(self, method: str, params: Any, opts: Any = None) -> None:
+            sent.append((method, params))
+
+    connection = bare_connection(Outbound())
+    session = ServerSession(object(), connection)  # type: ignore[arg-type]
+    push = JSONRPCNotification(jsonrpc="2.0", method="notifications/claude/channel", params={"content": "x"})
+    await session.send_notification(push)  # type: ignore[arg-type]
+    assert sent == [("notifications/claude/channel", {"content": "x"})], sdk_changed(
+        "send_notification no longer sends a custom notification model on the standalone channel"
+    )
+
+
+def test_sessions_are_bound_to_the_principal_in_scope_user() -> None:
+    source = inspect.getsource(StreamableHTTPSessionManager._handle_stateful_request)
+    assert 'scope.get("user")' in source and "authorization_context(" in source, sdk_changed(
+        "sessions are no longer bound to scope['user'] (auth.BearerAuth sets it for exactly that)"
+    )

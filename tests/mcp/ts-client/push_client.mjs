@@ -1,0 +1,45 @@
+// A host built on the TypeScript MCP SDK: connects, lists tools, calls `echo`, then waits (bounded)
+// for N channel pushes. Prints one JSON line when it is ready for pushes, one when it is done.
+//
+//   node push_client.mjs <url> <expected pushes> <timeout ms> [bearer token]
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+const [url, expectedArg, timeoutArg, token] = process.argv.slice(2);
+const expected = Number(expectedArg);
+const timeoutMs = Number(timeoutArg);
+
+const client = new Client({ name: "claude-code", version: "ts-sdk-test" });
+const pushes = [];
+let allArrived;
+const arrived = new Promise((resolve) => (allArrived = resolve));
+client.fallbackNotificationHandler = async (notification) => {
+  if (notification.method === "notifications/claude/channel") {
+    pushes.push(notification.params);
+    if (pushes.length >= expected) allArrived();
+  }
+};
+
+const headers = token ? { Authorization: `Bearer ${token}` } : {};
+const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
+await client.connect(transport);
+const tools = await client.listTools();
+const echo = await client.callTool({ name: "echo", arguments: { text: "from typescript" } });
+console.log(
+  JSON.stringify({
+    event: "ready",
+    sessionId: transport.sessionId,
+    protocolVersion: transport.protocolVersion,
+    tools: tools.tools.map((t) => t.name).sort(),
+    echo: echo.structuredContent,
+    experimental: client.getServerCapabilities()?.experimental ?? {},
+  }),
+);
+
+let timer;
+const timedOut = new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+await Promise.race([arrived, timedOut]);
+clearTimeout(timer);
+console.log(JSON.stringify({ event: "done", pushes }));
+await transport.terminateSession();
+await client.close();
