@@ -53,6 +53,9 @@ class Metrics:
         self.graph_throttles = Counter(
             "entrabot_graph_throttles", "Graph 429 answers by route", ["route"], registry=r
         )
+        self.graph_malformed_items = Counter(
+            "entrabot_graph_malformed_items", "Graph items skipped as unreadable, by kind", ["kind"], registry=r
+        )
         self.token_requests = Counter(
             "entrabot_token_requests", "Token endpoint requests by hop and outcome", ["hop", "outcome"], registry=r
         )

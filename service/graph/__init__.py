@@ -1,0 +1,59 @@
+"""Microsoft Graph for the agent user: the client, its models and errors, and the token flow (``auth``)."""
+
+from service.graph.client import ChatSweep, GraphClient, graph_timestamp
+from service.graph.errors import (
+    GraphAuthError,
+    GraphBadRequest,
+    GraphConnectionError,
+    GraphError,
+    GraphForbidden,
+    GraphNotFound,
+    GraphPayloadError,
+    GraphServerError,
+    GraphThrottled,
+    GraphUnavailable,
+    TokenAcquisitionError,
+    TokenConfigurationError,
+)
+from service.graph.http_pool import new_http_client
+from service.graph.models import (
+    Chat,
+    ChatMember,
+    ChatMessage,
+    ChatMessagePreview,
+    EmailAddress,
+    ItemBody,
+    MailMessage,
+    MessageSender,
+    User,
+)
+from service.graph.pages import Page
+
+__all__ = [
+    "Chat",
+    "ChatMember",
+    "ChatMessage",
+    "ChatMessagePreview",
+    "ChatSweep",
+    "EmailAddress",
+    "GraphAuthError",
+    "GraphBadRequest",
+    "GraphClient",
+    "GraphConnectionError",
+    "GraphError",
+    "GraphForbidden",
+    "GraphNotFound",
+    "GraphPayloadError",
+    "GraphServerError",
+    "GraphThrottled",
+    "GraphUnavailable",
+    "ItemBody",
+    "MailMessage",
+    "MessageSender",
+    "Page",
+    "TokenAcquisitionError",
+    "TokenConfigurationError",
+    "User",
+    "graph_timestamp",
+    "new_http_client",
+]

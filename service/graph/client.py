@@ -1,0 +1,477 @@
+"""The Graph client: the calls the workers and MCP tools make, over one pooled httpx client.
+
+Every request goes through ``_request``, which applies ``retry_policy`` (429 Retry-After, backoff
+on idempotent 5xx, one token refresh on 401), records ``graph_requests{route, status}`` with a route
+template (never a raw id) and opens one OpenTelemetry span per attempt. Collections are read page
+by page as async iterators, so a caller can stop as soon as it has what it needs; ``@odata.nextLink``
+is followed only when it points at the configured Graph origin, so the token never leaves it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from datetime import datetime, timezone
+from typing import Any, Literal, NamedTuple, TypeVar
+from urllib.parse import quote, urlencode
+
+import httpx
+from opentelemetry import trace
+from pydantic import BaseModel
+
+from service.graph.auth.tokens import GRAPH_SCOPE, TokenProvider
+from service.graph.errors import (
+    GraphAuthError,
+    GraphBadRequest,
+    GraphConnectionError,
+    GraphError,
+    GraphForbidden,
+    GraphNotFound,
+    GraphPayloadError,
+    GraphServerError,
+    GraphThrottled,
+)
+from service.graph.http_pool import new_http_client
+from service.graph.models import Chat, ChatMember, ChatMessage, MailMessage, User
+from service.graph.pages import Page, parse_item, parse_page
+from service.graph.retry_policy import Action, RetryPolicy, Step, next_step
+from service.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+
+T = TypeVar("T", bound=BaseModel)
+
+MAX_TOP = 50  # Graph's ceiling for $top on chats, chat messages and (as used here) mail
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# Exceptions raised before a single byte of the request left this process: safe to send again.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+class ChatSweep(NamedTuple):
+    """The agent user's chats from one ``GET /me/chats`` walk; ``complete`` is False when a page
+    after the first failed or the page cap was reached (the chats read so far are kept)."""
+
+    chats: list[Chat]
+    complete: bool
+
+
+class GraphClient:
+    def __init__(
+        self,
+        base_url: str,
+        token_provider: TokenProvider,
+        *,
+        http: httpx.AsyncClient | None = None,
+        metrics: Metrics | None = None,
+        max_retry_after: float = 60.0,
+        retry_policy: RetryPolicy | None = None,
+        scope: str = GRAPH_SCOPE,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        base = httpx.URL(base_url.rstrip("/"))
+        if base.scheme not in _DEFAULT_PORTS or not base.host:
+            raise ValueError(
+                f"the Graph base URL must be an absolute http(s) URL, got {base_url!r} (set ENTRABOT_GRAPH_URL)"
+            )
+        self._base = str(base)
+        self._origin = _origin(base)
+        self._tokens = token_provider
+        self._owns_http = http is None
+        self._http = http if http is not None else new_http_client()
+        self._metrics = metrics
+        self._policy = retry_policy or RetryPolicy(max_retry_after=max_retry_after)
+        self._scope = scope
+        self._clock = clock
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this GraphClient created it (a shared one belongs to the app)."""
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> GraphClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # --- users -------------------------------------------------------------------------------
+
+    async def get_me(self) -> User:
+        return await self._get_one(User, "user", "me")
+
+    async def get_user(self, user_id: str) -> User:
+        return await self._get_one(User, "user", "users/{}", user_id)
+
+    async def list_sponsors(self, agent_identity_id: str, *, max_pages: int = 5) -> list[User]:
+        """The agent identity's sponsors (the people whose replies satisfy a sponsor wait)."""
+        url, route = self._url("servicePrincipals/{}/microsoft.graph.agentIdentity/sponsors", agent_identity_id)
+        return await self._collect(url, route, User, "sponsor", max_pages)
+
+    # --- chats -------------------------------------------------------------------------------
+
+    async def list_my_chats(self, *, max_pages: int = 20) -> ChatSweep:
+        """Every chat of the agent user, up to ``max_pages`` pages of 50.
+
+        A failure on the first page raises (nothing was read); a later failure returns what was
+        read with ``complete=False``. Graph refuses ``$orderby`` here, so the order is Graph's.
+        """
+        url, route = self._url("me/chats", params={"$expand": "lastMessagePreview,members", "$top": MAX_TOP})
+        chats: list[Chat] = []
+        last: Page[Chat] | None = None
+        try:
+            async for last in self._pages(url, route, Chat, "chat", max_pages):
+                chats.extend(last.items)
+        except GraphError as exc:
+            if last is None:
+                raise
+            log.warning("chat sweep stopped after %d chat(s): %s", len(chats), type(exc).__name__)
+            return ChatSweep(chats, complete=False)
+        if last is not None and last.next_link is not None:
+            log.warning("chat sweep stopped at the cap of %d pages; more chats remain", max_pages)
+            return ChatSweep(chats, complete=False)
+        return ChatSweep(chats, complete=True)
+
+    async def get_chat(self, chat_id: str) -> Chat:
+        return await self._get_one(Chat, "chat", "chats/{}", chat_id, params={"$expand": "members"})
+
+    async def list_chat_members(self, chat_id: str, *, max_pages: int = 5) -> list[ChatMember]:
+        url, route = self._url("chats/{}/members", chat_id)
+        return await self._collect(url, route, ChatMember, "chat member", max_pages)
+
+    async def create_chat(
+        self, chat_type: Literal["oneOnOne", "group"], member_ids: Iterable[str], topic: str | None = None
+    ) -> Chat:
+        """Create a chat whose members are ``member_ids`` (Graph requires the agent user among them).
+
+        A oneOnOne chat is idempotent in Graph (it returns the existing chat between the two), so
+        only that kind is retried after a 5xx; a group chat could be created twice.
+        """
+        members = list(dict.fromkeys(member_ids))
+        if chat_type == "oneOnOne" and len(members) != 2:
+            raise ValueError("a oneOnOne chat has exactly two members: the agent user and the other person")
+        if chat_type == "group" and len(members) < 2:
+            raise ValueError("a group chat needs at least two members, the agent user among them")
+        body: dict[str, Any] = {"chatType": chat_type, "members": [self._member_binding(m) for m in members]}
+        if topic:
+            if chat_type != "group":
+                raise ValueError("only a group chat has a topic")
+            body["topic"] = topic
+        url, route = self._url("chats")
+        response = await self._request("POST", url, route=route, json=body, idempotent=chat_type == "oneOnOne")
+        return self._parse_one(response, Chat, "chat", route)
+
+    async def add_chat_member(self, chat_id: str, user_id: str, *, roles: Iterable[str] = ("owner",)) -> ChatMember:
+        url, route = self._url("chats/{}/members", chat_id)
+        body = self._member_binding(user_id, roles)
+        response = await self._request("POST", url, route=route, json=body, idempotent=False)
+        return self._parse_one(response, ChatMember, "chat member", route)
+
+    # --- chat messages -----------------------------------------------------------------------
+
+    def list_chat_messages(
+        self, chat_id: str, *, since: datetime | None, top: int = MAX_TOP, max_pages: int = 10
+    ) -> AsyncIterator[Page[ChatMessage]]:
+        """Pages of messages modified after ``since`` (all messages when None), newest first.
+
+        The caller stops iterating once it reaches its watermark; each page's ``next_link`` says
+        whether Graph has more, and ``skipped`` how many items were unreadable.
+        """
+        params: dict[str, str | int] = {"$top": _check_top(top), "$orderby": "lastModifiedDateTime desc"}
+        if since is not None:
+            # Graph accepts this $filter only together with this $orderby.
+            params["$filter"] = f"lastModifiedDateTime gt {graph_timestamp(since)}"
+        url, route = self._url("chats/{}/messages", chat_id, params=params)
+        return self._pages(url, route, ChatMessage, "chat message", max_pages)
+
+    async def get_newest_chat_message(self, chat_id: str) -> ChatMessage | None:
+        """The most recently modified message, or None for an empty chat.
+
+        Raises GraphPayloadError when that message is unreadable: answering None would let a first
+        sight treat a chat with history as empty.
+        """
+        url, route = self._url(
+            "chats/{}/messages", chat_id, params={"$top": 1, "$orderby": "lastModifiedDateTime desc"}
+        )
+        response = await self._request("GET", url, route=route, idempotent=True)
+        page = parse_page(self._json(response, route), ChatMessage, kind="chat message", metrics=self._metrics)
+        if page.skipped:
+            raise GraphPayloadError(f"the newest message on {route} is unreadable; try the chat again later")
+        return page.items[0] if page.items else None
+
+    async def send_chat_message(
+        self, chat_id: str, content: str, content_type: Literal["text", "html"] = "text"
+    ) -> ChatMessage:
+        """Post a message as the agent user. Never re-sent after a 5xx or a lost answer: the error
+        then has ``outcome_unknown`` set, because the message may have been posted."""
+        url, route = self._url("chats/{}/messages", chat_id)
+        body = {"body": {"contentType": content_type, "content": content}}
+        response = await self._request("POST", url, route=route, json=body, idempotent=False)
+        return self._parse_one(response, ChatMessage, "chat message", route)
+
+    # --- mail --------------------------------------------------------------------------------
+
+    def list_mail(
+        self, since: datetime | None, *, top: int = MAX_TOP, folder: str = "inbox", max_pages: int = 10
+    ) -> AsyncIterator[Page[MailMessage]]:
+        """Pages of ``folder``'s mail received after ``since`` (all when None), newest first."""
+        params: dict[str, str | int] = {"$top": _check_top(top), "$orderby": "receivedDateTime desc"}
+        if since is not None:
+            params["$filter"] = f"receivedDateTime gt {graph_timestamp(since)}"
+        url, route = self._url("me/mailFolders/{}/messages", folder, params=params)
+        return self._pages(url, route, MailMessage, "mail", max_pages)
+
+    async def get_mail(self, message_id: str) -> MailMessage:
+        return await self._get_one(MailMessage, "mail", "me/messages/{}", message_id)
+
+    async def send_mail(
+        self,
+        to: str | Iterable[str],
+        subject: str,
+        body: str,
+        *,
+        content_type: Literal["text", "html"] = "text",
+    ) -> None:
+        """Send mail as the agent user (kept in Sent Items). Like a chat message, never re-sent."""
+        recipients = [to] if isinstance(to, str) else list(to)
+        if not recipients:
+            raise ValueError("send_mail needs at least one recipient")
+        message = {
+            "subject": subject,
+            "body": {"contentType": "HTML" if content_type == "html" else "Text", "content": body},
+            "toRecipients": [{"emailAddress": {"address": address}} for address in recipients],
+        }
+        url, route = self._url("me/sendMail")
+        await self._request(
+            "POST", url, route=route, json={"message": message, "saveToSentItems": True}, idempotent=False
+        )
+
+    # --- plumbing ----------------------------------------------------------------------------
+
+    def _url(
+        self, template: str, *ids: str, params: Mapping[str, str | int] | None = None
+    ) -> tuple[str, str]:
+        """(absolute URL, route template for metrics) from e.g. ``"chats/{}/messages"`` and the ids."""
+        url = f"{self._base}/{template.format(*(_segment(i) for i in ids))}"
+        if params:
+            # Built by hand rather than by httpx's params, which would send "%24filter" and "+" for
+            # spaces; Graph documents the literal "$" names and %20.
+            url += "?" + urlencode(params, quote_via=quote, safe="$:'(),")
+        return url, template.replace("{}", "{id}")
+
+    def _member_binding(self, user_id: str, roles: Iterable[str] = ("owner",)) -> dict[str, Any]:
+        if not user_id:
+            raise ValueError("a chat member needs a user id")
+        literal = user_id.replace("'", "''")  # an OData string literal
+        return {
+            "@odata.type": "#microsoft.graph.aadUserConversationMember",
+            "roles": list(roles),
+            "user@odata.bind": f"{self._base}/users('{quote(literal, safe='@')}')",
+        }
+
+    async def _get_one(
+        self, model: type[T], kind: str, template: str, *ids: str, params: Mapping[str, str | int] | None = None
+    ) -> T:
+        url, route = self._url(template, *ids, params=params)
+        response = await self._request("GET", url, route=route, idempotent=True)
+        return self._parse_one(response, model, kind, route)
+
+    async def _collect(self, url: str, route: str, model: type[T], kind: str, max_pages: int) -> list[T]:
+        items: list[T] = []
+        async for page in self._pages(url, route, model, kind, max_pages):
+            items.extend(page.items)
+        return items
+
+    async def _pages(
+        self, url: str, route: str, model: type[T], kind: str, max_pages: int
+    ) -> AsyncIterator[Page[T]]:
+        next_url: str | None = url
+        for _ in range(max_pages):
+            if next_url is None:
+                return
+            response = await self._request("GET", next_url, route=route, idempotent=True)
+            page = parse_page(self._json(response, route), model, kind=kind, metrics=self._metrics)
+            yield page
+            next_url = page.next_link
+            if next_url is not None and not self._same_origin(next_url):
+                log.warning("refused an @odata.nextLink on %s that leaves the Graph origin %s", route, self._base)
+                raise GraphPayloadError(
+                    f"Graph's next page link on {route} points away from {self._base}; paging stopped "
+                    "there so the token is not sent elsewhere (check ENTRABOT_GRAPH_URL and any proxy)"
+                )
+
+    def _same_origin(self, link: str) -> bool:
+        try:
+            return _origin(httpx.URL(link)) == self._origin
+        except httpx.InvalidURL:
+            return False
+
+    async def _request(
+        self, method: str, url: str, *, route: str, json: Any = None, idempotent: bool
+    ) -> httpx.Response:
+        attempt = 0
+        refreshed = False
+        while True:
+            attempt += 1
+            token = await self._tokens.get_token(self._scope)
+            try:
+                response = await self._send(method, url, route, token.token, json, attempt)
+            except httpx.TransportError as exc:
+                sent = not isinstance(exc, _NOT_SENT)
+                step = self._decide(None, idempotent, sent, attempt, refreshed, None)
+                if step.action is Action.RETRY:
+                    await self._sleep(step.delay)
+                    continue
+                raise GraphConnectionError(
+                    f"Graph {method} {route}: no answer ({type(exc).__name__})"
+                    + ("; it may have been carried out, do not repeat it blindly" if sent and not idempotent else ""),
+                    outcome_unknown=sent and not idempotent,
+                ) from None
+            step = self._decide(
+                response.status_code, idempotent, True, attempt, refreshed, response.headers.get("Retry-After")
+            )
+            if step.action is Action.REFRESH:
+                self._tokens.invalidate(self._scope, token.token)
+                refreshed = True
+                attempt -= 1  # the resend after a refresh is not a retry of a failure
+                continue
+            if step.action is Action.RETRY:
+                await self._sleep(step.delay)
+                continue
+            if response.is_success:
+                return response
+            raise _error_for(response, method, route, step.retry_after, idempotent)
+
+    def _decide(
+        self, status: int | None, idempotent: bool, sent: bool, attempt: int, refreshed: bool, retry_after: str | None
+    ) -> Step:
+        return next_step(
+            status=status, idempotent=idempotent, request_sent=sent, attempt=attempt, refreshed=refreshed,
+            retry_after_header=retry_after, now=self._clock(), policy=self._policy, rng=self._rng,
+        )
+
+    async def _send(
+        self, method: str, url: str, route: str, token: str, json: Any, attempt: int
+    ) -> httpx.Response:
+        attributes = {"http.request.method": method, "url.template": route, "http.request.resend_count": attempt - 1}
+        with tracer.start_as_current_span(
+            f"Graph {method} {route}", kind=trace.SpanKind.CLIENT, attributes=attributes
+        ) as span:
+            try:
+                response = await self._http.request(
+                    method, url, json=json, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"}
+                )
+            except httpx.TransportError as exc:
+                span.set_attribute("error.type", type(exc).__name__)
+                self._count(route, "error")
+                raise
+            span.set_attribute("http.response.status_code", response.status_code)
+            request_id = response.headers.get("request-id")
+            if request_id:
+                span.set_attribute("graph.request_id", request_id)
+        self._count(route, str(response.status_code))
+        if response.status_code == 429 and self._metrics is not None:
+            self._metrics.graph_throttles.labels(route=route).inc()
+        return response
+
+    def _count(self, route: str, status: str) -> None:
+        if self._metrics is not None:
+            self._metrics.graph_requests.labels(route=route, status=status).inc()
+
+    def _json(self, response: httpx.Response, route: str) -> Any:
+        try:
+            return response.json()
+        except ValueError:
+            raise GraphPayloadError(
+                f"Graph answered {route} with HTTP {response.status_code} but no JSON body; nothing was read",
+                status=response.status_code, request_id=response.headers.get("request-id"),
+            ) from None
+
+    def _parse_one(self, response: httpx.Response, model: type[T], kind: str, route: str) -> T:
+        item = parse_item(self._json(response, route), model, kind=kind, metrics=self._metrics)
+        if item is None:
+            done = "" if response.request.method == "GET" else " (the request itself succeeded; do not repeat it)"
+            raise GraphPayloadError(
+                f"Graph's answer on {route} is not a readable {kind}{done}",
+                status=response.status_code, request_id=response.headers.get("request-id"),
+            )
+        return item
+
+
+def graph_timestamp(moment: datetime) -> str:
+    """ISO 8601 UTC with milliseconds, as Graph compares it; truncated, never rounded up, so a
+    ``gt`` filter can only include more, never skip a message in the same millisecond."""
+    if moment.tzinfo is None:
+        raise ValueError("Graph timestamps must be timezone-aware (use datetime.now(timezone.utc))")
+    utc = moment.astimezone(timezone.utc)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def _segment(value: str) -> str:
+    """One path segment from an id. Ids reach here from model tool calls too, so one that could
+    climb out of its collection ("..", "a/b") is refused or escaped."""
+    if not isinstance(value, str) or value in ("", ".", ".."):
+        raise ValueError(f"not a usable Graph id: {value!r}")
+    return quote(value, safe=":@")
+
+
+def _check_top(top: int) -> int:
+    if not 1 <= top <= MAX_TOP:
+        raise ValueError(f"$top must be between 1 and {MAX_TOP} (Graph refuses more), got {top}")
+    return top
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    return url.scheme, url.host.lower(), url.port or _DEFAULT_PORTS.get(url.scheme)
+
+
+def _graph_error_fields(response: httpx.Response) -> tuple[str | None, str | None, str | None]:
+    """(code, message, request id) from Graph's {"error": {"code", "message", "innerError"}}."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    error = error if isinstance(error, dict) else {}
+    code = error.get("code") if isinstance(error.get("code"), str) else None
+    message = error.get("message") if isinstance(error.get("message"), str) else None
+    inner = error.get("innerError") if isinstance(error.get("innerError"), dict) else {}
+    request_id = response.headers.get("request-id") or inner.get("request-id")
+    return code, (message[:200] if message else None), request_id if isinstance(request_id, str) else None
+
+
+def _error_for(
+    response: httpx.Response, method: str, route: str, retry_after: float | None, idempotent: bool
+) -> GraphError:
+    status = response.status_code
+    code, message, request_id = _graph_error_fields(response)
+    said = f" ({code}: {message})" if code or message else ""
+    what = f"Graph {method} {route} answered {status}{said}"
+    fields: dict[str, Any] = {"status": status, "code": code, "request_id": request_id}
+    if status == 400:
+        return GraphBadRequest(f"{what}; the request does not fit this endpoint, repeating it will not help", **fields)
+    if status == 401:
+        return GraphAuthError(
+            f"{what} even with a fresh token; check that the agent user is enabled and licensed and that "
+            "the Graph permissions are consented for its agent identity",
+            **fields,
+        )
+    if status == 403:
+        return GraphForbidden(f"{what}; the agent user lacks the permission or the membership this needs", **fields)
+    if status == 404:
+        return GraphNotFound(f"{what}; it does not exist or the agent user cannot see it", **fields)
+    if status == 429:
+        wait = f"wait {retry_after:.0f} s" if retry_after is not None else "back off"
+        return GraphThrottled(f"{what}: throttled; {wait} before calling again", retry_after=retry_after, **fields)
+    if status >= 500:
+        unknown = not idempotent
+        tail = "; it may have been carried out, do not repeat it blindly" if unknown else " after retries"
+        return GraphServerError(f"{what}{tail}", outcome_unknown=unknown, **fields)
+    return GraphError(what, **fields)
