@@ -1,0 +1,23 @@
+"""python -m emulator --seed FILE --port N"""
+
+from __future__ import annotations
+
+import argparse
+
+from emulator.seed import demo_seed_path
+from emulator.server import serve
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m emulator", description="Serve the Graph and Entra emulator.")
+    parser.add_argument("--seed", default=str(demo_seed_path()), help="tenant seed JSON (default: the demo tenant)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8088, help="0 picks a free port")
+    parser.add_argument("--public-url", default=None,
+                        help="the URL clients use, when it differs from host:port (e.g. behind compose)")
+    args = parser.parse_args(argv)
+    serve(args.seed, args.host, args.port, public_url=args.public_url)
+
+
+if __name__ == "__main__":
+    main()

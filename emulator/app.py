@@ -1,0 +1,89 @@
+"""create_app: one emulated tenant (Entra token endpoint + Graph v1.0 + admin API) as a FastAPI app."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from emulator import routes_admin, routes_chats, routes_directory, routes_entra, routes_mail, routes_messages
+from emulator.clock import Clock, SystemClock
+from emulator.context import EmulatorContext, context_of
+from emulator.errors import GraphError, graph_error_body
+from emulator.faults import FaultInjector
+from emulator.grants import TokenGrantor
+from emulator.middleware import GRAPH_PREFIX, EmulatorMiddleware
+from emulator.seed import Seed, load_seed
+from emulator.state import StateError, TenantState
+from emulator.stats import RequestStats
+from emulator.throttle import Throttle
+from emulator.tokens import TokenService
+
+_STATE_ERRORS = {"not_found": (404, "NotFound"), "forbidden": (403, "Forbidden"), "bad_request": (400, "BadRequest")}
+
+
+def create_app(seed: Seed | Path | str | dict[str, Any], *, clock: Clock | None = None,
+               base_url: str | None = None, signing_key: RSAPrivateKey | None = None) -> FastAPI:
+    """An emulator for ``seed``. ``clock`` drives token lifetimes and message times (default: the
+    system clock); ``base_url`` fixes the issuer and link host (default: each request's Host);
+    ``signing_key`` is the tenant's token key (default: a fresh one; tests share one to start faster)."""
+    tenant = load_seed(seed)
+    clock = clock or SystemClock()
+    tokens = TokenService(clock, tenant.token_lifetime_s, signing_key)
+    ctx = EmulatorContext(
+        seed=tenant, clock=clock, state=TenantState(tenant, clock), tokens=tokens,
+        grantor=TokenGrantor(tenant, tokens, clock), throttle=Throttle(tenant.throttle),
+        faults=FaultInjector(tenant.random_seed), stats=RequestStats(),
+        base_url=base_url.rstrip("/") if base_url else None,
+    )
+    app = FastAPI(title="Graph and Entra emulator", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.emulator = ctx
+    for module in (routes_admin, routes_entra, routes_chats, routes_messages, routes_mail, routes_directory):
+        app.include_router(module.router)
+    app.add_exception_handler(GraphError, _graph_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StateError, _state_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_middleware(EmulatorMiddleware, ctx=ctx, routes=app.router.routes)
+    return app
+
+
+def _render(request: Request, err: GraphError) -> JSONResponse:
+    ctx = context_of(request)
+    state = request.scope.get("state", {})
+    request_id = state.get("request_id") or "00000000-0000-0000-0000-000000000000"
+    body = graph_error_body(err.code, err.message, request_id=request_id,
+                            client_request_id=state.get("client_request_id") or request_id, now=ctx.clock.now())
+    return JSONResponse(body, status_code=err.status, headers=err.headers)
+
+
+async def _graph_error(request: Request, err: GraphError) -> JSONResponse:
+    return _render(request, err)
+
+
+async def _state_error(request: Request, err: StateError) -> JSONResponse:
+    status, code = _STATE_ERRORS[err.kind]
+    return _render(request, GraphError(status, code, err.message))
+
+
+async def _validation_error(request: Request, err: RequestValidationError) -> JSONResponse:
+    problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors())
+    return _render(request, GraphError(400, "BadRequest", f"Invalid request: {problems}"))
+
+
+async def _http_error(request: Request, err: StarletteHTTPException) -> JSONResponse:
+    if not request.url.path.startswith(GRAPH_PREFIX):
+        return JSONResponse({"error": {"code": str(err.status_code), "message": str(err.detail)}},
+                            status_code=err.status_code)
+    if err.status_code == 404:
+        segment = request.url.path.rstrip("/").rsplit("/", 1)[-1]
+        return _render(request, GraphError(400, "BadRequest", f"Resource not found for the segment '{segment}'."))
+    if err.status_code == 405:
+        return _render(request, GraphError(405, "BadRequest", f"The HTTP method '{request.method}' is not "
+                                           "allowed on this resource."))
+    return _render(request, GraphError(err.status_code, "UnknownError", str(err.detail)))

@@ -1,0 +1,42 @@
+"""The tenant's notion of "now": the wall clock, or a manual one tests move by hand.
+
+Token lifetimes and message timestamps read this clock, so a test can expire a token or age a
+message without sleeping. Throttling windows deliberately do not: they measure real request rates.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta, timezone
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current time, timezone-aware UTC."""
+        ...
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(timezone.utc)
+
+
+class ManualClock:
+    """A clock that stands still until advanced; safe to move from a test thread while the server runs."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        start = start or datetime.now(timezone.utc)
+        if start.tzinfo is None:
+            raise ValueError("ManualClock needs a timezone-aware start time; pass tzinfo=timezone.utc")
+        self._now = start
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> datetime:
+        with self._lock:
+            self._now += timedelta(seconds=seconds)
+            return self._now

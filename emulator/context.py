@@ -1,0 +1,42 @@
+"""Everything one emulator instance holds, built once by create_app and reached through the app."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.requests import HTTPConnection
+
+from emulator.clock import Clock
+from emulator.faults import FaultInjector
+from emulator.grants import TokenGrantor
+from emulator.seed import Seed
+from emulator.state import TenantState
+from emulator.stats import RequestStats
+from emulator.throttle import Throttle
+from emulator.tokens import TokenService
+
+
+@dataclass
+class EmulatorContext:
+    seed: Seed
+    clock: Clock
+    state: TenantState
+    tokens: TokenService
+    grantor: TokenGrantor
+    throttle: Throttle
+    faults: FaultInjector
+    stats: RequestStats
+    base_url: str | None  # fixed when known (start_emulator); else taken from each request's Host
+
+    def base(self, request: HTTPConnection) -> str:
+        return self.base_url or str(request.base_url).rstrip("/")
+
+    def graph_base(self, request: HTTPConnection) -> str:
+        return self.base(request) + "/v1.0"
+
+    def issuer(self, request: HTTPConnection) -> str:
+        return f"{self.base(request)}/{self.seed.tenant_id}/v2.0"
+
+
+def context_of(request: HTTPConnection) -> EmulatorContext:
+    return request.app.state.emulator

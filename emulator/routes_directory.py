@@ -1,0 +1,61 @@
+"""Graph v1.0 directory reads: the signed-in user, any user by id or UPN, and an agent identity's sponsors."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from emulator import shapes
+from emulator.context import context_of
+from emulator.errors import not_found
+from emulator.graph_auth import Caller, graph_caller
+
+router = APIRouter(prefix="/v1.0")
+READ_SELF = {"User.Read", "User.ReadWrite", "User.ReadBasic.All", "User.Read.All", "Directory.Read.All"}
+READ_OTHERS = {"User.ReadBasic.All", "User.Read.All", "User.ReadWrite.All", "Directory.Read.All"}
+READ_OTHERS_APP = {"User.Read.All", "User.ReadWrite.All", "Directory.Read.All"}
+READ_SPONSORS = READ_OTHERS | {"Application.Read.All", "AgentIdentity.Read.All"}
+READ_SPONSORS_APP = READ_OTHERS_APP | {"Application.Read.All", "AgentIdentity.Read.All"}
+
+
+@router.get("/me")
+async def me(request: Request, caller: Caller = Depends(graph_caller("other"))) -> JSONResponse:
+    ctx = context_of(request)
+    user_id = caller.me()
+    caller.require(READ_SELF, workload="directory")
+    user = ctx.seed.find_user(user_id)
+    assert user is not None  # tokens are only minted for seeded users
+    return JSONResponse({"@odata.context": f"{ctx.graph_base(request)}/$metadata#users/$entity", **shapes.user(user)})
+
+
+@router.get("/users/{user_ref}")
+async def get_user(user_ref: str, request: Request, caller: Caller = Depends(graph_caller("other"))) -> JSONResponse:
+    ctx = context_of(request)
+    user = ctx.seed.find_user(user_ref)
+    if user is not None and user.id == caller.user_id:
+        caller.require(READ_SELF, workload="directory")
+    else:
+        caller.require(READ_OTHERS, READ_OTHERS_APP, workload="directory")
+    if user is None:
+        raise not_found(f"Resource '{user_ref}' does not exist or one of its queried reference-property objects "
+                        "are not present.", "Request_ResourceNotFound")
+    return JSONResponse({"@odata.context": f"{ctx.graph_base(request)}/$metadata#users/$entity", **shapes.user(user)})
+
+
+@router.get("/servicePrincipals/{identity_id}/sponsors")
+@router.get("/servicePrincipals/{identity_id}/microsoft.graph.agentIdentity/sponsors")
+@router.get("/agentIdentities/{identity_id}/sponsors")
+async def sponsors(identity_id: str, request: Request,
+                   caller: Caller = Depends(graph_caller("other"))) -> JSONResponse:
+    ctx = context_of(request)
+    caller.require(READ_SPONSORS, READ_SPONSORS_APP, workload="directory")
+    identity = ctx.seed.find_agent_identity(identity_id)
+    if identity is None:
+        raise not_found(f"Resource '{identity_id}' does not exist or one of its queried reference-property objects "
+                        "are not present.", "Request_ResourceNotFound")
+    value = []
+    for ref in identity.sponsors:
+        user = ctx.seed.find_user(ref)
+        assert user is not None  # checked when the seed loaded
+        value.append({"@odata.type": "#microsoft.graph.user", **shapes.user(user)})
+    return JSONResponse({"@odata.context": f"{ctx.graph_base(request)}/$metadata#directoryObjects", "value": value})

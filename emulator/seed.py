@@ -1,0 +1,374 @@
+"""The tenant an emulator serves, as a validated, immutable model loaded from JSON (or built in code).
+
+A seed names every directory object (users, apps, the agent identity and its sponsors), the chats and
+mail the tenant starts with, the token lifetime and the throttling budget. Cross-references are
+checked on load, so a typo in a seed fails there and not as a puzzling 403 later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+SEEDS_DIR = Path(__file__).resolve().parent / "seeds"
+TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"
+
+# What the tenant admin consented for the agent identity (and public clients) by default.
+DEFAULT_DELEGATED_SCOPES = (
+    "Chat.Create", "Chat.ReadWrite", "ChatMessage.Send", "ChatMember.Read", "Mail.ReadWrite", "Mail.Send",
+    "User.Read", "User.ReadBasic.All",
+)
+
+SeedTime = str | datetime  # ISO-8601 instant, or relative to start-up: "-7d", "-2h", "-30m", "-90s"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ThrottleBudget(_Model):
+    """Requests per second per app per tenant, as Graph budgets them."""
+
+    chat_messages_per_s: int = Field(20, ge=1)  # GET and POST on a chat's messages
+    other_per_s: int = Field(30, ge=1)  # every other Graph request
+
+
+class SeedUser(_Model):
+    id: str
+    user_principal_name: str
+    display_name: str
+    mail: str | None = None
+    password: str | None = None  # humans only; agent users cannot sign in with a password
+    given_name: str | None = None
+    surname: str | None = None
+    job_title: str | None = None
+    # Set on the agent user: the agent identity that alone may impersonate it (Graph: identityParentId).
+    agent_identity_id: str | None = None
+
+    @property
+    def address(self) -> str:
+        return self.mail or self.user_principal_name
+
+    @property
+    def is_agent_user(self) -> bool:
+        return self.agent_identity_id is not None
+
+
+class FederatedCredential(_Model):
+    """A trust on an app: tokens from ``issuer`` for ``subject`` with one of ``audiences`` authenticate it."""
+
+    name: str
+    issuer: str
+    subject: str
+    audiences: tuple[str, ...] = (TOKEN_EXCHANGE_AUDIENCE,)
+
+
+class FederationIssuer(_Model):
+    """An external token issuer (e.g. an AKS OIDC issuer) and its public signing keys."""
+
+    issuer: str
+    jwks: dict[str, Any]
+
+
+class SeedApp(_Model):
+    app_id: str
+    display_name: str
+    kind: Literal["blueprint", "public_client", "confidential_client"]
+    client_secrets: tuple[str, ...] = ()
+    certificates: tuple[str, ...] = ()  # PEM certificates (public part only)
+    federated_credentials: tuple[FederatedCredential, ...] = ()
+    delegated_scopes: tuple[str, ...] = DEFAULT_DELEGATED_SCOPES
+    app_roles: tuple[str, ...] = ()  # application permissions for app-only Graph tokens
+
+    @property
+    def is_confidential(self) -> bool:
+        return self.kind != "public_client"
+
+
+class AgentIdentity(_Model):
+    """An agent identity: a child of one blueprint, with no credentials of its own.
+
+    Its ``id`` is used both as the client id (token requests) and the service principal id (Graph).
+    """
+
+    id: str
+    display_name: str
+    blueprint_app_id: str
+    sponsors: tuple[str, ...] = ()  # user ids
+    delegated_scopes: tuple[str, ...] = DEFAULT_DELEGATED_SCOPES
+    app_roles: tuple[str, ...] = ()
+
+
+class SeedMessage(_Model):
+    from_user: str | None = None  # user id or UPN; None for a system message
+    content: str = ""
+    content_type: Literal["text", "html"] = "text"
+    created: SeedTime | None = None
+    message_type: Literal["message", "systemEventMessage", "chatEvent"] = "message"
+
+
+class SeedChat(_Model):
+    id: str | None = None  # generated when absent
+    chat_type: Literal["oneOnOne", "group"] = "group"
+    topic: str | None = None
+    members: tuple[str, ...]  # user ids or UPNs
+    created: SeedTime | None = None
+    messages: tuple[SeedMessage, ...] = ()
+
+
+class SeedMail(_Model):
+    to: str  # user id, UPN or mail
+    from_address: str
+    from_name: str | None = None
+    subject: str = ""
+    body: str = ""
+    content_type: Literal["text", "html"] = "text"
+    received: SeedTime | None = None
+
+
+class Seed(_Model):
+    tenant_id: str
+    tenant_domain: str = "contoso.onmicrosoft.com"
+    token_lifetime_s: int = Field(3600, ge=1)
+    throttle: ThrottleBudget = ThrottleBudget()
+    random_seed: int | None = None  # makes fault injection reproducible
+    users: tuple[SeedUser, ...]
+    apps: tuple[SeedApp, ...]
+    agent_identities: tuple[AgentIdentity, ...] = ()
+    federation_issuers: tuple[FederationIssuer, ...] = ()
+    chats: tuple[SeedChat, ...] = ()
+    mail: tuple[SeedMail, ...] = ()
+
+    _refs: dict[str, SeedUser] = PrivateAttr(default_factory=dict)
+
+    # --- lookups ---
+
+    def find_user(self, ref: str) -> SeedUser | None:
+        """A user by object id, UPN or mail (the last two case-insensitively)."""
+        return self._refs.get(ref) or self._refs.get(ref.lower())
+
+    def find_app(self, app_id: str) -> SeedApp | None:
+        return next((a for a in self.apps if a.app_id == app_id), None)
+
+    def find_agent_identity(self, identity_id: str) -> AgentIdentity | None:
+        return next((a for a in self.agent_identities if a.id == identity_id), None)
+
+    @property
+    def agent_identity(self) -> AgentIdentity:
+        if not self.agent_identities:
+            raise LookupError("this seed has no agent identity; add one under agent_identities")
+        return self.agent_identities[0]
+
+    @property
+    def agent_user(self) -> SeedUser:
+        identity = self.agent_identity
+        user = next((u for u in self.users if u.agent_identity_id == identity.id), None)
+        if user is None:
+            raise LookupError(f"no user is the agent user of agent identity {identity.id}; set agent_identity_id "
+                              "on one user")
+        return user
+
+    @property
+    def blueprint(self) -> SeedApp:
+        app = self.find_app(self.agent_identity.blueprint_app_id)
+        assert app is not None  # checked on load
+        return app
+
+    @property
+    def public_client(self) -> SeedApp:
+        app = next((a for a in self.apps if a.kind == "public_client"), None)
+        if app is None:
+            raise LookupError("this seed has no public client app; add one with kind 'public_client'")
+        return app
+
+    @property
+    def humans(self) -> tuple[SeedUser, ...]:
+        return tuple(u for u in self.users if not u.is_agent_user)
+
+    @property
+    def sponsors(self) -> tuple[SeedUser, ...]:
+        return tuple(self.find_user(s) for s in self.agent_identity.sponsors)  # type: ignore[misc]
+
+    def model_post_init(self, __context: Any) -> None:
+        # Built once so lookups stay O(1) for 1,000-chat seeds.
+        for u in self.users:
+            self._refs[u.id] = u
+            self._refs[u.user_principal_name.lower()] = u
+            self._refs[u.address.lower()] = u
+
+    @model_validator(mode="after")
+    def _check_references(self) -> Seed:
+        problems: list[str] = []
+        _unique("user id", [u.id for u in self.users], problems)
+        _unique("user principal name", [u.user_principal_name.lower() for u in self.users], problems)
+        _unique("app id", [a.app_id for a in self.apps], problems)
+        _unique("agent identity id", [a.id for a in self.agent_identities], problems)
+        _unique("chat id", [c.id for c in self.chats if c.id], problems)
+        issuers = {i.issuer for i in self.federation_issuers}
+        for app in self.apps:
+            for fic in app.federated_credentials:
+                if fic.issuer not in issuers:
+                    problems.append(
+                        f"app {app.app_id} trusts issuer {fic.issuer!r} but federation_issuers has no keys for it"
+                    )
+        for identity in self.agent_identities:
+            parent = self.find_app(identity.blueprint_app_id)
+            if parent is None or parent.kind != "blueprint":
+                problems.append(f"agent identity {identity.id}: blueprint_app_id {identity.blueprint_app_id!r}"
+                                " is not an app of kind 'blueprint'")
+            for sponsor in identity.sponsors:
+                if self.find_user(sponsor) is None:
+                    problems.append(f"agent identity {identity.id}: sponsor {sponsor!r} is not a user")
+        for user in self.users:
+            if user.agent_identity_id and self.find_agent_identity(user.agent_identity_id) is None:
+                problems.append(f"user {user.id}: agent_identity_id {user.agent_identity_id!r} "
+                                "is not an agent identity")
+            if user.agent_identity_id and user.password:
+                problems.append(f"user {user.id} is an agent user and cannot have a password")
+        for n, chat in enumerate(self.chats):
+            label = chat.id or f"chats[{n}]"
+            for member in chat.members:
+                if self.find_user(member) is None:
+                    problems.append(f"chat {label}: member {member!r} is not a user")
+            if chat.chat_type == "oneOnOne" and len(set(chat.members)) != 2:
+                problems.append(f"chat {label}: a oneOnOne chat has exactly two members")
+            member_ids = {u.id for m in chat.members if (u := self.find_user(m)) is not None}
+            for message in chat.messages:
+                sender = self.find_user(message.from_user) if message.from_user else None
+                if message.from_user and (sender is None or sender.id not in member_ids):
+                    problems.append(f"chat {label}: message sender {message.from_user!r} is not a member")
+                if message.from_user is None and message.message_type == "message":
+                    problems.append(f"chat {label}: a message of type 'message' needs from_user")
+        for mail in self.mail:
+            if self.find_user(mail.to) is None:
+                problems.append(f"mail to {mail.to!r}: not a user of this tenant")
+        if problems:
+            raise ValueError("seed is inconsistent:\n  - " + "\n  - ".join(problems))
+        return self
+
+
+def _unique(what: str, values: list[str], problems: list[str]) -> None:
+    seen: set[str] = set()
+    for v in values:
+        if v in seen:
+            problems.append(f"duplicate {what} {v!r}")
+        seen.add(v)
+
+
+def load_seed(source: Seed | Path | str | dict[str, Any]) -> Seed:
+    """A Seed from a model, a JSON file path, or a dict (as parsed from JSON)."""
+    if isinstance(source, Seed):
+        return source
+    if isinstance(source, dict):
+        return Seed.model_validate(source)
+    path = Path(source)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"seed file {path} does not exist; pass a JSON seed, or demo_seed_path()") from None
+    return Seed.model_validate(data)
+
+
+def demo_seed_path() -> Path:
+    """The shipped demo tenant (emulator/seeds/demo.json)."""
+    return SEEDS_DIR / "demo.json"
+
+
+# --- seeds built in code (tests, benchmarks) ---
+
+_NAMESPACE = uuid.UUID("6f1c9d3e-64a4-4b53-9a53-3c1d7d0a8b10")
+_NAMES = [
+    ("Ada", "Lovelace"), ("Grace", "Hopper"), ("Alan", "Turing"), ("Katherine", "Johnson"),
+    ("Edsger", "Dijkstra"), ("Barbara", "Liskov"), ("Donald", "Knuth"), ("Frances", "Allen"),
+]
+
+
+def stable_id(*parts: object) -> str:
+    """A deterministic GUID, so seeds built twice with the same arguments name the same objects."""
+    return str(uuid.uuid5(_NAMESPACE, "/".join(str(p) for p in parts)))
+
+
+def build_seed(
+    *,
+    chats: int = 2,
+    humans: int = 3,
+    history: int = 0,
+    token_lifetime_s: int = 3600,
+    throttle: ThrottleBudget | None = None,
+    tenant_id: str | None = None,
+    domain: str = "contoso.onmicrosoft.com",
+    blueprint_secret: str = "blueprint-dev-secret",
+    password: str = "Passw0rd!",
+    random_seed: int | None = 1,
+) -> Seed:
+    """A tenant with ``humans`` people (the first, Ada, sponsors the agent), the agent user, its blueprint,
+    a public client, and ``chats`` chats the agent user is in: chat 0 is a oneOnOne with Ada, the others
+    group chats of the agent, Ada and one more person. Each chat gets ``history`` messages a minute apart,
+    the newest one minute old. Ids are stable for the same arguments.
+    """
+    if humans < 2:
+        raise ValueError("build_seed needs at least 2 humans: group chats have 3 members including the agent")
+    tenant = tenant_id or stable_id("tenant", domain)
+    people = []
+    for i in range(humans):
+        given, surname = _NAMES[i] if i < len(_NAMES) else ("User", str(i))
+        login = given.lower() if i < len(_NAMES) else f"user{i}"
+        people.append(SeedUser(
+            id=stable_id(tenant, "user", i), user_principal_name=f"{login}@{domain}",
+            display_name=f"{given} {surname}", given_name=given, surname=surname, password=password,
+        ))
+    blueprint_id = stable_id(tenant, "blueprint")
+    identity_id = stable_id(tenant, "agent-identity")
+    agent = SeedUser(
+        id=stable_id(tenant, "agent-user"), user_principal_name=f"entrabot@{domain}", display_name="Entrabot",
+        given_name="Entrabot", agent_identity_id=identity_id,
+    )
+    seed_chats = []
+    for c in range(chats):
+        other = people[1 + (c - 1) % (humans - 1)]
+        members = (agent.id, people[0].id) if c == 0 else (agent.id, people[0].id, other.id)
+        messages = tuple(
+            SeedMessage(from_user=members[1 + k % (len(members) - 1)], content=f"chat {c} message {k}",
+                        created=f"-{history - k}m")
+            for k in range(history)
+        )
+        seed_chats.append(SeedChat(
+            id=_chat_id(tenant, c, members), chat_type="oneOnOne" if c == 0 else "group",
+            topic=None if c == 0 else f"Chat {c}", members=members, created="-1d", messages=messages,
+        ))
+    return Seed(
+        tenant_id=tenant, tenant_domain=domain, token_lifetime_s=token_lifetime_s,
+        throttle=throttle or ThrottleBudget(), random_seed=random_seed,
+        users=(*people, agent),
+        apps=(
+            SeedApp(app_id=blueprint_id, display_name="Entrabot Blueprint", kind="blueprint",
+                    client_secrets=(blueprint_secret,)),
+            SeedApp(app_id=stable_id(tenant, "public-client"), display_name="Entrabot Dev CLI",
+                    kind="public_client"),
+        ),
+        agent_identities=(AgentIdentity(id=identity_id, display_name="Entrabot", blueprint_app_id=blueprint_id,
+                                        sponsors=(people[0].id,)),),
+        chats=tuple(seed_chats),
+    )
+
+
+def one_on_one_chat_id(user_a: str, user_b: str) -> str:
+    """Teams' id for the oneOnOne chat of two users; the same whichever of them asks."""
+    first, second = sorted((user_a, user_b))
+    return f"19:{first}_{second}@unq.gbl.spaces"
+
+
+def group_chat_id(*parts: object) -> str:
+    return "19:" + hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:32] + "@thread.v2"
+
+
+def _chat_id(tenant: str, index: int, members: tuple[str, ...]) -> str:
+    if len(members) == 2:
+        return one_on_one_chat_id(*members)
+    return group_chat_id(tenant, "chat", index)

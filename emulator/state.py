@@ -1,0 +1,399 @@
+"""The tenant's live state: chats, their members and messages, and every user's mailbox.
+
+Uvicorn serves from its own thread while tests read and inject from theirs, so every access goes
+through one lock. Critical sections are short and never await. Reads hand out immutable snapshots.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import re
+import secrets
+import threading
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Literal
+
+from emulator.clock import Clock
+from emulator.seed import Seed, SeedUser, group_chat_id, one_on_one_chat_id
+from emulator.timestamps import epoch_ms, from_epoch_ms, resolve_time, truncate_ms
+
+ChatType = Literal["oneOnOne", "group"]
+MessageType = Literal["message", "systemEventMessage", "chatEvent"]
+Folder = Literal["inbox", "sentitems"]
+FOLDERS: tuple[Folder, ...] = ("inbox", "sentitems")
+_TAG = re.compile(r"<[^>]+>")
+
+
+class StateError(Exception):
+    """A request the tenant's rules refuse; ``kind`` says which Graph error it maps to."""
+
+    def __init__(self, kind: Literal["not_found", "forbidden", "bad_request"], message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Member:
+    user_id: str
+    display_name: str
+    email: str
+    roles: tuple[str, ...]
+    visible_history_start: datetime | None  # None: all history ("0001-01-01T00:00:00Z")
+
+
+@dataclass(frozen=True)
+class Chat:
+    id: str
+    chat_type: ChatType
+    topic: str | None
+    created: datetime
+    last_updated: datetime
+    members: tuple[Member, ...]
+
+    def has_member(self, user_id: str) -> bool:
+        return any(m.user_id == user_id for m in self.members)
+
+
+@dataclass(frozen=True)
+class Sender:
+    user_id: str
+    display_name: str
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    id: str  # epoch milliseconds of creation, as Teams issues them
+    chat_id: str
+    message_type: MessageType
+    created: datetime
+    last_modified: datetime
+    sender: Sender | None  # None for system messages
+    content: str
+    content_type: Literal["text", "html"]
+    event_detail: dict[str, Any] | None = None
+    last_edited: datetime | None = None
+    deleted: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Address:
+    name: str
+    address: str
+
+
+@dataclass(frozen=True)
+class MailMessage:
+    id: str
+    owner_id: str
+    folder: Folder
+    subject: str
+    body: str
+    content_type: Literal["text", "html"]
+    sender: Address
+    to: tuple[Address, ...]
+    cc: tuple[Address, ...]
+    received: datetime
+    sent: datetime
+    internet_message_id: str
+    conversation_id: str
+    change_key: str
+    is_read: bool
+
+    @property
+    def body_preview(self) -> str:
+        text = self.body if self.content_type == "text" else html.unescape(_TAG.sub(" ", self.body))
+        return " ".join(text.split())[:255]
+
+
+def _outlook_id(prefix: str = "AAMkA") -> str:
+    """A long base64-ish id like Exchange issues (URL-safe alphabet, so it can sit in a path)."""
+    return prefix + base64.urlsafe_b64encode(secrets.token_bytes(105)).decode()
+
+
+class TenantState:
+    def __init__(self, seed: Seed, clock: Clock) -> None:
+        self.seed = seed
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._chats: dict[str, Chat] = {}
+        self._messages: dict[str, dict[str, ChatMessage]] = defaultdict(dict)
+        self._chats_of: dict[str, set[str]] = defaultdict(set)
+        self._mail: dict[str, dict[str, MailMessage]] = defaultdict(dict)
+        self._folder_ids = {
+            (u.id, f): "AAMkAF" + base64.urlsafe_b64encode(hashlib.sha256(f"{u.id}/{f}".encode()).digest()).decode()
+            for u in seed.users for f in FOLDERS
+        }
+        self._load(seed)
+
+    # --- start-up ---
+
+    def _load(self, seed: Seed) -> None:
+        now = self._clock.now()
+        for n, spec in enumerate(seed.chats):
+            members = [self._user(m) for m in spec.members]
+            created = resolve_time(spec.created, now) or now
+            chat_id = spec.id or (one_on_one_chat_id(members[0].id, members[1].id) if spec.chat_type == "oneOnOne"
+                                  else group_chat_id(seed.tenant_id, "seed", n))
+            self._insert_chat(Chat(chat_id, spec.chat_type, spec.topic, truncate_ms(created), truncate_ms(created),
+                                   tuple(_member(u) for u in members)))
+            for m in spec.messages:
+                self.post_message(chat_id, sender_id=self._user(m.from_user).id if m.from_user else None,
+                                  content=m.content, content_type=m.content_type,
+                                  created=resolve_time(m.created, now), message_type=m.message_type)
+        for mail in seed.mail:
+            self.deliver_mail(to=mail.to, from_address=mail.from_address, from_name=mail.from_name,
+                              subject=mail.subject, body=mail.body, content_type=mail.content_type,
+                              received=resolve_time(mail.received, now))
+
+    def _user(self, ref: str) -> SeedUser:
+        user = self.seed.find_user(ref)
+        if user is None:
+            raise StateError("not_found", f"Resource '{ref}' does not exist or one of its queried "
+                             "reference-property objects are not present.")
+        return user
+
+    # --- chats ---
+
+    def chat(self, chat_id: str) -> Chat | None:
+        with self._lock:
+            return self._chats.get(chat_id)
+
+    def chats_of(self, user_id: str) -> list[Chat]:
+        with self._lock:
+            return [self._chats[c] for c in self._chats_of.get(user_id, ())]
+
+    def readable_chat(self, chat_id: str, user_id: str | None) -> Chat:
+        """The chat, if it exists and ``user_id`` is a member (None: an app with tenant-wide permission)."""
+        chat = self.chat(chat_id)
+        if chat is None:
+            raise StateError("not_found", f"Chat '{chat_id}' was not found.")
+        if user_id is not None and not chat.has_member(user_id):
+            raise StateError("forbidden", f"The caller is not a member of chat '{chat_id}'; only chat members "
+                             "can read or post its messages.")
+        return chat
+
+    def create_chat(self, chat_type: ChatType, member_ids: list[str], *, topic: str | None = None,
+                    initiator: str | None = None, created: datetime | None = None,
+                    chat_id: str | None = None) -> tuple[Chat, bool]:
+        """Create a chat; a oneOnOne chat of the same two users is found, not created again.
+        Returns the chat and whether it is new."""
+        users = [self._user(m) for m in member_ids]
+        if len({u.id for u in users}) != len(users):
+            raise StateError("bad_request", "A member appears more than once in the members list.")
+        if chat_type == "oneOnOne":
+            if len(users) != 2:
+                raise StateError("bad_request", "A oneOnOne chat must have exactly two members.")
+            if topic:
+                raise StateError("bad_request", "A oneOnOne chat cannot have a topic.")
+        elif len(users) < 3:
+            raise StateError("bad_request", "A group chat needs at least three members, including the caller; "
+                             "use chatType oneOnOne for two people.")
+        at = truncate_ms(created or self._clock.now())
+        with self._lock:
+            if chat_type == "oneOnOne":
+                chat_id = chat_id or one_on_one_chat_id(users[0].id, users[1].id)
+                existing = self._chats.get(chat_id)
+                if existing is not None:
+                    return existing, False
+            else:
+                chat_id = chat_id or group_chat_id(uuid.uuid4())
+                if chat_id in self._chats:
+                    raise StateError("bad_request", f"Chat '{chat_id}' already exists.")
+            chat = Chat(chat_id, chat_type, topic, at, at, tuple(_member(u) for u in users))
+            self._insert_chat(chat)
+            if chat_type == "group":
+                self._system_message(chat_id, "membersAdded", [u.id for u in users], initiator, at)
+            return self._chats[chat_id], True
+
+    def add_member(self, chat_id: str, user_ref: str, *, initiator: str | None,
+                   visible_history_start: datetime | None = None) -> Member:
+        user = self._user(user_ref)
+        with self._lock:
+            chat = self._chats.get(chat_id)
+            if chat is None:
+                raise StateError("not_found", f"Chat '{chat_id}' was not found.")
+            if chat.chat_type == "oneOnOne":
+                raise StateError("bad_request", "Members cannot be added to a oneOnOne chat; create a group chat.")
+            if chat.has_member(user.id):
+                raise StateError("bad_request", f"User '{user.id}' is already a member of chat '{chat_id}'.")
+            member = replace(_member(user), visible_history_start=visible_history_start)
+            now = truncate_ms(self._clock.now())
+            self._chats[chat_id] = replace(chat, members=(*chat.members, member), last_updated=now)
+            self._chats_of[user.id].add(chat_id)
+            self._system_message(chat_id, "membersAdded", [user.id], initiator, now)
+            return member
+
+    def _insert_chat(self, chat: Chat) -> None:
+        with self._lock:
+            self._chats[chat.id] = chat
+            for m in chat.members:
+                self._chats_of[m.user_id].add(chat.id)
+
+    # --- chat messages ---
+
+    def post_message(self, chat_id: str, *, sender_id: str | None, content: str,
+                     content_type: Literal["text", "html"] = "text", created: datetime | None = None,
+                     message_type: MessageType = "message",
+                     event_detail: dict[str, Any] | None = None) -> ChatMessage:
+        sender = None
+        if sender_id is not None:
+            user = self._user(sender_id)
+            sender = Sender(user.id, user.display_name)
+        with self._lock:
+            chat = self._chats.get(chat_id)
+            if chat is None:
+                raise StateError("not_found", f"Chat '{chat_id}' was not found.")
+            if sender is not None and not chat.has_member(sender.user_id):
+                raise StateError("forbidden", f"User '{sender.user_id}' is not a member of chat '{chat_id}'.")
+            ms = epoch_ms(created or self._clock.now())
+            existing = self._messages[chat_id]
+            while str(ms) in existing:  # Teams ids are creation milliseconds, unique within a chat
+                ms += 1
+            at = from_epoch_ms(ms)
+            if message_type != "message":  # system messages have no sender, only an event
+                if event_detail is None:
+                    event_detail = _members_added_detail([sender.user_id] if sender else [], None,
+                                                         self.seed.tenant_id)
+                sender = None
+            message = ChatMessage(str(ms), chat_id, message_type, at, at, sender, content, content_type,
+                                  event_detail)
+            existing[message.id] = message
+            if at > chat.last_updated:
+                self._chats[chat_id] = replace(chat, last_updated=at)
+            return message
+
+    def _system_message(self, chat_id: str, event: str, user_ids: list[str], initiator: str | None,
+                        at: datetime) -> None:
+        assert event == "membersAdded"
+        self.post_message(chat_id, sender_id=None, content="<systemEventMessage/>", content_type="html",
+                          created=at, message_type="systemEventMessage",
+                          event_detail=_members_added_detail(user_ids, initiator, self.seed.tenant_id))
+
+    def edit_message(self, chat_id: str, message_id: str, content: str) -> ChatMessage:
+        """An edit moves lastModifiedDateTime, so an old message reappears to lastModified filters."""
+        with self._lock:
+            message = self._message(chat_id, message_id)
+            now = self._later_than(message.last_modified)
+            edited = replace(message, content=content, last_modified=now, last_edited=now)
+            self._messages[chat_id][message_id] = edited
+            return edited
+
+    def delete_message(self, chat_id: str, message_id: str) -> ChatMessage:
+        with self._lock:
+            message = self._message(chat_id, message_id)
+            now = self._later_than(message.last_modified)
+            deleted = replace(message, content="", last_modified=now, deleted=now)
+            self._messages[chat_id][message_id] = deleted
+            return deleted
+
+    def _message(self, chat_id: str, message_id: str) -> ChatMessage:
+        message = self._messages.get(chat_id, {}).get(message_id)
+        if message is None:
+            raise StateError("not_found", f"Message '{message_id}' was not found in chat '{chat_id}'.")
+        return message
+
+    def _later_than(self, at: datetime) -> datetime:
+        now = truncate_ms(self._clock.now())
+        return now if now > at else from_epoch_ms(epoch_ms(at) + 1)
+
+    def messages(self, chat_id: str) -> list[ChatMessage]:
+        with self._lock:
+            return list(self._messages.get(chat_id, {}).values())
+
+    def last_message(self, chat_id: str) -> ChatMessage | None:
+        with self._lock:
+            values = self._messages.get(chat_id)
+            if not values:
+                return None
+            return max(values.values(), key=lambda m: (m.created, int(m.id)))
+
+    # --- mail ---
+
+    def folder_id(self, user_id: str, folder: Folder) -> str:
+        return self._folder_ids[(user_id, folder)]
+
+    def folder_named(self, user_id: str, ref: str) -> Folder | None:
+        """A well-known folder name (any case) or a folder id."""
+        lowered = ref.lower()
+        if lowered in FOLDERS:
+            return lowered  # type: ignore[return-value]
+        return next((f for f in FOLDERS if self._folder_ids.get((user_id, f)) == ref), None)
+
+    def mailbox(self, user_id: str, folder: Folder | None = None) -> list[MailMessage]:
+        with self._lock:
+            return [m for m in self._mail.get(user_id, {}).values() if folder is None or m.folder == folder]
+
+    def mail_item(self, user_id: str, message_id: str) -> MailMessage | None:
+        with self._lock:
+            return self._mail.get(user_id, {}).get(message_id)
+
+    def send_mail(self, sender_id: str, *, to: list[str], cc: list[str], bcc: list[str], subject: str, body: str,
+                  content_type: Literal["text", "html"], save_to_sent: bool) -> list[MailMessage]:
+        """Send as a tenant user: recipients in the tenant get it in their inbox; others leave the tenant."""
+        user = self._user(sender_id)
+        sender = Address(user.display_name, user.address)
+        now = self._clock.now().replace(microsecond=0)
+        internet_id = f"<{secrets.token_hex(12)}@{self.seed.tenant_domain}>"
+        conversation = _outlook_id("AAQkA")
+        to_addr = tuple(self._address(a) for a in to)
+        cc_addr = tuple(self._address(a) for a in cc)
+        bcc_addr = tuple(self._address(a) for a in bcc)  # delivered, never shown
+        delivered = []
+        with self._lock:
+            if save_to_sent:
+                delivered.append(self._store(user.id, "sentitems", subject, body, content_type, sender, to_addr,
+                                             cc_addr, now, internet_id, conversation, is_read=True))
+            for address in {a.address.lower(): a for a in (*to_addr, *cc_addr, *bcc_addr)}.values():
+                recipient = self.seed.find_user(address.address)
+                if recipient is not None:
+                    delivered.append(self._store(recipient.id, "inbox", subject, body, content_type, sender,
+                                                 to_addr, cc_addr, now, internet_id, conversation, is_read=False))
+        return delivered
+
+    def deliver_mail(self, *, to: str, from_address: str, from_name: str | None = None, subject: str = "",
+                     body: str = "", content_type: Literal["text", "html"] = "text",
+                     received: datetime | None = None) -> MailMessage:
+        """Mail arriving from anywhere (the admin API and seeds use this)."""
+        user = self._user(to)
+        at = (received or self._clock.now()).replace(microsecond=0)
+        sender = Address(from_name or from_address, from_address)
+        with self._lock:
+            return self._store(user.id, "inbox", subject, body, content_type, sender,
+                               (Address(user.display_name, user.address),), (), at,
+                               f"<{secrets.token_hex(12)}@{from_address.rpartition('@')[2] or 'external'}>",
+                               _outlook_id("AAQkA"), is_read=False)
+
+    def _address(self, ref: str) -> Address:
+        user = self.seed.find_user(ref)
+        return Address(user.display_name, user.address) if user else Address(ref, ref)
+
+    def _store(self, owner: str, folder: Folder, subject: str, body: str, content_type: Literal["text", "html"],
+               sender: Address, to: tuple[Address, ...], cc: tuple[Address, ...], at: datetime,
+               internet_id: str, conversation: str, *, is_read: bool) -> MailMessage:
+        message = MailMessage(_outlook_id(), owner, folder, subject, body, content_type, sender, to, cc, at, at,
+                              internet_id, conversation, "CQAAABYAAA" + secrets.token_urlsafe(24), is_read)
+        self._mail[owner][message.id] = message
+        return message
+
+
+def _member(user: SeedUser) -> Member:
+    return Member(user.id, user.display_name, user.address, ("owner",), None)
+
+
+def _members_added_detail(user_ids: list[str], initiator: str | None, tenant_id: str) -> dict[str, Any]:
+    return {
+        "@odata.type": "#microsoft.graph.membersAddedEventMessageDetail",
+        "visibleHistoryStartDateTime": "0001-01-01T00:00:00Z",
+        "members": [{"id": uid, "displayName": None, "userIdentityType": "aadUser", "tenantId": tenant_id}
+                    for uid in user_ids],
+        "initiator": {"application": None, "device": None, "user": None if initiator is None else {
+            "@odata.type": "#microsoft.graph.teamworkUserIdentity", "id": initiator, "displayName": None,
+            "userIdentityType": "aadUser", "tenantId": tenant_id}},
+    }
+
