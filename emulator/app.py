@@ -18,6 +18,8 @@ from emulator.errors import GraphError, graph_error_body
 from emulator.faults import FaultInjector
 from emulator.grants import TokenGrantor
 from emulator.middleware import GRAPH_PREFIX, EmulatorMiddleware
+
+_ROUTE_MODULES = (routes_admin, routes_entra, routes_chats, routes_messages, routes_mail, routes_directory)
 from emulator.seed import Seed, load_seed
 from emulator.state import StateError, TenantState
 from emulator.stats import RequestStats
@@ -43,13 +45,16 @@ def create_app(seed: Seed | Path | str | dict[str, Any], *, clock: Clock | None 
     )
     app = FastAPI(title="Graph and Entra emulator", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.emulator = ctx
-    for module in (routes_admin, routes_entra, routes_chats, routes_messages, routes_mail, routes_directory):
+    for module in _ROUTE_MODULES:
         app.include_router(module.router)
     app.add_exception_handler(GraphError, _graph_error)  # type: ignore[arg-type]
     app.add_exception_handler(StateError, _state_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
-    app.add_middleware(EmulatorMiddleware, ctx=ctx, routes=app.router.routes)
+    # The routers' own routes carry their full paths (the prefix is set on each router); the app's
+    # list holds FastAPI's include wrappers, which carry none.
+    endpoint_routes = [route for module in _ROUTE_MODULES for route in module.router.routes]
+    app.add_middleware(EmulatorMiddleware, ctx=ctx, routes=endpoint_routes)
     return app
 
 

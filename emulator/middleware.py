@@ -90,7 +90,7 @@ class EmulatorMiddleware:
     def _template(self, scope: Scope) -> str:
         route = scope.get("route")
         if route is None:  # answered before routing (a fault): find the route it would have reached
-            route = next((r for r in self.routes if r.matches(scope)[0] is Match.FULL), None)
+            route = _route_for(self.routes, scope)
         path = getattr(route, "path", None)
         return route_template(path) if path else "<unmatched>"
 
@@ -121,3 +121,8 @@ async def _discard(message: Message) -> None:
 def _base_of(scope: Scope) -> str:
     host = Headers(scope=scope).get("host", "localhost")
     return f"{scope.get('scheme', 'http')}://{host}"
+
+
+def _route_for(routes: Sequence[BaseRoute], scope: Scope) -> BaseRoute | None:
+    """The endpoint route a request would reach (for requests answered before routing)."""
+    return next((r for r in routes if r.matches(scope)[0] is Match.FULL), None)

@@ -109,6 +109,17 @@ def test_stats_count_by_route_template_and_status(emu: RunningEmulator, http: ht
     assert http.get(emu.admin_url + "/stats").json()["total"] == 0
 
 
+def test_requests_answered_by_a_fault_or_throttle_are_counted_under_their_route(
+        emu: RunningEmulator, http: httpx.Client, agent: dict[str, str]) -> None:
+    http.post(emu.admin_url + "/stats/reset")
+    http.post(emu.admin_url + "/throttle", json={"requests": 1, "retry_after": 1})
+    http.get(f"{emu.graph_url}/chats/{emu.seed.chats[0].id}/messages", headers=agent)
+    http.post(emu.admin_url + "/faults", json={"error_rate": 1.0, "status": 503, "count": 1})
+    http.get(f"{emu.graph_url}/me", headers=agent)
+    counts = http.get(emu.admin_url + "/stats").json()["counts"]
+    assert counts == {"GET /v1.0/chats/{id}/messages": {"429": 1}, "GET /v1.0/me": {"503": 1}}
+
+
 def test_injected_history_keeps_its_creation_time(emu: RunningEmulator, http: httpx.Client, agent: dict[str, str],
                                                   clock: ManualClock) -> None:
     chat = emu.seed.chats[0].id
