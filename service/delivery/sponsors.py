@@ -1,0 +1,124 @@
+"""SponsorGate: whether a chat message comes from one of the agent identity's sponsors.
+
+The sponsors come from Graph (``servicePrincipals/{id}/sponsors``); the caller fetches them and the
+members of each watched chat, and feeds both in. A sponsor may post from another account in some chat
+(a B2B guest or an external account under the same address), so the gate learns, per chat, which member
+accounts are a sponsor's: a member whose object id is a sponsor's, or whose mail address equals a
+sponsor's mail or UPN. A display name is never enough: anyone can take anyone's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from service.delivery.identity import normalise_identifier
+
+_GUEST_UPN_MARK = "#ext#"
+
+
+@dataclass(frozen=True, slots=True)
+class Sponsor:
+    object_id: str
+    user_principal_name: str | None = None
+    mail: str | None = None
+    display_name: str | None = None  # for people reading logs and prompts; never matched on
+
+
+class ChatMemberView(Protocol):
+    """What the gate reads of a chat member (``service.graph.models.ChatMember`` fits)."""
+
+    @property
+    def user_id(self) -> str | None: ...  # the member's object id (``id`` is the membership's)
+
+    @property
+    def email(self) -> str | None: ...
+
+
+def _address_keys(address: str | None) -> set[str]:
+    """The comparable forms of an address or UPN.
+
+    A B2B guest's UPN encodes the address it was invited under — ``alice_contoso.com#EXT#@tenant…`` is
+    alice@contoso.com — and the tenant minted it from that invitation, so it stands for that address.
+    A domain has no "_", so the last one in the prefix separates the local part from the domain.
+    """
+    normal = normalise_identifier(address)
+    if normal is None:
+        return set()
+    keys = {normal}
+    encoded, mark, _ = normal.partition(_GUEST_UPN_MARK)
+    if mark and "_" in encoded:
+        local, _, domain = encoded.rpartition("_")
+        if local and "." in domain:
+            keys.add(f"{local}@{domain}")
+    return keys
+
+
+@dataclass(frozen=True, slots=True)
+class _Member:
+    object_id: str
+    address_keys: frozenset[str]
+
+
+class SponsorGate:
+    """Sponsor ids from the directory, plus the member accounts each watched chat showed to be theirs.
+
+    Pure state, no I/O: ``refresh_chat`` when a chat is added (and when its members are re-read),
+    ``forget_chat`` when it stops being watched, ``replace_sponsors`` when the sponsor list is re-read.
+    """
+
+    def __init__(self, sponsors: Iterable[Sponsor]) -> None:
+        self._members: dict[str, tuple[_Member, ...]] = {}
+        self._aliases: dict[str, frozenset[str]] = {}
+        self.replace_sponsors(sponsors)
+
+    @property
+    def sponsor_ids(self) -> frozenset[str]:
+        return self._sponsor_ids
+
+    def replace_sponsors(self, sponsors: Iterable[Sponsor]) -> None:
+        sponsors = tuple(sponsors)
+        self._sponsor_ids = frozenset(
+            oid for s in sponsors if (oid := normalise_identifier(s.object_id)) is not None
+        )
+        self._sponsor_addresses = frozenset(
+            key for s in sponsors for a in (s.user_principal_name, s.mail) for key in _address_keys(a)
+        )
+        self._aliases = {chat_id: self._sponsor_members(m) for chat_id, m in self._members.items()}
+
+    def refresh_chat(self, chat_id: str, members: Iterable[ChatMemberView]) -> None:
+        """Learn (again) which members of ``chat_id`` are sponsors; members who left stop counting."""
+        known = tuple(
+            _Member(oid, frozenset(_address_keys(m.email)))
+            for m in members
+            if (oid := normalise_identifier(m.user_id)) is not None
+        )
+        self._members[chat_id] = known
+        self._aliases[chat_id] = self._sponsor_members(known)
+
+    def forget_chat(self, chat_id: str) -> None:
+        self._members.pop(chat_id, None)
+        self._aliases.pop(chat_id, None)
+
+    def _sponsor_members(self, members: tuple[_Member, ...]) -> frozenset[str]:
+        return frozenset(
+            m.object_id
+            for m in members
+            if m.object_id in self._sponsor_ids or m.address_keys & self._sponsor_addresses
+        )
+
+    def is_sponsor(self, sender_id: str | None, chat_id: str | None = None) -> bool:
+        """Whether ``sender_id`` (a message's sender object id) is a sponsor.
+
+        With ``chat_id``, an account learned as a sponsor's counts only in the chat that showed it; a
+        directory sponsor id counts everywhere. Without it, any watched chat's evidence counts.
+        """
+        sender = normalise_identifier(sender_id)
+        if sender is None:
+            return False
+        if sender in self._sponsor_ids:
+            return True
+        if chat_id is not None:
+            return sender in self._aliases.get(chat_id, frozenset())
+        return any(sender in aliases for aliases in self._aliases.values())
