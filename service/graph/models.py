@@ -207,6 +207,12 @@ class MailMessage(GraphModel):
         return data
 
 
+    @property
+    def received_at(self) -> datetime:
+        """The time the email ledger orders and claims by (its MailLike protocol)."""
+        return self.received_date_time
+
+
 class User(GraphModel):
     id: str
     display_name: str | None = None

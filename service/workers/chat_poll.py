@@ -1,0 +1,227 @@
+"""The chat poll: every watched chat, every few seconds, Graph → filter → claim → hub.
+
+It polls only while the hub holds a target that could take a chat message (the delivery rule). Each
+chat is handled on its own: one chat's 403, 404, 5xx or unreadable cursor never delays the others,
+and every ambiguity claims nothing and keeps the messages for a later cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from opentelemetry import trace
+
+from service.delivery.filters import filter_human_messages
+from service.delivery.hub import DeliveryHub
+from service.delivery.message import InboundMessage, Source
+from service.delivery.sponsors import SponsorGate
+from service.graph.client import GraphClient
+from service.graph.errors import GraphError
+from service.graph.models import ChatMessage
+from service.ledger import Candidate, ChatClaimOutcome, ChatLedger, ReadOutcome, WatchedChats
+from service.ledger.cas import UpdateOutcome
+from service.ledger.clock import Clock, utc_now
+from service.storage.errors import StorageError
+from service.telemetry.metrics import Metrics
+from service.workers.agent import AgentUser
+from service.workers.chat_state import ChatPhase, ChatPollState, decide_offer, first_sight_surfaces, oldest_first
+from service.workers.inbound import chat_inbound
+from service.workers.recorder import DeliveryRecorder
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+
+# A chat with more new messages than this since the last cycle surfaces only its newest ones.
+MAX_PAGES_PER_CHAT = 20
+
+
+@dataclass
+class ChatPoller:
+    graph: GraphClient
+    ledger: ChatLedger
+    watched: WatchedChats
+    hub: DeliveryHub
+    agent: AgentUser
+    recorder: DeliveryRecorder
+    gate: SponsorGate | None = None
+    metrics: Metrics | None = None
+    clock: Clock = utc_now
+    concurrency: int = 8
+    first_sight_max_age: timedelta = timedelta(hours=24)
+    sent_message_ids: Collection[str] = frozenset()
+    _states: dict[str, ChatPollState] = field(default_factory=dict)
+
+    def state_of(self, chat_id: str) -> ChatPollState:
+        state = self._states.get(chat_id)
+        if state is None:
+            state = self._states[chat_id] = ChatPollState(chat_id)
+        return state
+
+    def register_created_chat(self, chat_id: str) -> None:
+        """A chat the agent just created: its newest message surfaces on first sight whatever its age."""
+        self.state_of(chat_id).surface_newest_regardless_of_age = True
+
+    async def cycle(self) -> None:
+        if not self.hub.can_take(Source.CHAT):
+            return
+        if self.watched.needs_load:
+            outcome = await self.watched.load()
+            if outcome is ReadOutcome.UNRESOLVED:
+                log.warning("watched chats unreadable; polling none this cycle")
+                return
+        chats = sorted(self.watched.chats)
+        limit = asyncio.Semaphore(max(1, self.concurrency))
+
+        async def one(chat_id: str) -> None:
+            async with limit:
+                await self.poll_chat(chat_id)
+
+        with tracer.start_as_current_span("chat_poll.cycle") as span:
+            span.set_attribute("entrabot.chats", len(chats))
+            async with asyncio.TaskGroup() as group:
+                for chat_id in chats:
+                    group.create_task(one(chat_id))
+
+    async def poll_chat(self, chat_id: str) -> None:
+        state = self.state_of(chat_id)
+        try:
+            if state.phase is ChatPhase.NEEDS_RESOLUTION:
+                await self._resolve(state)
+            if state.phase is ChatPhase.NOT_BOOTSTRAPPED:
+                await self._first_sight(state)
+            elif state.phase is ChatPhase.STEADY:
+                await self._steady(state)
+        except GraphError as exc:
+            # Fail closed for this chat only; nothing was claimed, so nothing is lost.
+            log.warning("chat poll failed for one chat", extra={"chat_id": chat_id, "error": type(exc).__name__,
+                                                                  "status": exc.status})
+        except StorageError as exc:
+            log.warning("chat ledger unavailable for one chat", extra={"chat_id": chat_id,
+                                                                       "error": type(exc).__name__})
+
+    # --- phases ---
+
+    async def _resolve(self, state: ChatPollState) -> None:
+        read = await self.ledger.resolve(state.chat_id)
+        if read.outcome is ReadOutcome.PRESENT:
+            assert read.value is not None
+            state.watermark = read.value.last_ts
+            state.phase = ChatPhase.STEADY
+        elif read.outcome is ReadOutcome.ABSENT:
+            state.phase = ChatPhase.NOT_BOOTSTRAPPED
+        # UNRESOLVED: stay, and read again next cycle; never taken for a new chat.
+
+    async def _first_sight(self, state: ChatPollState) -> None:
+        newest = await self.graph.get_newest_chat_message(state.chat_id)
+        if newest is None:
+            # An empty chat: its cursor starts with no watermark, so its first message is new.
+            await self._bootstrap(state, [])
+            return
+        humans = self._humans([newest])
+        surfaces = bool(humans) and first_sight_surfaces(
+            newest, now=self.clock(), max_age=self.first_sight_max_age,
+            regardless_of_age=state.surface_newest_regardless_of_age,
+        )
+        if surfaces:
+            inbound = chat_inbound(newest, state.chat_id, self.gate)
+            if not self.hub.claimable([inbound]):
+                return  # a replica holding a target that can take it will surface it
+            claim = await self.ledger.claim(state.chat_id, [Candidate(newest.id, newest.created_date_time)],
+                                            newest.created_date_time)
+            if claim.outcome is ChatClaimOutcome.UNRESOLVED:
+                state.held[newest.id] = inbound
+            await self._deliver(state, claim.ids, {newest.id: newest})
+            if claim.may_advance:
+                state.phase = ChatPhase.NEEDS_RESOLUTION  # adopt whatever the fleet's cursor now says
+            return
+        await self._bootstrap(state, [newest])
+
+    async def _bootstrap(self, state: ChatPollState, seen: list[ChatMessage]) -> bool:
+        update = await self.ledger.bootstrap(state.chat_id, [Candidate(m.id, m.created_date_time) for m in seen])
+        # Whatever happened (written, a sibling's cursor already there, or in doubt), the next cycle
+        # reads the fleet's cursor again rather than trusting this replica's view.
+        state.phase = ChatPhase.NEEDS_RESOLUTION
+        return update.outcome is UpdateOutcome.WRITTEN
+
+    async def _steady(self, state: ChatPollState) -> None:
+        fetched: dict[str, ChatMessage] = {}
+        complete = False
+        pages = 0
+        async for page in self.graph.list_chat_messages(state.chat_id, since=state.watermark,
+                                                        max_pages=MAX_PAGES_PER_CHAT):
+            pages += 1
+            for message in page.items:
+                fetched[message.id] = message
+            if page.skipped:
+                # An unreadable message may be a person's: decide nothing past it this cycle.
+                log.warning("unreadable messages in a chat page; retrying the chat next cycle",
+                            extra={"chat_id": state.chat_id, "skipped": page.skipped})
+                return
+            complete = page.next_link is None
+        if not fetched:
+            return
+        if not complete:
+            log.warning("chat backlog exceeds the page budget; surfacing its newest messages",
+                        extra={"chat_id": state.chat_id, "pages": pages})
+        ordered = [m for m in oldest_first(list(fetched.values()))
+                   if state.watermark is None or m.created_date_time >= state.watermark]
+        humans = {m.id for m in self._humans(ordered)}
+        inbound = {m.id: chat_inbound(m, state.chat_id, self.gate) for m in ordered if m.id in humans}
+        takeable = {m.message_id for m in self.hub.claimable(list(inbound.values()))}
+        offer = decide_offer(ordered, humans, takeable)
+        if not offer.candidates:
+            if not offer.blocked:
+                # Only system or own messages: nothing to claim, and nothing anyone else must deliver.
+                state.watermark = _later(state.watermark, offer.seen_up_to)
+            return
+        claim = await self.ledger.claim(
+            state.chat_id, [Candidate(m.id, m.created_date_time) for m in offer.candidates], offer.seen_up_to
+        )
+        if claim.outcome is ChatClaimOutcome.UNRESOLVED:
+            # If the uncertain write turns out ours, a later call returns these ids: keep their text.
+            state.held.update({m.id: inbound[m.id] for m in offer.candidates})
+        await self._deliver(state, claim.ids, fetched, inbound)
+        if claim.may_advance:
+            state.watermark = _later(state.watermark, offer.seen_up_to)
+
+    # --- helpers ---
+
+    def _humans(self, messages: list[ChatMessage]) -> list[ChatMessage]:
+        live = [m for m in messages if m.deleted_date_time is None]  # a deleted message is not delivered
+        return filter_human_messages(
+            live, agent_upn=self.agent.upn, agent_object_id=self.agent.object_id,
+            sent_message_ids=self.sent_message_ids,
+        )
+
+    async def _deliver(
+        self,
+        state: ChatPollState,
+        ids: tuple[str, ...],
+        fetched: dict[str, ChatMessage],
+        inbound: dict[str, InboundMessage] | None = None,
+    ) -> None:
+        messages: list[InboundMessage] = []
+        for message_id in ids:
+            known = (inbound or {}).get(message_id) or state.held.pop(message_id, None)
+            if known is None and message_id in fetched:
+                known = chat_inbound(fetched[message_id], state.chat_id, self.gate)
+            if known is not None:
+                messages.append(known)
+        if state.chat_id not in self.ledger.unsettled_chats:
+            state.held.clear()  # nothing in doubt any more: what was held was settled as lost
+        if messages:
+            dispatches = await self.hub.dispatch(messages)
+            await self.recorder.delivered(messages, dispatches)
+
+
+def _later(a: datetime | None, b: datetime | None) -> datetime | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return max(a, b)
+

@@ -1,0 +1,78 @@
+"""Per-chat poll state, and the pure decisions the chat poll makes over what Graph returned."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import Enum
+
+from service.delivery.message import InboundMessage
+from service.graph.models import ChatMessage
+
+
+class ChatPhase(str, Enum):
+    NEEDS_RESOLUTION = "needs_resolution"  # the shared cursor has not been read (or must be re-read)
+    NOT_BOOTSTRAPPED = "not_bootstrapped"  # the cursor is ABSENT: first sight pending
+    STEADY = "steady"  # polling messages newer than the watermark
+
+
+@dataclass
+class ChatPollState:
+    """What this replica knows about one chat between cycles."""
+
+    chat_id: str
+    phase: ChatPhase = ChatPhase.NEEDS_RESOLUTION
+    # Lower bound for the next fetch (compared with lastModifiedDateTime; every message created after
+    # it is modified after it too). Moves only over messages whose fate is decided.
+    watermark: datetime | None = None
+    # Registered by create_chat: its newest message surfaces on first sight whatever its age.
+    surface_newest_regardless_of_age: bool = False
+    # Messages offered in a claim whose write is in doubt; delivered if it settles as ours.
+    held: dict[str, InboundMessage] = field(default_factory=dict)
+
+
+def first_sight_surfaces(
+    newest: ChatMessage, *, now: datetime, max_age: timedelta, regardless_of_age: bool
+) -> bool:
+    """Whether a chat's newest message may surface on first sight (it is not a replay of history)."""
+    return regardless_of_age or now - newest.created_date_time < max_age
+
+
+def oldest_first(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    return sorted(messages, key=lambda m: (m.created_date_time, _id_order(m.id)))
+
+
+def _id_order(message_id: str) -> tuple[int, str]:
+    return (int(message_id), message_id) if message_id.isdigit() else (0, message_id)
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What one steady cycle offers to the ledger for one chat.
+
+    ``candidates``: the oldest-first run of human messages a live target here can take. The run stops
+    at the first human message no target here can take, because claiming anything newer would move
+    the fleet's watermark past it (a message older than the watermark is never claimable again).
+    ``seen_up_to``: the creation time of the newest message in the decided prefix (candidates plus the
+    non-human messages interleaved with them); None when nothing is decided.
+    ``blocked``: True when the run stopped early at a message some other replica must deliver.
+    """
+
+    candidates: tuple[ChatMessage, ...]
+    seen_up_to: datetime | None
+    blocked: bool
+
+
+def decide_offer(
+    fetched_oldest_first: Sequence[ChatMessage], human_ids: set[str], takeable_ids: set[str]
+) -> Offer:
+    candidates: list[ChatMessage] = []
+    seen_up_to: datetime | None = None
+    for message in fetched_oldest_first:
+        if message.id in human_ids:
+            if message.id not in takeable_ids:
+                return Offer(tuple(candidates), seen_up_to, blocked=True)
+            candidates.append(message)
+        seen_up_to = message.created_date_time
+    return Offer(tuple(candidates), seen_up_to, blocked=False)

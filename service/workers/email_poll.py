@@ -1,0 +1,80 @@
+"""The email poll: the mailbox, every minute, through the ledger's claim → settle → hold protocol."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from service.delivery.filters import is_noise_mail
+from service.delivery.hub import DeliveryHub
+from service.delivery.message import Source
+from service.graph.client import GraphClient
+from service.graph.errors import GraphError, GraphPayloadError
+from service.graph.models import MailMessage
+from service.ledger import EmailClaimer
+from service.ledger.clock import Clock, utc_now
+from service.storage.errors import StorageError
+from service.workers.agent import AgentUser
+from service.workers.inbound import mail_inbound
+from service.workers.recorder import DeliveryRecorder
+
+log = logging.getLogger(__name__)
+
+MAX_MAIL_PAGES = 10  # 500 mails a cycle; a larger backlog surfaces its newest 500
+# receivedDateTime has whole-second precision, and the claim moves the cursor to the newest mail it
+# took, fetching only what is strictly newer next time. A mail landing later in that same second
+# would then never be fetched, so mail from the last few seconds waits for the next cycle.
+SETTLE_MARGIN = timedelta(seconds=5)
+
+
+@dataclass
+class EmailPoller:
+    graph: GraphClient
+    claimer: EmailClaimer[MailMessage]
+    hub: DeliveryHub
+    agent: AgentUser
+    recorder: DeliveryRecorder
+    max_pages: int = MAX_MAIL_PAGES
+    clock: Clock = utc_now
+    settle_margin: timedelta = SETTLE_MARGIN
+
+    async def cycle(self) -> None:
+        # A held batch waits too: settling it would be followed by a claim no target here can take.
+        if not self.hub.can_take(Source.EMAIL):
+            return
+        try:
+            result = await self.claimer.run_cycle(self._fetch)
+        except GraphError as exc:
+            log.warning("mailbox read failed; nothing claimed this cycle",
+                        extra={"error": type(exc).__name__, "status": exc.status})
+            return
+        except StorageError as exc:
+            log.warning("email ledger unavailable; nothing claimed this cycle", extra={"error": type(exc).__name__})
+            return
+        mails = [
+            m for m in result.deliver
+            if not is_noise_mail(m.sender.address if m.sender else None, m.subject,
+                                 agent_addresses=self.agent.addresses)
+        ]
+        if not mails:
+            return
+        messages = [mail_inbound(m) for m in mails]
+        dispatches = await self.hub.dispatch(messages)
+        await self.recorder.delivered(messages, dispatches)
+
+    async def _fetch(self, since: datetime) -> Sequence[MailMessage]:
+        """Every mail after ``since``: the claim moves the cursor to the newest, so nothing in between
+        may be missing (an unreadable mail fails the fetch rather than being skipped past)."""
+        collected: list[MailMessage] = []
+        async for page in self.graph.list_mail(since, max_pages=self.max_pages):
+            if page.skipped:
+                raise GraphPayloadError("an unreadable mail in the inbox page; retrying next cycle")
+            collected.extend(page.items)
+        cutoff = self.clock() - self.settle_margin
+        settled = [m for m in collected if m.received_date_time <= cutoff]
+        if len(settled) < len(collected):
+            # Everything up to the cut is taken; the rest is strictly newer, so nothing is skipped.
+            log.debug("leaving %d mail(s) of the last seconds for the next cycle", len(collected) - len(settled))
+        return settled

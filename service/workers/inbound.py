@@ -1,0 +1,43 @@
+"""Graph payloads → the delivery layer's InboundMessage (the edge between the two vocabularies)."""
+
+from __future__ import annotations
+
+from service.delivery.filters import html_to_text
+from service.delivery.message import EMAIL_CHAT_ID, InboundMessage, Source
+from service.delivery.sponsors import SponsorGate
+from service.graph.models import ChatMessage, ItemBody, MailMessage
+
+
+def body_text(body: ItemBody) -> str:
+    return html_to_text(body.content) if body.content_type == "html" else body.content
+
+
+def chat_inbound(message: ChatMessage, chat_id: str, gate: SponsorGate | None) -> InboundMessage:
+    sender = message.sender
+    sender_id = sender.id if sender is not None else ""
+    return InboundMessage(
+        source=Source.CHAT,
+        chat_id=chat_id,
+        message_id=message.id,
+        sender_id=sender_id,
+        sender_name=(sender.display_name if sender is not None else None) or sender_id,
+        created=message.created_date_time,
+        body=body_text(message.body),
+        sender_is_sponsor=gate is not None and gate.is_sponsor(sender_id, chat_id),
+    )
+
+
+def mail_inbound(mail: MailMessage) -> InboundMessage:
+    # Every email push is wrapped whoever sent it (SPEC §5), so mail never claims sponsor status.
+    address = (mail.sender.address if mail.sender else None) or ""
+    name = (mail.sender.name if mail.sender else None) or address
+    return InboundMessage(
+        source=Source.EMAIL,
+        chat_id=EMAIL_CHAT_ID,
+        message_id=mail.id,
+        sender_id=address,
+        sender_name=name,
+        created=mail.received_date_time,
+        body=body_text(mail.body),
+        subject=mail.subject,
+    )

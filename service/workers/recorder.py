@@ -1,0 +1,43 @@
+"""Every inbound delivery lands in the interaction log (the agent's memory of what reached it)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from service.delivery.hub import Dispatch, DispatchOutcome
+from service.delivery.message import InboundMessage, Source
+from service.ledger.clock import Clock, utc_now
+from service.ledger.interactions import Action, Channel, Direction, Interaction, InteractionLog
+
+_CHANNEL = {Source.CHAT: Channel.CHAT, Source.EMAIL: Channel.EMAIL}
+
+
+@dataclass
+class DeliveryRecorder:
+    log: InteractionLog
+    replica_id: str
+    clock: Clock = utc_now
+
+    async def delivered(self, messages: Sequence[InboundMessage], dispatches: Sequence[Dispatch]) -> None:
+        by_id = {m.message_id: m for m in messages}
+        for dispatch in dispatches:
+            message = by_id.get(dispatch.message_id)
+            if message is None:
+                continue
+            delivered = dispatch.outcome is DispatchOutcome.DELIVERED
+            await self.log.record(
+                Interaction(
+                    ts=self.clock(),
+                    direction=Direction.IN,
+                    channel=_CHANNEL[message.source],
+                    action=Action.DELIVERED.value if delivered else Action.RECEIVED.value,
+                    chat_id=message.chat_id,
+                    message_id=message.message_id,
+                    sender=message.sender_id,
+                    summary=message.subject or "",
+                    body=message.body,
+                    extra=(("replica", json.dumps(self.replica_id)), ("via", json.dumps(dispatch.channel or "none"))),
+                )
+            )

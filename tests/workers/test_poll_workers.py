@@ -1,0 +1,149 @@
+"""The poll workers end to end: the Graph emulator over real HTTP, the ledger on Azurite."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from emulator.faults import FaultRule
+
+from emulator.seed import ThrottleBudget, build_seed
+from emulator.server import RunningEmulator, start_emulator
+from service.devstack.azurite import Azurite
+from service.storage.blob import BlobBackend
+from worker_stack import RecordingTarget, WorkerStack, build_stack
+
+pytestmark = pytest.mark.azurite
+
+ROOMY = ThrottleBudget(chat_messages_per_s=1000, other_per_s=1000)
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@pytest.fixture
+def emulator(request: pytest.FixtureRequest) -> Iterator[RunningEmulator]:
+    chats = getattr(request, "param", 3)
+    with start_emulator(build_seed(chats=chats, throttle=ROOMY)) as running:
+        yield running
+
+
+@pytest.fixture
+async def backend(azurite: Azurite, container_name: str) -> AsyncIterator[BlobBackend]:
+    store = BlobBackend.from_connection_string(azurite.connection_string, container_name)
+    await store.ensure_container()
+    yield store
+    await store.aclose()
+
+
+@pytest.fixture
+async def stack(emulator: RunningEmulator, backend: BlobBackend) -> AsyncIterator[WorkerStack]:
+    built = await build_stack(emulator, backend, is_cloud=True)
+    yield built
+    await built.aclose()
+
+
+def human(emulator: RunningEmulator, index: int = 0) -> str:
+    return emulator.seed.humans[index].id
+
+
+def chat_ids(emulator: RunningEmulator) -> list[str]:
+    return [c.id for c in emulator.seed.chats]
+
+
+def message_polls(emulator: RunningEmulator) -> int:
+    return sum(1 for r in emulator.stats.snapshot()["recent"] if r["route"] == "/v1.0/chats/{id}/messages")
+
+
+async def connect(stack: WorkerStack) -> RecordingTarget:
+    target = RecordingTarget()
+    stack.hub.register(target)
+    await stack.discovery.cycle()
+    return target
+
+
+async def test_a_burst_of_120_messages_between_two_cycles_is_delivered_once_in_order(stack, emulator):
+    target = await connect(stack)
+    chat = chat_ids(emulator)[0]
+    await stack.chats.cycle()  # first sight: the chat's cursor is created
+    posted = [emulator.state.post_message(chat, sender_id=human(emulator), content=f"burst {i}").id
+              for i in range(120)]
+    await stack.chats.cycle()
+    await stack.chats.cycle()  # a second steady cycle finds nothing more
+    assert target.ids == posted
+
+
+async def test_a_chat_whose_history_is_a_week_old_surfaces_nothing(stack, emulator):
+    old_chat, fresh_chat, _ = chat_ids(emulator)
+    emulator.state.post_message(old_chat, sender_id=human(emulator), content="stale order",
+                                created=now() - timedelta(days=7))
+    fresh = emulator.state.post_message(fresh_chat, sender_id=human(emulator), content="hello",
+                                        created=now() - timedelta(hours=1))
+    target = await connect(stack)
+    await stack.chats.cycle()
+    await stack.chats.cycle()
+    assert target.ids == [fresh.id]
+
+
+async def test_system_messages_and_the_agents_own_messages_are_never_delivered(stack, emulator):
+    target = await connect(stack)
+    chat = chat_ids(emulator)[1]
+    await stack.chats.cycle()
+    emulator.state.post_message(chat, sender_id=None, content="", message_type="systemEventMessage",
+                                event_detail={"@odata.type": "#microsoft.graph.membersAddedEventMessageDetail"})
+    emulator.state.post_message(chat, sender_id=emulator.seed.agent_user.id, content="from the agent itself")
+    person = emulator.state.post_message(chat, sender_id=human(emulator), content="from a person")
+    await stack.chats.cycle()
+    assert target.ids == [person.id]
+
+
+async def test_a_chat_answering_500_does_not_delay_the_other_chats(stack, emulator):
+    target = await connect(stack)
+    broken, healthy, _ = chat_ids(emulator)
+    await stack.chats.cycle()
+    emulator.context.faults.add(FaultRule(status=500, route_pattern=f"/chats/{re.escape(broken)}/messages"))
+    lost_meanwhile = emulator.state.post_message(broken, sender_id=human(emulator), content="waits")
+    delivered = emulator.state.post_message(healthy, sender_id=human(emulator), content="goes through")
+    await stack.chats.cycle()
+    assert target.ids == [delivered.id]
+    emulator.context.faults.clear()
+    await stack.chats.cycle()
+    assert target.ids == [delivered.id, lost_meanwhile.id]  # nothing was lost to the failure
+
+
+async def test_120_mails_arriving_within_one_cycle_are_all_delivered_once(stack, emulator):
+    target = await connect(stack)
+    await stack.email.cycle()  # the cloud cursor starts at "now"
+    start = now()
+    sent = [emulator.state.deliver_mail(to=emulator.seed.agent_user.id, from_address="ada.partner@fabrikam.com",
+                                        subject=f"order {i}", body="please ship",
+                                        received=start + timedelta(seconds=1 + i // 40)).id for i in range(120)]
+    stack.email.clock = lambda: start + timedelta(minutes=1)  # the next cycle, a minute later
+    await stack.email.cycle()
+    await stack.email.cycle()
+    assert sorted(target.ids) == sorted(sent) and len(target.ids) == 120
+
+
+async def test_with_no_delivery_target_the_replica_makes_no_message_poll_calls(stack, emulator):
+    await stack.discovery.cycle()
+    emulator.stats.reset()
+    for chat in chat_ids(emulator):
+        emulator.state.post_message(chat, sender_id=human(emulator), content="nobody is listening")
+    await stack.chats.cycle()
+    await stack.email.cycle()
+    assert message_polls(emulator) == 0
+    assert not any(r["route"].startswith("/v1.0/me/mailFolders") for r in emulator.stats.snapshot()["recent"])
+
+
+@pytest.mark.parametrize("emulator", [130], indirect=True)
+async def test_130_chats_are_discovered_across_three_pages(stack, emulator):
+    emulator.stats.reset()
+    await stack.discovery.cycle()
+    assert stack.watched.chats == set(chat_ids(emulator))
+    pages = [r for r in emulator.stats.snapshot()["recent"] if r["route"] == "/v1.0/me/chats"]
+    assert len(pages) == 3
+    assert (await stack.watched.load()).value == "present"
