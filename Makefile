@@ -6,10 +6,11 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 AZURITE_STAMP := azurite/node_modules/.installed
+TS_CLIENT_STAMP := tests/mcp/ts-client/node_modules/.installed
 
-.PHONY: setup demo serve test test-fast bench clean
+.PHONY: setup system-deps demo serve test test-fast bench clean
 
-setup: $(STAMP) $(AZURITE_STAMP)
+setup: $(STAMP) $(AZURITE_STAMP) $(TS_CLIENT_STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,13 +22,20 @@ $(AZURITE_STAMP): azurite/package.json azurite/package-lock.json
 	cd azurite && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-demo: setup
+$(TS_CLIENT_STAMP): tests/mcp/ts-client/package.json tests/mcp/ts-client/package-lock.json
+	cd tests/mcp/ts-client && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+demo: $(STAMP) $(AZURITE_STAMP)
 	$(VENV)/bin/entrabot-fleet demo
 
-serve: setup
+serve: $(STAMP)
 	$(VENV)/bin/entrabot-fleet serve
 
-test: setup
+system-deps:
+	./scripts/system-deps.sh
+
+test: setup system-deps
 	$(PY) -m pytest -q -ra
 
 test-fast: setup

@@ -180,9 +180,82 @@ async def persona(args: argparse.Namespace) -> int:
     return print_report(report)
 
 
+# --- serve ---------------------------------------------------------------------------------------
+
+
+def configure_serve(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", help="address to listen on (default: ENTRABOT_HOST, 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port to listen on (default: ENTRABOT_PORT, 8080)")
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from service.serve import ServeError, serve
+
+    try:
+        return serve(host=args.host, port=args.port)
+    except ServeError as exc:
+        raise ConfigurationError(str(exc)) from exc
+
+
+# --- demo ----------------------------------------------------------------------------------------
+
+
+def configure_demo(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--replicas", type=int, default=3, help="replicas in the local fleet (default 3)")
+    parser.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+                        help="stop after this many seconds (default: run until Ctrl-C)")
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from service.devstack.demo import DemoOptions, run_demo as demo
+
+    if args.replicas < 1:
+        raise ConfigurationError("--replicas must be at least 1")
+    return asyncio.run(demo(DemoOptions(replicas=args.replicas, duration_s=args.duration)))
+
+
+# --- emulator ------------------------------------------------------------------------------------
+
+
+def configure_emulator(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seed", type=Path, default=None, help="tenant seed JSON (default: the demo tenant)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8088, help="port to listen on (default 8088)")
+    parser.add_argument("--public-url", default=None, help="base URL clients reach it at (default: from requests)")
+
+
+def run_emulator(args: argparse.Namespace) -> int:
+    from emulator.seed import demo_seed_path
+    from emulator.server import serve as serve_emulator
+
+    seed = args.seed or demo_seed_path()
+    if not Path(seed).is_file():
+        raise ConfigurationError(f"seed file {seed} does not exist; pass --seed FILE or omit it for the demo tenant")
+    serve_emulator(seed, args.host, args.port, public_url=args.public_url)
+    return 0
+
+
 # --- the command table and the entry point --------------------------------------------------------
 
 COMMANDS: tuple[Command, ...] = (
+    Command(
+        "serve",
+        "run one replica: the MCP endpoint, the poll loops, /healthz, /readyz and /metrics",
+        configure_serve,
+        run_serve,
+    ),
+    Command(
+        "demo",
+        "the local fleet: Azurite, the Graph emulator, 3 replicas, hosts printing deliveries",
+        configure_demo,
+        run_demo,
+    ),
+    Command(
+        "emulator",
+        "run the Microsoft Graph + Entra emulator (for local runs, compose and tests)",
+        configure_emulator,
+        run_emulator,
+    ),
     Command(
         "migrate",
         "copy local state directories into the configured backend (never deletes)",

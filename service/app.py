@@ -1,0 +1,98 @@
+"""The FastAPI app of one replica: /mcp, /healthz, /readyz, /metrics; the lifespan runs the replica.
+
+    replica = build_replica(Settings())      # raises on bad configuration, touches no network
+    app = create_app(replica)                 # uvicorn runs it; the lifespan starts and stops the workers
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from service import __version__
+from service.replica import Phase, Replica
+from service.storage.errors import StorageError
+
+log = logging.getLogger(__name__)
+
+READINESS_CHECK_TTL_S = 5.0
+READINESS_CHECK_TIMEOUT_S = 3.0
+
+
+class _BackendProbe:
+    """A cached reachability check, so a probe every few seconds costs one blob call at most."""
+
+    def __init__(self, replica: Replica) -> None:
+        self._replica = replica
+        self._checked_at = -1e9
+        self._error: str | None = "not checked yet"
+
+    async def error(self) -> str | None:
+        now = time.monotonic()
+        if now - self._checked_at >= READINESS_CHECK_TTL_S:
+            self._checked_at = now
+            try:
+                await asyncio.wait_for(self._replica.backend.check(), READINESS_CHECK_TIMEOUT_S)
+                self._error = None
+            except (StorageError, TimeoutError) as exc:
+                self._error = f"backend unreachable: {type(exc).__name__}"
+        return self._error
+
+
+def create_app(replica: Replica, *, on_started: Callable[[Replica], None] | None = None) -> FastAPI:
+    probe = _BackendProbe(replica)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await replica.start()
+        try:
+            async with replica.mcp.lifespan():
+                if on_started is not None:
+                    on_started(replica)
+                yield
+                # Shutdown begins: no new claims; streams close when the MCP lifespan ends.
+                replica.hub.close()
+        finally:
+            await replica.stop()
+
+    app = FastAPI(title="entrabot-fleet", version=__version__, lifespan=lifespan, routes=replica.mcp.routes(),
+                  docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        """Liveness: the event loop answers and no loop has crashed (a crash restarts the pod)."""
+        failed = [s.name for s in replica.supervisor.statuses if s.state.value == "failed"]
+        if failed:
+            return JSONResponse({"status": "failed", "failed_loops": failed}, status_code=503)
+        return JSONResponse({"status": "ok", "replica": replica.replica_id})
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        problems: list[str] = []
+        if replica.phase is not Phase.RUNNING:
+            problems.append(f"replica {replica.phase.value}")
+        if not replica.supervisor.healthy:
+            problems += [f"loop {s.name} {s.state.value}" for s in replica.supervisor.statuses
+                         if s.state.value != "running"]
+        backend_error = await probe.error()
+        if backend_error:
+            problems.append(backend_error)
+        body = {
+            "ready": not problems, "replica": replica.replica_id, "problems": problems,
+            "watched_chats": replica.watched_count,
+            "loops": {s.name: s.state.value for s in replica.supervisor.statuses},
+        }
+        return JSONResponse(body, status_code=200 if not problems else 503)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(replica.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app

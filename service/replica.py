@@ -1,0 +1,213 @@
+"""One replica's object graph, wired in one place: settings → backend → Graph → ledger → workers → MCP.
+
+Nothing else builds these objects, and nothing reaches them through a global: the app factory holds
+a ``Replica``, and a test can build the same graph with Azurite, the emulator and a fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import Enum
+from typing import Any
+
+import httpx
+
+from service.config import Settings
+from service.delivery.hub import DeliveryHub
+from service.delivery.sponsors import SponsorGate
+from service.graph.auth import storage_token_provider, token_provider_from_settings
+from service.graph.client import GraphClient
+from service.graph.errors import GraphError
+from service.graph.http_pool import new_http_client
+from service.ledger import (
+    ChatLedger,
+    DailySummaryProducer,
+    EmailClaimer,
+    InteractionLog,
+    PromiseLedger,
+    WatchedChats,
+    note_ignored_local_poll_state,
+)
+from service.ledger.clock import Clock, utc_now
+from service.mcp.auth import check_auth_config
+from service.mcp.server import McpService, build_mcp
+from service.storage.backend import MemoryBackend
+from service.storage.resolution import BlobChoice, choose_backend, get_backend
+from service.telemetry.metrics import Metrics
+from service.tools.deps import ToolDeps
+from service.tools.registry import register_tools
+from service.workers.agent import AgentUser, load_agent_user
+from service.workers.chat_poll import ChatPoller
+from service.workers.discovery import Discovery
+from service.workers.email_poll import EmailPoller
+from service.workers.recorder import DeliveryRecorder
+from service.workers.supervisor import Supervisor
+
+log = logging.getLogger(__name__)
+
+AGENT_LOOKUP_ATTEMPTS = 5
+SUMMARY_INTERVAL_S = 60.0
+SHUTDOWN_GRACE_S = 5.0
+
+
+class Phase(str, Enum):
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+def default_replica_id() -> str:
+    return os.environ.get("HOSTNAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass
+class Replica:
+    """The objects of one replica and their lifecycle (``start`` / ``stop``)."""
+
+    settings: Settings
+    backend: MemoryBackend
+    is_cloud: bool
+    http: httpx.AsyncClient
+    graph: GraphClient
+    hub: DeliveryHub
+    mcp: McpService
+    metrics: Metrics
+    replica_id: str
+    clock: Clock = utc_now
+    gate: SponsorGate = field(default_factory=lambda: SponsorGate(()))
+    supervisor: Supervisor = field(init=False)
+    phase: Phase = Phase.STARTING
+    agent: AgentUser | None = None
+    chat_poller: ChatPoller | None = None
+    watched: WatchedChats | None = None
+    _supervisor_task: asyncio.Task[None] | None = None
+    _owned: list[Any] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.supervisor = Supervisor(metrics=self.metrics)
+
+    # --- lifecycle ---
+
+    async def start(self) -> None:
+        """Check the backend, learn who the agent is, wire the workers and tools, start the loops."""
+        await self.backend.check()  # before any Graph call: a bad store starts nothing
+        log.info("state backend resolved: %s", self.backend.describe())
+        await note_ignored_local_poll_state(self.settings.data_dir, is_cloud=self.is_cloud)
+        self.agent = await self._load_agent()
+        s = self.settings
+        interactions = InteractionLog(self.backend, clock=self.clock)
+        promises = PromiseLedger(self.backend, clock=self.clock, metrics=self.metrics)
+        self.watched = WatchedChats(self.backend, metrics=self.metrics)
+        await self.watched.load()
+        recorder = DeliveryRecorder(interactions, self.replica_id, clock=self.clock)
+        sent_ids: set[str] = set()
+        self.chat_poller = ChatPoller(
+            graph=self.graph, ledger=ChatLedger(self.backend, clock=self.clock, metrics=self.metrics),
+            watched=self.watched, hub=self.hub, agent=self.agent, recorder=recorder, gate=self.gate,
+            metrics=self.metrics, clock=self.clock, concurrency=s.chat_poll_concurrency,
+            first_sight_max_age=timedelta(hours=s.first_sight_max_age_h), sent_message_ids=sent_ids,
+        )
+        discovery = Discovery(self.graph, self.watched, self.gate, agent_identity_id=s.agent_identity_id)
+        email = EmailPoller(
+            self.graph, EmailClaimer(self.backend, is_cloud=self.is_cloud, clock=self.clock, metrics=self.metrics),
+            self.hub, self.agent, recorder, clock=self.clock,
+        )
+        summary = DailySummaryProducer(self.backend, interactions, promises=promises, clock=self.clock,
+                                       metrics=self.metrics)
+        register_tools(self.mcp.tools, ToolDeps(
+            settings=s, graph=self.graph, agent=self.agent, hub=self.hub, watched=self.watched,
+            chat_poller=self.chat_poller, discovery=discovery, gate=self.gate, promises=promises,
+            interactions=interactions, summary=summary, replica_id=self.replica_id, clock=self.clock,
+            sent_message_ids=sent_ids,
+        ))
+        sup = self.supervisor
+        # Sponsors and chat members first: a sponsor wait is only as good as the gate behind it.
+        await discovery.cycle()
+        sup.add("chat_poll", self.chat_poller.cycle, interval_s=s.chat_poll_interval_s,
+                jitter_s=s.chat_poll_jitter_s, wake=self.hub.wait_for_change)
+        sup.add("email_poll", email.cycle, interval_s=s.email_poll_interval_s, wake=self.hub.wait_for_change)
+        if s.auth_mode == "agent_user":
+            sup.add("discovery", discovery.cycle, interval_s=s.discovery_interval_s)
+        sup.add("daily_summary", _discard(summary.run_if_due), interval_s=SUMMARY_INTERVAL_S)
+        self._supervisor_task = asyncio.create_task(sup.run(), name="supervisor")
+        self.phase = Phase.RUNNING
+
+    async def stop(self) -> None:
+        """SIGTERM: stop claiming at once, let pushes in flight finish, then stop the loops."""
+        self.phase = Phase.STOPPING
+        self.hub.close()
+        self.supervisor.stop()
+        if self._supervisor_task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._supervisor_task), SHUTDOWN_GRACE_S)
+            except TimeoutError:
+                log.warning("loops did not stop within %.0f s; cancelling them", SHUTDOWN_GRACE_S)
+                self._supervisor_task.cancel()
+        await self.graph.aclose()
+        await self.http.aclose()
+        await self.backend.aclose()
+        self.phase = Phase.STOPPED
+        log.info("replica stopped cleanly")
+
+    async def _load_agent(self) -> AgentUser:
+        delay = 1.0
+        for attempt in range(1, AGENT_LOOKUP_ATTEMPTS + 1):
+            try:
+                return await load_agent_user(self.graph)
+            except GraphError as exc:
+                if attempt == AGENT_LOOKUP_ATTEMPTS:
+                    raise
+                log.warning("GET /me failed (%s); retrying in %.0f s", type(exc).__name__, delay)
+                await asyncio.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    # --- readiness ---
+
+    @property
+    def watched_count(self) -> int:
+        return len(self.watched.chats) if self.watched is not None else 0
+
+
+def _discard(run):  # type: ignore[no-untyped-def]
+    async def cycle() -> None:
+        await run()
+
+    return cycle
+
+
+def build_replica(
+    settings: Settings,
+    *,
+    env: dict[str, str] | None = None,
+    backend: MemoryBackend | None = None,
+    is_cloud: bool | None = None,
+    http: httpx.AsyncClient | None = None,
+    metrics: Metrics | None = None,
+    clock: Clock = utc_now,
+    replica_id: str | None = None,
+) -> Replica:
+    """Build (no I/O) a replica. Raises on bad configuration before anything touches the network:
+    ``BackendMisconfiguredError``, ``TokenConfigurationError``, ``AuthConfigError``."""
+    metrics = metrics or Metrics()
+    check_auth_config(settings)
+    http = http or new_http_client(read_timeout_s=settings.graph_timeout_s)
+    tokens = token_provider_from_settings(settings, http, metrics=metrics)
+    if backend is None:
+        environ = dict(os.environ) if env is None else env
+        is_cloud = isinstance(choose_backend(environ), BlobChoice)
+        backend = get_backend(environ, storage_token_provider=storage_token_provider(tokens), metrics=metrics)
+    hub = DeliveryHub(metrics=metrics)
+    graph = GraphClient(settings.graph_url, tokens, http=http, metrics=metrics)
+    rid = replica_id or settings.replica_id or default_replica_id()
+    mcp = build_mcp(settings, hub, metrics=metrics, http_client=http)
+    return Replica(
+        settings=settings, backend=backend, is_cloud=bool(is_cloud), http=http, graph=graph, hub=hub, mcp=mcp,
+        metrics=metrics, replica_id=rid, clock=clock,
+    )

@@ -1,0 +1,72 @@
+"""``entrabot-fleet serve``: one replica under uvicorn, with a clear line for every bad setting."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import uvicorn
+from pydantic import ValidationError
+
+from service.app import create_app
+from service.config import Settings
+from service.graph.errors import TokenConfigurationError
+from service.mcp.auth import AuthConfigError
+from service.replica import Replica, build_replica
+from service.storage.errors import StorageError
+from service.telemetry.logging import configure_logging
+from service.telemetry.tracing import configure_tracing
+
+log = logging.getLogger(__name__)
+
+# SIGTERM must end the process well within Kubernetes' 30 s grace period.
+GRACEFUL_SHUTDOWN_S = 6.0
+
+
+class ServeError(Exception):
+    """A setting that stops the replica from starting; the message says what to fix."""
+
+
+def load_settings(**overrides: object) -> Settings:
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "ENTRABOT_" + str(first["loc"][0]).upper() if first.get("loc") else "a setting"
+        raise ServeError(f"{name}: {first['msg']}") from None
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    return settings.model_copy(update=changes) if changes else settings
+
+
+def serve(*, host: str | None = None, port: int | None = None) -> int:
+    settings = load_settings(host=host, port=port)
+    try:
+        replica = build_replica(settings)
+    except (StorageError, TokenConfigurationError, AuthConfigError) as exc:
+        raise ServeError(str(exc)) from None
+    configure_logging(settings.log_level, replica_id=replica.replica_id)
+    provider = configure_tracing(settings.otlp_endpoint, replica_id=replica.replica_id)
+
+    def announce(r: Replica) -> None:
+        print(
+            f"entrabot-fleet {r.replica_id} listening on http://{settings.host}:{settings.port}/mcp; "
+            f"state: {r.backend.describe()}; watching {r.watched_count} chats",
+            flush=True,
+        )
+
+    app = create_app(replica, on_started=announce)
+    config = uvicorn.Config(
+        app, host=settings.host, port=settings.port, log_config=None, access_log=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    try:
+        server.run()
+    finally:
+        if provider is not None:
+            provider.shutdown()
+    # uvicorn leaves started False when the lifespan failed (backend unreachable, Graph refused us).
+    if not server.started:
+        print("entrabot-fleet: the replica did not start; see the log lines above", file=sys.stderr)
+        return 1
+    return 0

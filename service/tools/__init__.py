@@ -1,0 +1,1 @@
+"""The MCP tools the agent calls: Teams, mail, promises, interactions, the daily summary."""

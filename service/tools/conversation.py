@@ -1,0 +1,155 @@
+"""Talking to people in Teams: post a message as the agent user, and wait for a sponsor's answer.
+
+``send_teams_message`` on a non-push host blocks after posting until a sponsor replies in any watched
+chat (the sponsor wait, ``service.tools.sponsor_wait``), because such a host never sees channel
+pushes; a push host gets its replies as pushes and the call returns at once. ``wait_for_sponsor_dm``
+is the same wait on its own, for when the operator asks the agent to block.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field, field_validator
+
+from service.delivery.push import format_ts
+from service.graph.errors import GraphError, GraphUnavailable
+from service.ledger.interactions import Action, Channel, Direction, Interaction
+from service.mcp.tools import ToolCall, ToolError
+from service.tools.chat_access import ChatAccess, ChatStanding
+from service.tools.chat_ids import NamesAChat
+from service.tools.deps import ToolDeps
+from service.tools.graph_failures import graph_tool_error
+from service.tools.sponsor_wait import SponsorReply, SponsorWaiter, WaitOutcome, WaitResult
+
+log = logging.getLogger(__name__)
+
+# Delegated mode posts as the signed-in human; the prefix tells people which messages the agent wrote.
+DELEGATED_PREFIX = "[EntraBot] "
+MAX_TEXT_CHARS = 28_000  # Teams refuses chat messages much over ~28 KB
+UNCONFIRMED_SEND = "send_unconfirmed"  # interaction action for a post whose outcome Graph left unknown
+
+_TIMEOUT_DESCRIPTION = (
+    "Seconds to wait for a sponsor's reply; the server caps it (ENTRABOT_SPONSOR_WAIT_TIMEOUT_S) and uses the "
+    "cap when omitted."
+)
+
+
+class SendInput(NamesAChat):
+    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="The message to post, as plain text")
+    wait_for_reply: bool | None = Field(
+        default=None,
+        description="Wait for a sponsor's reply after posting. Omitted: wait only on hosts that cannot receive "
+        "channel pushes. false: never wait. true: wait on any host.",
+    )
+    timeout_s: float | None = Field(default=None, gt=0, description=_TIMEOUT_DESCRIPTION)
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("text is blank; write the message you want to post")
+        return value
+
+
+class SendResult(BaseModel):
+    chat_id: str = Field(description="The chat the message was posted to")
+    message_id: str
+    posted_at: str
+    posted_as: str = Field(description="agent_user, or signed_in_user (delegated mode, text prefixed [EntraBot])")
+    interaction_logged: bool
+    wait: WaitOutcome
+    wait_timeout_s: float | None = None
+    sponsor_reply: SponsorReply | None = Field(
+        default=None, description="The sponsor's reply, from ANY watched chat: answer in its own chat_id"
+    )
+    next_action: str = Field(serialization_alias="_next_action")
+
+
+class WaitInput(BaseModel):
+    timeout_s: float | None = Field(default=None, gt=0, description=_TIMEOUT_DESCRIPTION)
+
+
+class SponsorWaitResult(BaseModel):
+    outcome: WaitOutcome
+    timeout_s: float
+    sponsor_reply: SponsorReply | None = Field(default=None, description="Answer in its own chat_id")
+    next_action: str = Field(serialization_alias="_next_action")
+
+
+def should_wait(wait_for_reply: bool | None, push_capable: bool) -> bool:
+    return (not push_capable) if wait_for_reply is None else wait_for_reply
+
+
+@dataclass
+class ConversationTools:
+    deps: ToolDeps
+    access: ChatAccess
+    waiter: SponsorWaiter
+
+    async def send_teams_message(self, args: SendInput, call: ToolCall) -> SendResult:
+        """Post a message to one Teams chat as the agent user. chat_id is required: there is no default chat.
+
+        On hosts that cannot receive channel pushes it then waits for a sponsor's reply from ANY watched chat,
+        not only this one. If sponsor_reply is returned, reply in sponsor_reply.chat_id (which may differ from
+        the chat you posted to), as _next_action says. No reply within the timeout is not an error.
+        """
+        deps = self.deps
+        delegated = deps.settings.auth_mode == "delegated"
+        standing = await self.access.check(args.chat_id)
+        content = DELEGATED_PREFIX + args.text if delegated else args.text
+        try:
+            posted = await deps.graph.send_chat_message(args.chat_id, content)
+        except GraphUnavailable as exc:
+            if not exc.outcome_unknown:
+                raise graph_tool_error(exc, f"posting to chat {args.chat_id}") from None
+            await self._record(args.chat_id, None, content, UNCONFIRMED_SEND)
+            log.warning("chat message send outcome unknown", extra={"chat_id": args.chat_id, "status": exc.status})
+            raise ToolError(
+                f"The message MAY have been posted to chat {args.chat_id}: Microsoft Graph failed after receiving "
+                "it, so nobody can tell. Do not resend blindly; check with read_teams_messages(chat_id) whether it "
+                "is there first."
+            ) from None
+        except GraphError as exc:
+            raise graph_tool_error(exc, f"posting to chat {args.chat_id}") from None
+        if delegated:
+            # Before any await: Graph shows it as the human's, so only its id keeps it out of the poll.
+            deps.sent_message_ids.add(posted.id)
+        logged = await self._record(args.chat_id, posted.id, content, Action.SENT.value)
+        log.info("chat message sent", extra={"chat_id": args.chat_id, "message_id": posted.id})
+        if standing is ChatStanding.READABLE:
+            await deps.discovery.register_chat(args.chat_id)  # so replies in it are polled too
+        sent = {
+            "chat_id": args.chat_id, "message_id": posted.id, "posted_at": format_ts(posted.created_date_time),
+            "posted_as": "signed_in_user" if delegated else "agent_user", "interaction_logged": logged,
+        }
+        if not should_wait(args.wait_for_reply, call.push_capable):
+            after = ("Sent. Replies reach you as channel messages; do not poll for them." if call.push_capable else
+                     "Sent without waiting. Call wait_for_sponsor_dm only if the operator asks you to wait for a reply.")
+            return SendResult(**sent, wait=WaitOutcome.NOT_WAITED, next_action=after)
+        waited = await self.waiter.wait(call, args.timeout_s)
+        return SendResult(**sent, wait=waited.outcome, wait_timeout_s=waited.timeout_s, sponsor_reply=waited.reply,
+                          next_action=waited.next_action)
+
+    async def wait_for_sponsor_dm(self, args: WaitInput, call: ToolCall) -> SponsorWaitResult:
+        """Block until a sponsor of the agent writes in any watched chat, or until the timeout.
+
+        Use only when the operator explicitly asks you to wait for a reply; never call it in a loop (a reply
+        that arrives later is handed to your next send_teams_message or wait). The reply's chat_id is where to
+        answer. No reply within the timeout is not an error.
+        """
+        waited: WaitResult = await self.waiter.wait(call, args.timeout_s)
+        if waited.outcome in (WaitOutcome.NO_SPONSORS, WaitOutcome.SHUTTING_DOWN):
+            raise ToolError(waited.next_action)
+        return SponsorWaitResult(outcome=waited.outcome, timeout_s=waited.timeout_s, sponsor_reply=waited.reply,
+                                 next_action=waited.next_action)
+
+    async def _record(self, chat_id: str, message_id: str | None, content: str, action: str) -> bool:
+        deps = self.deps
+        return await deps.interactions.record(Interaction(
+            ts=deps.clock(), direction=Direction.OUT, channel=Channel.CHAT, action=action, chat_id=chat_id,
+            message_id=message_id, sender=deps.agent.object_id, body=content,
+            extra=(("replica", json.dumps(deps.replica_id)),),
+        ))

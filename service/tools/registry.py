@@ -1,0 +1,32 @@
+"""Every MCP tool of the agent, bound to one replica's dependencies and added to its tool registry."""
+
+from __future__ import annotations
+
+from service.mcp.tools import ToolRegistry
+from service.tools.chat_access import ChatAccess
+from service.tools.chats import ChatTools
+from service.tools.conversation import ConversationTools
+from service.tools.deps import ToolDeps
+from service.tools.interactions import InteractionTools
+from service.tools.mail import MailTools
+from service.tools.promises import PromiseTools
+from service.tools.reply_watch import ReplyWatches
+from service.tools.sponsor_wait import SponsorWaiter
+from service.tools.summary import SummaryTools
+from service.tools.teams_reads import TeamsReadTools
+
+def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
+    """Add every tool to ``registry`` (before any host lists them); their state lives in these objects."""
+    access = ChatAccess(deps.graph, deps.watched)
+    conversation = ConversationTools(deps, access, SponsorWaiter(deps.gate, deps.settings.sponsor_wait_timeout_s))
+    reads = TeamsReadTools(deps, access, ReplyWatches())
+    chats = ChatTools(deps, access)
+    promises = PromiseTools(deps)
+    handlers = (
+        conversation.send_teams_message, reads.read_teams_messages, chats.create_chat, chats.list_watched_chats,
+        reads.watch_teams_replies, conversation.wait_for_sponsor_dm, MailTools(deps).read_email,
+        promises.add_promise, promises.list_promises, promises.resolve_promise,
+        InteractionTools(deps).read_interactions, SummaryTools(deps).run_daily_summary,
+    )
+    for handler in handlers:
+        registry.add(handler)

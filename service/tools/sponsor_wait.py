@@ -1,0 +1,159 @@
+"""The sponsor wait: a non-push host blocked in a tool call until a sponsor answers in any watched chat.
+
+While the call waits, a ``SponsorWaitTarget`` is registered in the hub (``ToolCall.holding``): that is
+what makes this replica poll the watched chats and claim a sponsor's message for delivery at all (the
+delivery rule), and the hub hands such a message to a pending wait before any push target. The wait
+ends with the first message handed over, at the timeout, or when the host cancels the call; in every
+case the target leaves the hub, so nothing is claimed for a wait nobody is waiting on.
+
+A reply can come from any watched chat, so the result names its own ``chat_id`` and ``_next_action``
+restates that the answer belongs there.
+
+The reply's text is outside the ``<external_content>`` envelope. Only a verified sponsor's chat
+message can end a wait (the target accepts nothing else), and per the seed a verified sponsor's
+message stays outside the envelope, as its channel push does: the model is meant to act on it. Its
+envelope words are still replaced, so it cannot close or forge one around other content.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+from enum import Enum
+
+from pydantic import BaseModel, Field
+
+from service.delivery.hub import TargetKind
+from service.delivery.message import InboundMessage, Source
+from service.delivery.push import format_ts, meta_value
+from service.delivery.sponsors import SponsorGate
+from service.delivery.xpia import EnvelopeSource, bare_for_tool_result, wrap_external
+from service.mcp.tools import ToolCall
+from service.tools.message_items import MAX_ITEM_CHARS
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class SponsorWaitTarget:
+    """One pending wait, as a delivery target: takes exactly one sponsor chat message, then is dead."""
+
+    session_id: str | None
+    _reply: asyncio.Future[InboundMessage] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    _id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @property
+    def target_id(self) -> str:
+        return f"sponsor_wait:{self.session_id or '-'}:{self._id}"
+
+    @property
+    def kind(self) -> TargetKind:
+        return TargetKind.SPONSOR_WAIT
+
+    def is_alive(self) -> bool:
+        return not self._reply.done()
+
+    def accepts(self, message: InboundMessage) -> bool:
+        return message.source is Source.CHAT and message.sender_is_sponsor
+
+    async def deliver(self, message: InboundMessage) -> bool:
+        if self._reply.done():  # timed out or cancelled since the claim: let the hub try another target
+            return False
+        self._reply.set_result(message)
+        return True
+
+    async def reply(self, timeout_s: float) -> InboundMessage | None:
+        """The message handed over, or None at the timeout. Cancelling the caller cancels the wait."""
+        try:
+            return await asyncio.wait_for(self._reply, timeout_s)
+        except TimeoutError:
+            return None
+
+
+class WaitOutcome(str, Enum):
+    REPLY = "reply"
+    TIMEOUT = "timeout"
+    NOT_WAITED = "not_waited"  # a push host: replies arrive as channel pushes
+    NO_SPONSORS = "no_sponsors"  # no sponsor is known, so no reply could be verified
+    SHUTTING_DOWN = "shutting_down"
+
+
+class SponsorReply(BaseModel):
+    chat_id: str = Field(description="The chat the reply came from; answer there (it may differ from where you sent)")
+    message_id: str
+    sender_id: str
+    sender: str
+    ts: str
+    verified_sponsor: bool
+    content: str = Field(description="A verified sponsor's text, outside any envelope (anything else is enveloped)")
+
+
+def sponsor_reply(message: InboundMessage) -> SponsorReply:
+    sender = meta_value(message.sender_name.strip() or message.sender_id)
+    verified = message.source is Source.CHAT and message.sender_is_sponsor
+    if verified:
+        content = bare_for_tool_result(message.body, max_chars=MAX_ITEM_CHARS)
+    else:  # unreachable through SponsorWaitTarget; kept so a wider target can never unwrap a stranger
+        content = wrap_external(message.body, source=EnvelopeSource.TEAMS, sender=sender, max_chars=MAX_ITEM_CHARS)
+    return SponsorReply(chat_id=message.chat_id, message_id=message.message_id, sender_id=meta_value(message.sender_id),
+                        sender=sender, ts=format_ts(message.created), verified_sponsor=verified, content=content)
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    outcome: WaitOutcome
+    timeout_s: float
+    reply: SponsorReply | None = None
+
+    @property
+    def next_action(self) -> str:
+        if self.reply is not None:
+            return (f"Answer the sponsor in chat_id {self.reply.chat_id}: that is the chat this reply came from, "
+                    "which may differ from the chat you last wrote to. Call send_teams_message with that chat_id.")
+        if self.outcome is WaitOutcome.TIMEOUT:
+            return (f"No sponsor reply arrived within {self.timeout_s:.0f} s. Do not wait again in a loop: carry on. "
+                    "A reply that arrives later is handed to your next send_teams_message or wait_for_sponsor_dm, "
+                    "and read_teams_messages(chat_id) shows every chat's history.")
+        if self.outcome is WaitOutcome.NO_SPONSORS:
+            return ("No sponsor of the agent identity is known (ENTRABOT_AGENT_IDENTITY_ID unset or its sponsors "
+                    "unreadable), so no reply can be verified; use read_teams_messages(chat_id) to read replies.")
+        if self.outcome is WaitOutcome.SHUTTING_DOWN:
+            return "This server is shutting down; reconnect, then call wait_for_sponsor_dm if you still need the reply."
+        return "Sent. Replies reach you as channel messages; do not poll for them."
+
+
+@dataclass(frozen=True)
+class SponsorWaiter:
+    gate: SponsorGate
+    max_timeout_s: float
+
+    def timeout_for(self, requested_s: float | None) -> float:
+        return self.max_timeout_s if requested_s is None else min(requested_s, self.max_timeout_s)
+
+    def precondition(self, call: ToolCall) -> WaitOutcome | None:
+        """Why a wait could never be satisfied right now, or None when it can go ahead."""
+        if call.hub.closed:
+            return WaitOutcome.SHUTTING_DOWN
+        if not self.gate.sponsor_ids:
+            return WaitOutcome.NO_SPONSORS
+        return None
+
+    async def wait(self, call: ToolCall, requested_s: float | None) -> WaitResult:
+        timeout_s = self.timeout_for(requested_s)
+        blocked = self.precondition(call)
+        if blocked is not None:
+            return WaitResult(blocked, timeout_s)
+        target = SponsorWaitTarget(call.session_id)
+        async with call.holding(target):
+            log.info("sponsor wait started", extra={"target_id": target.target_id, "timeout_s": timeout_s})
+            message = await target.reply(timeout_s)
+        if message is None:
+            log.info("sponsor wait timed out", extra={"target_id": target.target_id})
+            return WaitResult(WaitOutcome.TIMEOUT, timeout_s)
+        log.info("sponsor wait answered", extra={"target_id": target.target_id, "chat_id": message.chat_id,
+                                                 "message_id": message.message_id})
+        return WaitResult(WaitOutcome.REPLY, timeout_s, sponsor_reply(message))

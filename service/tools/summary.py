@@ -1,0 +1,58 @@
+"""Producing a daily summary on demand: the same once-per-fleet claim as the scheduled run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from service.ledger import ReadOutcome, SummaryOutcome, day_window
+from service.ledger.clock import as_utc, format_timestamp
+from service.ledger.daily_summary import SUMMARY_HOUR, SUMMARY_OFFSET
+from service.mcp.tools import ToolCall, ToolError
+from service.tools.deps import ToolDeps
+
+
+def last_ended_day(now: datetime) -> date:
+    """The summary day whose window ends at the most recent 17:00 UTC−7 at or before ``now``."""
+    local = as_utc(now).astimezone(SUMMARY_OFFSET)
+    return local.date() if local.hour >= SUMMARY_HOUR else local.date() - timedelta(days=1)
+
+
+class RunSummaryInput(BaseModel):
+    day: date | None = Field(
+        default=None,
+        description="The day to summarise (YYYY-MM-DD): it covers the 24 h ending 17:00 UTC-7 that day. "
+        "Default: the day that ended at the last 17:00 UTC-7.",
+    )
+
+
+class RunSummaryResult(BaseModel):
+    day: str
+    window_start: str
+    window_end: str
+    outcome: SummaryOutcome = Field(description="produced, recovered, already_done, in_progress or unresolved")
+    counts: dict[str, Any] | None = Field(description="The stored counts, once a replica has claimed the day")
+
+
+@dataclass
+class SummaryTools:
+    deps: ToolDeps
+
+    async def run_daily_summary(self, args: RunSummaryInput, call: ToolCall) -> RunSummaryResult:
+        """Produce the daily summary of interactions and promises for a day that has ended (once per fleet:
+        if another replica already produced it, this reports that and its counts)."""
+        now = self.deps.clock()
+        day = args.day or last_ended_day(now)
+        start, end = day_window(day)
+        if end > as_utc(now):
+            raise ToolError(f"The day {day.isoformat()} has not ended yet: it ends at 17:00 UTC-7 "
+                            f"({format_timestamp(end)}), and a summary is produced once per day. Omit day for the "
+                            "last day that ended.")
+        outcome = await self.deps.summary.produce(day)
+        stored = await self.deps.summary.stored(day)
+        counts = stored.value.counts if stored.outcome is ReadOutcome.PRESENT and stored.value is not None else None
+        return RunSummaryResult(day=day.isoformat(), window_start=format_timestamp(start),
+                                window_end=format_timestamp(end), outcome=outcome, counts=counts)

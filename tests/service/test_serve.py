@@ -1,0 +1,147 @@
+"""``entrabot-fleet serve`` as a real process: configuration errors, start-up line, probes, metrics, SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from emulator.seed import ThrottleBudget, build_seed
+from emulator.server import RunningEmulator, start_emulator
+from service.devstack.azurite import Azurite
+from service.devstack.emulator_env import agent_user_env
+from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
+
+pytestmark = pytest.mark.azurite
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[RunningEmulator]:
+    with start_emulator(build_seed(chats=4, throttle=ThrottleBudget(chat_messages_per_s=500, other_per_s=500))) as e:
+        yield e
+
+
+@pytest.fixture(scope="module")
+def replica(azurite: Azurite, emulator: RunningEmulator, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[ReplicaProcess]:
+    fleet = LocalFleet(emulator.seed, tmp_path_factory.mktemp("serve"), replicas=1, azurite=azurite,
+                       emulator=emulator)
+    fleet.start()
+    [member] = fleet.members
+    yield member
+    member.terminate()
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ENTRABOT_", "AZURE_"))}
+    env.update(extra)
+    return env
+
+
+def run_serve(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "service.cli", "serve"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_half_blob_configuration_exits_non_zero_with_one_line_and_never_reaches_graph(
+        emulator: RunningEmulator, tmp_path: Path) -> None:
+    emulator.stats.reset()
+    env = clean_env(**agent_user_env(emulator.seed, base_url=emulator.base_url),
+                    ENTRABOT_BLOB_ENDPOINT="http://127.0.0.1:1/devstoreaccount1", ENTRABOT_DATA_DIR=str(tmp_path / "d"))
+    result = run_serve(env, tmp_path)
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert "ENTRABOT_BLOB_CONTAINER" in line and line.startswith("entrabot-fleet: ")
+    assert emulator.stats.snapshot()["total"] == 0
+    assert not (tmp_path / "d").exists()
+
+
+def test_missing_agent_settings_name_the_variables_to_set(tmp_path: Path) -> None:
+    env = clean_env(ENTRABOT_KEEP_MEMORY_LOCAL="true", ENTRABOT_DATA_DIR=str(tmp_path / "d"))
+    result = run_serve(env, tmp_path)
+    assert result.returncode == 2
+    assert "ENTRABOT_TENANT_ID" in result.stderr and "ENTRABOT_BLUEPRINT_CLIENT_ID" in result.stderr
+
+
+def test_serving_on_a_public_address_without_auth_is_refused(emulator: RunningEmulator, tmp_path: Path) -> None:
+    env = clean_env(**agent_user_env(emulator.seed, base_url=emulator.base_url), ENTRABOT_KEEP_MEMORY_LOCAL="true",
+                    ENTRABOT_DATA_DIR=str(tmp_path / "d"), ENTRABOT_HOST="0.0.0.0")
+    result = run_serve(env, tmp_path)
+    assert result.returncode == 2 and "ENTRABOT_MCP_STATIC_TOKENS" in result.stderr
+
+
+def test_serve_says_where_it_listens_which_backend_and_how_many_chats(replica: ReplicaProcess) -> None:
+    log = replica.log_path.read_text()
+    [line] = [line for line in log.splitlines() if "listening on" in line]
+    assert f"http://127.0.0.1:{replica.port}/mcp" in line
+    assert "BlobBackend" in line and "watching 4 chats" in line
+    assert "AccountKey" not in log and "blueprint-dev-secret" not in log
+
+
+def test_health_and_readiness_probes_answer(replica: ReplicaProcess) -> None:
+    health = httpx.get(f"{replica.base_url}/healthz")
+    ready = httpx.get(f"{replica.base_url}/readyz")
+    assert health.status_code == 200 and ready.status_code == 200
+    body = ready.json()
+    assert body["ready"] is True and body["watched_chats"] == 4
+    assert set(body["loops"]) == {"chat_poll", "email_poll", "discovery", "daily_summary"}
+
+
+def test_metrics_name_every_spec_family_and_pass_promtool(replica: ReplicaProcess) -> None:
+    text = httpx.get(f"{replica.base_url}/metrics").text
+    for family in ("entrabot_claims_total", "entrabot_cas_conflicts_total", "entrabot_deliveries_total",
+                   "entrabot_delivery_latency_seconds", "entrabot_graph_requests_total", "entrabot_blob_operations_total",
+                   "entrabot_mcp_sessions", "entrabot_push_streams", "entrabot_watched_chats", "entrabot_loop_lag_seconds",
+                   "entrabot_email_hold"):
+        assert f"# TYPE {family}" in text
+    assert 'entrabot_loop_up{loop="chat_poll"} 1.0' in text
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (make test installs Debian's prometheus when run as root)")
+    checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_mcp_refuses_requests_without_the_bearer_token(replica: ReplicaProcess) -> None:
+    response = httpx.post(replica.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert response.status_code == 401
+    assert "resource_metadata=" in response.headers["www-authenticate"]
+
+
+def test_sigterm_ends_a_replica_with_a_connected_host_by_itself_within_the_grace_period(
+        azurite: Azurite, emulator: RunningEmulator, tmp_path: Path) -> None:
+    import asyncio
+
+    from service.devstack.channel_host import ChannelHost
+
+    fleet = LocalFleet(emulator.seed, tmp_path, replicas=1, azurite=azurite, emulator=emulator)
+    fleet.start()
+    [member] = fleet.members
+
+    async def connected_then_term() -> float:
+        stop = asyncio.Event()
+        host = ChannelHost("h", [member.mcp_url], token=DEV_TOKEN)
+        task = asyncio.create_task(host.run(stop))
+        for _ in range(200):
+            if host.connected_to:
+                break
+            await asyncio.sleep(0.05)
+        assert host.connected_to, "the host never connected"
+        # Kubernetes' grace is 30 s; the replica must exit by itself well inside it: 10 s, else SIGKILL.
+        took = await asyncio.to_thread(member.terminate, 10.0)
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        return took
+
+    took = asyncio.run(connected_then_term())
+    # uvicorn re-raises the SIGTERM it handled once shutdown is done, so the status is -15, not -9.
+    assert member.proc is not None and member.proc.returncode == -15, f"killed after {took:.1f} s"
+    assert "replica stopped cleanly" in member.log_path.read_text()
+    assert "Traceback" not in member.log_path.read_text()
