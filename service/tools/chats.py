@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import AfterValidator, BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from service.delivery.push import meta_value
 from service.graph.errors import GraphError, GraphNotFound, GraphUnavailable
@@ -15,19 +15,10 @@ from service.mcp.tools import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
+from service.tools.ids import UserRef
 
 MAX_MEMBERS = 20
 MAX_TOPIC_CHARS = 250
-
-
-def _user_ref(value: str) -> str:
-    value = value.strip()
-    if not value or any(ch.isspace() or not ch.isprintable() for ch in value):
-        raise ValueError("each member is one UPN (ada@contoso.com) or object id, without spaces")
-    return value
-
-
-UserRef = Annotated[str, Field(max_length=320), AfterValidator(_user_ref)]
 
 
 class CreateChatInput(BaseModel):

@@ -19,7 +19,7 @@ from service.graph.errors import GraphError, GraphUnavailable
 from service.ledger.interactions import Action, Channel, Direction, Interaction
 from service.mcp.tools import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess, ChatStanding
-from service.tools.chat_ids import NamesAChat
+from service.tools.ids import NamesAChat
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
 from service.tools.sponsor_wait import SponsorReply, SponsorWaiter, WaitOutcome, WaitResult
@@ -126,8 +126,9 @@ class ConversationTools:
             "posted_as": "signed_in_user" if delegated else "agent_user", "interaction_logged": logged,
         }
         if not should_wait(args.wait_for_reply, call.push_capable):
-            after = ("Sent. Replies reach you as channel messages; do not poll for them." if call.push_capable else
-                     "Sent without waiting. Call wait_for_sponsor_dm only if the operator asks you to wait for a reply.")
+            after = ("Sent. Replies reach you as channel messages; do not poll for them." if call.push_capable
+                     else "Sent without waiting. Call wait_for_sponsor_dm only if the operator asks you to wait "
+                     "for a reply.")
             return SendResult(**sent, wait=WaitOutcome.NOT_WAITED, next_action=after)
         waited = await self.waiter.wait(call, args.timeout_s)
         return SendResult(**sent, wait=waited.outcome, wait_timeout_s=waited.timeout_s, sponsor_reply=waited.reply,

@@ -18,7 +18,7 @@ from service.ledger import Channel, Direction, Interaction, InteractionQuery
 from service.ledger.clock import as_utc, format_timestamp
 from service.ledger.interactions import MAX_QUERY_DAYS
 from service.mcp.tools import ToolCall, ToolError
-from service.tools.chat_ids import ChatId
+from service.tools.ids import ChatId
 from service.tools.deps import ToolDeps
 from service.tools.message_items import MAX_ITEM_CHARS
 

@@ -5,31 +5,24 @@ from __future__ import annotations
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import BaseModel, Field
 
 from service.graph.errors import GraphError, GraphNotFound
 from service.ledger.clock import as_utc
 from service.mcp.tools import ToolCall, ToolError
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
+from service.tools.ids import MailId
 from service.tools.message_items import EmailItem, email_item
 
 MAX_LIMIT = 50
 
 
-def _mail_id(value: str) -> str:
-    value = value.strip()
-    if not value or any(ch.isspace() for ch in value):
-        raise ValueError("message_id is one Graph mail id without spaces, as read_email returned it")
-    return value
-
-
 class ReadEmailInput(BaseModel):
     limit: int = Field(default=10, ge=1, le=MAX_LIMIT, description="How many of the newest messages to return")
     since: datetime | None = Field(default=None, description="Only mail received after this time (ISO 8601)")
-    message_id: Annotated[str, Field(max_length=512), AfterValidator(_mail_id)] | None = Field(
+    message_id: MailId | None = Field(
         default=None, description="Read just this message (limit and since are then ignored)"
     )
 
@@ -56,7 +49,8 @@ class MailTools:
             try:
                 mail = await self.deps.graph.get_mail(args.message_id)
             except GraphNotFound:
-                raise ToolError("No mail with that message_id in the agent's mailbox; read_email lists the ids.") from None
+                missing = "No mail with that message_id in the agent's mailbox; read_email lists the ids."
+                raise ToolError(missing) from None
             except GraphError as exc:
                 raise graph_tool_error(exc, "reading a mail") from None
             return ReadEmailResult(messages=[email_item(mail, agent=agent)], count=1, unreadable_skipped=0,

@@ -8,6 +8,7 @@ bracket, quote or envelope word in them.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -47,7 +48,7 @@ class EmailItem(BaseModel):
 
 
 def teams_item(message: ChatMessage, chat_id: str, *, agent: AgentUser, gate: SponsorGate | None,
-               sent_message_ids: frozenset[str] | set[str]) -> TeamsMessageItem:
+               sent_message_ids: Collection[str]) -> TeamsMessageItem:
     inbound = chat_inbound(message, chat_id, gate)
     item = build_tool_result_item(inbound, max_chars=MAX_ITEM_CHARS)
     sender = message.sender

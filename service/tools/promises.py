@@ -12,7 +12,7 @@ from service.ledger import Promise, PromiseStatus, PromiseWriteOutcome, ReadOutc
 from service.ledger.clock import as_utc, format_timestamp
 from service.ledger.promises import PromiseWrite
 from service.mcp.tools import ToolCall, ToolError
-from service.tools.chat_ids import ChatId
+from service.tools.ids import ChatId
 from service.tools.deps import ToolDeps
 
 MAX_TEXT_CHARS = 2_000

@@ -105,7 +105,7 @@ def sponsor_reply(message: InboundMessage) -> SponsorReply:
 
 @dataclass(frozen=True)
 class WaitResult:
-    outcome: WaitOutcome
+    outcome: WaitOutcome  # REPLY, TIMEOUT, NO_SPONSORS or SHUTTING_DOWN (NOT_WAITED is the caller's own)
     timeout_s: float
     reply: SponsorReply | None = None
 
@@ -115,15 +115,14 @@ class WaitResult:
             return (f"Answer the sponsor in chat_id {self.reply.chat_id}: that is the chat this reply came from, "
                     "which may differ from the chat you last wrote to. Call send_teams_message with that chat_id.")
         if self.outcome is WaitOutcome.TIMEOUT:
-            return (f"No sponsor reply arrived within {self.timeout_s:.0f} s. Do not wait again in a loop: carry on. "
-                    "A reply that arrives later is handed to your next send_teams_message or wait_for_sponsor_dm, "
-                    "and read_teams_messages(chat_id) shows every chat's history.")
+            return (f"No sponsor reply arrived within {self.timeout_s:g} s. Do not wait again in a loop: carry on. "
+                    "A reply that arrives later reaches you with your next wait (send_teams_message or "
+                    "wait_for_sponsor_dm), or as a channel message on hosts that take them; "
+                    "read_teams_messages(chat_id) shows every chat's history.")
         if self.outcome is WaitOutcome.NO_SPONSORS:
             return ("No sponsor of the agent identity is known (ENTRABOT_AGENT_IDENTITY_ID unset or its sponsors "
                     "unreadable), so no reply can be verified; use read_teams_messages(chat_id) to read replies.")
-        if self.outcome is WaitOutcome.SHUTTING_DOWN:
-            return "This server is shutting down; reconnect, then call wait_for_sponsor_dm if you still need the reply."
-        return "Sent. Replies reach you as channel messages; do not poll for them."
+        return "This server is shutting down; reconnect, then call wait_for_sponsor_dm if you still need the reply."
 
 
 @dataclass(frozen=True)

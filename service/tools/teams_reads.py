@@ -18,7 +18,7 @@ from service.graph.models import ChatMessage
 from service.ledger.clock import as_utc
 from service.mcp.tools import ToolCall
 from service.tools.chat_access import ChatAccess
-from service.tools.chat_ids import NamesAChat
+from service.tools.ids import NamesAChat
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
 from service.tools.message_items import TeamsMessageItem, teams_item

@@ -1,0 +1,193 @@
+"""One replica's tool dependencies, built for real around a Graph emulator served over HTTP.
+
+The same objects ``service.replica`` wires (GraphClient with the three-hop agent-user token, the ledgers
+on a LocalBackend, a DeliveryHub, WatchedChats, Discovery, ChatPoller), minus the supervisor: a test
+drives ``poller.cycle()`` itself while a tool waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+from mcp_types import CallToolResult
+
+from emulator.seed import Seed, SeedUser, build_seed
+from emulator.server import RunningEmulator
+from service.config import Settings
+from service.delivery.hub import DeliveryHub, TargetKind
+from service.delivery.message import InboundMessage
+from service.delivery.sponsors import SponsorGate
+from service.graph import GraphClient, new_http_client
+from service.graph.auth import AgentUserTokenProvider, BlueprintSecret
+from service.graph.retry_policy import RetryPolicy
+from service.ledger import ChatLedger, DailySummaryProducer, InteractionLog, PromiseLedger, WatchedChats
+from service.mcp.sessions import SessionState
+from service.mcp.tools import ToolCall, ToolRegistry
+from service.storage.local import LocalBackend
+from service.tools.deps import ToolDeps
+from service.tools.registry import register_tools
+from service.workers.agent import AgentUser, load_agent_user
+from service.workers.chat_poll import ChatPoller
+from service.workers.discovery import Discovery
+from service.workers.recorder import DeliveryRecorder
+
+# Ada sponsors the agent; Grace and Alan are other people. Chat 0 is the agent's oneOnOne with Ada,
+# chats 1 and 2 are group chats of the agent, Ada and Grace (1) or Alan (2). No history.
+SEED: Seed = build_seed(chats=3, humans=3, history=0)
+BLUEPRINT_SECRET = "blueprint-dev-secret"
+FAST_BACKOFF = RetryPolicy(backoff_base=0.01, backoff_cap=0.05)
+WAIT_POLLS = 500  # bounded loop while a tool call gets to its wait
+
+
+@dataclass
+class SettableClock:
+    """The replica's clock; a test may pin it to a moment."""
+
+    pinned: datetime | None = None
+
+    def __call__(self) -> datetime:
+        return self.pinned or datetime.now(timezone.utc)
+
+
+@dataclass(eq=False)
+class RecordingPushTarget:
+    """A push-capable session as the hub sees it, keeping what it was handed."""
+
+    target_id: str = "push:recording"
+    received: list[InboundMessage] = field(default_factory=list)
+
+    @property
+    def kind(self) -> TargetKind:
+        return TargetKind.PUSH
+
+    def is_alive(self) -> bool:
+        return True
+
+    def accepts(self, message: InboundMessage) -> bool:
+        return True
+
+    async def deliver(self, message: InboundMessage) -> bool:
+        self.received.append(message)
+        return True
+
+
+def session(session_id: str, *, push: bool) -> SessionState:
+    now = datetime.now(timezone.utc)
+    return SessionState(session_id=session_id, client_name="claude-code" if push else "codex", client_version="1.0",
+                        protocol_version="2025-11-25", push_capable=push, created_at=now, last_activity_at=now)
+
+
+@dataclass
+class ToolWorld:
+    emu: RunningEmulator
+    http: httpx.AsyncClient
+    settings: Settings
+    backend: LocalBackend
+    hub: DeliveryHub
+    agent: AgentUser
+    watched: WatchedChats
+    poller: ChatPoller
+    discovery: Discovery
+    interactions: InteractionLog
+    promises: PromiseLedger
+    deps: ToolDeps
+    tools: ToolRegistry
+    clock: SettableClock
+
+    @property
+    def seed(self) -> Seed:
+        return self.emu.seed
+
+    def chat(self, index: int) -> str:
+        chat_id = self.seed.chats[index].id
+        assert chat_id is not None
+        return chat_id
+
+    def user(self, given_name: str) -> SeedUser:
+        return next(u for u in self.seed.users if u.given_name == given_name)
+
+    async def call(self, name: str, arguments: dict[str, Any] | None = None, *, push: bool = False,
+                   session_id: str = "session-1") -> CallToolResult:
+        call = ToolCall(session=session(session_id, push=push), hub=self.hub, request_id=1)
+        return await self.tools.call(name, arguments, call)
+
+    async def ok(self, name: str, arguments: dict[str, Any] | None = None, **how: Any) -> dict[str, Any]:
+        """The structured result of a call that must succeed."""
+        result = await self.call(name, arguments, **how)
+        assert not result.is_error, result.content[0].text
+        assert result.structured_content is not None
+        assert json.loads(result.content[0].text) == result.structured_content
+        return result.structured_content
+
+    async def error(self, name: str, arguments: dict[str, Any] | None = None, **how: Any) -> str:
+        """The error text of a call that must fail."""
+        result = await self.call(name, arguments, **how)
+        assert result.is_error, result.structured_content
+        return result.content[0].text
+
+    async def admin(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = await self.http.post(f"{self.emu.admin_url}/{path}", json=body)
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    async def inject(self, chat_id: str, sender: str | None, content: str, **extra: Any) -> str:
+        """Post into a chat as a person (``sender`` a given name, or None with a system message type)."""
+        body = {"from_user": self.user(sender).id if sender else None, "content": content, **extra}
+        return (await self.admin(f"chats/{chat_id}/messages", body))["id"]
+
+    async def until_waiting(self) -> None:
+        """Return once a sponsor wait is registered in the hub (the tool call reached its wait)."""
+        for _ in range(WAIT_POLLS):
+            if any(t.kind is TargetKind.SPONSOR_WAIT for t in self.hub.live_targets()):
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("no sponsor wait was registered")
+
+
+@asynccontextmanager
+async def tool_world(emu: RunningEmulator, data_dir: Path, **settings: Any) -> AsyncIterator[ToolWorld]:
+    seed = emu.seed
+    clock = SettableClock()
+    defaults: dict[str, Any] = {"agent_identity_id": seed.agent_identity.id, "sponsor_wait_timeout_s": 30.0}
+    config = Settings(_env_file=None, data_dir=data_dir, graph_url=emu.graph_url, authority=emu.authority,
+                      tenant_id=seed.tenant_id, **{**defaults, **settings})
+    async with new_http_client() as http:
+        tokens = AgentUserTokenProvider(
+            emu.authority, seed.tenant_id, seed.blueprint.app_id, BlueprintSecret(BLUEPRINT_SECRET),
+            seed.agent_identity.id, seed.agent_user.id, http=http,
+        )
+        graph = GraphClient(emu.graph_url, tokens, http=http, retry_policy=FAST_BACKOFF)
+        backend = LocalBackend(data_dir / "state")
+        hub = DeliveryHub()
+        agent = await load_agent_user(graph)
+        gate = SponsorGate(())
+        watched = WatchedChats(backend)
+        await watched.load()
+        interactions = InteractionLog(backend, clock=clock)
+        promises = PromiseLedger(backend, clock=clock)
+        sent_ids: set[str] = set()
+        discovery = Discovery(graph, watched, gate, agent_identity_id=config.agent_identity_id)
+        poller = ChatPoller(
+            graph=graph, ledger=ChatLedger(backend, clock=clock), watched=watched, hub=hub, agent=agent,
+            recorder=DeliveryRecorder(interactions, "replica-test", clock=clock), gate=gate, clock=clock,
+            first_sight_max_age=timedelta(hours=config.first_sight_max_age_h), sent_message_ids=sent_ids,
+        )
+        summary = DailySummaryProducer(backend, interactions, promises=promises, clock=clock)
+        deps = ToolDeps(
+            settings=config, graph=graph, agent=agent, hub=hub, watched=watched, chat_poller=poller,
+            discovery=discovery, gate=gate, promises=promises, interactions=interactions, summary=summary,
+            replica_id="replica-test", clock=clock, sent_message_ids=sent_ids,
+        )
+        tools = ToolRegistry()
+        register_tools(tools, deps)
+        await discovery.cycle()  # as the replica does before its loops: sponsors, members, watched chats
+        yield ToolWorld(emu, http, config, backend, hub, agent, watched, poller, discovery, interactions, promises,
+                        deps, tools, clock)
