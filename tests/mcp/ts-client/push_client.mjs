@@ -1,11 +1,13 @@
-// A host built on the TypeScript MCP SDK: connects, lists tools, calls `echo`, then waits (bounded)
-// for N channel pushes. Prints one JSON line when it is ready for pushes, one when it is done.
+// A host built on the TypeScript MCP SDK: connects, lists tools, calls a tool (`echo` by default),
+// then waits (bounded) for N channel pushes. Prints one JSON line when it is ready for pushes, one
+// when it is done.
 //
-//   node push_client.mjs <url> <expected pushes> <timeout ms> [bearer token]
+//   node push_client.mjs <url> <expected pushes> <timeout ms> [bearer token] [tool] [tool args JSON]
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-const [url, expectedArg, timeoutArg, token] = process.argv.slice(2);
+const [url, expectedArg, timeoutArg, token, toolName = "echo", toolArgs = '{"text": "from typescript"}'] =
+  process.argv.slice(2);
 const expected = Number(expectedArg);
 const timeoutMs = Number(timeoutArg);
 
@@ -24,14 +26,14 @@ const headers = token ? { Authorization: `Bearer ${token}` } : {};
 const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
 await client.connect(transport);
 const tools = await client.listTools();
-const echo = await client.callTool({ name: "echo", arguments: { text: "from typescript" } });
+const called = await client.callTool({ name: toolName, arguments: JSON.parse(toolArgs) });
 console.log(
   JSON.stringify({
     event: "ready",
     sessionId: transport.sessionId,
     protocolVersion: transport.protocolVersion,
     tools: tools.tools.map((t) => t.name).sort(),
-    echo: echo.structuredContent,
+    echo: called.structuredContent,
     experimental: client.getServerCapabilities()?.experimental ?? {},
   }),
 );

@@ -1,0 +1,131 @@
+"""Real hosts against a real replica: the official Python and TypeScript MCP clients receive channel
+pushes for messages a seeded human posts through Graph; a non-push host gets the sponsor's reply."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import httpx2
+import pytest
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import Implementation
+
+from emulator.seed import ThrottleBudget, build_seed
+from emulator.server import RunningEmulator, start_emulator
+from service.devstack.azurite import Azurite
+from service.devstack.channel_host import ChannelHost
+from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
+from service.devstack.traffic import HumanTraffic
+
+pytestmark = [pytest.mark.azurite, pytest.mark.slow]
+
+TS_CLIENT = Path(__file__).resolve().parents[1] / "mcp" / "ts-client"
+BOUND_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[RunningEmulator]:
+    seed = build_seed(chats=3, throttle=ThrottleBudget(chat_messages_per_s=500, other_per_s=500))
+    with start_emulator(seed) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def replica(azurite: Azurite, emulator: RunningEmulator, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[ReplicaProcess]:
+    fleet = LocalFleet(emulator.seed, tmp_path_factory.mktemp("hosts"), replicas=1, azurite=azurite,
+                       emulator=emulator, extra_env={"ENTRABOT_CHAT_POLL_INTERVAL_S": "1",
+                                                     "ENTRABOT_CHAT_POLL_JITTER_S": "0"})
+    fleet.start()
+    [member] = fleet.members
+    yield member
+    member.terminate()
+
+
+async def until(check, what: str) -> None:  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(BOUND_S):
+        while not check():
+            await asyncio.sleep(0.1)
+
+
+def chat_of(emulator: RunningEmulator, index: int) -> str:
+    return emulator.seed.chats[index].id or ""
+
+
+async def test_the_python_client_receives_pushes_for_messages_a_human_posts(emulator, replica) -> None:
+    stop = asyncio.Event()
+    host = ChannelHost("py", [replica.mcp_url], token=DEV_TOKEN)
+    task = asyncio.create_task(host.run(stop))
+    try:
+        await until(lambda: host.connected_to, "the host to connect")
+        async with httpx.AsyncClient(timeout=30) as http:
+            traffic = HumanTraffic(emulator.seed, emulator.base_url, http)
+            grace = emulator.seed.humans[1]
+            posted = [await traffic.post_chat(grace, chat_of(emulator, 1), f"python host {i}") for i in range(3)]
+        await until(lambda: {p.message_id for p in posted} <= {p.message_id for p in host.pushes}, "the pushes")
+        pushes = [p for p in host.pushes if p.message_id in {x.message_id for x in posted}]
+        assert [p.message_id for p in pushes] == [p.message_id for p in posted]
+        assert {p.chat_id for p in pushes} == {chat_of(emulator, 1)}
+        assert all("[external_content" in p.content and "<" not in p.content for p in pushes)
+    finally:
+        stop.set()
+        await task
+
+
+async def test_the_typescript_client_lists_calls_and_receives_pushes(emulator, replica) -> None:
+    node = shutil.which("node")
+    assert node is not None, "node is not installed"
+    if not (TS_CLIENT / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=TS_CLIENT, check=True, timeout=300)
+    process = await asyncio.create_subprocess_exec(
+        node, "push_client.mjs", replica.mcp_url, "2", str(int(BOUND_S * 1000)), DEV_TOKEN, "list_watched_chats", "{}",
+        cwd=TS_CLIENT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    async with asyncio.timeout(BOUND_S):
+        ready = json.loads(await process.stdout.readline())
+    assert ready["event"] == "ready" and ready["protocolVersion"] == "2025-11-25"
+    assert "send_teams_message" in ready["tools"] and "claude/channel" in ready["experimental"]
+    assert ready["echo"]["count"] == 3
+    async with httpx.AsyncClient(timeout=30) as http:
+        traffic = HumanTraffic(emulator.seed, emulator.base_url, http)
+        alan = emulator.seed.humans[2] if len(emulator.seed.humans) > 2 else emulator.seed.humans[1]
+        chat = next(c.id for c in emulator.seed.chats if alan.id in c.members)
+        posted = [await traffic.post_chat(alan, chat, f"typescript host {i}") for i in range(2)]
+    async with asyncio.timeout(BOUND_S + 10):
+        done = json.loads(await process.stdout.readline())
+        await process.wait()
+    assert [p["meta"]["message_id"] for p in done["pushes"]] == [p.message_id for p in posted]
+
+
+async def test_a_non_push_host_gets_the_sponsors_reply_from_another_chat(emulator, replica) -> None:
+    sent_to, reply_in = chat_of(emulator, 1), chat_of(emulator, 0)  # chat 0 is the 1:1 with Ada
+    ada = emulator.seed.sponsors[0]
+
+    async def ada_replies_later() -> str:
+        await asyncio.sleep(2)
+        async with httpx.AsyncClient(timeout=30) as http:
+            posted = await HumanTraffic(emulator.seed, emulator.base_url, http).post_chat(
+                ada, reply_in, "Yes, go ahead")
+        return posted.message_id
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {DEV_TOKEN}"}) as http, Client(
+        streamable_http_client(replica.mcp_url, http_client=http), mode="legacy",
+        client_info=Implementation(name="copilot-cli", version="1.0"), read_timeout_seconds=BOUND_S + 20,
+    ) as client:
+        reply_task = asyncio.create_task(ada_replies_later())
+        result = await client.call_tool("send_teams_message",
+                                        {"chat_id": sent_to, "text": "Shall I ship?", "timeout_s": BOUND_S})
+        reply_id = await reply_task
+    assert not result.is_error, result.content
+    out = result.structured_content
+    assert out["wait"] == "reply" and out["sponsor_reply"]["chat_id"] == reply_in
+    assert out["sponsor_reply"]["message_id"] == reply_id and out["sponsor_reply"]["verified_sponsor"] is True
+    assert reply_in in out["_next_action"]
