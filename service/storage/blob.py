@@ -25,6 +25,7 @@ from azure.core.credentials_async import AsyncTokenCredential
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.storage.blob import ContentSettings
 from azure.storage.blob.aio import BlobClient, BlobServiceClient
+from opentelemetry import trace
 
 from service.storage.blob_config import (
     BlobClientOptions,
@@ -45,6 +46,8 @@ from service.storage.errors import (
 from service.storage.keys import validate_key
 from service.storage.token_credential import TokenProvider, TokenProviderCredential
 from service.telemetry.metrics import Metrics
+
+_tracer = trace.get_tracer(__name__)
 
 _TEXT = ContentSettings(content_type="text/plain; charset=utf-8")
 # Per-call override of the client's retry policy; see the module docstring.
@@ -160,6 +163,7 @@ class BlobBackend:
         """Translate SDK failures into StorageErrors and record the operation."""
         started = time.perf_counter()
         outcome = "cancelled"
+        span = _tracer.start_span(f"blob.{op.value}", attributes={"entrabot.blob.container": self._container_name})
         try:
             yield
             outcome = "ok"
@@ -171,6 +175,8 @@ class BlobBackend:
             outcome = outcome_label(exc)
             raise
         finally:
+            span.set_attribute("entrabot.blob.outcome", outcome)
+            span.end()
             if self._metrics is not None:
                 self._metrics.blob_operations.labels(op=op.value, outcome=outcome).inc()
                 self._metrics.blob_latency.labels(op=op.value).observe(time.perf_counter() - started)

@@ -24,7 +24,7 @@ from service.graph.errors import GraphError
 from service.graph.models import ChatMessage
 from service.ledger import Candidate, ChatClaimOutcome, ChatLedger, ReadOutcome, WatchedChats
 from service.ledger.cas import UpdateOutcome
-from service.ledger.clock import Clock, utc_now
+from service.ledger.clock import Clock, later, utc_now
 from service.storage.errors import StorageError
 from service.telemetry.metrics import Metrics
 from service.workers.agent import AgentUser
@@ -176,7 +176,7 @@ class ChatPoller:
         if not offer.candidates:
             if not offer.blocked:
                 # Only system or own messages: nothing to claim, and nothing anyone else must deliver.
-                state.watermark = _later(state.watermark, offer.seen_up_to)
+                state.watermark = later(state.watermark, offer.seen_up_to)
             return
         claim = await self.ledger.claim(
             state.chat_id, [Candidate(m.id, m.created_date_time) for m in offer.candidates], offer.seen_up_to
@@ -186,7 +186,7 @@ class ChatPoller:
             state.held.update({m.id: inbound[m.id] for m in offer.candidates})
         await self._deliver(state, claim.ids, fetched, inbound)
         if claim.may_advance:
-            state.watermark = _later(state.watermark, offer.seen_up_to)
+            state.watermark = later(state.watermark, offer.seen_up_to)
 
     # --- helpers ---
 
@@ -216,12 +216,4 @@ class ChatPoller:
         if messages:
             dispatches = await self.hub.dispatch(messages)
             await self.recorder.delivered(messages, dispatches)
-
-
-def _later(a: datetime | None, b: datetime | None) -> datetime | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return max(a, b)
 

@@ -1,0 +1,1 @@
+"""Benchmarks: each module writes JSON to bench/results/ and prints a short table."""

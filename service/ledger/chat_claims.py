@@ -1,0 +1,317 @@
+"""Fleet-safe delivery for Teams chats: claim a message in the shared cursor before pushing it.
+
+``claim_delivery`` is the only way a replica may win a chat message. The state machine, per chat:
+
+::
+
+                       ┌───────────── settle: OURS → push its ids, then claim as usual
+                       │              settle: LOST → forget it, then claim as usual
+    UNSETTLED(write) ──┤
+          ▲            └───────────── settle: UNKNOWN → UNRESOLVED (claim nothing new)
+          │ the write raised and reading back could not settle it (or the call was cancelled)
+          │
+    READ cursor ── UNRESOLVED (failed / corrupt / no ETag) ───────────► UNRESOLVED, nothing claimed
+          │
+          ├─ ABSENT or PRESENT → decide_claim → nothing claimable ────► NOTHING_NEW / LOST
+          │
+          └─ WRITE merged cursor (If-Match, or if_absent) ── ok ──────► CLAIMED
+                      │ raised (any StorageError)
+                      ▼
+                 read back + decide_settle ─ OURS ────────────────────► CLAIMED
+                      │                    ─ RETRY → same write again (bounded)
+                      │                    ─ LOST → decide again on the fresh read (≤ 4 writes,
+                      │                              then UNRESOLVED/EXHAUSTED)
+                      └──────────────────── UNKNOWN → UNSETTLED, UNRESOLVED
+
+Rules this implements (SPEC §1, §4):
+
+* Every ambiguity claims nothing, and ``ChatClaim.may_advance`` is False: the worker keeps those
+  messages as candidates and offers them again next cycle. Nothing is lost by failing closed.
+* A write whose outcome is unknown is settled by reading back, using the claim id recorded in the
+  cursor's ``claims`` list. When that cannot be answered now, the write is remembered *before* it
+  is sent (write-ahead, so a cancelled call is covered too) and settled first on the next call for
+  that chat. If it turns out ours, its ids are returned then, and pushed exactly once; without this,
+  a write that committed while its response was lost would leave the ids recorded as claimed with
+  nobody pushing them.
+* The memory of unsettled writes lives in this replica only; a restart before one settles loses
+  that batch (the messages stay readable through the read tools), as for email.
+
+What the caller passes:
+
+* ``candidates``: the messages it would deliver, after its own filters, each with its Graph id and
+  creation time. It should offer every message newer than its own watermark, not only new ones.
+* ``last_ts``: the newest creation time it has seen, including messages it filtered out (its own
+  messages, system messages). Messages strictly older than the recorded watermark that are not in
+  the tail are decided as "behind" for every replica, so never pass a time beyond a message you
+  would still deliver but did not offer in this call.
+* One call per chat at a time (``ChatLedger`` serializes them): the memory of an unsettled write
+  has one slot per chat.
+
+What it gets back: ``ids`` to push (oldest first, whatever the outcome: they may include a batch
+settled from an earlier call), and whether it may advance its own watermark past ``candidates``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, MutableMapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+
+from opentelemetry import trace
+
+from service.ledger.cas import Update, update_value
+from service.ledger.chat_cursor import (
+    Candidate,
+    ChatCursor,
+    apply_claim,
+    baseline_cursor,
+    cursor_key,
+    decide_claim,
+    parse_chat_cursor,
+    render_chat_cursor,
+)
+from service.ledger.clock import Clock, utc_now
+from service.ledger.reads import Read, ReadOutcome, UnresolvedReason, read_parsed
+from service.ledger.settle import SETTLE_ROUNDS, ClaimWrite, Settlement, settle_uncertain_write, write_claim
+from service.storage.backend import MemoryBackend
+from service.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+
+CLAIM_MAX_ATTEMPTS = 4
+LEDGER = "chat"
+
+CursorRead = Read[ChatCursor]
+
+
+class ChatClaimOutcome(str, Enum):
+    CLAIMED = "claimed"  # this replica won at least one candidate
+    NOTHING_NEW = "nothing_new"  # no candidates were offered
+    LOST = "lost"  # every candidate is already recorded (claimed by others) or behind the watermark
+    UNRESOLVED = "unresolved"  # an ambiguity: nothing new claimed, keep the candidates
+
+
+class ClaimProblem(str, Enum):
+    """Why a claim is UNRESOLVED."""
+
+    READ_FAILED = "read_failed"
+    CORRUPT = "corrupt"
+    NO_ETAG = "no_etag"
+    EXHAUSTED = "exhausted"  # every compare-and-swap lost a race
+    UNKNOWN_OUTCOME = "unknown_outcome"  # our write may or may not have landed; settled next call
+    UNSETTLED = "unsettled"  # an earlier unknown write still cannot be settled
+
+
+_PROBLEM_OF_READ = {
+    UnresolvedReason.READ_FAILED: ClaimProblem.READ_FAILED,
+    UnresolvedReason.CORRUPT: ClaimProblem.CORRUPT,
+    UnresolvedReason.NO_ETAG: ClaimProblem.NO_ETAG,
+}
+
+
+@dataclass(frozen=True)
+class ChatClaim:
+    chat_id: str
+    outcome: ChatClaimOutcome
+    ids: tuple[str, ...] = ()  # won by this replica: push these, oldest first, whatever the outcome
+    problem: ClaimProblem | None = None
+    settled: Settlement | None = None  # how an earlier unsettled write settled at the start of this call
+    writes: int = 0  # conditional writes sent, retries included
+
+    @property
+    def may_advance(self) -> bool:
+        """True when every candidate's fate is decided, so the worker may move its watermark past them."""
+        return self.outcome is not ChatClaimOutcome.UNRESOLVED
+
+
+@dataclass(frozen=True)
+class UnsettledChatClaim:
+    """A claim write whose outcome is not known yet, and the ids it would win."""
+
+    write: ClaimWrite
+    ids: tuple[str, ...]
+
+
+async def resolve_cursor(backend: MemoryBackend, chat_id: str) -> CursorRead:
+    """The chat's cursor as PRESENT, ABSENT or UNRESOLVED (only ABSENT may treat the chat as new)."""
+    return await read_parsed(backend, cursor_key(chat_id), parse_chat_cursor)
+
+
+def _new_claim_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass
+class _ClaimRun:
+    """The shell's bookkeeping for one call; every decision is made by the pure core."""
+
+    backend: MemoryBackend
+    chat_id: str
+    unsettled: MutableMapping[str, UnsettledChatClaim]
+    settle_rounds: int
+    carried: tuple[str, ...] = ()
+    settled: Settlement | None = None
+    writes: int = 0
+
+    def result(
+        self, outcome: ChatClaimOutcome, won: Sequence[str] = (), problem: ClaimProblem | None = None
+    ) -> ChatClaim:
+        return ChatClaim(
+            self.chat_id, outcome, ids=(*self.carried, *won), problem=problem, settled=self.settled,
+            writes=self.writes,
+        )
+
+    async def read_back(self) -> CursorRead:
+        return await resolve_cursor(self.backend, self.chat_id)
+
+    async def settle_earlier(self) -> CursorRead | None:
+        """Settle a remembered write first (sets ``settled``); return its read-back when reusable."""
+        pending = self.unsettled.get(self.chat_id)
+        if pending is None:
+            return None
+        result = await settle_uncertain_write(self.backend, pending.write, self.read_back, rounds=self.settle_rounds)
+        self.settled = result.settlement
+        self.writes += result.writes
+        if result.settlement is Settlement.UNKNOWN:
+            return None
+        del self.unsettled[self.chat_id]
+        if result.settlement is Settlement.OURS:
+            self.carried = pending.ids
+            log.info("earlier claim on chat %s settled as ours: %d message(s) to push", self.chat_id, len(pending.ids))
+        return result.read
+
+
+async def claim_delivery(
+    backend: MemoryBackend,
+    chat_id: str,
+    candidates: Sequence[Candidate],
+    last_ts: datetime | None = None,
+    *,
+    unsettled: MutableMapping[str, UnsettledChatClaim],
+    clock: Clock = utc_now,
+    metrics: Metrics | None = None,
+    max_attempts: int = CLAIM_MAX_ATTEMPTS,
+    settle_rounds: int = SETTLE_ROUNDS,
+    new_claim_id: Callable[[], str] = _new_claim_id,
+) -> ChatClaim:
+    """Claim ``candidates`` for this replica (see the module docstring for the whole contract).
+
+    ``unsettled`` is this replica's memory of claim writes whose outcome is unknown, keyed by chat;
+    pass the same mapping on every call (``ChatLedger`` holds one).
+    """
+    with tracer.start_as_current_span("ledger.claim_delivery") as span:
+        span.set_attribute("entrabot.chat_id", chat_id)
+        span.set_attribute("entrabot.candidates", len(candidates))
+        run = _ClaimRun(backend, chat_id, unsettled, settle_rounds)
+        claim = await _claim(run, candidates, last_ts, clock, metrics, max_attempts, new_claim_id)
+        span.set_attribute("entrabot.claim.outcome", claim.outcome.value)
+        span.set_attribute("entrabot.claim.ids", len(claim.ids))
+        span.set_attribute("entrabot.claim.writes", claim.writes)
+        if metrics is not None:
+            metrics.claims.labels(ledger=LEDGER, outcome=claim.outcome.value).inc()
+            if claim.ids:
+                metrics.claimed_messages.labels(ledger=LEDGER).inc(len(claim.ids))
+        if claim.problem is not None:
+            log.warning("claim on chat %s unresolved (%s): nothing new claimed", chat_id, claim.problem.value)
+        return claim
+
+
+async def _claim(
+    run: _ClaimRun,
+    candidates: Sequence[Candidate],
+    last_ts: datetime | None,
+    clock: Clock,
+    metrics: Metrics | None,
+    max_attempts: int,
+    new_claim_id: Callable[[], str],
+) -> ChatClaim:
+    earlier = await run.settle_earlier()
+    if run.settled is Settlement.UNKNOWN:
+        return run.result(ChatClaimOutcome.UNRESOLVED, problem=ClaimProblem.UNSETTLED)
+    if not candidates:
+        return run.result(ChatClaimOutcome.NOTHING_NEW)
+    read = earlier if earlier is not None else await run.read_back()
+    attempts = 0
+    while True:
+        if read.outcome is ReadOutcome.UNRESOLVED:
+            assert read.reason is not None
+            return run.result(ChatClaimOutcome.UNRESOLVED, problem=_PROBLEM_OF_READ[read.reason])
+        decision = decide_claim(read.value, candidates)
+        if not decision.claimable:
+            return run.result(ChatClaimOutcome.LOST)
+        if attempts == max_attempts:
+            return run.result(ChatClaimOutcome.UNRESOLVED, problem=ClaimProblem.EXHAUSTED)
+        attempts += 1
+        ids = tuple(c.id for c in decision.claimable)
+        claim_id = new_claim_id()
+        cursor = apply_claim(read.value, decision.claimable, claim_id=claim_id, now=clock(), seen_up_to=last_ts)
+        write = ClaimWrite(cursor_key(run.chat_id), render_chat_cursor(cursor), read.etag, claim_id)
+        # Remembered before it is sent: if this call dies mid-write, the next one settles it.
+        run.unsettled[run.chat_id] = UnsettledChatClaim(write, ids)
+        result = await write_claim(run.backend, write, run.read_back, rounds=run.settle_rounds)
+        run.writes += result.writes
+        if result.conflicted and metrics is not None:
+            metrics.cas_conflicts.labels(ledger=LEDGER).inc()
+        if result.settlement is Settlement.UNKNOWN:
+            return run.result(ChatClaimOutcome.UNRESOLVED, problem=ClaimProblem.UNKNOWN_OUTCOME)
+        del run.unsettled[run.chat_id]
+        if result.settlement is Settlement.OURS:
+            return run.result(ChatClaimOutcome.CLAIMED, ids)
+        assert result.read is not None  # LOST is always decided on a read
+        read = result.read
+
+
+async def bootstrap_cursor(
+    backend: MemoryBackend,
+    chat_id: str,
+    seen: Sequence[Candidate],
+    *,
+    clock: Clock = utc_now,
+    metrics: Metrics | None = None,
+) -> Update[ChatCursor]:
+    """First sight without a delivery: create the cursor at the newest seen message (if_absent).
+
+    Only a chat whose cursor read ABSENT may be bootstrapped; an existing cursor is never touched
+    (ALREADY), so a replica that lost the race to a delivering sibling cannot move its watermark.
+    """
+    baseline = render_chat_cursor(baseline_cursor(seen, now=clock()))
+    return await update_value(
+        backend, cursor_key(chat_id), parse=parse_chat_cursor,
+        change=lambda current: baseline if current is None else None,
+        attempts=2, ledger=LEDGER, metrics=metrics,
+    )
+
+
+class ChatLedger:
+    """The per-replica face of the chat ledger: one backend, one memory of unsettled writes."""
+
+    def __init__(self, backend: MemoryBackend, *, clock: Clock = utc_now, metrics: Metrics | None = None) -> None:
+        self._backend = backend
+        self._clock = clock
+        self._metrics = metrics
+        self._unsettled: dict[str, UnsettledChatClaim] = {}
+        # One claim per chat at a time: two concurrent calls would overwrite each other's memory
+        # of an unsettled write.
+        self._chat_locks: dict[str, asyncio.Lock] = {}
+
+    @property
+    def unsettled_chats(self) -> frozenset[str]:
+        return frozenset(self._unsettled)
+
+    async def resolve(self, chat_id: str) -> CursorRead:
+        return await resolve_cursor(self._backend, chat_id)
+
+    async def claim(self, chat_id: str, candidates: Sequence[Candidate], last_ts: datetime | None = None) -> ChatClaim:
+        async with self._chat_locks.setdefault(chat_id, asyncio.Lock()):
+            return await claim_delivery(
+                self._backend, chat_id, candidates, last_ts,
+                unsettled=self._unsettled, clock=self._clock, metrics=self._metrics,
+            )
+
+    async def bootstrap(self, chat_id: str, seen: Sequence[Candidate]) -> Update[ChatCursor]:
+        return await bootstrap_cursor(self._backend, chat_id, seen, clock=self._clock, metrics=self._metrics)
