@@ -33,12 +33,12 @@ serve: $(STAMP)
 	$(VENV)/bin/entrabot-fleet serve
 
 system-deps:
-	./scripts/system-deps.sh
+	bash deploy/docker/ci-setup.sh
 
 test: setup system-deps
 	$(PY) -m pytest -q -ra
 
-test-fast: setup
+test-fast: setup system-deps
 	$(PY) -m pytest -q -ra -m 'not slow'
 
 bench: setup

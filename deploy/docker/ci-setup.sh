@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs what the deployment tests use from Debian, when it is missing (safe to run again):
+#   docker.io      dockerd for tests/deploy/test_container_image.py (started there on a private socket)
+#   debootstrap    the image test's base image (no registry is reachable to pull one)
+#   prometheus     promtool, to check deploy/prometheus/prometheus.yml
+#   docker-compose `docker-compose config`, to check docker-compose.yml
+# Needs root (or sudo). Installing starts no Docker daemon on /var/run/docker.sock where no init
+# system runs services (as on CI); where one does, see the warning at the end.
+set -euo pipefail
+
+declare -A package_of=([dockerd]=docker.io [debootstrap]=debootstrap [docker-compose]=docker-compose [promtool]=prometheus)
+missing=()
+for command in dockerd debootstrap docker-compose promtool; do
+  command -v "$command" >/dev/null 2>&1 || missing+=("${package_of[$command]}")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "ci-setup: docker.io, debootstrap, docker-compose and prometheus are already installed"
+  exit 0
+fi
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || { echo "ci-setup: not root and no sudo; not installing ${missing[*]} (the tests that need them skip, saying why)" >&2; exit 0; }
+  sudo=(sudo)
+fi
+
+echo "ci-setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -q
+with_recommends=()
+for package in "${missing[@]}"; do
+  [ "$package" = prometheus ] || with_recommends+=("$package")
+done
+if [ "${#with_recommends[@]}" -gt 0 ]; then
+  "${sudo[@]}" apt-get install -y -q "${with_recommends[@]}"
+fi
+if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+  # Only promtool is used; the recommended exporters are not.
+  "${sudo[@]}" apt-get install -y -q --no-install-recommends prometheus
+fi
+
+if [ -S /var/run/docker.sock ]; then
+  echo "ci-setup: warning: a Docker daemon answers on /var/run/docker.sock; tests that start Azurite will" \
+       "try its container image (no registry here). Stop it, or set ENTRABOT_AZURITE_NO_DOCKER=1." >&2
+fi

@@ -1,0 +1,95 @@
+{{/* The chart name, possibly overridden. */}}
+{{- define "entrabot-fleet.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The release's full name: the prefix of every object this chart creates. */}}
+{{- define "entrabot-fleet.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "entrabot-fleet.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "entrabot-fleet.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "entrabot-fleet.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "entrabot-fleet.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: entrabot-fleet
+{{- end -}}
+
+{{- define "entrabot-fleet.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "entrabot-fleet.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "entrabot-fleet.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret the pods read ENTRABOT_* secrets from, or "" when there is none. */}}
+{{- define "entrabot-fleet.secretName" -}}
+{{- if .Values.secrets.existingSecret -}}
+{{- .Values.secrets.existingSecret -}}
+{{- else if or .Values.secrets.blueprintClientSecret .Values.secrets.mcpStaticTokens .Values.secrets.blobConnectionString -}}
+{{- include "entrabot-fleet.fullname" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Host names /mcp answers: the Service's in-cluster names, then the configured ones. */}}
+{{- define "entrabot-fleet.allowedHosts" -}}
+{{- $svc := include "entrabot-fleet.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $hosts := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) "localhost" "127.0.0.1" -}}
+{{- concat $hosts .Values.config.mcpAllowedHosts | uniq | join "," -}}
+{{- end -}}
+
+{{/* Where AKS's workload-identity webhook mounts the projected service account token. */}}
+{{- define "entrabot-fleet.federatedTokenFile" -}}
+/var/run/secrets/azure/tokens/azure-identity-token
+{{- end -}}
+
+{{- define "entrabot-fleet.blueprintCertificateDir" -}}
+/etc/entrabot/blueprint
+{{- end -}}
+
+{{/* Refuses value combinations that would deploy a fleet that cannot work. */}}
+{{- define "entrabot-fleet.validate" -}}
+{{- if and (not .Values.config.blobEndpoint) (or .Values.autoscaling.enabled (gt (int .Values.replicaCount) 1)) -}}
+{{- fail "config.blobEndpoint is empty: without the shared Blob ledger every replica would claim on its own and deliver messages twice. Set config.blobEndpoint (deploy/bicep output blobEndpoint), or run one replica (replicaCount=1, autoscaling.enabled=false) for a trial." -}}
+{{- end -}}
+{{- if lt (int .Values.service.sessionAffinityTimeoutSeconds) (int .Values.config.mcpSessionIdleTimeoutSeconds) -}}
+{{- fail (printf "service.sessionAffinityTimeoutSeconds (%v) is shorter than config.mcpSessionIdleTimeoutSeconds (%v): a live MCP session would move to a replica that does not hold it. Raise the affinity timeout or lower the idle timeout." .Values.service.sessionAffinityTimeoutSeconds .Values.config.mcpSessionIdleTimeoutSeconds) -}}
+{{- end -}}
+{{- if and (eq .Values.blueprint.credential "workloadIdentity") .Values.blueprint.clientId (not .Values.workloadIdentity.enabled) -}}
+{{- fail "blueprint.credential is workloadIdentity but workloadIdentity.enabled is false: enable workload identity (and set workloadIdentity.clientId), or use blueprint.credential=secret or certificate." -}}
+{{- end -}}
+{{- if and (eq .Values.blueprint.credential "secret") (not .Values.secrets.blueprintClientSecret) (not .Values.secrets.existingSecret) -}}
+{{- fail "blueprint.credential is secret but neither secrets.blueprintClientSecret nor secrets.existingSecret is set: set one, or use blueprint.credential=workloadIdentity." -}}
+{{- end -}}
+{{- if and (eq .Values.blueprint.credential "certificate") (not .Values.blueprint.certificate.secretName) -}}
+{{- fail "blueprint.credential is certificate but blueprint.certificate.secretName is empty: name the Secret holding the PEM certificate and key." -}}
+{{- end -}}
+{{- if and .Values.workloadIdentity.enabled (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
+{{- fail "workloadIdentity.enabled needs a dedicated service account: set serviceAccount.create=true, or serviceAccount.name to an account annotated with azure.workload.identity/client-id." -}}
+{{- end -}}
+{{- end -}}

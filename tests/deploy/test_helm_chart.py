@@ -1,0 +1,316 @@
+"""The Helm chart renders objects valid for Kubernetes 1.29-1.33, pins MCP sessions to their replica,
+runs the pods locked down, wires workload identity, and refuses values that cannot work."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import helm_python
+import kubernetes_validate
+import pytest
+from chart_rendering import ALL_FEATURES, CLIENT_ID, FULLNAME, NAMESPACE, REQUIRED, TENANT_ID, Rendered, merge, render
+from deploy_facts import CHART_DIR, DASHBOARD, DATA_DIR, unknown_settings
+
+KUBERNETES_VERSIONS = ("1.29", "1.30", "1.31", "1.32", "1.33")
+FEDERATED_TOKEN_FILE = "/var/run/secrets/azure/tokens/azure-identity-token"
+CERTIFICATE = {"blueprint": {"clientId": "b1de9a14-0000-4f6f-8000-000000b1de9a", "credential": "certificate",
+                             "certificate": {"secretName": "blueprint-cert", "key": "blueprint.pem",
+                                             "privateKeyKey": "blueprint.key"}},
+               "secrets": {"existingSecret": "entrabot-secrets"}}
+BLUEPRINT_SECRET = {"blueprint": {"clientId": "b1de9a14-0000-4f6f-8000-000000b1de9a", "credential": "secret"},
+                    "secrets": {"blueprintClientSecret": "s3cret",
+                                "blobConnectionString": "UseDevelopmentStorage=true"}}
+AZURE_PROMETHEUS = {"metrics": {"serviceMonitor": {"enabled": True, "flavor": "azure-managed-prometheus"}}}
+
+VARIANTS = {
+    "defaults": REQUIRED,
+    "all-features": ALL_FEATURES,
+    "blueprint-certificate": merge(REQUIRED, CERTIFICATE),
+    "blueprint-secret": merge(REQUIRED, BLUEPRINT_SECRET),
+    "azure-managed-prometheus": merge(ALL_FEATURES, AZURE_PROMETHEUS),
+    "single-replica-trial": {"replicaCount": 1},
+}
+
+
+@pytest.fixture(scope="module", params=sorted(VARIANTS))
+def variant(request: pytest.FixtureRequest) -> Rendered:
+    return render(VARIANTS[request.param])
+
+
+@pytest.fixture(scope="module")
+def defaults() -> Rendered:
+    return render(REQUIRED)
+
+
+@pytest.fixture(scope="module")
+def full() -> Rendered:
+    return render(ALL_FEATURES)
+
+
+def pod_spec(rendered: Rendered) -> dict[str, Any]:
+    return rendered.one("Deployment")["spec"]["template"]["spec"]
+
+
+def container(rendered: Rendered) -> dict[str, Any]:
+    return pod_spec(rendered)["containers"][0]
+
+
+# --- validity ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_every_rendered_object_is_valid_kubernetes(variant: Rendered, version: str) -> None:
+    checked = 0
+    for obj in variant.objects:
+        if obj["apiVersion"].endswith("coreos.com/v1"):
+            continue  # a CRD (ServiceMonitor): no schema ships offline; checked structurally below
+        kubernetes_validate.validate(obj, version, strict=True)
+        checked += 1
+    assert checked >= 6
+
+
+def test_strict_validation_catches_a_misplaced_field(defaults: Rendered) -> None:
+    deployment = merge(defaults.one("Deployment"), {"spec": {"template": {"spec": {"sessionAffinity": "ClientIP"}}}})
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, KUBERNETES_VERSIONS[0], strict=True)
+
+
+@pytest.mark.parametrize("values", [REQUIRED, ALL_FEATURES], ids=["defaults", "all-features"])
+def test_chart_lints_strictly(values: dict[str, Any]) -> None:
+    for version in ("v1.29.0", "v1.33.0"):
+        report = helm_python.lint(CHART_DIR, values, strict=True, kube_version=version)
+        problems = [m for m in report["messages"] if m["severity"] >= 2]
+        assert (report["errors"], problems) == ([], [])
+
+
+def test_every_entrabot_variable_the_chart_sets_is_a_setting(variant: Rendered) -> None:
+    env = variant.env()
+    assert "ENTRABOT_REPLICA_ID" in env
+    assert unknown_settings(env) == []
+
+
+# --- values the chart refuses ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"replicaCount": 0},
+        {"replicas": 3},
+        {"config": {"blobAuth": "account_key"}},
+        {"config": {"blobEndpoint": "blob.core.windows.net"}},
+        {"config": {"extraEnv": {"AZURE_CLIENT_ID": "x"}}},
+        {"workloadIdentity": {"enabled": True}},
+        {"workloadIdentity": {"enabled": True, "clientId": "not-a-guid"}},
+        {"metrics": {"serviceMonitor": {"flavor": "datadog"}}},
+        {"service": {"sessionAffinityTimeoutSeconds": 90000}},
+        {"podSecurityContext": {"runAsUser": 0}},
+    ],
+    ids=["zero-replicas", "unknown-key", "bad-blob-auth", "endpoint-without-scheme", "foreign-extra-env",
+         "identity-without-client-id", "client-id-not-guid", "unknown-monitor-flavour", "affinity-over-a-day", "root"],
+)
+def test_schema_rejects_bad_values(values: dict[str, Any]) -> None:
+    with pytest.raises(helm_python.HelmValuesError):
+        render(merge(REQUIRED, values))
+
+
+def test_several_replicas_without_the_shared_blob_ledger_are_refused() -> None:
+    with pytest.raises(helm_python.HelmRenderError, match="config.blobEndpoint is empty"):
+        render({})
+    with pytest.raises(helm_python.HelmRenderError, match="config.blobEndpoint is empty"):
+        render({"replicaCount": 1, "autoscaling": {"enabled": True}})
+
+
+def test_affinity_shorter_than_the_session_idle_timeout_is_refused() -> None:
+    values = merge(REQUIRED, {"service": {"sessionAffinityTimeoutSeconds": 600},
+                              "config": {"mcpSessionIdleTimeoutSeconds": 1800}})
+    with pytest.raises(helm_python.HelmRenderError, match="sessionAffinityTimeoutSeconds"):
+        render(values)
+
+
+def test_blueprint_workload_identity_without_workload_identity_is_refused() -> None:
+    with pytest.raises(helm_python.HelmRenderError, match="workloadIdentity.enabled is false"):
+        render(merge(REQUIRED, {"blueprint": {"clientId": "b1de9a14-0000-4f6f-8000-000000b1de9a"}}))
+
+
+# --- the pods --------------------------------------------------------------------------------
+
+
+def test_pods_run_as_fixed_non_root_user_with_read_only_root_and_no_capabilities(variant: Rendered) -> None:
+    pod = pod_spec(variant)
+    assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001,
+                                      "fsGroup": 10001, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert container(variant)["securityContext"] == {
+        "runAsNonRoot": True, "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert pod["automountServiceAccountToken"] is False
+
+
+def test_only_tmp_and_the_data_dir_are_writable_emptydirs(variant: Rendered) -> None:
+    mounts = {m["mountPath"]: m["name"] for m in container(variant)["volumeMounts"] if not m.get("readOnly")}
+    assert set(mounts) == {"/tmp", DATA_DIR}
+    volumes = {v["name"]: v for v in pod_spec(variant)["volumes"]}
+    assert all("emptyDir" in volumes[name] for name in mounts.values())
+    assert variant.env()["ENTRABOT_DATA_DIR"] == DATA_DIR
+
+
+def test_probes_use_healthz_for_liveness_and_startup_and_readyz_for_readiness(defaults: Rendered) -> None:
+    spec = container(defaults)
+    port = spec["ports"][0]
+    assert (port["name"], port["containerPort"]) == ("http", 8080)
+    assert spec["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert spec["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert spec["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert defaults.env()["ENTRABOT_PORT"] == "8080"
+    assert defaults.env()["ENTRABOT_HOST"] == "0.0.0.0"
+
+
+def test_rollouts_add_a_pod_before_removing_one_and_sigterm_gets_its_grace(defaults: Rendered) -> None:
+    deployment = defaults.one("Deployment")
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate",
+                                              "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+    assert deployment["spec"]["replicas"] == 3
+    assert pod_spec(defaults)["terminationGracePeriodSeconds"] == 30
+    assert container(defaults)["args"] == ["serve"]
+
+
+def test_replicas_spread_over_zones_and_hosts(defaults: Rendered) -> None:
+    constraints = pod_spec(defaults)["topologySpreadConstraints"]
+    assert [c["topologyKey"] for c in constraints] == ["topology.kubernetes.io/zone", "kubernetes.io/hostname"]
+    selector = defaults.one("Deployment")["spec"]["selector"]["matchLabels"]
+    assert all(c["labelSelector"]["matchLabels"] == selector for c in constraints)
+
+
+def test_replica_id_is_the_pod_name(defaults: Rendered) -> None:
+    env = {e["name"]: e for e in container(defaults)["env"]}
+    assert env["ENTRABOT_REPLICA_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+
+
+# --- sessions and the Service ------------------------------------------------------------------
+
+
+def test_service_pins_each_client_to_one_replica_for_longer_than_a_session_idles(defaults: Rendered) -> None:
+    spec = defaults.one("Service")["spec"]
+    assert spec["type"] == "ClusterIP"
+    assert spec["sessionAffinity"] == "ClientIP"
+    idle = float(defaults.env()["ENTRABOT_MCP_SESSION_IDLE_TIMEOUT_S"])
+    assert spec["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"] >= idle
+    assert spec["selector"] == defaults.one("Deployment")["spec"]["selector"]["matchLabels"]
+    assert spec["ports"][0]["targetPort"] == "http"
+
+
+def test_mcp_answers_the_service_names_and_configured_hosts(full: Rendered) -> None:
+    hosts = full.env()["ENTRABOT_MCP_ALLOWED_HOSTS"].split(",")
+    assert {FULLNAME, f"{FULLNAME}.{NAMESPACE}.svc.cluster.local", "agents.example.com"} <= set(hosts)
+
+
+# --- identity and secrets ----------------------------------------------------------------------
+
+
+def test_workload_identity_labels_the_pod_and_annotates_the_service_account(full: Rendered) -> None:
+    labels = full.one("Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert labels["azure.workload.identity/use"] == "true"
+    account = full.one("ServiceAccount")
+    assert account["metadata"]["annotations"]["azure.workload.identity/client-id"] == CLIENT_ID
+    assert account["metadata"]["annotations"]["azure.workload.identity/tenant-id"] == TENANT_ID
+    assert pod_spec(full)["serviceAccountName"] == account["metadata"]["name"]
+    assert full.env()["ENTRABOT_BLUEPRINT_FEDERATED_TOKEN_FILE"] == FEDERATED_TOKEN_FILE
+
+
+def test_without_workload_identity_the_pod_is_not_labelled(defaults: Rendered) -> None:
+    labels = defaults.one("Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert "azure.workload.identity/use" not in labels
+    assert "annotations" not in defaults.one("ServiceAccount")["metadata"]
+    assert "ENTRABOT_BLUEPRINT_FEDERATED_TOKEN_FILE" not in defaults.env()
+    assert "workload identity is off" in defaults.notes.lower()
+
+
+def test_blob_endpoint_and_container_are_set_together(defaults: Rendered) -> None:
+    env = defaults.env()
+    assert (env["ENTRABOT_BLOB_ENDPOINT"], env["ENTRABOT_BLOB_CONTAINER"]) == (
+        REQUIRED["config"]["blobEndpoint"], "entrabot")
+    trial = render({"replicaCount": 1}).env()
+    assert "ENTRABOT_BLOB_ENDPOINT" not in trial and "ENTRABOT_BLOB_CONTAINER" not in trial
+
+
+def test_secret_values_go_to_a_created_secret_not_the_configmap(full: Rendered) -> None:
+    secret = full.one("Secret")
+    assert set(secret["data"]) == {"ENTRABOT_MCP_STATIC_TOKENS"}
+    assert "ENTRABOT_MCP_STATIC_TOKENS" not in full.data("ConfigMap", FULLNAME)
+    assert {"secretRef": {"name": secret["metadata"]["name"]}} in container(full)["envFrom"]
+
+
+def test_existing_secret_is_read_and_none_is_created_and_certificate_is_mounted() -> None:
+    rendered = render(merge(REQUIRED, CERTIFICATE))
+    assert rendered.all("Secret") == []
+    assert {"secretRef": {"name": "entrabot-secrets"}} in container(rendered)["envFrom"]
+    mount = next(m for m in container(rendered)["volumeMounts"] if m["name"] == "blueprint-certificate")
+    assert mount["readOnly"] is True
+    assert rendered.env()["ENTRABOT_BLUEPRINT_CERTIFICATE_PATH"] == f"{mount['mountPath']}/blueprint.pem"
+    assert rendered.env()["ENTRABOT_BLUEPRINT_CERTIFICATE_KEY_PATH"] == f"{mount['mountPath']}/blueprint.key"
+    volume = next(v for v in pod_spec(rendered)["volumes"] if v["name"] == "blueprint-certificate")
+    assert [i["key"] for i in volume["secret"]["items"]] == ["blueprint.pem", "blueprint.key"]
+
+
+# --- optional objects --------------------------------------------------------------------------
+
+
+def test_autoscaling_replaces_the_fixed_replica_count(full: Rendered) -> None:
+    assert "replicas" not in full.one("Deployment")["spec"]
+    hpa = full.one("HorizontalPodAutoscaler", "autoscaling/v2")
+    assert hpa["spec"]["scaleTargetRef"]["name"] == full.one("Deployment")["metadata"]["name"]
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (3, 8)
+
+
+@pytest.mark.parametrize(("values", "api_version"), [
+    (ALL_FEATURES, "monitoring.coreos.com/v1"),
+    (merge(ALL_FEATURES, AZURE_PROMETHEUS), "azmonitoring.coreos.com/v1"),
+], ids=["prometheus-operator", "azure-managed-prometheus"])
+def test_service_monitor_scrapes_the_service_metrics_port(values: dict[str, Any], api_version: str) -> None:
+    rendered = render(values)
+    monitor = rendered.one("ServiceMonitor", api_version)
+    service = rendered.one("Service")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [NAMESPACE]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    assert endpoint["path"] == "/metrics"
+    assert set(monitor["spec"]) == {"selector", "namespaceSelector", "endpoints"}
+    assert set(endpoint) == {"port", "path", "interval"}
+
+
+def test_optional_objects_are_off_by_default(defaults: Rendered) -> None:
+    kinds = sorted(o["kind"] for o in defaults.objects)
+    assert kinds == ["ConfigMap", "ConfigMap", "Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service",
+                     "ServiceAccount"]
+
+
+def test_network_policy_admits_port_8080_and_lets_out_only_dns_and_https(defaults: Rendered) -> None:
+    policy = defaults.one("NetworkPolicy")["spec"]
+    assert policy["podSelector"]["matchLabels"] == defaults.one("Deployment")["spec"]["selector"]["matchLabels"]
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    (ingress,) = policy["ingress"]
+    assert ingress["ports"] == [{"port": 8080, "protocol": "TCP"}]
+    assert ingress["from"], "ingress comes from selected peers only"
+    egress_ports = [sorted((p["port"], p["protocol"]) for p in rule["ports"]) for rule in policy["egress"]]
+    assert egress_ports == [[(53, "TCP"), (53, "UDP")], [(443, "TCP")]]
+
+
+def test_pod_disruption_budget_keeps_all_but_one_replica(defaults: Rendered) -> None:
+    pdb = defaults.one("PodDisruptionBudget")["spec"]
+    assert pdb["maxUnavailable"] == 1
+    assert pdb["selector"]["matchLabels"] == defaults.one("Deployment")["spec"]["selector"]["matchLabels"]
+
+
+def test_dashboard_configmap_carries_the_canonical_dashboard_for_the_grafana_sidecar(defaults: Rendered) -> None:
+    (dashboard,) = [o for o in defaults.all("ConfigMap") if o["metadata"]["name"].endswith("-dashboard")]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert dashboard["data"] == {DASHBOARD.name: DASHBOARD.read_text()}
+
+
+def test_config_change_rolls_the_pods() -> None:
+    def checksum(values: dict[str, Any]) -> str:
+        return render(values).one("Deployment")["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+
+    assert checksum(REQUIRED) != checksum(merge(REQUIRED, {"config": {"logLevel": "DEBUG"}}))
