@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
 from service.devstack.azurite import Azurite, start_azurite
+from service.storage.backend import MemoryBackend
+from service.storage.blob import BlobBackend
+from service.storage.local import LocalBackend
 
 
 @pytest.fixture(scope="session")
@@ -24,3 +28,33 @@ def azurite() -> Iterator[Azurite]:
 def container_name() -> str:
     """A fresh, valid Blob container name, so tests never see each other's keys."""
     return "t" + uuid.uuid4().hex[:20]
+
+
+async def _empty_container(azurite: Azurite, name: str) -> BlobBackend:
+    backend = BlobBackend.from_connection_string(azurite.connection_string, name)
+    await backend.ensure_container()
+    return backend
+
+
+@pytest.fixture
+async def blob_backend(azurite: Azurite, container_name: str) -> AsyncIterator[BlobBackend]:
+    """An empty Blob container in Azurite."""
+    backend = await _empty_container(azurite, container_name)
+    try:
+        yield backend
+    finally:
+        await backend.aclose()
+
+
+@pytest.fixture(params=["local", pytest.param("blob", marks=pytest.mark.azurite)])
+async def any_backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryBackend]:
+    """An empty store of each kind: a LocalBackend directory, then a fresh container in Azurite."""
+    backend: MemoryBackend
+    if request.param == "local":
+        backend = LocalBackend(tmp_path / "store")
+    else:  # Azurite is only started when a blob variant runs
+        backend = await _empty_container(request.getfixturevalue("azurite"), request.getfixturevalue("container_name"))
+    try:
+        yield backend
+    finally:
+        await backend.aclose()

@@ -17,22 +17,10 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(params=["local", pytest.param("blob", marks=pytest.mark.azurite)])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryBackend]:
-    """An empty shared store: a LocalBackend directory, or a fresh container in Azurite."""
-    if request.param == "local":
-        backend: MemoryBackend = LocalBackend(tmp_path / "store")
-    else:
-        from service.storage.blob import BlobBackend
-
-        azurite = request.getfixturevalue("azurite")
-        blob = BlobBackend.from_connection_string(azurite.connection_string, request.getfixturevalue("container_name"))
-        await blob.ensure_container()
-        backend = blob
-    try:
-        yield backend
-    finally:
-        await backend.aclose()
+@pytest.fixture
+def store(any_backend: MemoryBackend) -> MemoryBackend:
+    """An empty store of each kind (LocalBackend, then Azurite): the shared ``any_backend``."""
+    return any_backend
 
 
 @pytest.fixture

@@ -44,11 +44,8 @@ def emulator() -> Iterator[RunningEmulator]:
 
 
 @pytest.fixture
-async def backend(azurite: Azurite, container_name: str) -> AsyncIterator[BlobBackend]:
-    store = BlobBackend.from_connection_string(azurite.connection_string, container_name)
-    await store.ensure_container()
-    yield store
-    await store.aclose()
+def backend(blob_backend: BlobBackend) -> BlobBackend:
+    return blob_backend
 
 
 def test_no_otlp_endpoint_installs_no_exporter() -> None:
