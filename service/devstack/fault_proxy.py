@@ -29,8 +29,9 @@ import asyncio
 import random
 import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum
 from types import TracebackType
 from urllib.parse import urlsplit
@@ -135,16 +136,6 @@ class ProxyStats:
         return self.commit_then_drop + self.fail_before + self.delayed
 
 
-@dataclass
-class _Counters:
-    requests: int = 0
-    forwarded: int = 0
-    commit_then_drop: int = 0
-    fail_before: int = 0
-    delayed: int = 0
-    upstream_errors: int = 0
-
-
 class FaultProxy:
     """A fault-injecting reverse proxy for one Blob endpoint (see the module docstring).
 
@@ -168,7 +159,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._rules: list[ProxyRule] = []
         self._remaining: list[int | None] = []
-        self._counters = _Counters()
+        self._counts: Counter[str] = Counter()
         self._port: int | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -211,23 +202,22 @@ class FaultProxy:
 
     def stats(self) -> ProxyStats:
         with self._lock:
-            c = self._counters
-            return ProxyStats(c.requests, c.forwarded, c.commit_then_drop, c.fail_before, c.delayed, c.upstream_errors)
+            return ProxyStats(**{f.name: self._counts[f.name] for f in fields(ProxyStats)})
 
     def _decide(self, method: str, target: str) -> Decision:
         with self._lock:
-            self._counters.requests += 1
+            self._counts["requests"] += 1
             decision = decide(self._rules, self._remaining, method, target, self._random.random)
             for index in decision.fired:
                 if self._remaining[index] is not None:
                     self._remaining[index] -= 1  # type: ignore[operator]
             if decision.delay_ms:
-                self._counters.delayed += 1
+                self._counts["delayed"] += 1
             return decision
 
     def _count(self, name: str) -> None:
         with self._lock:
-            setattr(self._counters, name, getattr(self._counters, name) + 1)
+            self._counts[name] += 1
 
     # --- lifecycle ---
 
@@ -331,6 +321,7 @@ class FaultProxy:
             transport = request.transport
             if transport is not None:
                 transport.abort()  # no response, not even a status line: "committed, response lost"
+            # aiohttp's own path for a client gone mid-request: close the connection, write nothing.
             raise asyncio.CancelledError
         if request.method == "HEAD" and length is not None:
             # A HEAD answer carries the blob's length with no body; keep it rather than "0".

@@ -172,12 +172,20 @@ class LocalFleet:
     def stop(self) -> dict[str, float]:
         """SIGTERM every replica (in parallel) and return how long each took to exit."""
         took: dict[str, float] = {}
-        for member in self.members:
-            if member.alive:
-                assert member.proc is not None
-                member.proc.send_signal(signal.SIGTERM)
-        for member in self.members:
-            took[member.name] = member.terminate()
+        pending = [m for m in self.members if m.alive]
+        began = time.monotonic()
+        for member in pending:
+            assert member.proc is not None
+            member.proc.send_signal(signal.SIGTERM)
+        # Poll them together, so each reports its own exit time from the common signal.
+        while pending and time.monotonic() - began < STOP_TIMEOUT_S:
+            for member in [m for m in pending if not m.alive]:
+                took[member.name] = time.monotonic() - began
+                pending.remove(member)
+            time.sleep(0.02)
+        for member in pending:
+            member.kill()
+            took[member.name] = time.monotonic() - began
         if self.emulator is not None:
             self.emulator.stop()
         if self._owns_azurite and self.azurite is not None:

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from opentelemetry import trace
 

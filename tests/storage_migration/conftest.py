@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from service.storage.backend import MemoryBackend
-from service.storage.local import LocalBackend
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 from opentelemetry import trace
@@ -15,7 +15,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
-from service.devstack.azurite import Azurite
 from service.storage.blob import BlobBackend
 from service.telemetry.logging import configure_logging
 from service.telemetry.tracing import configure_tracing

@@ -12,7 +12,6 @@ from emulator.faults import FaultRule
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
-from service.devstack.azurite import Azurite
 from service.storage.blob import BlobBackend
 from worker_stack import RecordingTarget, WorkerStack, build_stack
 
