@@ -198,8 +198,12 @@ async def claim_delivery(
     max_attempts: int = CLAIM_MAX_ATTEMPTS,
     settle_rounds: int = SETTLE_ROUNDS,
     new_claim_id: Callable[[], str] = _new_claim_id,
+    advance_watermark: bool = True,
 ) -> ChatClaim:
     """Claim ``candidates`` for this replica (see the module docstring for the whole contract).
+
+    ``advance_watermark=False``: the candidates lie beyond a message this replica cannot take (a
+    sponsor wait's reply after someone else's message); the watermark moves only to ``last_ts``.
 
     ``unsettled`` is this replica's memory of claim writes whose outcome is unknown, keyed by chat;
     pass the same mapping on every call (``ChatLedger`` holds one).
@@ -208,7 +212,7 @@ async def claim_delivery(
         span.set_attribute("entrabot.chat_id", chat_id)
         span.set_attribute("entrabot.candidates", len(candidates))
         run = _ClaimRun(backend, chat_id, unsettled, settle_rounds)
-        claim = await _claim(run, candidates, last_ts, clock, metrics, max_attempts, new_claim_id)
+        claim = await _claim(run, candidates, last_ts, clock, metrics, max_attempts, new_claim_id, advance_watermark)
         span.set_attribute("entrabot.claim.outcome", claim.outcome.value)
         span.set_attribute("entrabot.claim.ids", len(claim.ids))
         span.set_attribute("entrabot.claim.writes", claim.writes)
@@ -229,6 +233,7 @@ async def _claim(
     metrics: Metrics | None,
     max_attempts: int,
     new_claim_id: Callable[[], str],
+    advance_watermark: bool = True,
 ) -> ChatClaim:
     earlier = await run.settle_earlier()
     if run.settled is Settlement.UNKNOWN:
@@ -249,7 +254,8 @@ async def _claim(
         attempts += 1
         ids = tuple(c.id for c in decision.claimable)
         claim_id = new_claim_id()
-        cursor = apply_claim(read.value, decision.claimable, claim_id=claim_id, now=clock(), seen_up_to=last_ts)
+        cursor = apply_claim(read.value, decision.claimable, claim_id=claim_id, now=clock(), seen_up_to=last_ts,
+                             advance=advance_watermark)
         write = ClaimWrite(cursor_key(run.chat_id), render_chat_cursor(cursor), read.etag, claim_id)
         # Remembered before it is sent: if this call dies mid-write, the next one settles it.
         run.unsettled[run.chat_id] = UnsettledChatClaim(write, ids)
@@ -306,11 +312,19 @@ class ChatLedger:
     async def resolve(self, chat_id: str) -> CursorRead:
         return await resolve_cursor(self._backend, chat_id)
 
-    async def claim(self, chat_id: str, candidates: Sequence[Candidate], last_ts: datetime | None = None) -> ChatClaim:
+    async def claim(
+        self,
+        chat_id: str,
+        candidates: Sequence[Candidate],
+        last_ts: datetime | None = None,
+        *,
+        advance_watermark: bool = True,
+    ) -> ChatClaim:
         async with self._chat_locks.setdefault(chat_id, asyncio.Lock()):
             return await claim_delivery(
                 self._backend, chat_id, candidates, last_ts,
                 unsettled=self._unsettled, clock=self._clock, metrics=self._metrics,
+                advance_watermark=advance_watermark,
             )
 
     async def bootstrap(self, chat_id: str, seen: Sequence[Candidate]) -> Update[ChatCursor]:

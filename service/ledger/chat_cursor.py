@@ -61,6 +61,7 @@ from service.ledger.reads import CorruptValueError
 
 CURSOR_PREFIX = "chat_cursors/"
 TAIL_SIZE = 50
+MAX_TAIL = 1000  # ids kept ahead of a stalled watermark, at most
 CLAIM_MARKS_KEPT = 32
 _KNOWN_FIELDS = ("last_ts", "seen_ids_tail", "bootstrapped", "last_written_at", "last_ts_ids", "claims")
 _WHAT = "chat cursor"
@@ -99,12 +100,27 @@ def _all_numeric(ids: Iterable[str]) -> bool:
     return all(i.isascii() and i.isdigit() for i in ids)
 
 
-def newest_tail(older: Sequence[str], newer: Sequence[str], size: int = TAIL_SIZE) -> tuple[str, ...]:
-    """The newest ``size`` ids of both sequences (numeric order, or stored order then new ones)."""
+def newest_tail(
+    older: Sequence[str], newer: Sequence[str], size: int = TAIL_SIZE, *, watermark: datetime | None = None
+) -> tuple[str, ...]:
+    """The newest ``size`` ids of both sequences (numeric order, or stored order then new ones).
+
+    With numeric (Teams) ids, every id created after ``watermark`` is kept too, up to MAX_TAIL: an
+    id claimed ahead of the watermark (a sponsor's reply behind a message some other replica must
+    deliver) is protected by the tail alone, and dropping it would make it claimable again.
+    """
     union = list(dict.fromkeys([*older, *newer]))
-    if _all_numeric(union):
-        union.sort(key=id_order_key)
-    return tuple(union[-size:])
+    if not _all_numeric(union):
+        return tuple(union[-size:])
+    union.sort(key=id_order_key)
+    keep = size
+    if watermark is not None:
+        # Teams ids are creation times in epoch milliseconds (never earlier than the creation time);
+        # ids at exactly the watermark are guarded by last_ts_ids.
+        floor = int(as_utc(watermark).timestamp() * 1000)
+        ahead = sum(1 for i in union if int(i) > floor)
+        keep = min(max(size, ahead), MAX_TAIL)
+    return tuple(union[-keep:])
 
 
 @dataclass(frozen=True)
@@ -189,7 +205,7 @@ def merge(a: ChatCursor, b: ChatCursor) -> ChatCursor:
     at_last = frozenset().union(*(c.last_ts_ids for c in (a, b) if c.last_ts == last_ts))
     return ChatCursor(
         last_ts=last_ts,
-        seen_ids_tail=newest_tail(a.seen_ids_tail, b.seen_ids_tail),
+        seen_ids_tail=newest_tail(a.seen_ids_tail, b.seen_ids_tail, watermark=last_ts),
         bootstrapped=a.bootstrapped or b.bootstrapped,
         last_written_at=later(a.last_written_at, b.last_written_at),
         last_ts_ids=at_last,
@@ -234,13 +250,23 @@ def decide_claim(cursor: ChatCursor | None, candidates: Iterable[Candidate]) -> 
 
 
 def claim_contribution(
-    claimable: Sequence[Candidate], *, claim_id: str, at: datetime, seen_up_to: datetime | None = None
+    claimable: Sequence[Candidate],
+    *,
+    claim_id: str,
+    at: datetime,
+    seen_up_to: datetime | None = None,
+    advance: bool = True,
 ) -> ChatCursor:
-    """What one claim adds to the ledger: its ids, its watermark and its claim mark."""
+    """What one claim adds to the ledger: its ids, its watermark and its claim mark.
+
+    ``advance=False`` claims ahead of the watermark: it records the ids but moves the watermark only
+    to ``seen_up_to``, so older messages nobody has claimed stay claimable.
+    """
     if not claimable:
         raise ValueError("a claim needs at least one candidate")
     ordered = message_order(claimable)
-    last_ts = later(ordered[-1].ts, as_utc(seen_up_to) if seen_up_to is not None else None)
+    seen = as_utc(seen_up_to) if seen_up_to is not None else None
+    last_ts = later(ordered[-1].ts, seen) if advance else seen
     return ChatCursor(
         last_ts=last_ts,
         seen_ids_tail=tuple(c.id for c in ordered),
@@ -258,6 +284,7 @@ def apply_claim(
     claim_id: str,
     now: datetime,
     seen_up_to: datetime | None = None,
+    advance: bool = True,
 ) -> ChatCursor:
     """``cursor`` with the claim merged in; our claim mark is always the newest one it keeps.
 
@@ -269,7 +296,8 @@ def apply_claim(
     at = as_utc(now)
     if current.claims:
         at = max(at, max(m.at for m in current.claims) + timedelta(microseconds=1))
-    return merge(current, claim_contribution(claimable, claim_id=claim_id, at=at, seen_up_to=seen_up_to))
+    return merge(current, claim_contribution(claimable, claim_id=claim_id, at=at, seen_up_to=seen_up_to,
+                                             advance=advance))
 
 
 def baseline_cursor(seen: Sequence[Candidate], *, now: datetime) -> ChatCursor:

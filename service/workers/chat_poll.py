@@ -179,7 +179,8 @@ class ChatPoller:
                 state.watermark = later(state.watermark, offer.seen_up_to)
             return
         claim = await self.ledger.claim(
-            state.chat_id, [Candidate(m.id, m.created_date_time) for m in offer.candidates], offer.seen_up_to
+            state.chat_id, [Candidate(m.id, m.created_date_time) for m in offer.candidates], offer.seen_up_to,
+            advance_watermark=not offer.blocked,
         )
         if claim.outcome is ChatClaimOutcome.UNRESOLVED:
             # If the uncertain write turns out ours, a later call returns these ids: keep their text.

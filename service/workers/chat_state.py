@@ -51,12 +51,12 @@ def _id_order(message_id: str) -> tuple[int, str]:
 class Offer:
     """What one steady cycle offers to the ledger for one chat.
 
-    ``candidates``: the oldest-first run of human messages a live target here can take. The run stops
-    at the first human message no target here can take, because claiming anything newer would move
-    the fleet's watermark past it (a message older than the watermark is never claimable again).
-    ``seen_up_to``: the creation time of the newest message in the decided prefix (candidates plus the
-    non-human messages interleaved with them); None when nothing is decided.
-    ``blocked``: True when the run stopped early at a message some other replica must deliver.
+    ``candidates``: the human messages a live target here can take, oldest first.
+    ``seen_up_to``: the creation time of the newest message of the decided prefix — everything up to
+    the first human message no target here can take; None when nothing is decided.
+    ``blocked``: such a message exists. Then the candidates after it are claimed *ahead* of the
+    watermark (the fleet's watermark stops before the blocker, which another replica's host may
+    still take), as happens when a sponsor wait takes a reply that follows someone else's message.
     """
 
     candidates: tuple[ChatMessage, ...]
@@ -69,10 +69,13 @@ def decide_offer(
 ) -> Offer:
     candidates: list[ChatMessage] = []
     seen_up_to: datetime | None = None
+    blocked = False
     for message in fetched_oldest_first:
         if message.id in human_ids:
             if message.id not in takeable_ids:
-                return Offer(tuple(candidates), seen_up_to, blocked=True)
+                blocked = True
+                continue
             candidates.append(message)
-        seen_up_to = message.created_date_time
-    return Offer(tuple(candidates), seen_up_to, blocked=False)
+        if not blocked:
+            seen_up_to = message.created_date_time
+    return Offer(tuple(candidates), seen_up_to, blocked)

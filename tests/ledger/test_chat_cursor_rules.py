@@ -329,3 +329,27 @@ def test_claim_contribution_refuses_an_empty_claim() -> None:
     with pytest.raises(ValueError):
         apply_claim(None, [], claim_id="c", now=T0)
 
+
+
+# --- claims ahead of the watermark (a sponsor's reply behind a message another replica must deliver) ---
+
+
+def test_a_claim_ahead_of_the_watermark_leaves_the_skipped_older_message_claimable() -> None:
+    cursor = apply_claim(None, messages(1, 5), claim_id="a", now=T0)
+    blocked, reply = message(7), message(9)
+    ahead = apply_claim(cursor, [reply], claim_id="b", now=T0, seen_up_to=message(6).ts, advance=False)
+    assert ahead.last_ts == message(6).ts
+    decision = decide_claim(ahead, [blocked, reply])
+    assert decision.claimable == (blocked,) and decision.recorded == (reply.id,)
+
+
+def test_ids_claimed_ahead_of_a_stalled_watermark_outlive_the_50_id_tail() -> None:
+    cursor = apply_claim(None, [message(1)], claim_id="a", now=T0)
+    replies = messages(3, 3 + TAIL_SIZE + 20)
+    ahead = apply_claim(cursor, replies, claim_id="b", now=T0, seen_up_to=message(1).ts, advance=False)
+    assert len(ahead.seen_ids_tail) == TAIL_SIZE + 21
+    decision = decide_claim(ahead, [message(2), *replies])
+    assert decision.claimable == (message(2),) and len(decision.recorded) == len(replies)
+    # once the watermark catches up, the tail shrinks back to the newest 50
+    caught_up = apply_claim(ahead, [message(2)], claim_id="c", now=T0, seen_up_to=replies[-1].ts)
+    assert len(caught_up.seen_ids_tail) == TAIL_SIZE

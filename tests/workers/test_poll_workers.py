@@ -7,13 +7,13 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from worker_stack import RecordingTarget, WorkerStack, build_stack
 
 from emulator.faults import FaultRule
-
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
+from service.delivery.hub import TargetKind
 from service.storage.blob import BlobBackend
-from worker_stack import RecordingTarget, WorkerStack, build_stack
 
 pytestmark = pytest.mark.azurite
 
@@ -143,3 +143,28 @@ async def test_130_chats_are_discovered_across_three_pages(stack, emulator):
     pages = [r for r in emulator.stats.snapshot()["recent"] if r["route"] == "/v1.0/me/chats"]
     assert len(pages) == 3
     assert (await stack.watched.load()).value == "present"
+
+
+class SponsorWait(RecordingTarget):
+    def accepts(self, message) -> bool:  # type: ignore[no-untyped-def]
+        return message.source.value == "chat" and message.sender_is_sponsor
+
+
+async def test_a_sponsor_wait_takes_the_reply_behind_someone_elses_message_which_stays_for_a_push_host(
+        stack, emulator):
+    await stack.discovery.cycle()  # sponsors and chat members for the gate
+    wait = SponsorWait(target_id="wait", kind=TargetKind.SPONSOR_WAIT)
+    stack.hub.register(wait)
+    group = chat_ids(emulator)[1]
+    ada, other = emulator.seed.sponsors[0].id, human(emulator, 1)
+    await stack.chats.cycle()  # first sight
+    chatter = emulator.state.post_message(group, sender_id=other, content="lunch?")
+    reply = emulator.state.post_message(group, sender_id=ada, content="yes, ship it")
+    await stack.chats.cycle()
+    assert wait.ids == [reply.id]
+    stack.hub.unregister("wait")
+    push = RecordingTarget()
+    stack.hub.register(push)
+    await stack.chats.cycle()
+    await stack.chats.cycle()
+    assert push.ids == [chatter.id]  # delivered once a host that takes it is here; the reply not again
