@@ -72,7 +72,9 @@ class ProxyRule:
     methods: frozenset[str] | None = None
     path: str | None = None  # regex searched in the request's path and query
     delay_ms: int = 0
-    times: int | None = None  # fire at most this many times; None: no limit
+    # Fire at most this many times (None: no limit). A COMMIT_THEN_DROP that meets a non-2xx answer
+    # forwards it (nothing committed to hide) and still spends one.
+    times: int | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.probability <= 1.0:

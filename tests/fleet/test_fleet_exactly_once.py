@@ -1,0 +1,103 @@
+"""Issue 7: every inbound message is delivered exactly once across the fleet, with faults on.
+
+Three replica processes share one Azurite container through the fault proxy (writes that commit and
+lose their response, writes refused with 503, delays); two push hosts; 50 chats; 1,000 chat messages
+and 200 mails from seeded humans over two minutes. Mid-run the replica holding host A is SIGKILLed
+(its host fails over) and later restarted; then the replica holding host B gets SIGTERM and is
+restarted too. Afterwards no message may have reached a host twice, and every message must have
+reached one, except claims in flight at the SIGKILL: undelivered, recorded as claimed in the ledger
+read right after the kill, and sent within the in-flight window before it. Those are counted and
+printed; anything else undelivered fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from service.devstack.azurite import Azurite
+from service.devstack.fault_proxy import WRITE_METHODS, ProxyFault, ProxyRule
+from service.devstack.fleet_run import Disruption, DisruptionKind, FleetPlan, FleetResult, FleetRun
+
+pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]
+
+TRAFFIC_S = 120.0
+SIGTERM_BOUND_S = 10.0  # SPEC §7 asks for "well within 30 s"; the replica's own budget is ~11 s
+
+PLAN = FleetPlan(
+    replicas=3,
+    hosts=2,
+    chats=50,
+    chat_messages=1000,
+    mails=200,
+    traffic_s=TRAFFIC_S,
+    chat_poll_s=1.0,
+    email_poll_s=3.0,
+    proxy_rules=(
+        ProxyRule(ProxyFault.COMMIT_THEN_DROP, probability=0.05, methods=WRITE_METHODS),
+        ProxyRule(ProxyFault.FAIL_BEFORE, probability=0.03, methods=WRITE_METHODS),
+        ProxyRule(ProxyFault.DELAY, probability=0.2, delay_ms=30),
+    ),
+    disruptions=(
+        Disruption(0.30 * TRAFFIC_S, DisruptionKind.SIGKILL, host="host-a"),
+        Disruption(0.45 * TRAFFIC_S, DisruptionKind.RESTART),
+        Disruption(0.60 * TRAFFIC_S, DisruptionKind.SIGTERM, host="host-b"),
+        Disruption(0.75 * TRAFFIC_S, DisruptionKind.RESTART),
+    ),
+)
+
+
+def _report(result: FleetResult, tmp_path: Path) -> dict[str, object]:
+    summary = result.summary()
+    path = tmp_path / "fleet_summary.json"
+    path.write_text(json.dumps(summary, indent=2))
+    print(f"\nfleet run summary ({path}):\n{json.dumps(summary, indent=2)}")
+    return summary
+
+
+def _sent_in_window_before(result: FleetResult, kill_index: int) -> int:
+    kill = result.kills[kill_index]
+    window = timedelta(seconds=result.plan.in_flight_window_s)
+    return sum(1 for m in result.sent if timedelta(0) <= kill.at - m.created <= window)
+
+
+@pytest.mark.timeout(420)
+async def test_every_message_reaches_one_host_exactly_once_through_faults_kills_and_restarts(
+    azurite: Azurite, tmp_path: Path
+) -> None:
+    result = await FleetRun(PLAN, tmp_path / "fleet", azurite=azurite).run()
+    summary = _report(result, tmp_path)
+    account = result.account
+
+    sent = summary["sent"]
+    assert isinstance(sent, dict) and sent["chat"] >= 1000 and sent["mail"] >= 200
+
+    # The scenario happened as planned: faults were injected, and the killed replica held a host.
+    assert result.proxy.commit_then_drop > 0 and result.proxy.fail_before > 0 and result.proxy.delayed > 0
+    kinds = [d.kind for d in result.disruptions]
+    assert kinds == [DisruptionKind.SIGKILL, DisruptionKind.RESTART, DisruptionKind.SIGTERM, DisruptionKind.RESTART]
+    assert result.disruptions[0].hosts_on_it and result.disruptions[2].hosts_on_it
+    kill_at = result.kills[0].at.timestamp()
+    for host in result.disruptions[0].hosts_on_it:  # it failed over and kept receiving
+        assert result.host_connections[host] >= 2
+        assert any(p.host == host and p.received_at > kill_at for p in result.pushes)
+    sigterm = result.disruptions[2]
+    assert sigterm.took_s < SIGTERM_BOUND_S, f"{sigterm.replica} took {sigterm.took_s:.1f} s to exit on SIGTERM"
+
+    # Exactly once: nothing twice, nothing that was never sent.
+    assert not account.duplicates, f"delivered more than once: {dict(account.duplicates)}"
+    assert not account.unexpected, f"pushed but never sent by the run: {account.unexpected}"
+
+    # Nothing lost but claims in flight at the SIGKILL, and those few.
+    assert not account.unexplained, (
+        f"{len(account.unexplained)} message(s) lost without a SIGKILL to explain them: "
+        f"{summary['unexplained_losses']}; replica logs in {result.workdir}"
+    )
+    lost = len(account.lost_at_sigkill)
+    bound = _sent_in_window_before(result, 0)
+    print(f"lost at the SIGKILL of {result.kills[0].replica}: {lost} (sent in the in-flight window: {bound})")
+    assert lost <= bound
+    assert account.delivered + lost == account.sent
