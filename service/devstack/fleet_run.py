@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import random
+import signal
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -62,6 +63,9 @@ HOST_RECONNECT_WAIT_S = 20.0
 # receivedDateTime has whole-second precision: mail in the second the email cursor was initialized
 # in would be older than it. Traffic starts after this much time past the initialization.
 MAIL_CURSOR_MARGIN_S = 1.5
+
+# Kubernetes gives 30 s; a replica must exit by itself well inside it, else it is SIGKILLed.
+SIGTERM_GRACE_S = 10.0
 
 
 class DisruptionKind(str, Enum):
@@ -123,6 +127,8 @@ class DisruptionRecord:
     at: datetime
     took_s: float  # SIGTERM: until the process exited; RESTART: until /readyz answered; SIGKILL: 0
     hosts_on_it: tuple[str, ...]
+    # SIGTERM: the replica exited by itself within the grace period (else it was SIGKILLed).
+    exited_by_itself: bool = True
 
 
 @dataclass
@@ -352,6 +358,7 @@ class FleetRun:
         on_it = tuple(h.name for h in self.hosts if h.connected_to == member.mcp_url)
         kind = disruption.kind
         took = 0.0
+        exited_by_itself = True
         if kind is DisruptionKind.SIGKILL:
             member.kill()
             at = utc_now()
@@ -361,7 +368,8 @@ class FleetRun:
             self._stopped.append(member)
         elif kind is DisruptionKind.SIGTERM:
             at = utc_now()
-            took = await asyncio.to_thread(member.terminate)
+            took = await asyncio.to_thread(member.terminate, SIGTERM_GRACE_S)
+            exited_by_itself = member.proc is not None and member.proc.returncode != -signal.SIGKILL
             self._stopped.append(member)
         else:
             at = utc_now()
@@ -371,7 +379,7 @@ class FleetRun:
             took = time.monotonic() - began
             if member in self._stopped:
                 self._stopped.remove(member)
-        self._disruptions.append(DisruptionRecord(kind, member.name, at, took, on_it))
+        self._disruptions.append(DisruptionRecord(kind, member.name, at, took, on_it, exited_by_itself))
 
     async def _target(self, disruption: Disruption) -> ReplicaProcess:
         assert self.fleet is not None

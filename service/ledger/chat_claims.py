@@ -154,6 +154,7 @@ class _ClaimRun:
     chat_id: str
     unsettled: MutableMapping[str, UnsettledChatClaim]
     settle_rounds: int
+    metrics: Metrics | None = None
     carried: tuple[str, ...] = ()
     settled: Settlement | None = None
     writes: int = 0
@@ -166,6 +167,10 @@ class _ClaimRun:
             writes=self.writes,
         )
 
+    def record_settle(self, settlement: Settlement) -> None:
+        if self.metrics is not None:
+            self.metrics.chat_settle.labels(outcome=settlement.value).inc()
+
     async def read_back(self) -> CursorRead:
         return await resolve_cursor(self.backend, self.chat_id)
 
@@ -176,6 +181,7 @@ class _ClaimRun:
             return None
         result = await settle_uncertain_write(self.backend, pending.write, self.read_back, rounds=self.settle_rounds)
         self.settled = result.settlement
+        self.record_settle(result.settlement)
         self.writes += result.writes
         if result.settlement is Settlement.UNKNOWN:
             return None
@@ -211,13 +217,14 @@ async def claim_delivery(
     with tracer.start_as_current_span("ledger.claim_delivery") as span:
         span.set_attribute("entrabot.chat_id", chat_id)
         span.set_attribute("entrabot.candidates", len(candidates))
-        run = _ClaimRun(backend, chat_id, unsettled, settle_rounds)
+        run = _ClaimRun(backend, chat_id, unsettled, settle_rounds, metrics)
         claim = await _claim(run, candidates, last_ts, clock, metrics, max_attempts, new_claim_id, advance_watermark)
         span.set_attribute("entrabot.claim.outcome", claim.outcome.value)
         span.set_attribute("entrabot.claim.ids", len(claim.ids))
         span.set_attribute("entrabot.claim.writes", claim.writes)
         if metrics is not None:
             metrics.claims.labels(ledger=LEDGER, outcome=claim.outcome.value).inc()
+            metrics.chat_unsettled.set(len(unsettled))
             if claim.ids:
                 metrics.claimed_messages.labels(ledger=LEDGER).inc(len(claim.ids))
         if claim.problem is not None:
@@ -261,6 +268,8 @@ async def _claim(
         run.unsettled[run.chat_id] = UnsettledChatClaim(write, ids)
         result = await write_claim(run.backend, write, run.read_back, rounds=run.settle_rounds)
         run.writes += result.writes
+        if result.failed:
+            run.record_settle(result.settlement)
         if result.conflicted and metrics is not None:
             metrics.cas_conflicts.labels(ledger=LEDGER).inc()
         if result.settlement is Settlement.UNKNOWN:

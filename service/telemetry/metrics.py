@@ -31,6 +31,12 @@ class Metrics:
         self.email_settle = Counter(
             "entrabot_email_settle", "Settlements of uncertain email claims by outcome", ["outcome"], registry=r
         )
+        self.chat_settle = Counter(
+            "entrabot_chat_settle", "Settlements of uncertain chat claim writes by outcome", ["outcome"], registry=r
+        )
+        self.chat_unsettled = Gauge(
+            "entrabot_chat_unsettled", "Chats whose last claim write is still in doubt", registry=r
+        )
         self.email_hold = Gauge(
             "entrabot_email_hold", "1 while an email batch is held awaiting settlement", registry=r
         )

@@ -20,12 +20,18 @@ import pytest
 
 from service.devstack.azurite import Azurite
 from service.devstack.fault_proxy import WRITE_METHODS, ProxyFault, ProxyRule
-from service.devstack.fleet_run import Disruption, DisruptionKind, FleetPlan, FleetResult, FleetRun
+from service.devstack.fleet_run import (
+    SIGTERM_GRACE_S,
+    Disruption,
+    DisruptionKind,
+    FleetPlan,
+    FleetResult,
+    FleetRun,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]
 
 TRAFFIC_S = 120.0
-SIGTERM_BOUND_S = 10.0  # SPEC §7 asks for "well within 30 s"; the replica's own budget is ~11 s
 
 PLAN = FleetPlan(
     replicas=3,
@@ -85,7 +91,7 @@ async def test_every_message_reaches_one_host_exactly_once_through_faults_kills_
         assert result.host_connections[host] >= 2
         assert any(p.host == host and p.received_at > kill_at for p in result.pushes)
     sigterm = result.disruptions[2]
-    assert sigterm.took_s < SIGTERM_BOUND_S, f"{sigterm.replica} took {sigterm.took_s:.1f} s to exit on SIGTERM"
+    assert sigterm.exited_by_itself, f"{sigterm.replica} had to be SIGKILLed after the {SIGTERM_GRACE_S:.0f} s grace"
 
     # Exactly once: nothing twice, nothing that was never sent.
     assert not account.duplicates, f"delivered more than once: {dict(account.duplicates)}"

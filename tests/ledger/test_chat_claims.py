@@ -10,11 +10,29 @@ import asyncio
 from dataclasses import replace
 
 import pytest
-from ledger_helpers import CancelledAfterCommit, FakeClock, RecordingBackend, message, messages, sample
+from ledger_helpers import (
+    CancelledAfterCommit,
+    FakeClock,
+    RecordingBackend,
+    message,
+    messages,
+    sample,
+)
 
 from service.ledger.cas import UpdateOutcome
-from service.ledger.chat_claims import ChatClaimOutcome, ChatLedger, ClaimProblem, resolve_cursor
-from service.ledger.chat_cursor import ChatCursor, ClaimMark, cursor_key, parse_chat_cursor, render_chat_cursor
+from service.ledger.chat_claims import (
+    ChatClaimOutcome,
+    ChatLedger,
+    ClaimProblem,
+    resolve_cursor,
+)
+from service.ledger.chat_cursor import (
+    ChatCursor,
+    ClaimMark,
+    cursor_key,
+    parse_chat_cursor,
+    render_chat_cursor,
+)
 from service.ledger.reads import ReadOutcome
 from service.ledger.settle import Settlement
 from service.storage.backend import MemoryBackend
@@ -174,11 +192,14 @@ async def test_a_committed_write_whose_response_was_lost_is_settled_as_ours_and_
     recording = RecordingBackend(store)
     faulty = FaultyBackend(recording)
     faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1))
-    ledger = ChatLedger(faulty)
+    metrics = Metrics()
+    ledger = ChatLedger(faulty, metrics=metrics)
     claim = await ledger.claim(CHAT, messages(1, 3))
     assert claim.outcome is ChatClaimOutcome.CLAIMED and claim.ids == ids(1, 3)
     assert len(recording.writes_to(KEY)) == 1 and ledger.unsettled_chats == frozenset()
     assert (await ledger.claim(CHAT, messages(1, 3))).ids == ()
+    assert metrics.chat_settle.labels(outcome="ours")._value.get() == 1
+    assert metrics.chat_unsettled._value.get() == 0
 
 
 async def test_a_conflict_reported_for_a_write_that_committed_is_settled_as_ours(store: MemoryBackend) -> None:
