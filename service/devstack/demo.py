@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -104,6 +105,10 @@ async def run_demo(options: DemoOptions) -> int:
     hosts = [ChannelHost(f"host-{chr(97 + i)}", urls[i:] + urls[:i], token=DEV_TOKEN, on_push=printer)
              for i in range(len(urls))]
     stop = asyncio.Event()
+    # Ctrl-C and SIGTERM end the demo the same way: stop the traffic and hosts, then the fleet.
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
     sent: Counter[str] = Counter()
     print("Hosts connect over MCP; seeded humans start talking. Ctrl-C stops everything.\n", flush=True)
     try:

@@ -7,6 +7,7 @@ the pinned npm build (or a container where Docker answers).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -27,6 +28,17 @@ from service.devstack.emulator_env import agent_user_env
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
 DEV_TOKEN = "local-fleet-dev-token"
+PR_SET_PDEATHSIG = 1
+
+
+def _terminate_with_parent() -> None:
+    """In the child before exec: SIGTERM it when the process that started it dies, so a demo or test
+    killed hard never leaves replicas behind (Linux prctl; elsewhere nothing happens)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
 
 
 def free_port() -> int:
@@ -55,7 +67,7 @@ class ReplicaProcess:
         with open(self.log_path, "ab") as log_file:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "service.cli", "serve"], env=self.env, stdout=log_file,
-                stderr=subprocess.STDOUT, start_new_session=True,
+                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_terminate_with_parent,
             )
 
     @property
