@@ -117,13 +117,15 @@ class GraphClient:
 
     # --- chats -------------------------------------------------------------------------------
 
-    async def list_my_chats(self, *, max_pages: int = 20) -> ChatSweep:
-        """Every chat of the agent user, up to ``max_pages`` pages of 50.
+    async def list_my_chats(self, *, max_pages: int = 20, members: bool = True) -> ChatSweep:
+        """Every chat of the agent user, up to ``max_pages`` pages of 50, with its newest message's
+        preview (and its members unless ``members=False``: the change scan needs only previews).
 
         A failure on the first page raises (nothing was read); a later failure returns what was
         read with ``complete=False``. Graph refuses ``$orderby`` here, so the order is Graph's.
         """
-        url, route = self._url("me/chats", params={"$expand": "lastMessagePreview,members", "$top": MAX_TOP})
+        expand = "lastMessagePreview,members" if members else "lastMessagePreview"
+        url, route = self._url("me/chats", params={"$expand": expand, "$top": MAX_TOP})
         chats: list[Chat] = []
         last: Page[Chat] | None = None
         try:

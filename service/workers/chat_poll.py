@@ -37,6 +37,7 @@ tracer = trace.get_tracer(__name__)
 
 # A chat with more new messages than this since the last cycle surfaces only its newest ones.
 MAX_PAGES_PER_CHAT = 20
+MAX_SCAN_PAGES = 20  # 1,000 chats; chats beyond the scan are polled every cycle
 
 
 @dataclass
@@ -53,7 +54,10 @@ class ChatPoller:
     concurrency: int = 8
     first_sight_max_age: timedelta = timedelta(hours=24)
     sent_message_ids: Collection[str] = frozenset()
+    # Every Nth cycle polls every chat, whatever the scan says (a guard against a stale preview).
+    full_sweep_every: int = 12
     _states: dict[str, ChatPollState] = field(default_factory=dict)
+    _cycles: int = 0
 
     def state_of(self, chat_id: str) -> ChatPollState:
         state = self._states.get(chat_id)
@@ -74,6 +78,9 @@ class ChatPoller:
                 log.warning("watched chats unreadable; polling none this cycle")
                 return
         chats = sorted(self.watched.chats)
+        changed = await self._changed_chats(chats)
+        if changed is not None:
+            chats = [chat_id for chat_id in chats if chat_id in changed]
         limit = asyncio.Semaphore(max(1, self.concurrency))
 
         async def one(chat_id: str) -> None:
@@ -85,6 +92,41 @@ class ChatPoller:
             async with asyncio.TaskGroup() as group:
                 for chat_id in chats:
                     group.create_task(one(chat_id))
+
+    async def _changed_chats(self, chats: list[str]) -> set[str] | None:
+        """The chats that may hold something new, from one ``/me/chats`` scan of message previews;
+        None means "poll every chat" (the scan failed, or this is the periodic full sweep).
+
+        Polling every chat every cycle costs one chat-message request per chat, against a budget of
+        20 per second shared by the whole fleet; the scan costs one request per 50 chats. A chat is
+        skipped only when the fleet's view of it is settled here and its newest message is not newer
+        than this replica's watermark.
+        """
+        self._cycles += 1
+        if self.full_sweep_every <= 1 or self._cycles % self.full_sweep_every == 1:
+            return None
+        try:
+            sweep = await self.graph.list_my_chats(max_pages=MAX_SCAN_PAGES, members=False)
+        except GraphError as exc:
+            log.warning("chat change scan failed; polling every chat", extra={"error": type(exc).__name__})
+            return None
+        previews = {chat.id: chat.last_message_preview for chat in sweep.chats}
+        unsettled = self.ledger.unsettled_chats
+        changed: set[str] = set()
+        for chat_id in chats:
+            state = self._states.get(chat_id)
+            if (state is None or state.phase is not ChatPhase.STEADY or state.held or chat_id in unsettled
+                    or chat_id not in previews):
+                changed.add(chat_id)
+                continue
+            preview = previews[chat_id]
+            newest = preview.created_date_time if preview is not None else None
+            if newest is None:
+                if state.watermark is not None:
+                    changed.add(chat_id)  # a chat with history but no preview: don't trust the scan
+            elif state.watermark is None or newest > state.watermark:
+                changed.add(chat_id)
+        return changed
 
     async def poll_chat(self, chat_id: str) -> None:
         state = self.state_of(chat_id)

@@ -168,3 +168,22 @@ async def test_a_sponsor_wait_takes_the_reply_behind_someone_elses_message_which
     await stack.chats.cycle()
     await stack.chats.cycle()
     assert push.ids == [chatter.id]  # delivered once a host that takes it is here; the reply not again
+
+
+def polled_chats(emulator: RunningEmulator) -> list[str]:
+    return [r["path"].split("/")[3] for r in emulator.stats.snapshot()["recent"]
+            if r["route"] == "/v1.0/chats/{id}/messages"]
+
+
+async def test_between_full_sweeps_only_chats_whose_newest_message_moved_are_polled(stack, emulator):
+    target = await connect(stack)
+    quiet, busy, _ = chat_ids(emulator)
+    await stack.chats.cycle()  # a full sweep: first sight everywhere
+    await stack.chats.cycle()  # every cursor resolved, steady
+    emulator.stats.reset()
+    await stack.chats.cycle()
+    assert polled_chats(emulator) == []  # nothing new anywhere: one /me/chats scan, no message reads
+    posted = emulator.state.post_message(busy, sender_id=human(emulator), content="news")
+    await stack.chats.cycle()
+    assert set(polled_chats(emulator)) == {busy} and quiet not in polled_chats(emulator)
+    assert target.ids[-1] == posted.id
