@@ -133,7 +133,9 @@ class Replica:
                 jitter_s=s.chat_poll_jitter_s, wake=self.hub.wait_for_change)
         sup.add("email_poll", email.cycle, interval_s=s.email_poll_interval_s, wake=self.hub.wait_for_change)
         if s.auth_mode == "agent_user":
-            sup.add("discovery", discovery.cycle, interval_s=s.discovery_interval_s)
+            # The first sweep ran above, before the loops: the next one is due an interval later.
+            sup.add("discovery", discovery.cycle, interval_s=s.discovery_interval_s,
+                    first_after_s=s.discovery_interval_s)
         sup.add("daily_summary", _discard(summary.run_if_due), interval_s=SUMMARY_INTERVAL_S)
         self._supervisor_task = asyncio.create_task(sup.run(), name="supervisor")
         self.phase = Phase.RUNNING

@@ -47,6 +47,7 @@ class _Loop:
     cycle: Cycle
     wake: Callable[[], Awaitable[None]] | None
     status: LoopStatus
+    first_after_s: float = 0.0
 
 
 @dataclass
@@ -64,12 +65,15 @@ class Supervisor:
         interval_s: float,
         jitter_s: float = 0.0,
         wake: Callable[[], Awaitable[None]] | None = None,
+        first_after_s: float = 0.0,
     ) -> None:
-        """Run ``cycle`` every ``interval_s`` (± jitter so replicas spread out).
+        """Start ``cycle`` every ``interval_s`` (± jitter so replicas spread out), counted from the
+        start of the previous cycle, so a slow cycle does not stretch the cadence.
 
         ``wake``, when given, ends the sleep early (e.g. a host connected to an idle replica).
+        ``first_after_s`` delays the first cycle (one that already ran during start-up).
         """
-        self._loops.append(_Loop(name, interval_s, jitter_s, cycle, wake, LoopStatus(name)))
+        self._loops.append(_Loop(name, interval_s, jitter_s, cycle, wake, LoopStatus(name), first_after_s))
 
     @property
     def statuses(self) -> list[LoopStatus]:
@@ -96,8 +100,10 @@ class Supervisor:
         status = loop.status
         status.state = LoopState.RUNNING
         self._gauge(loop.name, 1)
-        due = time.monotonic()
+        due = time.monotonic() + loop.first_after_s
         try:
+            if loop.first_after_s > 0:
+                await self._sleep(loop, loop.first_after_s)
             while not self._stopping.is_set():
                 started = time.monotonic()
                 status.last_started = started
@@ -107,9 +113,9 @@ class Supervisor:
                 status.cycles += 1
                 if self.metrics is not None:
                     self.metrics.loop_cycles.labels(loop.name, "ok").inc()
-                delay = loop.interval_s + self.rng.uniform(-loop.jitter_s, loop.jitter_s)
-                due = time.monotonic() + max(0.0, delay)
-                await self._sleep(loop, max(0.0, delay))
+                interval = max(0.0, loop.interval_s + self.rng.uniform(-loop.jitter_s, loop.jitter_s))
+                due = started + interval
+                await self._sleep(loop, max(0.0, due - time.monotonic()))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - recorded and surfaced, never swallowed

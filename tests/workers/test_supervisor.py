@@ -83,3 +83,18 @@ async def test_stop_interrupts_a_long_sleep():
     sup.stop()
     await asyncio.wait_for(task, timeout=5)
     assert sup.statuses[0].state is LoopState.STOPPED
+
+
+async def test_a_first_delay_postpones_only_the_first_cycle():
+    sup = Supervisor()
+    runs = []
+
+    async def cycle():
+        runs.append(1)
+
+    sup.add("delayed", cycle, interval_s=0.01, first_after_s=3600)
+    task = asyncio.create_task(sup.run())
+    await asyncio.sleep(0.1)
+    sup.stop()
+    await asyncio.wait_for(task, 5)
+    assert runs == []

@@ -1,0 +1,92 @@
+"""Smoke runs of the benchmarks at their tiniest size: each writes its JSON and markdown with the keys
+the README's figures are read from, and counts that show the scenario really ran. Counts only: a
+benchmark's figures are never asserted on (no timing assertions in tests)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import delivery_latency
+from bench.__main__ import main as run_benchmarks
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+FLEET_BENCHMARKS = ("graph_cost", "footprint", "delivery_latency", "claim_efficiency")
+
+
+@pytest.fixture(scope="module")
+def tiny_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tiny run of ``python -m bench`` (graph cost and footprint share one load run, latency and
+    claim efficiency one traffic run, as in ``make bench``)."""
+    out = tmp_path_factory.mktemp("bench-results")
+    assert run_benchmarks(["--tiny", "--results", str(out)]) == 0
+    return out
+
+
+def result(results: Path, name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((results / f"{name}.json").read_text())
+    assert data["benchmark"] == name
+    assert data["profile"] == "tiny"
+    assert {"cpus", "python", "load_average", "load_average_before"} <= data["machine"].keys()
+    assert data["parameters"]
+    return data
+
+
+def test_runner_writes_every_result_and_a_summary_naming_each(tiny_results: Path) -> None:
+    summary = (tiny_results / "SUMMARY.md").read_text()
+    for name in FLEET_BENCHMARKS:
+        assert (tiny_results / f"{name}.json").is_file()
+        assert (tiny_results / f"{name}.md").read_text().startswith("## ")
+    for heading in ("## Graph cost", "## Footprint", "## Delivery latency", "## Claim efficiency"):
+        assert heading in summary
+    assert "Command: `python -m bench --tiny" in summary
+    assert "FAILED" not in summary
+    assert "## claim_ledger\n\nSkipped:" in summary  # it has no tiny size
+
+
+def test_graph_cost_counts_polls_only_while_a_host_is_connected(tiny_results: Path) -> None:
+    (chats,) = result(tiny_results, "graph_cost")["results"]
+    assert chats["watched_chats"] == chats["chats"] == 5
+    phases = {p["phase"]: p for p in chats["phases"]}
+    assert set(phases) == {"no_host", "idle", "busy"}
+    # The delivery rule: without a live target the replica reads no chat messages at all.
+    assert phases["no_host"]["chat_message_requests_per_min"] == 0
+    assert phases["idle"]["chat_message_requests_per_min"] > 0
+    assert phases["busy"]["delivery"]["posted"] > 0
+    assert phases["busy"]["delivery"]["duplicates"] == 0
+    assert chats["startup"]["requests"]["median"] > 0
+    assert chats["warmup"]["by_route"]["GET /v1.0/chats/{id}/messages"]["200"] >= 2 * chats["chats"]
+
+
+def test_footprint_reads_cpu_and_memory_of_the_replica_process(tiny_results: Path) -> None:
+    (chats,) = result(tiny_results, "footprint")["results"]
+    assert chats["cold_start_to_ready_s"]["runs"] == 1
+    assert chats["rss_mib_at_ready"]["median"] > 0
+    for phase in chats["phases"]:
+        assert phase["rss_mib"]["samples"] > 1
+        assert phase["rss_mib"]["max"] > 0
+        assert phase["cpu_s_per_min"] is not None
+
+
+def test_claim_efficiency_counts_every_claim_once(tiny_results: Path) -> None:
+    (row,) = result(tiny_results, "claim_efficiency")["rows"]
+    assert row["replicas"] == 1
+    assert row["claims_by_outcome"]["claimed"] > 0
+    assert row["cas_attempts"] >= row["claims_by_outcome"]["claimed"]
+    assert row["claimed_messages"] == row["delivered"] > 0
+    assert row["exactly_once"] is True
+
+
+def test_delivery_latency_standalone_main_writes_one_sample_per_delivered_message(tmp_path: Path) -> None:
+    out = delivery_latency.main(["--tiny", "--results", str(tmp_path)])
+    (row,) = out["rows"]
+    assert row["posted"] > 0
+    assert row["delivered"] == row["posted"] == row["samples"] == row["latency_s"]["count"]
+    assert row["duplicates"] == 0
+    written = result(tmp_path, "delivery_latency")
+    assert written["rows"] == out["rows"]
+    assert (tmp_path / "delivery_latency.md").read_text().startswith("## Delivery latency")
