@@ -18,6 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from service import __version__
 from service.replica import Phase, Replica
+from service.graph.errors import GraphError
 from service.storage.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,13 @@ def create_app(replica: Replica, *, on_started: Callable[[Replica], None] | None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        await replica.start()
+        try:
+            await replica.start()
+        except (StorageError, GraphError) as exc:
+            # Kept for `serve`, which turns it into one line saying what to fix.
+            replica.startup_error = f"{type(exc).__name__}: {exc}"
+            await replica.stop()
+            raise
         try:
             async with replica.mcp.lifespan():
                 if on_started is not None:

@@ -84,6 +84,7 @@ class Replica:
     supervisor: Supervisor = field(init=False)
     phase: Phase = Phase.STARTING
     agent: AgentUser | None = None
+    startup_error: str | None = None  # why start() failed, for the one line `serve` prints
     chat_poller: ChatPoller | None = None
     watched: WatchedChats | None = None
     _supervisor_task: asyncio.Task[None] | None = None

@@ -62,10 +62,14 @@ def serve(*, host: str | None = None, port: int | None = None) -> int:
     server = uvicorn.Server(config)
     try:
         server.run()
+    except SystemExit:
+        pass  # uvicorn exits 3 when the lifespan fails; the reason is reported below
     finally:
         if provider is not None:
             provider.shutdown()
     # uvicorn leaves started False when the lifespan failed (backend unreachable, Graph refused us).
+    if replica.startup_error is not None:
+        raise ServeError(f"the replica did not start: {replica.startup_error}")
     if not server.started:
         print("entrabot-fleet: the replica did not start; see the log lines above", file=sys.stderr)
         return 1

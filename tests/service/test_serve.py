@@ -62,6 +62,24 @@ def test_a_half_blob_configuration_exits_non_zero_with_one_line_and_never_reache
     assert not (tmp_path / "d").exists()
 
 
+def test_an_unreachable_blob_endpoint_stops_start_up_with_one_line_naming_it(
+        emulator: RunningEmulator, tmp_path: Path) -> None:
+    from service.devstack.azurite import ACCOUNT, ACCOUNT_KEY
+
+    closed = "http://127.0.0.1:9/" + ACCOUNT  # the discard port: nothing listens
+    env = clean_env(**agent_user_env(emulator.seed, base_url=emulator.base_url), ENTRABOT_BLOB_ENDPOINT=closed,
+                    ENTRABOT_BLOB_CONTAINER="ledger", ENTRABOT_DATA_DIR=str(tmp_path / "d"),
+                    ENTRABOT_BLOB_CONNECTION_STRING=f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};"
+                                                    f"AccountKey={ACCOUNT_KEY};BlobEndpoint={closed};")
+    emulator.stats.reset()
+    result = run_serve(env, tmp_path)
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("entrabot-fleet: the replica did not start") and "127.0.0.1:9" in last
+    assert ACCOUNT_KEY not in result.stderr
+    assert emulator.stats.snapshot()["total"] == 0  # the store is checked before anything reaches Graph
+
+
 def test_missing_agent_settings_name_the_variables_to_set(tmp_path: Path) -> None:
     env = clean_env(ENTRABOT_KEEP_MEMORY_LOCAL="true", ENTRABOT_DATA_DIR=str(tmp_path / "d"))
     result = run_serve(env, tmp_path)
