@@ -46,7 +46,6 @@ from service.devstack.fleet import LocalFleet, ReplicaProcess
 
 READY_POLL_S = 0.05  # finer than ReplicaProcess.wait_ready: this is the figure being measured
 READY_MAX_S = 180.0
-DISCOVERY_SETTLE_MAX_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -135,19 +134,6 @@ def _idle_for(seconds: float) -> Callable[[], Awaitable[float]]:
     return idle
 
 
-async def _discovery_loop_ran(http: httpx.AsyncClient, member: ReplicaProcess) -> None:
-    """Start-up sweeps discovery once and the discovery loop sweeps again at once; let that second
-    sweep finish so the no-host window shows the steady cost, not the start-up's tail."""
-    deadline = time.monotonic() + DISCOVERY_SETTLE_MAX_S
-    while time.monotonic() < deadline:
-        metrics = await scrape(http, member.base_url)
-        if metrics.value("entrabot_loop_cycles_total", loop="discovery", outcome="ok") >= 1:
-            return
-        await asyncio.sleep(READY_POLL_S)
-    raise TimeoutError(f"{member.name}'s discovery loop finished no sweep within {DISCOVERY_SETTLE_MAX_S:.0f} s; "
-                       f"its log:\n{member.log_tail()}")
-
-
 async def _watched(http: httpx.AsyncClient, member: ReplicaProcess) -> int:
     body = (await http.get(f"{member.base_url}/readyz", timeout=5)).json()
     return int(body.get("watched_chats", 0))
@@ -161,7 +147,6 @@ async def run_load(session: BenchSession, chats: int, profile: LoadProfile) -> L
         member = fleet.members[0]
         colds = [await _cold_start(fleet, member, http) for _ in range(profile.cold_starts)]
         watched = await _watched(http, member)
-        await _discovery_loop_ran(http, member)
         phases = {"no_host": await _phase("no_host", fleet, member, http, _idle_for(profile.no_host_s))}
         fleet.emulator.stats.reset()
         async with connected_hosts([member]) as hosts:
