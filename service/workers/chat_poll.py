@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -21,7 +21,7 @@ from service.delivery.message import InboundMessage, Source
 from service.delivery.sponsors import SponsorGate
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError
-from service.graph.models import ChatMessage
+from service.graph.models import ChatMessage, ChatMessagePreview
 from service.ledger import Candidate, ChatClaimOutcome, ChatLedger, ReadOutcome, WatchedChats
 from service.ledger.cas import UpdateOutcome
 from service.ledger.clock import Clock, later, utc_now
@@ -54,9 +54,10 @@ class ChatPoller:
     concurrency: int = 8
     first_sight_max_age: timedelta = timedelta(hours=24)
     sent_message_ids: Collection[str] = frozenset()
-    # Every Nth cycle polls every chat, whatever the scan says (a guard against a stale preview).
-    full_sweep_every: int = 12
+    # A chat the scan says is quiet is still read at least every this many cycles (5 min by default).
+    guard_cycles: int = 60
     _states: dict[str, ChatPollState] = field(default_factory=dict)
+    _previews: dict[str, ChatMessagePreview | None] = field(default_factory=dict)
     _cycles: int = 0
 
     def state_of(self, chat_id: str) -> ChatPollState:
@@ -78,55 +79,72 @@ class ChatPoller:
                 log.warning("watched chats unreadable; polling none this cycle")
                 return
         chats = sorted(self.watched.chats)
-        changed = await self._changed_chats(chats)
-        if changed is not None:
-            chats = [chat_id for chat_id in chats if chat_id in changed]
+        self._cycles += 1
         limit = asyncio.Semaphore(max(1, self.concurrency))
 
-        async def one(chat_id: str) -> None:
-            async with limit:
-                await self.poll_chat(chat_id)
+        async def each(chat_ids: list[str], work: Callable[[str], Awaitable[None]]) -> None:
+            async def one(chat_id: str) -> None:
+                async with limit:
+                    await work(chat_id)
 
-        with tracer.start_as_current_span("chat_poll.cycle") as span:
-            span.set_attribute("entrabot.chats", len(chats))
             async with asyncio.TaskGroup() as group:
-                for chat_id in chats:
+                for chat_id in chat_ids:
                     group.create_task(one(chat_id))
 
-    async def _changed_chats(self, chats: list[str]) -> set[str] | None:
-        """The chats that may hold something new, from one ``/me/chats`` scan of message previews;
-        None means "poll every chat" (the scan failed, or this is the periodic full sweep).
+        with tracer.start_as_current_span("chat_poll.cycle") as span:
+            previews = await self._scan()
+            if previews is not None:
+                # Read the fleet's cursors first (storage only), so the scan can be compared with them.
+                await each([c for c in chats if self.state_of(c).phase is ChatPhase.NEEDS_RESOLUTION],
+                           self._resolve_one)
+                chats = self._worth_polling(chats, previews)
+            span.set_attribute("entrabot.chats", len(chats))
+            await each(chats, self.poll_chat)
 
-        Polling every chat every cycle costs one chat-message request per chat, against a budget of
-        20 per second shared by the whole fleet; the scan costs one request per 50 chats. A chat is
-        skipped only when the fleet's view of it is settled here and its newest message is not newer
-        than this replica's watermark.
-        """
-        self._cycles += 1
-        if self.full_sweep_every <= 1 or self._cycles % self.full_sweep_every == 1:
-            return None
+    async def _scan(self) -> dict[str, ChatMessagePreview | None] | None:
+        """Each chat's newest-message preview from one ``/me/chats`` walk, or None when the walk
+        failed (then every chat is polled, as without the scan)."""
         try:
             sweep = await self.graph.list_my_chats(max_pages=MAX_SCAN_PAGES, members=False)
         except GraphError as exc:
             log.warning("chat change scan failed; polling every chat", extra={"error": type(exc).__name__})
+            self._previews = {}  # first sight falls back to reading each chat's newest message
             return None
-        previews = {chat.id: chat.last_message_preview for chat in sweep.chats}
+        self._previews = {chat.id: chat.last_message_preview for chat in sweep.chats}
+        return self._previews
+
+    async def _resolve_one(self, chat_id: str) -> None:
+        try:
+            await self._resolve(self.state_of(chat_id))
+        except StorageError as exc:
+            log.warning("chat cursor unreadable", extra={"chat_id": chat_id, "error": type(exc).__name__})
+
+    def _worth_polling(self, chats: list[str], previews: dict[str, ChatMessagePreview | None]) -> list[str]:
+        """The chats that may hold something new.
+
+        Reading every chat every cycle costs one chat-message request per chat, against a budget of
+        20 per second shared by the whole fleet; the scan costs one request per 50 chats. A chat is
+        skipped only when its cursor is settled here and its newest message is not newer than this
+        replica's watermark. A rotating slice of the others is read anyway, so a stale preview delays
+        a message by at most ``guard_cycles`` cycles instead of hiding it.
+        """
+        guard = set(chats[self._cycles % self.guard_cycles::self.guard_cycles]) if self.guard_cycles > 0 else set()
         unsettled = self.ledger.unsettled_chats
-        changed: set[str] = set()
+        chosen: list[str] = []
         for chat_id in chats:
-            state = self._states.get(chat_id)
-            if (state is None or state.phase is not ChatPhase.STEADY or state.held or chat_id in unsettled
+            state = self.state_of(chat_id)
+            if (chat_id in guard or state.phase is not ChatPhase.STEADY or state.held or chat_id in unsettled
                     or chat_id not in previews):
-                changed.add(chat_id)
+                chosen.append(chat_id)
                 continue
             preview = previews[chat_id]
             newest = preview.created_date_time if preview is not None else None
             if newest is None:
                 if state.watermark is not None:
-                    changed.add(chat_id)  # a chat with history but no preview: don't trust the scan
+                    chosen.append(chat_id)  # a chat with history but no preview: don't trust the scan
             elif state.watermark is None or newest > state.watermark:
-                changed.add(chat_id)
-        return changed
+                chosen.append(chat_id)
+        return chosen
 
     async def poll_chat(self, chat_id: str) -> None:
         state = self.state_of(chat_id)
@@ -158,6 +176,15 @@ class ChatPoller:
         # UNRESOLVED: stay, and read again next cycle; never taken for a new chat.
 
     async def _first_sight(self, state: ChatPollState) -> None:
+        preview = self._previews.get(state.chat_id)
+        if (preview is not None and preview.created_date_time is not None
+                and not state.surface_newest_regardless_of_age
+                and self.clock() - preview.created_date_time >= self.first_sight_max_age):
+            # The newest message is too old to surface whoever wrote it: the cursor starts at it,
+            # and the chat costs no message read.
+            await self.ledger.bootstrap(state.chat_id, [Candidate(preview.id, preview.created_date_time)])
+            state.phase = ChatPhase.NEEDS_RESOLUTION
+            return
         newest = await self.graph.get_newest_chat_message(state.chat_id)
         if newest is None:
             # An empty chat: its cursor starts with no watermark, so its first message is new.

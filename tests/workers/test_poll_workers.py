@@ -55,6 +55,11 @@ def message_polls(emulator: RunningEmulator) -> int:
     return sum(1 for r in emulator.stats.snapshot()["recent"] if r["route"] == "/v1.0/chats/{id}/messages")
 
 
+def polled_chats(emulator: RunningEmulator) -> list[str]:
+    return [r["path"].split("/")[3] for r in emulator.stats.snapshot()["recent"]
+            if r["route"] == "/v1.0/chats/{id}/messages"]
+
+
 async def connect(stack: WorkerStack) -> RecordingTarget:
     target = RecordingTarget()
     stack.hub.register(target)
@@ -80,9 +85,11 @@ async def test_a_chat_whose_history_is_a_week_old_surfaces_nothing(stack, emulat
     fresh = emulator.state.post_message(fresh_chat, sender_id=human(emulator), content="hello",
                                         created=now() - timedelta(hours=1))
     target = await connect(stack)
+    emulator.stats.reset()
     await stack.chats.cycle()
     await stack.chats.cycle()
     assert target.ids == [fresh.id]
+    assert old_chat not in polled_chats(emulator)  # its preview alone says it is too old to surface
 
 
 async def test_system_messages_and_the_agents_own_messages_are_never_delivered(stack, emulator):
@@ -170,15 +177,11 @@ async def test_a_sponsor_wait_takes_the_reply_behind_someone_elses_message_which
     assert push.ids == [chatter.id]  # delivered once a host that takes it is here; the reply not again
 
 
-def polled_chats(emulator: RunningEmulator) -> list[str]:
-    return [r["path"].split("/")[3] for r in emulator.stats.snapshot()["recent"]
-            if r["route"] == "/v1.0/chats/{id}/messages"]
-
-
-async def test_between_full_sweeps_only_chats_whose_newest_message_moved_are_polled(stack, emulator):
+async def test_only_chats_whose_newest_message_moved_are_polled(stack, emulator):
+    stack.chats.guard_cycles = 1000  # no guard slice in this short run
     target = await connect(stack)
     quiet, busy, _ = chat_ids(emulator)
-    await stack.chats.cycle()  # a full sweep: first sight everywhere
+    await stack.chats.cycle()  # first sight everywhere
     await stack.chats.cycle()  # every cursor resolved, steady
     emulator.stats.reset()
     await stack.chats.cycle()
@@ -187,3 +190,14 @@ async def test_between_full_sweeps_only_chats_whose_newest_message_moved_are_pol
     await stack.chats.cycle()
     assert set(polled_chats(emulator)) == {busy} and quiet not in polled_chats(emulator)
     assert target.ids[-1] == posted.id
+
+
+async def test_a_quiet_chat_is_still_read_within_the_guard_period(stack, emulator):
+    stack.chats.guard_cycles = 3
+    await connect(stack)
+    await stack.chats.cycle()
+    await stack.chats.cycle()
+    emulator.stats.reset()
+    for _ in range(3):
+        await stack.chats.cycle()
+    assert sorted(polled_chats(emulator)) == sorted(chat_ids(emulator))  # each exactly once in 3 cycles
