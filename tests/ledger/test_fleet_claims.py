@@ -7,7 +7,6 @@ against Blob on Azurite.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -19,8 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from process_race import race_processes
 
-from service.ledger.email_cursor import EMAIL_CURSOR_KEY, EmailCursor, render_email_cursor
+from service.ledger.email_cursor import (
+    EMAIL_CURSOR_KEY,
+    EmailCursor,
+    render_email_cursor,
+)
 from service.storage.backend import MemoryBackend
 from service.storage.local import LocalBackend
 
@@ -64,33 +68,8 @@ async def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 async def race(fleet: Fleet, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Start every worker, release them together, and collect one JSON result from each."""
-    procs = [
-        await asyncio.create_subprocess_exec(
-            sys.executable, str(WORKER), json.dumps({**fleet.spec, **spec}), env=fleet.env,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )
-        for spec in specs
-    ]
-    try:
-        for proc in procs:
-            assert proc.stdout is not None
-            ready = await asyncio.wait_for(proc.stdout.readline(), RUN_TIMEOUT_S)
-            assert ready.strip() == b"ready", ready
-        for proc in procs:
-            assert proc.stdin is not None
-            proc.stdin.write(b"go\n")
-            await proc.stdin.drain()
-        outputs = await asyncio.wait_for(asyncio.gather(*(p.communicate() for p in procs)), RUN_TIMEOUT_S)
-    finally:
-        for proc in procs:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-    results = []
-    for proc, (out, err) in zip(procs, outputs, strict=True):
-        assert proc.returncode == 0, err.decode()[-2000:]
-        results.append(json.loads(out.decode().strip().splitlines()[-1]))
-    return results
+    argvs = [[sys.executable, str(WORKER), json.dumps({**fleet.spec, **spec})] for spec in specs]
+    return await race_processes(argvs, env=fleet.env, start_timeout_s=RUN_TIMEOUT_S, run_timeout_s=RUN_TIMEOUT_S)
 
 
 def assert_exactly_once(results: list[dict[str, Any]], expected: set[str]) -> None:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import re
 import sys
 from pathlib import Path
 
 import pytest
+from process_race import race_processes
 
 from service.storage import MemoryBackend
 
@@ -23,34 +22,9 @@ RACE_TIMEOUT_S = 150
 async def race(env: dict[str, str], task: str, key: str, workers: int, count: int) -> list[dict[str, object]]:
     """Start ``workers`` processes, release them together, and return their results."""
     base = {name: value for name, value in os.environ.items() if not name.startswith("ENTRABOT_")}
-    procs = [
-        await asyncio.create_subprocess_exec(
-            sys.executable, str(WORKER), task, key, f"w{n}", str(count),
-            env={**base, **env}, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        for n in range(workers)
-    ]
-    try:
-        for proc in procs:
-            assert proc.stdout is not None
-            line = await asyncio.wait_for(proc.stdout.readline(), START_TIMEOUT_S)
-            assert line == b"ready\n", line
-        for proc in procs:
-            assert proc.stdin is not None
-            proc.stdin.write(b"go\n")
-            await proc.stdin.drain()
-        outputs = await asyncio.wait_for(asyncio.gather(*(proc.communicate() for proc in procs)), RACE_TIMEOUT_S)
-    finally:
-        for proc in procs:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-    results = []
-    for proc, (out, err) in zip(procs, outputs):
-        assert proc.returncode == 0, err.decode(errors="replace")[-2000:]
-        results.append(json.loads(out.decode().strip().splitlines()[-1]))
-    return results
+    argvs = [[sys.executable, str(WORKER), task, key, f"w{n}", str(count)] for n in range(workers)]
+    return await race_processes(argvs, env={**base, **env}, start_timeout_s=START_TIMEOUT_S,
+                                run_timeout_s=RACE_TIMEOUT_S)
 
 
 async def test_compare_and_swap_increments_from_8_processes_never_lose_an_update(
