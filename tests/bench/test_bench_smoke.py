@@ -55,11 +55,14 @@ def test_graph_cost_counts_polls_only_while_a_host_is_connected(tiny_results: Pa
     assert set(phases) == {"no_host", "idle", "busy"}
     # The delivery rule: without a live target the replica reads no chat messages at all.
     assert phases["no_host"]["chat_message_requests_per_min"] == 0
-    assert phases["idle"]["chat_message_requests_per_min"] > 0
+    # With a host, every cycle scans /me/chats; chat messages are read where something moved.
+    assert phases["idle"]["other_requests_per_min"] > 0
+    assert phases["busy"]["chat_message_requests_per_min"] > phases["idle"]["chat_message_requests_per_min"]
     assert phases["busy"]["delivery"]["posted"] > 0
     assert phases["busy"]["delivery"]["duplicates"] == 0
     assert chats["startup"]["requests"]["median"] > 0
-    assert chats["warmup"]["by_route"]["GET /v1.0/chats/{id}/messages"]["200"] >= 2 * chats["chats"]
+    # First sight reads each never-seen chat once (these chats are empty: no preview to go by).
+    assert chats["warmup"]["by_route"]["GET /v1.0/chats/{id}/messages"]["200"] >= chats["chats"]
 
 
 def test_footprint_reads_cpu_and_memory_of_the_replica_process(tiny_results: Path) -> None:
