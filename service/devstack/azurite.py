@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from service.devstack.processes import terminate
 
 ACCOUNT = "devstoreaccount1"
 # Azurite's published development key; not a secret.
@@ -113,15 +114,7 @@ def _start_npm(*, port: int, location: Path | None) -> Azurite:
             # Keep draining stdout so Azurite never blocks on a full pipe.
             threading.Thread(target=proc.stdout.read, daemon=True).start()
 
-            def stop() -> None:
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGTERM)
-                    try:
-                        proc.wait(timeout=10)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait()
-
-            return Azurite(f"{match.group(1)}:{match.group(2)}/{ACCOUNT}", "npm", _stop=stop)
+            return Azurite(f"{match.group(1)}:{match.group(2)}/{ACCOUNT}", "npm",
+                           _stop=lambda: terminate(proc, timeout=10))
     proc.kill()
     raise AzuriteError("Azurite did not start within 30 s; its output was:\n" + "\n".join(lines[-20:]))

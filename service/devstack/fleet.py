@@ -24,6 +24,7 @@ from emulator.seed import Seed
 from emulator.server import RunningEmulator, start_emulator
 from service.devstack.azurite import Azurite, start_azurite
 from service.devstack.emulator_env import agent_user_env
+from service.devstack.processes import terminate
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
@@ -79,14 +80,7 @@ class ReplicaProcess:
         if not self.alive:
             return 0.0
         assert self.proc is not None
-        began = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        return time.monotonic() - began
+        return terminate(self.proc, timeout)
 
     def kill(self) -> None:
         if self.alive:

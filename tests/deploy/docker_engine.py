@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -17,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
+
+from service.devstack.processes import terminate
 
 RUN_DIR = Path(os.environ.get("ENTRABOT_TEST_DOCKER_RUN_DIR", "/run/entrabot-fleet-docker"))
 # Kept between runs on purpose: the imported base image and the layer cache make the next build quick.
@@ -91,13 +92,7 @@ def _ping() -> docker.DockerClient | None:
 
 
 def _terminate(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    terminate(proc, timeout=30)
 
 
 def _tail(log_path: Path, lines: int = 15) -> str:
