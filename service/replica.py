@@ -141,17 +141,22 @@ class Replica:
         self._supervisor_task = asyncio.create_task(sup.run(), name="supervisor")
         self.phase = Phase.RUNNING
 
-    async def stop(self) -> None:
-        """SIGTERM: stop claiming at once, let pushes in flight finish, then stop the loops."""
+    async def drain(self) -> None:
+        """SIGTERM, first step: stop claiming at once and let the cycle in flight push what it has
+        claimed, while the hosts' streams are still open."""
         self.phase = Phase.STOPPING
         self.hub.close()
         self.supervisor.stop()
-        if self._supervisor_task is not None:
+        if self._supervisor_task is not None and not self._supervisor_task.done():
             try:
                 await asyncio.wait_for(asyncio.shield(self._supervisor_task), SHUTDOWN_GRACE_S)
             except TimeoutError:
                 log.warning("loops did not stop within %.0f s; cancelling them", SHUTDOWN_GRACE_S)
                 self._supervisor_task.cancel()
+
+    async def stop(self) -> None:
+        """Drain (if not done yet), then release the clients."""
+        await self.drain()
         await self.graph.aclose()
         await self.http.aclose()
         await self.backend.aclose()

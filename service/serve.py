@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
+from types import FrameType
 
 import uvicorn
 from pydantic import ValidationError
@@ -12,7 +14,7 @@ from service.app import create_app
 from service.config import Settings
 from service.graph.errors import TokenConfigurationError
 from service.mcp.auth import AuthConfigError
-from service.replica import Replica, build_replica
+from service.replica import Phase, Replica, build_replica
 from service.storage.errors import StorageError
 from service.telemetry.logging import configure_logging
 from service.telemetry.tracing import configure_tracing
@@ -38,6 +40,32 @@ def load_settings(**overrides: object) -> Settings:
     return settings.model_copy(update=changes) if changes else settings
 
 
+class DrainingServer(uvicorn.Server):
+    """uvicorn, but SIGTERM drains the replica before uvicorn closes the hosts' streams.
+
+    uvicorn (and sse-starlette with it) ends open streams as soon as the signal arrives, before the
+    app's lifespan shutdown runs; a claim won in that moment would be pushed into a closed stream and
+    lost. So the first signal stops claiming and waits for the cycle in flight; a second one exits now.
+    """
+
+    def __init__(self, config: uvicorn.Config, replica: Replica) -> None:
+        super().__init__(config)
+        self._replica = replica
+        self._draining: asyncio.Task[None] | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._draining is not None or self._replica.phase is not Phase.RUNNING:
+            super().handle_exit(sig, frame)
+            return
+        self._draining = asyncio.get_running_loop().create_task(self._drain_then_exit(sig, frame))
+
+    async def _drain_then_exit(self, sig: int, frame: FrameType | None) -> None:
+        try:
+            await self._replica.drain()
+        finally:
+            super().handle_exit(sig, frame)
+
+
 def serve(*, host: str | None = None, port: int | None = None) -> int:
     settings = load_settings(host=host, port=port)
     try:
@@ -59,7 +87,7 @@ def serve(*, host: str | None = None, port: int | None = None) -> int:
         app, host=settings.host, port=settings.port, log_config=None, access_log=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, lifespan="on",
     )
-    server = uvicorn.Server(config)
+    server = DrainingServer(config, replica)
     try:
         server.run()
     except SystemExit:
