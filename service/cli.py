@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from service.config import Settings, SettingsError, load_settings
 from service.storage.backend import MemoryBackend
 from service.storage.errors import StorageError
 from service.storage.migration import normalize_prefix
@@ -45,12 +46,20 @@ class Command:
 # --- shared plumbing ------------------------------------------------------------------------------
 
 
-async def open_target() -> MemoryBackend:
-    """The backend the environment resolves to, checked reachable before anything is written."""
+def settings_or_exit() -> Settings:
+    """The settings from the environment and ``.env``; a bad value is a one-line configuration error."""
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        raise ConfigurationError(str(exc)) from exc
+
+
+async def open_target(settings: Settings) -> MemoryBackend:
+    """The backend the settings resolve to, checked reachable before anything is written."""
     from service.storage.resolution import assert_backend_config  # heavy imports only when needed
 
     try:
-        return await assert_backend_config()
+        return await assert_backend_config(settings)
     except StorageError as exc:
         raise ConfigurationError(str(exc)) from exc
 
@@ -116,9 +125,10 @@ async def migrate(args: argparse.Namespace) -> int:
     from service.storage.migration import migrate_local_to_backend
     from service.storage.resolution import data_dir
 
-    # data_dir() reads ENTRABOT_DATA_DIR exactly as the backend resolution does.
-    sources = args.source or [(data_dir(), ""), (DEFAULT_PERSONA_ROOT.expanduser(), PERSONA_PREFIX)]
-    target = await open_target()
+    settings = settings_or_exit()
+    # data_dir() is the directory the backend resolution would use for local state.
+    sources = args.source or [(data_dir(settings), ""), (DEFAULT_PERSONA_ROOT.expanduser(), PERSONA_PREFIX)]
+    target = await open_target(settings)
     try:
         print(f"target: {target.describe()}")
         with progress_bar("migrate", quiet=args.quiet) as progress:
@@ -165,7 +175,7 @@ def run_persona(args: argparse.Namespace) -> int:
 async def persona(args: argparse.Namespace) -> int:
     from service.storage.persona import PersonaBackend
 
-    target = await open_target()
+    target = await open_target(settings_or_exit())
     try:
         print(f"target: {target.describe()} ({PERSONA_PREFIX})")
         backend = PersonaBackend(target, local_root=args.root)

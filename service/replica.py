@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import Enum
@@ -17,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from service.config import Settings
+from service.config import Settings, default_replica_id
 from service.delivery.hub import DeliveryHub
 from service.delivery.sponsors import SponsorGate
 from service.graph.auth import storage_token_provider, token_provider_from_settings
@@ -60,10 +58,6 @@ class Phase(str, Enum):
     RUNNING = "running"
     STOPPING = "stopping"
     STOPPED = "stopped"
-
-
-def default_replica_id() -> str:
-    return os.environ.get("HOSTNAME") or f"{socket.gethostname()}-{os.getpid()}"
 
 
 @dataclass
@@ -193,7 +187,6 @@ def _discard(run):  # type: ignore[no-untyped-def]
 def build_replica(
     settings: Settings,
     *,
-    env: dict[str, str] | None = None,
     backend: MemoryBackend | None = None,
     is_cloud: bool | None = None,
     http: httpx.AsyncClient | None = None,
@@ -208,9 +201,8 @@ def build_replica(
     http = http or new_http_client(read_timeout_s=settings.graph_timeout_s)
     tokens = token_provider_from_settings(settings, http, metrics=metrics)
     if backend is None:
-        environ = dict(os.environ) if env is None else env
-        is_cloud = isinstance(choose_backend(environ), BlobChoice)
-        backend = get_backend(environ, storage_token_provider=storage_token_provider(tokens), metrics=metrics)
+        is_cloud = isinstance(choose_backend(settings), BlobChoice)
+        backend = get_backend(settings, storage_token_provider=storage_token_provider(tokens), metrics=metrics)
     hub = DeliveryHub(metrics=metrics)
     graph = GraphClient(settings.graph_url, tokens, http=http, metrics=metrics)
     rid = replica_id or settings.replica_id or default_replica_id()
