@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
 from enum import Enum
 from typing import Any
 
@@ -22,29 +21,18 @@ from service.graph.auth import storage_token_provider, token_provider_from_setti
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError
 from service.graph.http_pool import new_http_client
-from service.ledger import (
-    ChatLedger,
-    DailySummaryProducer,
-    EmailClaimer,
-    InteractionLog,
-    PromiseLedger,
-    WatchedChats,
-    note_ignored_local_poll_state,
-)
+from service.ledger import WatchedChats, note_ignored_local_poll_state
 from service.ledger.clock import Clock, utc_now
 from service.mcp.auth import check_auth_config
 from service.mcp.server import McpService, build_mcp
 from service.storage.backend import MemoryBackend
 from service.storage.resolution import BlobChoice, choose_backend, get_backend
 from service.telemetry.metrics import Metrics
-from service.tools.deps import ToolDeps
 from service.tools.registry import register_tools
 from service.workers.agent import AgentUser, load_agent_user
 from service.workers.chat_poll import ChatPoller
-from service.workers.discovery import Discovery
-from service.workers.email_poll import EmailPoller
-from service.workers.recorder import DeliveryRecorder
 from service.workers.supervisor import Supervisor
+from service.wiring import wire_workers
 
 log = logging.getLogger(__name__)
 
@@ -96,42 +84,24 @@ class Replica:
         await note_ignored_local_poll_state(self.settings.data_dir, is_cloud=self.is_cloud)
         self.agent = await self._load_agent()
         s = self.settings
-        interactions = InteractionLog(self.backend, clock=self.clock)
-        promises = PromiseLedger(self.backend, clock=self.clock, metrics=self.metrics)
-        self.watched = WatchedChats(self.backend, metrics=self.metrics)
-        await self.watched.load()
-        recorder = DeliveryRecorder(interactions, self.replica_id, clock=self.clock)
-        sent_ids: set[str] = set()
-        self.chat_poller = ChatPoller(
-            graph=self.graph, ledger=ChatLedger(self.backend, clock=self.clock, metrics=self.metrics),
-            watched=self.watched, hub=self.hub, agent=self.agent, recorder=recorder, gate=self.gate,
-            metrics=self.metrics, clock=self.clock, concurrency=s.chat_poll_concurrency,
-            first_sight_max_age=timedelta(hours=s.first_sight_max_age_h), sent_message_ids=sent_ids,
+        wired = await wire_workers(
+            settings=s, backend=self.backend, is_cloud=self.is_cloud, graph=self.graph, hub=self.hub,
+            agent=self.agent, gate=self.gate, replica_id=self.replica_id, metrics=self.metrics, clock=self.clock,
         )
-        discovery = Discovery(self.graph, self.watched, self.gate, agent_identity_id=s.agent_identity_id)
-        email = EmailPoller(
-            self.graph, EmailClaimer(self.backend, is_cloud=self.is_cloud, clock=self.clock, metrics=self.metrics),
-            self.hub, self.agent, recorder, clock=self.clock,
-        )
-        summary = DailySummaryProducer(self.backend, interactions, promises=promises, clock=self.clock,
-                                       metrics=self.metrics)
-        register_tools(self.mcp.tools, ToolDeps(
-            settings=s, graph=self.graph, agent=self.agent, hub=self.hub, watched=self.watched,
-            chat_poller=self.chat_poller, discovery=discovery, gate=self.gate, promises=promises,
-            interactions=interactions, summary=summary, replica_id=self.replica_id, clock=self.clock,
-            sent_message_ids=sent_ids,
-        ))
+        self.watched, self.chat_poller, discovery = wired.watched, wired.chat_poller, wired.discovery
+        register_tools(self.mcp.tools, wired.tool_deps)
         sup = self.supervisor
         # Sponsors and chat members first: a sponsor wait is only as good as the gate behind it.
         await discovery.cycle()
         sup.add("chat_poll", self.chat_poller.cycle, interval_s=s.chat_poll_interval_s,
                 jitter_s=s.chat_poll_jitter_s, wake=self.hub.wait_for_change)
-        sup.add("email_poll", email.cycle, interval_s=s.email_poll_interval_s, wake=self.hub.wait_for_change)
+        sup.add("email_poll", wired.email_poller.cycle, interval_s=s.email_poll_interval_s,
+                wake=self.hub.wait_for_change)
         if s.auth_mode == "agent_user":
             # The first sweep ran above, before the loops: the next one is due an interval later.
             sup.add("discovery", discovery.cycle, interval_s=s.discovery_interval_s,
                     first_after_s=s.discovery_interval_s)
-        sup.add("daily_summary", _discard(summary.run_if_due), interval_s=SUMMARY_INTERVAL_S)
+        sup.add("daily_summary", _discard(wired.summary.run_if_due), interval_s=SUMMARY_INTERVAL_S)
         self._supervisor_task = asyncio.create_task(sup.run(), name="supervisor")
         self.phase = Phase.RUNNING
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from service.config import Settings
 from service.delivery.hub import DeliveryHub
+from service.delivery.sent_messages import SentMessages
 from service.delivery.sponsors import SponsorGate
 from service.graph.client import GraphClient
 from service.ledger import DailySummaryProducer, InteractionLog, PromiseLedger, WatchedChats
@@ -28,7 +29,8 @@ class ToolDeps:
     promises: PromiseLedger
     interactions: InteractionLog
     summary: DailySummaryProducer
+    # Graph ids of messages this replica sent (delegated mode: Graph attributes them to the human);
+    # the same object the chat poll reads.
+    sent_messages: SentMessages
     replica_id: str
     clock: Clock = utc_now
-    # Graph ids of messages this replica sent (delegated mode: Graph attributes them to the human).
-    sent_message_ids: set[str] = field(default_factory=set)

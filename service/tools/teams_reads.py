@@ -126,7 +126,7 @@ class TeamsReadTools:
             raise graph_tool_error(exc, f"reading chat {args.chat_id}") from None
         agent = self.deps.agent
         humans = filter_human_messages(oldest_first(fetched), agent_upn=agent.upn, agent_object_id=agent.object_id,
-                                       sent_message_ids=self.deps.sent_message_ids)
+                                       sent_message_ids=self.deps.sent_messages)
         fresh = watch.fresh(humans, floor)
         # First look: the newest replies (older ones count as seen); afterwards the oldest unseen first, so
         # none is skipped.
@@ -139,4 +139,4 @@ class TeamsReadTools:
 
     def _item(self, message: ChatMessage, chat_id: str) -> TeamsMessageItem:
         deps = self.deps
-        return teams_item(message, chat_id, agent=deps.agent, gate=deps.gate, sent_message_ids=deps.sent_message_ids)
+        return teams_item(message, chat_id, agent=deps.agent, gate=deps.gate, sent_message_ids=deps.sent_messages)
