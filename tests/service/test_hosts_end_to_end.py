@@ -7,8 +7,9 @@ import asyncio
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import httpx2
@@ -23,6 +24,7 @@ from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
 from service.devstack.traffic import HumanTraffic
+from tests.mcp.server_fixture import eventually
 
 pytestmark = [pytest.mark.azurite, pytest.mark.slow]
 
@@ -49,10 +51,16 @@ def replica(azurite: Azurite, emulator: RunningEmulator, tmp_path_factory: pytes
     member.terminate()
 
 
-async def until(check, what: str) -> None:  # type: ignore[no-untyped-def]
-    async with asyncio.timeout(BOUND_S):
-        while not check():
-            await asyncio.sleep(0.1)
+async def until(check: Callable[[], Any], what: str) -> None:
+    await eventually(check, what, timeout_s=BOUND_S)
+
+
+async def sponsor_waits(replica: ReplicaProcess) -> int:
+    """The replica's pending sponsor waits, as its /metrics reports them."""
+    async with httpx.AsyncClient(timeout=10) as http:
+        text = (await http.get(f"{replica.base_url}/metrics")).text
+    [line] = [line for line in text.splitlines() if line.startswith("entrabot_sponsor_waits ")]
+    return int(float(line.split()[1]))
 
 
 def chat_of(emulator: RunningEmulator, index: int) -> str:
@@ -110,7 +118,8 @@ async def test_a_non_push_host_gets_the_sponsors_reply_from_another_chat(emulato
     ada = emulator.seed.sponsors[0]
 
     async def ada_replies_later() -> str:
-        await asyncio.sleep(2)
+        # Once the send's wait is pending, so the reply is the one it waits for.
+        await until(lambda: sponsor_waits(replica), "the send's sponsor wait")
         async with httpx.AsyncClient(timeout=30) as http:
             posted = await HumanTraffic(emulator.seed, emulator.base_url, http).post_chat(
                 ada, reply_in, "Yes, go ahead")
