@@ -22,14 +22,14 @@ from service.graph.client import GraphClient
 from service.graph.errors import GraphError
 from service.graph.http_pool import new_http_client
 from service.ledger import WatchedChats, note_ignored_local_poll_state
-from service.ledger.clock import Clock, utc_now
+from service.clock import Clock, utc_now
 from service.mcp.auth import check_auth_config
 from service.mcp.server import McpService, build_mcp
 from service.storage.backend import MemoryBackend
 from service.storage.resolution import BlobChoice, choose_backend, get_backend
 from service.telemetry.metrics import Metrics
 from service.tools.registry import register_tools
-from service.workers.agent import AgentUser, load_agent_user
+from service.domain.agent import AgentUser, load_agent_user
 from service.workers.chat_poll import ChatPoller
 from service.workers.supervisor import Supervisor
 from service.wiring import wire_workers

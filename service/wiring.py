@@ -23,11 +23,11 @@ from service.ledger import (
     PromiseLedger,
     WatchedChats,
 )
-from service.ledger.clock import Clock, utc_now
+from service.clock import Clock, utc_now
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 from service.tools.deps import ToolDeps
-from service.workers.agent import AgentUser
+from service.domain.agent import AgentUser
 from service.workers.chat_poll import ChatPoller
 from service.workers.discovery import Discovery
 from service.workers.email_poll import EmailPoller

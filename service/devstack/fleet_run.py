@@ -50,7 +50,7 @@ from service.devstack.fault_proxy import FaultProxy, ProxyRule, ProxyStats
 from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
 from service.devstack.traffic import HumanTraffic
 from service.ledger.chat_cursor import CURSOR_PREFIX, ChatCursor, parse_chat_cursor
-from service.ledger.clock import parse_timestamp, utc_now
+from service.clock import parse_timestamp, utc_now
 from service.ledger.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
 from service.ledger.interactions import INTERACTIONS_PREFIX
 from service.storage.blob import BlobBackend

@@ -44,7 +44,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
-from service.ledger.clock import as_utc, later
+from service.clock import as_utc, later
 from service.ledger.json_records import (
     ExtraFields,
     extra_fields,

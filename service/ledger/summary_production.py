@@ -23,7 +23,7 @@ from enum import Enum
 from typing import Any
 
 from service.ledger.cas import update_value
-from service.ledger.clock import Clock, as_utc, utc_now
+from service.clock import Clock, as_utc, utc_now
 from service.ledger.daily_summary import Summary, build_summary, render_html, summary_due
 from service.ledger.interactions import InteractionLog
 from service.ledger.json_records import (

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, field_validator
 from service.delivery.push import format_ts
 from service.graph.errors import GraphError, GraphUnavailable
 from service.ledger.interactions import Action, Channel, Direction, Interaction
-from service.mcp.tools import ToolCall, ToolError
+from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess, ChatStanding
 from service.tools.ids import NamesAChat
 from service.tools.deps import ToolDeps

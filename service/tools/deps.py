@@ -10,8 +10,8 @@ from service.delivery.sent_messages import SentMessages
 from service.delivery.sponsors import SponsorGate
 from service.graph.client import GraphClient
 from service.ledger import DailySummaryProducer, InteractionLog, PromiseLedger, WatchedChats
-from service.ledger.clock import Clock, utc_now
-from service.workers.agent import AgentUser
+from service.clock import Clock, utc_now
+from service.domain.agent import AgentUser
 from service.workers.chat_poll import ChatPoller
 from service.workers.discovery import Discovery
 

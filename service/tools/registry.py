@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.mcp.tools import ToolRegistry
+from service.mcp.tool_registry import ToolRegistry
 from service.tools.chat_access import ChatAccess
 from service.tools.chats import ChatTools
 from service.tools.conversation import ConversationTools

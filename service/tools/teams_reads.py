@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field
 from service.delivery.filters import filter_human_messages
 from service.graph.errors import GraphError
 from service.graph.models import ChatMessage
-from service.ledger.clock import as_utc
-from service.mcp.tools import ToolCall
+from service.clock import as_utc
+from service.mcp.tool_registry import ToolCall
 from service.tools.chat_access import ChatAccess
 from service.tools.ids import NamesAChat
 from service.tools.deps import ToolDeps

@@ -24,12 +24,12 @@ from service.graph.errors import GraphError
 from service.graph.models import ChatMessage, ChatMessagePreview
 from service.ledger import Candidate, ChatClaimOutcome, ChatLedger, ReadOutcome, WatchedChats
 from service.ledger.cas import UpdateOutcome
-from service.ledger.clock import Clock, later, utc_now
+from service.clock import Clock, later, utc_now
 from service.storage.errors import StorageError
 from service.telemetry.metrics import Metrics
-from service.workers.agent import AgentUser
+from service.domain.agent import AgentUser
 from service.workers.chat_state import ChatPhase, ChatPollState, decide_offer, first_sight_surfaces, oldest_first
-from service.workers.inbound import chat_inbound
+from service.domain.inbound import chat_inbound
 from service.workers.recorder import DeliveryRecorder
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from service.graph.client import GraphClient
 from service.ledger import InteractionLog, WatchedChats
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
-from service.workers.agent import load_agent_user
+from service.domain.agent import load_agent_user
 from service.workers.chat_poll import ChatPoller
 from service.workers.discovery import Discovery
 from service.workers.email_poll import EmailPoller

@@ -30,11 +30,11 @@ from service.graph.auth import AgentUserTokenProvider, BlueprintSecret
 from service.graph.retry_policy import RetryPolicy
 from service.ledger import InteractionLog, PromiseLedger, WatchedChats
 from service.mcp.sessions import SessionState
-from service.mcp.tools import ToolCall, ToolRegistry
+from service.mcp.tool_registry import ToolCall, ToolRegistry
 from service.storage.local import LocalBackend
 from service.tools.deps import ToolDeps
 from service.tools.registry import register_tools
-from service.workers.agent import AgentUser, load_agent_user
+from service.domain.agent import AgentUser, load_agent_user
 from service.workers.chat_poll import ChatPoller
 from service.workers.discovery import Discovery
 from service.wiring import wire_workers
