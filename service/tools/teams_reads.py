@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from service.delivery.filters import filter_human_messages
 from service.graph.errors import GraphError
+from service.domain.message_order import oldest_first
 from service.graph.models import ChatMessage
 from service.clock import as_utc
 from service.mcp.tool_registry import ToolCall
@@ -23,7 +24,6 @@ from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
 from service.tools.message_items import TeamsMessageItem, teams_item
 from service.tools.reply_watch import ReplyWatches
-from service.workers.chat_state import oldest_first
 
 MAX_LIMIT = 50
 READ_PAGES = 10  # 500 messages: how far back one call looks for messages before ``before``

@@ -28,7 +28,8 @@ from service.clock import Clock, later, utc_now
 from service.storage.errors import StorageError
 from service.telemetry.metrics import Metrics
 from service.domain.agent import AgentUser
-from service.workers.chat_state import ChatPhase, ChatPollState, decide_offer, first_sight_surfaces, oldest_first
+from service.domain.message_order import oldest_first
+from service.workers.chat_state import ChatPhase, ChatPollState, decide_offer, first_sight_surfaces
 from service.domain.inbound import chat_inbound
 from service.workers.recorder import DeliveryRecorder
 
