@@ -51,6 +51,7 @@ class Notifier:
         self._held: dict[str, list[Outgoing]] = {}
         self._running = asyncio.Event()
         self._running.set()
+        self.waiting = 0  # batches held by a pause
         self._tasks: set[asyncio.Task[None]] = set()
         self._client: httpx.AsyncClient | None = None
 
@@ -163,7 +164,10 @@ class Notifier:
         started: float | None = None
         backoff = self._policy.retry_initial_s
         while True:
-            await self._running.wait()
+            if not self._running.is_set():
+                self.waiting += 1
+                await self._running.wait()
+                self.waiting -= 1
             started = started if started is not None else time.monotonic()
             delivered = await self._post(url, body)
             if then_release_held:

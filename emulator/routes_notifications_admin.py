@@ -51,7 +51,7 @@ async def force_lifecycle(sub_id: str, body: ForceLifecycle, request: Request) -
 async def notifications(request: Request) -> dict[str, Any]:
     engine = context_of(request).subscriptions
     return {"stats": engine.stats.snapshot(), "faults": engine.faults.describe(), "paused": engine.notifier.paused,
-            "latency_ms": engine.notifier.latency_ms}
+            "waiting_batches": engine.notifier.waiting, "latency_ms": engine.notifier.latency_ms}
 
 
 @router.post("/notifications/faults", status_code=201)

@@ -4,7 +4,8 @@ client that creates subscriptions the way an app does. Import the fixtures into 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -86,6 +87,12 @@ class Subscriber:
         return self.http.post(f"{self.emu.graph_url}/subscriptions/{sub_id}/reauthorize", headers=self.headers)
 
 
+def chat_id(seed: Seed, n: int) -> str:
+    chat = seed.chats[n].id
+    assert chat is not None  # build_seed names every chat
+    return chat
+
+
 def _iso(emu: RunningEmulator, minutes: float) -> str:
     return (emu.clock.now() + timedelta(minutes=minutes)).isoformat().replace("+00:00", "Z")
 
@@ -105,8 +112,19 @@ class Admin:
         assert response.status_code in (200, 201), response.text
         return response.json()
 
+    def notifications(self) -> dict[str, Any]:
+        return self.http.get(self.emu.admin_url + "/notifications").json()
+
     def stats(self) -> dict[str, int]:
-        return self.http.get(self.emu.admin_url + "/notifications").json()["stats"]
+        return self.notifications()["stats"]
+
+    def wait_until(self, condition: Callable[[dict[str, Any]], bool], what: str, timeout: float = 15.0) -> None:
+        """Poll the admin view of delivery until ``condition`` holds (bounded)."""
+        deadline = time.monotonic() + timeout
+        while not condition(self.notifications()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}: {self.notifications()}")
+            time.sleep(0.02)
 
     def message(self, chat_id: str, from_user: str, content: str = "hello") -> dict[str, Any]:
         return self.post(f"/chats/{chat_id}/messages", {"from_user": from_user, "content": content})

@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from emulator_testkit import Entra, assert_graph_error, bearer
 from notification_receiver import Receiver
 from subscription_kit import (  # noqa: F401  (fixtures)
-    FAST, Admin, Subscriber, admin, agent_subscriber, emu, entra_app_token, receiver, seed_with,
+    FAST, Admin, Subscriber, admin, chat_id, agent_subscriber, emu, entra_app_token, receiver, seed_with,
 )
 
 from emulator import ManualClock, RunningEmulator, Seed, start_emulator
@@ -104,7 +104,7 @@ def test_per_user_quota_on_all_chats(agent_subscriber: Subscriber, receiver: Rec
 
 
 def test_one_subscription_per_app_and_chat(agent_subscriber: Subscriber, receiver: Receiver, seed: Seed) -> None:
-    resource = f"/chats/{seed.chats[1].id}/messages"
+    resource = f"/chats/{chat_id(seed, 1)}/messages"
     agent_subscriber.created(resource, receiver.url())
     assert_graph_error(agent_subscriber.create(resource, receiver.url()), 403, "ExtensionError")
 
@@ -124,7 +124,7 @@ def test_me_resolves_to_the_signed_in_user(agent_subscriber: Subscriber, receive
 def test_non_member_cannot_subscribe_to_a_chat(emu: RunningEmulator, http: httpx.Client, entra: Entra,
                                                receiver: Receiver, seed: Seed) -> None:
     grace = bearer(entra.human_token(seed.humans[1].user_principal_name))
-    response = Subscriber(emu, http, grace).create(f"/chats/{seed.chats[2].id}/messages", receiver.url())
+    response = Subscriber(emu, http, grace).create(f"/chats/{chat_id(seed, 2)}/messages", receiver.url())
     assert_graph_error(response, 403, "Forbidden")
 
 
