@@ -228,3 +228,13 @@ def test_token_near_expiry_raises_reauthorization_required(entra: Entra, agent_s
     assert renewed.status_code == 200, renewed.text
     after = admin.message(chat_id(seed, 1), seed.humans[0].id, "after")
     receiver.wait_for(lambda: _ids(receiver) == [after["id"]], "delivery to resume")
+
+
+def test_changes_within_the_latency_share_one_post(agent_subscriber: Subscriber, receiver: Receiver,
+                                                   admin: Admin, seed: Seed) -> None:
+    agent_subscriber.created(_all_chats(seed), receiver.url())
+    admin.post("/notifications/latency", {"latency_ms": 3000})  # a batch stays open this long
+    first = admin.message(chat_id(seed, 1), seed.humans[0].id, "first")
+    second = admin.message(chat_id(seed, 2), seed.humans[0].id, "second")
+    receiver.wait_for(lambda: len(_ids(receiver)) == 2, "both notifications")
+    assert [[n["resourceData"]["id"] for n in batch] for batch in _posts(receiver)] == [[first["id"], second["id"]]]
