@@ -28,6 +28,10 @@ class Metrics:
         self.cas_conflicts = Counter(
             "entrabot_cas_conflicts", "Compare-and-swap writes that lost a race", ["ledger"], registry=r
         )
+        self.graph_notifications = Counter(
+            "entrabot_graph_notifications", "Graph change notifications received, by kind and outcome",
+            ["kind", "outcome"], registry=r,
+        )
         self.lease_held = Gauge(
             "entrabot_lease_held", "1 while this replica holds the fleet-singleton role's lease", ["role"], registry=r
         )
