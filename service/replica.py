@@ -34,6 +34,7 @@ from service.ledger import (
     note_ignored_local_poll_state,
 )
 from service.ledger.clock import Clock, utc_now
+from service.ledger.permission_requests import PermissionRequests
 from service.mcp.auth import check_auth_config
 from service.mcp.server import McpService, build_mcp
 from service.storage.backend import MemoryBackend
@@ -108,11 +109,13 @@ class Replica:
         await self.watched.load()
         recorder = DeliveryRecorder(interactions, self.replica_id, clock=self.clock)
         sent_ids: set[str] = set()
+        permissions = PermissionRequests(self.backend, self.replica_id, clock=self.clock, metrics=self.metrics)
         self.chat_poller = ChatPoller(
             graph=self.graph, ledger=ChatLedger(self.backend, clock=self.clock, metrics=self.metrics),
             watched=self.watched, hub=self.hub, agent=self.agent, recorder=recorder, gate=self.gate,
             metrics=self.metrics, clock=self.clock, concurrency=s.chat_poll_concurrency,
             first_sight_max_age=timedelta(hours=s.first_sight_max_age_h), sent_message_ids=sent_ids,
+            permissions=permissions,
         )
         discovery = Discovery(self.graph, self.watched, self.gate, agent_identity_id=s.agent_identity_id)
         email = EmailPoller(
@@ -125,7 +128,7 @@ class Replica:
             settings=s, graph=self.graph, agent=self.agent, hub=self.hub, watched=self.watched,
             chat_poller=self.chat_poller, discovery=discovery, gate=self.gate, promises=promises,
             interactions=interactions, summary=summary, replica_id=self.replica_id, clock=self.clock,
-            sent_message_ids=sent_ids,
+            sent_message_ids=sent_ids, permissions=permissions,
         ))
         sup = self.supervisor
         # Sponsors and chat members first: a sponsor wait is only as good as the gate behind it.

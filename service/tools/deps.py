@@ -10,6 +10,7 @@ from service.delivery.sponsors import SponsorGate
 from service.graph.client import GraphClient
 from service.ledger import DailySummaryProducer, InteractionLog, PromiseLedger, WatchedChats
 from service.ledger.clock import Clock, utc_now
+from service.ledger.permission_requests import PermissionRequests
 from service.workers.agent import AgentUser
 from service.workers.chat_poll import ChatPoller
 from service.workers.discovery import Discovery
@@ -30,5 +31,6 @@ class ToolDeps:
     summary: DailySummaryProducer
     replica_id: str
     clock: Clock = utc_now
+    permissions: PermissionRequests | None = None  # None: no permission relay on this replica
     # Graph ids of messages this replica sent (delegated mode: Graph attributes them to the human).
     sent_message_ids: set[str] = field(default_factory=set)
