@@ -1,5 +1,6 @@
 """A Microsoft Graph + Entra emulator: one tenant's token endpoint, Graph v1.0 chats, messages, mail,
-users and sponsors, with Graph's rules, throttling, fault injection and request statistics.
+users and sponsors, change-notification subscriptions delivered to loopback webhooks, with Graph's rules,
+throttling, fault injection and request statistics.
 
 Layout: ``{base}/v1.0/...`` (Graph), ``{base}/{tenant}/oauth2/v2.0/token`` (Entra),
 ``{base}/_emulator/...`` (admin).

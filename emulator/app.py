@@ -11,7 +11,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from emulator import routes_admin, routes_chats, routes_directory, routes_entra, routes_mail, routes_messages
+from emulator import (
+    routes_admin, routes_chats, routes_directory, routes_entra, routes_mail, routes_messages,
+    routes_notifications_admin, routes_subscriptions,
+)
 from emulator.clock import Clock, SystemClock
 from emulator.context import EmulatorContext, context_of
 from emulator.errors import GraphError, graph_error_body
@@ -19,10 +22,12 @@ from emulator.faults import FaultInjector
 from emulator.grants import TokenGrantor
 from emulator.middleware import GRAPH_PREFIX, EmulatorMiddleware
 
-_ROUTE_MODULES = (routes_admin, routes_entra, routes_chats, routes_messages, routes_mail, routes_directory)
+_ROUTE_MODULES = (routes_admin, routes_entra, routes_chats, routes_messages, routes_mail, routes_directory,
+                  routes_subscriptions, routes_notifications_admin)
 from emulator.seed import Seed, load_seed
 from emulator.state import StateError, TenantState
 from emulator.stats import RequestStats
+from emulator.subscription_engine import SubscriptionEngine
 from emulator.throttle import Throttle
 from emulator.tokens import TokenService
 
@@ -37,10 +42,13 @@ def create_app(seed: Seed | Path | str | dict[str, Any], *, clock: Clock | None 
     tenant = load_seed(seed)
     clock = clock or SystemClock()
     tokens = TokenService(clock, tenant.token_lifetime_s, signing_key)
+    state = TenantState(tenant, clock)
+    subscriptions = SubscriptionEngine(tenant.subscriptions, clock, tenant.tenant_id, tenant.random_seed)
+    state.add_observer(subscriptions.observe)
     ctx = EmulatorContext(
-        seed=tenant, clock=clock, state=TenantState(tenant, clock), tokens=tokens,
+        seed=tenant, clock=clock, state=state, tokens=tokens,
         grantor=TokenGrantor(tenant, tokens, clock), throttle=Throttle(tenant.throttle),
-        faults=FaultInjector(tenant.random_seed), stats=RequestStats(),
+        faults=FaultInjector(tenant.random_seed), stats=RequestStats(), subscriptions=subscriptions,
         base_url=base_url.rstrip("/") if base_url else None,
     )
     app = FastAPI(title="Graph and Entra emulator", docs_url=None, redoc_url=None, openapi_url=None)

@@ -12,6 +12,7 @@ from emulator.grants import TokenGrantor
 from emulator.seed import Seed
 from emulator.state import TenantState
 from emulator.stats import RequestStats
+from emulator.subscription_engine import SubscriptionEngine
 from emulator.throttle import Throttle
 from emulator.tokens import TokenService
 
@@ -26,6 +27,7 @@ class EmulatorContext:
     throttle: Throttle
     faults: FaultInjector
     stats: RequestStats
+    subscriptions: SubscriptionEngine
     base_url: str | None  # fixed when known (start_emulator); else taken from each request's Host
 
     def base(self, request: HTTPConnection) -> str:

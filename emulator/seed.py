@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from emulator.subscription_policy import SubscriptionPolicy
+
 SEEDS_DIR = Path(__file__).resolve().parent / "seeds"
 TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"
 
@@ -138,6 +140,7 @@ class Seed(_Model):
     token_lifetime_s: int = Field(3600, ge=1)
     throttle: ThrottleBudget = ThrottleBudget()
     random_seed: int | None = None  # makes fault injection reproducible
+    subscriptions: SubscriptionPolicy = SubscriptionPolicy()  # change-notification rules
     users: tuple[SeedUser, ...]
     apps: tuple[SeedApp, ...]
     agent_identities: tuple[AgentIdentity, ...] = ()

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
+from emulator.changes import ChangeObserver, ChatMessageChange, MailChange, ResourceChange
 from emulator.clock import Clock
 from emulator.seed import Seed, SeedUser, group_chat_id, one_on_one_chat_id
 from emulator.timestamps import epoch_ms, from_epoch_ms, resolve_time, truncate_ms
@@ -129,7 +130,18 @@ class TenantState:
             (u.id, f): "AAMkAF" + base64.urlsafe_b64encode(hashlib.sha256(f"{u.id}/{f}".encode()).digest()).decode()
             for u in seed.users for f in FOLDERS
         }
+        self._observers: list[ChangeObserver] = []
         self._load(seed)
+
+    # --- observers (the subscription engine registers one) ---
+
+    def add_observer(self, observer: ChangeObserver) -> None:
+        with self._lock:
+            self._observers.append(observer)
+
+    def _changed(self, change: ResourceChange) -> None:
+        for observer in self._observers:
+            observer(change)
 
     # --- start-up ---
 
@@ -264,6 +276,7 @@ class TenantState:
             message = ChatMessage(str(ms), chat_id, message_type, at, at, sender, content, content_type,
                                   event_detail)
             existing[message.id] = message
+            self._changed(ChatMessageChange("created", chat_id, message.id, tuple(m.user_id for m in chat.members)))
             if at > chat.last_updated:
                 self._chats[chat_id] = replace(chat, last_updated=at)
             return message
@@ -282,6 +295,7 @@ class TenantState:
             now = self._later_than(message.last_modified)
             edited = replace(message, content=content, last_modified=now, last_edited=now)
             self._messages[chat_id][message_id] = edited
+            self._changed(ChatMessageChange("updated", chat_id, message_id, self._member_ids(chat_id)))
             return edited
 
     def delete_message(self, chat_id: str, message_id: str) -> ChatMessage:
@@ -290,6 +304,7 @@ class TenantState:
             now = self._later_than(message.last_modified)
             deleted = replace(message, content="", last_modified=now, deleted=now)
             self._messages[chat_id][message_id] = deleted
+            self._changed(ChatMessageChange("deleted", chat_id, message_id, self._member_ids(chat_id)))
             return deleted
 
     def _message(self, chat_id: str, message_id: str) -> ChatMessage:
@@ -297,6 +312,10 @@ class TenantState:
         if message is None:
             raise StateError("not_found", f"Message '{message_id}' was not found in chat '{chat_id}'.")
         return message
+
+    def _member_ids(self, chat_id: str) -> tuple[str, ...]:
+        chat = self._chats.get(chat_id)
+        return tuple(m.user_id for m in chat.members) if chat else ()
 
     def _later_than(self, at: datetime) -> datetime:
         now = truncate_ms(self._clock.now())
@@ -379,6 +398,7 @@ class TenantState:
         message = MailMessage(_outlook_id(), owner, folder, subject, body, content_type, sender, to, cc, at, at,
                               internet_id, conversation, "CQAAABYAAA" + secrets.token_urlsafe(24), is_read)
         self._mail[owner][message.id] = message
+        self._changed(MailChange("created", owner, folder, message.id, message.change_key))
         return message
 
 

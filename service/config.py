@@ -72,6 +72,10 @@ class Settings(BaseSettings):
     mcp_public_base_url: str | None = None
     push_hosts: str = "claude-code"
     sponsor_wait_timeout_s: float = 600.0
+    # Tool-use approvals asked of the sponsor in Teams for hosts behind the channel bridge; a verdict
+    # after this long decides nothing.
+    permission_relay_enabled: bool = True
+    permission_request_timeout_s: float = 600.0
     otlp_endpoint: str | None = None
     log_level: str = "INFO"
 
@@ -90,7 +94,8 @@ class Settings(BaseSettings):
         assert info.field_name is not None
         return cls.model_fields[info.field_name].get_default(call_default_factory=True)
 
-    @field_validator("chat_poll_interval_s", "discovery_interval_s", "email_poll_interval_s")
+    @field_validator("chat_poll_interval_s", "discovery_interval_s", "email_poll_interval_s",
+                     "permission_request_timeout_s")
     @classmethod
     def _positive(cls, v: float) -> float:
         if v <= 0:

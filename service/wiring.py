@@ -24,6 +24,7 @@ from service.ledger import (
     WatchedChats,
 )
 from service.clock import Clock, utc_now
+from service.ledger.permission_requests import PermissionRequests
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 from service.tools.deps import ToolDeps
@@ -42,6 +43,7 @@ class Workers:
     interactions: InteractionLog
     promises: PromiseLedger
     sent: SentMessages
+    permissions: PermissionRequests
     chat_poller: ChatPoller
     email_poller: EmailPoller
     discovery: Discovery
@@ -69,11 +71,13 @@ async def wire_workers(
     await watched.load()
     recorder = DeliveryRecorder(interactions, replica_id, clock=clock)
     sent = SentMessages()
+    permissions = PermissionRequests(backend, replica_id, clock=clock, metrics=metrics)
     chat_poller = ChatPoller(
         graph=graph, ledger=ChatLedger(backend, clock=clock, metrics=metrics), watched=watched, hub=hub,
         agent=agent, recorder=recorder, gate=gate, metrics=metrics, clock=clock,
         concurrency=settings.chat_poll_concurrency,
         first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h), sent_message_ids=sent,
+        permissions=permissions,
     )
     discovery = Discovery(graph, watched, gate, agent_identity_id=settings.agent_identity_id)
     email_poller = EmailPoller(
@@ -84,6 +88,6 @@ async def wire_workers(
     tool_deps = ToolDeps(
         settings=settings, graph=graph, agent=agent, hub=hub, watched=watched, chat_poller=chat_poller,
         discovery=discovery, gate=gate, promises=promises, interactions=interactions, summary=summary,
-        replica_id=replica_id, clock=clock, sent_messages=sent,
+        replica_id=replica_id, clock=clock, sent_messages=sent, permissions=permissions,
     )
-    return Workers(watched, interactions, promises, sent, chat_poller, email_poller, discovery, summary, tool_deps)
+    return Workers(watched, interactions, promises, sent, permissions, chat_poller, email_poller, discovery, summary, tool_deps)

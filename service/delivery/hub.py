@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 class TargetKind(str, Enum):
     PUSH = "push"  # an MCP session with an open push stream
     SPONSOR_WAIT = "sponsor_wait"  # a pending wait of a non-push host
+    PERMISSION = "permission"  # a pending permission request: takes its sponsor's verdict only
 
 
 class DeliveryTarget(Protocol):
@@ -119,6 +120,9 @@ class DeliveryHub:
         live = self.live_targets()
         return [m for m in messages if any(t.accepts(m) for t in live)]
 
+    def has_permission_target_for(self, message: InboundMessage) -> bool:
+        return any(t.kind is TargetKind.PERMISSION and t.accepts(message) for t in self.live_targets())
+
     async def dispatch(self, messages: Sequence[InboundMessage]) -> list[Dispatch]:
         """Hand claimed messages over, oldest first, each to exactly one target.
 
@@ -158,10 +162,13 @@ class DeliveryHub:
         candidates = [t for t in self.live_targets() if t.target_id not in exclude and t.accepts(message)]
         if not candidates:
             return None
-        # A pending sponsor wait is a host blocked on exactly this kind of reply: it goes first.
-        waits = [t for t in candidates if t.kind is TargetKind.SPONSOR_WAIT]
-        if waits:
-            return waits[0]
+        # A pending permission request takes only its own verdict, and a pending sponsor wait is a host
+        # blocked on exactly this kind of reply: either goes before any push host, so a verdict is never
+        # also delivered as an ordinary message.
+        for kind in (TargetKind.PERMISSION, TargetKind.SPONSOR_WAIT):
+            waiting = [t for t in candidates if t.kind is kind]
+            if waiting:
+                return waiting[0]
         sticky = self._sticky.get(message.chat_id)
         for t in candidates:
             if t.target_id == sticky:

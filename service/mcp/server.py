@@ -48,7 +48,7 @@ from service.mcp.sdk_adapter import (
     session_id_of,
 )
 from service.mcp.sessions import SessionRegistry, SessionTrafficObserver
-from service.mcp.tool_registry import ToolCall, ToolRegistry
+from service.mcp.tool_registry import SessionChannel, ToolCall, ToolRegistry
 from service.mcp.transport_security import HostOriginGuard, transport_security_settings
 from service.telemetry.metrics import Metrics
 
@@ -153,10 +153,16 @@ class McpService:
 
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
         session_id = session_id_of(ctx.session)
+        channel = None
+        if session_id is not None:
+            # Any request's session object reaches the connection's standalone (GET) stream.
+            channel = SessionChannel(send=ctx.session.send_notification,  # type: ignore[arg-type]
+                                     is_open=partial(self.sessions.is_streaming, session_id))
         call = ToolCall(
             session=self.sessions.get(session_id) if session_id is not None else None,
             hub=self.hub,
             request_id=ctx.request_id,
+            channel=channel,
         )
         return await self.tools.call(params.name, params.arguments, call)
 

@@ -44,12 +44,21 @@ class ToolError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class SessionChannel:
+    """The calling session's push stream, for a tool whose answer is pushed later (a permission verdict)."""
+
+    send: Callable[[BaseModel], Awaitable[None]]
+    is_open: Callable[[], bool]
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     """What a running tool knows about its call."""
 
     session: SessionState | None  # None only when the session ended while the call was being set up
     hub: DeliveryHub
     request_id: str | int | None
+    channel: SessionChannel | None = None
 
     @property
     def session_id(self) -> str | None:

@@ -28,6 +28,17 @@ class Metrics:
         self.cas_conflicts = Counter(
             "entrabot_cas_conflicts", "Compare-and-swap writes that lost a race", ["ledger"], registry=r
         )
+        self.graph_notifications = Counter(
+            "entrabot_graph_notifications", "Graph change notifications received, by kind and outcome",
+            ["kind", "outcome"], registry=r,
+        )
+        self.lease_held = Gauge(
+            "entrabot_lease_held", "1 while this replica holds the fleet-singleton role's lease", ["role"], registry=r
+        )
+        self.lease_events = Counter(
+            "entrabot_lease_events", "Lease changes: acquired, taken_over, lost, conflict", ["role", "event"],
+            registry=r,
+        )
         self.email_settle = Counter(
             "entrabot_email_settle", "Settlements of uncertain email claims by outcome", ["outcome"], registry=r
         )

@@ -16,6 +16,7 @@ from service.delivery.sponsors import SponsorGate
 from service.graph.client import GraphClient
 from service.ledger import DailySummaryProducer, InteractionLog, PromiseLedger, WatchedChats, WatchOutcome
 from service.clock import Clock, utc_now
+from service.ledger.permission_requests import PermissionRequests
 from service.domain.agent import AgentUser
 
 
@@ -49,3 +50,4 @@ class ToolDeps:
     sent_messages: SentMessages
     replica_id: str
     clock: Clock = utc_now
+    permissions: PermissionRequests | None = None  # None: no permission relay on this replica

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from service.mcp.tool_registry import ToolRegistry
 from service.tools.chat_access import ChatAccess
 from service.tools.chats import ChatTools
@@ -9,6 +11,7 @@ from service.tools.conversation import ConversationTools
 from service.tools.deps import ToolDeps
 from service.tools.interactions import InteractionTools
 from service.tools.mail import MailTools
+from service.tools.permission_relay import PermissionRelay
 from service.tools.promises import PromiseTools
 from service.tools.reply_watch import ReplyWatches
 from service.tools.sponsor_wait import SponsorWaiter
@@ -30,3 +33,6 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
     )
     for handler in handlers:
         registry.add(handler)
+    if deps.permissions is not None and deps.settings.permission_relay_enabled:
+        relay = PermissionRelay(deps, deps.permissions, timedelta(seconds=deps.settings.permission_request_timeout_s))
+        registry.add(relay.request_permission)

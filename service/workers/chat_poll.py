@@ -18,6 +18,7 @@ from opentelemetry import trace
 from service.delivery.filters import filter_human_messages
 from service.delivery.hub import DeliveryHub
 from service.delivery.message import InboundMessage, Source
+from service.delivery.permission_verdict import parse_verdict
 from service.delivery.sponsors import SponsorGate
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError
@@ -25,6 +26,7 @@ from service.graph.models import ChatMessage, ChatMessagePreview
 from service.ledger import Candidate, ChatClaimOutcome, ChatLedger, ReadOutcome, WatchedChats
 from service.ledger.cas import UpdateOutcome
 from service.clock import Clock, later, utc_now
+from service.ledger.permission_requests import PermissionRequests, Standing
 from service.storage.errors import StorageError
 from service.telemetry.metrics import Metrics
 from service.domain.agent import AgentUser
@@ -57,6 +59,7 @@ class ChatPoller:
     sent_message_ids: Collection[str] = frozenset()
     # A chat the scan says is quiet is still read at least every this many cycles (5 min by default).
     guard_cycles: int = 60
+    permissions: PermissionRequests | None = None  # pending permission requests of the fleet
     _states: dict[str, ChatPollState] = field(default_factory=dict)
     _previews: dict[str, ChatMessagePreview | None] = field(default_factory=dict)
     _cycles: int = 0
@@ -198,7 +201,7 @@ class ChatPoller:
         )
         if surfaces:
             inbound = chat_inbound(newest, state.chat_id, self.gate)
-            if not self.hub.claimable([inbound]):
+            if not await self._claimable([inbound]):
                 return  # a replica holding a target that can take it will surface it
             claim = await self.ledger.claim(state.chat_id, [Candidate(newest.id, newest.created_date_time)],
                                             newest.created_date_time)
@@ -241,7 +244,7 @@ class ChatPoller:
                    if state.watermark is None or m.created_date_time >= state.watermark]
         humans = {m.id for m in self._humans(ordered)}
         inbound = {m.id: chat_inbound(m, state.chat_id, self.gate) for m in ordered if m.id in humans}
-        takeable = {m.message_id for m in self.hub.claimable(list(inbound.values()))}
+        takeable = {m.message_id for m in await self._claimable(list(inbound.values()))}
         offer = decide_offer(ordered, humans, takeable)
         if not offer.candidates:
             if not offer.blocked:
@@ -260,6 +263,27 @@ class ChatPoller:
             state.watermark = later(state.watermark, offer.seen_up_to)
 
     # --- helpers ---
+
+    async def _claimable(self, messages: list[InboundMessage]) -> list[InboundMessage]:
+        """What this replica's targets would take, less the sponsors' verdicts on permission requests
+        that another replica's host asked (only that replica can hand the verdict back)."""
+        takeable = self.hub.claimable(messages)
+        if self.permissions is None:
+            return takeable
+        kept: list[InboundMessage] = []
+        for message in takeable:
+            verdict = parse_verdict(message.body) if message.sender_is_sponsor else None
+            if verdict is not None:
+                standing = await self.permissions.standing(verdict.request_id)
+                # A verdict delivered as an ordinary message could never reach the host that asked:
+                # while its request is live it waits for that host's target (here, after a stream
+                # reconnect, or on the replica holding it); unknown standing waits for a later cycle.
+                if standing is Standing.HELD_HERE and not self.hub.has_permission_target_for(message):
+                    continue
+                if standing in (Standing.HELD_ELSEWHERE, Standing.UNRESOLVED):
+                    continue
+            kept.append(message)
+        return kept
 
     def _humans(self, messages: list[ChatMessage]) -> list[ChatMessage]:
         live = [m for m in messages if m.deleted_date_time is None]  # a deleted message is not delivered

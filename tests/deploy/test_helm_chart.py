@@ -281,7 +281,9 @@ def test_service_monitor_scrapes_the_service_metrics_port(values: dict[str, Any]
 
 
 def test_optional_objects_are_off_by_default(defaults: Rendered) -> None:
-    kinds = sorted(o["kind"] for o in defaults.objects)
+    # Hooks (the `helm test` pod) are not installed with the release.
+    kinds = sorted(o["kind"] for o in defaults.objects
+                   if "helm.sh/hook" not in (o["metadata"].get("annotations") or {}))
     assert kinds == ["ConfigMap", "ConfigMap", "Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service",
                      "ServiceAccount"]
 
@@ -314,3 +316,83 @@ def test_config_change_rolls_the_pods() -> None:
         return render(values).one("Deployment")["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
 
     assert checksum(REQUIRED) != checksum(merge(REQUIRED, {"config": {"logLevel": "DEBUG"}}))
+
+
+# --- reaching the fleet from outside: ingress, Gateway API, helm test ------------------------------
+
+INGRESS = {"ingress": {"enabled": True, "host": "agents.example.com", "tls": {"secretName": "agents-tls"}}}
+GATEWAY = {"gatewayApi": {"enabled": True, "parentRefs": [{"name": "public", "namespace": "gateways"}],
+                          "hostnames": ["agents.example.com"]}}
+
+
+def test_the_ingress_hashes_the_bridges_affinity_header_and_keeps_push_streams_open() -> None:
+    rendered = render(merge(REQUIRED, INGRESS))
+    ingress = rendered.one("Ingress", "networking.k8s.io/v1")
+    annotations = ingress["metadata"]["annotations"]
+    assert annotations["nginx.ingress.kubernetes.io/upstream-hash-by"] == "$http_x_entrabot_affinity"
+    assert annotations["nginx.ingress.kubernetes.io/proxy-buffering"] == "off"
+    assert int(annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"]) >= 3600
+    assert ingress["spec"]["tls"] == [{"hosts": ["agents.example.com"], "secretName": "agents-tls"}]
+    [rule] = ingress["spec"]["rules"]
+    assert rule["host"] == "agents.example.com"
+    assert {p["path"] for p in rule["http"]["paths"]} == {"/mcp", "/.well-known/oauth-protected-resource"}
+    assert {p["backend"]["service"]["name"] for p in rule["http"]["paths"]} == {FULLNAME}
+    assert "agents.example.com" in rendered.env()["ENTRABOT_MCP_ALLOWED_HOSTS"].split(",")
+
+
+def test_the_bridge_sends_the_header_the_ingress_hashes() -> None:
+    from service.bridge.config import AFFINITY_HEADER  # noqa: PLC0415 - the chart's default must follow the bridge
+
+    values = yaml_values()
+    assert values["ingress"]["affinityHeader"] == AFFINITY_HEADER
+
+
+def test_an_ingress_without_a_host_is_refused() -> None:
+    with pytest.raises(Exception, match="ingress.host"):
+        render(merge(REQUIRED, {"ingress": {"enabled": True}}))
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_the_ingress_and_the_helm_test_are_valid_kubernetes(version: str) -> None:
+    rendered = render(merge(REQUIRED, INGRESS))
+    for obj in rendered.all("Ingress") + rendered.all("Pod"):
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_the_http_route_attaches_to_the_gateway_with_header_session_persistence() -> None:
+    rendered = render(merge(REQUIRED, GATEWAY))
+    route = rendered.one("HTTPRoute", "gateway.networking.k8s.io/v1")
+    assert route["spec"]["parentRefs"] == [{"name": "public", "namespace": "gateways"}]
+    [rule] = route["spec"]["rules"]
+    assert rule["backendRefs"] == [{"name": FULLNAME, "port": 8080}]
+    assert rule["sessionPersistence"]["type"] == "Header"
+    assert rule["sessionPersistence"]["sessionName"] == "X-Entrabot-Affinity"
+    assert "agents.example.com" in rendered.env()["ENTRABOT_MCP_ALLOWED_HOSTS"].split(",")
+
+
+def test_helm_test_reaches_readyz_through_the_service(defaults: Rendered) -> None:
+    [pod] = defaults.all("Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    script = pod["spec"]["containers"][0]["args"][0]
+    assert f"http://{FULLNAME}:8080/readyz" in script
+    assert pod["spec"]["containers"][0]["image"] == container(defaults)["image"]
+
+
+def test_network_policy_admits_the_ingress_controller_and_prometheus_namespaces(defaults: Rendered) -> None:
+    policy = defaults.one("NetworkPolicy")
+    sources = policy["spec"]["ingress"][0]["from"]
+    namespaces = {s["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+                  for s in sources if "namespaceSelector" in s}
+    assert {"ingress-nginx", "monitoring", "kube-system"} <= namespaces
+    custom = render(merge(REQUIRED, {"networkPolicy": {"ingressControllerNamespace": "",
+                                                       "prometheusNamespace": "observability"}}))
+    sources = custom.one("NetworkPolicy")["spec"]["ingress"][0]["from"]
+    names = {s["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+             for s in sources if "namespaceSelector" in s}
+    assert "ingress-nginx" not in names and "observability" in names
+
+
+def yaml_values() -> dict[str, Any]:
+    import yaml  # noqa: PLC0415
+
+    return yaml.safe_load((CHART_DIR / "values.yaml").read_text())

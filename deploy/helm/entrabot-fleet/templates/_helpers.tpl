@@ -55,12 +55,15 @@ app.kubernetes.io/part-of: entrabot-fleet
 {{- end -}}
 {{- end -}}
 
-{{/* Host names /mcp answers: the Service's in-cluster names, then the configured ones. */}}
+{{/* Host names /mcp answers: the Service's in-cluster names, the configured ones, the ingress's and route's. */}}
 {{- define "entrabot-fleet.allowedHosts" -}}
 {{- $svc := include "entrabot-fleet.fullname" . -}}
 {{- $ns := .Release.Namespace -}}
 {{- $hosts := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) "localhost" "127.0.0.1" -}}
-{{- concat $hosts .Values.config.mcpAllowedHosts | uniq | join "," -}}
+{{- $public := list -}}
+{{- if and .Values.ingress.enabled .Values.ingress.host }}{{ $public = append $public .Values.ingress.host }}{{ end -}}
+{{- if .Values.gatewayApi.enabled }}{{ $public = concat $public .Values.gatewayApi.hostnames }}{{ end -}}
+{{- concat $hosts .Values.config.mcpAllowedHosts $public | uniq | join "," -}}
 {{- end -}}
 
 {{/* Where AKS's workload-identity webhook mounts the projected service account token. */}}

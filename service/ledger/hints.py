@@ -1,0 +1,118 @@
+"""Change hints: "chat X has a message at least this new", written by whoever learns of a change
+(a Graph change notification on any replica, the elected scanner, the safety sweep) and read by every
+replica that holds a delivery target.
+
+A hint is only a reason to look: the reader still compares it with the chat's cursor and reads the
+chat from Graph before claiming anything, so a hint that is late, repeated, forged by a bug or lost
+changes when a message is delivered, never whether or how often.
+
+Shape, chosen for many cheap writers and cheap readers: one append blob per minute,
+``hints/<YYYYMMDDTHHMM>.jsonl`` (UTC, by the writer's clock), one JSON object per line. A writer adds a
+batch with one atomic append (no read, no race, no retry); a reader reads the current and the previous
+minute's blob and takes the lines past what it has already seen, so one poll costs two small reads
+whatever the number of writers or chats. Blobs of minutes past are never read again; a Blob lifecycle
+rule deletes them (deploy/bicep).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from service.clock import Clock, as_utc, format_timestamp, parse_timestamp, utc_now
+from service.storage.backend import MemoryBackend
+from service.storage.errors import StorageError
+
+log = logging.getLogger(__name__)
+
+PREFIX = "hints/"
+SEGMENT = timedelta(minutes=1)
+
+
+def segment_key(moment: datetime) -> str:
+    return f"{PREFIX}{as_utc(moment).strftime('%Y%m%dT%H%M')}.jsonl"
+
+
+@dataclass(frozen=True, slots=True)
+class Hint:
+    chat_id: str
+    newest: datetime  # the newest message time the writer saw (creation time)
+    message_id: str | None = None
+    source: str = "scan"  # scan | notification | sweep: for metrics and debugging only
+
+
+def render_hints(hints: Iterable[Hint]) -> str:
+    lines = []
+    for h in hints:
+        record = {"c": h.chat_id, "t": format_timestamp(h.newest), "s": h.source}
+        if h.message_id is not None:
+            record["m"] = h.message_id
+        lines.append(json.dumps(record, separators=(",", ":"), sort_keys=True) + "\n")
+    return "".join(lines)
+
+
+def parse_hint_line(line: str) -> Hint | None:
+    """A hint, or None for a line that is not one (torn, from a newer version, garbage): skipped,
+    because a hint only ever speeds a read up; the safety sweep finds what a lost hint would have."""
+    try:
+        obj = json.loads(line)
+        chat_id, newest = obj["c"], parse_timestamp(obj["t"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    message_id = obj.get("m")
+    if not isinstance(chat_id, str) or not chat_id or not (message_id is None or isinstance(message_id, str)):
+        return None
+    source = obj.get("s")
+    return Hint(chat_id, newest, message_id, source if isinstance(source, str) else "unknown")
+
+
+@dataclass
+class HintLog:
+    """The writing side."""
+
+    backend: MemoryBackend
+    clock: Clock = utc_now
+
+    async def add(self, hints: Iterable[Hint]) -> None:
+        """One atomic append; raises StorageError (the caller decides whether to answer Graph 5xx)."""
+        text = render_hints(hints)
+        if text:
+            await self.backend.append_text(segment_key(self.clock()), text)
+
+
+@dataclass
+class HintReader:
+    """The reading side of one replica: each poll returns the hints written since the last one."""
+
+    backend: MemoryBackend
+    clock: Clock = utc_now
+    _consumed: dict[str, int] = field(default_factory=dict)  # segment key -> characters taken
+
+    async def poll(self) -> list[Hint] | None:
+        """New hints, newest segment last; None when a segment could not be read (then nothing is
+        marked consumed, and the next poll returns those hints again)."""
+        now = self.clock()
+        keys = [segment_key(now - SEGMENT), segment_key(now)]
+        found: list[Hint] = []
+        consumed = dict(self._consumed)
+        for key in keys:
+            try:
+                text = await self.backend.read_text(key)
+            except StorageError as exc:
+                log.warning("hint segment unreadable", extra={"key": key, "error": type(exc).__name__})
+                return None
+            if text is None:
+                continue
+            start = consumed.get(key, 0)
+            # Only whole lines: an append in flight never shows half a line, but a reader must not
+            # depend on it.
+            end = text.rfind("\n", start) + 1
+            if end <= start:
+                continue
+            found.extend(h for line in text[start:end].splitlines() if (h := parse_hint_line(line)) is not None)
+            consumed[key] = end
+        self._consumed = {k: v for k, v in consumed.items() if k in keys}
+        return found

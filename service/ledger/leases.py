@@ -1,0 +1,177 @@
+"""Leases for the fleet's singleton roles (the chat scanner, discovery, the safety sweep, the
+subscription manager): one small blob per role, holding holder, epoch and expiry.
+
+The model is the Event Hubs processor's ownership records: take a role with ``if_absent`` (first
+ever) or ``If-Match`` on the record read (renewal, or takeover once it expired), renew well before
+expiry, and let another replica take over after it. What makes it safe is the holder's side: it acts
+in the role only while its *own* view of the lease is valid, measured on its monotonic clock from
+the moment before it read the record, minus a margin for clock skew between replicas — and a
+renewal that fails in any way (a lost race, a timeout, an unreadable record) ends that view at once.
+So a holder that cannot renew stops acting before anyone else may start.
+
+Key ``leases/<role>.json``: ``{"role", "holder", "epoch", "expires_at", "renewed_at"}``. The epoch
+grows with every change of holder, so work stamped with it can be told apart from a former holder's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import Enum
+
+from service.clock import Clock, format_timestamp, utc_now
+from service.ledger.json_records import load_object, require_str, require_timestamp
+from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed
+from service.storage.backend import MemoryBackend
+from service.storage.errors import ConcurrencyError, StorageError
+from service.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+PREFIX = "leases/"
+_WHAT = "lease"
+
+
+def lease_key(role: str) -> str:
+    return f"{PREFIX}{role}.json"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    role: str
+    holder: str
+    epoch: int
+    expires_at: datetime
+    renewed_at: datetime
+
+    def expired(self, now: datetime) -> bool:
+        return now >= self.expires_at
+
+
+def parse_lease(text: str) -> LeaseRecord:
+    obj = load_object(text, _WHAT)
+    epoch = obj.get("epoch")
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
+        raise CorruptValueError(f"{_WHAT}: field 'epoch' must be a positive integer")
+    return LeaseRecord(role=require_str(obj, "role", _WHAT), holder=require_str(obj, "holder", _WHAT), epoch=epoch,
+                       expires_at=require_timestamp(obj, "expires_at", _WHAT),
+                       renewed_at=require_timestamp(obj, "renewed_at", _WHAT))
+
+
+def render_lease(record: LeaseRecord) -> str:
+    return json.dumps({"role": record.role, "holder": record.holder, "epoch": record.epoch,
+                       "expires_at": format_timestamp(record.expires_at),
+                       "renewed_at": format_timestamp(record.renewed_at)}, sort_keys=True)
+
+
+class LeaseStep(str, Enum):
+    """What one acquire-or-renew attempt did."""
+
+    ACQUIRED = "acquired"  # first holder of the role
+    TAKEN_OVER = "taken_over"  # the previous holder's lease had expired
+    RENEWED = "renewed"
+    HELD_ELSEWHERE = "held_elsewhere"  # someone else holds an unexpired lease
+    LOST = "lost"  # a race, or a write whose outcome is unknown: not ours (for now)
+    UNRESOLVED = "unresolved"  # the record could not be read or parsed
+
+
+def decide_step(current: LeaseRecord | None, *, me: str, our_etag: str | None, read_etag: str | None,
+                now: datetime) -> LeaseStep:
+    """Whether to write, and as what (pure: the rule the tests pin)."""
+    if current is None:
+        return LeaseStep.ACQUIRED
+    if current.holder == me and our_etag is not None and read_etag == our_etag:
+        return LeaseStep.RENEWED  # unbroken since our last write
+    if current.expired(now):
+        return LeaseStep.TAKEN_OVER
+    # Unexpired and not provably ours: another replica's — or ours from before a restart or an
+    # uncertain write, which is left to expire rather than guessed at.
+    return LeaseStep.HELD_ELSEWHERE
+
+
+@dataclass
+class Lease:
+    """One replica's stake in one role. ``held`` is the only question a role's loop asks."""
+
+    backend: MemoryBackend
+    role: str
+    holder: str
+    ttl: timedelta = timedelta(seconds=30)
+    # How much earlier than its record says the holder stops: covers clock skew between replicas
+    # and the time between sending a write and its commit.
+    margin: timedelta = timedelta(seconds=10)
+    clock: Clock = utc_now
+    monotonic: Callable[[], float] = time.monotonic
+    metrics: Metrics | None = None
+    epoch: int | None = None
+    last_known: LeaseRecord | None = None  # the record as last read or written (who holds the role)
+    _etag: str | None = None
+    _valid_until: float = field(default=float("-inf"))
+
+    def __post_init__(self) -> None:
+        if self.margin >= self.ttl:
+            raise ValueError("a lease's margin must be shorter than its ttl")
+
+    @property
+    def renew_every(self) -> timedelta:
+        """Renew well before expiry: three tries fit in the part of the ttl the holder may act in."""
+        return (self.ttl - self.margin) / 3
+
+    def held(self) -> bool:
+        return self.monotonic() < self._valid_until
+
+    async def acquire_or_renew(self) -> LeaseStep:
+        started = self.monotonic()
+        read = await read_parsed(self.backend, lease_key(self.role), parse_lease)
+        if read.outcome is ReadOutcome.UNRESOLVED:
+            return self._lose(LeaseStep.UNRESOLVED)
+        now = self.clock()
+        current = read.value if read.outcome is ReadOutcome.PRESENT else None
+        self.last_known = current
+        step = decide_step(current, me=self.holder, our_etag=self._etag, read_etag=read.etag, now=now)
+        if step is LeaseStep.HELD_ELSEWHERE:
+            return self._lose(step)
+        epoch = 1 if current is None else current.epoch + (0 if step is LeaseStep.RENEWED else 1)
+        record = LeaseRecord(self.role, self.holder, epoch, now + self.ttl, now)
+        try:
+            if current is None:
+                etag = await self.backend.write_text(lease_key(self.role), render_lease(record), if_absent=True)
+            else:
+                etag = await self.backend.write_text(lease_key(self.role), render_lease(record), if_match=read.etag)
+        except ConcurrencyError:
+            self._count("conflict")
+            return self._lose(LeaseStep.LOST)
+        except StorageError as exc:
+            # The write may still land; until a later read proves the record ours, act as if not.
+            log.warning("lease write outcome unknown; not acting in the role",
+                        extra={"role": self.role, "error": type(exc).__name__})
+            return self._lose(LeaseStep.LOST)
+        was_held = self.held()
+        self._etag, self.epoch, self.last_known = etag, epoch, record
+        self._valid_until = started + (self.ttl - self.margin).total_seconds()
+        self._publish()
+        if step is not LeaseStep.RENEWED or not was_held:
+            log.info("lease taken", extra={"role": self.role, "epoch": epoch, "step": step.value})
+            self._count(step.value)
+        return step
+
+    def _lose(self, step: LeaseStep) -> LeaseStep:
+        if self.held():
+            log.warning("lease lost; stopping the role at once", extra={"role": self.role, "step": step.value})
+            self._count("lost")
+        self._valid_until = float("-inf")
+        self._etag = None
+        self._publish()
+        return step
+
+    def _publish(self) -> None:
+        if self.metrics is not None:
+            self.metrics.lease_held.labels(role=self.role).set(1 if self.held() else 0)
+
+    def _count(self, event: str) -> None:
+        if self.metrics is not None:
+            self.metrics.lease_events.labels(role=self.role, event=event).inc()

@@ -1,0 +1,116 @@
+"""``POST /graph/notifications``: the webhook Graph calls, served by every replica.
+
+Graph validates the URL by POSTing ``?validationToken=…`` and expects the token back as text/plain
+within 10 s; it expects a 2xx within 3 s for a notification batch, and retries a non-2xx or a slow
+answer (Graph: "Receive change notifications through webhooks"). So the receiver does as little as it
+may: check each item's ``clientState`` (the shared secret set on the subscription: an item without it
+is not from our subscription and is dropped), write one batch of change hints with a single append,
+nudge the email poll for mail, hand lifecycle events to the subscription manager, and answer 202 —
+only after the hints are stored, so a notification is never acknowledged and then lost. If the store
+does not answer in time the receiver answers 503 and Graph delivers the batch again.
+
+A notification is only a hint: nothing is claimed or delivered from it without reading Graph, so a
+forged or replayed notification can cost a read, never a delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from service.clock import Clock, utc_now
+from service.ledger.hints import Hint, HintLog
+from service.notifications.payloads import ChangeNotification, NotificationBatch, chat_message_of, is_mail
+from service.storage.errors import StorageError
+from service.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+NOTIFICATIONS_PATH = "/graph/notifications"
+MAX_BODY_BYTES = 1_000_000  # Graph batches up to 1,000 small items; anything larger is not Graph
+MAX_VALIDATION_TOKEN_CHARS = 4096
+HINT_WRITE_BUDGET_S = 2.0  # inside Graph's 3 s, leaving time for the answer to travel
+
+
+@dataclass
+class NotificationReceiver:
+    hints: HintLog
+    client_state: str
+    on_mail: Callable[[], None] = lambda: None
+    on_lifecycle: Callable[[ChangeNotification], Awaitable[None]] | None = None
+    clock: Clock = utc_now
+    metrics: Metrics | None = None
+
+    def routes(self) -> list[Route]:
+        return [Route(NOTIFICATIONS_PATH, self.endpoint, methods=["POST"])]
+
+    async def endpoint(self, request: Request) -> Response:
+        token = request.query_params.get("validationToken")
+        if token is not None:
+            if len(token) > MAX_VALIDATION_TOKEN_CHARS:
+                return PlainTextResponse("validation token too long", status_code=400)
+            self._count("validation", "echoed")
+            return PlainTextResponse(token, status_code=200)
+        body = await request.body()
+        if len(body) > MAX_BODY_BYTES:
+            return PlainTextResponse("payload too large", status_code=413)
+        try:
+            batch = NotificationBatch.model_validate_json(body)
+        except ValidationError:
+            self._count("batch", "malformed")
+            return PlainTextResponse("expected {\"value\": [change notifications]}", status_code=400)
+        return await self._accept(batch)
+
+    async def _accept(self, batch: NotificationBatch) -> Response:
+        now = self.clock()
+        hints: list[Hint] = []
+        lifecycle: list[ChangeNotification] = []
+        mail = False
+        for item in batch.value:
+            if not self._authentic(item):
+                self._count("change", "bad_client_state")
+                continue
+            if item.lifecycle_event:
+                lifecycle.append(item)
+                self._count("lifecycle", item.lifecycle_event)
+            elif (ref := chat_message_of(item)) is not None:
+                # The message exists by now; its creation time is not in a basic notification, so the
+                # hint says "something at least as new as this moment" and the reader reads the chat.
+                hints.append(Hint(ref.chat_id, now, ref.message_id, "notification"))
+                self._count("chat", "hinted")
+            elif is_mail(item):
+                mail = True
+                self._count("mail", "accepted")
+            else:
+                self._count("change", "unknown_resource")
+        if hints:
+            try:
+                await asyncio.wait_for(self.hints.add(hints), HINT_WRITE_BUDGET_S)
+            except (StorageError, TimeoutError) as exc:
+                # Not acknowledged, so Graph sends it again: a notification is never dropped here.
+                log.warning("change hints not stored; asking Graph to retry", extra={"error": type(exc).__name__,
+                                                                                    "hints": len(hints)})
+                self._count("batch", "retry_requested")
+                return PlainTextResponse("store unavailable", status_code=503)
+        if mail:
+            self.on_mail()
+        if lifecycle and self.on_lifecycle is not None:
+            for item in lifecycle:
+                await self.on_lifecycle(item)
+        return Response(status_code=202)
+
+    def _authentic(self, item: ChangeNotification) -> bool:
+        return item.client_state is not None and hmac.compare_digest(item.client_state.encode(),
+                                                                     self.client_state.encode())
+
+    def _count(self, kind: str, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.graph_notifications.labels(kind=kind, outcome=outcome).inc()

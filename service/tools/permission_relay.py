@@ -1,0 +1,185 @@
+"""Permission relay: a host's tool-use approval asked of the agent's sponsor in Teams, answered there.
+
+The channel bridge (``entrabot-fleet channel``) forwards Claude Code's
+``notifications/claude/channel/permission_request`` by calling ``request_permission``. The fleet
+records the request in the shared container (so every other replica leaves the sponsor's verdict
+alone), DMs each sponsor — the tool, the description and the request id, the input preview inside
+the XPIA envelope — and registers a ``PermissionTarget`` in the hub. A verified sponsor's
+"yes <id>" / "no <id>" in any watched chat is then claimed exactly once, like any message, and handed
+to that target, which pushes ``notifications/claude/channel/permission`` to the bridge that asked;
+it is never also delivered as an ordinary push. Anyone else's reply, a wrong id, or a reply after the
+request expired decides nothing (it is an ordinary message then).
+
+Declaring ``claude/channel/permission`` lets a remote person approve the agent's tool use, so it is
+offered only over an authenticated fleet connection: ``/mcp`` requires bearer auth off loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import anyio
+from pydantic import BaseModel, Field
+
+from service.delivery.hub import TargetKind
+from service.delivery.message import InboundMessage, Source
+from service.delivery.permission_verdict import REQUEST_ID_PATTERN, parse_verdict, verdict_push
+from service.delivery.push import format_ts
+from service.delivery.xpia import EnvelopeSource, neutralise, wrap_for_channel
+from service.graph.errors import GraphError
+from service.ledger.permission_requests import PermissionRequests, ReserveOutcome
+from service.mcp.tool_registry import ToolCall, ToolError
+from service.tools.deps import ToolDeps
+
+log = logging.getLogger(__name__)
+
+MAX_SPONSORS_ASKED = 3
+MAX_PREVIEW_CHARS = 1000  # Claude Code sends at most 200; a longer one is cut, never refused
+SEND_TIMEOUT_S = 10.0
+
+
+class PermissionRequestInput(BaseModel):
+    request_id: str = Field(pattern=REQUEST_ID_PATTERN, description="The host's five-letter request id")
+    tool_name: str = Field(min_length=1, max_length=200)
+    description: str = Field(default="", max_length=2000)
+    input_preview: str = Field(default="", description="Shown to the sponsor inside an external_content envelope")
+
+
+class PermissionRequestResult(BaseModel):
+    request_id: str
+    sponsors_asked: int
+    expires_at: str
+    next_action: str = Field(serialization_alias="_next_action")
+
+
+@dataclass(eq=False)
+class PermissionTarget:
+    """One pending request, as a delivery target: takes exactly one verified sponsor's verdict for it."""
+
+    request_id: str
+    send: Callable[[BaseModel], Awaitable[None]]
+    stream_open: Callable[[], bool]
+    on_decided: Callable[[str], Awaitable[None]]
+    send_timeout_s: float = SEND_TIMEOUT_S
+    _done: bool = False
+
+    @property
+    def target_id(self) -> str:
+        return f"permission:{self.request_id}"
+
+    @property
+    def kind(self) -> TargetKind:
+        return TargetKind.PERMISSION
+
+    def is_alive(self) -> bool:
+        return not self._done and self.stream_open()
+
+    def end(self) -> None:
+        self._done = True
+
+    def accepts(self, message: InboundMessage) -> bool:
+        if message.source is not Source.CHAT or not message.sender_is_sponsor:
+            return False
+        verdict = parse_verdict(message.body)
+        return verdict is not None and verdict.request_id == self.request_id
+
+    async def deliver(self, message: InboundMessage) -> bool:
+        verdict = parse_verdict(message.body)
+        if not self.is_alive() or verdict is None or verdict.request_id != self.request_id:
+            return False
+        with anyio.move_on_after(self.send_timeout_s) as scope:
+            await self.send(verdict_push(verdict))
+        if scope.cancelled_caught:
+            return False
+        self._done = True
+        log.info("permission verdict relayed", extra={"request_id": self.request_id, "behavior": verdict.behavior,
+                                                      "chat_id": message.chat_id, "message_id": message.message_id})
+        await self.on_decided(self.request_id)
+        return True
+
+
+def sponsor_prompt(args: PermissionRequestInput) -> str:
+    """The DM text. Tool name and description come from the host's model, so they are defanged; the
+    input preview may quote anything the agent read, so it goes inside the envelope."""
+    preview = wrap_for_channel(args.input_preview[:MAX_PREVIEW_CHARS], source=EnvelopeSource.TEAMS,
+                               sender="permission request input")
+    return (
+        f"Permission request {args.request_id}: the agent wants to run {neutralise(args.tool_name)}.\n"
+        f"{neutralise(args.description)}\n"
+        f"Input preview (data, not instructions):\n{preview}\n"
+        f'Reply "yes {args.request_id}" to allow or "no {args.request_id}" to deny.'
+    )
+
+
+@dataclass
+class PermissionRelay:
+    deps: ToolDeps
+    requests: PermissionRequests
+    ttl: timedelta
+    _expiries: set[asyncio.Task[None]] = field(default_factory=set)
+
+    async def request_permission(self, args: PermissionRequestInput, call: ToolCall) -> PermissionRequestResult:
+        """Ask the agent's sponsor in Teams to approve a tool use; the verdict arrives as
+        notifications/claude/channel/permission. Called by the entrabot-fleet channel bridge, not by a model."""
+        deps = self.deps
+        channel = call.channel
+        if channel is None or not call.push_capable or not channel.is_open():
+            raise ToolError("request_permission needs a push host with an open stream (entrabot-fleet channel): "
+                            "the verdict is pushed, never returned")
+        if call.hub.closed:
+            raise ToolError("this replica is shutting down; the bridge reconnects, then ask again")
+        sponsors = sorted(deps.gate.sponsor_ids)[:MAX_SPONSORS_ASKED]
+        if not sponsors:
+            raise ToolError("no sponsor of the agent identity is known, so nobody can approve; answer locally")
+        reserved = await self.requests.reserve(args.request_id, self.ttl)
+        if reserved is ReserveOutcome.TAKEN:
+            raise ToolError(f"a permission request {args.request_id} is already pending")
+        if reserved is ReserveOutcome.UNRESOLVED:
+            raise ToolError("the shared store could not record the request; nobody was asked, try again")
+        target = PermissionTarget(args.request_id, channel.send, channel.is_open, self._decided)
+        call.hub.register(target)
+        asked = await self._ask(sponsors, sponsor_prompt(args))
+        if not asked:
+            call.hub.unregister(target.target_id)
+            await self._decided(args.request_id)
+            raise ToolError("no sponsor could be reached in Teams; answer the request locally")
+        task = asyncio.create_task(self._expire(target), name=f"permission-expiry-{args.request_id}")
+        self._expiries.add(task)
+        task.add_done_callback(self._expiries.discard)
+        log.info("permission requested", extra={"request_id": args.request_id, "sponsors_asked": asked})
+        return PermissionRequestResult(
+            request_id=args.request_id, sponsors_asked=asked, expires_at=format_ts(deps.clock() + self.ttl),
+            next_action="Wait: the sponsor's verdict arrives as notifications/claude/channel/permission.",
+        )
+
+    async def _ask(self, sponsors: list[str], text: str) -> int:
+        asked = 0
+        deps = self.deps
+        for sponsor_id in sponsors:
+            try:
+                chat = await deps.graph.create_chat("oneOnOne", [deps.agent.object_id, sponsor_id])
+                await deps.discovery.register_chat(chat.id)  # watched before asking, so the reply is polled
+                await deps.graph.send_chat_message(chat.id, text)
+            except GraphError as exc:
+                log.warning("could not ask a sponsor", extra={"sponsor_id": sponsor_id, "error": type(exc).__name__,
+                                                              "status": exc.status})
+                continue
+            asked += 1
+        return asked
+
+    async def _expire(self, target: PermissionTarget) -> None:
+        await asyncio.sleep(self.ttl.total_seconds())
+        if target.is_alive():
+            target.end()
+            await self._decided(target.request_id)
+            log.info("permission request expired", extra={"request_id": target.request_id})
+
+    async def _decided(self, request_id: str) -> None:
+        self.deps.hub.unregister(f"permission:{request_id}")
+        # Best effort: a record left live here only expires later; other replicas meanwhile leave
+        # that id's verdicts alone, which delays an ordinary message but loses nothing.
+        await self.requests.end(request_id)

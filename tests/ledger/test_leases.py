@@ -1,0 +1,116 @@
+"""Leases for fleet-singleton roles: one holder at a time, renewal keeps it, expiry hands it over,
+and a holder that cannot renew stops acting at once."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from service.ledger.leases import Lease, LeaseRecord, LeaseStep, decide_step, lease_key, parse_lease
+from service.storage.backend import MemoryBackend
+from service.storage.faults import Fault, FaultRule, FaultyBackend
+from service.storage.local import LocalBackend
+
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+TTL = timedelta(seconds=30)
+
+
+class Clocks:
+    """Wall and monotonic time moving together, as on one machine."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def wall(self) -> datetime:
+        return T0 + timedelta(seconds=self.offset)
+
+    def mono(self) -> float:
+        return 1000.0 + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
+def lease(backend: MemoryBackend, holder: str, clocks: Clocks) -> Lease:
+    return Lease(backend, "scanner", holder, ttl=TTL, clock=clocks.wall, monotonic=clocks.mono)
+
+
+def test_the_rule_renews_only_an_unbroken_lease_and_takes_over_only_an_expired_one() -> None:
+    record = LeaseRecord("scanner", "a", 3, T0 + TTL, T0)
+    assert decide_step(None, me="a", our_etag=None, read_etag=None, now=T0) is LeaseStep.ACQUIRED
+    assert decide_step(record, me="a", our_etag="e1", read_etag="e1", now=T0) is LeaseStep.RENEWED
+    assert decide_step(record, me="a", our_etag="e1", read_etag="e2", now=T0) is LeaseStep.HELD_ELSEWHERE
+    assert decide_step(record, me="b", our_etag=None, read_etag="e1", now=T0) is LeaseStep.HELD_ELSEWHERE
+    assert decide_step(record, me="b", our_etag=None, read_etag="e1", now=T0 + TTL) is LeaseStep.TAKEN_OVER
+
+
+async def test_of_many_replicas_racing_for_a_role_exactly_one_holds_it(any_backend: MemoryBackend) -> None:
+    clocks = Clocks()
+    leases = [lease(any_backend, f"replica-{i}", clocks) for i in range(6)]
+    steps = await asyncio.gather(*(x.acquire_or_renew() for x in leases))
+    assert steps.count(LeaseStep.ACQUIRED) == 1
+    assert sum(x.held() for x in leases) == 1
+    holder = next(x for x in leases if x.held())
+    assert holder.epoch == 1
+    stored = parse_lease(await any_backend.read_text(lease_key("scanner")) or "")
+    assert stored.holder == holder.holder
+
+
+async def test_renewal_keeps_the_role_and_the_epoch(any_backend: MemoryBackend) -> None:
+    clocks = Clocks()
+    a, b = lease(any_backend, "a", clocks), lease(any_backend, "b", clocks)
+    assert await a.acquire_or_renew() is LeaseStep.ACQUIRED
+    for _ in range(5):
+        clocks.advance(a.renew_every.total_seconds())
+        assert await a.acquire_or_renew() is LeaseStep.RENEWED
+        assert await b.acquire_or_renew() is LeaseStep.HELD_ELSEWHERE
+    assert a.held() and not b.held() and a.epoch == 1
+
+
+async def test_an_expired_lease_is_taken_over_with_a_new_epoch_and_the_old_holder_has_stopped(
+        any_backend: MemoryBackend) -> None:
+    clocks = Clocks()
+    a, b = lease(any_backend, "a", clocks), lease(any_backend, "b", clocks)
+    await a.acquire_or_renew()
+    clocks.advance((TTL - a.margin).total_seconds())
+    assert not a.held()  # a stopped acting before its record expired...
+    assert await b.acquire_or_renew() is LeaseStep.HELD_ELSEWHERE  # ...and before b may take over
+    clocks.advance(a.margin.total_seconds())
+    assert await b.acquire_or_renew() is LeaseStep.TAKEN_OVER
+    assert b.held() and b.epoch == 2
+    assert await a.acquire_or_renew() is LeaseStep.HELD_ELSEWHERE
+    assert not a.held()
+
+
+@pytest.mark.parametrize("fault", [Fault.WRITE_FAILS, Fault.WRITE_RESPONSE_LOST, Fault.READ_FAILS,
+                                   Fault.READ_CORRUPT, Fault.READ_MISSING_ETAG])
+async def test_a_holder_that_cannot_renew_stops_acting_at_once(tmp_path, fault: Fault) -> None:
+    clocks = Clocks()
+    faulty = FaultyBackend(LocalBackend(tmp_path / "store"))
+    a = lease(faulty, "a", clocks)
+    await a.acquire_or_renew()
+    clocks.advance(1)
+    assert a.held()
+    faulty.add(FaultRule(fault, key="leases/*", times=1))
+    assert await a.acquire_or_renew() in (LeaseStep.LOST, LeaseStep.UNRESOLVED)
+    assert not a.held()  # long before its record expires
+
+
+async def test_a_holder_whose_record_was_overwritten_loses_the_race_and_stops(any_backend: MemoryBackend) -> None:
+    clocks = Clocks()
+    a = lease(any_backend, "a", clocks)
+    await a.acquire_or_renew()
+    # An operator (or a replica with a badly skewed clock) rewrites the record.
+    forged = LeaseRecord("scanner", "b", 7, T0 + TTL * 10, T0)
+    from service.ledger.leases import render_lease  # noqa: PLC0415
+
+    await any_backend.write_text(lease_key("scanner"), render_lease(forged))
+    assert await a.acquire_or_renew() is LeaseStep.HELD_ELSEWHERE
+    assert not a.held()
+
+
+def test_a_margin_as_long_as_the_ttl_is_refused(tmp_path) -> None:
+    with pytest.raises(ValueError, match="margin"):
+        Lease(LocalBackend(tmp_path), "scanner", "a", ttl=TTL, margin=TTL)

@@ -1,0 +1,119 @@
+"""The webhook Graph calls, over real HTTP: validation echo, clientState, hints stored before the 202,
+mail nudges, lifecycle events, and a 503 (so Graph retries) when the store cannot take the hints."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+
+from service.devstack.uvicorn_runner import serve_app
+from service.ledger.hints import HintLog, HintReader
+from service.notifications.payloads import ChangeNotification
+from service.notifications.receiver import NOTIFICATIONS_PATH, NotificationReceiver
+from service.storage.backend import MemoryBackend
+from service.storage.faults import Fault, FaultRule, FaultyBackend
+from service.storage.local import LocalBackend
+
+SECRET = "c1ient-state-secret"
+CHAT = "19:abc123@thread.v2"
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+class Harness:
+    def __init__(self, backend: MemoryBackend) -> None:
+        self.mail_nudges = 0
+        self.lifecycle: list[ChangeNotification] = []
+        self.reader = HintReader(backend, clock=lambda: NOW)
+        self.receiver = NotificationReceiver(HintLog(backend, clock=lambda: NOW), SECRET, on_mail=self._mail,
+                                             on_lifecycle=self._lifecycle, clock=lambda: NOW)
+
+    def _mail(self) -> None:
+        self.mail_nudges += 1
+
+    async def _lifecycle(self, item: ChangeNotification) -> None:
+        self.lifecycle.append(item)
+
+
+@pytest.fixture
+async def store(tmp_path) -> FaultyBackend:
+    return FaultyBackend(LocalBackend(tmp_path / "store"))
+
+
+@pytest.fixture
+async def served(store: FaultyBackend) -> AsyncIterator[tuple[Harness, httpx.AsyncClient]]:
+    harness = Harness(store)
+    async with serve_app(Starlette(routes=harness.receiver.routes())) as server, httpx.AsyncClient(
+            base_url=server.base_url, timeout=10) as client:
+        yield harness, client
+
+
+def chat_item(message_id: str, client_state: str | None = SECRET) -> dict[str, Any]:
+    return {"subscriptionId": "s1", "changeType": "created", "clientState": client_state, "tenantId": "t",
+            "resource": f"chats('{CHAT}')/messages('{message_id}')",
+            "resourceData": {"id": message_id, "@odata.type": "#Microsoft.Graph.chatMessage"},
+            "subscriptionExpirationDateTime": "2026-12-03T12:00:00Z"}
+
+
+async def test_the_validation_token_is_echoed_as_plain_text(served) -> None:
+    _, client = served
+    token = "Validation: Testing client application reachability for subscription Request-Id: 9a2b"
+    response = await client.post(NOTIFICATIONS_PATH, params={"validationToken": token})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    assert response.text == token
+
+
+async def test_a_chat_message_notification_is_a_hint_stored_before_the_answer(served) -> None:
+    harness, client = served
+    response = await client.post(NOTIFICATIONS_PATH, json={"value": [chat_item("m1"), chat_item("m2")]})
+    assert response.status_code == 202
+    hints = await harness.reader.poll()
+    assert [(h.chat_id, h.message_id, h.source) for h in hints or []] == [
+        (CHAT, "m1", "notification"), (CHAT, "m2", "notification")]
+
+
+async def test_an_item_without_our_client_state_is_dropped(served) -> None:
+    harness, client = served
+    response = await client.post(NOTIFICATIONS_PATH, json={"value": [chat_item("m1", "forged"),
+                                                                      chat_item("m2", None)]})
+    assert response.status_code == 202
+    assert await harness.reader.poll() == []
+
+
+async def test_a_mail_notification_starts_an_email_cycle(served) -> None:
+    harness, client = served
+    item = {"subscriptionId": "s2", "changeType": "created", "clientState": SECRET,
+            "resource": "Users/e47b0700/Messages/AAMkAD", "resourceData": {"id": "AAMkAD"}}
+    assert (await client.post(NOTIFICATIONS_PATH, json={"value": [item]})).status_code == 202
+    assert harness.mail_nudges == 1
+
+
+async def test_lifecycle_events_reach_the_subscription_manager(served) -> None:
+    harness, client = served
+    item = {"subscriptionId": "s1", "lifecycleEvent": "reauthorizationRequired", "clientState": SECRET,
+            "resource": "/users/e47b/chats/getAllMessages"}
+    assert (await client.post(NOTIFICATIONS_PATH, json={"value": [item]})).status_code == 202
+    assert [i.lifecycle_event for i in harness.lifecycle] == ["reauthorizationRequired"]
+
+
+async def test_when_the_store_fails_graph_is_asked_to_retry_and_the_retry_lands(served, store) -> None:
+    harness, client = served
+    store.add(FaultRule(Fault.WRITE_FAILS, key="hints/*", times=1))
+    response = await client.post(NOTIFICATIONS_PATH, json={"value": [chat_item("m1")]})
+    assert response.status_code == 503
+    assert await harness.reader.poll() == []
+    response = await client.post(NOTIFICATIONS_PATH, json={"value": [chat_item("m1")]})
+    assert response.status_code == 202
+    assert [h.message_id for h in await harness.reader.poll() or []] == ["m1"]
+
+
+@pytest.mark.parametrize("body", [b"not json", b"{}", b'{"value": 5}', b"[]"])
+async def test_a_body_that_is_not_a_notification_batch_is_refused(served, body: bytes) -> None:
+    _, client = served
+    response = await client.post(NOTIFICATIONS_PATH, content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400
