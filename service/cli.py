@@ -325,8 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_CONFIG
+    run: Callable[[argparse.Namespace], int] = args.run  # set by the subcommand's parser
     try:
-        return args.run(args)
+        return run(args)
     except ConfigurationError as exc:
         _say(str(exc))
         return EXIT_CONFIG

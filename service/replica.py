@@ -7,6 +7,7 @@ a ``Replica``, and a test can build the same graph with Azurite, the emulator an
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 import logging
 from dataclasses import dataclass, field
 from enum import Enum
@@ -147,7 +148,9 @@ class Replica:
         return len(self.watched.chats) if self.watched is not None else 0
 
 
-def _discard(run):  # type: ignore[no-untyped-def]
+def _discard(run: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
+    """A loop cycle from a coroutine whose result the supervisor has no use for."""
+
     async def cycle() -> None:
         await run()
 

@@ -22,7 +22,7 @@ from service.telemetry.tracing import configure_tracing
 log = logging.getLogger(__name__)
 
 # SIGTERM must end the process well within Kubernetes' 30 s grace period.
-GRACEFUL_SHUTDOWN_S = 6.0
+GRACEFUL_SHUTDOWN_S = 6  # whole seconds: uvicorn's Config takes an int
 
 
 class ServeError(Exception):

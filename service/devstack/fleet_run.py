@@ -222,7 +222,7 @@ class FleetRun:
         began = time.monotonic()
         durations: dict[str, float] = {}
         owns_azurite = self._azurite is None
-        azurite = self._azurite or await asyncio.to_thread(start_azurite, location=None)
+        azurite = self._azurite if self._azurite is not None else await asyncio.to_thread(start_azurite, location=None)
         env = {
             "ENTRABOT_CHAT_POLL_INTERVAL_S": str(plan.chat_poll_s),
             "ENTRABOT_CHAT_POLL_JITTER_S": str(plan.chat_poll_jitter_s),

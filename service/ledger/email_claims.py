@@ -174,10 +174,10 @@ class EmailClaimer(Generic[M]):
         delivered: tuple[M, ...] = ()
         if self._held is not None:
             held = self._held
-            result = await settle_uncertain_write(
+            settling = await settle_uncertain_write(
                 self._backend, held.write, self._read_back, rounds=self._settle_rounds
             )
-            settled = result.settlement
+            settled = settling.settlement
             self._record_settle(settled)
             if settled is Settlement.UNKNOWN:
                 log.warning(
