@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 AZURITE_STAMP := azurite/node_modules/.installed
 TS_CLIENT_STAMP := tests/mcp/ts-client/node_modules/.installed
 
-.PHONY: setup system-deps demo serve test test-fast bench clean
+.PHONY: setup system-deps demo serve typecheck test test-fast bench clean
 
 setup: $(STAMP) $(AZURITE_STAMP) $(TS_CLIENT_STAMP)
 
@@ -35,7 +35,11 @@ serve: $(STAMP)
 system-deps:
 	bash deploy/docker/ci-setup.sh
 
+typecheck: setup
+	$(PY) -m mypy
+
 test: setup system-deps
+	$(PY) -m mypy
 	$(PY) -m pytest -q -ra
 
 test-fast: setup system-deps
@@ -45,4 +49,4 @@ bench: setup
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) azurite/node_modules .pytest_cache
+	rm -rf $(VENV) azurite/node_modules .pytest_cache .mypy_cache
