@@ -1,7 +1,8 @@
-"""One replica's object graph, wired in one place: settings → backend → Graph → ledger → workers → MCP.
+"""One replica's object graph: settings → backend → Graph → ledger → workers → MCP, and its lifecycle.
 
-Nothing else builds these objects, and nothing reaches them through a global: the app factory holds
-a ``Replica``, and a test can build the same graph with Azurite, the emulator and a fake clock.
+``build_replica`` makes the clients; ``Replica.start`` has ``service.wiring.wire_workers`` build the
+workers and tool dependencies (the same function the test harnesses call) and schedules the loops.
+Nothing reaches these objects through a global: the app factory holds a ``Replica``.
 """
 
 from __future__ import annotations
