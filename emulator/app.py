@@ -11,7 +11,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from emulator import routes_admin, routes_chats, routes_directory, routes_entra, routes_mail, routes_messages
+from emulator import (
+    routes_admin,
+    routes_admin_tokens,
+    routes_chats,
+    routes_directory,
+    routes_entra,
+    routes_mail,
+    routes_messages,
+)
 from emulator.clock import Clock, SystemClock
 from emulator.context import EmulatorContext, context_of
 from emulator.errors import GraphError, graph_error_body
@@ -19,7 +27,9 @@ from emulator.faults import FaultInjector
 from emulator.grants import TokenGrantor
 from emulator.middleware import GRAPH_PREFIX, EmulatorMiddleware
 
-_ROUTE_MODULES = (routes_admin, routes_entra, routes_chats, routes_messages, routes_mail, routes_directory)
+_ROUTE_MODULES = (
+    routes_admin, routes_admin_tokens, routes_entra, routes_chats, routes_messages, routes_mail, routes_directory,
+)
 from emulator.seed import Seed, load_seed
 from emulator.state import StateError, TenantState
 from emulator.stats import RequestStats
