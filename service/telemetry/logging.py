@@ -68,7 +68,11 @@ class RedactingFilter(logging.Filter):
         # Redact the formatted text, not the pieces: an argument may be bytes or an object whose repr
         # holds a secret (the SDK's and httpcore's DEBUG lines log whole payloads that way).
         if record.args or isinstance(record.msg, str):
-            record.msg, record.args = redact_text(record.getMessage()), None
+            try:
+                message = record.getMessage()
+            except Exception:  # noqa: BLE001 - a malformed call (arguments not matching the format):
+                message = f"{record.msg!s} {record.args!r}"  # keep what it said, never raise at the call site
+            record.msg, record.args = redact_text(message), None
         if record.exc_info:
             record.exc_text = redact_text(_TRACEBACKS.formatException(record.exc_info))
             record.exc_info = None
