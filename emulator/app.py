@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from emulator import (
-    routes_admin, routes_chats, routes_directory, routes_entra, routes_mail, routes_messages,
+    routes_admin, routes_admin_tokens, routes_chats, routes_directory, routes_entra, routes_mail, routes_messages,
     routes_notifications_admin, routes_subscriptions,
 )
 from emulator.clock import Clock, SystemClock
@@ -22,8 +22,8 @@ from emulator.faults import FaultInjector
 from emulator.grants import TokenGrantor
 from emulator.middleware import GRAPH_PREFIX, EmulatorMiddleware
 
-_ROUTE_MODULES = (routes_admin, routes_entra, routes_chats, routes_messages, routes_mail, routes_directory,
-                  routes_subscriptions, routes_notifications_admin)
+_ROUTE_MODULES = (routes_admin, routes_admin_tokens, routes_entra, routes_chats, routes_messages, routes_mail,
+                  routes_directory, routes_subscriptions, routes_notifications_admin)
 from emulator.seed import Seed, load_seed
 from emulator.state import StateError, TenantState
 from emulator.stats import RequestStats

@@ -61,6 +61,12 @@ class Settings(BaseSettings):
     replica_id: str | None = None
     mcp_static_tokens: SecretStr | None = None  # comma-separated bearer tokens for local runs
     mcp_jwt_audience: str | None = None
+    # Authorization for Entra tokens (docs/entra-app-registration.md), comma-separated. A token must
+    # carry one of these app roles (``roles``) or delegated scopes (``scp``), and, when the allow-list
+    # is set, come from one of these client app ids (``azp``/``appid``).
+    mcp_jwt_required_roles: str | None = None
+    mcp_jwt_required_scopes: str | None = None
+    mcp_jwt_allowed_client_ids: str | None = None
     mcp_allowed_hosts: str = "localhost,127.0.0.1"
     mcp_allowed_origins: str = ""
     mcp_session_idle_timeout_s: float = 1800.0

@@ -37,6 +37,8 @@ ALL_FEATURES: dict[str, Any] = {
         "agentUserId": "e47b0700-0000-4e5e-8000-0000000e47b0",
         "agentUserUpn": "entrabot@contoso.onmicrosoft.com",
         "mcpJwtAudience": "api://entrabot-fleet",
+        "mcpJwtRequiredRoles": "Entrabot.Host",
+        "mcpJwtAllowedClientIds": "c1e47a99-0000-4c1e-8000-0000000c1e47",
         "mcpAllowedHosts": ["agents.example.com"],
         "mcpAllowedOrigins": ["https://agents.example.com"],
         "mcpPublicBaseUrl": "https://agents.example.com",
