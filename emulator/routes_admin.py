@@ -1,5 +1,5 @@
 """The emulator's own controls under /_emulator (a prefix Graph never uses): fault injection, token
-revocation, forced throttling, request statistics, the tenant clock, and direct injection of chats,
+revocation, forced throttling, per-limit throttling statistics, holds, request statistics, the tenant clock, and direct injection of chats,
 messages and mail for tests and traffic generators. Unauthenticated: the emulator is a local dev tool.
 """
 

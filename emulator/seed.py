@@ -56,7 +56,9 @@ class ThrottleBudget(_Model):
     # Teams: "Other GET API calls for Microsoft Teams 30 rps" (and 30 rps for other calls); directory
     # reads share this budget too, which is stricter than Entra's and so never flatters us.
     other_per_s: int | None = Field(default=30, ge=1)
-    # Outlook, per app ID and mailbox: "10,000 API requests in a 10 minute period" and 4 concurrent.
+    # Outlook, per app ID and mailbox: "10,000 API requests in a 10 minute period". The 4 concurrent
+    # requests are counted per app and mailbox as SPEC §9 has it; the current Outlook section counts
+    # them per app ID across mailboxes, which is the same thing for a service reading one mailbox.
     mail_per_10_min: int | None = Field(default=10_000, ge=1)
     mail_concurrent: int | None = Field(default=4, ge=1)
 

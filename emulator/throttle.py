@@ -10,7 +10,7 @@ that waits as told gets through. Retry-After is the exact time until the window 
 fractional seconds (Graph's own throttling guidance allows a client to see any delay there).
 
 Windows run on a monotonic clock (real request rates by default), never on the tenant clock tests
-move; a test passes a manual monotonic clock (``ManualMonotonic``) to count without timing.
+move; a test passes ``emulator.clock.ManualMonotonic`` to count requests without timing them.
 """
 
 from __future__ import annotations
@@ -65,23 +65,6 @@ class Charge:
 
     limit: LimitName
     key: str = ""
-
-
-class ManualMonotonic:
-    """A monotonic clock that stands still until advanced: makes throttling tests count, not time."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self._now = start
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        with self._lock:
-            return self._now
-
-    def advance(self, seconds: float) -> float:
-        with self._lock:
-            self._now += seconds
-            return self._now
 
 
 @dataclass

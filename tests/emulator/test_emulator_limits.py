@@ -14,8 +14,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from emulator_testkit import Entra, assert_graph_error, bearer
 
-from emulator import RunningEmulator, ThrottleBudget, build_seed, demo_seed_path, load_seed, start_emulator
-from emulator.throttle import ManualMonotonic
+from emulator import (
+    ManualMonotonic, RunningEmulator, ThrottleBudget, build_seed, demo_seed_path, load_seed, start_emulator,
+)
 
 Start = Callable[..., RunningEmulator]
 
