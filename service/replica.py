@@ -82,6 +82,7 @@ class Replica:
     replica_id: str
     clock: Clock = utc_now
     gate: SponsorGate = field(default_factory=lambda: SponsorGate(()))
+    directory: GraphClient | None = None  # the agent identity's app-only Graph client (sponsors)
     supervisor: Supervisor = field(init=False)
     phase: Phase = Phase.STARTING
     agent: AgentUser | None = None
@@ -117,7 +118,8 @@ class Replica:
             first_sight_max_age=timedelta(hours=s.first_sight_max_age_h), sent_message_ids=sent_ids,
             permissions=permissions,
         )
-        discovery = Discovery(self.graph, self.watched, self.gate, agent_identity_id=s.agent_identity_id)
+        discovery = Discovery(self.graph, self.watched, self.gate, agent_identity_id=s.agent_identity_id,
+                              directory=self.directory)
         email = EmailPoller(
             self.graph, EmailClaimer(self.backend, is_cloud=self.is_cloud, clock=self.clock, metrics=self.metrics),
             self.hub, self.agent, recorder, clock=self.clock,
@@ -216,9 +218,10 @@ def build_replica(
         backend = get_backend(environ, storage_token_provider=storage_token_provider(tokens), metrics=metrics)
     hub = DeliveryHub(metrics=metrics)
     graph = GraphClient(settings.graph_url, tokens, http=http, metrics=metrics)
+    directory = graph.with_tokens(tokens.agent_identity_tokens())
     rid = replica_id or settings.replica_id or default_replica_id()
     mcp = build_mcp(settings, hub, metrics=metrics, http_client=http)
     return Replica(
         settings=settings, backend=backend, is_cloud=bool(is_cloud), http=http, graph=graph, hub=hub, mcp=mcp,
-        metrics=metrics, replica_id=rid, clock=clock,
+        metrics=metrics, replica_id=rid, clock=clock, directory=directory,
     )

@@ -83,5 +83,6 @@ async def build_stack(emulator: RunningEmulator, backend: MemoryBackend, *, is_c
                        agent=agent, recorder=recorder, gate=gate, metrics=metrics,
                        first_sight_max_age=timedelta(hours=24))
     email = EmailPoller(graph, EmailClaimer(backend, is_cloud=is_cloud, metrics=metrics), hub, agent, recorder)
-    discovery = Discovery(graph, watched, gate, agent_identity_id=settings.agent_identity_id)
+    discovery = Discovery(graph, watched, gate, agent_identity_id=settings.agent_identity_id,
+                          directory=graph.with_tokens(tokens.agent_identity_tokens()))
     return WorkerStack(emulator, http, graph, hub, chats, email, discovery, watched, interactions, metrics)

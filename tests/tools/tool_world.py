@@ -174,7 +174,8 @@ async def tool_world(emu: RunningEmulator, data_dir: Path, **settings: Any) -> A
         interactions = InteractionLog(backend, clock=clock)
         promises = PromiseLedger(backend, clock=clock)
         sent_ids: set[str] = set()
-        discovery = Discovery(graph, watched, gate, agent_identity_id=config.agent_identity_id)
+        discovery = Discovery(graph, watched, gate, agent_identity_id=config.agent_identity_id,
+                              directory=graph.with_tokens(tokens.agent_identity_tokens()))
         poller = ChatPoller(
             graph=graph, ledger=ChatLedger(backend, clock=clock), watched=watched, hub=hub, agent=agent,
             recorder=DeliveryRecorder(interactions, "replica-test", clock=clock), gate=gate, clock=clock,
