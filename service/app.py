@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -47,7 +47,7 @@ class _BackendProbe:
         return self._error
 
 
-def create_app(replica: Replica, *, on_started: Callable[[Replica], None] | None = None) -> FastAPI:
+def create_app(replica: Replica) -> FastAPI:
     probe = _BackendProbe(replica)
 
     @asynccontextmanager
@@ -61,8 +61,6 @@ def create_app(replica: Replica, *, on_started: Callable[[Replica], None] | None
             raise
         try:
             async with replica.mcp.lifespan():
-                if on_started is not None:
-                    on_started(replica)
                 yield
                 # Shutdown begins: no new claims; streams close when the MCP lifespan ends.
                 replica.hub.close()
