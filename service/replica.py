@@ -22,7 +22,13 @@ from service.delivery.hub import DeliveryHub
 from service.delivery.sponsors import SponsorGate
 from service.graph.auth import storage_token_provider, token_provider_from_settings
 from service.graph.client import GraphClient
-from service.graph.errors import GraphError
+from service.graph.errors import (
+    GraphConnectionError,
+    GraphError,
+    GraphServerError,
+    GraphThrottled,
+    TokenAcquisitionError,
+)
 from service.graph.http_pool import new_http_client
 from service.ledger import (
     ChatLedger,
@@ -50,7 +56,7 @@ from service.workers.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
-AGENT_LOOKUP_ATTEMPTS = 5
+AGENT_LOOKUP_ATTEMPTS = 3  # only while Graph answers 5xx or 429
 SUMMARY_INTERVAL_S = 60.0
 SHUTDOWN_GRACE_S = 5.0
 
@@ -164,13 +170,16 @@ class Replica:
         log.info("replica stopped cleanly")
 
     async def _load_agent(self) -> AgentUser:
+        """GET /me, the first Graph call. Retried here only when Graph answered "later" (a 5xx or a
+        429, each already retried by the client); no answer at all, or a refusal, ends start-up at
+        once with one line naming the setting to check."""
         delay = 1.0
         for attempt in range(1, AGENT_LOOKUP_ATTEMPTS + 1):
             try:
                 return await load_agent_user(self.graph)
             except GraphError as exc:
-                if attempt == AGENT_LOOKUP_ATTEMPTS:
-                    raise
+                if attempt == AGENT_LOOKUP_ATTEMPTS or not _answered_later(exc):
+                    raise _naming_graph_url(exc, self.settings.graph_url) from None
                 log.warning("GET /me failed (%s); retrying in %.0f s", type(exc).__name__, delay)
                 await asyncio.sleep(delay)
                 delay *= 2
@@ -181,6 +190,21 @@ class Replica:
     @property
     def watched_count(self) -> int:
         return len(self.watched.chats) if self.watched is not None else 0
+
+
+def _answered_later(exc: GraphError) -> bool:
+    """Graph (or Entra) is there but busy: worth a short wait before giving up on start-up."""
+    if isinstance(exc, (GraphServerError, GraphThrottled)):
+        return True
+    return isinstance(exc, TokenAcquisitionError) and exc.status is not None and (exc.status >= 500 or exc.status == 429)
+
+
+def _naming_graph_url(exc: GraphError, graph_url: str) -> GraphError:
+    """The same error, its message naming ENTRABOT_GRAPH_URL when Graph itself did not answer."""
+    if isinstance(exc, (GraphConnectionError, GraphServerError)):
+        return type(exc)(f"{exc}; check ENTRABOT_GRAPH_URL ({graph_url}) and the network path to it",
+                         status=exc.status, code=exc.code, request_id=exc.request_id)
+    return exc
 
 
 def _discard(run):  # type: ignore[no-untyped-def]
