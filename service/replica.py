@@ -40,6 +40,7 @@ from service.ledger import (
     note_ignored_local_poll_state,
 )
 from service.ledger.clock import Clock, utc_now
+from service.ledger.corrupt_cursors import CorruptCursors
 from service.mcp.auth import check_auth_config
 from service.mcp.server import McpService, build_mcp
 from service.storage.backend import MemoryBackend
@@ -88,6 +89,7 @@ class Replica:
     clock: Clock = utc_now
     gate: SponsorGate = field(default_factory=lambda: SponsorGate(()))
     supervisor: Supervisor = field(init=False)
+    corrupt_cursors: CorruptCursors = field(init=False)
     phase: Phase = Phase.STARTING
     agent: AgentUser | None = None
     startup_error: str | None = None  # why start() failed, for the one line `serve` prints
@@ -98,6 +100,7 @@ class Replica:
 
     def __post_init__(self) -> None:
         self.supervisor = Supervisor(metrics=self.metrics)
+        self.corrupt_cursors = CorruptCursors(self.metrics)
 
     # --- lifecycle ---
 
@@ -115,7 +118,8 @@ class Replica:
         recorder = DeliveryRecorder(interactions, self.replica_id, clock=self.clock)
         sent_ids: set[str] = set()
         self.chat_poller = ChatPoller(
-            graph=self.graph, ledger=ChatLedger(self.backend, clock=self.clock, metrics=self.metrics),
+            graph=self.graph, ledger=ChatLedger(self.backend, clock=self.clock, metrics=self.metrics,
+                                                corrupt=self.corrupt_cursors),
             watched=self.watched, hub=self.hub, agent=self.agent, recorder=recorder, gate=self.gate,
             metrics=self.metrics, clock=self.clock, concurrency=s.chat_poll_concurrency,
             first_sight_max_age=timedelta(hours=s.first_sight_max_age_h), sent_message_ids=sent_ids,
