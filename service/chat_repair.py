@@ -1,13 +1,16 @@
-"""Re-bootstrapping one chat whose shared cursor is corrupt, under the first-sight rules.
+"""Re-bootstrapping one chat whose shared cursor is corrupt, as a first sight does, never replaying.
 
 A corrupt cursor stalls its chat on every replica: claims against it fail closed, and nothing
-un-stalls it by itself. The repair writes the cursor a first sight would have written, from the
-chat's newest message in Graph (the newest by creation time, as first sight reads it):
+un-stalls it by itself. The repair writes the cursor a first sight writes when it surfaces nothing
+(``baseline_cursor``), from the chat's newest message in Graph (newest by creation time, as first
+sight reads it): the watermark at that message's creation time, that message recorded as seen.
+Nothing the chat held at the repair is pushed; messages posted after it are, as usual. An empty chat
+gets a cursor without a watermark, so its first message is new.
 
-* the watermark is that message's creation time, so nothing older is ever delivered;
-* the newest message itself stays claimable only when first sight would surface it (a person's
-  message under ``first_sight_max_age``); otherwise it is recorded as seen;
-* an empty chat gets a cursor without a watermark, so its first message is new.
+Why the newest message does not surface even when a first sight would (a person's, under 24 h): a
+replica fetches what was modified strictly after its watermark, so a message left claimable exactly
+at the watermark would never be fetched, and a watermark set earlier could let an older message
+through. A repair has no host to hand it to either. It stays readable with ``read_teams_messages``.
 
 The write is a compare-and-swap on the corrupt value's ETag: if anything changed the value after it
 was read (another repair, say), the write fails and nothing is overwritten. ``plan_repair`` is the
@@ -17,10 +20,9 @@ pure rule; ``inspect_cursor`` and ``write_repair`` are the storage shell around 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import Enum
 
-from service.delivery.filters import filter_human_messages
 from service.graph.models import ChatMessage
 from service.ledger.chat_cursor import (
     Candidate,
@@ -32,8 +34,6 @@ from service.ledger.chat_cursor import (
 )
 from service.ledger.clock import as_utc
 from service.storage.backend import MemoryBackend
-from service.workers.agent import AgentUser
-from service.workers.chat_state import first_sight_surfaces
 
 
 class CursorState(str, Enum):
@@ -74,40 +74,21 @@ class RepairPlan:
     chat_id: str
     cursor: ChatCursor
     newest: ChatMessage | None
-    surfaces: bool  # the newest message stays claimable: a host receives it after the repair
 
     def describe(self, now: datetime) -> list[str]:
         if self.newest is None:
             return ["the chat has no messages: the new cursor has no watermark, so its first message is new"]
         created = as_utc(self.newest.created_date_time)
         hours = (as_utc(now) - created).total_seconds() / 3600
-        lines = [f"newest message {self.newest.id}, created {created.isoformat()} ({hours:.1f} h ago)",
-                 f"new watermark {created.isoformat()}: no older message will be delivered"]
-        if self.surfaces:
-            lines.append(f"message {self.newest.id} stays claimable, as on a first sight (a person's message "
-                         "under the first-sight age): the next replica with a host delivers it")
-        else:
-            lines.append(f"message {self.newest.id} counts as seen (too old, or not a person's, to surface "
-                         "on a first sight); it stays readable with read_teams_messages")
-        return lines
+        return [f"newest message {self.newest.id}, created {created.isoformat()} ({hours:.1f} h ago)",
+                f"new watermark {created.isoformat()}: that message and every older one count as seen and are "
+                "never pushed (read_teams_messages still reads them); messages posted after it are pushed"]
 
 
-def plan_repair(
-    chat_id: str, newest: ChatMessage | None, agent: AgentUser, *, now: datetime, max_age: timedelta
-) -> RepairPlan:
-    """The cursor a first sight would write for a chat whose newest message is ``newest``."""
-    if newest is None:
-        return RepairPlan(chat_id, baseline_cursor([], now=now), None, surfaces=False)
-    live = [newest] if newest.deleted_date_time is None else []
-    person = bool(filter_human_messages(live, agent_upn=agent.upn, agent_object_id=agent.object_id))
-    surfaces = person and first_sight_surfaces(newest, now=now, max_age=max_age, regardless_of_age=False)
-    if surfaces:
-        # The watermark at its creation time with its id not recorded: claimable by exactly the
-        # rule a claim applies (ts >= last_ts, not recorded), while everything older is behind.
-        cursor = ChatCursor(last_ts=as_utc(newest.created_date_time), bootstrapped=True, last_written_at=as_utc(now))
-    else:
-        cursor = baseline_cursor([Candidate(newest.id, newest.created_date_time)], now=now)
-    return RepairPlan(chat_id, cursor, newest, surfaces)
+def plan_repair(chat_id: str, newest: ChatMessage | None, *, now: datetime) -> RepairPlan:
+    """The cursor a first sight writes for a chat whose newest message is ``newest``, surfacing nothing."""
+    seen = [] if newest is None else [Candidate(newest.id, newest.created_date_time)]
+    return RepairPlan(chat_id, baseline_cursor(seen, now=now), newest)
 
 
 async def write_repair(backend: MemoryBackend, stored: StoredCursor, plan: RepairPlan) -> str:

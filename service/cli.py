@@ -299,8 +299,6 @@ async def repair_chat(chat_id: str, *, write: bool) -> int:
 async def _repair_from_graph(
     settings: Settings, backend: MemoryBackend, chat_id: str, stored: StoredCursor, *, write: bool
 ) -> int:
-    from datetime import timedelta
-
     from service.chat_repair import CursorState, plan_repair, write_repair
     from service.graph.auth import token_provider_from_settings
     from service.graph.client import GraphClient
@@ -309,7 +307,6 @@ async def _repair_from_graph(
     from service.graph.http_pool import new_http_client
     from service.ledger.clock import utc_now
     from service.storage.errors import ConcurrencyError
-    from service.workers.agent import load_agent_user
 
     async with new_http_client(read_timeout_s=settings.graph_timeout_s) as http:
         try:
@@ -317,7 +314,6 @@ async def _repair_from_graph(
         except (TokenConfigurationError, ValueError) as exc:
             raise ConfigurationError(str(exc)) from exc
         try:
-            agent = await load_agent_user(graph)
             newest = await graph.get_newest_chat_message(chat_id)
         except (GraphNotFound, GraphForbidden) as exc:
             raise CommandFailed(f"Graph does not show chat {chat_id} to the agent user (HTTP {exc.status}); "
@@ -332,8 +328,7 @@ async def _repair_from_graph(
               "the chat)")
         return EXIT_OK
     now = utc_now()
-    plan = plan_repair(chat_id, newest, agent, now=now,
-                       max_age=timedelta(hours=settings.first_sight_max_age_h))
+    plan = plan_repair(chat_id, newest, now=now)
     print(f"chat {chat_id}: the cursor {stored.key} is corrupt ({stored.problem}); the chat is stalled on "
           "every replica")
     for line in plan.describe(now):
@@ -377,7 +372,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "repair-chat",
-        "re-bootstrap one chat whose cursor is corrupt, under the first-sight rules (never replays history)",
+        "re-bootstrap one chat whose cursor is corrupt, as a first sight does (never replays history)",
         configure_repair_chat,
         run_repair_chat,
     ),
