@@ -212,3 +212,20 @@ def test_an_unreachable_graph_ends_start_up_with_one_line_naming_ENTRABOT_GRAPH_
     # Nobody answering is not worth rounds of start-up retries (they took 32 s): the client's own
     # few quick resends are all it gets.
     assert "retrying in" not in result.stderr
+
+
+def test_a_graph_answering_5xx_at_start_gets_a_short_retry_then_one_line_naming_ENTRABOT_GRAPH_URL(
+        emulator: RunningEmulator, tmp_path: Path) -> None:
+    env = clean_env(**agent_user_env(emulator.seed, base_url=emulator.base_url), ENTRABOT_KEEP_MEMORY_LOCAL="true",
+                    ENTRABOT_DATA_DIR=str(tmp_path / "d"))
+    admin = f"{emulator.base_url}/_emulator/faults"
+    httpx.post(admin, json={"status": 503, "route_pattern": "^/v1.0/me$"}).raise_for_status()
+    try:
+        result = run_serve(env, tmp_path)
+    finally:
+        httpx.delete(admin).raise_for_status()
+    assert result.returncode == 2
+    assert "retrying in" in result.stderr  # Graph is there but busy: worth a short wait
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("entrabot-fleet: the replica did not start: GraphServerError")
+    assert f"ENTRABOT_GRAPH_URL ({emulator.base_url}/v1.0)" in last
