@@ -200,7 +200,8 @@ def _answered_later(exc: GraphError) -> bool:
     """Graph (or Entra) is there but busy: worth a short wait before giving up on start-up."""
     if isinstance(exc, (GraphServerError, GraphThrottled)):
         return True
-    return isinstance(exc, TokenAcquisitionError) and exc.status is not None and (exc.status >= 500 or exc.status == 429)
+    status = exc.status if isinstance(exc, TokenAcquisitionError) else None
+    return status is not None and (status >= 500 or status == 429)
 
 
 def _naming_graph_url(exc: GraphError, graph_url: str) -> GraphError:

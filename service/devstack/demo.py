@@ -12,6 +12,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import httpx
 
@@ -50,7 +51,7 @@ def _line(text: str, width: int = 90) -> str:
 
 
 class DemoPrinter:
-    def __init__(self, replica_of: dict[str, str], tally: DemoTally, out=sys.stdout) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, replica_of: dict[str, str], tally: DemoTally, out: TextIO = sys.stdout) -> None:
         self.replica_of = replica_of
         self.tally = tally
         self.out = out
@@ -143,8 +144,8 @@ async def _wind_down(quiet: asyncio.Event, stop: asyncio.Event, tally: DemoTally
         await asyncio.wait_for(quiet.wait(), options.duration_s)
     quiet.set()
     drain_s = options.email_poll_s + 3 * options.chat_poll_s + MAIL_SETTLE_S
-    print(f"\nTraffic stopped; waiting up to {drain_s:.0f} s for what is still on its way (Ctrl-C again to stop now) …",
-          flush=True)
+    print(f"\nTraffic stopped; waiting up to {drain_s:.0f} s for what is still on its way "
+          "(Ctrl-C again to stop now) …", flush=True)
     deadline = time.monotonic() + drain_s
     while not tally.settled and not stop.is_set() and time.monotonic() < deadline:
         with contextlib.suppress(TimeoutError):
