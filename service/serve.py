@@ -52,7 +52,7 @@ class DrainingServer(uvicorn.Server):
     """
 
     def __init__(self, config: uvicorn.Config, replica: Replica,
-                 on_listening: Callable[[Replica, int], None] | None = None) -> None:
+                 on_listening: Callable[[Replica], None] | None = None) -> None:
         super().__init__(config)
         self._replica = replica
         self._on_listening = on_listening
@@ -63,13 +63,7 @@ class DrainingServer(uvicorn.Server):
         # may anyone be told to connect.
         await super().startup(sockets)
         if self.started and self._on_listening is not None:
-            self._on_listening(self._replica, self._bound_port())
-
-    def _bound_port(self) -> int:
-        for server in getattr(self, "servers", []):
-            for sock in server.sockets or ():
-                return int(sock.getsockname()[1])
-        return self.config.port
+            self._on_listening(self._replica)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._draining is not None or self._replica.phase is not Phase.RUNNING:
@@ -114,9 +108,9 @@ def serve(*, host: str | None = None, port: int | None = None) -> int:
     configure_logging(settings.log_level, replica_id=replica.replica_id)
     listener = bind_listener(settings.host, settings.port)
 
-    def announce(r: Replica, bound_port: int) -> None:
+    def announce(r: Replica) -> None:
         print(
-            f"entrabot-fleet {r.replica_id} listening on http://{settings.host}:{bound_port}/mcp; "
+            f"entrabot-fleet {r.replica_id} listening on http://{settings.host}:{settings.port}/mcp; "
             f"state: {r.backend.describe()}; watching {r.watched_count} chats",
             flush=True,
         )
