@@ -57,7 +57,8 @@ class Settings(BaseSettings):
 
     # --- service (SPEC §7) ---
     host: str = "127.0.0.1"
-    port: int = 8080
+    # Validated here: uvicorn would take 99999 modulo 65536 and listen on a port nobody asked for.
+    port: int = Field(default=8080, ge=1, le=65535)
     replica_id: str | None = None
     mcp_static_tokens: SecretStr | None = None  # comma-separated bearer tokens for local runs
     mcp_jwt_audience: str | None = None

@@ -22,7 +22,13 @@ from service.delivery.hub import DeliveryHub
 from service.delivery.sponsors import SponsorGate
 from service.graph.auth import storage_token_provider, token_provider_from_settings
 from service.graph.client import GraphClient
-from service.graph.errors import GraphError
+from service.graph.errors import (
+    GraphConnectionError,
+    GraphError,
+    GraphServerError,
+    GraphThrottled,
+    TokenAcquisitionError,
+)
 from service.graph.http_pool import new_http_client
 from service.ledger import (
     ChatLedger,
@@ -34,6 +40,7 @@ from service.ledger import (
     note_ignored_local_poll_state,
 )
 from service.ledger.clock import Clock, utc_now
+from service.ledger.corrupt_cursors import CorruptCursors
 from service.ledger.permission_requests import PermissionRequests
 from service.mcp.auth import check_auth_config
 from service.mcp.server import McpService, build_mcp
@@ -51,7 +58,7 @@ from service.workers.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
-AGENT_LOOKUP_ATTEMPTS = 5
+AGENT_LOOKUP_ATTEMPTS = 3  # only while Graph answers 5xx or 429
 SUMMARY_INTERVAL_S = 60.0
 SHUTDOWN_GRACE_S = 5.0
 
@@ -84,6 +91,7 @@ class Replica:
     gate: SponsorGate = field(default_factory=lambda: SponsorGate(()))
     directory: GraphClient | None = None  # the agent identity's app-only Graph client (sponsors)
     supervisor: Supervisor = field(init=False)
+    corrupt_cursors: CorruptCursors = field(init=False)
     phase: Phase = Phase.STARTING
     agent: AgentUser | None = None
     startup_error: str | None = None  # why start() failed, for the one line `serve` prints
@@ -94,6 +102,7 @@ class Replica:
 
     def __post_init__(self) -> None:
         self.supervisor = Supervisor(metrics=self.metrics)
+        self.corrupt_cursors = CorruptCursors(self.metrics)
 
     # --- lifecycle ---
 
@@ -112,7 +121,8 @@ class Replica:
         sent_ids: set[str] = set()
         permissions = PermissionRequests(self.backend, self.replica_id, clock=self.clock, metrics=self.metrics)
         self.chat_poller = ChatPoller(
-            graph=self.graph, ledger=ChatLedger(self.backend, clock=self.clock, metrics=self.metrics),
+            graph=self.graph, ledger=ChatLedger(self.backend, clock=self.clock, metrics=self.metrics,
+                                                corrupt=self.corrupt_cursors),
             watched=self.watched, hub=self.hub, agent=self.agent, recorder=recorder, gate=self.gate,
             metrics=self.metrics, clock=self.clock, concurrency=s.chat_poll_concurrency,
             first_sight_max_age=timedelta(hours=s.first_sight_max_age_h), sent_message_ids=sent_ids,
@@ -169,13 +179,16 @@ class Replica:
         log.info("replica stopped cleanly")
 
     async def _load_agent(self) -> AgentUser:
+        """GET /me, the first Graph call. Retried here only when Graph answered "later" (a 5xx or a
+        429, each already retried by the client); no answer at all, or a refusal, ends start-up at
+        once with one line naming the setting to check."""
         delay = 1.0
         for attempt in range(1, AGENT_LOOKUP_ATTEMPTS + 1):
             try:
                 return await load_agent_user(self.graph)
             except GraphError as exc:
-                if attempt == AGENT_LOOKUP_ATTEMPTS:
-                    raise
+                if attempt == AGENT_LOOKUP_ATTEMPTS or not _answered_later(exc):
+                    raise _naming_graph_url(exc, self.settings.graph_url) from None
                 log.warning("GET /me failed (%s); retrying in %.0f s", type(exc).__name__, delay)
                 await asyncio.sleep(delay)
                 delay *= 2
@@ -186,6 +199,22 @@ class Replica:
     @property
     def watched_count(self) -> int:
         return len(self.watched.chats) if self.watched is not None else 0
+
+
+def _answered_later(exc: GraphError) -> bool:
+    """Graph (or Entra) is there but busy: worth a short wait before giving up on start-up."""
+    if isinstance(exc, (GraphServerError, GraphThrottled)):
+        return True
+    status = exc.status if isinstance(exc, TokenAcquisitionError) else None
+    return status is not None and (status >= 500 or status == 429)
+
+
+def _naming_graph_url(exc: GraphError, graph_url: str) -> GraphError:
+    """The same error, its message naming ENTRABOT_GRAPH_URL when Graph itself did not answer."""
+    if isinstance(exc, (GraphConnectionError, GraphServerError)):
+        return type(exc)(f"{exc}; check ENTRABOT_GRAPH_URL ({graph_url}) and the network path to it",
+                         status=exc.status, code=exc.code, request_id=exc.request_id)
+    return exc
 
 
 def _discard(run):  # type: ignore[no-untyped-def]

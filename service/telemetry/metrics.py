@@ -48,6 +48,11 @@ class Metrics:
         self.chat_unsettled = Gauge(
             "entrabot_chat_unsettled", "Chats whose last claim write is still in doubt", registry=r
         )
+        self.chat_cursors_corrupt = Gauge(
+            "entrabot_chat_cursors_corrupt",
+            "Chats whose shared cursor this replica found corrupt: no deliveries until repaired (repair-chat)",
+            registry=r,
+        )
         self.email_hold = Gauge(
             "entrabot_email_hold", "1 while an email batch is held awaiting settlement", registry=r
         )
