@@ -235,6 +235,15 @@ def run_emulator(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- doctor --------------------------------------------------------------------------------------
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    from service.doctor import run_doctor as doctor
+
+    return EXIT_OK if asyncio.run(doctor()) else EXIT_FAILED
+
+
 # --- the command table and the entry point --------------------------------------------------------
 
 COMMANDS: tuple[Command, ...] = (
@@ -255,6 +264,12 @@ COMMANDS: tuple[Command, ...] = (
         "run the Microsoft Graph + Entra emulator (for local runs, compose and tests)",
         configure_emulator,
         run_emulator,
+    ),
+    Command(
+        "doctor",
+        "preflight the configured tenant, container and settings: one line per check, non-zero on a failure",
+        lambda parser: None,
+        run_doctor,
     ),
     Command(
         "migrate",
@@ -296,6 +311,7 @@ def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentPar
         f"Exit codes: {EXIT_OK} done, {EXIT_FAILED} something failed (see the report), "
         f"{EXIT_CONFIG} bad configuration or usage.",
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for command in commands:
         sub = subcommands.add_parser(
@@ -329,6 +345,17 @@ def main(argv: list[str] | None = None) -> int:
         hint = "" if args.debug else " (rerun with --debug for a traceback)"
         _say(f"{type(exc).__name__}: {exc}{hint}")
         return EXIT_FAILED
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(PROG)
+    except PackageNotFoundError:  # run from a source tree without installing
+        from service import __version__
+
+        return __version__
 
 
 def _say(message: str) -> None:

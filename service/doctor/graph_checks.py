@@ -1,0 +1,118 @@
+"""One harmless Graph call per permission the fleet needs, plus the sponsor read on the app-only token."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from service.doctor.identity_checks import IdentityChain, granted_scopes
+from service.doctor.permissions import (
+    DELEGATED_PERMISSIONS,
+    SPONSOR_READ_PERMISSION,
+    DelegatedPermission,
+    Probe,
+)
+from service.doctor.report import Finding, fail, ok, skip
+from service.graph.auth import TokenProvider
+from service.graph.client import GraphClient
+from service.graph.errors import GraphError, GraphForbidden, TokenAcquisitionError
+from service.graph.models import User
+
+GraphFactory = Callable[[TokenProvider], GraphClient]
+
+
+def _check_name(permission: DelegatedPermission) -> str:
+    return f"graph {permission.name} ({permission.probe.value})"
+
+
+def _refused(permission: DelegatedPermission, exc: GraphError) -> Finding:
+    if isinstance(exc, GraphForbidden):
+        return fail(_check_name(permission), f"Graph refused it (403): grant the delegated permission "
+                    f"{permission.name} to the agent identity blueprint and admin-consent it for the agent "
+                    f"user ({permission.why})")
+    return fail(_check_name(permission), f"{type(exc).__name__}: {exc}")
+
+
+async def check_sponsors(chain: IdentityChain, make_graph: GraphFactory, agent_identity_id: str
+                         ) -> tuple[Finding, list[User]]:
+    check = f"sponsor read (agent identity app-only, {SPONSOR_READ_PERMISSION})"
+    if chain.app_tokens is None:
+        return skip(check, "not tried: the identity settings are incomplete"), []
+    async with make_graph(chain.app_tokens) as graph:
+        try:
+            sponsors = await graph.list_sponsors(agent_identity_id, max_pages=1)
+        except TokenAcquisitionError as exc:
+            return fail(check, str(exc)), []
+        except GraphForbidden:
+            return fail(check, f"Graph refused it (403): grant the application permission {SPONSOR_READ_PERMISSION} "
+                        "to the agent identity (admin consent)"), []
+        except GraphError as exc:
+            return fail(check, f"{type(exc).__name__}: {exc}"), []
+    if not sponsors:
+        return fail(check, "the agent identity has no sponsors: nobody's reply can satisfy a sponsor wait; "
+                    "add one (docs/azure.md, 'Sponsors')"), []
+    return ok(check, f"{len(sponsors)} sponsor(s)"), sponsors
+
+
+async def check_delegated(chain: IdentityChain, make_graph: GraphFactory, sponsors: list[User]) -> list[Finding]:
+    if chain.user_tokens is None or chain.graph_token is None:
+        return [skip(_check_name(p), "not tried: no agent-user Graph token") for p in DELEGATED_PERMISSIONS]
+    scopes = granted_scopes(chain.graph_token)
+    findings: list[Finding] = []
+    chat_id: str | None = None
+    async with make_graph(chain.user_tokens) as graph:
+        async def chats() -> str | None:
+            nonlocal chat_id
+            sweep = await graph.list_my_chats(max_pages=1, members=False)
+            chat_id = sweep.chats[0].id if sweep.chats else None
+            return f"{len(sweep.chats)} chat(s) on the first page"
+
+        async def me() -> str | None:
+            return f"signed in as {(await graph.get_me()).id}"
+
+        async def user() -> str | None:
+            if not sponsors:
+                return None
+            await graph.get_user(sponsors[0].id)
+            return "read a sponsor's profile"
+
+        async def members() -> str | None:
+            if chat_id is None:
+                return None
+            return f"{len(await graph.list_chat_members(chat_id, max_pages=1))} member(s)"
+
+        async def messages() -> str | None:
+            if chat_id is None:
+                return None
+            await graph.get_newest_chat_message(chat_id)
+            return "read the newest message of one chat"
+
+        async def mail() -> str | None:
+            async for page in graph.list_mail(None, top=1, max_pages=1):
+                return f"{len(page.items)} message(s) read"
+            return "inbox read"
+
+        reads: dict[Probe, Callable[[], Awaitable[str | None]]] = {
+            Probe.ME: me, Probe.USER: user, Probe.CHATS: chats, Probe.CHAT_MEMBERS: members,
+            Probe.CHAT_MESSAGES: messages, Probe.MAIL: mail,
+        }
+        for permission in DELEGATED_PERMISSIONS:
+            findings.append(await _check_one(permission, reads.get(permission.probe), scopes))
+    return findings
+
+
+async def _check_one(permission: DelegatedPermission, read: Callable[[], Awaitable[str | None]] | None,
+                     scopes: frozenset[str]) -> Finding:
+    if read is None:
+        held = scopes & permission.accepted
+        if held:
+            return ok(_check_name(permission), f"granted ({', '.join(sorted(held))})")
+        return fail(_check_name(permission), f"the agent user's token lacks {permission.name} (has: "
+                    f"{', '.join(sorted(scopes)) or 'none'}); grant it and admin-consent it "
+                    f"({permission.why})")
+    try:
+        proven = await read()
+    except GraphError as exc:
+        return _refused(permission, exc)
+    if proven is None:
+        return skip(_check_name(permission), "nothing to read it on (no chat or no sponsor yet)")
+    return ok(_check_name(permission), proven)
