@@ -48,6 +48,7 @@ ALL_FEATURES: dict[str, Any] = {
     "secrets": {"mcpStaticTokens": "token-one,token-two"},
     "autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 8},
     "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}}},
+    "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
     "networkPolicy": {"extraEgress": [
         {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
          "ports": [{"port": 4318, "protocol": "TCP"}]},

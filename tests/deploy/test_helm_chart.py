@@ -8,8 +8,9 @@ from typing import Any
 import helm_python
 import kubernetes_validate
 import pytest
+import yaml
 from chart_rendering import ALL_FEATURES, CLIENT_ID, FULLNAME, NAMESPACE, REQUIRED, TENANT_ID, Rendered, merge, render
-from deploy_facts import CHART_DIR, DASHBOARD, DATA_DIR, unknown_settings
+from deploy_facts import CHART_DIR, DASHBOARD, DATA_DIR, PROMETHEUS_ALERTS, unknown_settings
 
 KUBERNETES_VERSIONS = ("1.29", "1.30", "1.31", "1.32", "1.33")
 FEDERATED_TOKEN_FILE = "/var/run/secrets/azure/tokens/azure-identity-token"
@@ -105,9 +106,12 @@ def test_every_entrabot_variable_the_chart_sets_is_a_setting(variant: Rendered) 
         {"metrics": {"serviceMonitor": {"flavor": "datadog"}}},
         {"service": {"sessionAffinityTimeoutSeconds": 90000}},
         {"podSecurityContext": {"runAsUser": 0}},
+        {"config": {"authMode": "delegated"}},
+        {"prometheusRule": {"enabled": True, "severity": "page"}},
     ],
     ids=["zero-replicas", "unknown-key", "bad-blob-auth", "endpoint-without-scheme", "foreign-extra-env",
-         "identity-without-client-id", "client-id-not-guid", "unknown-monitor-flavour", "affinity-over-a-day", "root"],
+         "identity-without-client-id", "client-id-not-guid", "unknown-monitor-flavour", "affinity-over-a-day", "root",
+         "delegated-auth-mode", "unknown-rule-option"],
 )
 def test_schema_rejects_bad_values(values: dict[str, Any]) -> None:
     with pytest.raises(helm_python.HelmValuesError):
@@ -278,6 +282,14 @@ def test_service_monitor_scrapes_the_service_metrics_port(values: dict[str, Any]
     assert endpoint["path"] == "/metrics"
     assert set(monitor["spec"]) == {"selector", "namespaceSelector", "endpoints"}
     assert set(endpoint) == {"port", "path", "interval"}
+
+
+def test_prometheus_rule_carries_the_canonical_alerting_rules(full: Rendered) -> None:
+    rule = full.one("PrometheusRule", "monitoring.coreos.com/v1")
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert rule["spec"] == yaml.safe_load(PROMETHEUS_ALERTS.read_text())
+    alerts = [r["alert"] for group in rule["spec"]["groups"] for r in group["rules"]]
+    assert "EntrabotNoReadyReplica" in alerts and "{{ $labels.loop }}" in str(rule["spec"])
 
 
 def test_optional_objects_are_off_by_default(defaults: Rendered) -> None:
