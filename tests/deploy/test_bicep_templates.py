@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from bicep_symbols import load_symbols
-from chart_rendering import NAMESPACE, RELEASE, render
+from chart_rendering import MCP_AUTH, NAMESPACE, RELEASE, REQUIRED, merge, render
 from deploy_facts import BICEP_DIR
 from pycep import BicepParser
 
@@ -126,7 +126,7 @@ def test_federated_credential_trusts_the_charts_service_account_token() -> None:
 
 def test_default_subject_names_the_service_account_the_chart_creates() -> None:
     parameters = parsed(BICEP_DIR / "main.bicep")["parameters"]
-    rendered = render({"config": {"blobEndpoint": "https://x.blob.core.windows.net"}})
+    rendered = render(REQUIRED)
     account = rendered.one("ServiceAccount")["metadata"]["name"]
     assert RELEASE == "entrabot-fleet"  # the install command the README documents
     assert (parameters["kubernetesNamespace"]["default"], parameters["serviceAccountName"]["default"]) == (
@@ -149,7 +149,8 @@ def test_helm_values_output_is_accepted_by_the_chart() -> None:
         return examples[key]
 
     values = resolve(output)
-    rendered = render(values)
+    # The operator adds the /mcp audience (docs/azure.md, step 7); Bicep cannot know it.
+    rendered = render(merge(values, MCP_AUTH))
     env = rendered.env()
     assert env["ENTRABOT_BLOB_ENDPOINT"] == examples["blobEndpoint"]
     assert env["ENTRABOT_BLOB_CONTAINER"] == examples["blobContainer"]
