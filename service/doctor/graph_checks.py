@@ -59,6 +59,9 @@ async def check_delegated(chain: IdentityChain, make_graph: GraphFactory, sponso
     scopes = granted_scopes(chain.graph_token)
     findings: list[Finding] = []
     chat_id: str | None = None
+    me_id: str | None = None
+    # Whose profile the User.ReadBasic.All check reads: a sponsor, else a member of a chat.
+    someone: list[str] = [s.id for s in sponsors]
     async with make_graph(chain.user_tokens) as graph:
         async def chats() -> str | None:
             nonlocal chat_id
@@ -67,18 +70,22 @@ async def check_delegated(chain: IdentityChain, make_graph: GraphFactory, sponso
             return f"{len(sweep.chats)} chat(s) on the first page"
 
         async def me() -> str | None:
-            return f"signed in as {(await graph.get_me()).id}"
+            nonlocal me_id
+            me_id = (await graph.get_me()).id
+            return f"signed in as {me_id}"
 
         async def user() -> str | None:
-            if not sponsors:
+            if not someone:
                 return None
-            await graph.get_user(sponsors[0].id)
-            return "read a sponsor's profile"
+            await graph.get_user(someone[0])
+            return "read another user's profile"
 
         async def members() -> str | None:
             if chat_id is None:
                 return None
-            return f"{len(await graph.list_chat_members(chat_id, max_pages=1))} member(s)"
+            found = await graph.list_chat_members(chat_id, max_pages=1)
+            someone.extend(m.user_id for m in found if m.user_id and m.user_id != me_id)
+            return f"{len(found)} member(s)"
 
         async def messages() -> str | None:
             if chat_id is None:
@@ -114,5 +121,5 @@ async def _check_one(permission: DelegatedPermission, read: Callable[[], Awaitab
     except GraphError as exc:
         return _refused(permission, exc)
     if proven is None:
-        return skip(_check_name(permission), "nothing to read it on (no chat or no sponsor yet)")
+        return skip(_check_name(permission), "nothing to read it on (no chat, or nobody else in it, yet)")
     return ok(_check_name(permission), proven)

@@ -1,6 +1,7 @@
 """Every Graph permission the fleet uses, and which Graph call (or token claim) proves each one.
 
-Derived from the routes ``service/graph/client.py`` calls. Reads are proven by one harmless read;
+Derived from the routes ``service/graph/client.py`` calls, in the order the doctor checks them (a
+read may use what an earlier one found: a chat, its members). Reads are proven by one harmless read;
 writes (sending, creating chats) cannot be tried without a side effect, so they are proven by the
 agent user's token carrying one of the accepted scopes in its ``scp`` claim. Accepted scopes are the
 ones Graph's permission tables list for the route (least privileged first).
@@ -14,7 +15,7 @@ from enum import Enum
 
 class Probe(str, Enum):
     ME = "GET /me"
-    USER = "GET /users/{sponsor}"
+    USER = "GET /users/{id}"
     CHATS = "GET /me/chats"
     CHAT_MEMBERS = "GET /chats/{id}/members"
     CHAT_MESSAGES = "GET /chats/{id}/messages"
@@ -34,14 +35,14 @@ DELEGATED_PERMISSIONS: tuple[DelegatedPermission, ...] = (
     DelegatedPermission("User.Read", frozenset({"User.Read", "User.ReadWrite", "User.ReadBasic.All",
                                                 "User.Read.All"}),
                         Probe.ME, "who the agent user is (start-up)"),
-    DelegatedPermission("User.ReadBasic.All", frozenset({"User.ReadBasic.All", "User.Read.All",
-                                                         "Directory.Read.All"}),
-                        Probe.USER, "names and addresses of people the tools look up"),
     DelegatedPermission("Chat.Read", frozenset({"Chat.ReadBasic", "Chat.Read", "Chat.ReadWrite"}),
                         Probe.CHATS, "discovery lists the agent user's chats with their last message"),
     DelegatedPermission("ChatMember.Read", frozenset({"ChatMember.Read", "ChatMember.ReadWrite",
                                                       "Chat.ReadWrite"}),
                         Probe.CHAT_MEMBERS, "the sponsor gate matches chat members to sponsors"),
+    DelegatedPermission("User.ReadBasic.All", frozenset({"User.ReadBasic.All", "User.Read.All",
+                                                         "Directory.Read.All"}),
+                        Probe.USER, "names and addresses of people the tools look up"),
     DelegatedPermission("Chat.Read", frozenset({"Chat.Read", "Chat.ReadWrite"}),
                         Probe.CHAT_MESSAGES, "the chat poll reads new messages"),
     DelegatedPermission("Mail.Read", frozenset({"Mail.ReadBasic", "Mail.Read", "Mail.ReadWrite"}),

@@ -23,12 +23,12 @@ SPONSOR_READ_ROLE = "Application.Read.All"
 
 
 def tenant(*, withhold: str | None = None) -> Seed:
-    """The demo-shaped tenant, its agent identity granted the sponsor read; ``withhold`` one delegated scope."""
+    """The demo-shaped tenant, its agent identity granted the sponsor read; ``withhold`` one permission."""
     base = build_seed(chats=2, humans=3, history=2)
     scopes = [s for s in DEFAULT_DELEGATED_SCOPES if s != withhold]
     data = base.model_dump()
     for identity in data["agent_identities"]:
-        identity["app_roles"] = [SPONSOR_READ_ROLE]
+        identity["app_roles"] = [r for r in [SPONSOR_READ_ROLE] if r != withhold]
         identity["delegated_scopes"] = scopes
     for app in data["apps"]:
         app["delegated_scopes"] = scopes
@@ -44,6 +44,12 @@ def healthy() -> Iterator[RunningEmulator]:
 @pytest.fixture(scope="module")
 def without_mail() -> Iterator[RunningEmulator]:
     with start_emulator(tenant(withhold="Mail.ReadWrite")) as emulator:
+        yield emulator
+
+
+@pytest.fixture(scope="module")
+def without_sponsor_read() -> Iterator[RunningEmulator]:
+    with start_emulator(tenant(withhold=SPONSOR_READ_ROLE)) as emulator:
         yield emulator
 
 
@@ -85,7 +91,7 @@ def test_a_healthy_tenant_and_container_pass_every_check(healthy: RunningEmulato
     assert set(found.values()) <= {"ok", "skip"}, result.stdout
     for check in ("identity hop 1 (blueprint)", "identity hop 2 (agent identity)", "identity hop 3 (agent user, Graph)",
                   "graph Mail.Read (GET /me/mailFolders/inbox/messages)", "graph Mail.Send (the token's scp claim)",
-                  "storage read/write/CAS", "mcp auth settings"):
+                  "graph User.ReadBasic.All (GET /users/{id})", "storage read/write/CAS", "mcp auth settings"):
         assert found[check] == "ok", result.stdout
     assert found["sponsor read (agent identity app-only, AgentIdentity.ReadWrite.All)"] == "ok"
     assert "all" in result.stdout.splitlines()[-1]
@@ -100,6 +106,17 @@ def test_a_withheld_permission_fails_its_own_line_and_the_exit_code(without_mail
     assert failed == {"graph Mail.Read (GET /me/mailFolders/inbox/messages)"}, result.stdout
     [line] = [x for x in result.stdout.splitlines() if x.startswith("FAIL")]
     assert "grant the delegated permission Mail.Read" in line
+
+
+def test_a_withheld_application_permission_fails_the_sponsor_read(
+        without_sponsor_read: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path) -> None:
+    env = {**agent_user_env(without_sponsor_read.seed, base_url=without_sponsor_read.base_url),
+           **blob_env(azurite, container)}
+    result = doctor(env, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(failed) == 1 and failed[0].startswith("FAIL sponsor read"), result.stdout
+    assert "grant the application permission" in failed[0]
 
 
 def test_a_wrong_blueprint_secret_fails_hop_one_and_skips_what_needs_it(healthy: RunningEmulator, azurite: Azurite,
