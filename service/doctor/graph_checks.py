@@ -53,58 +53,67 @@ async def check_sponsors(chain: IdentityChain, make_graph: GraphFactory, agent_i
     return ok(check, f"{len(sponsors)} sponsor(s)"), sponsors
 
 
+class _DelegatedReads:
+    """The harmless reads, in permission order; each may use what an earlier one found.
+
+    Every read returns what it proved, or None when there was nothing to read it on.
+    """
+
+    def __init__(self, graph: GraphClient, sponsors: list[User]) -> None:
+        self._graph = graph
+        self._me: str | None = None
+        self._chat: str | None = None
+        # Whose profile the User.ReadBasic.All check reads: a sponsor, else another member of a chat.
+        self._others = [s.id for s in sponsors]
+
+    def for_probe(self, probe: Probe) -> Callable[[], Awaitable[str | None]] | None:
+        reads: dict[Probe, Callable[[], Awaitable[str | None]]] = {
+            Probe.ME: self.me, Probe.USER: self.user, Probe.CHATS: self.chats, Probe.CHAT_MEMBERS: self.members,
+            Probe.CHAT_MESSAGES: self.messages, Probe.MAIL: self.mail,
+        }
+        return reads.get(probe)
+
+    async def me(self) -> str | None:
+        self._me = (await self._graph.get_me()).id
+        return f"signed in as {self._me}"
+
+    async def chats(self) -> str | None:
+        sweep = await self._graph.list_my_chats(max_pages=1, members=False)
+        self._chat = sweep.chats[0].id if sweep.chats else None
+        return f"{len(sweep.chats)} chat(s) on the first page"
+
+    async def members(self) -> str | None:
+        if self._chat is None:
+            return None
+        found = await self._graph.list_chat_members(self._chat, max_pages=1)
+        self._others += [m.user_id for m in found if m.user_id and m.user_id != self._me]
+        return f"{len(found)} member(s)"
+
+    async def user(self) -> str | None:
+        if not self._others:
+            return None
+        await self._graph.get_user(self._others[0])
+        return "read another user's profile"
+
+    async def messages(self) -> str | None:
+        if self._chat is None:
+            return None
+        await self._graph.get_newest_chat_message(self._chat)
+        return "read the newest message of one chat"
+
+    async def mail(self) -> str | None:
+        async for page in self._graph.list_mail(None, top=1, max_pages=1):
+            return f"{len(page.items)} message(s) read"
+        return "inbox read"
+
+
 async def check_delegated(chain: IdentityChain, make_graph: GraphFactory, sponsors: list[User]) -> list[Finding]:
     if chain.user_tokens is None or chain.graph_token is None:
         return [skip(_check_name(p), "not tried: no agent-user Graph token") for p in DELEGATED_PERMISSIONS]
     scopes = granted_scopes(chain.graph_token)
-    findings: list[Finding] = []
-    chat_id: str | None = None
-    me_id: str | None = None
-    # Whose profile the User.ReadBasic.All check reads: a sponsor, else a member of a chat.
-    someone: list[str] = [s.id for s in sponsors]
     async with make_graph(chain.user_tokens) as graph:
-        async def chats() -> str | None:
-            nonlocal chat_id
-            sweep = await graph.list_my_chats(max_pages=1, members=False)
-            chat_id = sweep.chats[0].id if sweep.chats else None
-            return f"{len(sweep.chats)} chat(s) on the first page"
-
-        async def me() -> str | None:
-            nonlocal me_id
-            me_id = (await graph.get_me()).id
-            return f"signed in as {me_id}"
-
-        async def user() -> str | None:
-            if not someone:
-                return None
-            await graph.get_user(someone[0])
-            return "read another user's profile"
-
-        async def members() -> str | None:
-            if chat_id is None:
-                return None
-            found = await graph.list_chat_members(chat_id, max_pages=1)
-            someone.extend(m.user_id for m in found if m.user_id and m.user_id != me_id)
-            return f"{len(found)} member(s)"
-
-        async def messages() -> str | None:
-            if chat_id is None:
-                return None
-            await graph.get_newest_chat_message(chat_id)
-            return "read the newest message of one chat"
-
-        async def mail() -> str | None:
-            async for page in graph.list_mail(None, top=1, max_pages=1):
-                return f"{len(page.items)} message(s) read"
-            return "inbox read"
-
-        reads: dict[Probe, Callable[[], Awaitable[str | None]]] = {
-            Probe.ME: me, Probe.USER: user, Probe.CHATS: chats, Probe.CHAT_MEMBERS: members,
-            Probe.CHAT_MESSAGES: messages, Probe.MAIL: mail,
-        }
-        for permission in DELEGATED_PERMISSIONS:
-            findings.append(await _check_one(permission, reads.get(permission.probe), scopes))
-    return findings
+        reads = _DelegatedReads(graph, sponsors)
+        return [await _check_one(p, reads.for_probe(p.probe), scopes) for p in DELEGATED_PERMISSIONS]
 
 
 async def _check_one(permission: DelegatedPermission, read: Callable[[], Awaitable[str | None]] | None,

@@ -22,8 +22,8 @@ from service.doctor.storage_checks import check_storage
 from service.graph.auth import TokenProvider
 from service.graph.client import GraphClient
 from service.graph.http_pool import new_http_client
-from service.storage.resolution import BlobAuth, BlobChoice, choose_backend
 from service.storage.errors import StorageError
+from service.storage.resolution import BlobAuth, BlobChoice, choose_backend
 
 
 async def run_doctor(env: Mapping[str, str] | None = None, *, out: TextIO | None = None) -> bool:
