@@ -20,6 +20,7 @@ from service import __version__
 from service.replica import Phase, Replica
 from service.graph.errors import GraphError
 from service.storage.errors import StorageError
+from service.telemetry.http_metrics import McpHttpMetrics
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ def create_app(replica: Replica) -> FastAPI:
 
     app = FastAPI(title="entrabot-fleet", version=__version__, lifespan=lifespan, routes=replica.mcp.routes(),
                   docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(McpHttpMetrics, metrics=replica.metrics)
 
     @app.get("/healthz")
     async def healthz() -> Response:

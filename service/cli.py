@@ -349,6 +349,15 @@ async def _repair_from_graph(
     return EXIT_OK
 
 
+# --- doctor --------------------------------------------------------------------------------------
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    from service.doctor import run_doctor as doctor
+
+    return EXIT_OK if asyncio.run(doctor()) else EXIT_FAILED
+
+
 # --- the command table and the entry point --------------------------------------------------------
 
 COMMANDS: tuple[Command, ...] = (
@@ -375,6 +384,12 @@ COMMANDS: tuple[Command, ...] = (
         "re-bootstrap one chat whose cursor is corrupt, as a first sight does (never replays history)",
         configure_repair_chat,
         run_repair_chat,
+    ),
+    Command(
+        "doctor",
+        "preflight the configured tenant, container and settings: one line per check, non-zero on a failure",
+        lambda parser: None,
+        run_doctor,
     ),
     Command(
         "migrate",
@@ -416,6 +431,7 @@ def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentPar
         f"Exit codes: {EXIT_OK} done, {EXIT_FAILED} something failed (see the report), "
         f"{EXIT_CONFIG} bad configuration or usage.",
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for command in commands:
         sub = subcommands.add_parser(
@@ -452,6 +468,17 @@ def main(argv: list[str] | None = None) -> int:
         hint = "" if args.debug else " (rerun with --debug for a traceback)"
         _say(f"{type(exc).__name__}: {exc}{hint}")
         return EXIT_FAILED
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(PROG)
+    except PackageNotFoundError:  # run from a source tree without installing
+        from service import __version__
+
+        return __version__
 
 
 def _say(message: str) -> None:

@@ -81,6 +81,8 @@ class Settings(BaseSettings):
     permission_relay_enabled: bool = True
     permission_request_timeout_s: float = 600.0
     otlp_endpoint: str | None = None
+    # Where Graph change notifications are delivered (https); optional, checked by `doctor` when set.
+    notification_url: str | None = None
     log_level: str = "INFO"
 
     @field_validator("chat_poll_interval_s", "discovery_interval_s", "email_poll_interval_s",

@@ -126,6 +126,23 @@ def test_metrics_name_every_spec_family_and_pass_promtool(replica: ReplicaProces
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+def test_metrics_count_mcp_requests_and_report_the_process_cpu_memory_and_fds(replica: ReplicaProcess) -> None:
+    def refused_posts() -> float:
+        text = httpx.get(f"{replica.base_url}/metrics").text
+        line = next((x for x in text.splitlines()
+                     if x.startswith('entrabot_mcp_http_requests_total{method="POST",status="4xx"}')), None)
+        return float(line.split()[-1]) if line else 0.0
+
+    before = refused_posts()
+    assert httpx.post(replica.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}).status_code == 401
+    assert refused_posts() == before + 1
+    text = httpx.get(f"{replica.base_url}/metrics").text
+    for family in ("process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
+                   'entrabot_mcp_http_request_duration_seconds_bucket{le="0.005",method="POST"}',
+                   "entrabot_mcp_http_in_flight"):
+        assert family in text, family
+
+
 def test_mcp_refuses_requests_without_the_bearer_token(replica: ReplicaProcess) -> None:
     response = httpx.post(replica.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert response.status_code == 401
