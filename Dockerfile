@@ -6,7 +6,14 @@
 #
 # BASE_IMAGE must provide `python3` (3.11+) with the venv module; both stages use it, so the venv
 # built in the first stage runs unchanged in the second.
-ARG BASE_IMAGE=python:3.11-slim-bookworm
+#
+# The default is pinned by digest, so a rebuild gets the same base whatever the tag moved to. The
+# digest is the one published for python:3.11.10-slim-bookworm (linux/amd64 + arm64 index); no
+# registry is reachable where this file was written, so it is verified at bump time. To bump:
+#   docker pull python:3.11-slim-bookworm
+#   docker buildx imagetools inspect python:3.11-slim-bookworm   # the index digest (Digest: sha256:...)
+# then put the new tag and digest below, rebuild, and run tests/deploy/test_container_image.py.
+ARG BASE_IMAGE=python:3.11.10-slim-bookworm@sha256:5148c0e4bbb64271bca1d3322360ebf4bfb7564507ae32dd639322e4952a6b16
 
 FROM ${BASE_IMAGE} AS builder
 
@@ -21,25 +28,42 @@ ENV PIP_NO_CACHE_DIR=1 \
 
 WORKDIR /src
 
-# Dependencies first, in a layer of their own: they change far less often than the code. The
-# package directories are created empty so this install resolves only the dependencies.
-COPY pyproject.toml README.md pip-ca.cr[t] ./
+# Dependencies first, in a layer of their own: they change far less often than the code. Every
+# one, the build backend included, comes from requirements.lock and must match its hash; nothing is
+# resolved afresh (regenerate the lock as its header and docs/azure.md say).
+COPY requirements.lock pip-ca.cr[t] ./
 RUN python3 -m venv /opt/venv \
-    && mkdir -p service emulator \
-    && /opt/venv/bin/pip install --no-cache-dir .
+    && /opt/venv/bin/pip install --no-cache-dir --require-hashes --only-binary=:all: -r requirements.lock
 
+COPY pyproject.toml README.md ./
 COPY service ./service
 COPY emulator ./emulator
-# --force-reinstall: the version did not change, but the code did. The seeds are copied out so the
-# emulator can be started with a stable path (/app/seeds/<name>.json) whatever the Python version.
-RUN /opt/venv/bin/pip install --no-cache-dir --no-deps --force-reinstall . \
-    && /opt/venv/bin/pip uninstall --yes pip \
+# --no-deps --no-build-isolation: the project itself only, built with the locked setuptools (build
+# isolation would fetch an unpinned one). The build tools leave the venv afterwards. The seeds are
+# copied out so the emulator can be started with a stable path (/app/seeds/<name>.json).
+RUN /opt/venv/bin/pip install --no-cache-dir --no-deps --no-build-isolation . \
+    && /opt/venv/bin/pip uninstall --yes setuptools wheel pip \
     && mkdir -p /app/seeds \
     && find emulator -maxdepth 2 -path 'emulator/seeds/*.json' -exec cp {} /app/seeds/ \; \
     && /opt/venv/bin/entrabot-fleet --help > /dev/null
 
 
 FROM ${BASE_IMAGE}
+
+# Stamped by CI: --build-arg VERSION=$(entrabot-fleet --version | cut -d" " -f2)
+#   --build-arg REVISION=$(git rev-parse HEAD) --build-arg CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+#   --build-arg SOURCE_URL=<the repository's URL> (the project has no public URL to default to).
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG CREATED=unknown
+ARG SOURCE_URL=""
+LABEL org.opencontainers.image.title="entrabot-fleet" \
+      org.opencontainers.image.description="A horizontally scaled worker fleet that connects an AI agent to Microsoft Teams and mail over MCP." \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
+      org.opencontainers.image.source="${SOURCE_URL}" \
+      org.opencontainers.image.base.name="python:3.11-slim-bookworm"
 
 ARG APP_UID=10001
 # The service runs from /opt/venv: the base image's own pip (python:3.11-slim has one) goes.

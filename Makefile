@@ -8,13 +8,15 @@ STAMP  := $(VENV)/.installed
 AZURITE_STAMP := azurite/node_modules/.installed
 TS_CLIENT_STAMP := tests/mcp/ts-client/node_modules/.installed
 
-.PHONY: setup system-deps demo serve typecheck test test-fast bench clean
+.PHONY: setup system-deps demo serve typecheck test test-fast bench lock clean
 
 setup: $(STAMP) $(AZURITE_STAMP) $(TS_CLIENT_STAMP)
 
-$(STAMP): pyproject.toml
+# Runtime dependencies exactly as the image gets them (the hashed lock), then the test extras.
+$(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet --require-hashes -r requirements.lock
 	$(VENV)/bin/pip install --quiet -e '.[test]'
 	touch $@
 
@@ -47,6 +49,16 @@ test-fast: setup system-deps
 
 bench: setup
 	$(PY) -m bench
+
+# Re-resolve the runtime dependencies (after a change to pyproject.toml's dependencies, or to take
+# updates): pip-tools in a throwaway venv writes requirements.lock with every wheel's hash.
+LOCK_VENV := .venv-lock
+lock:
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install --quiet 'pip-tools>=7.4,<8'
+	$(LOCK_VENV)/bin/pip-compile --quiet --upgrade --generate-hashes --strip-extras --allow-unsafe \
+		--all-build-deps --no-emit-index-url --no-emit-find-links -o requirements.lock pyproject.toml
+	rm -rf $(LOCK_VENV)
 
 clean:
 	rm -rf $(VENV) azurite/node_modules .pytest_cache .mypy_cache

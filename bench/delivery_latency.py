@@ -43,7 +43,8 @@ async def run(session: BenchSession) -> dict[str, Any]:
         row["p50_vs_first"] = ratio(row["latency_s"]["p50"] or 0, base or 0)
     params = {"replicas": list(profile.replicas), "chats": profile.chats, "rate_per_s": profile.rate_per_s,
               "window_s": profile.window_s, "cadence_s": DEFAULT_CADENCE_S, "jitter_s": 1.0,
-              "throttle": "emulator default: 20 chat-message requests/s, 30 other/s per app"}
+              "throttle": "emulator default, Graph's limits: chat-message reads 20/s per app, 1/s per chat, "
+                          "list/get chat 5/s per user, other 30/s; mail 10,000/10 min and 4 in flight per mailbox"}
     return {**envelope(NAME, session.profile.name, params, started_load), "rows": rows}
 
 

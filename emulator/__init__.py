@@ -7,11 +7,11 @@ Layout: ``{base}/v1.0/...`` (Graph), ``{base}/{tenant}/oauth2/v2.0/token`` (Entr
 """
 
 from emulator.app import create_app
-from emulator.clock import ManualClock, SystemClock
+from emulator.clock import ManualClock, ManualMonotonic, SystemClock
 from emulator.seed import Seed, ThrottleBudget, build_seed, demo_seed_path, load_seed
 from emulator.server import RunningEmulator, serve, start_emulator
 
 __all__ = [
-    "ManualClock", "RunningEmulator", "Seed", "SystemClock", "ThrottleBudget", "build_seed", "create_app",
+    "ManualClock", "ManualMonotonic", "RunningEmulator", "Seed", "SystemClock", "ThrottleBudget", "build_seed", "create_app",
     "demo_seed_path", "load_seed", "serve", "start_emulator",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from emulator import (
-    routes_admin, routes_chats, routes_directory, routes_entra, routes_mail, routes_messages,
+    routes_admin, routes_admin_tokens, routes_chats, routes_directory, routes_entra, routes_mail, routes_messages,
     routes_notifications_admin, routes_subscriptions,
 )
 from emulator.clock import Clock, SystemClock
@@ -20,10 +21,11 @@ from emulator.context import EmulatorContext, context_of
 from emulator.errors import GraphError, graph_error_body
 from emulator.faults import FaultInjector
 from emulator.grants import TokenGrantor
+from emulator.holds import Holds
 from emulator.middleware import GRAPH_PREFIX, EmulatorMiddleware
 
-_ROUTE_MODULES = (routes_admin, routes_entra, routes_chats, routes_messages, routes_mail, routes_directory,
-                  routes_subscriptions, routes_notifications_admin)
+_ROUTE_MODULES = (routes_admin, routes_admin_tokens, routes_entra, routes_chats, routes_messages, routes_mail,
+                  routes_directory, routes_subscriptions, routes_notifications_admin)
 from emulator.seed import Seed, load_seed
 from emulator.state import StateError, TenantState
 from emulator.stats import RequestStats
@@ -35,10 +37,13 @@ _STATE_ERRORS = {"not_found": (404, "NotFound"), "forbidden": (403, "Forbidden")
 
 
 def create_app(seed: Seed | Path | str | dict[str, Any], *, clock: Clock | None = None,
-               base_url: str | None = None, signing_key: RSAPrivateKey | None = None) -> FastAPI:
+               base_url: str | None = None, signing_key: RSAPrivateKey | None = None,
+               throttle_clock: Callable[[], float] | None = None) -> FastAPI:
     """An emulator for ``seed``. ``clock`` drives token lifetimes and message times (default: the
     system clock); ``base_url`` fixes the issuer and link host (default: each request's Host);
-    ``signing_key`` is the tenant's token key (default: a fresh one; tests share one to start faster)."""
+    ``signing_key`` is the tenant's token key (default: a fresh one; tests share one to start faster);
+    ``throttle_clock`` is the monotonic clock of the throttling windows (default: time.monotonic; a
+    ``ManualMonotonic`` makes limit tests count instead of time)."""
     tenant = load_seed(seed)
     clock = clock or SystemClock()
     tokens = TokenService(clock, tenant.token_lifetime_s, signing_key)
@@ -47,9 +52,10 @@ def create_app(seed: Seed | Path | str | dict[str, Any], *, clock: Clock | None 
     state.add_observer(subscriptions.observe)
     ctx = EmulatorContext(
         seed=tenant, clock=clock, state=state, tokens=tokens,
-        grantor=TokenGrantor(tenant, tokens, clock), throttle=Throttle(tenant.throttle),
+        grantor=TokenGrantor(tenant, tokens, clock),
+        throttle=Throttle(tenant.throttle, *([throttle_clock] if throttle_clock else [])),
         faults=FaultInjector(tenant.random_seed), stats=RequestStats(), subscriptions=subscriptions,
-        base_url=base_url.rstrip("/") if base_url else None,
+        base_url=base_url.rstrip("/") if base_url else None, holds=Holds(),
     )
     app = FastAPI(title="Graph and Entra emulator", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.emulator = ctx

@@ -1,7 +1,8 @@
 """The tenant's notion of "now": the wall clock, or a manual one tests move by hand.
 
 Token lifetimes and message timestamps read this clock, so a test can expire a token or age a
-message without sleeping. Throttling windows deliberately do not: they measure real request rates.
+message without sleeping. Throttling windows deliberately do not: they measure real request rates on
+a monotonic clock, which a test replaces with ``ManualMonotonic`` to count instead of time.
 """
 
 from __future__ import annotations
@@ -39,4 +40,21 @@ class ManualClock:
     def advance(self, seconds: float) -> datetime:
         with self._lock:
             self._now += timedelta(seconds=seconds)
+            return self._now
+
+
+class ManualMonotonic:
+    """A monotonic clock that stands still until advanced: makes throttling tests count, not time."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self._now = start
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> float:
+        with self._lock:
+            self._now += seconds
             return self._now

@@ -9,6 +9,7 @@ from starlette.requests import HTTPConnection
 from emulator.clock import Clock
 from emulator.faults import FaultInjector
 from emulator.grants import TokenGrantor
+from emulator.holds import Holds
 from emulator.seed import Seed
 from emulator.state import TenantState
 from emulator.stats import RequestStats
@@ -29,6 +30,7 @@ class EmulatorContext:
     stats: RequestStats
     subscriptions: SubscriptionEngine
     base_url: str | None  # fixed when known (start_emulator); else taken from each request's Host
+    holds: Holds
 
     def base(self, request: HTTPConnection) -> str:
         return self.base_url or str(request.base_url).rstrip("/")

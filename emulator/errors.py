@@ -56,9 +56,11 @@ def unauthenticated(message: str) -> GraphError:
     })
 
 
-def too_many_requests(retry_after_s: int) -> GraphError:
+def too_many_requests(retry_after_s: float) -> GraphError:
+    # Delay-seconds, fractional when the wait is (the service's client parses up to microseconds).
+    text = f"{retry_after_s:.3f}".rstrip("0").rstrip(".") or "0"
     return GraphError(429, "TooManyRequests", "Too many requests. Please retry after the time the "
-                      "Retry-After header names.", {"Retry-After": str(retry_after_s)})
+                      "Retry-After header names.", {"Retry-After": text})
 
 
 # Entra answers invalid_client with 401 and every other OAuth error with 400.

@@ -4,7 +4,7 @@ and the permission checks routes make (with the error each Graph workload gives)
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Literal
@@ -14,10 +14,14 @@ from fastapi import Request
 from emulator.context import EmulatorContext, context_of
 from emulator.errors import bad_request, forbidden, too_many_requests, unauthenticated
 from emulator.grants import GRAPH_AUDIENCE, GRAPH_APP_ID
-from emulator.throttle import Bucket
+from emulator.throttle import Charge
 from emulator.tokens import InvalidToken
 
 Workload = Literal["teams", "outlook", "directory"]
+# Which of Graph's limits a route is counted against (see emulator.throttle and the seed's budget).
+# "chat_messages": a chat's messages (reads also count per chat); "chats": list or get chat (also per
+# user); "mail": a mailbox (rate and concurrency per mailbox); "other": everything else.
+RequestKind = Literal["chat_messages", "chats", "mail", "other"]
 # The claims challenge of a CAE revocation: {"access_token":{"nbf":{"essential":true}}}, base64.
 _CAE_CLAIMS = "eyJhY2Nlc3NfdG9rZW4iOnsibmJmIjp7ImVzc2VudGlhbCI6dHJ1ZX19fQ=="
 
@@ -87,21 +91,44 @@ def authenticate(request: Request, ctx: EmulatorContext) -> Caller:
     )
 
 
-def graph_caller(bucket: Bucket) -> Callable[[Request], Awaitable[Caller]]:
-    """A dependency: authenticate, note the caller for statistics, and spend from the app's budget."""
+def graph_caller(kind: RequestKind) -> Callable[[Request], AsyncIterator[Caller]]:
+    """A dependency: authenticate, note the caller for statistics, spend from every limit that covers
+    the request (holding a mailbox concurrency slot until the response), and wait while an admin hold
+    matches."""
 
-    async def dependency(request: Request) -> Caller:
+    async def dependency(request: Request) -> AsyncIterator[Caller]:
         ctx = context_of(request)
         caller = authenticate(request, ctx)
         request.state.app_id = caller.app_id
         request.state.user_id = caller.user_id
-        retry_after = ctx.throttle.admit(caller.app_id, bucket)
+        charges = _charges(kind, request, caller, ctx)
+        retry_after = ctx.throttle.admit(caller.app_id, charges)
         if retry_after is not None:
             request.state.throttled = True
             raise too_many_requests(retry_after)
-        return caller
+        try:
+            await ctx.holds.wait(request.url.path)
+            yield caller
+        finally:
+            ctx.throttle.release(caller.app_id, charges)
 
     return dependency
+
+
+def _charges(kind: RequestKind, request: Request, caller: Caller, ctx: EmulatorContext) -> list[Charge]:
+    if kind == "chat_messages" and request.method == "GET":
+        return [Charge("chat_message_reads"), Charge("per_chat", request.path_params.get("chat_id", ""))]
+    if kind == "chat_messages":
+        return [Charge("chat_message_sends")]
+    if kind == "chats":
+        # Per user: the signed-in user's chats; an app-only caller is counted as itself.
+        return [Charge("chats_per_user", caller.user_id or ""), Charge("other")]
+    if kind == "mail":
+        ref = request.path_params.get("user_ref")
+        user = ctx.seed.find_user(ref) if ref else None
+        mailbox = user.id if user is not None else (caller.user_id or ref or "")
+        return [Charge("mail_per_mailbox", mailbox), Charge("mail_concurrency", mailbox)]
+    return [Charge("other")]
 
 
 def include_unknown_enum_members(request: Request) -> bool:

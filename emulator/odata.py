@@ -196,13 +196,20 @@ class ChatsQuery:
     top: int
     expand: frozenset[str]
     chat_type: str | None
-    cursor: tuple[int, str] | None  # (lastUpdated in µs, chat id)
+    cursor: tuple[int, str] | None  # (the sort key in µs, chat id)
+    by_last_message: bool = False  # $orderby=lastMessagePreview/createdDateTime desc
 
 
 def parse_chats_query(pairs: Iterable[tuple[str, str]]) -> ChatsQuery:
     options = query_options(pairs, {"$top", "$expand", "$filter", "$orderby", "$skiptoken"})
+    by_last_message = False
     if "$orderby" in options:
-        raise bad_request(f"QueryOptions to order by '{options['$orderby']}' is not supported.")
+        # "List chats" documents one ordering: lastMessagePreview/createdDateTime, descending only.
+        ordered_by, _, direction = options["$orderby"].strip().partition(" ")
+        if ordered_by.strip().lower() != "lastmessagepreview/createddatetime" or direction.strip().lower() != "desc":
+            raise bad_request(f"QueryOptions to order by '{options['$orderby']}' is not supported; the only "
+                              "ordering is 'lastMessagePreview/createdDateTime desc'.")
+        by_last_message = True
     top = parse_top(options.get("$top"), maximum=50, default=20)
     expand: set[str] = set()
     for item in filter(None, (x.strip() for x in options.get("$expand", "").split(","))):
@@ -220,8 +227,10 @@ def parse_chats_query(pairs: Iterable[tuple[str, str]]) -> ChatsQuery:
     cursor = None
     if "$skiptoken" in options:
         data = decode_token(options["$skiptoken"], kind="chats")
+        if bool(data.get("by_last_message", False)) != by_last_message:
+            raise bad_request("The $skiptoken belongs to a different $orderby; follow @odata.nextLink as given.")
         cursor = (int(data["key"]), str(data["id"]))
-    return ChatsQuery(top, frozenset(expand), chat_type, cursor)
+    return ChatsQuery(top, frozenset(expand), chat_type, cursor, by_last_message)
 
 
 # --- GET /me/messages, /me/mailFolders/{folder}/messages ---

@@ -1,5 +1,5 @@
 """The emulator's own controls under /_emulator (a prefix Graph never uses): fault injection, token
-revocation, forced throttling, request statistics, the tenant clock, and direct injection of chats,
+revocation, forced throttling, per-limit throttling statistics, holds, request statistics, the tenant clock, and direct injection of chats,
 messages and mail for tests and traffic generators. Unauthenticated: the emulator is a local dev tool.
 """
 
@@ -41,6 +41,10 @@ class RevokeRequest(_Body):
 class ThrottleRequest(_Body):
     requests: int = Field(ge=1)
     retry_after: int = Field(1, ge=0)
+
+
+class HoldRequest(_Body):
+    route_pattern: str = Field(min_length=1)
 
 
 class InjectChat(_Body):
@@ -131,6 +135,39 @@ async def revoke(body: RevokeRequest, request: Request) -> dict[str, int]:
 async def throttle(body: ThrottleRequest, request: Request) -> dict[str, int]:
     context_of(request).throttle.force(body.requests, body.retry_after)
     return {"requests": body.requests, "retry_after": body.retry_after}
+
+
+@router.get("/throttle")
+async def throttle_stats(request: Request) -> dict[str, Any]:
+    """Per limit: its figure (requests per window, scope) and the requests it admitted and throttled."""
+    return context_of(request).throttle.stats()
+
+
+@router.delete("/throttle")
+async def reset_throttle(request: Request) -> dict[str, bool]:
+    """Empty every window and zero the per-limit counters (e.g. between benchmark phases)."""
+    context_of(request).throttle.reset()
+    return {"reset": True}
+
+
+@router.post("/holds")
+async def hold(body: HoldRequest, request: Request) -> dict[str, str]:
+    """Admitted Graph requests on paths matching ``route_pattern`` wait until DELETE /holds."""
+    try:
+        context_of(request).holds.hold(body.route_pattern)
+    except ValueError as exc:
+        raise bad_request(str(exc)) from None
+    return {"route_pattern": body.route_pattern}
+
+
+@router.get("/holds")
+async def holds(request: Request) -> dict[str, int]:
+    return {"waiting": context_of(request).holds.waiting}
+
+
+@router.delete("/holds")
+async def release_holds(request: Request) -> dict[str, int]:
+    return {"released": context_of(request).holds.release()}
 
 
 @router.get("/stats")

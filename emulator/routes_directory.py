@@ -7,15 +7,18 @@ from fastapi.responses import JSONResponse
 
 from emulator import shapes
 from emulator.context import context_of
-from emulator.errors import not_found
+from emulator.errors import forbidden, not_found
 from emulator.graph_auth import Caller, graph_caller
 
 router = APIRouter(prefix="/v1.0")
 READ_SELF = {"User.Read", "User.ReadWrite", "User.ReadBasic.All", "User.Read.All", "Directory.Read.All"}
 READ_OTHERS = {"User.ReadBasic.All", "User.Read.All", "User.ReadWrite.All", "Directory.Read.All"}
 READ_OTHERS_APP = {"User.Read.All", "User.ReadWrite.All", "Directory.Read.All"}
-READ_SPONSORS = READ_OTHERS | {"Application.Read.All", "AgentIdentity.Read.All"}
-READ_SPONSORS_APP = READ_OTHERS_APP | {"Application.Read.All", "AgentIdentity.Read.All"}
+# "List agentIdentity sponsors" (Graph v1.0): Application: AgentIdentity.ReadWrite.All, and no other;
+# Delegated (work or school account): Not supported.
+READ_SPONSORS_APP = frozenset({"AgentIdentity.ReadWrite.All"})
+# The emulator's old, kinder rule, kept behind the seed's sponsors_delegated switch.
+READ_SPONSORS_LENIENT = READ_OTHERS | {"Application.Read.All", "AgentIdentity.Read.All"}
 
 
 @router.get("/me")
@@ -48,14 +51,20 @@ async def get_user(user_ref: str, request: Request, caller: Caller = Depends(gra
 async def sponsors(identity_id: str, request: Request,
                    caller: Caller = Depends(graph_caller("other"))) -> JSONResponse:
     ctx = context_of(request)
-    caller.require(READ_SPONSORS, READ_SPONSORS_APP, workload="directory")
+    if ctx.seed.sponsors_delegated:
+        caller.require(READ_SPONSORS_LENIENT, READ_SPONSORS_APP | READ_OTHERS_APP, workload="directory")
+    elif caller.user_id is not None:
+        raise forbidden("Delegated permissions are not supported for listing agent identity sponsors; call "
+                        "with an application token holding AgentIdentity.ReadWrite.All.",
+                        "Authorization_RequestDenied")
+    else:
+        caller.require(frozenset(), READ_SPONSORS_APP, workload="directory")
     identity = ctx.seed.find_agent_identity(identity_id)
     if identity is None:
         raise not_found(f"Resource '{identity_id}' does not exist or one of its queried reference-property objects "
                         "are not present.", "Request_ResourceNotFound")
-    value = []
-    for ref in identity.sponsors:
-        user = ctx.seed.find_user(ref)
-        assert user is not None  # checked when the seed loaded
-        value.append({"@odata.type": "#microsoft.graph.user", **shapes.user(user)})
+    # The documented answer is a collection of directoryObject: each sponsor's type and id, not its
+    # profile (a client reads a user's UPN and mail from /users/{id}).
+    value = [{"@odata.type": "#microsoft.graph.user", "id": ref_user.id, "deletedDateTime": None}
+             for ref in identity.sponsors if (ref_user := ctx.seed.find_user(ref)) is not None]
     return JSONResponse({"@odata.context": f"{ctx.graph_base(request)}/$metadata#directoryObjects", "value": value})

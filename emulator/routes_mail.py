@@ -21,13 +21,13 @@ MAIL_READ = {"Mail.ReadBasic", "Mail.Read", "Mail.ReadWrite"}
 
 
 @router.get("/me/messages")
-async def list_messages(request: Request, caller: Caller = Depends(graph_caller("other"))) -> JSONResponse:
+async def list_messages(request: Request, caller: Caller = Depends(graph_caller("mail"))) -> JSONResponse:
     return _list(request, caller, folder=None)
 
 
 @router.get("/me/mailFolders/{folder}/messages")
 async def list_folder_messages(folder: str, request: Request,
-                               caller: Caller = Depends(graph_caller("other"))) -> JSONResponse:
+                               caller: Caller = Depends(graph_caller("mail"))) -> JSONResponse:
     ctx = context_of(request)
     named = ctx.state.folder_named(caller.me(), folder)
     if named is None:
@@ -37,7 +37,7 @@ async def list_folder_messages(folder: str, request: Request,
 
 @router.get("/me/messages/{message_id}")
 async def get_message(message_id: str, request: Request,
-                      caller: Caller = Depends(graph_caller("other"))) -> JSONResponse:
+                      caller: Caller = Depends(graph_caller("mail"))) -> JSONResponse:
     ctx = context_of(request)
     user_id = caller.me()
     caller.require(MAIL_READ, workload="outlook")
@@ -48,12 +48,12 @@ async def get_message(message_id: str, request: Request,
 
 
 @router.post("/me/sendMail", status_code=202)
-async def send_mail(request: Request, caller: Caller = Depends(graph_caller("other"))) -> Response:
+async def send_mail(request: Request, caller: Caller = Depends(graph_caller("mail"))) -> Response:
     return await _send(request, caller, caller.me())
 
 
 @router.post("/users/{user_ref}/sendMail", status_code=202)
-async def send_mail_as(user_ref: str, request: Request, caller: Caller = Depends(graph_caller("other"))) -> Response:
+async def send_mail_as(user_ref: str, request: Request, caller: Caller = Depends(graph_caller("mail"))) -> Response:
     ctx = context_of(request)
     user = ctx.seed.find_user(user_ref)
     if user is None:

@@ -6,6 +6,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -91,13 +92,14 @@ def _url(host: str, port: int) -> str:
 
 
 def start_emulator(seed: Seed | Path | str | dict[str, Any], *, host: str = "127.0.0.1", port: int = 0,
-                   clock: Clock | None = None, signing_key: RSAPrivateKey | None = None) -> RunningEmulator:
+                   clock: Clock | None = None, signing_key: RSAPrivateKey | None = None,
+                   throttle_clock: Callable[[], float] | None = None) -> RunningEmulator:
     """Serve ``seed`` on ``host:port`` (0: any free port) and return once it answers (see create_app
-    for ``clock`` and ``signing_key``)."""
+    for ``clock``, ``signing_key`` and ``throttle_clock``)."""
     tenant = load_seed(seed)
     sock = _bind(host, port)
     base_url = _url(host, sock.getsockname()[1])
-    app = create_app(tenant, clock=clock, base_url=base_url, signing_key=signing_key)
+    app = create_app(tenant, clock=clock, base_url=base_url, signing_key=signing_key, throttle_clock=throttle_clock)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=30)
     server = uvicorn.Server(config)
     # uvicorn.Server.run makes its own event loop, so the emulator's loop is private to this thread.

@@ -1,9 +1,16 @@
-"""Graph's throttling: a per-app, per-tenant request budget over a sliding one-second window, and a
-burst of forced 429s the admin API can order.
+"""Graph's throttling: the documented limits, each a sliding window (or a concurrency cap) keyed per
+app per tenant and, where Graph says so, per user, per chat or per mailbox; plus a burst of forced
+429s the admin API can order.
 
-Windows run on the monotonic clock (real request rates), never on the tenant clock tests move.
-Rejected requests count against the window too, as Graph's do: a client that ignores Retry-After and
-keeps hammering stays throttled; one that waits as told gets through.
+The figures come from the seed's ``ThrottleBudget`` (Microsoft's "Microsoft Graph service-specific
+throttling limits" page, Teams and Outlook sections). As Graph does, a request is evaluated against
+every limit that covers it, the first one exhausted throttles it, and a rejected request counts
+against the windows too: a client that ignores Retry-After and keeps hammering stays throttled; one
+that waits as told gets through. Retry-After is the exact time until the window has room, in
+fractional seconds (Graph's own throttling guidance allows a client to see any delay there).
+
+Windows run on a monotonic clock (real request rates by default), never on the tenant clock tests
+move; a test passes ``emulator.clock.ManualMonotonic`` to count requests without timing them.
 """
 
 from __future__ import annotations
@@ -12,40 +19,139 @@ import math
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable
-from typing import Literal
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from emulator.seed import ThrottleBudget
 
-Bucket = Literal["chat_messages", "other"]
-_WINDOW_S = 1.0
+LimitName = Literal["chat_message_reads", "chat_message_sends", "per_chat", "chats_per_user", "other",
+                    "mail_per_mailbox", "mail_concurrency"]
+_HISTORY_FACTOR = 10  # bounded: enough history to keep a hammering client throttled
+# A concurrency slot frees when some request finishes, which nobody can predict: Outlook answers
+# "ApplicationThrottled" with a short Retry-After; half a second is what the emulator names.
+_CONCURRENCY_RETRY_S = 0.5
+
+
+@dataclass(frozen=True)
+class Limit:
+    name: LimitName
+    requests: int
+    window_s: float  # 0 for a concurrency cap
+    scope: str  # for people reading the stats
+
+    def describe(self) -> dict[str, Any]:
+        return {"requests": self.requests, "window_s": self.window_s, "scope": self.scope}
+
+
+def limits_of(budget: ThrottleBudget) -> dict[LimitName, Limit]:
+    if not budget.enabled:
+        return {}
+    candidates: list[tuple[LimitName, int | None, float, str]] = [
+        ("chat_message_reads", budget.chat_messages_per_s, 1.0, "app"),
+        ("chat_message_sends", budget.chat_message_sends_per_s, 1.0, "app"),
+        ("per_chat", budget.per_chat_per_s, 1.0, "app and chat"),
+        ("chats_per_user", budget.chats_per_user_per_s, 1.0, "app and user"),
+        ("other", budget.other_per_s, 1.0, "app"),
+        ("mail_per_mailbox", budget.mail_per_10_min, 600.0, "app and mailbox"),
+        ("mail_concurrency", budget.mail_concurrent, 0.0, "app and mailbox, in flight"),
+    ]
+    return {name: Limit(name, n, window, scope) for name, n, window, scope in candidates if n is not None}
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One limit a request is evaluated against, and the key it is counted under beside the app."""
+
+    limit: LimitName
+    key: str = ""
+
+
+@dataclass
+class _Counters:
+    admitted: int = 0
+    throttled: int = 0
 
 
 class Throttle:
     def __init__(self, budget: ThrottleBudget, monotonic: Callable[[], float] = time.monotonic) -> None:
-        self._limits: dict[Bucket, int] = {"chat_messages": budget.chat_messages_per_s, "other": budget.other_per_s}
+        self._limits = limits_of(budget)
         self._monotonic = monotonic
-        self._windows: dict[tuple[str, Bucket], deque[float]] = defaultdict(deque)
+        self._windows: dict[tuple[str, LimitName, str], deque[float]] = defaultdict(deque)
+        self._in_flight: dict[tuple[str, str], int] = defaultdict(int)
+        self._counters: dict[LimitName, _Counters] = {name: _Counters() for name in self._limits}
         self._forced = 0
         self._forced_retry_after = 1
         self._lock = threading.Lock()
 
-    def admit(self, app_id: str, bucket: Bucket) -> int | None:
-        """None if the request may proceed, else the Retry-After seconds to answer with."""
-        limit = self._limits[bucket]
+    def admit(self, app_id: str, charges: Sequence[Charge]) -> float | None:
+        """None if the request may proceed, else the Retry-After seconds to answer with.
+
+        A request admitted with a ``mail_concurrency`` charge holds a slot until ``release``."""
         now = self._monotonic()
         with self._lock:
-            window = self._windows[(app_id, bucket)]
-            while window and window[0] <= now - _WINDOW_S:
-                window.popleft()
-            over = len(window) >= limit
-            if len(window) < limit * 10:  # bounded: enough history to keep a hammering client throttled
-                window.append(now)
-            if not over:
-                return None
-            # Wait until enough of the window has aged out that a new request fits.
-            oldest_blocking = window[len(window) - limit]
-            return max(1, math.ceil(oldest_blocking + _WINDOW_S - now))
+            waits: list[float] = []
+            windowed = [(c, self._limits[c.limit]) for c in charges
+                        if c.limit in self._limits and c.limit != "mail_concurrency"]
+            for charge, limit in windowed:
+                wait = self._count(self._windows[(app_id, charge.limit, charge.key)], limit, now)
+                if wait is not None:
+                    waits.append(wait)
+                    self._counters[charge.limit].throttled += 1
+            slot = next((c for c in charges if c.limit == "mail_concurrency" and c.limit in self._limits), None)
+            if not waits and slot is not None:
+                if self._in_flight[(app_id, slot.key)] >= self._limits["mail_concurrency"].requests:
+                    waits.append(_CONCURRENCY_RETRY_S)
+                    self._counters["mail_concurrency"].throttled += 1
+                else:
+                    self._in_flight[(app_id, slot.key)] += 1
+                    self._counters["mail_concurrency"].admitted += 1
+            if waits:
+                return max(waits)
+            for charge, _ in windowed:
+                self._counters[charge.limit].admitted += 1
+            return None
+
+    def release(self, app_id: str, charges: Sequence[Charge]) -> None:
+        """The admitted request finished: free its concurrency slot."""
+        with self._lock:
+            for charge in charges:
+                if charge.limit == "mail_concurrency" and self._in_flight.get((app_id, charge.key), 0) > 0:
+                    self._in_flight[(app_id, charge.key)] -= 1
+
+    @staticmethod
+    def _count(window: deque[float], limit: Limit, now: float) -> float | None:
+        while window and window[0] <= now - limit.window_s:
+            window.popleft()
+        over = len(window) >= limit.requests
+        if len(window) < limit.requests * _HISTORY_FACTOR:
+            window.append(now)
+        if not over:
+            return None
+        # Wait until enough of the window has aged out that a new request fits.
+        oldest_blocking = window[len(window) - limit.requests]
+        return max(0.001, math.ceil((oldest_blocking + limit.window_s - now) * 1000) / 1000)
+
+    def stats(self) -> dict[str, Any]:
+        """Per limit: its figure, and how many requests it admitted and throttled."""
+        with self._lock:
+            return {
+                "enabled": bool(self._limits),
+                "limits": {
+                    name: {**limit.describe(), "admitted": self._counters[name].admitted,
+                           "throttled": self._counters[name].throttled}
+                    for name, limit in self._limits.items()
+                },
+                "in_flight": sum(self._in_flight.values()),
+                "forced_remaining": self._forced,
+            }
+
+    def reset(self) -> None:
+        """Forget every window and counter (slots in flight stay held until their requests end)."""
+        with self._lock:
+            self._windows.clear()
+            for name in self._counters:
+                self._counters[name] = _Counters()
 
     def force(self, requests: int, retry_after_s: int) -> None:
         """The next ``requests`` Graph requests get 429 regardless of budget."""
@@ -59,3 +165,4 @@ class Throttle:
                 return None
             self._forced -= 1
             return self._forced_retry_after
+

@@ -39,15 +39,20 @@ class IssuedToken:
     expires: int  # epoch seconds
 
 
+def _key_id(key: rsa.RSAPrivateKey) -> str:
+    public_der = key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return b64url(hashlib.sha1(public_der).digest())  # noqa: S324 - a key id, as Entra's x5t is
+
+
 class TokenService:
     def __init__(self, clock: Clock, lifetime_s: int, key: rsa.RSAPrivateKey | None = None) -> None:
         self._clock = clock
         self.lifetime_s = lifetime_s
         self._key = key or rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        public_der = self._key.public_key().public_bytes(
-            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-        self.kid = b64url(hashlib.sha1(public_der).digest())  # noqa: S324 - a key id, as Entra's x5t is
+        self.kid = _key_id(self._key)
+        self._retired: rsa.RSAPrivateKey | None = None  # still published after a rotation that keeps it
         self._issued: dict[str, IssuedToken] = {}
         self._revoked: set[str] = set()
         self._lock = threading.Lock()
@@ -55,11 +60,20 @@ class TokenService:
     # --- publishing ---
 
     def jwks(self) -> dict[str, Any]:
-        numbers = self._key.public_key().public_numbers()
-        return {"keys": [{
-            "kty": "RSA", "use": "sig", "alg": "RS256", "kid": self.kid, "x5t": self.kid,
-            "n": _int_b64url(numbers.n), "e": _int_b64url(numbers.e),
-        }]}
+        return {"keys": [_jwk(key) for key in self._published()]}
+
+    def _published(self) -> list[rsa.RSAPrivateKey]:
+        return [self._key] if self._retired is None else [self._key, self._retired]
+
+    def rotate_key(self, *, keep_previous: bool = False) -> str:
+        """Sign with a new key from now on. Entra publishes the next key before it signs with it and
+        drops the old one later; ``keep_previous`` keeps the old key published (tokens it signed stay
+        valid), otherwise it is removed at once, as when a key is withdrawn. Returns the new key id."""
+        with self._lock:
+            self._retired = self._key if keep_previous else None
+            self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            self.kid = _key_id(self._key)
+            return self.kid
 
     # --- issuing ---
 
@@ -68,7 +82,9 @@ class TokenService:
         now = int(self._clock.now().timestamp())
         jti = b64url(uuid.uuid4().bytes)
         body = {**claims, "iat": now, "nbf": now, "exp": now + self.lifetime_s, "jti": jti, "uti": jti}
-        token = jwt.encode(body, self._key, algorithm="RS256", headers={"kid": self.kid, "x5t": self.kid})
+        with self._lock:
+            key, kid = self._key, self.kid
+        token = jwt.encode(body, key, algorithm="RS256", headers={"kid": kid, "x5t": kid})
         with self._lock:
             self._prune(now)
             self._issued[jti] = IssuedToken(jti, app_id, user_id, now + self.lifetime_s)
@@ -90,10 +106,11 @@ class TokenService:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as exc:
             raise InvalidToken(f"not a well-formed JWT ({exc})") from None
-        if header.get("kid") != self.kid:
+        key = next((k for k in self._published() if _key_id(k) == header.get("kid")), None)
+        if key is None:
             raise InvalidToken("signed with a key this tenant does not publish")
         try:
-            return jwt.decode(token, self._key.public_key(), algorithms=["RS256"],
+            return jwt.decode(token, key.public_key(), algorithms=["RS256"],
                               options={"verify_exp": False, "verify_nbf": False, "verify_iat": False,
                                        "verify_aud": False, "verify_iss": False})
         except jwt.PyJWTError as exc:
@@ -120,3 +137,10 @@ class TokenService:
             new = [j for j in hits if j not in self._revoked]
             self._revoked.update(new)
             return len(new)
+
+
+def _jwk(key: rsa.RSAPrivateKey) -> dict[str, Any]:
+    numbers = key.public_key().public_numbers()
+    kid = _key_id(key)
+    return {"kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid, "x5t": kid,
+            "n": _int_b64url(numbers.n), "e": _int_b64url(numbers.e)}

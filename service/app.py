@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -20,11 +20,13 @@ from service import __version__
 from service.replica import Phase, Replica
 from service.graph.errors import GraphError
 from service.storage.errors import StorageError
+from service.telemetry.http_metrics import McpHttpMetrics
 
 log = logging.getLogger(__name__)
 
 READINESS_CHECK_TTL_S = 5.0
 READINESS_CHECK_TIMEOUT_S = 3.0
+READYZ_CHAT_IDS_SHOWN = 20
 
 
 class _BackendProbe:
@@ -47,7 +49,7 @@ class _BackendProbe:
         return self._error
 
 
-def create_app(replica: Replica, *, on_started: Callable[[Replica], None] | None = None) -> FastAPI:
+def create_app(replica: Replica) -> FastAPI:
     probe = _BackendProbe(replica)
 
     @asynccontextmanager
@@ -61,8 +63,6 @@ def create_app(replica: Replica, *, on_started: Callable[[Replica], None] | None
             raise
         try:
             async with replica.mcp.lifespan():
-                if on_started is not None:
-                    on_started(replica)
                 yield
                 # Shutdown begins: no new claims; streams close when the MCP lifespan ends.
                 replica.hub.close()
@@ -71,6 +71,7 @@ def create_app(replica: Replica, *, on_started: Callable[[Replica], None] | None
 
     app = FastAPI(title="entrabot-fleet", version=__version__, lifespan=lifespan, routes=replica.mcp.routes(),
                   docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(McpHttpMetrics, metrics=replica.metrics)
 
     @app.get("/healthz")
     async def healthz() -> Response:
@@ -91,10 +92,14 @@ def create_app(replica: Replica, *, on_started: Callable[[Replica], None] | None
         backend_error = await probe.error()
         if backend_error:
             problems.append(backend_error)
+        corrupt = replica.corrupt_cursors.chat_ids
         body = {
             "ready": not problems, "replica": replica.replica_id, "problems": problems,
             "watched_chats": replica.watched_count,
             "loops": {s.name: s.state.value for s in replica.supervisor.statuses},
+            # Not a problem for readiness: these chats are stalled everywhere, this replica serves
+            # the rest; the operator repairs each with `entrabot-fleet repair-chat`.
+            "corrupt_chat_cursors": {"count": len(corrupt), "chat_ids": list(corrupt[:READYZ_CHAT_IDS_SHOWN])},
         }
         return JSONResponse(body, status_code=200 if not problems else 503)
 

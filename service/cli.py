@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from service.config import Settings, SettingsError, load_settings
 from service.storage.backend import MemoryBackend
@@ -24,6 +24,10 @@ from service.storage.migration import normalize_prefix
 from service.storage.persona import PERSONA_PREFIX
 from service.storage.transfer import Progress, TransferReport
 
+if TYPE_CHECKING:
+    from service.chat_repair import StoredCursor
+    from service.config import Settings
+
 PROG = "entrabot-fleet"
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 DEFAULT_PERSONA_ROOT = Path("~/.claude/memory")
@@ -31,6 +35,10 @@ DEFAULT_PERSONA_ROOT = Path("~/.claude/memory")
 
 class ConfigurationError(Exception):
     """The environment names no usable setup; the message says what to fix (exit code 2)."""
+
+
+class CommandFailed(Exception):
+    """The command ran and could not do its work; the message says why, on one line (exit code 1)."""
 
 
 @dataclass(frozen=True)
@@ -193,9 +201,20 @@ async def persona(args: argparse.Namespace) -> int:
 # --- serve ---------------------------------------------------------------------------------------
 
 
+def port_number(text: str) -> int:
+    """A TCP port, 1-65535 (a larger number would silently wrap to another port)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)")
+    return port
+
+
 def configure_serve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="address to listen on (default: ENTRABOT_HOST, 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port to listen on (default: ENTRABOT_PORT, 8080)")
+    parser.add_argument("--port", type=port_number, help="port to listen on (default: ENTRABOT_PORT, 8080)")
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -245,6 +264,110 @@ def run_emulator(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- repair-chat ---------------------------------------------------------------------------------
+
+
+def configure_repair_chat(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("chat_id", metavar="CHAT_ID", help="the Teams chat id (as /readyz lists it)")
+    parser.add_argument("--yes", action="store_true",
+                        help="write the new cursor (without it: show what would be written, write nothing)")
+
+
+def run_repair_chat(args: argparse.Namespace) -> int:
+    return asyncio.run(repair_chat(args.chat_id, write=args.yes))
+
+
+async def repair_chat(chat_id: str, *, write: bool) -> int:
+    from service.chat_repair import CursorState, inspect_cursor
+    from service.serve import ServeError, load_settings
+
+    if not chat_id.strip():
+        raise ConfigurationError("CHAT_ID is empty; pass the chat id /readyz lists under corrupt_chat_cursors")
+    try:
+        settings = load_settings()
+    except ServeError as exc:
+        raise ConfigurationError(str(exc)) from exc
+    backend = await open_target(settings)
+    try:
+        print(f"state: {backend.describe()}")
+        try:
+            stored = await inspect_cursor(backend, chat_id)
+        except StorageError as exc:
+            raise CommandFailed(f"could not read the cursor of chat {chat_id} ({type(exc).__name__}: {exc}); "
+                                "nothing written") from None
+        if stored.state is CursorState.READABLE:
+            print(f"chat {chat_id}: the cursor {stored.key} is readable; nothing to repair")
+            return EXIT_OK
+        if stored.state is CursorState.NO_ETAG:
+            raise CommandFailed(f"the store returned {stored.key} without an ETag, so it cannot be replaced by "
+                                "compare-and-swap; nothing written (check the storage endpoint or proxy)")
+        return await _repair_from_graph(settings, backend, chat_id, stored, write=write)
+    finally:
+        await backend.aclose()
+
+
+async def _repair_from_graph(
+    settings: Settings, backend: MemoryBackend, chat_id: str, stored: StoredCursor, *, write: bool
+) -> int:
+    from service.chat_repair import CursorState, plan_repair, write_repair
+    from service.graph.auth import token_provider_from_settings
+    from service.graph.client import GraphClient
+    from service.graph.errors import GraphConnectionError, GraphError, GraphForbidden, GraphNotFound
+    from service.graph.errors import TokenConfigurationError
+    from service.graph.http_pool import new_http_client
+    from service.clock import utc_now
+    from service.storage.errors import ConcurrencyError
+
+    async with new_http_client(read_timeout_s=settings.graph_timeout_s) as http:
+        try:
+            graph = GraphClient(settings.graph_url, token_provider_from_settings(settings, http), http=http)
+        except (TokenConfigurationError, ValueError) as exc:
+            raise ConfigurationError(str(exc)) from exc
+        try:
+            newest = await graph.get_newest_chat_message(chat_id)
+        except (GraphNotFound, GraphForbidden) as exc:
+            raise CommandFailed(f"Graph does not show chat {chat_id} to the agent user (HTTP {exc.status}); "
+                                "check the chat id; nothing written") from None
+        except GraphConnectionError as exc:
+            raise CommandFailed(f"{exc}; check ENTRABOT_GRAPH_URL ({settings.graph_url}) and the network path to "
+                                "it; nothing written") from None
+        except GraphError as exc:
+            raise CommandFailed(f"{type(exc).__name__}: {exc}; nothing written") from None
+    if stored.state is CursorState.ABSENT:
+        print(f"chat {chat_id}: no cursor yet, nothing to repair (a replica bootstraps it when it first sees "
+              "the chat)")
+        return EXIT_OK
+    now = utc_now()
+    plan = plan_repair(chat_id, newest, now=now)
+    print(f"chat {chat_id}: the cursor {stored.key} is corrupt ({stored.problem}); the chat is stalled on "
+          "every replica")
+    for line in plan.describe(now):
+        print(f"  {line}")
+    if not write:
+        print("dry run: nothing written; rerun with --yes to write this cursor")
+        return EXIT_OK
+    try:
+        await write_repair(backend, stored, plan)
+    except ConcurrencyError:
+        raise CommandFailed(f"the cursor of chat {chat_id} changed since it was read (another repair?); nothing "
+                            "written; run the command again to see its state") from None
+    except StorageError as exc:
+        raise CommandFailed(f"writing the cursor of chat {chat_id} failed ({type(exc).__name__}: {exc}); run the "
+                            "command again to see whether it landed") from None
+    print(f"repaired: wrote {stored.key} over the corrupt value (If-Match on its ETag); replicas poll the chat "
+          "again on their next cycle")
+    return EXIT_OK
+
+
+# --- doctor --------------------------------------------------------------------------------------
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    from service.doctor import run_doctor as doctor
+
+    return EXIT_OK if asyncio.run(doctor()) else EXIT_FAILED
+
+
 # --- the command table and the entry point --------------------------------------------------------
 
 COMMANDS: tuple[Command, ...] = (
@@ -265,6 +388,18 @@ COMMANDS: tuple[Command, ...] = (
         "run the Microsoft Graph + Entra emulator (for local runs, compose and tests)",
         configure_emulator,
         run_emulator,
+    ),
+    Command(
+        "repair-chat",
+        "re-bootstrap one chat whose cursor is corrupt, as a first sight does (never replays history)",
+        configure_repair_chat,
+        run_repair_chat,
+    ),
+    Command(
+        "doctor",
+        "preflight the configured tenant, container and settings: one line per check, non-zero on a failure",
+        lambda parser: None,
+        run_doctor,
     ),
     Command(
         "migrate",
@@ -306,6 +441,7 @@ def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentPar
         f"Exit codes: {EXIT_OK} done, {EXIT_FAILED} something failed (see the report), "
         f"{EXIT_CONFIG} bad configuration or usage.",
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for command in commands:
         sub = subcommands.add_parser(
@@ -331,6 +467,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigurationError as exc:
         _say(str(exc))
         return EXIT_CONFIG
+    except CommandFailed as exc:
+        _say(str(exc))
+        return EXIT_FAILED
     except KeyboardInterrupt:
         _say("interrupted")
         return 130
@@ -340,6 +479,17 @@ def main(argv: list[str] | None = None) -> int:
         hint = "" if args.debug else " (rerun with --debug for a traceback)"
         _say(f"{type(exc).__name__}: {exc}{hint}")
         return EXIT_FAILED
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(PROG)
+    except PackageNotFoundError:  # run from a source tree without installing
+        from service import __version__
+
+        return __version__
 
 
 def _say(message: str) -> None:

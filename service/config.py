@@ -60,10 +60,17 @@ class Settings(BaseSettings):
 
     # --- service (SPEC §7) ---
     host: str = "127.0.0.1"
-    port: int = 8080
+    # Validated here: uvicorn would take 99999 modulo 65536 and listen on a port nobody asked for.
+    port: int = Field(default=8080, ge=1, le=65535)
     replica_id: str | None = None
     mcp_static_tokens: SecretStr | None = None  # comma-separated bearer tokens for local runs
     mcp_jwt_audience: str | None = None
+    # Authorization for Entra tokens (docs/entra-app-registration.md), comma-separated. A token must
+    # carry one of these app roles (``roles``) or delegated scopes (``scp``), and, when the allow-list
+    # is set, come from one of these client app ids (``azp``/``appid``).
+    mcp_jwt_required_roles: str | None = None
+    mcp_jwt_required_scopes: str | None = None
+    mcp_jwt_allowed_client_ids: str | None = None
     mcp_allowed_hosts: str = "localhost,127.0.0.1"
     mcp_allowed_origins: str = ""
     mcp_session_idle_timeout_s: float = 1800.0
@@ -77,6 +84,8 @@ class Settings(BaseSettings):
     permission_relay_enabled: bool = True
     permission_request_timeout_s: float = 600.0
     otlp_endpoint: str | None = None
+    # Where Graph change notifications are delivered (https); optional, checked by `doctor` when set.
+    notification_url: str | None = None
     log_level: str = "INFO"
 
     @field_validator(

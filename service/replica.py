@@ -8,8 +8,8 @@ Nothing reaches these objects through a global: the app factory holds a ``Replic
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -21,10 +21,17 @@ from service.delivery.hub import DeliveryHub
 from service.delivery.sponsors import SponsorGate
 from service.graph.auth import storage_token_provider, token_provider_from_settings
 from service.graph.client import GraphClient
-from service.graph.errors import GraphError
+from service.graph.errors import (
+    GraphConnectionError,
+    GraphError,
+    GraphServerError,
+    GraphThrottled,
+    TokenAcquisitionError,
+)
 from service.graph.http_pool import new_http_client
 from service.ledger import WatchedChats, note_ignored_local_poll_state
 from service.clock import Clock, utc_now
+from service.ledger.corrupt_cursors import CorruptCursors
 from service.mcp.auth import check_auth_config
 from service.mcp.server import McpService, build_mcp
 from service.storage.backend import MemoryBackend
@@ -38,7 +45,7 @@ from service.wiring import wire_workers
 
 log = logging.getLogger(__name__)
 
-AGENT_LOOKUP_ATTEMPTS = 5
+AGENT_LOOKUP_ATTEMPTS = 3  # only while Graph answers 5xx or 429
 SUMMARY_INTERVAL_S = 60.0
 SHUTDOWN_GRACE_S = 5.0
 
@@ -65,7 +72,9 @@ class Replica:
     replica_id: str
     clock: Clock = utc_now
     gate: SponsorGate = field(default_factory=lambda: SponsorGate(()))
+    directory: GraphClient | None = None  # the agent identity's app-only Graph client (sponsors)
     supervisor: Supervisor = field(init=False)
+    corrupt_cursors: CorruptCursors = field(init=False)
     phase: Phase = Phase.STARTING
     agent: AgentUser | None = None
     startup_error: str | None = None  # why start() failed, for the one line `serve` prints
@@ -76,6 +85,7 @@ class Replica:
 
     def __post_init__(self) -> None:
         self.supervisor = Supervisor(metrics=self.metrics)
+        self.corrupt_cursors = CorruptCursors(self.metrics)
 
     # --- lifecycle ---
 
@@ -89,6 +99,7 @@ class Replica:
         wired = await wire_workers(
             settings=s, backend=self.backend, is_cloud=self.is_cloud, graph=self.graph, hub=self.hub,
             agent=self.agent, gate=self.gate, replica_id=self.replica_id, metrics=self.metrics, clock=self.clock,
+            directory=self.directory, corrupt_cursors=self.corrupt_cursors,
         )
         self.watched, self.chat_poller, discovery = wired.watched, wired.chat_poller, wired.discovery
         register_tools(self.mcp.tools, wired.tool_deps)
@@ -130,13 +141,16 @@ class Replica:
         log.info("replica stopped cleanly")
 
     async def _load_agent(self) -> AgentUser:
+        """GET /me, the first Graph call. Retried here only when Graph answered "later" (a 5xx or a
+        429, each already retried by the client); no answer at all, or a refusal, ends start-up at
+        once with one line naming the setting to check."""
         delay = 1.0
         for attempt in range(1, AGENT_LOOKUP_ATTEMPTS + 1):
             try:
                 return await load_agent_user(self.graph)
             except GraphError as exc:
-                if attempt == AGENT_LOOKUP_ATTEMPTS:
-                    raise
+                if attempt == AGENT_LOOKUP_ATTEMPTS or not _answered_later(exc):
+                    raise _naming_graph_url(exc, self.settings.graph_url) from None
                 log.warning("GET /me failed (%s); retrying in %.0f s", type(exc).__name__, delay)
                 await asyncio.sleep(delay)
                 delay *= 2
@@ -147,6 +161,22 @@ class Replica:
     @property
     def watched_count(self) -> int:
         return len(self.watched.chats) if self.watched is not None else 0
+
+
+def _answered_later(exc: GraphError) -> bool:
+    """Graph (or Entra) is there but busy: worth a short wait before giving up on start-up."""
+    if isinstance(exc, (GraphServerError, GraphThrottled)):
+        return True
+    status = exc.status if isinstance(exc, TokenAcquisitionError) else None
+    return status is not None and (status >= 500 or status == 429)
+
+
+def _naming_graph_url(exc: GraphError, graph_url: str) -> GraphError:
+    """The same error, its message naming ENTRABOT_GRAPH_URL when Graph itself did not answer."""
+    if isinstance(exc, (GraphConnectionError, GraphServerError)):
+        return type(exc)(f"{exc}; check ENTRABOT_GRAPH_URL ({graph_url}) and the network path to it",
+                         status=exc.status, code=exc.code, request_id=exc.request_id)
+    return exc
 
 
 def _discard(run: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
@@ -179,9 +209,10 @@ def build_replica(
         backend = get_backend(settings, storage_token_provider=storage_token_provider(tokens), metrics=metrics)
     hub = DeliveryHub(metrics=metrics)
     graph = GraphClient(settings.graph_url, tokens, http=http, metrics=metrics)
+    directory = graph.with_tokens(tokens.agent_identity_tokens())
     rid = replica_id or settings.replica_id or default_replica_id()
     mcp = build_mcp(settings, hub, metrics=metrics, http_client=http)
     return Replica(
         settings=settings, backend=backend, is_cloud=bool(is_cloud), http=http, graph=graph, hub=hub, mcp=mcp,
-        metrics=metrics, replica_id=rid, clock=clock,
+        metrics=metrics, replica_id=rid, clock=clock, directory=directory,
     )

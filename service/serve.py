@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import sys
+from collections.abc import Callable
 from types import FrameType
 
 import uvicorn
@@ -37,17 +39,27 @@ def load_settings(**overrides: object) -> Settings:
 
 
 class DrainingServer(uvicorn.Server):
-    """uvicorn, but SIGTERM drains the replica before uvicorn closes the hosts' streams.
+    """uvicorn, but SIGTERM drains the replica before uvicorn closes the hosts' streams, and the
+    replica says where it listens only once it does.
 
     uvicorn (and sse-starlette with it) ends open streams as soon as the signal arrives, before the
     app's lifespan shutdown runs; a claim won in that moment would be pushed into a closed stream and
     lost. So the first signal stops claiming and waits for the cycle in flight; a second one exits now.
     """
 
-    def __init__(self, config: uvicorn.Config, replica: Replica) -> None:
+    def __init__(self, config: uvicorn.Config, replica: Replica,
+                 on_listening: Callable[[Replica], None] | None = None) -> None:
         super().__init__(config)
         self._replica = replica
+        self._on_listening = on_listening
         self._draining: asyncio.Task[None] | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        # uvicorn runs the lifespan (the replica's start) first, then serves the socket; only then
+        # may anyone be told to connect.
+        await super().startup(sockets)
+        if self.started and self._on_listening is not None:
+            self._on_listening(self._replica)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._draining is not None or self._replica.phase is not Phase.RUNNING:
@@ -62,6 +74,27 @@ class DrainingServer(uvicorn.Server):
             super().handle_exit(sig, frame)
 
 
+def bind_listener(host: str, port: int) -> socket.socket:
+    """The listening address, bound before the replica starts: a port another process holds (or an
+    address that is not this machine's) stops start-up with one line, before any Graph or blob call.
+
+    By hand rather than ``uvicorn.Config.bind_socket``, which exits the process on failure and logs
+    "running on" before the app has started; the options are uvicorn's own. The socket listens only
+    when uvicorn serves it, after the lifespan, so nobody connects to a replica still starting.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        reason = exc.strerror or type(exc).__name__
+        raise ServeError(f"cannot listen on {host}:{port} ({reason}); set ENTRABOT_PORT (or --port) to a free port, "
+                         "or ENTRABOT_HOST to an address of this machine") from None
+    return sock
+
+
 def serve(*, host: str | None = None, port: int | None = None) -> int:
     settings = load_settings(host=host, port=port)
     try:
@@ -69,7 +102,7 @@ def serve(*, host: str | None = None, port: int | None = None) -> int:
     except (StorageError, TokenConfigurationError, AuthConfigError) as exc:
         raise ServeError(str(exc)) from None
     configure_logging(settings.log_level, replica_id=replica.replica_id)
-    provider = configure_tracing(settings.otlp_endpoint, replica_id=replica.replica_id)
+    listener = bind_listener(settings.host, settings.port)
 
     def announce(r: Replica) -> None:
         print(
@@ -78,17 +111,19 @@ def serve(*, host: str | None = None, port: int | None = None) -> int:
             flush=True,
         )
 
-    app = create_app(replica, on_started=announce)
+    provider = configure_tracing(settings.otlp_endpoint, replica_id=replica.replica_id)
+    app = create_app(replica)
     config = uvicorn.Config(
         app, host=settings.host, port=settings.port, log_config=None, access_log=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, lifespan="on",
     )
-    server = DrainingServer(config, replica)
+    server = DrainingServer(config, replica, on_listening=announce)
     try:
-        server.run()
+        server.run(sockets=[listener])
     except SystemExit:
         pass  # uvicorn exits 3 when the lifespan fails; the reason is reported below
     finally:
+        listener.close()
         if provider is not None:
             provider.shutdown()
     # uvicorn leaves started False when the lifespan failed (backend unreachable, Graph refused us).

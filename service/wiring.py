@@ -24,6 +24,7 @@ from service.ledger import (
     WatchedChats,
 )
 from service.clock import Clock, utc_now
+from service.ledger.corrupt_cursors import CorruptCursors
 from service.ledger.permission_requests import PermissionRequests
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
@@ -63,8 +64,14 @@ async def wire_workers(
     replica_id: str,
     metrics: Metrics | None = None,
     clock: Clock = utc_now,
+    directory: GraphClient | None = None,
+    corrupt_cursors: CorruptCursors | None = None,
 ) -> Workers:
-    """Build the workers and the tool dependencies, and load the watched chats (one store read)."""
+    """Build the workers and the tool dependencies, and load the watched chats (one store read).
+
+    ``directory`` is the agent identity's app-only Graph client that reads the sponsors (without it no
+    sponsor is recognised); ``corrupt_cursors`` makes chats stalled by a corrupt cursor visible.
+    """
     interactions = InteractionLog(backend, clock=clock)
     promises = PromiseLedger(backend, clock=clock, metrics=metrics)
     watched = WatchedChats(backend, metrics=metrics)
@@ -73,13 +80,13 @@ async def wire_workers(
     sent = SentMessages()
     permissions = PermissionRequests(backend, replica_id, clock=clock, metrics=metrics)
     chat_poller = ChatPoller(
-        graph=graph, ledger=ChatLedger(backend, clock=clock, metrics=metrics), watched=watched, hub=hub,
+        graph=graph, ledger=ChatLedger(backend, clock=clock, metrics=metrics, corrupt=corrupt_cursors), watched=watched, hub=hub,
         agent=agent, recorder=recorder, gate=gate, metrics=metrics, clock=clock,
         concurrency=settings.chat_poll_concurrency,
         first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h), sent_message_ids=sent,
         permissions=permissions,
     )
-    discovery = Discovery(graph, watched, gate, agent_identity_id=settings.agent_identity_id)
+    discovery = Discovery(graph, watched, gate, agent_identity_id=settings.agent_identity_id, directory=directory)
     email_poller = EmailPoller(
         graph, EmailClaimer(backend, is_cloud=is_cloud, clock=clock, metrics=metrics), hub, agent, recorder,
         clock=clock,

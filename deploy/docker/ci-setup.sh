@@ -2,7 +2,7 @@
 # Installs what the deployment tests use from Debian, when it is missing (safe to run again):
 #   docker.io      dockerd for tests/deploy/test_container_image.py (started there on a private socket)
 #   debootstrap    the image test's base image (no registry is reachable to pull one)
-#   prometheus     promtool, to check deploy/prometheus/prometheus.yml
+#   prometheus     promtool, to check deploy/prometheus/prometheus.yml and unit-test alerts.yml
 #   docker-compose `docker-compose config`, to check docker-compose.yml
 # Needs root (or sudo). Installing starts no Docker daemon on /var/run/docker.sock where no init
 # system runs services (as on CI); where one does, see the warning at the end.

@@ -10,8 +10,8 @@ takes; without the word no marker can be forged, whichever brackets surround it.
 
 "Whatever form" is decided on a detection view of the text: HTML entities and %-escapes decoded (up to
 three levels, as a renderer or the model might), tags and comments read as separators, each character
-NFKD-decomposed, case-folded and mapped through Unicode's confusables (TR39) onto the Latin letters of
-the word. The word is then found with any run of non-alphanumeric characters (spaces, ``_``, zero-width
+NFKD-decomposed and folded to its Unicode confusables skeleton (UTS #39, through ``disarm``), so that
+Cyrillic "е", "ø", "ł", "🅰" or "0" read as the Latin letters they look like. The word is then found with any run of non-alphanumeric characters (spaces, ``_``, zero-width
 and format characters, combining marks…) between its letters. Detection never alters the text a reader
 sees, except for the replaced spans; bidi overrides are dropped so text displays in its reading order.
 
@@ -30,7 +30,9 @@ import unicodedata
 import urllib.parse
 from collections.abc import Callable, Iterator
 from enum import Enum
-from functools import cache, lru_cache
+from functools import lru_cache
+
+from disarm import skeleton_key
 
 ENVELOPE_WORD = "external_content"
 # What a forged envelope word becomes: plain words with no letter that reads as "x", so it can never be
@@ -68,11 +70,14 @@ _HTML_TAG_RE = re.compile(r"<!--.*?(?:-->|\Z)|</?[A-Za-z][^<>]*>|<[!?][^<>]*>", 
 _CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _LINE_BREAK_RE = re.compile(r"\r\n?|[\u2028\u2029\x85\x0b\x0c]")
 
-# TR39 has no entry tying these small capitals (and Cyrillic te) to their Latin letters, though they
-# read as them; without them "ᴇxᴛᴇʀɴᴀʟ" would pass.
-_SMALL_CAPITALS = {
-    "ᴀ": "a", "ᴄ": "c", "ᴇ": "e", "ɴ": "n", "ᴏ": "o", "ʀ": "r", "ᴛ": "t", "ʟ": "l", "т": "t",
-}
+# Decorated Latin letters that UTS #39 leaves alone, named for the letter they are drawn on: a hook, a
+# curl, a stroke the table lacks ("ⱥ"), and the regional indicator symbols ("🇪"), which are not
+# confusables in UTS #39 (symbols, not letters) but show as boxed letters. The envelope word must not
+# be spelled with any of them, so they fold to the letter their Unicode name says they are, which is
+# a rule over Unicode's own data rather than a hand list of characters.
+_NAMED_LATIN_LETTER = re.compile(
+    r"\b(?:LATIN\b.*\bLETTER (?:SMALL CAPITAL )?|REGIONAL INDICATOR SYMBOL LETTER )([A-Z])\b"
+)
 
 
 class EnvelopeSource(str, Enum):
@@ -80,35 +85,26 @@ class EnvelopeSource(str, Enum):
     EMAIL = "email"
 
 
-@cache
-def _lookalikes() -> dict[str, str]:
-    """Single characters that Unicode's confusables table lists as looking like a letter of the word.
-
-    Loaded on first use: the table is ~0.9 MB of JSON that most imports of this package never need.
-    """
-    from confusable_homoglyphs.confusables import confusables_data  # noqa: PLC0415 - deliberate lazy import
-
-    table: dict[str, str] = dict(_SMALL_CAPITALS)
-    for letter in dict.fromkeys(_LETTERS):
-        for variant in (letter, letter.upper()):
-            for glyph in confusables_data.get(variant, ()):
-                char = glyph["c"].strip("\u200e\u200f")  # RTL entries come wrapped in direction marks
-                if len(char) == 1 and not ("a" <= char <= "z"):
-                    table.setdefault(char, letter)
-    return table
+def _named_letter(char: str) -> str:
+    """The Latin letter a decorated letter is named for, else ``char`` case-folded."""
+    if char.isascii() or unicodedata.combining(char):
+        return char.casefold()
+    match = _NAMED_LATIN_LETTER.search(unicodedata.name(char, ""))
+    return match.group(1).lower() if match else char.casefold()
 
 
 @lru_cache(maxsize=8192)  # bounded: a sender controls which characters arrive
 def _fold(char: str) -> str:
-    """The detection form of one character: decomposed, case-folded, look-alikes mapped to Latin."""
-    table = _lookalikes()
+    """The detection form of one character: its UTS #39 skeleton, decomposed and case-folded.
+
+    ``digit_policy="tr39"`` keeps the table's "0 ≡ o" and "1 ≡ l", as "C0NTENT" reads as the word.
+    The skeleton may drop a character (zero-width, spaces) or widen it ("ɱ" is "rn"); either is fine
+    for detection, which only looks for the word's letters in order.
+    """
     out: list[str] = []
     for part in unicodedata.normalize("NFKD", char):
-        if part in table:
-            out.append(table[part])
-            continue
-        for folded in part.casefold():
-            out.append(table.get(folded, folded))
+        skeleton = skeleton_key(part, digit_policy="tr39")
+        out.extend(_named_letter(c) for c in unicodedata.normalize("NFKD", skeleton))
     return "".join(out)
 
 

@@ -10,14 +10,15 @@ import signal
 import sys
 import tempfile
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import httpx
 
 from emulator.seed import Seed, demo_seed_path, load_seed
 from service.devstack.channel_host import ChannelHost, ReceivedPush
+from service.devstack.demo_tally import MAIL, DemoTally
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
 from service.devstack.traffic import HumanTraffic
 
@@ -30,6 +31,8 @@ LINES = [
     "Reminder: the customer demo moved to Thursday.",
 ]
 SUBJECTS = ["Quarterly numbers", "Travel request", "Invoice 1042", "Design review notes"]
+# Mail from the last seconds waits for the next mail poll (receivedDateTime has whole seconds).
+MAIL_SETTLE_S = 6.0
 
 
 @dataclass
@@ -48,37 +51,35 @@ def _line(text: str, width: int = 90) -> str:
 
 
 class DemoPrinter:
-    def __init__(self, replica_of: dict[str, str], out=sys.stdout) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, replica_of: dict[str, str], tally: DemoTally, out: TextIO = sys.stdout) -> None:
         self.replica_of = replica_of
+        self.tally = tally
         self.out = out
-        self.seen: Counter[str] = Counter()
-        self.by_replica: Counter[str] = Counter()
 
     def __call__(self, push: ReceivedPush) -> None:
-        self.seen[push.message_id] += 1
         replica = self.replica_of.get(push.replica_url, push.replica_url)
-        self.by_replica[replica] += 1
-        where = "mail" if push.chat_id == "email" else f"chat {push.chat_id[:18]}…"
-        dup = "  DUPLICATE!" if self.seen[push.message_id] > 1 else ""
+        duplicate = self.tally.pushed(push, replica)
+        where = "mail" if push.chat_id == MAIL else f"chat {push.chat_id[:18]}…"
+        dup = "  DUPLICATE!" if duplicate else ""
         print(f"{time.strftime('%H:%M:%S')}  {replica} → {push.host}  {where}  {push.user}: "
               f"{_line(push.content)}{dup}", file=self.out, flush=True)
 
 
 async def _traffic(seed: Seed, chats: list[tuple[str, list[str]]], traffic: HumanTraffic, options: DemoOptions,
-                   stop: asyncio.Event, sent: Counter[str]) -> None:
+                   stop: asyncio.Event, tally: DemoTally) -> None:
     rng = random.Random(7)
     next_mail = time.monotonic() + options.mail_every_s / 2
     while not stop.is_set():
         chat_id, members = rng.choice(chats)
         sender = seed.find_user(rng.choice(members))
         if sender is not None and not sender.is_agent_user:
-            await traffic.post_chat(sender, chat_id, rng.choice(LINES))
-            sent["chat"] += 1
+            posted = await traffic.post_chat(sender, chat_id, rng.choice(LINES))
+            tally.sent_chat(posted.message_id)
         if time.monotonic() >= next_mail:
             human = rng.choice(seed.humans)
             await traffic.send_mail(human, seed.agent_user.user_principal_name, rng.choice(SUBJECTS),
                                     "Could you take a look and reply by Friday?")
-            sent["mail"] += 1
+            tally.sent_mail()
             next_mail = time.monotonic() + options.mail_every_s
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), options.chat_every_s)
@@ -100,32 +101,30 @@ async def run_demo(options: DemoOptions) -> int:
     replica_of = {m.mcp_url: m.name for m in fleet.members}
     for member in fleet.members:
         print(f"  {member.name} ready at {member.mcp_url}")
-    printer = DemoPrinter(replica_of)
+    tally = DemoTally()
+    printer = DemoPrinter(replica_of, tally)
     urls = [m.mcp_url for m in fleet.members]
     hosts = [ChannelHost(f"host-{chr(97 + i)}", urls[i:] + urls[:i], token=DEV_TOKEN, on_push=printer)
              for i in range(len(urls))]
-    stop = asyncio.Event()
-    # Ctrl-C and SIGTERM end the demo the same way: stop the traffic and hosts, then the fleet.
+    quiet, stop = asyncio.Event(), asyncio.Event()
+    # Ctrl-C and SIGTERM end the demo the same way: the traffic stops, the hosts receive what was
+    # still on its way (bounded), then the fleet stops. A second one stops at once.
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    sent: Counter[str] = Counter()
+        loop.add_signal_handler(signum, lambda: (stop if quiet.is_set() else quiet).set())
     print("Hosts connect over MCP; seeded humans start talking. Ctrl-C stops everything.\n", flush=True)
     try:
         async with httpx.AsyncClient(timeout=30) as http, asyncio.TaskGroup() as group:
             for host in hosts:
                 group.create_task(host.run(stop))
             traffic = HumanTraffic(seed, fleet.emulator.base_url, http)
-            group.create_task(_traffic(seed, _agent_chats(fleet), traffic, options, stop, sent))
-            if options.duration_s is not None:
-                group.create_task(_stop_after(stop, options.duration_s))
+            group.create_task(_traffic(seed, _agent_chats(fleet), traffic, options, quiet, tally))
+            group.create_task(_wind_down(quiet, stop, tally, options))
     finally:
         stop.set()
         took = await asyncio.to_thread(fleet.stop)
-        duplicates = sum(1 for n in printer.seen.values() if n > 1)
-        print(f"\nSent {sent['chat']} chat messages and {sent['mail']} mails; delivered "
-              f"{sum(printer.seen.values())} pushes ({len(printer.seen)} distinct, {duplicates} duplicated).")
-        print("By replica: " + ", ".join(f"{k} {v}" for k, v in sorted(printer.by_replica.items())))
+        print("\n" + "\n".join(tally.summary()))
+        print("By replica: " + ", ".join(f"{k} {v}" for k, v in sorted(tally.by_replica.items())))
         print("Replicas stopped on SIGTERM in " + ", ".join(f"{k} {v:.1f} s" for k, v in took.items()))
     return 0
 
@@ -138,7 +137,17 @@ def _agent_chats(fleet: LocalFleet) -> list[tuple[str, list[str]]]:
             for chat in fleet.emulator.state.chats_of(agent_id)]
 
 
-async def _stop_after(stop: asyncio.Event, seconds: float) -> None:
+async def _wind_down(quiet: asyncio.Event, stop: asyncio.Event, tally: DemoTally, options: DemoOptions) -> None:
+    """After the duration (or a first Ctrl-C) the traffic stops; the hosts then get what was sent
+    until every message has arrived or a mail poll and a few chat polls have passed; then stop."""
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
+        await asyncio.wait_for(quiet.wait(), options.duration_s)
+    quiet.set()
+    drain_s = options.email_poll_s + 3 * options.chat_poll_s + MAIL_SETTLE_S
+    print(f"\nTraffic stopped; waiting up to {drain_s:.0f} s for what is still on its way "
+          "(Ctrl-C again to stop now) …", flush=True)
+    deadline = time.monotonic() + drain_s
+    while not tally.settled and not stop.is_set() and time.monotonic() < deadline:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.2)
     stop.set()

@@ -35,7 +35,7 @@ from service.graph.errors import (
     GraphThrottled,
 )
 from service.graph.http_pool import new_http_client
-from service.graph.models import Chat, ChatMember, ChatMessage, MailMessage, User
+from service.graph.models import Chat, ChatMember, ChatMessage, DirectoryObjectRef, MailMessage, User
 from service.graph.pages import Page, parse_item, parse_page
 from service.graph.retry_policy import Action, RetryPolicy, Step, next_step
 from service.telemetry.metrics import Metrics
@@ -91,6 +91,13 @@ class GraphClient:
         self._sleep = sleep
         self._rng = rng or random.Random()
 
+    def with_tokens(self, token_provider: TokenProvider) -> GraphClient:
+        """This client's Graph, connections, metrics and retry rules, acting with other tokens (the agent
+        identity's app-only ones, for the directory reads Graph takes no delegated token for)."""
+        return GraphClient(self._base, token_provider, http=self._http, metrics=self._metrics,
+                           retry_policy=self._policy, scope=self._scope, clock=self._clock, sleep=self._sleep,
+                           rng=self._rng)
+
     async def aclose(self) -> None:
         """Close the HTTP client if this GraphClient created it (a shared one belongs to the app)."""
         if self._owns_http:
@@ -110,10 +117,15 @@ class GraphClient:
     async def get_user(self, user_id: str) -> User:
         return await self._get_one(User, "user", "users/{}", user_id)
 
-    async def list_sponsors(self, agent_identity_id: str, *, max_pages: int = 5) -> list[User]:
-        """The agent identity's sponsors (the people whose replies satisfy a sponsor wait)."""
+    async def list_sponsors(self, agent_identity_id: str, *, max_pages: int = 5) -> list[DirectoryObjectRef]:
+        """The agent identity's sponsors as directoryObject references (users or groups).
+
+        Graph's "List agentIdentity sponsors" takes an app-only token only (application permission
+        AgentIdentity.ReadWrite.All; delegated: not supported): call it on the client ``with_tokens``
+        of the agent identity's app-only provider.
+        """
         url, route = self._url("servicePrincipals/{}/microsoft.graph.agentIdentity/sponsors", agent_identity_id)
-        return await self._collect(url, route, User, "sponsor", max_pages)
+        return await self._collect(url, route, DirectoryObjectRef, "sponsor", max_pages)
 
     # --- chats -------------------------------------------------------------------------------
 

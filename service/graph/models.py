@@ -213,6 +213,17 @@ class MailMessage(GraphModel):
         return self.received_date_time
 
 
+class DirectoryObjectRef(GraphModel):
+    """An item of a directoryObject collection as Graph lists it: the derived type and the id."""
+
+    id: str
+    odata_type: str | None = Field(default=None, alias="@odata.type")
+
+    @property
+    def is_user(self) -> bool:
+        return self.odata_type == "#microsoft.graph.user"
+
+
 class User(GraphModel):
     id: str
     display_name: str | None = None

@@ -75,6 +75,7 @@ from service.ledger.chat_cursor import (
     render_chat_cursor,
 )
 from service.clock import Clock, utc_now
+from service.ledger.corrupt_cursors import CorruptCursors
 from service.ledger.reads import Read, ReadOutcome, UnresolvedReason, read_parsed
 from service.ledger.settle import SETTLE_ROUNDS, ClaimWrite, Settlement, settle_uncertain_write, write_claim
 from service.storage.backend import MemoryBackend
@@ -305,8 +306,17 @@ async def bootstrap_cursor(
 class ChatLedger:
     """The per-replica face of the chat ledger: one backend, one memory of unsettled writes."""
 
-    def __init__(self, backend: MemoryBackend, *, clock: Clock = utc_now, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        backend: MemoryBackend,
+        *,
+        clock: Clock = utc_now,
+        metrics: Metrics | None = None,
+        corrupt: CorruptCursors | None = None,
+    ) -> None:
         self._backend = backend
+        # Chats stalled by a corrupt cursor, made visible (metric, /readyz) until repaired.
+        self.corrupt = corrupt if corrupt is not None else CorruptCursors(metrics)
         self._clock = clock
         self._metrics = metrics
         self._unsettled: dict[str, UnsettledChatClaim] = {}
@@ -319,7 +329,9 @@ class ChatLedger:
         return frozenset(self._unsettled)
 
     async def resolve(self, chat_id: str) -> CursorRead:
-        return await resolve_cursor(self._backend, chat_id)
+        read = await resolve_cursor(self._backend, chat_id)
+        self.corrupt.observe(chat_id, read)
+        return read
 
     async def claim(
         self,
@@ -330,11 +342,16 @@ class ChatLedger:
         advance_watermark: bool = True,
     ) -> ChatClaim:
         async with self._chat_locks.setdefault(chat_id, asyncio.Lock()):
-            return await claim_delivery(
+            claim = await claim_delivery(
                 self._backend, chat_id, candidates, last_ts,
                 unsettled=self._unsettled, clock=self._clock, metrics=self._metrics,
                 advance_watermark=advance_watermark,
             )
+        if claim.problem is ClaimProblem.CORRUPT:
+            self.corrupt.mark(chat_id)
+        elif claim.outcome in (ChatClaimOutcome.CLAIMED, ChatClaimOutcome.LOST):
+            self.corrupt.clear(chat_id)  # decided on a cursor that parsed
+        return claim
 
     async def bootstrap(self, chat_id: str, seen: Sequence[Candidate]) -> Update[ChatCursor]:
         return await bootstrap_cursor(self._backend, chat_id, seen, clock=self._clock, metrics=self._metrics)

@@ -22,6 +22,10 @@ A cycle, every branch a named ``EmailCycleOutcome``:
 5. The write succeeded → CLAIMED, deliver. It failed → settle: OURS → CLAIMED; LOST → LOST (drop the
    batch, push nothing); UNKNOWN → HOLDING.
 
+Anything that raises after step 1 (the mailbox fetch: a 429, a 5xx, a timeout, an unreadable mail)
+ends the cycle as FAILED with the exception in ``EmailCycle.error``, never as a raise: by then a held
+batch may have settled as ours, the cursor has moved past it, and raising would lose it for good.
+
 Losing a race drops a batch, not the mail: the winner's cursor moved only to the newest mail *it*
 claimed, so whatever the loser saw beyond it is still newer than the cursor and is fetched by a
 later cycle. A held batch lives only in memory: a restart before it settles loses it (the mail
@@ -93,6 +97,7 @@ class EmailCycleOutcome(str, Enum):
     CLAIMED = "claimed"
     LOST = "lost"  # another replica's claim landed first: batch dropped
     HOLDING = "holding"  # a claim is unsettled: its batch is held, nothing fetched or pushed
+    FAILED = "failed"  # the cycle raised after settling (see ``EmailCycle.error``); nothing new claimed
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,7 @@ class EmailCycle(Generic[M]):
     deliver: tuple[M, ...] = ()  # push these, whatever the outcome
     settled: Settlement | None = None  # how a held claim settled at the start of the cycle
     fetched: bool = False  # whether the mailbox was asked
+    error: Exception | None = None  # FAILED: what the cycle raised, for the caller to report or re-raise
 
 
 def _new_claim_id() -> str:
@@ -192,6 +198,15 @@ class EmailClaimer(Generic[M]):
         def done(outcome: EmailCycleOutcome, new: tuple[M, ...] = (), *, fetched: bool = False) -> EmailCycle[M]:
             return EmailCycle(outcome, (*delivered, *new), settled, fetched)
 
+        try:
+            return await self._claim_new(fetch, done)
+        except Exception as exc:  # noqa: BLE001 - handed to the caller with the settled batch, never swallowed
+            return EmailCycle(EmailCycleOutcome.FAILED, delivered, settled, error=exc)
+
+    async def _claim_new(
+        self, fetch: MailFetcher[M], done: Callable[..., EmailCycle[M]]
+    ) -> EmailCycle[M]:
+        """Steps 2-5 of the cycle: read the cursor, fetch, claim (``done`` adds the settled batch)."""
         read = await read_email_cursor(self._backend)
         if read.outcome is ReadOutcome.UNRESOLVED:
             log.warning("email cursor unreadable (%s); skipping this cycle", read.why)

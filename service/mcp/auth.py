@@ -2,7 +2,9 @@
 
 A request without a valid token gets 401 with ``WWW-Authenticate`` pointing at this service's
 OAuth protected-resource metadata (RFC 9728), which names the Entra tenant as the authorization
-server. With no auth configured, /mcp is open only while the service binds a loopback address.
+server. A valid Entra token without a required app role or scope (``access_policy``) gets 403 with
+``error="insufficient_scope"`` (RFC 6750 §3.1). With no auth configured, /mcp is open only while the
+service binds a loopback address.
 
 A host's token is checked and dropped here: the ``Authorization`` header is removed before the
 request reaches the SDK, and the principal handed on carries a placeholder instead of the token,
@@ -11,15 +13,14 @@ so nothing a tool can reach holds it (Graph is called with the agent user's own 
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import ipaddress
 import json
 import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol
 
 import httpx
@@ -34,13 +35,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.config import Settings
+from service.mcp.access_policy import AccessPolicy, token_client_id, token_roles, token_scopes
+from service.mcp.jwks import JwksCache
 
 log = logging.getLogger(__name__)
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 MCP_PATH = "/mcp"
 JWT_ALGORITHMS = ["RS256"]
-DEFAULT_JWKS_MIN_REFRESH_S = 60.0
 DEFAULT_LEEWAY_S = 60
 _AUTHORIZATION = b"authorization"
 VERIFIED_TOKEN_PLACEHOLDER = "[verified-and-dropped]"
@@ -61,9 +63,25 @@ class Principal:
     expires_at: int | None = None
 
 
+class Verdict(str, Enum):
+    ACCEPTED = "accepted"
+    INVALID = "invalid"  # not a token this service trusts: 401 invalid_token
+    INSUFFICIENT = "insufficient"  # a valid token without a required role or scope: 403 insufficient_scope
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    verdict: Verdict
+    principal: Principal | None = None  # set unless INVALID
+
+    @classmethod
+    def invalid(cls) -> Verification:
+        return cls(Verdict.INVALID)
+
+
 class TokenVerifier(Protocol):
-    async def verify(self, token: str) -> Principal | None:
-        """The principal behind ``token``, or None when it is not valid here."""
+    async def verify(self, token: str) -> Verification:
+        """Whether ``token`` is valid here and grants access, and the principal behind it."""
 
 
 # --- configuration ---
@@ -96,12 +114,31 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def access_policy(settings: Settings) -> AccessPolicy:
+    return AccessPolicy.from_settings(
+        settings.mcp_jwt_required_roles, settings.mcp_jwt_required_scopes, settings.mcp_jwt_allowed_client_ids
+    )
+
+
 def check_auth_config(settings: Settings) -> None:
     """Refuse to start with auth settings that are half set, or with an open /mcp off loopback."""
+    policy = access_policy(settings)
     if jwt_audiences(settings) and not settings.tenant_id:
         raise AuthConfigError(
             "ENTRABOT_MCP_JWT_AUDIENCE is set but ENTRABOT_TENANT_ID is not; set the tenant whose "
             "tokens /mcp accepts, or unset ENTRABOT_MCP_JWT_AUDIENCE"
+        )
+    if jwt_audiences(settings) and not policy.grants_anything:
+        # Without it any app in the tenant could get a token for this audience and read the agent's mail.
+        raise AuthConfigError(
+            "ENTRABOT_MCP_JWT_AUDIENCE is set but neither ENTRABOT_MCP_JWT_REQUIRED_ROLES nor "
+            "ENTRABOT_MCP_JWT_REQUIRED_SCOPES is; set the app role (or delegated scope) a client must hold "
+            "(docs/entra-app-registration.md)"
+        )
+    if (policy.grants_anything or policy.client_ids) and not jwt_audiences(settings):
+        raise AuthConfigError(
+            "ENTRABOT_MCP_JWT_REQUIRED_ROLES, _REQUIRED_SCOPES or _ALLOWED_CLIENT_IDS is set but "
+            "ENTRABOT_MCP_JWT_AUDIENCE is not; set the audience of the tokens /mcp accepts, or unset them"
         )
     if settings.mcp_static_tokens is not None and not static_tokens(settings):
         raise AuthConfigError(
@@ -134,7 +171,8 @@ def build_verifier(settings: Settings, http: httpx.AsyncClient | None) -> TokenV
             raise ValueError("accepting Entra tokens needs an HTTP client to fetch the tenant's signing keys")
         verifiers.append(
             EntraJwtVerifier(
-                jwks=JwksCache(entra_jwks_url(settings), http), issuer=entra_issuer(settings), audiences=audiences
+                jwks=JwksCache(entra_jwks_url(settings), http), issuer=entra_issuer(settings), audiences=audiences,
+                policy=access_policy(settings),
             )
         )
     if not verifiers:
@@ -153,94 +191,51 @@ class StaticTokenVerifier:
             raise ValueError("at least one static token is needed")
         self._digests = [hashlib.sha256(t.encode()).digest() for t in tokens]
 
-    async def verify(self, token: str) -> Principal | None:
+    async def verify(self, token: str) -> Verification:
         offered = hashlib.sha256(token.encode()).digest()
         matched: int | None = None
         for index, digest in enumerate(self._digests):
             if hmac.compare_digest(digest, offered):
                 matched = index
+        if matched is None:
+            return Verification.invalid()
         # The principal names the token's position, never its value.
-        return Principal(client_id=f"static-token-{matched}") if matched is not None else None
-
-
-class JwksCache:
-    """The tenant's signing keys, fetched without blocking the event loop.
-
-    Keys are fetched on first use and again when a token names a key id not seen yet (Entra rotates
-    keys), at most once per ``min_refresh_interval_s`` so a stream of forged key ids cannot turn
-    every request into a fetch. Concurrent lookups share one fetch.
-    """
-
-    def __init__(
-        self,
-        url: str,
-        http: httpx.AsyncClient,
-        *,
-        min_refresh_interval_s: float = DEFAULT_JWKS_MIN_REFRESH_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._url = url
-        self._http = http
-        self._min_refresh_interval_s = min_refresh_interval_s
-        self._clock = clock
-        self._keys: dict[str, jwt.PyJWK] = {}
-        self._fetched_at: float | None = None
-        self._lock = asyncio.Lock()
-
-    async def key(self, kid: str) -> jwt.PyJWK | None:
-        key = self._keys.get(kid)
-        if key is None:
-            await self._refresh()
-            key = self._keys.get(kid)
-        return key
-
-    async def _refresh(self) -> None:
-        async with self._lock:
-            now = self._clock()
-            if self._fetched_at is not None and now - self._fetched_at < self._min_refresh_interval_s:
-                return
-            self._fetched_at = now  # a failed fetch is rate-limited too
-            try:
-                response = await self._http.get(self._url)
-                response.raise_for_status()
-                document = response.json()
-            except (httpx.HTTPError, ValueError) as exc:
-                log.warning("could not fetch the tenant's signing keys", extra={"error_type": type(exc).__name__})
-                return
-            keys: dict[str, jwt.PyJWK] = {}
-            for entry in document.get("keys", []) if isinstance(document, dict) else []:
-                try:
-                    key = jwt.PyJWK(entry)
-                except (jwt.PyJWTError, TypeError, ValueError):
-                    continue  # a key type or algorithm this service does not use
-                if key.key_id:
-                    keys[key.key_id] = key
-            self._keys = keys
+        return Verification(Verdict.ACCEPTED, Principal(client_id=f"static-token-{matched}"))
 
 
 class EntraJwtVerifier:
-    """RS256 access tokens issued by the tenant for this service's audience."""
+    """RS256 access tokens issued by the tenant for this service's audience, holding a required role
+    or scope of ``policy``."""
 
     def __init__(
-        self, *, jwks: JwksCache, issuer: str, audiences: Sequence[str], leeway_s: int = DEFAULT_LEEWAY_S
+        self,
+        *,
+        jwks: JwksCache,
+        issuer: str,
+        audiences: Sequence[str],
+        policy: AccessPolicy,
+        leeway_s: int = DEFAULT_LEEWAY_S,
     ) -> None:
+        if not policy.grants_anything:
+            raise ValueError("an Entra token verifier needs a required role or scope")
         self._jwks = jwks
         self._issuer = issuer
         self._audiences = list(audiences)
+        self._policy = policy
         self._leeway_s = leeway_s
 
-    async def verify(self, token: str) -> Principal | None:
+    async def verify(self, token: str) -> Verification:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
-            return None
+            return Verification.invalid()
         kid = header.get("kid")
         if header.get("alg") not in JWT_ALGORITHMS or not isinstance(kid, str):
-            return None
+            return Verification.invalid()
         key = await self._jwks.key(kid)
         if key is None:
             log.info("bearer token rejected", extra={"reason": "unknown_signing_key"})
-            return None
+            return Verification.invalid()
         try:
             claims = jwt.decode(
                 token,
@@ -253,26 +248,34 @@ class EntraJwtVerifier:
             )
         except jwt.PyJWTError as exc:
             log.info("bearer token rejected", extra={"reason": type(exc).__name__})
-            return None
-        roles = claims.get("roles")
-        return Principal(
-            client_id=str(claims.get("azp") or claims.get("appid") or "unknown-client"),
+            return Verification.invalid()
+        principal = Principal(
+            client_id=token_client_id(claims) or "unknown-client",
             subject=str(claims.get("oid") or claims.get("sub") or "") or None,
             issuer=self._issuer,
-            scopes=tuple(str(claims.get("scp") or "").split()) + tuple(roles if isinstance(roles, list) else ()),
+            scopes=token_scopes(claims) + token_roles(claims),
             expires_at=int(claims["exp"]),
         )
+        if not self._policy.allows(claims):
+            log.info("bearer token refused", extra={"reason": "insufficient_scope", "client_id": principal.client_id})
+            return Verification(Verdict.INSUFFICIENT, principal)
+        return Verification(Verdict.ACCEPTED, principal)
 
 
 class AnyOfVerifier:
     def __init__(self, verifiers: Sequence[TokenVerifier]) -> None:
         self._verifiers = list(verifiers)
 
-    async def verify(self, token: str) -> Principal | None:
+    async def verify(self, token: str) -> Verification:
+        """The first acceptance; else a refusal for lack of permission over one for invalidity."""
+        best = Verification.invalid()
         for verifier in self._verifiers:
-            if (principal := await verifier.verify(token)) is not None:
-                return principal
-        return None
+            verification = await verifier.verify(token)
+            if verification.verdict is Verdict.ACCEPTED:
+                return verification
+            if verification.verdict is Verdict.INSUFFICIENT:
+                best = verification
+        return best
 
 
 # --- the middleware and the metadata document ---
@@ -281,10 +284,18 @@ class AnyOfVerifier:
 class BearerAuth:
     """ASGI middleware in front of /mcp. ``verifier=None`` lets every request in (loopback dev)."""
 
-    def __init__(self, app: ASGIApp, *, verifier: TokenVerifier | None, public_base_url: str | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        verifier: TokenVerifier | None,
+        public_base_url: str | None = None,
+        required_scope: str = "",
+    ) -> None:
         self.app = app
         self._verifier = verifier
         self._public_base_url = public_base_url
+        self._required_scope = required_scope  # named in a 403's challenge
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -295,10 +306,14 @@ class BearerAuth:
         if self._verifier is None:
             await self.app({**scope, "headers": headers}, receive, send)
             return
-        principal = await self._verifier.verify(token) if token else None
-        if principal is None:
+        verification = await self._verifier.verify(token) if token else None
+        if verification is None or verification.principal is None:
             await self._refuse(scope, receive, send, token_given=token is not None)
             return
+        if verification.verdict is not Verdict.ACCEPTED:
+            await self._forbid(scope, receive, send)
+            return
+        principal = verification.principal
         user = AuthenticatedUser(_access_token(principal))
         # scope["user"] is how the SDK binds a session to the principal that opened it.
         downstream = {**scope, "headers": headers, "user": user, "auth": AuthCredentials(list(principal.scopes))}
@@ -312,6 +327,18 @@ class BearerAuth:
             challenge += ', error="invalid_token", error_description="the bearer token is not valid here"'
             body = {"error": "invalid_token", "error_description": "the bearer token is not valid here"}
         response = Response(json.dumps(body), status_code=401, media_type="application/json")
+        response.headers["WWW-Authenticate"] = challenge
+        await response(scope, receive, send)
+
+    async def _forbid(self, scope: Scope, receive: Receive, send: Send) -> None:
+        metadata = f"{public_base_url(scope, self._public_base_url)}{METADATA_PATH}"
+        description = "the token carries none of the app roles or scopes this service requires"
+        challenge = (f'Bearer resource_metadata="{metadata}", error="insufficient_scope", '
+                     f'error_description="{description}"')
+        if self._required_scope:
+            challenge += f', scope="{self._required_scope}"'
+        body = {"error": "insufficient_scope", "error_description": description}
+        response = Response(json.dumps(body), status_code=403, media_type="application/json")
         response.headers["WWW-Authenticate"] = challenge
         await response(scope, receive, send)
 
@@ -329,12 +356,15 @@ class ProtectedResourceDocument(BaseModel):
 def protected_resource_routes(settings: Settings) -> list[Route]:
     """The metadata at the root well-known path and at the path-suffixed one RFC 9728 §3.1 names."""
     audiences = jwt_audiences(settings)
+    scopes = access_policy(settings).scopes
 
     async def metadata(request: Request) -> Response:
         document = ProtectedResourceDocument(
             resource=f"{public_base_url(request.scope, settings.mcp_public_base_url)}{MCP_PATH}",
             authorization_servers=[entra_issuer(settings)] if audiences else None,
-            scopes_supported=[f"{audiences[0]}/.default"] if audiences else None,
+            # Client credentials ask for ".default" (the app roles assigned); a signed-in user's client
+            # asks for the delegated scopes by their full name.
+            scopes_supported=[f"{audiences[0]}/{name}" for name in (".default", *sorted(scopes))] if audiences else None,
         )
         return JSONResponse(document.model_dump(exclude_none=True), headers={"Cache-Control": "public, max-age=3600"})
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from service.delivery.hub import TargetKind
 from service.delivery.message import InboundMessage
 from service.delivery.push import build_channel_push
+from service.telemetry.logging import session_ref
 from service.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class PushTarget:
         if scope.cancelled_caught:
             log.warning(
                 "push stream did not take the message in time",
-                extra={"target_id": self.target_id, "message_id": message.message_id},
+                extra={"session": session_ref(self.session_id), "message_id": message.message_id},
             )
             return False
         if self.metrics is not None:

@@ -37,7 +37,14 @@ from service.config import Settings
 from service.delivery.hub import DeliveryHub
 from service.delivery.message import InboundMessage
 from service.delivery.push import build_channel_push
-from service.mcp.auth import MCP_PATH, BearerAuth, build_verifier, jwt_audiences, protected_resource_routes
+from service.mcp.auth import (
+    MCP_PATH,
+    BearerAuth,
+    access_policy,
+    build_verifier,
+    jwt_audiences,
+    protected_resource_routes,
+)
 from service.mcp.event_store import InMemoryEventStore
 from service.mcp.hosts import parse_push_hosts
 from service.mcp.sdk_adapter import (
@@ -102,7 +109,8 @@ class McpService:
         endpoint: Any = StreamableHTTPASGIApp(self.manager)
         endpoint = SessionTrafficObserver(endpoint, self.sessions)
         endpoint = HandshakeEraOnly(endpoint)
-        endpoint = BearerAuth(endpoint, verifier=verifier, public_base_url=settings.mcp_public_base_url)
+        endpoint = BearerAuth(endpoint, verifier=verifier, public_base_url=settings.mcp_public_base_url,
+                              required_scope=access_policy(settings).challenge_scope())
         self.endpoint = HostOriginGuard(endpoint, security)
 
     def routes(self) -> list[BaseRoute]:

@@ -6,9 +6,11 @@ so nothing is process-global and two apps in one test process never collide.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 _LATENCY_BUCKETS = (0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120, 300)
+# Time to the response's first byte: /mcp POSTs answer within a tool call; GET streams start at once.
+_HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 _IO_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 
@@ -18,6 +20,21 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        # CPU seconds, resident memory and open file descriptors of this process (process_*), read
+        # from /proc on Linux; elsewhere the collector exports nothing.
+        ProcessCollector(registry=r)
+        # HTTP, for /mcp (labels: method, status class; the path is fixed so none is recorded).
+        self.mcp_http_requests = Counter(
+            "entrabot_mcp_http_requests", "HTTP requests to /mcp by method and status class", ["method", "status"],
+            registry=r,
+        )
+        self.mcp_http_duration = Histogram(
+            "entrabot_mcp_http_request_duration_seconds", "Time from a /mcp request to its response's start",
+            ["method"], buckets=_HTTP_BUCKETS, registry=r,
+        )
+        self.mcp_http_in_flight = Gauge(
+            "entrabot_mcp_http_in_flight", "/mcp requests being handled (GET streams included)", registry=r
+        )
         # Ledger
         self.claims = Counter(
             "entrabot_claims", "Claim attempts by ledger and outcome", ["ledger", "outcome"], registry=r
@@ -47,6 +64,11 @@ class Metrics:
         )
         self.chat_unsettled = Gauge(
             "entrabot_chat_unsettled", "Chats whose last claim write is still in doubt", registry=r
+        )
+        self.chat_cursors_corrupt = Gauge(
+            "entrabot_chat_cursors_corrupt",
+            "Chats whose shared cursor this replica found corrupt: no deliveries until repaired (repair-chat)",
+            registry=r,
         )
         self.email_hold = Gauge(
             "entrabot_email_hold", "1 while an email batch is held awaiting settlement", registry=r

@@ -31,6 +31,7 @@ from service.delivery.push import format_ts, meta_value
 from service.delivery.sponsors import SponsorGate
 from service.delivery.xpia import EnvelopeSource, bare_for_tool_result, wrap_external
 from service.mcp.tool_registry import ToolCall
+from service.telemetry.logging import session_ref
 from service.tools.message_items import MAX_ITEM_CHARS
 
 log = logging.getLogger(__name__)
@@ -147,12 +148,14 @@ class SponsorWaiter:
         if blocked is not None:
             return WaitResult(blocked, timeout_s)
         target = SponsorWaitTarget(call.session_id)
+        # Never the target id: it holds the session id, which must stay out of logs.
+        logged = {"session": session_ref(call.session_id)}
         async with call.holding(target):
-            log.info("sponsor wait started", extra={"target_id": target.target_id, "timeout_s": timeout_s})
+            log.info("sponsor wait started", extra={**logged, "timeout_s": timeout_s})
             message = await target.reply(timeout_s)
         if message is None:
-            log.info("sponsor wait timed out", extra={"target_id": target.target_id})
+            log.info("sponsor wait timed out", extra=logged)
             return WaitResult(WaitOutcome.TIMEOUT, timeout_s)
-        log.info("sponsor wait answered", extra={"target_id": target.target_id, "chat_id": message.chat_id,
+        log.info("sponsor wait answered", extra={**logged, "chat_id": message.chat_id,
                                                  "message_id": message.message_id})
         return WaitResult(WaitOutcome.REPLY, timeout_s, sponsor_reply(message))

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from service.delivery.sponsors import Sponsor, SponsorGate
+from service.delivery.sponsor_directory import read_sponsors
+from service.delivery.sponsors import SponsorGate
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError
 from service.ledger import ReadOutcome, WatchedChats, WatchOutcome
@@ -26,6 +27,9 @@ class Discovery:
     watched: WatchedChats
     gate: SponsorGate
     agent_identity_id: str | None = None
+    # The agent identity's app-only client: Graph lists sponsors to no delegated token (see
+    # service.delivery.sponsor_directory). Without it, no sponsor is ever recognised.
+    directory: GraphClient | None = None
     _sponsors_loaded: bool = False
 
     async def cycle(self) -> None:
@@ -67,13 +71,16 @@ class Discovery:
     async def _load_sponsors(self) -> None:
         if self._sponsors_loaded or not self.agent_identity_id:
             return
+        if self.directory is None:
+            log.warning("sponsors unreadable: no app-only Graph client for the agent identity; sponsor waits "
+                        "cannot be satisfied")
+            return
         try:
-            users = await self.graph.list_sponsors(self.agent_identity_id)
+            read = await read_sponsors(self.directory, self.graph, self.agent_identity_id)
         except GraphError as exc:
             log.warning("sponsors unreadable; sponsor waits cannot be satisfied until they load",
-                        extra={"error": type(exc).__name__})
+                        extra={"error": type(exc).__name__, "status": exc.status})
             return
-        self.gate.replace_sponsors(
-            Sponsor(u.id, u.user_principal_name, u.mail, u.display_name) for u in users
-        )
-        self._sponsors_loaded = True
+        self.gate.replace_sponsors(read.sponsors)
+        # An incomplete read (a profile unreadable) is used as it is and read again next sweep.
+        self._sponsors_loaded = read.complete

@@ -44,17 +44,15 @@ class EmailPoller:
         # A held batch waits too: settling it would be followed by a claim no target here can take.
         if not self.hub.can_take(Source.EMAIL):
             return
-        try:
-            result = await self.claimer.run_cycle(self._fetch)
-        except GraphError as exc:
-            log.warning("mailbox read failed; nothing claimed this cycle",
-                        extra={"error": type(exc).__name__, "status": exc.status})
-            return
-        except StorageError as exc:
-            log.warning("email ledger unavailable; nothing claimed this cycle", extra={"error": type(exc).__name__})
-            return
+        result = await self.claimer.run_cycle(self._fetch)
+        # The settled batch goes out before the cycle's failure is reported: the cursor is past it.
+        await self._deliver(result.deliver)
+        if result.error is not None:
+            self._report(result.error)
+
+    async def _deliver(self, batch: Sequence[MailMessage]) -> None:
         mails = [
-            m for m in result.deliver
+            m for m in batch
             if not is_noise_mail(m.sender.address if m.sender else None, m.subject,
                                  agent_addresses=self.agent.addresses)
         ]
@@ -63,6 +61,18 @@ class EmailPoller:
         messages = [mail_inbound(m) for m in mails]
         dispatches = await self.hub.dispatch(messages)
         await self.recorder.delivered(messages, dispatches)
+
+    @staticmethod
+    def _report(error: Exception) -> None:
+        """A known failure fails this cycle closed; anything else is a bug and stops the loop."""
+        if isinstance(error, GraphError):
+            log.warning("mailbox read failed; nothing new claimed this cycle",
+                        extra={"error": type(error).__name__, "status": error.status})
+        elif isinstance(error, StorageError):
+            log.warning("email ledger unavailable; nothing new claimed this cycle",
+                        extra={"error": type(error).__name__})
+        else:
+            raise error
 
     async def _fetch(self, since: datetime) -> Sequence[MailMessage]:
         """Every mail after ``since``: the claim moves the cursor to the newest, so nothing in between

@@ -45,6 +45,12 @@ _NAIVE_LOOKALIKES = str.maketrans({
     "е": "e", "х": "x", "а": "a", "с": "c", "о": "o", "α": "a", "ο": "o", "Ꭼ": "e", "Ꮯ": "c",
     "1": "l", "0": "o", "|": "l", "I": "l", "ᴇ": "e", "ᴛ": "t", "ʀ": "r", "ɴ": "n", "ᴀ": "a",
     "ʟ": "l", "ᴄ": "c", "ᴏ": "o",
+    # letters with strokes, bars, hooks and curls
+    "ø": "o", "ł": "l", "ƚ": "l", "ŧ": "t", "ɇ": "e", "ɍ": "r", "ȼ": "c", "ⱥ": "a", "ᶒ": "e", "ƫ": "t",
+    "ƈ": "c", "ȶ": "t",
+    # negative circled, negative squared and regional indicator letters (NFKD leaves them alone)
+    **{chr(first + i): letter for first in (0x1F150, 0x1F170, 0x1F1E6)
+       for i, letter in enumerate("abcdefghijklmnopqrstuvwxyz")},
 })
 
 

@@ -14,11 +14,14 @@ RELEASE = "entrabot-fleet"
 NAMESPACE = "entrabot"
 FULLNAME = "entrabot-fleet"  # the release name contains the chart name, so Helm keeps it as is
 
-# The minimum a multi-replica install needs: the shared Blob ledger.
-REQUIRED = {"config": {"blobEndpoint": "https://entrabotfleet.blob.core.windows.net"}}
-
 CLIENT_ID = "0b9c5e4f-7a7e-4d56-9c3a-5d0c8f1e2a3b"
 TENANT_ID = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+
+# Authentication on /mcp: the pods listen on all interfaces, where the service refuses to start without it.
+MCP_AUTH = {"config": {"mcpJwtAudience": "api://entrabot-fleet", "tenantId": TENANT_ID}}
+
+# The minimum a multi-replica install needs: the shared Blob ledger and authenticated /mcp.
+REQUIRED = {"config": {"blobEndpoint": "https://entrabotfleet.blob.core.windows.net", **MCP_AUTH["config"]}}
 
 # Every optional feature on (workload identity for Blob and the blueprint, autoscaling, a
 # ServiceMonitor, extra egress, a created Secret, every optional setting).
@@ -37,6 +40,8 @@ ALL_FEATURES: dict[str, Any] = {
         "agentUserId": "e47b0700-0000-4e5e-8000-0000000e47b0",
         "agentUserUpn": "entrabot@contoso.onmicrosoft.com",
         "mcpJwtAudience": "api://entrabot-fleet",
+        "mcpJwtRequiredRoles": "Entrabot.Host",
+        "mcpJwtAllowedClientIds": "c1e47a99-0000-4c1e-8000-0000000c1e47",
         "mcpAllowedHosts": ["agents.example.com"],
         "mcpAllowedOrigins": ["https://agents.example.com"],
         "mcpPublicBaseUrl": "https://agents.example.com",
@@ -48,6 +53,7 @@ ALL_FEATURES: dict[str, Any] = {
     "secrets": {"mcpStaticTokens": "token-one,token-two"},
     "autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 8},
     "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}}},
+    "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
     "networkPolicy": {"extraEgress": [
         {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
          "ports": [{"port": 4318, "protocol": "TCP"}]},

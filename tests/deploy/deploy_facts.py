@@ -15,6 +15,7 @@ BICEP_DIR = REPO_ROOT / "deploy" / "bicep"
 GRAFANA_DIR = REPO_ROOT / "deploy" / "grafana"
 DASHBOARD = GRAFANA_DIR / "entrabot-fleet.json"
 PROMETHEUS_CONFIG = REPO_ROOT / "deploy" / "prometheus" / "prometheus.yml"
+PROMETHEUS_ALERTS = REPO_ROOT / "deploy" / "prometheus" / "alerts.yml"
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 DATA_DIR = "/var/lib/entrabot/data"  # the image's ENTRABOT_DATA_DIR, a writable volume everywhere

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from bicep_symbols import load_symbols
-from chart_rendering import NAMESPACE, RELEASE, render
+from chart_rendering import MCP_AUTH, NAMESPACE, RELEASE, REQUIRED, merge, render
 from deploy_facts import BICEP_DIR
 from pycep import BicepParser
 
@@ -126,7 +126,7 @@ def test_federated_credential_trusts_the_charts_service_account_token() -> None:
 
 def test_default_subject_names_the_service_account_the_chart_creates() -> None:
     parameters = parsed(BICEP_DIR / "main.bicep")["parameters"]
-    rendered = render({"config": {"blobEndpoint": "https://x.blob.core.windows.net"}})
+    rendered = render(REQUIRED)
     account = rendered.one("ServiceAccount")["metadata"]["name"]
     assert RELEASE == "entrabot-fleet"  # the install command the README documents
     assert (parameters["kubernetesNamespace"]["default"], parameters["serviceAccountName"]["default"]) == (
@@ -149,7 +149,8 @@ def test_helm_values_output_is_accepted_by_the_chart() -> None:
         return examples[key]
 
     values = resolve(output)
-    rendered = render(values)
+    # The operator adds the /mcp audience (docs/azure.md, step 7); Bicep cannot know it.
+    rendered = render(merge(values, MCP_AUTH))
     env = rendered.env()
     assert env["ENTRABOT_BLOB_ENDPOINT"] == examples["blobEndpoint"]
     assert env["ENTRABOT_BLOB_CONTAINER"] == examples["blobContainer"]
@@ -180,3 +181,77 @@ def test_managed_prometheus_sends_the_clusters_metrics_to_the_monitor_workspace(
     assert rule["dataFlows"] == [{"streams": ["Microsoft-PrometheusMetrics"], "destinations": [destination["name"]]}]
     association = resource(BICEP_DIR / "modules/aks.bicep", "prometheusRuleAssociation")
     assert association["config"]["config"]["scope"] == "cluster"
+
+
+# --- issue 16: descriptions, hardening, private endpoint, diagnostics, registry ---------------------
+
+ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
+
+
+def conditional_config(path: Path, symbol: str) -> tuple[str | None, dict[str, Any]]:
+    """(condition, body) of a resource or module, whether or not it is conditional."""
+    document = parsed(path)
+    entry = (document["resources"] if symbol in document.get("resources", {}) else document["modules"])[symbol]
+    config = entry["config"]
+    return (config["condition"], config["config"]) if "condition" in config else (None, config)
+
+
+@pytest.mark.parametrize("path", BICEP_FILES, ids=ids(BICEP_FILES))
+def test_every_parameter_says_what_it_is_for(path: Path) -> None:
+    undescribed = [name for name, parameter in parsed(path)["parameters"].items()
+                   if not any(d["type"] == "description" and d["argument"] for d in parameter["decorators"])]
+    assert undescribed == []
+
+
+def test_aks_has_no_local_accounts_and_upgrades_itself() -> None:
+    cluster = resource(BICEP_DIR / "modules/aks.bicep", "cluster")["config"]["properties"]
+    assert cluster["disableLocalAccounts"] is True
+    assert cluster["aadProfile"]["managed"] is True, "without local accounts, Entra ID is the only way in"
+    assert cluster["autoUpgradeProfile"] == {"upgradeChannel": "upgradeChannel",
+                                             "nodeOSUpgradeChannel": "nodeOsUpgradeChannel"}
+    defaults = parsed(BICEP_DIR / "main.bicep")["parameters"]
+    assert defaults["aksUpgradeChannel"]["default"] == "patch"
+    assert defaults["aksNodeOsUpgradeChannel"]["default"] == "NodeImage"
+
+
+def test_a_storage_private_endpoint_turns_public_access_off_and_resolves_privately() -> None:
+    path = BICEP_DIR / "modules/storage.bicep"
+    account = resource(path, "storageAccount")["config"]["properties"]
+    assert account["publicNetworkAccess"]["operator"]["operands"] == {
+        "condition": "privateNetwork", "true_value": "Disabled", "false_value": "Enabled"}
+    assert account["networkAcls"]["defaultAction"]["operator"]["operands"]["true_value"] == "Deny"
+    condition, endpoint = conditional_config(path, "privateEndpoint")
+    assert condition == "privateNetwork"
+    (connection,) = endpoint["properties"]["privateLinkServiceConnections"]
+    assert connection["properties"]["groupIds"] == ["blob"]
+    for symbol in ("privateDnsZone", "privateDnsLink", "privateDnsZoneGroup"):
+        assert conditional_config(path, symbol)[0] == "privateNetwork", symbol
+    assert parsed(path)["parameters"]["privateEndpointSubnetId"]["default"] == "", "off unless asked for"
+
+
+def test_diagnostic_settings_send_blob_access_and_cluster_audit_logs_to_the_workspace() -> None:
+    _, blob = conditional_config(BICEP_DIR / "modules/storage.bicep", "blobDiagnostics")
+    assert blob["scope"] == "blobService"
+    assert {log["category"] for log in blob["properties"]["logs"]} == {"StorageRead", "StorageWrite", "StorageDelete"}
+    _, cluster = conditional_config(BICEP_DIR / "modules/aks.bicep", "clusterDiagnostics")
+    assert cluster["scope"] == "cluster"
+    assert "kube-audit-admin" in {log["category"] for log in cluster["properties"]["logs"]}
+    for module in ("storage", "aks", "registry"):
+        assert conditional_config(BICEP_DIR / "main.bicep", module)[1]["params"]["diagnosticsWorkspaceId"] == \
+            "diagnosticsWorkspace", module
+
+
+def test_the_optional_registry_lets_the_kubelet_pull_with_entra_id_only() -> None:
+    path = BICEP_DIR / "modules/registry.bicep"
+    registry = resource(path, "registry")["config"]["properties"]
+    assert registry["adminUserEnabled"] is False and registry["anonymousPullEnabled"] is False
+    _, pull = conditional_config(path, "kubeletPull")
+    assert pull["scope"] == "registry"
+    role = pull["properties"]["roleDefinitionId"]["function"]["parameters"]["resource_name_1"]
+    assert parsed(path)["variables"][role]["value"] == ACR_PULL
+    condition, module = conditional_config(BICEP_DIR / "main.bicep", "registry")
+    assert condition == "deployRegistry"
+    principal = module["params"]["pullPrincipalId"]["operator"]["operands"]
+    assert principal["condition"] == "deployAks"
+    assert principal["true_value"]["operator"]["operands"]["operand_1"] == "aks"
+    assert principal["false_value"] == "kubeletPrincipalId"

@@ -71,9 +71,12 @@ def test_dockerfile_passes_hadolint() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_base_image_is_a_build_argument_defaulting_to_python_slim(instructions: list[Instruction]) -> None:
+def test_base_image_is_a_build_argument_defaulting_to_python_slim_pinned_by_digest(
+        instructions: list[Instruction]) -> None:
     assert instructions[0].keyword == "ARG"
-    assert instructions[0].arguments == "BASE_IMAGE=python:3.11-slim-bookworm"
+    name, _, default = instructions[0].arguments.partition("=")
+    assert name == "BASE_IMAGE"
+    assert re.fullmatch(r"python:3\.11(\.\d+)?-slim-bookworm@sha256:[0-9a-f]{64}", default), default
     froms = [i.arguments.split()[0] for i in instructions if i.keyword == "FROM"]
     assert len(froms) == 2, "a builder stage and a final stage"
     assert froms == ["${BASE_IMAGE}", "${BASE_IMAGE}"]
@@ -140,6 +143,27 @@ def test_dockerignore_sends_the_package_sources_and_nothing_else() -> None:
     sent = exclude_paths(str(REPO_ROOT), patterns, dockerfile="Dockerfile")
     top_level = {Path(p).parts[0] for p in sent}
     assert {"pyproject.toml", "README.md", "service", "emulator"} <= top_level
-    assert top_level <= {"pyproject.toml", "README.md", "service", "emulator", "Dockerfile", ".dockerignore",
-                         "pip-ca.crt"}
+    assert top_level <= {"pyproject.toml", "README.md", "requirements.lock", "service", "emulator", "Dockerfile",
+                         ".dockerignore", "pip-ca.crt"}
     assert not [p for p in sent if "__pycache__" in p or p.endswith(".pyc")]
+
+
+def test_dependencies_install_only_from_the_hashed_lock_and_the_project_without_deps(
+        instructions: list[Instruction]) -> None:
+    runs = [i.arguments for i in stages(instructions)[0] if i.keyword == "RUN" and "pip install" in i.arguments]
+    assert len(runs) == 2
+    locked, project = runs
+    assert "--require-hashes" in locked and "-r requirements.lock" in locked
+    assert "--no-deps" in project and "--no-build-isolation" in project
+    lock = (REPO_ROOT / "requirements.lock").read_text()
+    pins = re.findall(r"^([A-Za-z0-9_.-]+)==\S+ \\$", lock, re.MULTILINE)
+    assert {"setuptools", "fastapi", "mcp", "azure-storage-blob"} <= {p.lower() for p in pins}
+    assert lock.count("--hash=sha256:") >= len(pins)
+    assert "--find-links" not in lock and "--index-url" not in lock, "the lock must not name this host's indexes"
+
+
+def test_final_image_carries_oci_labels(instructions: list[Instruction]) -> None:
+    labels = " ".join(i.arguments for i in stages(instructions)[-1] if i.keyword == "LABEL")
+    keys = {word.split("=", 1)[0] for word in shlex.split(labels)}
+    for key in ("title", "description", "version", "revision", "created", "source"):
+        assert f"org.opencontainers.image.{key}" in keys

@@ -16,17 +16,12 @@ import jsonschema
 import promql_parser
 import pytest
 from deploy_facts import CHART_DIR, DASHBOARD, GRAFANA_DIR
-
-from service.telemetry.metrics import Metrics
+from exported_metrics import TARGET_LABELS, exported_series
 
 SCHEMA_DIR = GRAFANA_DIR / "schema"
-# Labels Prometheus adds to every scraped series (compose relabels `pod`; Kubernetes adds it).
-TARGET_LABELS = {"job", "instance", "pod", "namespace", "service", "container", "endpoint"}
 # Grafana's built-in interval variables are not PromQL durations; any duration parses the same.
 GRAFANA_INTERVALS = re.compile(r"\$__(rate_interval|interval|range)|\$\{__(rate_interval|interval|range)\}")
 LABEL_VALUES = re.compile(r"^label_values\((?:(?P<selector>.+),\s*)?(?P<label>\w+)\)$")
-SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count", "_created"),
-            "gauge": ("",), "summary": ("", "_sum", "_count", "_created")}
 
 
 @dataclass(frozen=True)
@@ -47,17 +42,7 @@ def schemas() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def exported() -> dict[str, set[str]]:
-    """Sample name -> its label names, for every series a fresh ``Metrics()`` can expose."""
-    series: dict[str, set[str]] = {}
-    metrics = Metrics()
-    # prometheus-client publishes no accessor for a metric's label names; `_labelnames` is the
-    # attribute it has kept since 0.4. Families are read from the public collect().
-    labels_by_family = {m._name: set(m._labelnames) for m in vars(metrics).values() if hasattr(m, "_labelnames")}
-    for family in metrics.registry.collect():
-        labels = labels_by_family.get(family.name, set())
-        for suffix in SUFFIXES[family.type]:
-            series[family.name + suffix] = labels | ({"le"} if suffix == "_bucket" else set())
-    return series
+    return exported_series()
 
 
 def all_panels(dashboard: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -159,7 +144,9 @@ def test_dashboard_shows_what_operators_of_the_fleet_need(dashboard: dict[str, A
         "entrabot_deliveries_total", "entrabot_claims_total", "entrabot_cas_conflicts_total",
         "entrabot_delivery_latency_seconds_bucket", "entrabot_graph_requests_total", "entrabot_graph_throttles_total",
         "entrabot_blob_operation_seconds_bucket", "entrabot_mcp_sessions", "entrabot_push_streams",
-        "entrabot_email_hold", "entrabot_loop_up", "entrabot_loop_lag_seconds",
+        "entrabot_email_hold", "entrabot_loop_up", "entrabot_loop_lag_seconds", "entrabot_chat_unsettled",
+        "process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
+        "entrabot_mcp_http_requests_total", "entrabot_mcp_http_request_duration_seconds_bucket",
     }
     assert needed - used == set()
     quantiles = [q.expr for q in all_queries(dashboard) if "entrabot_delivery_latency_seconds_bucket" in q.expr]

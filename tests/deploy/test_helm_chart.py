@@ -8,8 +8,20 @@ from typing import Any
 import helm_python
 import kubernetes_validate
 import pytest
-from chart_rendering import ALL_FEATURES, CLIENT_ID, FULLNAME, NAMESPACE, REQUIRED, TENANT_ID, Rendered, merge, render
-from deploy_facts import CHART_DIR, DASHBOARD, DATA_DIR, unknown_settings
+import yaml
+from chart_rendering import (
+    ALL_FEATURES,
+    CLIENT_ID,
+    FULLNAME,
+    MCP_AUTH,
+    NAMESPACE,
+    REQUIRED,
+    TENANT_ID,
+    Rendered,
+    merge,
+    render,
+)
+from deploy_facts import CHART_DIR, DASHBOARD, DATA_DIR, PROMETHEUS_ALERTS, unknown_settings
 
 KUBERNETES_VERSIONS = ("1.29", "1.30", "1.31", "1.32", "1.33")
 FEDERATED_TOKEN_FILE = "/var/run/secrets/azure/tokens/azure-identity-token"
@@ -28,7 +40,7 @@ VARIANTS = {
     "blueprint-certificate": merge(REQUIRED, CERTIFICATE),
     "blueprint-secret": merge(REQUIRED, BLUEPRINT_SECRET),
     "azure-managed-prometheus": merge(ALL_FEATURES, AZURE_PROMETHEUS),
-    "single-replica-trial": {"replicaCount": 1},
+    "single-replica-trial": merge(MCP_AUTH, {"replicaCount": 1}),
 }
 
 
@@ -105,9 +117,12 @@ def test_every_entrabot_variable_the_chart_sets_is_a_setting(variant: Rendered) 
         {"metrics": {"serviceMonitor": {"flavor": "datadog"}}},
         {"service": {"sessionAffinityTimeoutSeconds": 90000}},
         {"podSecurityContext": {"runAsUser": 0}},
+        {"config": {"authMode": "delegated"}},
+        {"prometheusRule": {"enabled": True, "severity": "page"}},
     ],
     ids=["zero-replicas", "unknown-key", "bad-blob-auth", "endpoint-without-scheme", "foreign-extra-env",
-         "identity-without-client-id", "client-id-not-guid", "unknown-monitor-flavour", "affinity-over-a-day", "root"],
+         "identity-without-client-id", "client-id-not-guid", "unknown-monitor-flavour", "affinity-over-a-day", "root",
+         "delegated-auth-mode", "unknown-rule-option"],
 )
 def test_schema_rejects_bad_values(values: dict[str, Any]) -> None:
     with pytest.raises(helm_python.HelmValuesError):
@@ -126,6 +141,19 @@ def test_affinity_shorter_than_the_session_idle_timeout_is_refused() -> None:
                               "config": {"mcpSessionIdleTimeoutSeconds": 1800}})
     with pytest.raises(helm_python.HelmRenderError, match="sessionAffinityTimeoutSeconds"):
         render(values)
+
+
+def test_mcp_without_authentication_is_refused_as_the_service_refuses_it() -> None:
+    blob_only = {"config": {"blobEndpoint": REQUIRED["config"]["blobEndpoint"]}}
+    with pytest.raises(helm_python.HelmRenderError, match="/mcp has no authentication"):
+        render(blob_only)
+    render(merge(blob_only, {"secrets": {"mcpStaticTokens": "token-one"}}))
+    render(merge(blob_only, {"secrets": {"existingSecret": "entrabot-secrets"}}))
+
+
+def test_a_jwt_audience_without_its_tenant_is_refused_as_the_service_refuses_it() -> None:
+    with pytest.raises(helm_python.HelmRenderError, match="config.tenantId is not"):
+        render(merge(REQUIRED, {"config": {"tenantId": ""}}))
 
 
 def test_blueprint_workload_identity_without_workload_identity_is_refused() -> None:
@@ -230,7 +258,7 @@ def test_blob_endpoint_and_container_are_set_together(defaults: Rendered) -> Non
     env = defaults.env()
     assert (env["ENTRABOT_BLOB_ENDPOINT"], env["ENTRABOT_BLOB_CONTAINER"]) == (
         REQUIRED["config"]["blobEndpoint"], "entrabot")
-    trial = render({"replicaCount": 1}).env()
+    trial = render(merge(MCP_AUTH, {"replicaCount": 1})).env()
     assert "ENTRABOT_BLOB_ENDPOINT" not in trial and "ENTRABOT_BLOB_CONTAINER" not in trial
 
 
@@ -278,6 +306,14 @@ def test_service_monitor_scrapes_the_service_metrics_port(values: dict[str, Any]
     assert endpoint["path"] == "/metrics"
     assert set(monitor["spec"]) == {"selector", "namespaceSelector", "endpoints"}
     assert set(endpoint) == {"port", "path", "interval"}
+
+
+def test_prometheus_rule_carries_the_canonical_alerting_rules(full: Rendered) -> None:
+    rule = full.one("PrometheusRule", "monitoring.coreos.com/v1")
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert rule["spec"] == yaml.safe_load(PROMETHEUS_ALERTS.read_text())
+    alerts = [r["alert"] for group in rule["spec"]["groups"] for r in group["rules"]]
+    assert "EntrabotNoReadyReplica" in alerts and "{{ $labels.loop }}" in str(rule["spec"])
 
 
 def test_optional_objects_are_off_by_default(defaults: Rendered) -> None:

@@ -32,14 +32,19 @@ class Entra:
     def post(self, **form: str) -> httpx.Response:
         return self.http.post(self.emu.token_endpoint, data=form)
 
-    def t1(self, **credential: str) -> httpx.Response:
+    def t1(self, identity_id: str | None = None, **credential: str) -> httpx.Response:
         credential = credential or {"client_secret": SECRET}
         return self.post(grant_type="client_credentials", client_id=self.seed.blueprint.app_id,
-                         scope=EXCHANGE_SCOPE, fmi_path=self.seed.agent_identity.id, **credential)
+                         scope=EXCHANGE_SCOPE, fmi_path=identity_id or self.seed.agent_identity.id, **credential)
 
-    def t2(self, t1: str) -> httpx.Response:
-        return self.post(grant_type="client_credentials", client_id=self.seed.agent_identity.id,
-                         scope=EXCHANGE_SCOPE, client_assertion_type=JWT_BEARER, client_assertion=t1)
+    def t2(self, t1: str, *, scope: str = EXCHANGE_SCOPE, identity_id: str | None = None) -> httpx.Response:
+        return self.post(grant_type="client_credentials", client_id=identity_id or self.seed.agent_identity.id,
+                         scope=scope, client_assertion_type=JWT_BEARER, client_assertion=t1)
+
+    def identity_app_token(self, identity_id: str | None = None) -> str:
+        """The agent identity's own app-only Graph token: hop 2 asked for Graph instead of the exchange."""
+        t1 = _ok(self.t1(identity_id))["access_token"]
+        return _ok(self.t2(t1, scope=GRAPH_SCOPE, identity_id=identity_id))["access_token"]
 
     def user_token(self, t1: str, t2: str, *, scope: str = GRAPH_SCOPE, **who: str) -> httpx.Response:
         who = who or {"user_id": self.seed.agent_user.id}

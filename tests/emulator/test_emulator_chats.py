@@ -1,14 +1,17 @@
-"""Graph's chat routes: listing the signed-in user's chats ($top, $expand, paging, no $orderby),
+"""Graph's chat routes: listing the signed-in user's chats ($top, $expand, paging, the one documented
+$orderby and a tenant that refuses it),
 creating chats (oneOnOne idempotent, group of three or more with the caller), members, access rules."""
 
 from __future__ import annotations
 
 import httpx
+from cryptography.hazmat.primitives.asymmetric import rsa
 from emulator_testkit import Entra, assert_graph_error, bearer
 
-from emulator import RunningEmulator
+from emulator import ManualClock, RunningEmulator, Seed, start_emulator
 
 MEMBER = "#microsoft.graph.aadUserConversationMember"
+ORDERED = "/me/chats?$orderby=lastMessagePreview/createdDateTime desc"
 
 
 def _member(emu: RunningEmulator, user_id: str) -> dict:
@@ -33,10 +36,60 @@ def test_list_chats_top_above_50_is_400(emu: RunningEmulator, http: httpx.Client
     assert http.get(emu.graph_url + "/me/chats?$top=50", headers=agent).status_code == 200
 
 
-def test_list_chats_refuses_orderby(emu: RunningEmulator, http: httpx.Client, agent: dict[str, str]) -> None:
+def test_list_chats_refuses_any_other_orderby(emu: RunningEmulator, http: httpx.Client,
+                                              agent: dict[str, str]) -> None:
     response = http.get(emu.graph_url + "/me/chats?$orderby=lastUpdatedDateTime desc", headers=agent)
     error = assert_graph_error(response, 400, "BadRequest")
     assert "QueryOptions to order by 'lastUpdatedDateTime desc' is not supported" in error["message"]
+    for ascending in ("lastMessagePreview/createdDateTime", "lastMessagePreview/createdDateTime asc"):
+        response = http.get(emu.graph_url + f"/me/chats?$orderby={ascending}", headers=agent)
+        assert "only ordering is 'lastMessagePreview/createdDateTime desc'" in assert_graph_error(
+            response, 400, "BadRequest")["message"]
+
+
+def test_ordered_scan_lists_chats_by_newest_message_system_events_included(
+        emu: RunningEmulator, http: httpx.Client, agent: dict[str, str]) -> None:
+    seed, clock = emu.seed, emu.clock
+    assert isinstance(clock, ManualClock)
+    agent_id, ada, grace, alan = seed.agent_user.id, *(h.id for h in seed.humans[:3])
+    first_id, second_id, third_id = (c.id for c in seed.chats)
+    assert first_id and second_id and third_id  # build_seed names every chat
+    clock.advance(60)  # past the seeded history
+    emu.state.post_message(third_id, sender_id=ada, content="second newest")
+    clock.advance(10)
+    emu.state.post_message(first_id, sender_id=ada, content="newest")
+    empty, _ = emu.state.create_chat("oneOnOne", [agent_id, grace])  # no message at all
+    url = emu.graph_url + ORDERED + "&$expand=lastMessagePreview&$top=2"
+    chats = [c for page in _all_pages(http, url, agent) for c in page]
+    assert [c["id"] for c in chats] == [first_id, third_id, second_id, empty.id]
+    assert chats[-1]["lastMessagePreview"] is None
+    assert chats[0]["lastMessagePreview"]["id"] == _last_id(emu, first_id)
+    # A system event is a message too: adding a member moves the chat to the front.
+    clock.advance(10)
+    emu.state.add_member(second_id, alan, initiator=agent_id)
+    first = http.get(url, headers=agent).json()["value"][0]
+    assert first["id"] == second_id and first["lastMessagePreview"]["id"] == _last_id(emu, second_id)
+
+
+def _last_id(emu: RunningEmulator, chat_id: str) -> str:
+    last = emu.state.last_message(chat_id)
+    assert last is not None
+    return last.id
+
+
+def test_last_message_preview_appears_only_when_expanded(emu: RunningEmulator, http: httpx.Client,
+                                                         agent: dict[str, str]) -> None:
+    for url in ("/me/chats", ORDERED):
+        assert all("lastMessagePreview" not in c for c in http.get(emu.graph_url + url, headers=agent).json()["value"])
+
+
+def test_a_tenant_that_refuses_the_ordering_answers_400(seed: Seed, signing_key: rsa.RSAPrivateKey,
+                                                        http: httpx.Client) -> None:
+    refusing = Seed.model_validate({**seed.model_dump(), "chats_orderby": "refused"})
+    with start_emulator(refusing, signing_key=signing_key) as emu:
+        agent = bearer(Entra(emu, http).agent_token())
+        assert_graph_error(http.get(emu.graph_url + ORDERED, headers=agent), 400, "BadRequest")
+        assert http.get(emu.graph_url + "/me/chats?$expand=lastMessagePreview", headers=agent).status_code == 200
 
 
 def test_list_chats_pages_past_three_pages_with_next_link(emu: RunningEmulator, http: httpx.Client,

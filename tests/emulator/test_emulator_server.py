@@ -52,7 +52,7 @@ def test_demo_seed_serves_the_sponsor_chats_and_mail(signing_key: rsa.RSAPrivate
 
 
 def test_discovery_of_a_thousand_chats_takes_twenty_pages(signing_key: rsa.RSAPrivateKey) -> None:
-    seed = build_seed(chats=1000, throttle=ThrottleBudget(other_per_s=1000))
+    seed = build_seed(chats=1000, throttle=ThrottleBudget.relaxed())
     with start_emulator(seed, signing_key=signing_key) as emu, httpx.Client(timeout=10) as http:
         agent = bearer(Entra(emu, http).agent_token())
         url: str | None = emu.graph_url + "/me/chats?$top=50"
@@ -67,7 +67,7 @@ def test_discovery_of_a_thousand_chats_takes_twenty_pages(signing_key: rsa.RSAPr
 
 
 def test_replicas_polling_and_posting_concurrently_see_every_message_once(signing_key: rsa.RSAPrivateKey) -> None:
-    seed = build_seed(chats=4, throttle=ThrottleBudget(chat_messages_per_s=10_000, other_per_s=10_000))
+    seed = build_seed(chats=4, throttle=ThrottleBudget.relaxed())
     with start_emulator(seed, signing_key=signing_key) as emu, httpx.Client(timeout=10) as http:
         entra = Entra(emu, http)
         agent = bearer(entra.agent_token())

@@ -102,6 +102,23 @@ async def test_three_hops_send_the_documented_forms() -> None:
     }
 
 
+async def test_agent_identity_app_token_is_hop_two_asked_for_graph_sharing_hop_one() -> None:
+    entra = FakeEntra()
+    p = provider(entra)
+    await p.get_token(GRAPH)
+    app_only = p.agent_identity_tokens()
+    first, again = await app_only.get_token(GRAPH), await app_only.get_token(GRAPH)
+    assert first == again and first.token == "T2-2"  # the second hop-2 token, cached
+    assert entra.counter == Counter({1: 1, 2: 2, 3: 1})
+    assert entra.forms[-1] == {
+        "grant_type": "client_credentials", "client_id": "agent-identity", "scope": GRAPH,
+        "client_assertion_type": JWT_BEARER, "client_assertion": "T1-1",
+    }
+    app_only.invalidate(GRAPH, first.token)
+    assert (await app_only.get_token(GRAPH)).token == "T2-3"
+    assert (await p.get_token(GRAPH)).token == "T3-1"  # the user token is not disturbed
+
+
 async def test_hundred_concurrent_callers_cause_one_request_per_hop() -> None:
     entra = FakeEntra()
     p = provider(entra)

@@ -222,6 +222,26 @@ async def test_a_held_batch_is_delivered_once_the_store_recovers_and_not_before(
     assert sample(metrics, "entrabot_email_settle_total", outcome="ours") == 1
 
 
+@pytest.mark.parametrize("failure", [TimeoutError("mailbox read timed out"), RuntimeError("a bug")])
+async def test_a_held_batch_settled_as_ours_is_handed_out_whatever_the_rest_of_the_cycle_raises(
+    store: MemoryBackend, failure: Exception
+) -> None:
+    await seed_cursor(store)
+    faulty = FaultyBackend(store)
+    faulty.add(*hold_after_write())
+    email = claimer(faulty)
+    assert (await email.run_cycle(CountingMailbox([mail(1), mail(2)]).fetch)).outcome is EmailCycleOutcome.HOLDING
+
+    async def failing_fetch(since: datetime) -> Sequence[Mail]:
+        raise failure
+
+    cycle = await email.run_cycle(failing_fetch)
+    assert cycle.settled is Settlement.OURS and cycle.outcome is EmailCycleOutcome.FAILED
+    assert cycle.deliver == (mail(1), mail(2)) and cycle.error is failure
+    assert email.state is EmailState.IDLE
+    assert (await email.run_cycle(CountingMailbox([mail(1), mail(2)]).fetch)).deliver == ()  # not twice
+
+
 async def test_a_held_claim_that_lost_is_dropped_and_the_cycle_carries_on(store: MemoryBackend) -> None:
     await seed_cursor(store)
     faulty = FaultyBackend(store)

@@ -22,10 +22,10 @@ from service.mcp.auth import (
     VERIFIED_TOKEN_PLACEHOLDER,
     AuthConfigError,
     BearerAuth,
-    JwksCache,
     StaticTokenVerifier,
     check_auth_config,
 )
+from service.mcp.jwks import JwksCache
 from tests.mcp.server_fixture import MCP_HEADERS, initialize_body, live_mcp, mcp_settings, session_headers
 
 TENANT = "7a1c2b3d-0000-4000-8000-00000000beef"
@@ -126,7 +126,8 @@ async def tenant(signing_key: rsa.RSAPrivateKey) -> AsyncIterator[Tenant]:
 
 
 def _jwt_settings(tenant: Tenant) -> Any:
-    return mcp_settings(authority=tenant.authority, tenant_id=TENANT, mcp_jwt_audience=AUDIENCE)
+    return mcp_settings(authority=tenant.authority, tenant_id=TENANT, mcp_jwt_audience=AUDIENCE,
+                        mcp_jwt_required_scopes="mcp.access")
 
 
 async def test_entra_token_with_the_right_audience_and_issuer_is_accepted(
@@ -138,7 +139,7 @@ async def test_entra_token_with_the_right_audience_and_issuer_is_accepted(
         assert live.mcp.sessions.get(response.headers["mcp-session-id"]) is not None
         metadata = (await http.get(f"{live.base_url}/.well-known/oauth-protected-resource/mcp")).json()
         assert metadata["authorization_servers"] == [tenant.issuer]
-        assert metadata["scopes_supported"] == [f"{AUDIENCE}/.default"]
+        assert metadata["scopes_supported"] == [f"{AUDIENCE}/.default", f"{AUDIENCE}/mcp.access"]
 
 
 @pytest.mark.parametrize(
@@ -234,7 +235,11 @@ async def test_jwks_is_fetched_once_for_concurrent_unknown_keys_and_then_rate_li
     ("overrides", "problem"),
     [
         ({"host": "0.0.0.0"}, "not a loopback address"),
-        ({"mcp_jwt_audience": AUDIENCE}, "ENTRABOT_TENANT_ID is not"),
+        ({"mcp_jwt_audience": AUDIENCE, "mcp_jwt_required_roles": "Entrabot.Host"}, "ENTRABOT_TENANT_ID is not"),
+        ({"mcp_jwt_audience": AUDIENCE, "tenant_id": TENANT}, "neither ENTRABOT_MCP_JWT_REQUIRED_ROLES nor"),
+        ({"mcp_jwt_audience": AUDIENCE, "tenant_id": TENANT, "mcp_jwt_allowed_client_ids": "app-1"},
+         "neither ENTRABOT_MCP_JWT_REQUIRED_ROLES nor"),
+        ({"mcp_jwt_required_roles": "Entrabot.Host"}, "ENTRABOT_MCP_JWT_AUDIENCE is not"),
         ({"mcp_static_tokens": " , "}, "holds no token"),
     ],
 )
@@ -250,7 +255,8 @@ def test_unsafe_or_half_set_auth_is_refused_at_start_up(overrides: dict[str, Any
         {"host": "::1"},
         {"host": "localhost"},
         {"host": "0.0.0.0", "mcp_static_tokens": TOKEN_A},
-        {"host": "0.0.0.0", "mcp_jwt_audience": AUDIENCE, "tenant_id": TENANT},
+        {"host": "0.0.0.0", "mcp_jwt_audience": AUDIENCE, "tenant_id": TENANT, "mcp_jwt_required_roles": "A"},
+        {"host": "0.0.0.0", "mcp_jwt_audience": AUDIENCE, "tenant_id": TENANT, "mcp_jwt_required_scopes": "a"},
     ],
 )
 def test_loopback_or_authenticated_configs_start(overrides: dict[str, Any]) -> None:

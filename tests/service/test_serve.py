@@ -127,6 +127,23 @@ def test_metrics_name_every_spec_family_and_pass_promtool(replica: ReplicaProces
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+def test_metrics_count_mcp_requests_and_report_the_process_cpu_memory_and_fds(replica: ReplicaProcess) -> None:
+    def refused_posts() -> float:
+        text = httpx.get(f"{replica.base_url}/metrics").text
+        line = next((x for x in text.splitlines()
+                     if x.startswith('entrabot_mcp_http_requests_total{method="POST",status="4xx"}')), None)
+        return float(line.split()[-1]) if line else 0.0
+
+    before = refused_posts()
+    assert httpx.post(replica.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}).status_code == 401
+    assert refused_posts() == before + 1
+    text = httpx.get(f"{replica.base_url}/metrics").text
+    for family in ("process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
+                   'entrabot_mcp_http_request_duration_seconds_bucket{le="0.005",method="POST"}',
+                   "entrabot_mcp_http_in_flight"):
+        assert family in text, family
+
+
 def test_mcp_refuses_requests_without_the_bearer_token(replica: ReplicaProcess) -> None:
     response = httpx.post(replica.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert response.status_code == 401
@@ -159,3 +176,70 @@ def test_sigterm_ends_a_replica_with_a_connected_host_by_itself_within_the_grace
     assert member.proc is not None and member.proc.returncode == -15, f"killed after {took:.1f} s"
     assert "replica stopped cleanly" in member.log_path.read_text()
     assert "Traceback" not in member.log_path.read_text()
+
+
+@pytest.mark.parametrize("how", ["environment", "flag"])
+def test_a_port_outside_1_to_65535_is_refused_with_one_line(how: str, tmp_path: Path) -> None:
+    env = clean_env(ENTRABOT_KEEP_MEMORY_LOCAL="true", ENTRABOT_DATA_DIR=str(tmp_path / "d"))
+    args = [sys.executable, "-m", "service.cli", "serve"]
+    if how == "environment":
+        env["ENTRABOT_PORT"] = "99999"  # uvicorn took it modulo 65536 and listened on 34463
+    else:
+        args += ["--port", "70000"]
+    result = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "listening on" not in result.stdout
+    last = result.stderr.strip().splitlines()[-1]
+    assert ("ENTRABOT_PORT" in last) if how == "environment" else ("--port" in last and "1-65535" in last)
+
+
+def test_a_port_held_by_another_process_stops_start_up_before_anything_else_and_never_claims_to_listen(
+        emulator: RunningEmulator, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        env = clean_env(**agent_user_env(emulator.seed, base_url=emulator.base_url), ENTRABOT_KEEP_MEMORY_LOCAL="true",
+                        ENTRABOT_DATA_DIR=str(tmp_path / "d"), ENTRABOT_PORT=str(port))
+        emulator.stats.reset()
+        result = run_serve(env, tmp_path)
+    assert result.returncode == 2
+    assert "listening on" not in result.stdout
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("entrabot-fleet: cannot listen on ") and f"127.0.0.1:{port}" in line
+    assert "ENTRABOT_PORT" in line
+    assert emulator.stats.snapshot()["total"] == 0  # bound before the replica starts: no Graph call
+
+
+def test_an_unreachable_graph_ends_start_up_with_one_line_naming_ENTRABOT_GRAPH_URL_without_retry_rounds(
+        emulator: RunningEmulator, tmp_path: Path) -> None:
+    closed = "http://127.0.0.1:9/v1.0"  # the discard port: connection refused
+    env = clean_env(**{**agent_user_env(emulator.seed, base_url=emulator.base_url), "ENTRABOT_GRAPH_URL": closed},
+                    ENTRABOT_KEEP_MEMORY_LOCAL="true", ENTRABOT_DATA_DIR=str(tmp_path / "d"))
+    result = run_serve(env, tmp_path)
+    assert result.returncode == 2
+    assert "listening on" not in result.stdout
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("entrabot-fleet: the replica did not start") and f"ENTRABOT_GRAPH_URL ({closed})" in last
+    # Nobody answering is not worth rounds of start-up retries (they took 32 s): the client's own
+    # few quick resends are all it gets.
+    assert "retrying in" not in result.stderr
+
+
+def test_a_graph_answering_5xx_at_start_gets_a_short_retry_then_one_line_naming_ENTRABOT_GRAPH_URL(
+        emulator: RunningEmulator, tmp_path: Path) -> None:
+    env = clean_env(**agent_user_env(emulator.seed, base_url=emulator.base_url), ENTRABOT_KEEP_MEMORY_LOCAL="true",
+                    ENTRABOT_DATA_DIR=str(tmp_path / "d"))
+    admin = f"{emulator.base_url}/_emulator/faults"
+    httpx.post(admin, json={"status": 503, "route_pattern": "^/v1.0/me$"}).raise_for_status()
+    try:
+        result = run_serve(env, tmp_path)
+    finally:
+        httpx.delete(admin).raise_for_status()
+    assert result.returncode == 2
+    assert "retrying in" in result.stderr  # Graph is there but busy: worth a short wait
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("entrabot-fleet: the replica did not start: GraphServerError")
+    assert f"ENTRABOT_GRAPH_URL ({emulator.base_url}/v1.0)" in last

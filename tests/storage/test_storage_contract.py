@@ -14,7 +14,7 @@ ODD_KEYS = [
     "odd/a b:c@d.txt",
     "odd/100% sure @ 10:30",
 ]
-INVALID_KEYS = ["..", "../escape", "a/../../b", "/absolute", "a//b", "a/", ""]
+INVALID_KEYS = ["..", "../escape", "a/../../b", "/absolute", "a//b", "a/", "", ".", "./a", "a/./b", "a/.", "a/.."]
 
 
 async def test_absent_key_reads_as_none_and_does_not_exist(backend: MemoryBackend) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -94,3 +95,19 @@ async def test_log_lines_carry_ids_never_bodies_or_tokens(emulator, backend) -> 
     assert lines and all(line.get("replica") == "r-log" for line in lines)
     text = stream.getvalue()
     assert SECRET_BODY not in text and "eyJ" not in text and "blueprint-dev-secret" not in text
+
+
+def test_teams_chat_ids_stay_readable_while_session_ids_in_the_sdks_lines_and_target_ids_do_not() -> None:
+    from service.telemetry.logging import RedactingFilter, session_ref  # noqa: PLC0415
+
+    session = uuid.uuid4().hex
+    chat = f"19:{uuid.uuid4().hex}@thread.v2"  # the shape of a real Teams group chat id
+    ours = logging.LogRecord("service.workers.chat_poll", logging.WARNING, __file__, 1, "chat poll failed", None, None)
+    ours.chat_id, ours.target_id = chat, f"push:{session}"
+    sdk = logging.LogRecord("mcp.server.streamable_http_manager", logging.INFO, __file__, 1,
+                            "Created new transport with session ID: %s", (session,), None)
+    for record in (ours, sdk):
+        RedactingFilter().filter(record)
+    assert ours.chat_id == chat
+    assert ours.target_id == f"push:{session_ref(session)}"
+    assert sdk.getMessage() == f"Created new transport with session ID: {session_ref(session)}"

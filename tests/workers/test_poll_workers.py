@@ -14,10 +14,13 @@ from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.delivery.hub import TargetKind
 from service.storage.blob import BlobBackend
+from service.storage.faults import Fault, FaultyBackend
+from service.storage.faults import FaultRule as StorageFaultRule
 
 pytestmark = pytest.mark.azurite
 
-ROOMY = ThrottleBudget(chat_messages_per_s=1000, other_per_s=1000)
+# Not about Graph's limits (tests/emulator/test_emulator_limits.py is): no limit in the way.
+ROOMY = ThrottleBudget.relaxed()
 
 
 def now() -> datetime:
@@ -129,6 +132,42 @@ async def test_120_mails_arriving_within_one_cycle_are_all_delivered_once(stack,
     await stack.email.cycle()
     await stack.email.cycle()
     assert sorted(target.ids) == sorted(sent) and len(target.ids) == 120
+
+
+@pytest.mark.parametrize("graph_fault", [{"status": 429, "retry_after": 0}, {"status": 503}],
+                         ids=["throttled", "server_error"])
+async def test_a_held_mail_batch_settled_as_ours_is_delivered_when_the_same_cycles_mailbox_read_fails(
+    emulator, backend, graph_fault
+):
+    faulty = FaultyBackend(backend)
+    stack = await build_stack(emulator, faulty, is_cloud=True)
+    try:
+        target = await connect(stack)
+        await stack.email.cycle()  # the cloud cursor starts at "now"
+        start = now()
+        agent = emulator.seed.agent_user.id
+        held = emulator.state.deliver_mail(to=agent, from_address="ada.partner@fabrikam.com", subject="held",
+                                           body="b", received=start + timedelta(seconds=1))
+        stack.email.clock = lambda: start + timedelta(minutes=1)
+        # The claim commits but its answer is lost, and every read-back fails: the batch is held.
+        cursor = "poll_state/email_cursor.txt"
+        faulty.add(StorageFaultRule(Fault.WRITE_RESPONSE_LOST, key=cursor, times=1),
+                   StorageFaultRule(Fault.READ_FAILS, key=cursor, skip=1, times=3))
+        await stack.email.cycle()
+        assert target.ids == [] and stack.email.claimer.held is not None
+        # The store recovers, so the hold settles as ours; the mailbox read of that same cycle fails.
+        later = emulator.state.deliver_mail(to=agent, from_address="ada.partner@fabrikam.com", subject="later",
+                                            body="b", received=start + timedelta(seconds=2))
+        added = await stack.http.post(f"{emulator.base_url}/_emulator/faults",
+                                      json={"route_pattern": "/mailFolders/", **graph_fault})
+        assert added.status_code == 201
+        await stack.email.cycle()
+        assert target.ids == [held.id]
+        await stack.http.delete(f"{emulator.base_url}/_emulator/faults")
+        await stack.email.cycle()
+        assert target.ids == [held.id, later.id]
+    finally:
+        await stack.aclose()
 
 
 async def test_with_no_delivery_target_the_replica_makes_no_message_poll_calls(stack, emulator):

@@ -1,15 +1,43 @@
 // An AKS cluster ready for the chart: OIDC issuer and workload identity on, Cilium enforcing
-// NetworkPolicy, nodes spread over zones, and optionally Container Insights and managed Prometheus.
+// NetworkPolicy, nodes spread over zones, local accounts off (Entra ID and Azure RBAC only),
+// automatic upgrades, and optionally Container Insights, managed Prometheus and diagnostic settings.
 
+@description('Cluster name (also its DNS prefix).')
 param clusterName string
+
+@description('Azure region of the cluster.')
 param location string
+
+@description('Tags on the cluster.')
 param tags object
 
 @description('Kubernetes version; empty takes the region default.')
 param kubernetesVersion string
 
+@description('Automatic Kubernetes upgrade channel.')
+@allowed([
+  'patch'
+  'stable'
+  'rapid'
+  'node-image'
+  'none'
+])
+param upgradeChannel string
+
+@description('Automatic node OS upgrade channel.')
+@allowed([
+  'NodeImage'
+  'SecurityPatch'
+  'Unmanaged'
+  'None'
+])
+param nodeOsUpgradeChannel string
+
+@description('Nodes of the system pool.')
 @minValue(1)
 param nodeCount int
+
+@description('VM size of the nodes.')
 param nodeVmSize string
 
 @description('Availability zones for the nodes; empty where the region has none.')
@@ -20,6 +48,9 @@ param logAnalyticsWorkspaceId string
 
 @description('Prometheus data collection rule to associate with the cluster; empty turns managed Prometheus off.')
 param dataCollectionRuleId string
+
+@description('Log Analytics workspace for the control plane\'s diagnostic settings (audit logs); empty sends none.')
+param diagnosticsWorkspaceId string
 
 var monitoringEnabled = !empty(logAnalyticsWorkspaceId)
 var prometheusEnabled = !empty(dataCollectionRuleId)
@@ -39,6 +70,12 @@ resource cluster 'Microsoft.ContainerService/managedClusters@2024-09-01' = {
     dnsPrefix: clusterName
     kubernetesVersion: empty(kubernetesVersion) ? null : kubernetesVersion
     enableRBAC: true
+    // No static admin kubeconfig: every kubectl user signs in with Entra ID (az aks get-credentials).
+    disableLocalAccounts: true
+    autoUpgradeProfile: {
+      upgradeChannel: upgradeChannel
+      nodeOSUpgradeChannel: nodeOsUpgradeChannel
+    }
     aadProfile: {
       managed: true
       enableAzureRBAC: true
@@ -95,5 +132,30 @@ resource prometheusRuleAssociation 'Microsoft.Insights/dataCollectionRuleAssocia
   }
 }
 
+resource clusterDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = if (!empty(diagnosticsWorkspaceId)) {
+  name: 'to-log-analytics'
+  scope: cluster
+  properties: {
+    workspaceId: diagnosticsWorkspaceId
+    logs: [
+      {
+        category: 'kube-audit-admin'
+        enabled: true
+      }
+      {
+        category: 'guard'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'AllMetrics'
+        enabled: true
+      }
+    ]
+  }
+}
+
 output clusterId string = cluster.id
+output kubeletPrincipalId string = cluster.properties.identityProfile.kubeletidentity.objectId
 output oidcIssuerUrl string = cluster.properties.oidcIssuerProfile.issuerURL

@@ -1,15 +1,23 @@
 // The fleet's user-assigned managed identity, trusted for the chart's Kubernetes service account
 // through the cluster's OIDC issuer (AKS workload identity).
 
+@description('Name of the user-assigned managed identity.')
 param identityName string
+
+@description('Azure region of the identity.')
 param location string
 
 @description('The AKS cluster OIDC issuer URL (az aks show --query oidcIssuerProfile.issuerUrl).')
 @minLength(1)
 param oidcIssuerUrl string
 
+@description('Namespace of the chart\'s service account.')
 param kubernetesNamespace string
+
+@description('The chart\'s service account, whose tokens the federated credential trusts.')
 param serviceAccountName string
+
+@description('Tags on the identity.')
 param tags object
 
 resource identity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {

@@ -1,10 +1,16 @@
 // Log Analytics for container logs, and Azure Monitor managed Prometheus: an Azure Monitor
 // workspace plus the data collection endpoint and rule the cluster's metrics add-on sends through.
 
+@description('Prefix of the workspace, account and collection rule names.')
 param namePrefix string
+
+@description('Azure region of the monitoring resources.')
 param location string
+
+@description('Tags on every resource.')
 param tags object
 
+@description('Days Log Analytics keeps logs.')
 @minValue(30)
 @maxValue(730)
 param logRetentionDays int

@@ -1,11 +1,13 @@
 // The storage account, its blob service and the one container the fleet keeps all shared state in,
-// with the workload's identity allowed to read and write blobs in that container only.
+// with the workload's identity allowed to read and write blobs in that container only; optionally a
+// private endpoint (public access then off) and diagnostic settings for the blob service.
 
 @description('Storage account name: 3-24 lowercase letters and digits, globally unique.')
 @minLength(3)
 @maxLength(24)
 param storageAccountName string
 
+@description('Azure region of the account.')
 param location string
 
 @description('The container holding the ledger, the interaction log and the summaries.')
@@ -13,6 +15,7 @@ param location string
 @maxLength(63)
 param containerName string
 
+@description('Storage redundancy.')
 @allowed([
   'Standard_LRS'
   'Standard_ZRS'
@@ -23,7 +26,18 @@ param skuName string
 @description('Principal (object) id granted Storage Blob Data Contributor on the container.')
 param dataContributorPrincipalId string
 
+@description('Subnet for a private endpoint to the blob service; empty keeps public network access.')
+param privateEndpointSubnetId string = ''
+
+@description('Log Analytics workspace for the blob service\'s diagnostic settings; empty sends none.')
+param diagnosticsWorkspaceId string = ''
+
+@description('Tags on every resource.')
 param tags object
+
+var privateNetwork = !empty(privateEndpointSubnetId)
+// The virtual network of the subnet (/subscriptions/…/virtualNetworks/<name>), for the DNS zone link.
+var privateEndpointVnetId = join(take(split(privateEndpointSubnetId, '/'), 9), '/')
 
 // Storage Blob Data Contributor (built-in role).
 var blobDataContributorRoleId = 'ba92f5b4-2d11-453d-a403-e96b0029c9fe'
@@ -45,9 +59,9 @@ resource storageAccount 'Microsoft.Storage/storageAccounts@2023-05-01' = {
     allowCrossTenantReplication: false
     minimumTlsVersion: 'TLS1_2'
     supportsHttpsTrafficOnly: true
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: privateNetwork ? 'Disabled' : 'Enabled'
     networkAcls: {
-      defaultAction: 'Allow'
+      defaultAction: privateNetwork ? 'Deny' : 'Allow'
       bypass: 'AzureServices'
     }
   }
@@ -89,6 +103,91 @@ resource containerDataContributor 'Microsoft.Authorization/roleAssignments@2022-
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', blobDataContributorRoleId)
     principalId: dataContributorPrincipalId
     principalType: 'ServicePrincipal'
+  }
+}
+
+resource privateEndpoint 'Microsoft.Network/privateEndpoints@2023-11-01' = if (privateNetwork) {
+  name: '${storageAccountName}-blob'
+  location: location
+  tags: tags
+  properties: {
+    subnet: {
+      id: privateEndpointSubnetId
+    }
+    privateLinkServiceConnections: [
+      {
+        name: 'blob'
+        properties: {
+          privateLinkServiceId: storageAccount.id
+          groupIds: [
+            'blob'
+          ]
+        }
+      }
+    ]
+  }
+}
+
+// The account's blob host name resolves to the private endpoint inside the linked network.
+resource privateDnsZone 'Microsoft.Network/privateDnsZones@2020-06-01' = if (privateNetwork) {
+  name: 'privatelink.blob.${environment().suffixes.storage}'
+  location: 'global'
+  tags: tags
+}
+
+resource privateDnsLink 'Microsoft.Network/privateDnsZones/virtualNetworkLinks@2020-06-01' = if (privateNetwork) {
+  parent: privateDnsZone
+  name: '${storageAccountName}-link'
+  location: 'global'
+  tags: tags
+  properties: {
+    registrationEnabled: false
+    virtualNetwork: {
+      id: privateEndpointVnetId
+    }
+  }
+}
+
+resource privateDnsZoneGroup 'Microsoft.Network/privateEndpoints/privateDnsZoneGroups@2023-11-01' = if (privateNetwork) {
+  parent: privateEndpoint
+  name: 'default'
+  properties: {
+    privateDnsZoneConfigs: [
+      {
+        name: 'blob'
+        properties: {
+          privateDnsZoneId: privateDnsZone.id
+        }
+      }
+    ]
+  }
+}
+
+resource blobDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = if (!empty(diagnosticsWorkspaceId)) {
+  name: 'to-log-analytics'
+  scope: blobService
+  properties: {
+    workspaceId: diagnosticsWorkspaceId
+    logs: [
+      {
+        category: 'StorageRead'
+        enabled: true
+      }
+      {
+        category: 'StorageWrite'
+        enabled: true
+      }
+      {
+        category: 'StorageDelete'
+        enabled: true
+      }
+    ]
+    metrics: [
+      {
+        category: 'Transaction'
+        enabled: true
+      }
+    ]
   }
 }
 

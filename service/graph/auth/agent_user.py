@@ -5,6 +5,10 @@ Hop 2: the agent identity, with T1 as its client assertion → T2.
 Hop 3: ``user_fic``: the agent identity with T1, plus T2 as the agent user's federated credential
        → a token that acts as the agent user for one resource scope.
 
+Hop 2 asked for a resource (Graph) instead of the exchange audience gives the agent identity's own
+app-only token (``agent_identity_tokens``): what Graph requires where it takes no delegated token at
+all, e.g. "List agentIdentity sponsors" (application permission AgentIdentity.ReadWrite.All).
+
 T1 and T2 are cached like the user tokens (one per scope), each until ``refresh_margin_s`` before
 expiry, and every key refreshes single-flight: a hundred concurrent callers make one request per hop.
 """
@@ -21,7 +25,7 @@ import httpx
 from service.graph.auth.cache import SingleFlightTokenCache
 from service.graph.auth.credentials import JWT_BEARER, BlueprintCredential
 from service.graph.auth.token_endpoint import TokenEndpoint, token_url
-from service.graph.auth.tokens import AccessToken
+from service.graph.auth.tokens import AccessToken, TokenProvider
 from service.graph.errors import TokenAcquisitionError
 from service.telemetry.metrics import Metrics
 
@@ -66,6 +70,17 @@ class AgentUserTokenProvider:
     async def get_token(self, scope: str) -> AccessToken:
         return await self._cache.get(("user", scope), lambda: self._user_token(scope))
 
+    def agent_identity_tokens(self) -> TokenProvider:
+        """The agent identity's app-only tokens (hop 2 for a resource), sharing T1 with the user tokens."""
+        return _AgentIdentityTokens(self)
+
+    async def get_app_token(self, scope: str) -> AccessToken:
+        return await self._cache.get(("app", scope), lambda: self._agent_identity_hop(scope))
+
+    def invalidate_app(self, scope: str, rejected: str | None = None) -> None:
+        if self._cache.invalidate(("app", scope), rejected):
+            self._cache.invalidate(_T1)
+
     def invalidate(self, scope: str, rejected: str | None = None) -> None:
         if self._cache.invalidate(("user", scope), rejected):
             # A refused user token (revoked sessions, a disabled user) says nothing good about the
@@ -77,7 +92,7 @@ class AgentUserTokenProvider:
         return await self._cache.get(_T1, self._blueprint_hop)
 
     async def _t2(self) -> AccessToken:
-        return await self._cache.get(_T2, self._agent_identity_hop)
+        return await self._cache.get(_T2, lambda: self._agent_identity_hop(EXCHANGE_SCOPE))
 
     async def _blueprint_hop(self) -> AccessToken:
         async def form() -> dict[str, str]:
@@ -94,14 +109,14 @@ class AgentUserTokenProvider:
 
         return await self._endpoint.exchange(1, form)
 
-    async def _agent_identity_hop(self) -> AccessToken:
+    async def _agent_identity_hop(self, scope: str) -> AccessToken:
         t1 = await self._t1()
 
         async def form() -> dict[str, str]:
             return {
                 "grant_type": "client_credentials",
                 "client_id": self._agent_identity_id,
-                "scope": EXCHANGE_SCOPE,
+                "scope": scope,
                 "client_assertion_type": JWT_BEARER,
                 "client_assertion": t1.token,
             }
@@ -134,3 +149,16 @@ class AgentUserTokenProvider:
             self._cache.invalidate(_T1, t1.token)
             self._cache.invalidate(_T2, t2.token)
             raise
+
+
+class _AgentIdentityTokens:
+    """``TokenProvider`` over the agent identity's app-only tokens of one ``AgentUserTokenProvider``."""
+
+    def __init__(self, provider: AgentUserTokenProvider) -> None:
+        self._provider = provider
+
+    async def get_token(self, scope: str) -> AccessToken:
+        return await self._provider.get_app_token(scope)
+
+    def invalidate(self, scope: str, rejected: str | None = None) -> None:
+        self._provider.invalidate_app(scope, rejected)

@@ -3,6 +3,21 @@
 Asking for a token has no side effect, so a hop that got no answer, a 5xx or a 429 is retried
 (bounded, with backoff and Retry-After); a 4xx is Entra's verdict on what we sent and is reported
 at once, with the hop named and Entra's AADSTS code and description.
+
+Why not MSAL Python. MSAL 1.39 has both agent-user hops (``acquire_token_for_client(fmi_path=)`` and
+``acquire_token_by_user_federated_identity_credential``), checked in its source, but it does not fit:
+- it accepts only an https authority (``msal.authority.canonicalize`` raises ValueError for
+  http://127.0.0.1:.../tenant, even with ``oidc_authority``), so it cannot talk to the Graph + Entra
+  emulator the tests, the demo and the benchmarks run over plain HTTP;
+- it is synchronous (``requests``): every hop would need a worker thread, outside the shared httpx
+  pool, its timeouts and its tracing;
+- it fetches the tenant's OpenID configuration on construction (a network call at start-up) and keeps
+  its own token cache, where ``acquire_token_for_client`` refuses ``force_refresh``: a token Graph
+  revoked (CAE) could not be dropped the way ``SingleFlightTokenCache.invalidate`` drops it;
+- what the fleet reports per hop (metrics by outcome, the AADSTS code with secrets redacted, retries
+  honouring Retry-After) would have to be rebuilt around its return dicts anyway.
+The forms in agent_user.py use the field names MSAL sends for these grants (``fmi_path``; ``user_id``
+and ``user_federated_identity_credential``, from msal.oauth2cli's ``obtain_token_by_user_fic``).
 """
 
 from __future__ import annotations

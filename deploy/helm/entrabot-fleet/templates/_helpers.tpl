@@ -95,4 +95,11 @@ app.kubernetes.io/part-of: entrabot-fleet
 {{- if and .Values.workloadIdentity.enabled (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
 {{- fail "workloadIdentity.enabled needs a dedicated service account: set serviceAccount.create=true, or serviceAccount.name to an account annotated with azure.workload.identity/client-id." -}}
 {{- end -}}
+{{- /* What service/mcp/auth.py check_auth_config refuses at start-up, refused here instead of as a crash loop. */ -}}
+{{- if and .Values.config.mcpJwtAudience (not .Values.config.tenantId) -}}
+{{- fail "config.mcpJwtAudience is set but config.tenantId is not: the service refuses to start. Set the tenant whose tokens /mcp accepts (config.tenantId), or unset config.mcpJwtAudience." -}}
+{{- end -}}
+{{- if not (or .Values.config.mcpJwtAudience .Values.secrets.mcpStaticTokens .Values.secrets.existingSecret) -}}
+{{- fail "/mcp has no authentication and the pods listen on all interfaces: the service refuses to start. Set config.mcpJwtAudience (with config.tenantId; docs/entra-app-registration.md), or secrets.mcpStaticTokens, or secrets.existingSecret holding ENTRABOT_MCP_STATIC_TOKENS." -}}
+{{- end -}}
 {{- end -}}

@@ -1,0 +1,67 @@
+"""The agent identity's own app-only Graph token (hops 1 and 2, then client_credentials for Graph).
+
+Graph's "List agentIdentity sponsors" page supports application permissions only (no delegated
+permission is listed), so the sponsor read cannot use the agent user's token. The fleet's own
+app-only provider lives in service/graph/auth (being added alongside the sponsor-read change); the
+doctor keeps this small uncached one so it can name the hop that failed. When both exist, prefer the
+fleet's provider here and drop this module.
+"""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+from service.graph.auth.agent_user import EXCHANGE_SCOPE
+from service.graph.auth.credentials import JWT_BEARER, BlueprintCredential
+from service.graph.auth.token_endpoint import TokenEndpoint, token_url
+from service.graph.auth.tokens import AccessToken
+
+
+class AgentIdentityAppToken:
+    """A TokenProvider for the agent identity itself: one fresh token per ``get_token`` call."""
+
+    def __init__(
+        self,
+        authority: str,
+        tenant_id: str,
+        blueprint_client_id: str,
+        credential: BlueprintCredential,
+        agent_identity_id: str,
+        *,
+        http: httpx.AsyncClient,
+    ) -> None:
+        self._blueprint_client_id = blueprint_client_id
+        self._credential = credential
+        self._agent_identity_id = agent_identity_id
+        self._endpoint = TokenEndpoint(http, token_url(authority, tenant_id), clock=time.time)
+
+    async def get_token(self, scope: str) -> AccessToken:
+        async def blueprint_form() -> dict[str, str]:
+            fields = await self._credential.assertion_fields(
+                client_id=self._blueprint_client_id, token_url=self._endpoint.url, now=time.time()
+            )
+            return {
+                "grant_type": "client_credentials",
+                "client_id": self._blueprint_client_id,
+                "scope": EXCHANGE_SCOPE,
+                "fmi_path": self._agent_identity_id,
+                **fields,
+            }
+
+        t1 = await self._endpoint.exchange(1, blueprint_form)
+
+        async def identity_form() -> dict[str, str]:
+            return {
+                "grant_type": "client_credentials",
+                "client_id": self._agent_identity_id,
+                "scope": scope,
+                "client_assertion_type": JWT_BEARER,
+                "client_assertion": t1.token,
+            }
+
+        return await self._endpoint.exchange(2, identity_form)
+
+    def invalidate(self, scope: str, rejected: str | None = None) -> None:
+        return None  # nothing is cached

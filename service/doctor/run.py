@@ -1,0 +1,68 @@
+"""The preflight, in order: settings, identity chain, sponsor read, Graph permissions, storage, URLs.
+
+Every check runs that can (a failed hop skips only what depends on it), each prints its line as soon
+as it is known, and the exit code is non-zero when any check failed.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+import httpx
+from pydantic import ValidationError
+
+from service.config import Settings
+from service.doctor.graph_checks import check_delegated, check_sponsors
+from service.doctor.identity_checks import check_identity
+from service.doctor.report import Report, fail
+from service.doctor.settings_checks import check_mcp_auth, check_notification_url
+from service.doctor.storage_checks import check_storage
+from service.graph.auth import TokenProvider
+from service.graph.client import GraphClient
+from service.graph.http_pool import new_http_client
+from service.storage.errors import StorageError
+from service.storage.resolution import BlobAuth, BlobChoice, choose_backend
+
+
+async def run_doctor(*, out: TextIO | None = None) -> bool:
+    """Run every check, printing one line each; True when none failed."""
+    report = Report(out)
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        report.add(fail("settings", " ".join(str(exc).split())))
+        print(report.summary(), file=out, flush=True)
+        return False
+    report.section("settings")
+    report.add(check_mcp_auth(settings))
+    async with new_http_client(read_timeout_s=settings.graph_timeout_s) as http:
+        report.section("identity chain")
+        by_agent_user = _storage_by_agent_user(settings)
+        identity, chain = await check_identity(settings, http, storage_by_agent_user=by_agent_user)
+        for finding in identity:
+            report.add(finding)
+
+        def make_graph(tokens: TokenProvider) -> GraphClient:
+            # A doctor waits for nobody: a throttled tenant shows up as a failed line, not a long pause.
+            return GraphClient(settings.graph_url, tokens, http=http, max_retry_after=5.0)
+
+        report.section("graph permissions")
+        sponsor_finding, sponsors = await check_sponsors(chain, make_graph, settings.agent_identity_id or "")
+        report.add(sponsor_finding)
+        for finding in await check_delegated(chain, make_graph, sponsors):
+            report.add(finding)
+        report.section("storage")
+        for finding in await check_storage(settings, chain.user_tokens, by_agent_user=by_agent_user):
+            report.add(finding)
+        report.section("notifications")
+        report.add(await check_notification_url(settings, http))
+    print(report.summary(), file=out, flush=True)
+    return not report.failures
+
+
+def _storage_by_agent_user(settings: Settings) -> bool:
+    try:
+        choice = choose_backend(settings)
+    except StorageError:
+        return False  # the storage section reports the misconfiguration
+    return isinstance(choice, BlobChoice) and choice.auth is BlobAuth.AGENT_USER

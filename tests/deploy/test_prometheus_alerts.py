@@ -1,0 +1,95 @@
+"""deploy/prometheus/alerts.yml: valid rules, each alert unit-tested by promtool (firing and quiet), and
+every expression reading only metrics the service exports."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import promql_parser
+import pytest
+import yaml
+from deploy_facts import PROMETHEUS_ALERTS, PROMETHEUS_CONFIG
+from exported_metrics import TARGET_LABELS, exported_series
+
+RULE_TESTS = Path(__file__).parent / "prometheus_rules" / "alerts_test.yml"
+# Added on another branch (issue 11: chats whose cursor is unreadable); the name is agreed, the lead
+# removes this entry when both branches are merged and Metrics() exports it.
+PENDING_METRICS = {"entrabot_chat_cursor_unreadable": {"pod"}}
+NEEDED_ALERTS = {
+    "EntrabotNoReadyReplica", "EntrabotLoopCrashed", "EntrabotClaimsFailing", "EntrabotEmailHoldTooLong",
+    "EntrabotChatCursorUnreadable", "EntrabotGraphThrottled", "EntrabotBlobErrors", "EntrabotPushFailures",
+    "EntrabotDeliveryLatencyHigh",
+}
+promtool = pytest.mark.skipif(shutil.which("promtool") is None,
+                              reason="Debian's prometheus (promtool) is not installed: run deploy/docker/ci-setup.sh")
+
+
+def rules() -> list[dict[str, Any]]:
+    return [rule for group in yaml.safe_load(PROMETHEUS_ALERTS.read_text())["groups"] for rule in group["rules"]]
+
+
+def rule_tests() -> list[dict[str, Any]]:
+    return yaml.safe_load(RULE_TESTS.read_text())["tests"]
+
+
+@promtool
+def test_promtool_accepts_the_rules() -> None:
+    result = subprocess.run(["promtool", "check", "rules", str(PROMETHEUS_ALERTS)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@promtool
+def test_every_alert_behaves_as_its_promtool_unit_tests_say() -> None:
+    result = subprocess.run(["promtool", "test", "rules", str(RULE_TESTS)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_fleet_has_every_alert_operators_asked_for() -> None:
+    assert {rule["alert"] for rule in rules()} == NEEDED_ALERTS
+
+
+def test_every_alert_is_tested_both_firing_and_quiet() -> None:
+    firing: set[str] = set()
+    quiet: set[str] = set()
+    for case in rule_tests():
+        for check in case.get("alert_rule_test", []):
+            (firing if check.get("exp_alerts") else quiet).add(check["alertname"])
+    assert firing == NEEDED_ALERTS
+    assert quiet == NEEDED_ALERTS
+
+
+def test_alerts_read_only_metrics_and_labels_the_service_exports() -> None:
+    exported = {**exported_series(), **PENDING_METRICS}
+    for rule in rules():
+        problems: list[str] = []
+
+        def visit(node: object, rule: dict[str, Any] = rule) -> None:
+            if isinstance(node, promql_parser.VectorSelector):
+                if node.name not in exported:
+                    problems.append(f"{node.name} is not exported")
+                    return
+                for matcher in node.matchers.matchers:
+                    if matcher.name not in exported[node.name] | TARGET_LABELS:
+                        problems.append(f"{node.name} has no label {matcher.name}")
+            if isinstance(node, promql_parser.AggregateExpr) and node.modifier is not None:
+                for label in node.modifier.labels:
+                    if label not in set().union(*exported.values()) | TARGET_LABELS:
+                        problems.append(f"no exported metric has the label {label}")
+
+        promql_parser.walk(promql_parser.parse(rule["expr"]), visit)
+        assert problems == [], f"{rule['alert']}: {problems}"
+
+
+def test_every_alert_has_a_severity_and_says_what_to_do() -> None:
+    for rule in rules():
+        assert rule["labels"]["severity"] in ("critical", "warning"), rule["alert"]
+        assert rule["annotations"]["summary"] and len(rule["annotations"]["description"]) > 40, rule["alert"]
+
+
+def test_compose_prometheus_loads_the_rules_file() -> None:
+    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
+    assert config["rule_files"] == [PROMETHEUS_ALERTS.name]

@@ -1,0 +1,166 @@
+"""``entrabot-fleet doctor`` as an operator runs it: a real process against the emulator and Azurite."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from emulator.seed import DEFAULT_DELEGATED_SCOPES, Seed, build_seed
+from emulator.server import RunningEmulator, start_emulator
+from service.devstack.azurite import Azurite
+from service.devstack.emulator_env import agent_user_env
+from service.storage.blob import BlobBackend
+
+pytestmark = pytest.mark.azurite
+
+# The sponsor read is app-only (Graph's "List agentIdentity sponsors" has no delegated permission).
+SPONSOR_READ_ROLE = "Application.Read.All"
+
+
+def tenant(*, withhold: str | None = None) -> Seed:
+    """The demo-shaped tenant, its agent identity granted the sponsor read; ``withhold`` one permission."""
+    base = build_seed(chats=2, humans=3, history=2)
+    scopes = [s for s in DEFAULT_DELEGATED_SCOPES if s != withhold]
+    data = base.model_dump()
+    for identity in data["agent_identities"]:
+        identity["app_roles"] = [r for r in [SPONSOR_READ_ROLE] if r != withhold]
+        identity["delegated_scopes"] = scopes
+    for app in data["apps"]:
+        app["delegated_scopes"] = scopes
+    return Seed.model_validate(data)
+
+
+@pytest.fixture(scope="module")
+def healthy() -> Iterator[RunningEmulator]:
+    with start_emulator(tenant()) as emulator:
+        yield emulator
+
+
+@pytest.fixture(scope="module")
+def without_mail() -> Iterator[RunningEmulator]:
+    with start_emulator(tenant(withhold="Mail.ReadWrite")) as emulator:
+        yield emulator
+
+
+@pytest.fixture(scope="module")
+def without_sponsor_read() -> Iterator[RunningEmulator]:
+    with start_emulator(tenant(withhold=SPONSOR_READ_ROLE)) as emulator:
+        yield emulator
+
+
+@pytest.fixture
+async def container(azurite: Azurite, container_name: str) -> str:
+    backend = BlobBackend.from_connection_string(azurite.connection_string, container_name)
+    await backend.ensure_container()
+    await backend.aclose()
+    return container_name
+
+
+def doctor(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("ENTRABOT_", "AZURE_"))}
+    return subprocess.run([sys.executable, "-m", "service.cli", "doctor"], env={**clean, **env}, cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def blob_env(azurite: Azurite, container: str) -> dict[str, str]:
+    return {"ENTRABOT_BLOB_ENDPOINT": azurite.blob_endpoint, "ENTRABOT_BLOB_CONTAINER": container,
+            "ENTRABOT_BLOB_CONNECTION_STRING": azurite.connection_string}
+
+
+def lines(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """Check name → status, from the report's ``STATUS check: detail`` lines."""
+    found = {}
+    for line in result.stdout.splitlines():
+        status, _, rest = line.partition(" ")
+        if status in ("ok", "FAIL", "skip"):
+            found[rest.strip().split(":", 1)[0]] = status
+    return found
+
+
+def test_a_healthy_tenant_and_container_pass_every_check(healthy: RunningEmulator, azurite: Azurite, container: str,
+                                                          tmp_path: Path) -> None:
+    env = {**agent_user_env(healthy.seed, base_url=healthy.base_url), **blob_env(azurite, container)}
+    result = doctor(env, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = lines(result)
+    assert set(found.values()) <= {"ok", "skip"}, result.stdout
+    for check in ("identity hop 1 (blueprint)", "identity hop 2 (agent identity)", "identity hop 3 (agent user, Graph)",
+                  "graph Mail.Read (GET /me/mailFolders/inbox/messages)", "graph Mail.Send (the token's scp claim)",
+                  "graph User.ReadBasic.All (GET /users/{id})", "storage read/write/CAS", "mcp auth settings"):
+        assert found[check] == "ok", result.stdout
+    assert found["sponsor read (agent identity app-only, AgentIdentity.ReadWrite.All)"] == "ok"
+    assert "all" in result.stdout.splitlines()[-1]
+
+
+def test_a_withheld_permission_fails_its_own_line_and_the_exit_code(without_mail: RunningEmulator, azurite: Azurite,
+                                                                     container: str, tmp_path: Path) -> None:
+    env = {**agent_user_env(without_mail.seed, base_url=without_mail.base_url), **blob_env(azurite, container)}
+    result = doctor(env, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    failed = {check for check, status in lines(result).items() if status == "FAIL"}
+    assert failed == {"graph Mail.Read (GET /me/mailFolders/inbox/messages)"}, result.stdout
+    [line] = [x for x in result.stdout.splitlines() if x.startswith("FAIL")]
+    assert "grant the delegated permission Mail.Read" in line
+
+
+def test_a_withheld_application_permission_fails_the_sponsor_read(
+        without_sponsor_read: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path) -> None:
+    env = {**agent_user_env(without_sponsor_read.seed, base_url=without_sponsor_read.base_url),
+           **blob_env(azurite, container)}
+    result = doctor(env, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(failed) == 1 and failed[0].startswith("FAIL sponsor read"), result.stdout
+    assert "grant the application permission" in failed[0]
+
+
+def test_a_wrong_blueprint_secret_fails_hop_one_and_skips_what_needs_it(healthy: RunningEmulator, azurite: Azurite,
+                                                                         container: str, tmp_path: Path) -> None:
+    env = {**agent_user_env(healthy.seed, base_url=healthy.base_url), **blob_env(azurite, container),
+           "ENTRABOT_BLUEPRINT_CLIENT_SECRET": "not-the-secret"}
+    result = doctor(env, tmp_path)
+    assert result.returncode == 1
+    found = lines(result)
+    assert found["identity hop 1 (blueprint)"] == "FAIL"
+    assert found["identity hop 2 (agent identity)"] == "skip"
+    assert found["graph Mail.Read (GET /me/mailFolders/inbox/messages)"] == "skip"
+    assert found["storage read/write/CAS"] == "ok"  # storage does not depend on the identity here
+    [hop1] = [x for x in result.stdout.splitlines() if x.startswith("FAIL identity hop 1")]
+    assert "AADSTS7000215" in hop1 and "not-the-secret" not in result.stdout + result.stderr
+
+
+def test_an_unreachable_container_fails_the_storage_line(healthy: RunningEmulator, tmp_path: Path) -> None:
+    endpoint = "http://127.0.0.1:1/devstoreaccount1"
+    connection = ("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDX"
+                  f"J1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint={endpoint};")
+    env = {**agent_user_env(healthy.seed, base_url=healthy.base_url), "ENTRABOT_BLOB_ENDPOINT": endpoint,
+           "ENTRABOT_BLOB_CONTAINER": "fleet", "ENTRABOT_BLOB_CONNECTION_STRING": connection}
+    result = doctor(env, tmp_path)
+    assert result.returncode == 1
+    found = lines(result)
+    assert found["storage reachable"] == "FAIL"
+    assert {c for c, s in found.items() if s == "FAIL"} == {"storage reachable"}, result.stdout
+    [line] = [x for x in result.stdout.splitlines() if x.startswith("FAIL storage reachable")]
+    assert "ENTRABOT_BLOB_ENDPOINT" in line
+
+
+def test_an_unreachable_notification_url_fails_its_line(healthy: RunningEmulator, azurite: Azurite, container: str,
+                                                        tmp_path: Path) -> None:
+    env = {**agent_user_env(healthy.seed, base_url=healthy.base_url), **blob_env(azurite, container),
+           "ENTRABOT_NOTIFICATION_URL": "http://127.0.0.1:1/notify"}
+    result = doctor(env, tmp_path)
+    assert result.returncode == 1
+    assert lines(result)["notification url"] == "FAIL"
+
+
+def test_a_local_data_dir_passes_the_cas_check_although_its_etags_are_content_hashes(
+        healthy: RunningEmulator, tmp_path: Path) -> None:
+    env = {**agent_user_env(healthy.seed, base_url=healthy.base_url), "ENTRABOT_DATA_DIR": str(tmp_path / "data")}
+    result = doctor(env, tmp_path)
+    assert lines(result)["storage read/write/CAS"] == "ok", result.stdout
+    assert result.returncode == 0, result.stdout
