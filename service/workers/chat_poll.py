@@ -185,6 +185,8 @@ class ChatPoller:
             await self.ledger.bootstrap(state.chat_id, [Candidate(preview.id, preview.created_date_time)])
             state.phase = ChatPhase.NEEDS_RESOLUTION
             return
+        # The newest by creation: an edit, delete or reaction moves an old message's lastModifiedDateTime,
+        # and taking that one for the newest would baseline days back and replay everything since.
         newest = await self.graph.get_newest_chat_message(state.chat_id)
         if newest is None:
             # An empty chat: its cursor starts with no watermark, so its first message is new.
