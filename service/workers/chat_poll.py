@@ -77,9 +77,29 @@ class ChatPoller:
             state = self._states[chat_id] = ChatPollState(chat_id)
         return state
 
-    def register_created_chat(self, chat_id: str) -> None:
-        """A chat the agent just created: its newest message surfaces on first sight whatever its age."""
-        self.state_of(chat_id).surface_newest_regardless_of_age = True
+    async def register_created_chat(self, chat_id: str) -> None:
+        """A chat the agent just created: its newest message surfaces whatever its age, on whichever
+        replica first polls it with a target, so the rule is recorded in the shared cursor.
+
+        If it cannot be recorded (Graph or the store failing, or in doubt), only this replica knows
+        it, as its own first sight's exception; other replicas then apply the 24-hour rule, which can
+        only surface less, never replay.
+        """
+        state = self.state_of(chat_id)
+        state.surface_newest_regardless_of_age = True
+        try:
+            newest = await self.graph.get_newest_chat_message(chat_id)
+            update = await self.ledger.start_created_chat(
+                chat_id, Candidate(newest.id, newest.created_date_time) if newest is not None else None)
+            problem = None if update.holds else update.outcome.value
+        except (GraphError, StorageError) as exc:
+            problem = type(exc).__name__
+        if problem is not None:
+            log.warning("created chat not recorded for the fleet; only this replica surfaces its newest message",
+                        extra={"chat_id": chat_id, "problem": problem})
+            return
+        if state.phase is ChatPhase.NOT_BOOTSTRAPPED:
+            state.phase = ChatPhase.NEEDS_RESOLUTION  # the cursor exists now: read it, never bootstrap over it
 
     async def cycle(self) -> None:
         """Read every chat worth reading, then decide what this replica's targets can take across all
