@@ -1,8 +1,14 @@
-"""The chat poll: every watched chat, every few seconds, Graph → filter → claim → hub.
+"""The chat poll: every watched chat, every few seconds, Graph → filter → allot → claim → hub.
 
-It polls only while the hub holds a target that could take a chat message (the delivery rule). Each
-chat is handled on its own: one chat's 403, 404, 5xx or unreadable cursor never delays the others,
-and every ambiguity claims nothing and keeps the messages for a later cycle.
+It polls only while the hub holds a target that could take a chat message (the delivery rule). A
+cycle reads every chat first, then asks the hub once which of all those messages its targets can
+take (a sponsor wait takes one), then claims per chat. Each chat is handled on its own: one chat's
+403, 404, 5xx or unreadable cursor never delays the others, and every ambiguity claims nothing and
+keeps the messages for a later cycle.
+
+What is new is judged by createdDateTime. Graph lists by lastModifiedDateTime, which an edit, a soft
+delete or a reaction moves on an old message; such a message is never taken for new, at first sight
+or later.
 """
 
 from __future__ import annotations

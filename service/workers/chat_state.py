@@ -26,7 +26,8 @@ class ChatPollState:
     # Lower bound for the next fetch (compared with lastModifiedDateTime; every message created after
     # it is modified after it too). Moves only over messages whose fate is decided.
     watermark: datetime | None = None
-    # Registered by create_chat: its newest message surfaces on first sight whatever its age.
+    # Registered by create_chat: its newest message surfaces on first sight whatever its age. The
+    # fleet learns it from the cursor create_chat writes; this flag covers only a failed write.
     surface_newest_regardless_of_age: bool = False
     # Messages offered in a claim whose write is in doubt; delivered if it settles as ours.
     held: dict[str, InboundMessage] = field(default_factory=dict)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from emulator.server import RunningEmulator
+from service.ledger.chat_cursor import cursor_key
 from service.ledger.watched_chats import WATCHED_CHATS_KEY
 from tests.tools.tool_world import RecordingPushTarget, ToolWorld, tool_world
 
@@ -56,6 +57,20 @@ async def test_a_chat_made_by_create_chat_surfaces_its_newest_message_on_another
         for _ in range(3):
             await other.poller.cycle()
         assert [(m.chat_id, m.message_id) for m in push.received] == [(created_id, newest)]
+
+
+async def test_a_created_chat_the_fleet_could_not_be_told_of_still_surfaces_on_the_replica_that_made_it(
+        world: ToolWorld) -> None:
+    created_id, old_message = await _old_one_on_one(world, "Grace")
+    await world.admin("faults", {"status": 403, "method": "GET", "route_pattern": r"/chats/.*/messages$", "count": 1})
+    out = await world.ok("create_chat", {"members": ["grace@contoso.onmicrosoft.com"]})
+    assert out["chat_id"] == created_id and out["watched"] is True
+    assert await world.backend.read_text(cursor_key(created_id)) is None  # nothing recorded for the fleet
+
+    push = RecordingPushTarget()
+    world.hub.register(push)
+    await world.poller.cycle()
+    assert [(m.chat_id, m.message_id) for m in push.received] == [(created_id, old_message)]
 
 
 async def test_create_group_chat_with_a_topic(world: ToolWorld) -> None:
