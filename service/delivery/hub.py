@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
@@ -118,12 +118,26 @@ class DeliveryHub:
             return False
         return any(t.kind is TargetKind.PUSH or source is Source.CHAT for t in self.live_targets())
 
+    def needs_allotment(self, messages: Iterable[InboundMessage]) -> bool:
+        """Whether some of these messages would be taken only by a target of bounded capacity (a
+        sponsor wait, with no push target that accepts them too). Such messages must go through one
+        ``claimable`` call with everything else of the cycle, so the wait gets the oldest of them;
+        any other message can be claimed at once, chat by chat."""
+        if self._closed:
+            return False
+        live = self.live_targets()
+        for message in messages:
+            takers = [t for t in live if t.accepts(message)]
+            if takers and all(t.kind.capacity is not None for t in takers):
+                return True
+        return False
+
     def claimable(self, messages: Sequence[InboundMessage]) -> list[InboundMessage]:
         """The messages the live targets can take, oldest first; only these may be claimed.
 
-        Pass everything a cycle would claim in one call (every chat polled together): each target
-        takes at most its capacity, so a replica whose only target is a sponsor wait is offered the
-        oldest message the wait accepts and nothing more. What is left out stays unclaimed in Graph
+        Each target takes at most its capacity, so a replica whose only target is a sponsor wait is
+        offered the oldest message the wait accepts and nothing more; pass every such message of the
+        cycle in one call (see ``needs_allotment``). What is left out stays unclaimed in Graph
         for a push host or the next wait, here or on another replica; claiming it for a target that
         cannot take it would record it as delivered with nobody to hand it to.
         """

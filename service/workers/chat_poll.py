@@ -1,10 +1,10 @@
 """The chat poll: every watched chat, every few seconds, Graph → filter → allot → claim → hub.
 
-It polls only while the hub holds a target that could take a chat message (the delivery rule). A
-cycle reads every chat first, then asks the hub once which of all those messages its targets can
-take (a sponsor wait takes one), then claims per chat. Each chat is handled on its own: one chat's
-403, 404, 5xx or unreadable cursor never delays the others, and every ambiguity claims nothing and
-keeps the messages for a later cycle.
+It polls only while the hub holds a target that could take a chat message (the delivery rule), and
+claims only what its targets can take: messages only a sponsor wait would take are allotted once per
+cycle over every chat (a wait takes one). Each chat is handled on its own: one chat's 403, 404, 5xx
+or unreadable cursor never delays the others' pushes, and every ambiguity claims nothing and keeps
+the messages for a later cycle.
 
 What is new is judged by createdDateTime. Graph lists by lastModifiedDateTime, which an edit, a soft
 delete or a reaction moves on an old message; such a message is never taken for new, at first sight
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TypeVar
@@ -108,12 +108,13 @@ class ChatPoller:
             state.phase = ChatPhase.NEEDS_RESOLUTION  # the cursor exists now: read it, never bootstrap over it
 
     async def cycle(self) -> None:
-        """Read every chat worth reading, then decide what this replica's targets can take across all
-        of them at once, then claim and deliver per chat.
+        """Read every chat worth reading and claim what this replica's targets can take.
 
-        The decision is made over the whole cycle because targets have capacity: a sponsor wait takes
-        one message, so with two sponsor messages in two chats it must be offered only the older one;
-        deciding chat by chat would claim both and record the second as delivered to nobody.
+        A chat whose messages only a sponsor wait would take is claimed after every chat has been
+        read, in one decision over all of them: a wait takes one message, so with sponsor messages
+        in two chats it must be offered only the older one; deciding chat by chat would claim both
+        and record the second as delivered to nobody. Every other chat is claimed as soon as it is
+        read, so a slow chat delays no push host's messages.
         """
         if not self.hub.can_take(Source.CHAT):
             return
@@ -132,10 +133,10 @@ class ChatPoller:
                                  self._resolve_one)
                 chats = self._worth_polling(chats, previews)
             span.set_attribute("entrabot.chats", len(chats))
-            reads = [r for r in await self._each(chats, self._read_chat) if r is not None]
-            offered = [message for read in reads for message in read.inbound.values()]
-            takeable = frozenset(m.message_id for m in self.hub.claimable(offered))
-            await self._each(reads, lambda read: self._claim_chat(read, takeable))
+            deferred = [r for r in await self._each(chats, self._poll_chat) if r is not None]
+            if deferred:
+                takeable = self._takeable(m for read in deferred for m in read.inbound.values())
+                await self._each(deferred, lambda read: self._claim_chat(read, takeable))
 
     async def _each(self, items: Sequence[T], work: Callable[[T], Awaitable[R]]) -> list[R]:
         """``work`` over every item, at most ``concurrency`` at a time; results in the items' order."""
@@ -193,6 +194,20 @@ class ChatPoller:
             elif state.watermark is None or newest > state.watermark:
                 chosen.append(chat_id)
         return chosen
+
+    async def _poll_chat(self, chat_id: str) -> ChatRead | None:
+        """Read the chat and claim from it at once, or return the read when its claim must wait for
+        the cycle's joint decision (``DeliveryHub.needs_allotment``)."""
+        read = await self._read_chat(chat_id)
+        if read is None:
+            return None
+        if self.hub.needs_allotment(read.inbound.values()):
+            return read
+        await self._claim_chat(read, self._takeable(read.inbound.values()))
+        return None
+
+    def _takeable(self, messages: Iterable[InboundMessage]) -> frozenset[str]:
+        return frozenset(m.message_id for m in self.hub.claimable(list(messages)))
 
     async def _read_chat(self, chat_id: str) -> ChatRead | None:
         """What the chat offers for a claim this cycle, or None when it offers nothing (a first sight

@@ -62,6 +62,15 @@ def test_two_waits_take_two_and_a_push_target_takes_the_rest():
     assert [m.message_id for m in waits_only.claimable(batch)] == ["0", "1", "2", "3"]
 
 
+def test_only_messages_a_wait_alone_would_take_need_the_cycles_joint_allotment():
+    hub = DeliveryHub()
+    hub.register(FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True))
+    assert hub.needs_allotment([msg("1"), msg("2", sponsor=True)])
+    assert not hub.needs_allotment([msg("1")])  # nobody here takes it: it is simply not claimable
+    hub.register(FakeTarget("p"))
+    assert not hub.needs_allotment([msg("2", sponsor=True)])  # a push host takes any number
+
+
 def test_dead_targets_do_not_count():
     hub = DeliveryHub()
     hub.register(FakeTarget("p", alive=False))
