@@ -29,8 +29,9 @@ class TargetKind(str, Enum):
     @property
     def capacity(self) -> int | None:
         """How many messages one target of this kind takes (None: any number). A sponsor wait ends
-        with the first message handed to it, so it is offered one."""
-        return 1 if self is TargetKind.SPONSOR_WAIT else None
+        with the first message handed to it, and a permission request with its verdict, so each is
+        offered one."""
+        return None if self is TargetKind.PUSH else 1
 
 
 class DeliveryTarget(Protocol):
