@@ -235,6 +235,21 @@ def run_emulator(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- channel --------------------------------------------------------------------------------------
+
+
+def configure_channel(parser: argparse.ArgumentParser) -> None:
+    from service.bridge.cli_options import add_channel_options
+
+    add_channel_options(parser)
+
+
+def run_channel(args: argparse.Namespace) -> int:
+    from service.bridge.cli_options import run_channel_command
+
+    return run_channel_command(args, ConfigurationError)
+
+
 # --- the command table and the entry point --------------------------------------------------------
 
 COMMANDS: tuple[Command, ...] = (
@@ -255,6 +270,12 @@ COMMANDS: tuple[Command, ...] = (
         "run the Microsoft Graph + Entra emulator (for local runs, compose and tests)",
         configure_emulator,
         run_emulator,
+    ),
+    Command(
+        "channel",
+        "a stdio MCP server for one Claude Code host: the fleet's tools and pushes as a channel",
+        configure_channel,
+        run_channel,
     ),
     Command(
         "migrate",
