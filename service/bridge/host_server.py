@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -75,11 +74,11 @@ class _Outbound(BaseModel):
 
 
 class ChannelBridgeServer(Server[Any]):
-    """The low-level server with the channel capabilities added to every capabilities answer."""
+    """The low-level server with ``claude/channel`` added to every capabilities answer.
 
-    def __init__(self, *args: Any, relay_permissions: Callable[[], bool], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._relay_permissions = relay_permissions
+    The SDK offers no public option for experimental capabilities (TOOLCHAIN); ``get_capabilities`` is
+    the seam ``service.mcp.sdk_adapter.ChannelServer`` uses for /mcp too.
+    """
 
     def get_capabilities(
         self,
@@ -90,8 +89,6 @@ class ChannelBridgeServer(Server[Any]):
         protocol_version: str | None = None,
     ) -> ServerCapabilities:
         experimental: dict[str, dict[str, Any]] = {**(experimental_capabilities or {}), CHANNEL_CAPABILITY: {}}
-        if self._relay_permissions():
-            experimental[PERMISSION_CAPABILITY] = {}
         return super().get_capabilities(
             notification_options, experimental, extensions, protocol_version=protocol_version
         )
@@ -119,7 +116,6 @@ class HostServer:
             instructions=INSTRUCTIONS,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
-            relay_permissions=self.relays_permissions,
         )
         self.server.middleware.append(self._on_initialize)
         self.server.add_notification_handler("notifications/initialized", NotificationParams, self._initialized)
@@ -174,7 +170,13 @@ class HostServer:
             if self._permission_relay:
                 # The capability answer depends on the fleet's tool list: wait (bounded) for it.
                 await self._fleet.wait_for_tools(self._tools_wait_s)
-        return await call_next(ctx)
+        result = await call_next(ctx)
+        if ctx.method == "initialize" and isinstance(result, dict) and self.relays_permissions():
+            # Decided per handshake, not when the server was built: the runner's initialization options
+            # are fixed before the fleet's tool list is known.
+            capabilities = result.setdefault("capabilities", {})
+            capabilities.setdefault("experimental", {})[PERMISSION_CAPABILITY] = {}
+        return result
 
     async def _initialized(self, ctx: ServerRequestContext[Any, Any], params: NotificationParams) -> None:
         log.info("host ready", extra={"permission_relay": self.relays_permissions()})
