@@ -48,6 +48,8 @@ def run_channel_command(args: argparse.Namespace, config_error: type[Exception])
         raise config_error(str(exc)) from exc
     if args.request_timeout <= 0:
         raise config_error("--request-timeout must be positive")
-    config = dataclasses.replace(config, request_timeout_s=args.request_timeout)
+    config = dataclasses.replace(
+        config, request_timeout_s=args.request_timeout, call_wait_s=min(config.call_wait_s, args.request_timeout)
+    )
     start_logging(args.log_level)
     return asyncio.run(run_bridge(config))

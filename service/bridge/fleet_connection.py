@@ -20,7 +20,7 @@ import httpx2
 from mcp.client import Client
 from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, Implementation, TextContent, Tool
+from mcp_types import PARSE_ERROR, REQUEST_TIMEOUT, CallToolResult, Implementation, TextContent, Tool
 from pydantic import BaseModel, ConfigDict
 
 from service import __version__
@@ -278,7 +278,13 @@ def _describe(exc: BaseException) -> str:
         inner = exc.exceptions[0] if exc.exceptions else exc
         return _describe(inner)
     if isinstance(exc, MCPError):
-        return f"the fleet refused the session: {exc.error.message}"
+        if exc.error.code == REQUEST_TIMEOUT:
+            return "the fleet did not answer in time"
+        if exc.error.code == PARSE_ERROR or exc.error.message.startswith("Failed to parse"):
+            # The SDK's message quotes the body; the body stays out of the log.
+            return "the fleet answered something that is not MCP (unparseable JSON-RPC)"
+        first_line = exc.error.message.splitlines()[0] if exc.error.message else ""
+        return f"the fleet refused the session: {first_line[:160]}"
     if isinstance(exc, httpx2.TimeoutException | TimeoutError):
         return "the fleet did not answer in time"
     if isinstance(exc, httpx2.ConnectError):

@@ -29,7 +29,8 @@ async def run_bridge(config: BridgeConfig) -> int:
         await host.offer(notification)
 
     fleet = FleetConnection(config, tokens, offer)
-    host = HostServer(fleet, permission_relay=config.permission_relay, dedupe_window=config.dedupe_window)
+    host = HostServer(fleet, permission_relay=config.permission_relay, dedupe_window=config.dedupe_window,
+                      tools_wait_s=config.call_wait_s)
     log = logging.getLogger(__name__)
     log.info("channel bridge starting", extra={"push": config.push, "permission_relay": config.permission_relay})
     try:
