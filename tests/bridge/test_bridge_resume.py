@@ -1,0 +1,44 @@
+"""A dropped push stream is resumed with Last-Event-ID on the same session; nothing is emitted twice."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from service.delivery.hub import DispatchOutcome
+from tests.bridge.bridge_host import bridge_host
+from tests.bridge.tcp_balancer import tcp_balancer
+from tests.mcp.server_fixture import LiveMcp, chat_message, eventually
+
+
+def _log(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+async def test_dropped_stream_resumes_the_same_session_without_duplicates(live: LiveMcp, tmp_path: Path) -> None:
+    log = tmp_path / "bridge.log"
+    upstream = urlsplit(live.url)
+    async with tcp_balancer([(upstream.hostname or "127.0.0.1", upstream.port or 80)]) as balancer:
+        async with bridge_host(balancer.url(), log) as (client, received):
+            await eventually(live.push_targets, "the bridge's push stream")
+            first = [chat_message(f"before-{i}") for i in range(3)]
+            assert all(d.outcome is DispatchOutcome.DELIVERED for d in await live.hub.dispatch(first))
+            await eventually(lambda: len(received.channel) == 3, "the first pushes")
+
+            for cut in range(2):
+                balancer.cut()
+                await eventually(lambda: sum(1 for e in _log(log) if e.get("resumed") is True) > cut,
+                                 "the push stream resumed with Last-Event-ID")
+            await eventually(live.push_targets, "the resumed push stream")
+            after = [chat_message(f"after-{i}") for i in range(3)]
+            delivered = [m for m, d in zip(after, await live.hub.dispatch(after), strict=True)
+                         if d.outcome is DispatchOutcome.DELIVERED]
+            await eventually(lambda: len(received.channel) == 3 + len(delivered), "the pushes after the drops")
+
+            ids = received.message_ids()
+            assert len(ids) == len(set(ids)), f"emitted twice: {ids}"
+            assert ids[:3] == [m.message_id for m in first]
+            # One session throughout: the drops were resumed, never re-initialized.
+            assert [e for e in _log(log) if e.get("message") == "fleet session opened"][-1]["sessions_opened"] == 1
+            assert len(live.mcp.sessions.sessions()) == 1
