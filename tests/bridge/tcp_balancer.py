@@ -1,8 +1,8 @@
 """A loopback TCP balancer in front of replicas, as a Service or an ingress would be, with a cut switch.
 
-Each new connection goes to the first upstream, in preference order, that accepts it: while the
-preferred replica lives every connection lands there (what hashing the affinity header gives), and
-when it dies new connections land on the next. ``cut()`` drops every open connection without touching
+Each new connection goes first to the upstream the last one went to, then to the others in order:
+while a replica lives every connection lands on it (what hashing the affinity header gives one
+host), and when it dies new connections land on the next. ``cut()`` drops every open connection without touching
 the replicas, which is a dropped stream as the bridge sees it. Hand-written: a few lines of asyncio,
 where no TCP proxy library here offers the cut.
 """
@@ -35,12 +35,16 @@ class TcpBalancer:
                     writer.transport.abort()
         self.connections.clear()
 
+    last: tuple[str, int] | None = None
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        for host, port in self.upstreams:
+        order = sorted(self.upstreams, key=lambda upstream: upstream != self.last)
+        for host, port in order:
             try:
                 up_reader, up_writer = await asyncio.open_connection(host, port)
             except OSError:
                 continue
+            self.last = (host, port)
             self.routed[port] = self.routed.get(port, 0) + 1
             pair = (writer, up_writer)
             self.connections.append(pair)
