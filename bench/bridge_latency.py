@@ -159,19 +159,22 @@ async def measure(samples: int, interval_s: float, idle_s: float, workdir: Path)
     direct_summary, bridge_summary = summarize(direct_ms), summarize(bridge_ms)
     assert direct_summary.p50 is not None and bridge_summary.p50 is not None
     assert direct_summary.p99 is not None and bridge_summary.p99 is not None
-    added_p99 = bridge_summary.p99 - direct_summary.p99
+    per_sample = summarize([b - d for b, d in zip(bridge_ms, direct_ms, strict=True)])
+    assert per_sample.p99 is not None
     return {
         "direct_ms": direct_summary.as_dict(2),
         "bridge_ms": bridge_summary.as_dict(2),
-        "added_ms": {"p50": round(bridge_summary.p50 - direct_summary.p50, 2), "p99": round(added_p99, 2)},
-        "added_per_sample_ms": summarize([b - d for b, d in zip(bridge_ms, direct_ms, strict=True)]).as_dict(2),
+        "added_ms": {"p50": round(bridge_summary.p50 - direct_summary.p50, 2),
+                     "p99": round(bridge_summary.p99 - direct_summary.p99, 2)},
+        "added_per_sample_ms": per_sample.as_dict(2),
         "idle": {
             "seconds": round(after.at - before.at, 1),
             "cpu_share_of_one_core": round((after.cpu_s - before.cpu_s) / max(after.at - before.at, 1e-9), 4),
             "rss_mib": round(after.rss_bytes / 2**20, 1),
         },
         "target_added_p99_ms": TARGET_ADDED_P99_MS,
-        "meets_target": added_p99 <= TARGET_ADDED_P99_MS,
+        # Judged on the per-sample difference, the stricter of the two readings.
+        "meets_target": per_sample.p99 <= TARGET_ADDED_P99_MS,
     }
 
 
@@ -186,15 +189,18 @@ async def run(session: BenchSession) -> dict[str, Any]:
 
 def markdown(result: dict[str, Any]) -> str:
     d, b, a, idle = result["direct_ms"], result["bridge_ms"], result["added_ms"], result["idle"]
+    s = result["added_per_sample_ms"]
     table = markdown_table(
         ["path", "samples", "p50 ms", "p99 ms", "max ms"],
         [["direct streamable-HTTP host", d["count"], d["p50"], d["p99"], d["max"]],
          ["through the stdio bridge", b["count"], b["p50"], b["p99"], b["max"]],
-         ["added by the bridge", "", a["p50"], a["p99"], ""]],
+         ["added: bridge percentile − direct percentile", "", a["p50"], a["p99"], ""],
+         ["added: per sample (bridge − direct, same message)", s["count"], s["p50"], s["p99"], s["max"]]],
     )
     verdict = "meets" if result["meets_target"] else "MISSES"
     return (f"## Channel bridge: added push latency and idle cost\n\n{table}\n\n"
-            f"Added at p99: {a['p99']} ms ({verdict} the {result['target_added_p99_ms']:.0f} ms target). "
+            f"Added at p99, per sample: {s['p99']} ms ({verdict} the {result['target_added_p99_ms']:.0f} ms target; "
+            f"difference of the p99s: {a['p99']} ms). "
             f"Idle for {idle['seconds']} s holding its session: {idle['cpu_share_of_one_core'] * 100:.2f} % of one core, "
             f"{idle['rss_mib']} MiB RSS.\n\n{machine_line(result)}\n")
 

@@ -79,6 +79,10 @@ def build_token_provider(source: CredentialSource) -> TokenProvider:
     return EntraToken(DefaultAzureCredential(exclude_interactive_browser_credential=True), source.scope)
 
 
+class TokenUnavailable(httpx2.RequestError):
+    """No token could be acquired; raised as a request error so it fails the request like a network fault."""
+
+
 class BearerAuth(httpx2.Auth):
     """httpx's auth hook: the current token goes on each request as it is sent, never stored elsewhere."""
 
@@ -86,5 +90,14 @@ class BearerAuth(httpx2.Auth):
         self._tokens = tokens
 
     async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        request.headers["Authorization"] = f"Bearer {await self._tokens.token()}"
+        try:
+            token = await self._tokens.token()
+        except Exception as exc:  # noqa: BLE001 - azure-identity raises several types; all mean "no token"
+            first_line = (str(exc).splitlines() or [""])[0][:200]
+            raise TokenUnavailable(
+                f"no Entra token for the fleet ({type(exc).__name__}: {first_line}); "
+                "run az login, or configure a workload or managed identity",
+                request=request,
+            ) from None
+        request.headers["Authorization"] = f"Bearer {token}"
         yield request

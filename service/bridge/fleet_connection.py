@@ -24,7 +24,7 @@ from mcp_types import PARSE_ERROR, REQUEST_TIMEOUT, CallToolResult, Implementati
 from pydantic import BaseModel, ConfigDict
 
 from service import __version__
-from service.bridge.auth import BearerAuth, TokenProvider
+from service.bridge.auth import BearerAuth, TokenProvider, TokenUnavailable
 from service.bridge.config import AFFINITY_HEADER, BridgeConfig
 from service.bridge.sdk_adapter import ResumingStreamTransport, resuming_http_client
 
@@ -285,6 +285,8 @@ def _describe(exc: BaseException) -> str:
             return "the fleet answered something that is not MCP (unparseable JSON-RPC)"
         first_line = exc.error.message.splitlines()[0] if exc.error.message else ""
         return f"the fleet refused the session: {first_line[:160]}"
+    if isinstance(exc, TokenUnavailable):
+        return str(exc)
     if isinstance(exc, httpx2.TimeoutException | TimeoutError):
         return "the fleet did not answer in time"
     if isinstance(exc, httpx2.ConnectError):

@@ -17,7 +17,6 @@ import logging
 from typing import Any
 
 import anyio
-from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.runner import serve_loop
 from mcp.server.session import ServerSession
@@ -27,7 +26,6 @@ from mcp_types import (
     ListToolsResult,
     NotificationParams,
     PaginatedRequestParams,
-    ServerCapabilities,
 )
 from pydantic import BaseModel, ConfigDict
 
@@ -41,11 +39,11 @@ from service.bridge.fleet_connection import (
     FleetConnection,
     FleetNotification,
 )
+from service.mcp.sdk_adapter import ChannelServer
 
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "entrabot-fleet-channel"
-CHANNEL_CAPABILITY = "claude/channel"
 PERMISSION_CAPABILITY = "claude/channel/permission"
 PERMISSION_REQUEST_METHOD = "notifications/claude/channel/permission_request"
 OUTBOX_LIMIT = 10_000  # pushes held while the host has not finished its handshake
@@ -73,27 +71,6 @@ class _Outbound(BaseModel):
     params: dict[str, Any]
 
 
-class ChannelBridgeServer(Server[Any]):
-    """The low-level server with ``claude/channel`` added to every capabilities answer.
-
-    The SDK offers no public option for experimental capabilities (TOOLCHAIN); ``get_capabilities`` is
-    the seam ``service.mcp.sdk_adapter.ChannelServer`` uses for /mcp too.
-    """
-
-    def get_capabilities(
-        self,
-        notification_options: Any = None,
-        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
-        extensions: dict[str, dict[str, Any]] | None = None,
-        *,
-        protocol_version: str | None = None,
-    ) -> ServerCapabilities:
-        experimental: dict[str, dict[str, Any]] = {**(experimental_capabilities or {}), CHANNEL_CAPABILITY: {}}
-        return super().get_capabilities(
-            notification_options, experimental, extensions, protocol_version=protocol_version
-        )
-
-
 class HostServer:
     """Serves one host over a stream pair; ``offer`` queues fleet notifications for it."""
 
@@ -110,7 +87,8 @@ class HostServer:
         self.emitted = 0
         self.duplicates_dropped = 0
         self._relaying: set[asyncio.Task[None]] = set()
-        self.server = ChannelBridgeServer(
+        # The same server class as /mcp: it declares claude/channel in every capabilities answer.
+        self.server = ChannelServer(
             SERVER_NAME,
             version=__version__,
             instructions=INSTRUCTIONS,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from fastapi import FastAPI
 from pydantic import BaseModel
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.delivery.hub import DeliveryHub
 from service.devstack.uvicorn_runner import serve_app
@@ -30,9 +31,23 @@ class PermissionAck(BaseModel):
 
 @dataclass
 class PermissionDesk:
-    """What the fleet's ``request_permission`` tool was asked, in order."""
+    """What the fleet's ``request_permission`` tool was asked, in order, and every request's headers."""
 
     requests: list[PermissionInput] = field(default_factory=list)
+    http_requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (method, headers)
+
+
+class _RecordHeaders:
+    """ASGI wrapper noting each HTTP request's method and headers before the app sees it."""
+
+    def __init__(self, app: ASGIApp, seen: list[tuple[str, dict[str, str]]]) -> None:
+        self.app = app
+        self.seen = seen
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            self.seen.append((scope["method"], {k.decode(): v.decode() for k, v in scope["headers"]}))
+        await self.app(scope, receive, send)
 
 
 @asynccontextmanager
@@ -56,5 +71,6 @@ async def fleet_server(*, with_permission_tool: bool) -> AsyncIterator[tuple[Liv
         async with mcp.lifespan():
             yield
 
-    async with serve_app(FastAPI(routes=mcp.routes(), lifespan=lifespan)) as server:
+    app = _RecordHeaders(FastAPI(routes=mcp.routes(), lifespan=lifespan), desk.http_requests)
+    async with serve_app(app) as server:
         yield LiveMcp(server.base_url, mcp, hub, metrics), desk

@@ -9,7 +9,9 @@ import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
-from service.bridge.host_server import CHANNEL_CAPABILITY, PERMISSION_CAPABILITY
+from service.bridge.config import AFFINITY_HEADER
+from service.bridge.host_server import PERMISSION_CAPABILITY
+from service.mcp.sdk_adapter import CHANNEL_CAPABILITY
 from service.delivery.hub import DispatchOutcome
 from service.mcp.push_target import PushTarget
 from tests.bridge.bridge_host import bridge_host
@@ -92,3 +94,40 @@ async def test_permission_request_goes_to_the_fleet_and_verdicts_come_back_once_
             await live.hub.dispatch([chat_message("after-verdicts")])
             await eventually(lambda: received.channel, "the push after the verdicts")
             assert received.verdicts == [verdicts[0], verdicts[2]]
+
+
+async def test_every_request_to_the_fleet_carries_the_affinity_key_and_the_token(tmp_path: Path) -> None:
+    async with fleet_server(with_permission_tool=False) as (live, desk):
+        args = ("--push", "--affinity-key", "host-7")
+        async with bridge_host(live.url, tmp_path / "bridge.log", args=args, token="t0ken") as (client, _):
+            await client.call_tool("echo", {"text": "x"})
+            await _bridge_target(live)
+        requests = list(desk.http_requests)
+    assert {"POST", "GET"} <= {method for method, _ in requests}
+    first_method, first_headers = requests[0]
+    assert first_method == "POST" and "mcp-session-id" not in first_headers  # the initialize
+    for _, headers in requests:
+        assert headers.get(AFFINITY_HEADER.lower()) == "host-7"
+        assert headers.get("authorization") == "Bearer t0ken"
+
+
+async def test_a_push_already_emitted_is_not_emitted_again(live: LiveMcp, tmp_path: Path) -> None:
+    async with bridge_host(live.url, tmp_path / "bridge.log") as (_, received):
+        await _bridge_target(live)
+        for message_id in ("same", "same", "other"):  # the fleet re-delivering, as after a failover
+            [outcome] = await live.hub.dispatch([chat_message(message_id)])
+            assert outcome.outcome is DispatchOutcome.DELIVERED
+        await eventually(lambda: "other" in received.message_ids(), "the last push")
+        assert received.message_ids() == ["same", "other"]
+
+
+async def test_without_an_entra_token_the_bridge_says_so_and_still_serves(live: LiveMcp, tmp_path: Path) -> None:
+    # No az login, workload or managed identity here: azure-identity finds no credential.
+    log = tmp_path / "bridge.log"
+    env = {"AZURE_CONFIG_DIR": str(tmp_path / "no-az"), "ENTRABOT_BRIDGE_TOKEN": ""}
+    args = ("--push", "--entra-audience", "api://entrabot-fleet", "--request-timeout", "5")
+    async with bridge_host(live.url, log, args=args, env=env) as (client, _):
+        result = await client.call_tool("echo", {"text": "x"})
+        assert result.is_error
+        await eventually(lambda: "no Entra token for the fleet" in log.read_text(), "the reason on stderr", timeout_s=30)
+    assert live.mcp.sessions.sessions() == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.bridge.host_server import CHANNEL_CAPABILITY
+from service.mcp.sdk_adapter import CHANNEL_CAPABILITY
 from service.delivery.hub import DispatchOutcome
 from tests.bridge.bridge_host import bridge_host
 from tests.mcp.server_fixture import LiveMcp, chat_message, eventually

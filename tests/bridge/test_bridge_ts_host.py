@@ -9,7 +9,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from service.bridge.host_server import CHANNEL_CAPABILITY, SERVER_NAME
+from service.bridge.host_server import SERVER_NAME
+from service.mcp.sdk_adapter import CHANNEL_CAPABILITY
 from service.delivery.hub import DispatchOutcome
 from tests.bridge.bridge_host import REPO_ROOT
 from tests.mcp.server_fixture import WAIT_BOUND_S, LiveMcp, chat_message, eventually
