@@ -3,7 +3,9 @@
 Each new connection goes first to the upstream the last one went to, then to the others in order:
 while a replica lives every connection lands on it (what hashing the affinity header gives one
 host), and when it dies new connections land on the next. ``cut()`` drops every open connection without touching
-the replicas, which is a dropped stream as the bridge sees it. Hand-written: a few lines of asyncio,
+the replicas, which is a dropped stream as the bridge sees it; ``swallow_replies()`` first makes
+what the replicas send vanish on the way (as on a connection dying silently), so a push the replica
+counts as sent never reaches the bridge except by replay. Hand-written: a few lines of asyncio,
 where no TCP proxy library here offers the cut.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -34,8 +36,13 @@ class TcpBalancer:
                 with contextlib.suppress(Exception):
                     writer.transport.abort()
         self.connections.clear()
+        self.swallowing = False
 
     last: tuple[str, int] | None = None
+    swallowing: bool = False
+
+    def swallow_replies(self) -> None:
+        self.swallowing = True
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         order = sorted(self.upstreams, key=lambda upstream: upstream != self.last)
@@ -48,16 +55,20 @@ class TcpBalancer:
             self.routed[port] = self.routed.get(port, 0) + 1
             pair = (writer, up_writer)
             self.connections.append(pair)
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer, lambda: self.swallowing))
             with contextlib.suppress(ValueError):
                 self.connections.remove(pair)
             return
         writer.transport.abort()  # no upstream: the client sees a reset, as behind a Service with no endpoint
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _pipe(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, swallow: Callable[[], bool] = lambda: False
+) -> None:
     try:
         while chunk := await reader.read(_CHUNK):
+            if swallow():
+                continue
             writer.write(chunk)
             await writer.drain()
     except (ConnectionError, asyncio.CancelledError, OSError):

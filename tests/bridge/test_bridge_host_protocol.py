@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 from pydantic import BaseModel
 
 from service.bridge.config import AFFINITY_HEADER
@@ -14,9 +22,9 @@ from service.bridge.host_server import PERMISSION_CAPABILITY
 from service.mcp.sdk_adapter import CHANNEL_CAPABILITY
 from service.delivery.hub import DispatchOutcome
 from service.mcp.push_target import PushTarget
-from tests.bridge.bridge_host import bridge_host
+from tests.bridge.bridge_host import bridge_host, bridge_parameters
 from tests.bridge.relay_fleet import fleet_server
-from tests.mcp.server_fixture import LiveMcp, chat_message, eventually
+from tests.mcp.server_fixture import WAIT_BOUND_S, LiveMcp, chat_message, eventually
 
 NEWEST_HANDSHAKE = HANDSHAKE_PROTOCOL_VERSIONS[-1]
 
@@ -131,3 +139,45 @@ async def test_without_an_entra_token_the_bridge_says_so_and_still_serves(live: 
         assert result.is_error
         await eventually(lambda: "no Entra token for the fleet" in log.read_text(), "the reason on stderr", timeout_s=30)
     assert live.mcp.sessions.sessions() == []
+
+
+async def _exchange(process: asyncio.subprocess.Process, message: dict[str, Any]) -> dict[str, Any]:
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write((json.dumps(message) + "\n").encode())
+    await process.stdin.drain()
+    while True:
+        line = await asyncio.wait_for(process.stdout.readline(), WAIT_BOUND_S)
+        assert line, "the bridge closed its stdout"
+        reply: dict[str, Any] = json.loads(line)
+        if reply.get("id") == message["id"]:
+            return reply
+
+
+async def test_a_2026_probe_is_refused_naming_the_handshake_versions_then_initialize_succeeds(
+    live: LiveMcp, tmp_path: Path
+) -> None:
+    parameters = bridge_parameters(live.url, token="bridge-test-token")
+    with open(tmp_path / "bridge.log", "wb") as errlog:
+        process = await asyncio.create_subprocess_exec(
+            parameters.command, *parameters.args, env=parameters.env, cwd=parameters.cwd,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errlog,
+        )
+        try:
+            envelope = {PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION,
+                        CLIENT_INFO_META_KEY: {"name": "claude-code", "version": "raw"},
+                        CLIENT_CAPABILITIES_META_KEY: {}}
+            probe = await _exchange(process, {"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+                                              "params": {"_meta": envelope}})
+            assert probe["error"]["code"] == UNSUPPORTED_PROTOCOL_VERSION
+            assert probe["error"]["data"] == {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS),
+                                              "requested": LATEST_MODERN_VERSION}
+            initialized = await _exchange(process, {
+                "jsonrpc": "2.0", "id": 2, "method": "initialize",
+                "params": {"protocolVersion": LATEST_MODERN_VERSION, "capabilities": {},
+                           "clientInfo": {"name": "claude-code", "version": "raw"}}})
+            assert initialized["result"]["protocolVersion"] == NEWEST_HANDSHAKE
+            assert CHANNEL_CAPABILITY in initialized["result"]["capabilities"]["experimental"]
+        finally:
+            assert process.stdin is not None
+            process.stdin.close()
+            await asyncio.wait_for(process.wait(), WAIT_BOUND_S)

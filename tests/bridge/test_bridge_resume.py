@@ -42,3 +42,23 @@ async def test_dropped_stream_resumes_the_same_session_without_duplicates(live: 
             # One session throughout: the drops were resumed, never re-initialized.
             assert [e for e in _log(log) if e.get("message") == "fleet session opened"][-1]["sessions_opened"] == 1
             assert len(live.mcp.sessions.sessions()) == 1
+
+
+async def test_a_push_lost_on_a_dying_stream_is_replayed_by_last_event_id(live: LiveMcp, tmp_path: Path) -> None:
+    log = tmp_path / "bridge.log"
+    upstream = urlsplit(live.url)
+    async with tcp_balancer([(upstream.hostname or "127.0.0.1", upstream.port or 80)]) as balancer:
+        async with bridge_host(balancer.url(), log) as (_, received):
+            await eventually(live.push_targets, "the bridge's push stream")
+            [first] = await live.hub.dispatch([chat_message("seen")])
+            assert first.outcome is DispatchOutcome.DELIVERED
+            await eventually(lambda: received.message_ids() == ["seen"], "the first push")
+
+            balancer.swallow_replies()
+            [lost] = await live.hub.dispatch([chat_message("swallowed")])
+            assert lost.outcome is DispatchOutcome.DELIVERED  # the replica wrote it into the stream
+            balancer.cut()
+
+            await eventually(lambda: received.message_ids() == ["seen", "swallowed"], "the replayed push")
+            assert any(e.get("resumed") is True for e in _log(log))
+            assert len(live.mcp.sessions.sessions()) == 1
