@@ -85,10 +85,12 @@ class FleetConnection:
         config: BridgeConfig,
         tokens: TokenProvider,
         on_notification: Callable[[FleetNotification], Awaitable[None]],
+        on_tools_changed: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.config = config
         self._tokens = tokens
         self._on_notification = on_notification
+        self._on_tools_changed = on_tools_changed
         self._client: Client | None = None
         self._connected = asyncio.Event()
         self._tools_known = asyncio.Event()
@@ -175,7 +177,7 @@ class FleetConnection:
             cache=None,
         )
         async with client:
-            self.tools = await _all_tools(client)
+            await self._set_tools(await _all_tools(client))
             self._client = client
             self.sessions_opened += 1
             self._tools_known.set()
@@ -210,11 +212,18 @@ class FleetConnection:
             if stop.is_set() or gone.is_set():
                 return
             try:
-                self.tools = await _all_tools(client)
+                await self._set_tools(await _all_tools(client))
             except MCPError as exc:
                 self._note(f"tools/list refused: {exc.error.message}")
             except Exception as exc:  # noqa: BLE001 - the stream's own retries decide; this only reports
                 self._note(_describe(exc))
+
+    async def _set_tools(self, tools: list[Tool]) -> None:
+        """Keep the fleet's list; tell the host when it changed (a new replica version, a first session)."""
+        changed = [t.model_dump() for t in tools] != [t.model_dump() for t in self.tools]
+        self.tools = tools
+        if changed and self._on_tools_changed is not None:
+            await self._on_tools_changed()
 
     # --- plumbing ---
 

@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 import anyio
+from mcp.server import NotificationOptions
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.runner import serve_loop
 from mcp.server.session import ServerSession
@@ -120,6 +121,11 @@ class HostServer:
         except asyncio.QueueFull:
             log.error("host not reading: push dropped", extra={"message_id": key[-1] if key else None})
 
+    async def tools_changed(self) -> None:
+        """Tell the host to list the tools again; before its handshake ends it has not listed them yet."""
+        if self._host is not None and self._host_ready.is_set():
+            await self._host.send_tool_list_changed()
+
     async def _emit(self) -> None:
         await self._host_ready.wait()
         while True:
@@ -138,8 +144,8 @@ class HostServer:
         async with anyio.create_task_group() as group:
             group.start_soon(guard_handshake_era, host_in, to_server, host_out)
             group.start_soon(self._emit)
-            await serve_loop(self.server, from_guard, host_out, lifespan_state={},
-                             init_options=self.server.create_initialization_options())
+            options = self.server.create_initialization_options(NotificationOptions(tools_changed=True))
+            await serve_loop(self.server, from_guard, host_out, lifespan_state={}, init_options=options)
             group.cancel_scope.cancel()
 
     async def _on_initialize(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:

@@ -28,7 +28,11 @@ async def run_bridge(config: BridgeConfig) -> int:
         assert host is not None
         await host.offer(notification)
 
-    fleet = FleetConnection(config, tokens, offer)
+    async def tools_changed() -> None:
+        assert host is not None
+        await host.tools_changed()
+
+    fleet = FleetConnection(config, tokens, offer, tools_changed)
     host = HostServer(fleet, permission_relay=config.permission_relay, dedupe_window=config.dedupe_window,
                       tools_wait_s=config.call_wait_s)
     log = logging.getLogger(__name__)

@@ -78,6 +78,7 @@ async def bridge_host(
     args: Sequence[str] = ("--push",),
     mode: str = "legacy",
     env: dict[str, str] | None = None,
+    message_handler: Any = None,
 ) -> AsyncIterator[tuple[Client, Received]]:
     """A connected host; the bridge's stderr lands in ``stderr_path``."""
     received = Received()
@@ -89,6 +90,7 @@ async def bridge_host(
             client_info=Implementation(name="claude-code", version="test"),
             read_timeout_seconds=60,
             cache=None,
+            message_handler=message_handler,
         )
         async with client:
             yield client, received

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
+
+from mcp_types import ToolListChangedNotification
 
 from service.delivery.hub import DispatchOutcome
 from tests.bridge.bridge_host import bridge_host
@@ -62,3 +65,22 @@ async def test_a_push_lost_on_a_dying_stream_is_replayed_by_last_event_id(live: 
             await eventually(lambda: received.message_ids() == ["seen", "swallowed"], "the replayed push")
             assert any(e.get("resumed") is True for e in _log(log))
             assert len(live.mcp.sessions.sessions()) == 1
+
+
+async def test_the_host_is_told_to_relist_tools_when_the_fleet_becomes_reachable(live: LiveMcp, tmp_path: Path) -> None:
+    changes: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, ToolListChangedNotification):
+            changes.append(message.method)
+
+    upstream = urlsplit(live.url)
+    async with tcp_balancer([]) as balancer:  # nothing behind it yet: every connection is reset
+        args = ("--push", "--request-timeout", "2")
+        async with bridge_host(balancer.url(), tmp_path / "bridge.log", args=args, message_handler=on_message) as (
+            client, _,
+        ):
+            assert (await client.list_tools()).tools == []
+            balancer.upstreams = [(upstream.hostname or "127.0.0.1", upstream.port or 80)]
+            await eventually(lambda: changes, "notifications/tools/list_changed on the host", timeout_s=30)
+            assert sorted(t.name for t in (await client.list_tools()).tools) == ["echo", "wait_for_sponsor"]
