@@ -179,8 +179,8 @@ async def measure(samples: int, interval_s: float, idle_s: float, workdir: Path)
 
 
 async def run(session: BenchSession) -> dict[str, Any]:
-    quick = session.profile.name != "full"
-    parameters = {"samples": 60 if quick else 400, "interval_s": 0.02, "idle_s": 10.0 if quick else 30.0}
+    samples, idle_s = {"full": (400, 30.0), "quick": (60, 10.0)}.get(session.profile.name, (20, 3.0))
+    parameters = {"samples": samples, "interval_s": 0.02, "idle_s": idle_s}
     started = load_average()
     measured = await measure(parameters["samples"], parameters["interval_s"], parameters["idle_s"],  # type: ignore[arg-type]
                              session.scratch(NAME))
