@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import httpx2
@@ -77,20 +77,23 @@ class _Relay(ClientExtension):
         return handle
 
 
-class FleetConnection:
-    """Holds one fleet session at a time until ``run``'s stop event is set."""
+class FleetListener(Protocol):
+    """Who hears from the fleet: the host side (``HostServer``)."""
 
-    def __init__(
-        self,
-        config: BridgeConfig,
-        tokens: TokenProvider,
-        on_notification: Callable[[FleetNotification], Awaitable[None]],
-        on_tools_changed: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
+    async def offer(self, notification: FleetNotification) -> None: ...
+    async def tools_changed(self) -> None: ...
+
+
+class FleetConnection:
+    """Holds one fleet session at a time until ``run``'s stop event is set.
+
+    ``listener`` is set once the host side exists (it needs this connection to be built first).
+    """
+
+    def __init__(self, config: BridgeConfig, tokens: TokenProvider) -> None:
         self.config = config
         self._tokens = tokens
-        self._on_notification = on_notification
-        self._on_tools_changed = on_tools_changed
+        self.listener: FleetListener | None = None
         self._client: Client | None = None
         self._connected = asyncio.Event()
         self._tools_known = asyncio.Event()
@@ -169,7 +172,7 @@ class FleetConnection:
         client = Client(
             resuming_http_client(transport, http),
             mode="legacy",
-            extensions=[_Relay(self._on_notification)],
+            extensions=[_Relay(self._notified)],
             client_info=Implementation(
                 name=PUSH_CLIENT_NAME if self.config.push else TOOLS_CLIENT_NAME, version=__version__
             ),
@@ -222,8 +225,12 @@ class FleetConnection:
         """Keep the fleet's list; tell the host when it changed (a new replica version, a first session)."""
         changed = [t.model_dump() for t in tools] != [t.model_dump() for t in self.tools]
         self.tools = tools
-        if changed and self._on_tools_changed is not None:
-            await self._on_tools_changed()
+        if changed and self.listener is not None:
+            await self.listener.tools_changed()
+
+    async def _notified(self, notification: FleetNotification) -> None:
+        if self.listener is not None:
+            await self.listener.offer(notification)
 
     # --- plumbing ---
 

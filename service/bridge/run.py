@@ -22,19 +22,10 @@ async def run_bridge(config: BridgeConfig) -> int:
     """Serve one host on this process's stdin/stdout; returns the exit code when the host hangs up."""
     tokens = build_token_provider(config.credential)
     stop = asyncio.Event()
-    host: HostServer | None = None
-
-    async def offer(notification):  # type: ignore[no-untyped-def]
-        assert host is not None
-        await host.offer(notification)
-
-    async def tools_changed() -> None:
-        assert host is not None
-        await host.tools_changed()
-
-    fleet = FleetConnection(config, tokens, offer, tools_changed)
+    fleet = FleetConnection(config, tokens)
     host = HostServer(fleet, permission_relay=config.permission_relay, dedupe_window=config.dedupe_window,
                       tools_wait_s=config.call_wait_s)
+    fleet.listener = host
     log = logging.getLogger(__name__)
     log.info("channel bridge starting", extra={"push": config.push, "permission_relay": config.permission_relay})
     try:

@@ -112,3 +112,17 @@ async def test_entra_token_is_reused_until_close_to_expiry_then_refreshed() -> N
     now[0] = 1000 + 3600 - 299
     assert await tokens.token() == "token-2"
     assert credential.scopes == ["api://fleet/.default"] * 2
+
+
+def test_channel_command_without_a_credential_exits_2_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from service.cli import EXIT_CONFIG, main
+
+    for name in (TOKEN_ENV, TOKEN_FILE_ENV, "ENTRABOT_BRIDGE_ENTRA_AUDIENCE"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["channel", "--fleet-url", URL]) == EXIT_CONFIG
+    captured = capsys.readouterr()
+    assert captured.out == ""  # stdout is the protocol's, even for an error
+    [line] = captured.err.strip().splitlines()
+    assert line.startswith("entrabot-fleet: no credential for the fleet") and TOKEN_ENV in line
