@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 import anyio
@@ -198,28 +199,26 @@ class FleetConnection:
         return True
 
     async def _keep(self, client: Client, gone: anyio.Event, stop: asyncio.Event) -> None:
-        """Wait for the end of the session; a periodic tools/list notices a dead replica while no push comes."""
+        """Wait for the end of the session, refreshing the tool list now and then.
+
+        The refresh also reports a replica that stopped answering while no push comes; the session
+        itself ends only on a 404 (the transport's stream retries, or any request, see one) or on stop.
+        """
         while not stop.is_set() and not gone.is_set():
             with anyio.move_on_after(self.config.keepalive_s):
-                async with anyio.create_task_group() as group:
-                    async def until_stop() -> None:
-                        await stop.wait()
-                        group.cancel_scope.cancel()
-
-                    async def until_gone() -> None:
-                        await gone.wait()
-                        group.cancel_scope.cancel()
-
-                    group.start_soon(until_stop)
-                    group.start_soon(until_gone)
+                await _first_of(stop.wait, gone.wait)
             if stop.is_set() or gone.is_set():
                 return
-            try:
-                await self._set_tools(await _all_tools(client))
-            except MCPError as exc:
-                self._note(f"tools/list refused: {exc.error.message}")
-            except Exception as exc:  # noqa: BLE001 - the stream's own retries decide; this only reports
-                self._note(_describe(exc))
+            # A hung replica must not hold the bridge's exit (stop) or a re-initialization (gone).
+            await _first_of(partial(self._refresh_tools, client), stop.wait, gone.wait)
+
+    async def _refresh_tools(self, client: Client) -> None:
+        try:
+            await self._set_tools(await _all_tools(client))
+        except MCPError as exc:
+            self._note(f"tools/list refused: {exc.error.message}")
+        except Exception as exc:  # noqa: BLE001 - the stream's own retries decide; this only reports
+            self._note(_describe(exc))
 
     async def _set_tools(self, tools: list[Tool]) -> None:
         """Keep the fleet's list; tell the host when it changed (a new replica version, a first session)."""
@@ -259,6 +258,18 @@ class FleetConnection:
         if reason != self.last_error:
             log.warning("fleet unavailable", extra={"reason": reason})
         self.last_error = reason
+
+
+async def _first_of(*waits: Callable[[], Awaitable[Any]]) -> None:
+    """Return as soon as one of ``waits`` returns."""
+    async with anyio.create_task_group() as group:
+
+        async def wait_then_stop(wait: Callable[[], Awaitable[Any]]) -> None:
+            await wait()
+            group.cancel_scope.cancel()
+
+        for wait in waits:
+            group.start_soon(wait_then_stop, wait)
 
 
 async def _all_tools(client: Client) -> list[Tool]:
