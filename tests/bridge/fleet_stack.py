@@ -11,10 +11,10 @@ from pathlib import Path
 
 import httpx
 
-from emulator.seed import Seed, build_seed
+from emulator.seed import Seed, ThrottleBudget, build_seed
 from service.devstack.azurite import Azurite
 from service.devstack.fleet import LocalFleet
-from service.devstack.fleet_run import ROOMY_THROTTLE, LedgerReader
+from service.devstack.fleet_run import LedgerReader
 from service.devstack.traffic import HumanTraffic
 from service.storage.blob import BlobBackend
 from tests.bridge.tcp_balancer import TcpBalancer, tcp_balancer
@@ -48,7 +48,9 @@ class BridgeFleet:
 
 @asynccontextmanager
 async def bridge_fleet(azurite: Azurite, workdir: Path, *, replicas: int, chats: int = 3) -> AsyncIterator[BridgeFleet]:
-    seed = build_seed(chats=chats, humans=3, throttle=ROOMY_THROTTLE, random_seed=11)
+    # Failover and delivery, not limits: relaxed, as two replicas polling every second would starve
+    # a chat under the 1 read/s per-chat limit.
+    seed = build_seed(chats=chats, humans=3, throttle=ThrottleBudget.relaxed(), random_seed=11)
     env = {"ENTRABOT_CHAT_POLL_INTERVAL_S": "1.0", "ENTRABOT_CHAT_POLL_JITTER_S": "0.2",
            "ENTRABOT_EMAIL_POLL_INTERVAL_S": "5.0"}
     fleet = LocalFleet(seed, workdir, replicas=replicas, azurite=azurite, extra_env=env)
