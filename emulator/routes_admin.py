@@ -1,6 +1,8 @@
 """The emulator's own controls under /_emulator (a prefix Graph never uses): fault injection, token
-revocation, forced throttling, per-limit throttling statistics, holds, request statistics, the tenant clock, and direct injection of chats,
-messages and mail for tests and traffic generators. Unauthenticated: the emulator is a local dev tool.
+revocation, forced throttling, per-limit throttling statistics, holds, request statistics, the tenant
+clock, and direct injection of chats, messages and mail for tests and traffic generators; edits, soft
+deletes and reactions of messages (each moves the message's lastModifiedDateTime, as in Graph).
+Unauthenticated: the emulator is a local dev tool.
 """
 
 from __future__ import annotations
@@ -65,6 +67,11 @@ class InjectMessage(_Body):
 
 class EditMessage(_Body):
     content: str
+
+
+class ReactToMessage(_Body):
+    user: str  # id or UPN of a chat member
+    reaction_type: str = Field("like", min_length=1)
 
 
 class InjectMail(_Body):
@@ -226,6 +233,14 @@ async def delete_message(chat_id: str, message_id: str, request: Request) -> JSO
     ctx = context_of(request)
     message = ctx.state.delete_message(chat_id, message_id)
     return JSONResponse(shapes.chat_message(message, tenant_id=ctx.seed.tenant_id, include_unknown_enum_members=True))
+
+
+@router.post("/chats/{chat_id}/messages/{message_id}/reactions", status_code=201)
+async def react_to_message(chat_id: str, message_id: str, body: ReactToMessage, request: Request) -> JSONResponse:
+    ctx = context_of(request)
+    message = ctx.state.react_to_message(chat_id, message_id, body.user, body.reaction_type)
+    return JSONResponse(shapes.chat_message(message, tenant_id=ctx.seed.tenant_id, include_unknown_enum_members=True),
+                        status_code=201)
 
 
 @router.post("/mail", status_code=201)

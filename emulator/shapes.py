@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from emulator.seed import SeedUser
-from emulator.state import Address, Chat, ChatMessage, MailMessage, Member
+from emulator.state import Address, Chat, ChatMessage, MailMessage, Member, Reaction
 from emulator.timestamps import outlook_time, teams_time
 
 # chatMessageType members declared after unknownFutureValue in the v1.0 schema.
@@ -72,9 +72,16 @@ def chat_message(m: ChatMessage, *, tenant_id: str, include_unknown_enum_members
         "body": {"contentType": m.content_type, "content": m.content},
         "attachments": [],
         "mentions": [],
-        "reactions": [],
+        "reactions": [_reaction(r, tenant_id) for r in m.reactions],
         "messageHistory": [],
     }
+
+
+def _reaction(r: Reaction, tenant_id: str) -> dict[str, Any]:
+    """A chatMessageReaction (v1.0): who reacted sits under ``user.user``."""
+    return {"reactionType": r.reaction_type, "displayName": None, "reactionContentUrl": None,
+            "createdDateTime": teams_time(r.created),
+            "user": {"application": None, "device": None, "user": _identity(r.user_id, None, tenant_id)}}
 
 
 def message_preview(m: ChatMessage, *, tenant_id: str, include_unknown_enum_members: bool) -> dict[str, Any]:

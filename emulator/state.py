@@ -68,6 +68,13 @@ class Sender:
 
 
 @dataclass(frozen=True)
+class Reaction:
+    reaction_type: str  # "like", "heart", … or a unicode emoji, as Graph's reactionType
+    user_id: str
+    created: datetime
+
+
+@dataclass(frozen=True)
 class ChatMessage:
     id: str  # epoch milliseconds of creation, as Teams issues them
     chat_id: str
@@ -80,6 +87,7 @@ class ChatMessage:
     event_detail: dict[str, Any] | None = None
     last_edited: datetime | None = None
     deleted: datetime | None = None
+    reactions: tuple[Reaction, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -299,13 +307,34 @@ class TenantState:
             return edited
 
     def delete_message(self, chat_id: str, message_id: str) -> ChatMessage:
+        """A soft delete as Graph shows it: still listed, deletedDateTime set, body emptied, and
+        lastModifiedDateTime moved (so it reappears to lastModified filters too)."""
         with self._lock:
             message = self._message(chat_id, message_id)
             now = self._later_than(message.last_modified)
-            deleted = replace(message, content="", last_modified=now, deleted=now)
+            deleted = replace(message, content="", last_modified=now, deleted=now, reactions=())
             self._messages[chat_id][message_id] = deleted
             self._changed(ChatMessageChange("deleted", chat_id, message_id, self._member_ids(chat_id)))
             return deleted
+
+    def react_to_message(self, chat_id: str, message_id: str, user_ref: str, reaction_type: str) -> ChatMessage:
+        """A reaction, which in Graph moves the message's lastModifiedDateTime as an edit does (its
+        createdDateTime never moves). One reaction of a type per user, as Teams allows."""
+        user = self._user(user_ref)
+        with self._lock:
+            message = self._message(chat_id, message_id)
+            chat = self._chats[chat_id]
+            if not chat.has_member(user.id):
+                raise StateError("forbidden", f"User '{user.id}' is not a member of chat '{chat_id}'.")
+            if message.deleted is not None:
+                raise StateError("bad_request", f"Message '{message_id}' was deleted; it cannot be reacted to.")
+            if any(r.user_id == user.id and r.reaction_type == reaction_type for r in message.reactions):
+                return message
+            now = self._later_than(message.last_modified)
+            reacted = replace(message, last_modified=now,
+                              reactions=(*message.reactions, Reaction(reaction_type, user.id, now)))
+            self._messages[chat_id][message_id] = reacted
+            return reacted
 
     def _message(self, chat_id: str, message_id: str) -> ChatMessage:
         message = self._messages.get(chat_id, {}).get(message_id)

@@ -368,6 +368,21 @@ def run_doctor(args: argparse.Namespace) -> int:
     return EXIT_OK if asyncio.run(doctor()) else EXIT_FAILED
 
 
+# --- channel --------------------------------------------------------------------------------------
+
+
+def configure_channel(parser: argparse.ArgumentParser) -> None:
+    from service.bridge.cli_options import add_channel_options
+
+    add_channel_options(parser)
+
+
+def run_channel(args: argparse.Namespace) -> int:
+    from service.bridge.cli_options import run_channel_command
+
+    return run_channel_command(args, ConfigurationError)
+
+
 # --- the command table and the entry point --------------------------------------------------------
 
 COMMANDS: tuple[Command, ...] = (
@@ -400,6 +415,12 @@ COMMANDS: tuple[Command, ...] = (
         "preflight the configured tenant, container and settings: one line per check, non-zero on a failure",
         lambda parser: None,
         run_doctor,
+    ),
+    Command(
+        "channel",
+        "a stdio MCP server for one Claude Code host: the fleet's tools and pushes as a channel",
+        configure_channel,
+        run_channel,
     ),
     Command(
         "migrate",

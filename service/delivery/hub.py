@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
@@ -25,6 +25,13 @@ class TargetKind(str, Enum):
     PUSH = "push"  # an MCP session with an open push stream
     SPONSOR_WAIT = "sponsor_wait"  # a pending wait of a non-push host
     PERMISSION = "permission"  # a pending permission request: takes its sponsor's verdict only
+
+    @property
+    def capacity(self) -> int | None:
+        """How many messages one target of this kind takes (None: any number). A sponsor wait ends
+        with the first message handed to it, and a permission request with its verdict, so each is
+        offered one."""
+        return None if self is TargetKind.PUSH else 1
 
 
 class DeliveryTarget(Protocol):
@@ -113,12 +120,43 @@ class DeliveryHub:
             return False
         return any(t.kind is TargetKind.PUSH or source is Source.CHAT for t in self.live_targets())
 
+    def needs_allotment(self, messages: Iterable[InboundMessage]) -> bool:
+        """Whether some of these messages would be taken only by a target of bounded capacity (a
+        sponsor wait, with no push target that accepts them too). Such messages must go through one
+        ``claimable`` call with everything else of the cycle, so the wait gets the oldest of them;
+        any other message can be claimed at once, chat by chat."""
+        if self._closed:
+            return False
+        live = self.live_targets()
+        for message in messages:
+            takers = [t for t in live if t.accepts(message)]
+            if takers and all(t.kind.capacity is not None for t in takers):
+                return True
+        return False
+
     def claimable(self, messages: Sequence[InboundMessage]) -> list[InboundMessage]:
-        """The messages some live target would take; only these may be claimed."""
+        """The messages the live targets can take, oldest first; only these may be claimed.
+
+        Each target takes at most its capacity, so a replica whose only target is a sponsor wait is
+        offered the oldest message the wait accepts and nothing more; pass every such message of the
+        cycle in one call (see ``needs_allotment``). What is left out stays unclaimed in Graph
+        for a push host or the next wait, here or on another replica; claiming it for a target that
+        cannot take it would record it as delivered with nobody to hand it to.
+        """
         if self._closed:
             return []
         live = self.live_targets()
-        return [m for m in messages if any(t.accepts(m) for t in live)]
+        room: dict[str, int | None] = {t.target_id: t.kind.capacity for t in live}
+        chosen: list[InboundMessage] = []
+        for message in sorted(messages, key=_delivery_order):
+            takers = [t for t in live if room[t.target_id] != 0 and t.accepts(message)]
+            if not takers:
+                continue
+            if all(room[t.target_id] is not None for t in takers):
+                bounded = takers[0].target_id
+                room[bounded] = (room[bounded] or 0) - 1
+            chosen.append(message)
+        return chosen
 
     def has_permission_target_for(self, message: InboundMessage) -> bool:
         return any(t.kind is TargetKind.PERMISSION and t.accepts(message) for t in self.live_targets())
@@ -130,7 +168,7 @@ class DeliveryHub:
         lost only when none is left (it stays readable through the read tools).
         """
         results: list[Dispatch] = []
-        for message in sorted(messages, key=lambda m: (m.created, m.message_id)):
+        for message in sorted(messages, key=_delivery_order):
             results.append(await self._dispatch_one(message))
         return results
 
@@ -178,3 +216,9 @@ class DeliveryHub:
     def _count(self, message: InboundMessage, channel: str, outcome: str) -> None:
         if self.metrics is not None:
             self.metrics.deliveries.labels(channel, message.source.value, outcome).inc()
+
+
+def _delivery_order(message: InboundMessage) -> tuple[object, ...]:
+    # Teams ids are creation milliseconds: numeric order breaks ties of equal timestamps as Teams does.
+    mid = message.message_id
+    return (message.created, 0, int(mid), "") if mid.isascii() and mid.isdigit() else (message.created, 1, 0, mid)

@@ -193,26 +193,38 @@ class GraphClient:
     def list_chat_messages(
         self, chat_id: str, *, since: datetime | None, top: int = MAX_TOP, max_pages: int = 10
     ) -> AsyncGenerator[Page[ChatMessage], None]:
-        """Pages of messages modified after ``since`` (all messages when None), newest first.
+        """Pages of messages modified after ``since`` (all messages when None), most recently
+        modified first.
 
-        The caller stops iterating once it reaches its watermark; each page's ``next_link`` says
-        whether Graph has more, and ``skipped`` how many items were unreadable.
+        Every message created after ``since`` was modified after it too, so nothing new is missed; but
+        old messages edited, deleted or reacted to since then come back as well (Graph moves
+        lastModifiedDateTime for each): callers judge what is new by createdDateTime, never by being
+        listed here. This is the only filter Graph offers that finds what is new: createdDateTime
+        takes only ``lt`` ("List messages in a chat", read, not run here). Each page's ``next_link``
+        says whether Graph has more, and ``skipped`` how many items were unreadable.
         """
         params: dict[str, str | int] = {"$top": _check_top(top), "$orderby": "lastModifiedDateTime desc"}
         if since is not None:
-            # Graph accepts this $filter only together with this $orderby.
+            # Graph applies this $filter only together with the $orderby on the same property.
             params["$filter"] = f"lastModifiedDateTime gt {graph_timestamp(since)}"
         url, route = self._url("chats/{}/messages", chat_id, params=params)
         return self._pages(url, route, ChatMessage, "chat message", max_pages)
 
     async def get_newest_chat_message(self, chat_id: str) -> ChatMessage | None:
-        """The most recently modified message, or None for an empty chat.
+        """The most recently *created* message (deleted ones included), or None for an empty chat.
+
+        Ordered by creation, never by lastModifiedDateTime: an edit, a soft delete or a reaction moves
+        an old message's lastModifiedDateTime to now, and a first sight that took such a message for
+        the newest would set its baseline days back and replay everything since. Graph's "List
+        messages in a chat" documents ``$orderby`` on lastModifiedDateTime (the default) and
+        createdDateTime, descending only; ``$filter`` on createdDateTime takes only ``lt`` and applies
+        only with the matching ``$orderby`` (read, not run here: no tenant).
 
         Raises GraphPayloadError when that message is unreadable: answering None would let a first
         sight treat a chat with history as empty.
         """
         url, route = self._url(
-            "chats/{}/messages", chat_id, params={"$top": 1, "$orderby": "lastModifiedDateTime desc"}
+            "chats/{}/messages", chat_id, params={"$top": 1, "$orderby": "createdDateTime desc"}
         )
         response = await self._request("GET", url, route=route, idempotent=True)
         page = parse_page(self._json(response, route), ChatMessage, kind="chat message", metrics=self._metrics)

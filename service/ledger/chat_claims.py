@@ -69,6 +69,7 @@ from service.ledger.chat_cursor import (
     ChatCursor,
     apply_claim,
     baseline_cursor,
+    created_chat_cursor,
     cursor_key,
     decide_claim,
     parse_chat_cursor,
@@ -295,10 +296,33 @@ async def bootstrap_cursor(
     Only a chat whose cursor read ABSENT may be bootstrapped; an existing cursor is never touched
     (ALREADY), so a replica that lost the race to a delivering sibling cannot move its watermark.
     """
-    baseline = render_chat_cursor(baseline_cursor(seen, now=clock()))
+    return await _create_cursor(backend, chat_id, baseline_cursor(seen, now=clock()), metrics)
+
+
+async def start_created_chat_cursor(
+    backend: MemoryBackend,
+    chat_id: str,
+    newest: Candidate | None,
+    *,
+    clock: Clock = utc_now,
+    metrics: Metrics | None = None,
+) -> Update[ChatCursor]:
+    """Record, for the whole fleet, that ``create_chat`` made this chat: its newest message (``newest``,
+    None for an empty chat) surfaces whatever its age (see ``created_chat_cursor``).
+
+    Created only where no cursor exists (if_absent): a chat some replica has already seen keeps the
+    fleet's cursor, as it would on this replica alone.
+    """
+    return await _create_cursor(backend, chat_id, created_chat_cursor(newest, now=clock()), metrics)
+
+
+async def _create_cursor(
+    backend: MemoryBackend, chat_id: str, cursor: ChatCursor, metrics: Metrics | None
+) -> Update[ChatCursor]:
+    text = render_chat_cursor(cursor)
     return await update_value(
         backend, cursor_key(chat_id), parse=parse_chat_cursor,
-        change=lambda current: baseline if current is None else None,
+        change=lambda current: text if current is None else None,
         attempts=2, ledger=LEDGER, metrics=metrics,
     )
 
@@ -355,3 +379,7 @@ class ChatLedger:
 
     async def bootstrap(self, chat_id: str, seen: Sequence[Candidate]) -> Update[ChatCursor]:
         return await bootstrap_cursor(self._backend, chat_id, seen, clock=self._clock, metrics=self._metrics)
+
+    async def start_created_chat(self, chat_id: str, newest: Candidate | None) -> Update[ChatCursor]:
+        return await start_created_chat_cursor(self._backend, chat_id, newest, clock=self._clock,
+                                               metrics=self._metrics)

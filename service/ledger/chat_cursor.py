@@ -300,6 +300,28 @@ def apply_claim(
                                              advance=advance))
 
 
+# Graph's message times have millisecond precision, so nothing is created strictly between a
+# message's time and one microsecond before it.
+JUST_BEFORE = timedelta(microseconds=1)
+
+
+def created_chat_cursor(newest: Candidate | None, *, now: datetime) -> ChatCursor:
+    """A chat the agent made with ``create_chat``: its newest message surfaces whatever its age, nothing
+    older does.
+
+    The rule is recorded in the ordinary fields, so every reader honours it without knowing it (older
+    replicas and the single-host system included; a flag they ignored would let them replay history
+    or drop the message): the watermark sits just before the newest message, which is left out of the
+    tail. By ``decide_claim`` the newest is then claimable, every older message is behind, and every
+    later one is new. An empty chat gets no watermark, so its first message is new.
+    """
+    return ChatCursor(
+        last_ts=newest.ts - JUST_BEFORE if newest is not None else None,
+        bootstrapped=True,
+        last_written_at=as_utc(now),
+    )
+
+
 def baseline_cursor(seen: Sequence[Candidate], *, now: datetime) -> ChatCursor:
     """First sight without a delivery: everything up to the newest seen message counts as seen."""
     ordered = message_order(seen)

@@ -109,7 +109,7 @@ class ChatTools:
             raise graph_tool_error(exc, "creating a chat") from None
         self.access.remember(chat)
         # Flag before watching: a poll right after the watch must already surface its newest message.
-        deps.chat_poller.register_created_chat(chat.id)
+        await deps.chat_poller.register_created_chat(chat.id)
         outcome = await deps.discovery.register_chat(chat.id)
         return CreateChatResult(
             chat_id=chat.id, chat_type=chat.chat_type, topic=_meta_or_none(chat.topic),

@@ -23,7 +23,7 @@ from service.domain.agent import AgentUser
 class CreatedChatPolling(Protocol):
     """The chat poll: a chat the agent just created surfaces its newest message on first sight."""
 
-    def register_created_chat(self, chat_id: str) -> None: ...
+    async def register_created_chat(self, chat_id: str) -> None: ...
 
 
 class ChatRegistration(Protocol):

@@ -1,17 +1,24 @@
-"""The chat poll: every watched chat, every few seconds, Graph → filter → claim → hub.
+"""The chat poll: every watched chat, every few seconds, Graph → filter → allot → claim → hub.
 
-It polls only while the hub holds a target that could take a chat message (the delivery rule). Each
-chat is handled on its own: one chat's 403, 404, 5xx or unreadable cursor never delays the others,
-and every ambiguity claims nothing and keeps the messages for a later cycle.
+It polls only while the hub holds a target that could take a chat message (the delivery rule), and
+claims only what its targets can take: messages only a sponsor wait would take are allotted once per
+cycle over every chat (a wait takes one). Each chat is handled on its own: one chat's 403, 404, 5xx
+or unreadable cursor never delays the others' pushes, and every ambiguity claims nothing and keeps
+the messages for a later cycle.
+
+What is new is judged by createdDateTime. Graph lists by lastModifiedDateTime, which an edit, a soft
+delete or a reaction moves on an old message; such a message is never taken for new, at first sight
+or later.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import TypeVar
 
 from opentelemetry import trace
 
@@ -30,9 +37,9 @@ from service.ledger.permission_requests import PermissionRequests, Standing
 from service.storage.errors import StorageError
 from service.telemetry.metrics import Metrics
 from service.domain.agent import AgentUser
-from service.domain.message_order import oldest_first
-from service.workers.chat_state import ChatPhase, ChatPollState, decide_offer, first_sight_surfaces
 from service.domain.inbound import chat_inbound
+from service.domain.message_order import oldest_first
+from service.workers.chat_state import ChatPhase, ChatPollState, ChatRead, decide_offer, first_sight_surfaces
 from service.workers.recorder import DeliveryRecorder
 
 log = logging.getLogger(__name__)
@@ -41,6 +48,9 @@ tracer = trace.get_tracer(__name__)
 # A chat with more new messages than this since the last cycle surfaces only its newest ones.
 MAX_PAGES_PER_CHAT = 20
 MAX_SCAN_PAGES = 20  # 1,000 chats; chats beyond the scan are polled every cycle
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass
@@ -70,11 +80,39 @@ class ChatPoller:
             state = self._states[chat_id] = ChatPollState(chat_id)
         return state
 
-    def register_created_chat(self, chat_id: str) -> None:
-        """A chat the agent just created: its newest message surfaces on first sight whatever its age."""
-        self.state_of(chat_id).surface_newest_regardless_of_age = True
+    async def register_created_chat(self, chat_id: str) -> None:
+        """A chat the agent just created: its newest message surfaces whatever its age, on whichever
+        replica first polls it with a target, so the rule is recorded in the shared cursor.
+
+        If it cannot be recorded (Graph or the store failing, or in doubt), only this replica knows
+        it, as its own first sight's exception; other replicas then apply the 24-hour rule, which can
+        only surface less, never replay.
+        """
+        state = self.state_of(chat_id)
+        state.surface_newest_regardless_of_age = True
+        try:
+            newest = await self.graph.get_newest_chat_message(chat_id)
+            update = await self.ledger.start_created_chat(
+                chat_id, Candidate(newest.id, newest.created_date_time) if newest is not None else None)
+            problem = None if update.holds else update.outcome.value
+        except (GraphError, StorageError) as exc:
+            problem = type(exc).__name__
+        if problem is not None:
+            log.warning("created chat not recorded for the fleet; only this replica surfaces its newest message",
+                        extra={"chat_id": chat_id, "problem": problem})
+            return
+        if state.phase is ChatPhase.NOT_BOOTSTRAPPED:
+            state.phase = ChatPhase.NEEDS_RESOLUTION  # the cursor exists now: read it, never bootstrap over it
 
     async def cycle(self) -> None:
+        """Read every chat worth reading and claim what this replica's targets can take.
+
+        A chat whose messages only a sponsor wait would take is claimed after every chat has been
+        read, in one decision over all of them: a wait takes one message, so with sponsor messages
+        in two chats it must be offered only the older one; deciding chat by chat would claim both
+        and record the second as delivered to nobody. Every other chat is claimed as soon as it is
+        read, so a slow chat delays no push host's messages.
+        """
         if not self.hub.can_take(Source.CHAT):
             return
         if self.watched.needs_load:
@@ -84,26 +122,30 @@ class ChatPoller:
                 return
         chats = sorted(self.watched.chats)
         self._cycles += 1
-        limit = asyncio.Semaphore(max(1, self.concurrency))
-
-        async def each(chat_ids: list[str], work: Callable[[str], Awaitable[None]]) -> None:
-            async def one(chat_id: str) -> None:
-                async with limit:
-                    await work(chat_id)
-
-            async with asyncio.TaskGroup() as group:
-                for chat_id in chat_ids:
-                    group.create_task(one(chat_id))
-
         with tracer.start_as_current_span("chat_poll.cycle") as span:
             previews = await self._scan()
             if previews is not None:
                 # Read the fleet's cursors first (storage only), so the scan can be compared with them.
-                await each([c for c in chats if self.state_of(c).phase is ChatPhase.NEEDS_RESOLUTION],
-                           self._resolve_one)
+                await self._each([c for c in chats if self.state_of(c).phase is ChatPhase.NEEDS_RESOLUTION],
+                                 self._resolve_one)
                 chats = self._worth_polling(chats, previews)
             span.set_attribute("entrabot.chats", len(chats))
-            await each(chats, self.poll_chat)
+            deferred = [r for r in await self._each(chats, self._poll_chat) if r is not None]
+            if deferred:
+                takeable = await self._takeable(m for read in deferred for m in read.inbound.values())
+                await self._each(deferred, lambda read: self._claim_chat(read, takeable))
+
+    async def _each(self, items: Sequence[T], work: Callable[[T], Awaitable[R]]) -> list[R]:
+        """``work`` over every item, at most ``concurrency`` at a time; results in the items' order."""
+        limit = asyncio.Semaphore(max(1, self.concurrency))
+
+        async def one(item: T) -> R:
+            async with limit:
+                return await work(item)
+
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(one(item)) for item in items]
+        return [task.result() for task in tasks]
 
     async def _scan(self) -> dict[str, ChatMessagePreview | None] | None:
         """Each chat's newest-message preview from one ``/me/chats`` walk, or None when the walk
@@ -150,22 +192,44 @@ class ChatPoller:
                 chosen.append(chat_id)
         return chosen
 
-    async def poll_chat(self, chat_id: str) -> None:
+    async def _poll_chat(self, chat_id: str) -> ChatRead | None:
+        """Read the chat and claim from it at once, or return the read when its claim must wait for
+        the cycle's joint decision (``DeliveryHub.needs_allotment``)."""
+        read = await self._read_chat(chat_id)
+        if read is None:
+            return None
+        if self.hub.needs_allotment(read.inbound.values()):
+            return read
+        await self._claim_chat(read, await self._takeable(read.inbound.values()))
+        return None
+
+    async def _takeable(self, messages: Iterable[InboundMessage]) -> frozenset[str]:
+        offered = await self._without_verdicts_held_elsewhere(list(messages))
+        return frozenset(m.message_id for m in self.hub.claimable(offered))
+
+    async def _read_chat(self, chat_id: str) -> ChatRead | None:
+        """What the chat offers for a claim this cycle, or None when it offers nothing (a first sight
+        that only set a baseline, nothing new, or a failure: nothing was claimed, nothing is lost)."""
         state = self.state_of(chat_id)
         try:
             if state.phase is ChatPhase.NEEDS_RESOLUTION:
                 await self._resolve(state)
             if state.phase is ChatPhase.NOT_BOOTSTRAPPED:
-                await self._first_sight(state)
-            elif state.phase is ChatPhase.STEADY:
-                await self._steady(state)
-        except GraphError as exc:
-            # Fail closed for this chat only; nothing was claimed, so nothing is lost.
-            log.warning("chat poll failed for one chat", extra={"chat_id": chat_id, "error": type(exc).__name__,
-                                                                  "status": exc.status})
-        except StorageError as exc:
-            log.warning("chat ledger unavailable for one chat", extra={"chat_id": chat_id,
-                                                                       "error": type(exc).__name__})
+                return await self._first_sight(state)
+            if state.phase is ChatPhase.STEADY:
+                return await self._steady(state)
+        except (GraphError, StorageError) as exc:
+            _log_chat_failure(chat_id, exc)  # fail closed for this chat only
+        return None
+
+    async def _claim_chat(self, read: ChatRead, takeable: frozenset[str]) -> None:
+        try:
+            if read.first_sight:
+                await self._claim_first_sight(read, takeable)
+            else:
+                await self._claim_steady(read, takeable)
+        except (GraphError, StorageError) as exc:
+            _log_chat_failure(read.state.chat_id, exc)
 
     # --- phases ---
 
@@ -179,7 +243,7 @@ class ChatPoller:
             state.phase = ChatPhase.NOT_BOOTSTRAPPED
         # UNRESOLVED: stay, and read again next cycle; never taken for a new chat.
 
-    async def _first_sight(self, state: ChatPollState) -> None:
+    async def _first_sight(self, state: ChatPollState) -> ChatRead | None:
         preview = self._previews.get(state.chat_id)
         if (preview is not None and preview.created_date_time is not None
                 and not state.surface_newest_regardless_of_age
@@ -188,30 +252,36 @@ class ChatPoller:
             # and the chat costs no message read.
             await self.ledger.bootstrap(state.chat_id, [Candidate(preview.id, preview.created_date_time)])
             state.phase = ChatPhase.NEEDS_RESOLUTION
-            return
+            return None
+        # The newest by creation: an edit, delete or reaction moves an old message's lastModifiedDateTime,
+        # and taking that one for the newest would baseline days back and replay everything since.
         newest = await self.graph.get_newest_chat_message(state.chat_id)
         if newest is None:
             # An empty chat: its cursor starts with no watermark, so its first message is new.
             await self._bootstrap(state, [])
-            return
+            return None
         humans = self._humans([newest])
         surfaces = bool(humans) and first_sight_surfaces(
             newest, now=self.clock(), max_age=self.first_sight_max_age,
             regardless_of_age=state.surface_newest_regardless_of_age,
         )
-        if surfaces:
-            inbound = chat_inbound(newest, state.chat_id, self.gate)
-            if not await self._claimable([inbound]):
-                return  # a replica holding a target that can take it will surface it
-            claim = await self.ledger.claim(state.chat_id, [Candidate(newest.id, newest.created_date_time)],
-                                            newest.created_date_time)
-            if claim.outcome is ChatClaimOutcome.UNRESOLVED:
-                state.held[newest.id] = inbound
-            await self._deliver(state, claim.ids, {newest.id: newest})
-            if claim.may_advance:
-                state.phase = ChatPhase.NEEDS_RESOLUTION  # adopt whatever the fleet's cursor now says
-            return
-        await self._bootstrap(state, [newest])
+        if not surfaces:
+            await self._bootstrap(state, [newest])
+            return None
+        inbound = chat_inbound(newest, state.chat_id, self.gate)
+        return ChatRead(state, (newest,), {newest.id: inbound}, {newest.id: newest}, first_sight=True)
+
+    async def _claim_first_sight(self, read: ChatRead, takeable: frozenset[str]) -> None:
+        state, (newest,) = read.state, read.ordered
+        if newest.id not in takeable:
+            return  # a replica holding a target that can take it will surface it
+        claim = await self.ledger.claim(state.chat_id, [Candidate(newest.id, newest.created_date_time)],
+                                        newest.created_date_time)
+        if claim.outcome is ChatClaimOutcome.UNRESOLVED:
+            state.held[newest.id] = read.inbound[newest.id]
+        await self._deliver(state, claim.ids, read.fetched)
+        if claim.may_advance:
+            state.phase = ChatPhase.NEEDS_RESOLUTION  # adopt whatever the fleet's cursor now says
 
     async def _bootstrap(self, state: ChatPollState, seen: list[ChatMessage]) -> bool:
         update = await self.ledger.bootstrap(state.chat_id, [Candidate(m.id, m.created_date_time) for m in seen])
@@ -220,7 +290,7 @@ class ChatPoller:
         state.phase = ChatPhase.NEEDS_RESOLUTION
         return update.outcome is UpdateOutcome.WRITTEN
 
-    async def _steady(self, state: ChatPollState) -> None:
+    async def _steady(self, state: ChatPollState) -> ChatRead | None:
         fetched: dict[str, ChatMessage] = {}
         complete = False
         pages = 0
@@ -233,19 +303,23 @@ class ChatPoller:
                 # An unreadable message may be a person's: decide nothing past it this cycle.
                 log.warning("unreadable messages in a chat page; retrying the chat next cycle",
                             extra={"chat_id": state.chat_id, "skipped": page.skipped})
-                return
+                return None
             complete = page.next_link is None
         if not fetched:
-            return
+            return None
         if not complete:
             log.warning("chat backlog exceeds the page budget; surfacing its newest messages",
                         extra={"chat_id": state.chat_id, "pages": pages})
-        ordered = [m for m in oldest_first(list(fetched.values()))
-                   if state.watermark is None or m.created_date_time >= state.watermark]
-        humans = {m.id for m in self._humans(ordered)}
-        inbound = {m.id: chat_inbound(m, state.chat_id, self.gate) for m in ordered if m.id in humans}
-        takeable = {m.message_id for m in await self._claimable(list(inbound.values()))}
-        offer = decide_offer(ordered, humans, takeable)
+        # Listed by lastModifiedDateTime, which an edit, delete or reaction moves: what is new is
+        # judged by creation time only, so an old message changed since never comes back here.
+        ordered = tuple(m for m in oldest_first(list(fetched.values()))
+                        if state.watermark is None or m.created_date_time >= state.watermark)
+        inbound = {m.id: chat_inbound(m, state.chat_id, self.gate) for m in self._humans(list(ordered))}
+        return ChatRead(state, ordered, inbound, fetched)
+
+    async def _claim_steady(self, read: ChatRead, takeable: frozenset[str]) -> None:
+        state, inbound = read.state, read.inbound
+        offer = decide_offer(read.ordered, set(inbound), takeable)
         if not offer.candidates:
             if not offer.blocked:
                 # Only system or own messages: nothing to claim, and nothing anyone else must deliver.
@@ -258,20 +332,19 @@ class ChatPoller:
         if claim.outcome is ChatClaimOutcome.UNRESOLVED:
             # If the uncertain write turns out ours, a later call returns these ids: keep their text.
             state.held.update({m.id: inbound[m.id] for m in offer.candidates})
-        await self._deliver(state, claim.ids, fetched, inbound)
+        await self._deliver(state, claim.ids, read.fetched, inbound)
         if claim.may_advance:
             state.watermark = later(state.watermark, offer.seen_up_to)
 
     # --- helpers ---
 
-    async def _claimable(self, messages: list[InboundMessage]) -> list[InboundMessage]:
-        """What this replica's targets would take, less the sponsors' verdicts on permission requests
-        that another replica's host asked (only that replica can hand the verdict back)."""
-        takeable = self.hub.claimable(messages)
+    async def _without_verdicts_held_elsewhere(self, messages: list[InboundMessage]) -> list[InboundMessage]:
+        """``messages`` less the sponsors' verdicts on live permission requests that only another target
+        can hand back (another replica's host, or this replica's asking host while its stream is down)."""
         if self.permissions is None:
-            return takeable
+            return messages
         kept: list[InboundMessage] = []
-        for message in takeable:
+        for message in messages:
             verdict = parse_verdict(message.body) if message.sender_is_sponsor else None
             if verdict is not None:
                 standing = await self.permissions.standing(verdict.request_id)
@@ -312,3 +385,11 @@ class ChatPoller:
             dispatches = await self.hub.dispatch(messages)
             await self.recorder.delivered(messages, dispatches)
 
+
+
+def _log_chat_failure(chat_id: str, exc: GraphError | StorageError) -> None:
+    if isinstance(exc, GraphError):
+        log.warning("chat poll failed for one chat", extra={"chat_id": chat_id, "error": type(exc).__name__,
+                                                              "status": exc.status})
+    else:
+        log.warning("chat ledger unavailable for one chat", extra={"chat_id": chat_id, "error": type(exc).__name__})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
@@ -26,10 +26,27 @@ class ChatPollState:
     # Lower bound for the next fetch (compared with lastModifiedDateTime; every message created after
     # it is modified after it too). Moves only over messages whose fate is decided.
     watermark: datetime | None = None
-    # Registered by create_chat: its newest message surfaces on first sight whatever its age.
+    # Registered by create_chat: its newest message surfaces on first sight whatever its age. The
+    # fleet learns it from the cursor create_chat writes; this flag covers only a failed write.
     surface_newest_regardless_of_age: bool = False
     # Messages offered in a claim whose write is in doubt; delivered if it settles as ours.
     held: dict[str, InboundMessage] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ChatRead:
+    """What one chat offers for a claim this cycle, read before anything is claimed.
+
+    ``ordered``: the messages past the watermark, oldest first (at first sight, the newest alone).
+    ``inbound``: the human ones among them as the hub would get them, by id; only these may be offered.
+    ``fetched``: everything Graph returned, by id (a settled earlier claim may name one of them).
+    """
+
+    state: ChatPollState
+    ordered: tuple[ChatMessage, ...]
+    inbound: dict[str, InboundMessage]
+    fetched: dict[str, ChatMessage]
+    first_sight: bool = False
 
 
 def first_sight_surfaces(
@@ -57,7 +74,7 @@ class Offer:
 
 
 def decide_offer(
-    fetched_oldest_first: Sequence[ChatMessage], human_ids: set[str], takeable_ids: set[str]
+    fetched_oldest_first: Sequence[ChatMessage], human_ids: AbstractSet[str], takeable_ids: AbstractSet[str]
 ) -> Offer:
     candidates: list[ChatMessage] = []
     seen_up_to: datetime | None = None

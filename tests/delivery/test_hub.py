@@ -45,6 +45,32 @@ def test_a_sponsor_wait_makes_only_sponsor_chat_messages_claimable():
     assert [m.message_id for m in hub.claimable([msg("1"), msg("2", sponsor=True)])] == ["2"]
 
 
+def test_a_sponsor_wait_is_offered_only_the_oldest_sponsor_message_of_a_batch():
+    hub = DeliveryHub()
+    hub.register(FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True))
+    batch = [msg("3", chat="c2", minutes=3, sponsor=True), msg("1", minutes=1), msg("2", minutes=2, sponsor=True)]
+    assert [m.message_id for m in hub.claimable(batch)] == ["2"]
+
+
+def test_two_waits_take_two_and_a_push_target_takes_the_rest():
+    waits_only = DeliveryHub()
+    for name in ("w1", "w2"):
+        waits_only.register(FakeTarget(name, TargetKind.SPONSOR_WAIT, only_sponsors=True))
+    batch = [msg(str(i), minutes=i, sponsor=True) for i in range(4)]
+    assert [m.message_id for m in waits_only.claimable(batch)] == ["0", "1"]
+    waits_only.register(FakeTarget("p"))
+    assert [m.message_id for m in waits_only.claimable(batch)] == ["0", "1", "2", "3"]
+
+
+def test_only_messages_a_wait_alone_would_take_need_the_cycles_joint_allotment():
+    hub = DeliveryHub()
+    hub.register(FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True))
+    assert hub.needs_allotment([msg("1"), msg("2", sponsor=True)])
+    assert not hub.needs_allotment([msg("1")])  # nobody here takes it: it is simply not claimable
+    hub.register(FakeTarget("p"))
+    assert not hub.needs_allotment([msg("2", sponsor=True)])  # a push host takes any number
+
+
 def test_dead_targets_do_not_count():
     hub = DeliveryHub()
     hub.register(FakeTarget("p", alive=False))

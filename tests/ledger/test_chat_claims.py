@@ -281,6 +281,31 @@ async def test_a_baseline_is_written_only_for_an_absent_cursor(store: MemoryBack
     assert claim.ids == ids(4, 4)
 
 
+# --- a chat made by create_chat ---
+
+
+async def test_a_created_chat_cursor_makes_its_newest_message_claimable_for_any_replica_and_nothing_older(
+    store: MemoryBackend, clock: FakeClock
+) -> None:
+    maker, other = ChatLedger(store, clock=clock), ChatLedger(store, clock=clock)
+    assert (await maker.start_created_chat(CHAT, message(5))).outcome is UpdateOutcome.WRITTEN
+    claim = await other.claim(CHAT, messages(1, 6))  # a replica that never saw the create_chat call
+    assert claim.outcome is ChatClaimOutcome.CLAIMED and claim.ids == ids(5, 6)
+
+
+async def test_a_created_chat_never_moves_a_cursor_the_fleet_already_has(store: MemoryBackend) -> None:
+    ledger = ChatLedger(store)
+    await ledger.bootstrap(CHAT, messages(1, 5))
+    assert (await ledger.start_created_chat(CHAT, message(3))).outcome is UpdateOutcome.ALREADY
+    assert (await ledger.claim(CHAT, messages(1, 6))).ids == ids(6, 6)
+
+
+async def test_an_empty_created_chat_takes_its_first_message(store: MemoryBackend) -> None:
+    ledger = ChatLedger(store)
+    await ledger.start_created_chat(CHAT, None)
+    assert (await ledger.claim(CHAT, messages(1, 1))).ids == ids(1, 1)
+
+
 # --- telemetry ---
 
 

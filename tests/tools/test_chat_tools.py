@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from emulator.server import RunningEmulator
+from service.ledger.chat_cursor import cursor_key
 from service.ledger.watched_chats import WATCHED_CHATS_KEY
-from tests.tools.tool_world import RecordingPushTarget, ToolWorld
+from tests.tools.tool_world import RecordingPushTarget, ToolWorld, tool_world
 
 
 async def _old_one_on_one(world: ToolWorld, person: str) -> tuple[str, str]:
@@ -34,6 +38,39 @@ async def test_create_chat_watches_the_chat_and_surfaces_its_newest_message_what
     assert {c["chat_id"] for c in listed["chats"]} == {world.chat(0), world.chat(1), world.chat(2), created_id,
                                                        control_id}
     assert listed["count"] == 5 and listed["list_readable"] is True and listed["unsaved"] == 0
+
+
+async def test_a_chat_made_by_create_chat_surfaces_its_newest_message_on_another_replica(
+        emu: RunningEmulator, tmp_path: Path) -> None:
+    """The rule is shared: a second replica on the same store, which never saw the create_chat call,
+    surfaces the newest message of that chat whatever its age, and nothing older."""
+    async with tool_world(emu, tmp_path) as maker, tool_world(emu, tmp_path) as other:
+        created_id, _ = await _old_one_on_one(maker, "Grace")
+        newest = await maker.inject(created_id, "Grace", "and again, a day later", created="-1d")
+        out = await maker.ok("create_chat", {"members": ["grace@contoso.onmicrosoft.com"]})
+        assert out["chat_id"] == created_id
+        assert maker.hub.live_targets() == []  # the maker holds no target: it surfaces nothing itself
+
+        push = RecordingPushTarget()
+        other.hub.register(push)
+        await other.discovery.cycle()  # finds the chat in /me/chats, as a sweep would
+        for _ in range(3):
+            await other.poller.cycle()
+        assert [(m.chat_id, m.message_id) for m in push.received] == [(created_id, newest)]
+
+
+async def test_a_created_chat_the_fleet_could_not_be_told_of_still_surfaces_on_the_replica_that_made_it(
+        world: ToolWorld) -> None:
+    created_id, old_message = await _old_one_on_one(world, "Grace")
+    await world.admin("faults", {"status": 403, "method": "GET", "route_pattern": r"/chats/.*/messages$", "count": 1})
+    out = await world.ok("create_chat", {"members": ["grace@contoso.onmicrosoft.com"]})
+    assert out["chat_id"] == created_id and out["watched"] is True
+    assert await world.backend.read_text(cursor_key(created_id)) is None  # nothing recorded for the fleet
+
+    push = RecordingPushTarget()
+    world.hub.register(push)
+    await world.poller.cycle()
+    assert [(m.chat_id, m.message_id) for m in push.received] == [(created_id, old_message)]
 
 
 async def test_create_group_chat_with_a_topic(world: ToolWorld) -> None:

@@ -1,0 +1,55 @@
+"""The ``channel`` subcommand's arguments, and turning them into a running bridge."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+
+from service.bridge.config import AFFINITY_ENV, AUDIENCE_ENV, FLEET_URL_ENV, TOKEN_ENV, TOKEN_FILE_ENV
+
+
+def add_channel_options(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Serve one MCP host (Claude Code) on stdin/stdout: the fleet's tools, and with --push its messages "
+        f"as channel events. The token comes from {TOKEN_ENV} or {TOKEN_FILE_ENV}, or from Entra with "
+        "--entra-audience; never from an argument."
+    )
+    parser.add_argument("--fleet-url", metavar="URL", help=f"the fleet's /mcp endpoint (default: {FLEET_URL_ENV})")
+    parser.add_argument(
+        "--push", action="store_true",
+        help="ask the fleet for pushes; pair it with Claude Code's channels flag, or the events are dropped unseen",
+    )
+    parser.add_argument(
+        "--permission-relay", action="store_true",
+        help="relay Claude Code's permission prompts to the fleet (declared only if the fleet offers request_permission)",
+    )
+    parser.add_argument("--entra-audience", metavar="AUDIENCE",
+                        help=f"acquire an Entra token for this audience with azure-identity (default: {AUDIENCE_ENV})")
+    parser.add_argument("--affinity-key", metavar="KEY",
+                        help=f"the host-affinity header value (default: {AFFINITY_ENV}, else random per process)")
+    parser.add_argument("--request-timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="how long one request to the fleet may take (default 60)")
+    parser.add_argument("--log-level", default="INFO", help="stderr log level (default INFO)")
+
+
+def run_channel_command(args: argparse.Namespace, config_error: type[Exception]) -> int:
+    import dataclasses
+
+    from service.bridge.config import BridgeConfigError, load_config
+    from service.bridge.run import run_bridge, start_logging
+
+    try:
+        config = load_config(
+            fleet_url=args.fleet_url, entra_audience=args.entra_audience, affinity_key=args.affinity_key,
+            push=args.push, permission_relay=args.permission_relay, environ=os.environ,
+        )
+    except BridgeConfigError as exc:
+        raise config_error(str(exc)) from exc
+    if args.request_timeout <= 0:
+        raise config_error("--request-timeout must be positive")
+    config = dataclasses.replace(
+        config, request_timeout_s=args.request_timeout, call_wait_s=min(config.call_wait_s, args.request_timeout)
+    )
+    start_logging(args.log_level)
+    return asyncio.run(run_bridge(config))

@@ -1,0 +1,115 @@
+"""What the bridge is told: the fleet's URL, how it authenticates, and whether it takes pushes.
+
+Secrets never come from the command line (a process list shows arguments to every local user): the
+static token is read from ``ENTRABOT_BRIDGE_TOKEN`` or from the file ``ENTRABOT_BRIDGE_TOKEN_FILE``
+names; an Entra token is acquired for ``--entra-audience`` instead.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from service.bridge.backoff import Backoff
+from service.bridge.dedupe import DEFAULT_WINDOW
+
+TOKEN_ENV = "ENTRABOT_BRIDGE_TOKEN"
+TOKEN_FILE_ENV = "ENTRABOT_BRIDGE_TOKEN_FILE"
+FLEET_URL_ENV = "ENTRABOT_BRIDGE_FLEET_URL"
+AUDIENCE_ENV = "ENTRABOT_BRIDGE_ENTRA_AUDIENCE"
+AFFINITY_ENV = "ENTRABOT_BRIDGE_AFFINITY_KEY"
+
+AFFINITY_HEADER = "X-Entrabot-Affinity"
+"""Sent on every request to the fleet, initialize included, so an ingress can hash it to one replica."""
+
+
+class BridgeConfigError(ValueError):
+    """The bridge cannot start with what it was given; the message says what to set."""
+
+
+@dataclass(frozen=True)
+class StaticTokenSource:
+    token: str
+
+
+@dataclass(frozen=True)
+class EntraTokenSource:
+    audience: str  # the fleet's app ID URI or client id; the scope asked for is "<audience>/.default"
+
+    @property
+    def scope(self) -> str:
+        return self.audience if self.audience.endswith("/.default") else f"{self.audience.rstrip('/')}/.default"
+
+
+CredentialSource = StaticTokenSource | EntraTokenSource
+
+
+@dataclass(frozen=True)
+class BridgeConfig:
+    fleet_url: str
+    credential: CredentialSource
+    affinity_key: str
+    push: bool = False
+    permission_relay: bool = False
+    backoff: Backoff = Backoff()
+    dedupe_window: int = DEFAULT_WINDOW
+    call_wait_s: float = 10.0  # how long a tool call waits for a fleet session before it answers an error
+    request_timeout_s: float = 60.0
+    keepalive_s: float = 10.0
+
+
+def load_config(
+    *,
+    fleet_url: str | None,
+    entra_audience: str | None,
+    affinity_key: str | None,
+    push: bool,
+    permission_relay: bool,
+    environ: Mapping[str, str],
+) -> BridgeConfig:
+    """The bridge's configuration from its arguments and environment; ``BridgeConfigError`` says what to fix."""
+    url = fleet_url or environ.get(FLEET_URL_ENV, "")
+    if not url:
+        raise BridgeConfigError(f"no fleet URL: pass --fleet-url https://fleet.example/mcp or set {FLEET_URL_ENV}")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise BridgeConfigError(f"--fleet-url {url!r} is not an http(s) URL of the fleet's /mcp endpoint")
+    if parts.scheme == "http" and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        raise BridgeConfigError(
+            f"--fleet-url {url!r} is plain http to a remote host: use https (the bearer token would travel in clear)"
+        )
+    return BridgeConfig(
+        fleet_url=url,
+        credential=_credential(entra_audience or environ.get(AUDIENCE_ENV) or None, environ),
+        affinity_key=affinity_key or environ.get(AFFINITY_ENV) or uuid.uuid4().hex,
+        push=push,
+        permission_relay=permission_relay,
+    )
+
+
+def _credential(audience: str | None, environ: Mapping[str, str]) -> CredentialSource:
+    token = environ.get(TOKEN_ENV, "")
+    token_file = environ.get(TOKEN_FILE_ENV, "")
+    given = [name for name, value in ((TOKEN_ENV, token), (TOKEN_FILE_ENV, token_file), ("--entra-audience", audience))
+             if value]
+    if len(given) > 1:
+        raise BridgeConfigError(f"{' and '.join(given)} are both set: choose one way to authenticate to the fleet")
+    if audience:
+        return EntraTokenSource(audience)
+    if token_file:
+        path = Path(token_file).expanduser()
+        try:
+            token = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise BridgeConfigError(f"{TOKEN_FILE_ENV}={path} cannot be read ({exc.strerror}); fix the path") from None
+        if not token:
+            raise BridgeConfigError(f"{TOKEN_FILE_ENV}={path} is empty; put the fleet's bearer token in it")
+    if token:
+        return StaticTokenSource(token.strip())
+    raise BridgeConfigError(
+        f"no credential for the fleet: set {TOKEN_ENV} or {TOKEN_FILE_ENV} (a static token), "
+        "or pass --entra-audience with an az login, workload or managed identity"
+    )

@@ -1,0 +1,323 @@
+"""The bridge's session with the fleet: tools forwarded, pushes received, the session kept alive.
+
+One ``mcp`` client session at a time over streamable HTTP, on the handshake era (the only one with a
+session push stream). When the replica holding it disappears (a 404 for the session id) the
+connection initializes a new one, on whichever replica the ingress picks; when only the stream drops,
+``sdk_adapter.ResumingStreamTransport`` resumes it with ``Last-Event-ID``. Every request carries the
+affinity header, so an ingress hashing it keeps the host on one replica while that replica lives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Protocol
+
+import anyio
+import httpx2
+from mcp.client import Client
+from mcp.client.extension import ClientExtension, NotificationBinding
+from mcp.shared.exceptions import MCPError
+from mcp_types import PARSE_ERROR, REQUEST_TIMEOUT, CallToolResult, Implementation, TextContent, Tool
+from pydantic import BaseModel, ConfigDict
+
+from service import __version__
+from service.bridge.auth import BearerAuth, TokenProvider, TokenUnavailable
+from service.bridge.config import AFFINITY_HEADER, BridgeConfig
+from service.bridge.sdk_adapter import ResumingStreamTransport, resuming_http_client
+
+log = logging.getLogger(__name__)
+
+CHANNEL_METHOD = "notifications/claude/channel"
+PERMISSION_VERDICT_METHOD = "notifications/claude/channel/permission"
+PERMISSION_TOOL = "request_permission"
+
+# The fleet decides from clientInfo.name whether a session is a push target (ENTRABOT_PUSH_HOSTS,
+# default "claude-code", suffixes allowed). The bridge asks for pushes only when told the host loaded
+# the channel (--push); otherwise the fleet keeps messages for the tools.
+PUSH_CLIENT_NAME = "claude-code-channel-bridge"
+TOOLS_CLIENT_NAME = "entrabot-channel-bridge"
+
+_SESSION_HEADER = "mcp-session-id"
+_SSE_READ_TIMEOUT_S = 300.0
+
+
+class RawParams(BaseModel):
+    """Notification params kept exactly as the fleet sent them, to be re-emitted unchanged."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+@dataclass(frozen=True, slots=True)
+class FleetNotification:
+    method: str
+    params: dict[str, Any]
+
+
+class _Relay(ClientExtension):
+    """The only way the SDK hands a client unknown notification methods (TOOLCHAIN: ClientExtension)."""
+
+    identifier = "dev.entrabot/channel-bridge"
+
+    def __init__(self, forward: Callable[[FleetNotification], Awaitable[None]]) -> None:
+        self._forward = forward
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        return [
+            NotificationBinding(method=method, params_type=RawParams, handler=self._handler(method))
+            for method in (CHANNEL_METHOD, PERMISSION_VERDICT_METHOD)
+        ]
+
+    def _handler(self, method: str) -> Callable[[RawParams], Awaitable[None]]:
+        async def handle(params: RawParams) -> None:
+            await self._forward(FleetNotification(method, params.model_dump(mode="json", by_alias=True)))
+
+        return handle
+
+
+class FleetListener(Protocol):
+    """Who hears from the fleet: the host side (``HostServer``)."""
+
+    async def offer(self, notification: FleetNotification) -> None: ...
+    async def tools_changed(self) -> None: ...
+
+
+class FleetConnection:
+    """Holds one fleet session at a time until ``run``'s stop event is set.
+
+    ``listener`` is set once the host side exists (it needs this connection to be built first).
+    """
+
+    def __init__(self, config: BridgeConfig, tokens: TokenProvider) -> None:
+        self.config = config
+        self._tokens = tokens
+        self.listener: FleetListener | None = None
+        self._client: Client | None = None
+        self._connected = asyncio.Event()
+        self._tools_known = asyncio.Event()
+        self._session_gone: anyio.Event | None = None
+        self.tools: list[Tool] = []
+        self.sessions_opened = 0
+        self.last_error: str | None = None
+
+    # --- what the host side uses ---
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    def lists_tool(self, name: str) -> bool:
+        return any(tool.name == name for tool in self.tools)
+
+    async def wait_for_tools(self, timeout_s: float) -> bool:
+        """Whether the fleet's tool list is known, waiting up to ``timeout_s`` for a first session."""
+        try:
+            await asyncio.wait_for(self._tools_known.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None) -> CallToolResult:
+        """The fleet's result unchanged; a fleet error or an unreachable fleet becomes a tool error."""
+        try:
+            await asyncio.wait_for(self._connected.wait(), self.config.call_wait_s)
+        except TimeoutError:
+            return tool_error(f"the fleet is unreachable ({self.last_error or 'no session yet'}); retrying")
+        client = self._client
+        if client is None:
+            return tool_error(f"the fleet session was lost ({self.last_error or 'reconnecting'}); retrying")
+        try:
+            return await client.call_tool(name, arguments)
+        except MCPError as exc:
+            return tool_error(exc.error.message)
+        except Exception as exc:  # noqa: BLE001 - any transport failure is an answer the host can read
+            self._note(f"tools/call failed ({type(exc).__name__})")
+            return tool_error(f"the fleet did not answer ({type(exc).__name__}); retrying")
+
+    # --- the session loop ---
+
+    async def run(self, stop: asyncio.Event) -> None:
+        failures = 0
+        async with self._http() as http:
+            while not stop.is_set():
+                try:
+                    opened = await self._hold_session(http, stop)
+                except Exception as exc:  # noqa: BLE001 - every failure to hold a session means "retry"
+                    self._note(_describe(exc))
+                    opened = False
+                if stop.is_set():
+                    break
+                failures = 0 if opened else failures + 1
+                delay = self.config.backoff.delay(max(failures, 1))
+                try:
+                    await asyncio.wait_for(stop.wait(), delay)
+                except TimeoutError:
+                    pass
+
+    async def _hold_session(self, http: httpx2.AsyncClient, stop: asyncio.Event) -> bool:
+        """Initialize, list the tools, then keep the session until it is gone or ``stop`` is set.
+
+        Returns whether a session was opened (a fresh one after a lost session is retried at once).
+        """
+        gone = self._session_gone = anyio.Event()
+        transport = ResumingStreamTransport(
+            self.config.fleet_url,
+            backoff=self.config.backoff,
+            session_gone=gone,
+            on_stream_open=self._stream_opened,
+            on_stream_error=self._note,
+        )
+        client = Client(
+            resuming_http_client(transport, http),
+            mode="legacy",
+            extensions=[_Relay(self._notified)],
+            client_info=Implementation(
+                name=PUSH_CLIENT_NAME if self.config.push else TOOLS_CLIENT_NAME, version=__version__
+            ),
+            read_timeout_seconds=self.config.request_timeout_s,
+            cache=None,
+        )
+        async with client:
+            await self._set_tools(await _all_tools(client))
+            self._client = client
+            self.sessions_opened += 1
+            self._tools_known.set()
+            self._connected.set()
+            self.last_error = None
+            log.info("fleet session opened", extra={"tools": len(self.tools), "sessions_opened": self.sessions_opened,
+                                                    "push": self.config.push})
+            try:
+                await self._keep(client, gone, stop)
+            finally:
+                self._connected.clear()
+                self._client = None
+        if gone.is_set():
+            log.warning("fleet session gone; initializing a new one", extra={"reason": "the fleet answered 404"})
+        return True
+
+    async def _keep(self, client: Client, gone: anyio.Event, stop: asyncio.Event) -> None:
+        """Wait for the end of the session, refreshing the tool list now and then.
+
+        The refresh also reports a replica that stopped answering while no push comes; the session
+        itself ends only on a 404 (the transport's stream retries, or any request, see one) or on stop.
+        """
+        while not stop.is_set() and not gone.is_set():
+            with anyio.move_on_after(self.config.keepalive_s):
+                await _first_of(stop.wait, gone.wait)
+            if stop.is_set() or gone.is_set():
+                return
+            # A hung replica must not hold the bridge's exit (stop) or a re-initialization (gone).
+            await _first_of(partial(self._refresh_tools, client), stop.wait, gone.wait)
+
+    async def _refresh_tools(self, client: Client) -> None:
+        try:
+            await self._set_tools(await _all_tools(client))
+        except MCPError as exc:
+            self._note(f"tools/list refused: {exc.error.message}")
+        except Exception as exc:  # noqa: BLE001 - the stream's own retries decide; this only reports
+            self._note(_describe(exc))
+
+    async def _set_tools(self, tools: list[Tool]) -> None:
+        """Keep the fleet's list; tell the host when it changed (a new replica version, a first session)."""
+        changed = [t.model_dump() for t in tools] != [t.model_dump() for t in self.tools]
+        self.tools = tools
+        if changed and self.listener is not None:
+            await self.listener.tools_changed()
+
+    async def _notified(self, notification: FleetNotification) -> None:
+        if self.listener is not None:
+            await self.listener.offer(notification)
+
+    # --- plumbing ---
+
+    def _http(self) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(
+            auth=BearerAuth(self._tokens),
+            headers={AFFINITY_HEADER: self.config.affinity_key},
+            timeout=httpx2.Timeout(self.config.request_timeout_s, read=_SSE_READ_TIMEOUT_S),
+            event_hooks={"response": [self._watch_response]},
+        )
+
+    async def _watch_response(self, response: httpx2.Response) -> None:
+        status = response.status_code
+        if status < 400:
+            return
+        if status == 404 and _SESSION_HEADER in response.request.headers and self._session_gone is not None:
+            self._session_gone.set()  # the replica no longer knows this session: initialize anew
+            return
+        self._note(_status_reason(status))
+
+    def _stream_opened(self, resumed: bool) -> None:
+        log.info("push stream open", extra={"resumed": resumed})
+
+    def _note(self, reason: str) -> None:
+        """One stderr line per new reason, so a fleet down for an hour does not flood the host's log."""
+        if reason != self.last_error:
+            log.warning("fleet unavailable", extra={"reason": reason})
+        self.last_error = reason
+
+
+async def _first_of(*waits: Callable[[], Awaitable[Any]]) -> None:
+    """Return as soon as one of ``waits`` returns."""
+    async with anyio.create_task_group() as group:
+
+        async def wait_then_stop(wait: Callable[[], Awaitable[Any]]) -> None:
+            await wait()
+            group.cancel_scope.cancel()
+
+        for wait in waits:
+            group.start_soon(wait_then_stop, wait)
+
+
+async def _all_tools(client: Client) -> list[Tool]:
+    tools: list[Tool] = []
+    cursor: str | None = None
+    for _ in range(100):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
+
+
+def tool_error(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+def _status_reason(status: int) -> str:
+    if status == 401:
+        return "the fleet answered 401: the token was refused; check ENTRABOT_BRIDGE_TOKEN or the Entra audience"
+    if status == 403:
+        return "the fleet answered 403: the token is valid but not allowed; check the fleet's allowed callers"
+    if status == 421:
+        return "the fleet answered 421: its allowed hosts do not include this URL's host"
+    if status >= 500:
+        return f"the fleet answered {status}: the replica failed; retrying"
+    return f"the fleet answered {status}"
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        inner = exc.exceptions[0] if exc.exceptions else exc
+        return _describe(inner)
+    if isinstance(exc, MCPError):
+        if exc.error.code == REQUEST_TIMEOUT:
+            return "the fleet did not answer in time"
+        if exc.error.code == PARSE_ERROR or exc.error.message.startswith("Failed to parse"):
+            # The SDK's message quotes the body; the body stays out of the log.
+            return "the fleet answered something that is not MCP (unparseable JSON-RPC)"
+        first_line = exc.error.message.splitlines()[0] if exc.error.message else ""
+        return f"the fleet refused the session: {first_line[:160]}"
+    if isinstance(exc, TokenUnavailable):
+        return str(exc)
+    if isinstance(exc, httpx2.TimeoutException | TimeoutError):
+        return "the fleet did not answer in time"
+    if isinstance(exc, httpx2.ConnectError):
+        return "the fleet cannot be reached (connection refused or no route)"
+    if isinstance(exc, httpx2.HTTPError):
+        return f"the fleet connection failed ({type(exc).__name__})"
+    return f"the fleet answered something that is not MCP ({type(exc).__name__})"

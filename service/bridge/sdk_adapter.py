@@ -1,0 +1,126 @@
+"""The bridge's one use of the MCP SDK's client internals: a push stream that survives the fleet.
+
+``mcp`` is pinned to 2.3.x; ``tests/bridge/test_bridge_sdk_adapter.py`` checks every assumption made
+here and fails with "the mcp SDK changed: ..." when an upgrade breaks one.
+
+Why an adapter at all: the SDK's streamable-HTTP client opens the session's GET stream and resumes it
+with ``Last-Event-ID``, but gives up after two failed attempts with a fixed delay, silently, and treats
+a 404 (the replica no longer knows the session) like any other failure. The bridge must keep the
+stream while the session lives (backoff with jitter, no attempt cap) and learn at once when the
+session is gone, so it can initialize a new one. Only ``handle_get_stream`` is replaced; the POST
+side, the SSE parsing and the message routing stay the SDK's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, Callable
+from contextlib import asynccontextmanager
+
+import anyio
+import httpx2
+from mcp.client._transport import TransportStreams
+from mcp.client.streamable_http import LAST_EVENT_ID, StreamableHTTPTransport, StreamWriter
+from mcp.shared._context_streams import create_context_streams
+from mcp.shared._httpx_utils import sse_within_origin
+from mcp.shared.message import SessionMessage
+
+from service.bridge.backoff import Backoff
+
+log = logging.getLogger(__name__)
+
+
+def _require(condition: bool, what: str) -> None:
+    if not condition:
+        raise RuntimeError(f"the mcp SDK changed: {what}; update service/bridge/sdk_adapter.py")
+
+
+_require(hasattr(StreamableHTTPTransport, "handle_get_stream"), "StreamableHTTPTransport has no handle_get_stream")
+_require(hasattr(StreamableHTTPTransport, "post_writer"), "StreamableHTTPTransport has no post_writer")
+
+
+class ResumingStreamTransport(StreamableHTTPTransport):
+    """The SDK's transport with a GET stream that reconnects with backoff and jitter while the session lives."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        backoff: Backoff,
+        session_gone: anyio.Event,
+        on_stream_open: Callable[[bool], None] = lambda resumed: None,
+        on_stream_error: Callable[[str], None] = lambda reason: None,
+    ) -> None:
+        super().__init__(url)
+        self._backoff = backoff
+        self._session_gone = session_gone
+        self._on_stream_open = on_stream_open
+        self._on_stream_error = on_stream_error
+
+    async def handle_get_stream(self, client: httpx2.AsyncClient, read_stream_writer: StreamWriter) -> None:
+        last_event_id: str | None = None
+        failures = 0
+        while self.session_id and not self._session_gone.is_set():
+            headers = self._prepare_headers()
+            if last_event_id is not None:
+                headers[LAST_EVENT_ID] = last_event_id
+            try:
+                async with sse_within_origin(
+                    client, self.url, headers=headers, max_event_size=self.max_sse_event_size
+                ) as source:
+                    status = source.response.status_code
+                    if status == 404:
+                        # The replica does not know the session (it restarted, or the ingress moved us):
+                        # nothing can be resumed; the connection initializes a new session.
+                        self._session_gone.set()
+                        return
+                    if status != 200:
+                        raise _StreamRefused(status)
+                    failures = 0
+                    self._on_stream_open(last_event_id is not None)
+                    async for event in source:
+                        if event.id:
+                            last_event_id = event.id
+                        await self._handle_sse_event(event, read_stream_writer)
+            except (httpx2.HTTPError, _StreamRefused, anyio.EndOfStream, anyio.BrokenResourceError) as exc:
+                self._on_stream_error(_reason(exc))
+            failures += 1
+            await anyio.sleep(self._backoff.delay(failures))
+
+
+class _StreamRefused(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"the fleet answered the push stream with HTTP {status}")
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, _StreamRefused) else f"push stream dropped ({type(exc).__name__})"
+
+
+@asynccontextmanager
+async def resuming_http_client(
+    transport: ResumingStreamTransport, http_client: httpx2.AsyncClient
+) -> AsyncGenerator[TransportStreams, None]:
+    """``mcp.client.streamable_http.streamable_http_client`` with our transport in place of the SDK's.
+
+    Mirrors that function's body (mcp 2.3): the SDK builds its transport inside and offers no way to
+    pass another.
+    """
+    read_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
+    write_stream, write_reader = create_context_streams[SessionMessage](0)
+    async with read_writer, read_stream, write_stream, write_reader, anyio.create_task_group() as group:
+
+        def start_get_stream() -> None:
+            group.start_soon(transport.handle_get_stream, http_client, read_writer)
+
+        group.start_soon(
+            transport.post_writer, http_client, write_reader, read_writer, write_stream, start_get_stream, group
+        )
+        try:
+            yield read_stream, write_stream
+        finally:
+            if transport.session_id and not transport._session_gone.is_set():
+                with contextlib.suppress(Exception), anyio.move_on_after(2.0):
+                    await transport.terminate_session(http_client)
+            group.cancel_scope.cancel()

@@ -1,0 +1,66 @@
+"""Real replica processes (Azurite, the Graph emulator) behind the loopback balancer, for the bridge."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from emulator.seed import Seed, ThrottleBudget, build_seed
+from service.devstack.azurite import Azurite
+from service.devstack.fleet import LocalFleet
+from service.devstack.fleet_run import LedgerReader
+from service.devstack.traffic import HumanTraffic
+from service.storage.blob import BlobBackend
+from tests.bridge.tcp_balancer import TcpBalancer, tcp_balancer
+
+READY_TIMEOUT_S = 90.0
+
+
+@dataclass
+class BridgeFleet:
+    fleet: LocalFleet
+    balancer: TcpBalancer
+    ledger: LedgerReader
+    traffic: HumanTraffic
+    seed: Seed
+
+    def chats(self) -> list[tuple[str, list[str]]]:
+        """(chat id, the humans in it) for every chat of the agent user."""
+        assert self.fleet.emulator is not None
+        agent = self.seed.agent_user.id
+        return [(c.id, [m.user_id for m in c.members if m.user_id != agent])
+                for c in self.fleet.emulator.state.chats_of(agent)]
+
+    async def wait_bootstrapped(self) -> None:
+        """Every chat has a cursor: a message sent before then meets first-sight rules, not polling."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while await self.ledger.chat_cursor_count() < len(self.chats()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"chats not bootstrapped within {READY_TIMEOUT_S:.0f} s; logs in {self.fleet.workdir}")
+            await asyncio.sleep(0.25)
+
+
+@asynccontextmanager
+async def bridge_fleet(azurite: Azurite, workdir: Path, *, replicas: int, chats: int = 3) -> AsyncIterator[BridgeFleet]:
+    # Failover and delivery, not limits: relaxed, as two replicas polling every second would starve
+    # a chat under the 1 read/s per-chat limit.
+    seed = build_seed(chats=chats, humans=3, throttle=ThrottleBudget.relaxed(), random_seed=11)
+    env = {"ENTRABOT_CHAT_POLL_INTERVAL_S": "1.0", "ENTRABOT_CHAT_POLL_JITTER_S": "0.2",
+           "ENTRABOT_EMAIL_POLL_INTERVAL_S": "5.0"}
+    fleet = LocalFleet(seed, workdir, replicas=replicas, azurite=azurite, extra_env=env)
+    ledger = LedgerReader(BlobBackend.from_connection_string(azurite.connection_string, fleet.container))
+    try:
+        await asyncio.to_thread(fleet.start)
+        assert fleet.emulator is not None
+        async with tcp_balancer([("127.0.0.1", m.port) for m in fleet.members]) as balancer, \
+                httpx.AsyncClient(timeout=30) as http:
+            yield BridgeFleet(fleet, balancer, ledger, HumanTraffic(seed, fleet.emulator.base_url, http), seed)
+    finally:
+        await asyncio.to_thread(fleet.stop)
+        await ledger.aclose()

@@ -1,0 +1,76 @@
+"""An in-process replica MCP server with the demo tools, optionally plus ``request_permission``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from fastapi import FastAPI
+from pydantic import BaseModel
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from service.delivery.hub import DeliveryHub
+from service.devstack.uvicorn_runner import serve_app
+from service.mcp.server import build_mcp
+from service.mcp.tool_registry import ToolCall
+from service.telemetry.metrics import Metrics
+from tests.mcp.server_fixture import LiveMcp, demo_tools, mcp_settings
+
+
+class PermissionInput(BaseModel):
+    request_id: str
+    tool_name: str
+    description: str
+    input_preview: str
+
+
+class PermissionAck(BaseModel):
+    asked: bool
+
+
+@dataclass
+class PermissionDesk:
+    """What the fleet's ``request_permission`` tool was asked, in order, and every request's headers."""
+
+    requests: list[PermissionInput] = field(default_factory=list)
+    http_requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (method, headers)
+
+
+class _RecordHeaders:
+    """ASGI wrapper noting each HTTP request's method and headers before the app sees it."""
+
+    def __init__(self, app: ASGIApp, seen: list[tuple[str, dict[str, str]]]) -> None:
+        self.app = app
+        self.seen = seen
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            self.seen.append((scope["method"], {k.decode(): v.decode() for k, v in scope["headers"]}))
+        await self.app(scope, receive, send)
+
+
+@asynccontextmanager
+async def fleet_server(*, with_permission_tool: bool) -> AsyncIterator[tuple[LiveMcp, PermissionDesk]]:
+    desk = PermissionDesk()
+    tools = demo_tools()
+    if with_permission_tool:
+
+        @tools.tool(name="request_permission")
+        async def request_permission(args: PermissionInput, call: ToolCall) -> PermissionAck:
+            """Ask the agent's sponsor to allow a tool use."""
+            desk.requests.append(args)
+            return PermissionAck(asked=True)
+
+    metrics = Metrics()
+    hub = DeliveryHub(metrics=metrics)
+    mcp = build_mcp(mcp_settings(), hub, metrics=metrics, tools=tools)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with mcp.lifespan():
+            yield
+
+    app = _RecordHeaders(FastAPI(routes=mcp.routes(), lifespan=lifespan), desk.http_requests)
+    async with serve_app(app) as server:
+        yield LiveMcp(server.base_url, mcp, hub, metrics), desk
