@@ -12,9 +12,16 @@ class Nudge:
     """A wake-up that is not lost: set while nobody waits, the next wait returns at once."""
 
     _event: asyncio.Event = field(default_factory=asyncio.Event)
+    _later: asyncio.TimerHandle | None = None
 
     def set(self) -> None:
         self._event.set()
+
+    def set_now_and_after(self, delay_s: float) -> None:
+        """Wake now and once more ``delay_s`` later (one pending timer at most, however many calls)."""
+        self._event.set()
+        if self._later is None or self._later.cancelled() or self._later.when() <= asyncio.get_running_loop().time():
+            self._later = asyncio.get_running_loop().call_later(delay_s, self._event.set)
 
     async def wait(self) -> None:
         await self._event.wait()

@@ -9,6 +9,7 @@ only once the replica has started.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from service.config import Settings
 from service.graph.client import GraphClient
@@ -22,6 +23,9 @@ from service.notifications.receiver import NotificationReceiver
 from service.notifications.subscriptions import ROLE, SubscriptionManager, wanted_subscriptions
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
+from service.workers.email_poll import SETTLE_MARGIN
+
+MAIL_SETTLE_SLACK = timedelta(seconds=1)
 
 
 @dataclass
@@ -39,9 +43,14 @@ class Notifications:
         state = self.settings.notification_client_state
         assert state is not None  # Settings refuses a notification URL without it
         self.receiver = NotificationReceiver(HintLog(self.backend, clock=self.clock), state.get_secret_value(),
-                                             on_mail=self.mail_nudge.set, on_lifecycle=self._on_lifecycle,
+                                             on_mail=self._on_mail, on_lifecycle=self._on_lifecycle,
                                              clock=self.clock, metrics=self.metrics)
         self.hints = HintReader(self.backend, clock=self.clock)
+
+    def _on_mail(self) -> None:
+        """Wake the email poll now, and again once the new mail is past the poll's settle margin: a
+        cycle leaves mail of the last seconds for the next one, which must not be an interval away."""
+        self.mail_nudge.set_now_and_after((SETTLE_MARGIN + MAIL_SETTLE_SLACK).total_seconds())
 
     async def _on_lifecycle(self, item: ChangeNotification) -> None:
         """Recorded for whichever replica manages the subscriptions (raises StorageError: the receiver
