@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
@@ -86,7 +86,7 @@ class Settings(BaseSettings):
     notification_url: str | None = None
     # The secret Graph echoes in every notification's clientState (Graph allows 128 characters);
     # required with notification_url: a notification without it is dropped by the receiver.
-    notification_client_state: SecretStr | None = None
+    notification_client_state: SecretStr | None = Field(default=None, validate_default=True)
     # Where lifecycle notifications go (reauthorizationRequired, subscriptionRemoved, missed);
     # the notification URL when unset.
     notification_lifecycle_url: str | None = None
@@ -102,18 +102,15 @@ class Settings(BaseSettings):
 
     @field_validator("notification_client_state")
     @classmethod
-    def _client_state_fits_graph(cls, v: SecretStr | None) -> SecretStr | None:
-        if v is not None and len(v.get_secret_value()) > MAX_CLIENT_STATE_CHARS:
+    def _client_state_fits_graph(cls, v: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if v is None or not v.get_secret_value():
+            if info.data.get("notification_url"):
+                raise ValueError("required when ENTRABOT_NOTIFICATION_URL is set (a random secret of at most "
+                                 f"{MAX_CLIENT_STATE_CHARS} characters)")
+            return None
+        if len(v.get_secret_value()) > MAX_CLIENT_STATE_CHARS:
             raise ValueError(f"must be at most {MAX_CLIENT_STATE_CHARS} characters (Graph's clientState limit)")
         return v
-
-    @model_validator(mode="after")
-    def _notifications_need_client_state(self) -> Settings:
-        if self.notification_url and not (self.notification_client_state
-                                          and self.notification_client_state.get_secret_value()):
-            raise ValueError("ENTRABOT_NOTIFICATION_CLIENT_STATE is required when ENTRABOT_NOTIFICATION_URL is set "
-                             "(a random secret of at most 128 characters)")
-        return self
 
     @property
     def lifecycle_url(self) -> str | None:
