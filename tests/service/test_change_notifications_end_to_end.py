@@ -206,3 +206,17 @@ async def test_a_mail_notification_starts_an_email_cycle(fleet, emulator) -> Non
     finally:
         stop.set()
         await task
+
+
+async def test_when_the_holder_stops_the_other_replica_takes_the_role_and_subscribes_for_itself(
+        fleet, emulator) -> None:
+    """Last in this module: it stops a replica. The lease expires (no renewal), the other replica
+    takes it and, finding subscriptions aimed at a URL that is not its own, replaces them."""
+    manager = await holder(fleet, emulator)
+    successor = next(m for m in fleet.members if m is not manager)
+    manager.terminate()
+    own = f"{successor.base_url}/graph/notifications"
+    await until(lambda: metric(successor, "entrabot_lease_held", role=ROLE) == 1, "the takeover")
+    await until(lambda: {s["notification_url"] for s in admin_subscriptions(emulator)} == {own}
+                and len(admin_subscriptions(emulator)) == 2, "subscriptions aimed at the successor")
+    assert metric(successor, "entrabot_lease_events_total", role=ROLE, event="taken_over") == 1
