@@ -222,18 +222,24 @@ class SubscriptionManager:
             events, offset = [], record.lifecycle_offset
         kept = dict(record.kept)
         created: list[str] = []
+        done = True
         for decision in decide(self.wanted, kept, events, self.clock()):
             if not self.lease.held():
+                done = False
                 break
             result = await self._apply(decision)
-            if result is not None:
-                if decision.current is None or result.id != decision.current.id:
-                    created.append(result.id)
-                kept[decision.wanted.kind] = result
+            if result is None:
+                done = False
+                continue
+            if decision.current is None or result.id != decision.current.id:
+                created.append(result.id)
+            kept[decision.wanted.kind] = result
         if mail_missed(record.kept, events):
             log.info("Graph missed mail notifications; nudging an email cycle")
             self.on_mail_missed()
-        updated = SubscriptionsRecord(kept, offset)
+        # The events count as handled only when every decision was carried out: a removal or a
+        # reauthorization that failed is decided again next cycle (acting twice on one is harmless).
+        updated = SubscriptionsRecord(kept, offset if done else record.lifecycle_offset)
         if updated != record or read.outcome is ReadOutcome.ABSENT:
             await self._store(updated, read.etag, created)
         self._publish(kept)

@@ -15,6 +15,7 @@ from pydantic import SecretStr
 from worker_stack import WorkerStack, build_stack
 from starlette.applications import Starlette
 
+from emulator.faults import FaultRule
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.config import Settings
@@ -121,3 +122,16 @@ async def test_a_missed_on_the_inbox_nudges_one_email_cycle(world) -> None:
     await manager.cycle()
     await manager.cycle()  # the event is behind the recorded offset now
     assert world.mail_nudges == 1
+
+
+async def test_a_removal_answered_while_graph_refuses_creation_is_acted_on_once_graph_answers(world) -> None:
+    manager = world.manager()
+    await manager.cycle()
+    removed = world.live()["userChats"]
+    await world.stack.graph.delete_subscription(removed)
+    await record_event(world.backend, LifecycleEvent(removed, "subscriptionRemoved", utc_now()))
+    world.emulator.context.faults.add(FaultRule(status=503, route_pattern=r"/subscriptions$", method="POST", count=1))
+    await manager.cycle()  # the creation fails: the event must not be forgotten
+    assert "userChats" not in world.live() and world.changes("chat", "failed") == 1
+    await manager.cycle()
+    assert world.live()["userChats"] != removed and world.changes("chat", "recreated") == 1
