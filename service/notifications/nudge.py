@@ -18,10 +18,12 @@ class Nudge:
         self._event.set()
 
     def set_now_and_after(self, delay_s: float) -> None:
-        """Wake now and once more ``delay_s`` later (one pending timer at most, however many calls)."""
+        """Wake now and once more ``delay_s`` after the latest call (one pending timer at most: each
+        call moves it, so the last of a burst is still followed by a wake ``delay_s`` later)."""
         self._event.set()
-        if self._later is None or self._later.cancelled() or self._later.when() <= asyncio.get_running_loop().time():
-            self._later = asyncio.get_running_loop().call_later(delay_s, self._event.set)
+        if self._later is not None:
+            self._later.cancel()
+        self._later = asyncio.get_running_loop().call_later(delay_s, self._event.set)
 
     async def wait(self) -> None:
         await self._event.wait()
