@@ -16,8 +16,8 @@ from service.graph.client import GraphClient
 from service.ledger.clock import Clock, utc_now
 from service.ledger.hints import HintLog, HintReader
 from service.ledger.leases import Lease
-from service.notifications.nudge import Nudge
 from service.notifications.lifecycle_log import event_of, record_event
+from service.notifications.nudge import Nudge
 from service.notifications.payloads import ChangeNotification
 from service.notifications.receiver import NotificationReceiver
 from service.notifications.subscriptions import ROLE, SubscriptionManager, wanted_subscriptions

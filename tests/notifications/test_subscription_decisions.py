@@ -8,8 +8,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from service.ledger.reads import CorruptValueError
-from service.notifications.lifecycle_log import LifecycleEvent, parse_event_line, read_events, record_event, \
-    render_event
+from service.notifications.lifecycle_log import (
+    LifecycleEvent,
+    parse_event_line,
+    read_events,
+    record_event,
+    render_event,
+)
 from service.notifications.subscriptions import (
     Action,
     Kept,
@@ -38,7 +43,7 @@ def event(sub_id: str, name: str) -> LifecycleEvent:
     return LifecycleEvent(sub_id, name, NOW)
 
 
-def actions(kept_now: dict[Kind, Kept], events: list[LifecycleEvent] = []) -> dict[Kind, Action]:
+def actions(kept_now: dict[Kind, Kept], events: tuple[LifecycleEvent, ...] = ()) -> dict[Kind, Action]:
     return {d.wanted.kind: d.action for d in decide((CHAT, MAIL), kept_now, events, NOW)}
 
 
@@ -65,19 +70,21 @@ def test_an_expired_subscription_is_recreated_since_graph_deletes_it_without_not
 
 
 def test_subscription_removed_recreates_and_reauthorization_required_reauthorizes() -> None:
-    now_kept = {Kind.CHAT: kept(Kind.CHAT, "c", left=CHAT.lifetime), Kind.MAIL: kept(Kind.MAIL, "m", left=MAIL.lifetime)}
-    assert actions(now_kept, [event("c", "subscriptionRemoved"), event("m", "reauthorizationRequired")]) == {
+    now_kept = {Kind.CHAT: kept(Kind.CHAT, "c", left=CHAT.lifetime),
+                Kind.MAIL: kept(Kind.MAIL, "m", left=MAIL.lifetime)}
+    assert actions(now_kept, (event("c", "subscriptionRemoved"), event("m", "reauthorizationRequired"))) == {
         Kind.CHAT: Action.RECREATE, Kind.MAIL: Action.REAUTHORIZE}
 
 
 def test_a_renewal_due_answers_reauthorization_too() -> None:
     due = {Kind.CHAT: kept(Kind.CHAT, "c", left=timedelta(hours=1))}
-    assert actions(due, [event("c", "reauthorizationRequired")])[Kind.CHAT] is Action.RENEW
+    assert actions(due, (event("c", "reauthorizationRequired"),))[Kind.CHAT] is Action.RENEW
 
 
 def test_events_about_a_former_subscription_change_nothing() -> None:
-    now_kept = {Kind.CHAT: kept(Kind.CHAT, "c2", left=CHAT.lifetime), Kind.MAIL: kept(Kind.MAIL, "m", left=MAIL.lifetime)}
-    assert actions(now_kept, [event("c1", "subscriptionRemoved"), event("c1", "reauthorizationRequired")]) == {}
+    now_kept = {Kind.CHAT: kept(Kind.CHAT, "c2", left=CHAT.lifetime),
+                Kind.MAIL: kept(Kind.MAIL, "m", left=MAIL.lifetime)}
+    assert actions(now_kept, (event("c1", "subscriptionRemoved"), event("c1", "reauthorizationRequired"))) == {}
 
 
 def test_a_subscription_for_another_url_is_recreated() -> None:
