@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import Enum
@@ -44,6 +45,8 @@ from service.ledger.corrupt_cursors import CorruptCursors
 from service.ledger.permission_requests import PermissionRequests
 from service.mcp.auth import check_auth_config
 from service.mcp.server import McpService, build_mcp
+from service.notifications.nudge import first_of
+from service.notifications.wiring import Notifications, notifications_from_settings
 from service.storage.backend import MemoryBackend
 from service.storage.resolution import BlobChoice, choose_backend, get_backend
 from service.telemetry.metrics import Metrics
@@ -90,6 +93,7 @@ class Replica:
     clock: Clock = utc_now
     gate: SponsorGate = field(default_factory=lambda: SponsorGate(()))
     directory: GraphClient | None = None  # the agent identity's app-only Graph client (sponsors)
+    notifications: Notifications | None = None  # Graph change notifications, when a URL is set
     supervisor: Supervisor = field(init=False)
     corrupt_cursors: CorruptCursors = field(init=False)
     phase: Phase = Phase.STARTING
@@ -126,7 +130,7 @@ class Replica:
             watched=self.watched, hub=self.hub, agent=self.agent, recorder=recorder, gate=self.gate,
             metrics=self.metrics, clock=self.clock, concurrency=s.chat_poll_concurrency,
             first_sight_max_age=timedelta(hours=s.first_sight_max_age_h), sent_message_ids=sent_ids,
-            permissions=permissions,
+            permissions=permissions, hints=self.notifications.hints if self.notifications else None,
         )
         discovery = Discovery(self.graph, self.watched, self.gate, agent_identity_id=s.agent_identity_id,
                               directory=self.directory)
@@ -147,7 +151,12 @@ class Replica:
         await discovery.cycle()
         sup.add("chat_poll", self.chat_poller.cycle, interval_s=s.chat_poll_interval_s,
                 jitter_s=s.chat_poll_jitter_s, wake=self.hub.wait_for_change)
-        sup.add("email_poll", email.cycle, interval_s=s.email_poll_interval_s, wake=self.hub.wait_for_change)
+        email_wake: Callable[[], Awaitable[None]] = self.hub.wait_for_change
+        if self.notifications is not None:
+            email_wake = first_of(self.hub.wait_for_change, self.notifications.mail_nudge.wait)
+            manager = self.notifications.manager(self.graph, self.agent.object_id, self.replica_id)
+            sup.add("subscriptions", manager.cycle, interval_s=manager.interval_s, wake=manager.poked.wait)
+        sup.add("email_poll", email.cycle, interval_s=s.email_poll_interval_s, wake=email_wake)
         if s.auth_mode == "agent_user":
             # The first sweep ran above, before the loops: the next one is due an interval later.
             sup.add("discovery", discovery.cycle, interval_s=s.discovery_interval_s,
@@ -253,4 +262,5 @@ def build_replica(
     return Replica(
         settings=settings, backend=backend, is_cloud=bool(is_cloud), http=http, graph=graph, hub=hub, mcp=mcp,
         metrics=metrics, replica_id=rid, clock=clock, directory=directory,
+        notifications=notifications_from_settings(settings, backend, metrics, clock),
     )
