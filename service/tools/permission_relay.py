@@ -10,6 +10,14 @@ to that target, which pushes ``notifications/claude/channel/permission`` to the 
 it is never also delivered as an ordinary push. Anyone else's reply, a wrong id, or a reply after the
 request expired decides nothing (it is an ordinary message then).
 
+A verdict reaches only the session that asked. While that session's stream is down it waits in
+Graph, unclaimed, and a stream resumed before the expiry gets it. If the session is gone (its
+replica died, or the bridge re-initialized elsewhere), the shared record still names this replica
+until the expiry, so every replica leaves the reply alone until then; after it, the reply is an
+ordinary message and is pushed as one. Nothing re-asks: the bridge does not repeat the request on
+its new session, and the same id is refused while the first request is live. Claude Code's own
+prompt still takes a local answer meanwhile.
+
 Declaring ``claude/channel/permission`` lets a remote person approve the agent's tool use, so it is
 offered only over an authenticated fleet connection: ``/mcp`` requires bearer auth off loopback.
 """
