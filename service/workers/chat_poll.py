@@ -302,8 +302,10 @@ class ChatPoller:
         state, (newest,) = read.state, read.ordered
         if newest.id not in takeable:
             return  # a replica holding a target that can take it will surface it
+        # Only into a chat that still has no cursor: a replica that wrote one meanwhile may have left
+        # messages between its watermark and this one unclaimed, for its own host.
         claim = await self.ledger.claim(state.chat_id, [Candidate(newest.id, newest.created_date_time)],
-                                        newest.created_date_time)
+                                        newest.created_date_time, new_chat=True)
         if claim.outcome is ChatClaimOutcome.UNRESOLVED:
             state.held[newest.id] = read.inbound[newest.id]
         await self._deliver(state, claim.ids, read.fetched)
