@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.routing import BaseRoute
 
 from service import __version__
 from service.replica import Phase, Replica
@@ -69,7 +70,12 @@ def create_app(replica: Replica) -> FastAPI:
         finally:
             await replica.stop()
 
-    app = FastAPI(title="entrabot-fleet", version=__version__, lifespan=lifespan, routes=replica.mcp.routes(),
+    # Graph's webhook (POST /graph/notifications) on every replica, when notifications are configured.
+    notifications: list[BaseRoute] = []
+    if replica.notifications is not None:
+        notifications += replica.notifications.receiver.routes()
+    app = FastAPI(title="entrabot-fleet", version=__version__, lifespan=lifespan,
+                  routes=replica.mcp.routes() + notifications,
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(McpHttpMetrics, metrics=replica.metrics)
 

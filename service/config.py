@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
 DEFAULT_GRAPH_URL = "https://graph.microsoft.com/v1.0"
+MAX_CLIENT_STATE_CHARS = 128  # Graph: subscription resource type, clientState "maximum length is 128 characters"
 
 
 class Settings(BaseSettings):
@@ -86,6 +87,12 @@ class Settings(BaseSettings):
     otlp_endpoint: str | None = None
     # Where Graph change notifications are delivered (https); optional, checked by `doctor` when set.
     notification_url: str | None = None
+    # The secret Graph echoes in every notification's clientState (Graph allows 128 characters);
+    # required with notification_url: a notification without it is dropped by the receiver.
+    notification_client_state: SecretStr | None = Field(default=None, validate_default=True)
+    # Where lifecycle notifications go (reauthorizationRequired, subscriptionRemoved, missed);
+    # the notification URL when unset.
+    notification_lifecycle_url: str | None = None
     log_level: str = "INFO"
 
     @field_validator(
@@ -110,6 +117,22 @@ class Settings(BaseSettings):
         if v <= 0:
             raise ValueError("must be a positive number of seconds")
         return v
+
+    @field_validator("notification_client_state")
+    @classmethod
+    def _client_state_fits_graph(cls, v: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if v is None or not v.get_secret_value():
+            if info.data.get("notification_url"):
+                raise ValueError("required when ENTRABOT_NOTIFICATION_URL is set (a random secret of at most "
+                                 f"{MAX_CLIENT_STATE_CHARS} characters)")
+            return None
+        if len(v.get_secret_value()) > MAX_CLIENT_STATE_CHARS:
+            raise ValueError(f"must be at most {MAX_CLIENT_STATE_CHARS} characters (Graph's clientState limit)")
+        return v
+
+    @property
+    def lifecycle_url(self) -> str | None:
+        return self.notification_lifecycle_url or self.notification_url
 
 
 class SettingsError(ValueError):

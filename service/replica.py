@@ -34,6 +34,8 @@ from service.clock import Clock, utc_now
 from service.ledger.corrupt_cursors import CorruptCursors
 from service.mcp.auth import check_auth_config
 from service.mcp.server import McpService, build_mcp
+from service.notifications.nudge import first_of
+from service.notifications.wiring import Notifications, notifications_from_settings
 from service.storage.backend import MemoryBackend
 from service.storage.resolution import BlobChoice, choose_backend, get_backend
 from service.telemetry.metrics import Metrics
@@ -73,6 +75,7 @@ class Replica:
     clock: Clock = utc_now
     gate: SponsorGate = field(default_factory=lambda: SponsorGate(()))
     directory: GraphClient | None = None  # the agent identity's app-only Graph client (sponsors)
+    notifications: Notifications | None = None  # Graph change notifications, when a URL is set
     supervisor: Supervisor = field(init=False)
     corrupt_cursors: CorruptCursors = field(init=False)
     phase: Phase = Phase.STARTING
@@ -100,6 +103,7 @@ class Replica:
             settings=s, backend=self.backend, is_cloud=self.is_cloud, graph=self.graph, hub=self.hub,
             agent=self.agent, gate=self.gate, replica_id=self.replica_id, metrics=self.metrics, clock=self.clock,
             directory=self.directory, corrupt_cursors=self.corrupt_cursors,
+            hints=self.notifications.hints if self.notifications else None,
         )
         self.watched, self.chat_poller, discovery = wired.watched, wired.chat_poller, wired.discovery
         register_tools(self.mcp.tools, wired.tool_deps)
@@ -108,8 +112,12 @@ class Replica:
         await discovery.cycle()
         sup.add("chat_poll", self.chat_poller.cycle, interval_s=s.chat_poll_interval_s,
                 jitter_s=s.chat_poll_jitter_s, wake=self.hub.wait_for_change)
-        sup.add("email_poll", wired.email_poller.cycle, interval_s=s.email_poll_interval_s,
-                wake=self.hub.wait_for_change)
+        email_wake: Callable[[], Awaitable[None]] = self.hub.wait_for_change
+        if self.notifications is not None:
+            email_wake = first_of(self.hub.wait_for_change, self.notifications.mail_nudge.wait)
+            manager = self.notifications.manager(self.graph, self.agent.object_id, self.replica_id)
+            sup.add("subscriptions", manager.cycle, interval_s=manager.interval_s, wake=manager.poked.wait)
+        sup.add("email_poll", wired.email_poller.cycle, interval_s=s.email_poll_interval_s, wake=email_wake)
         if s.auth_mode == "agent_user":
             # The first sweep ran above, before the loops: the next one is due an interval later.
             sup.add("discovery", discovery.cycle, interval_s=s.discovery_interval_s,
@@ -215,4 +223,5 @@ def build_replica(
     return Replica(
         settings=settings, backend=backend, is_cloud=bool(is_cloud), http=http, graph=graph, hub=hub, mcp=mcp,
         metrics=metrics, replica_id=rid, clock=clock, directory=directory,
+        notifications=notifications_from_settings(settings, backend, metrics, clock),
     )

@@ -25,6 +25,7 @@ from service.ledger import (
 )
 from service.clock import Clock, utc_now
 from service.ledger.corrupt_cursors import CorruptCursors
+from service.ledger.hints import HintReader
 from service.ledger.permission_requests import PermissionRequests
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
@@ -66,11 +67,13 @@ async def wire_workers(
     clock: Clock = utc_now,
     directory: GraphClient | None = None,
     corrupt_cursors: CorruptCursors | None = None,
+    hints: HintReader | None = None,
 ) -> Workers:
     """Build the workers and the tool dependencies, and load the watched chats (one store read).
 
     ``directory`` is the agent identity's app-only Graph client that reads the sponsors (without it no
-    sponsor is recognised); ``corrupt_cursors`` makes chats stalled by a corrupt cursor visible.
+    sponsor is recognised); ``corrupt_cursors`` makes chats stalled by a corrupt cursor visible;
+    ``hints`` are the chats Graph's change notifications named (the chat poll reads those first).
     """
     interactions = InteractionLog(backend, clock=clock)
     promises = PromiseLedger(backend, clock=clock, metrics=metrics)
@@ -84,7 +87,7 @@ async def wire_workers(
         agent=agent, recorder=recorder, gate=gate, metrics=metrics, clock=clock,
         concurrency=settings.chat_poll_concurrency,
         first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h), sent_message_ids=sent,
-        permissions=permissions,
+        permissions=permissions, hints=hints,
     )
     discovery = Discovery(graph, watched, gate, agent_identity_id=settings.agent_identity_id, directory=directory)
     email_poller = EmailPoller(

@@ -113,7 +113,8 @@ class LocalFleet:
     seed: Seed
     workdir: Path
     replicas: int = 3
-    # Extra ENTRABOT_* settings for every replica (poll intervals, faults proxy endpoint…).
+    # Extra ENTRABOT_* settings for every replica (poll intervals, faults proxy endpoint…); "{port}" in a
+    # value becomes the replica's own port.
     extra_env: dict[str, str] = field(default_factory=dict)
     container: str = field(default_factory=lambda: "fleet" + uuid.uuid4().hex[:12])
     azurite: Azurite | None = None
@@ -159,7 +160,8 @@ class LocalFleet:
             "ENTRABOT_LOG_LEVEL": "INFO",
             "PYTHONUNBUFFERED": "1",
         })
-        env.update(self.extra_env)
+        # "{port}" in a value is this replica's own port (e.g. a notification URL pointing at itself).
+        env.update({k: v.replace("{port}", str(port)) for k, v in self.extra_env.items()})
         return ReplicaProcess(name, port, env, self.workdir / f"{name}.log")
 
     def ensure_container(self) -> None:

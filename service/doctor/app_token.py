@@ -2,9 +2,9 @@
 
 Graph's "List agentIdentity sponsors" page supports application permissions only (no delegated
 permission is listed), so the sponsor read cannot use the agent user's token. The fleet's own
-app-only provider lives in service/graph/auth (being added alongside the sponsor-read change); the
-doctor keeps this small uncached one so it can name the hop that failed. When both exist, prefer the
-fleet's provider here and drop this module.
+app-only provider (``AgentUserTokenProvider.agent_identity_tokens``) caches and shares hop 1 with the
+user tokens; the doctor keeps this small uncached one so that each run asks Entra afresh and can name
+the hop that failed.
 """
 
 from __future__ import annotations

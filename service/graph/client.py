@@ -37,6 +37,7 @@ from service.graph.errors import (
 from service.graph.http_pool import new_http_client
 from service.graph.models import Chat, ChatMember, ChatMessage, DirectoryObjectRef, MailMessage, User
 from service.graph.pages import Page, parse_item, parse_page
+from service.graph.subscription_model import GraphSubscription
 from service.graph.retry_policy import Action, RetryPolicy, Step, next_step
 from service.telemetry.metrics import Metrics
 
@@ -278,6 +279,30 @@ class GraphClient:
         await self._request(
             "POST", url, route=route, json={"message": message, "saveToSentItems": True}, idempotent=False
         )
+
+    # --- change-notification subscriptions -------------------------------------------------
+
+    async def create_subscription(self, body: Mapping[str, Any]) -> GraphSubscription:
+        """POST /subscriptions. Not repeated after a 5xx or a lost answer (a second one could be made);
+        the manager creates again on its next cycle and an orphan expires on its own."""
+        url, route = self._url("subscriptions")
+        response = await self._request("POST", url, route=route, json=dict(body), idempotent=False)
+        return self._parse_one(response, GraphSubscription, "subscription", route)
+
+    async def renew_subscription(self, subscription_id: str, expiration: datetime) -> GraphSubscription:
+        """PATCH expirationDateTime; Graph says a renewal also reauthorizes (lifecycle notifications page)."""
+        url, route = self._url("subscriptions/{}", subscription_id)
+        response = await self._request("PATCH", url, route=route,
+                                       json={"expirationDateTime": graph_timestamp(expiration)}, idempotent=True)
+        return self._parse_one(response, GraphSubscription, "subscription", route)
+
+    async def reauthorize_subscription(self, subscription_id: str) -> None:
+        url, route = self._url("subscriptions/{}/reauthorize", subscription_id)
+        await self._request("POST", url, route=route, idempotent=True)
+
+    async def delete_subscription(self, subscription_id: str) -> None:
+        url, route = self._url("subscriptions/{}", subscription_id)
+        await self._request("DELETE", url, route=route, idempotent=True)
 
     # --- plumbing ----------------------------------------------------------------------------
 

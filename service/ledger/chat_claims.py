@@ -93,7 +93,7 @@ CursorRead = Read[ChatCursor]
 
 class ChatClaimOutcome(str, Enum):
     CLAIMED = "claimed"  # this replica won at least one candidate
-    NOTHING_NEW = "nothing_new"  # no candidates were offered
+    NOTHING_NEW = "nothing_new"  # no candidates were offered, or a first sight found the chat no longer new
     LOST = "lost"  # every candidate is already recorded (claimed by others) or behind the watermark
     UNRESOLVED = "unresolved"  # an ambiguity: nothing new claimed, keep the candidates
 
@@ -207,11 +207,18 @@ async def claim_delivery(
     settle_rounds: int = SETTLE_ROUNDS,
     new_claim_id: Callable[[], str] = _new_claim_id,
     advance_watermark: bool = True,
+    new_chat: bool = False,
 ) -> ChatClaim:
     """Claim ``candidates`` for this replica (see the module docstring for the whole contract).
 
     ``advance_watermark=False``: the candidates lie beyond a message this replica cannot take (a
     sponsor wait's reply after someone else's message); the watermark moves only to ``last_ts``.
+
+    ``new_chat=True``: a first sight's claim, valid only while the chat has no cursor. A first sight
+    offers the newest message alone and moves the watermark to it, which is right only for a chat
+    the fleet has never seen; once some replica has written a cursor, the messages between its
+    watermark and the newest may be unclaimed, so nothing is claimed (NOTHING_NEW: read the
+    cursor and poll as usual).
 
     ``unsettled`` is this replica's memory of claim writes whose outcome is unknown, keyed by chat;
     pass the same mapping on every call (``ChatLedger`` holds one).
@@ -220,7 +227,8 @@ async def claim_delivery(
         span.set_attribute("entrabot.chat_id", chat_id)
         span.set_attribute("entrabot.candidates", len(candidates))
         run = _ClaimRun(backend, chat_id, unsettled, settle_rounds, metrics)
-        claim = await _claim(run, candidates, last_ts, clock, metrics, max_attempts, new_claim_id, advance_watermark)
+        claim = await _claim(run, candidates, last_ts, clock, metrics, max_attempts, new_claim_id, advance_watermark,
+                             new_chat)
         span.set_attribute("entrabot.claim.outcome", claim.outcome.value)
         span.set_attribute("entrabot.claim.ids", len(claim.ids))
         span.set_attribute("entrabot.claim.writes", claim.writes)
@@ -243,6 +251,7 @@ async def _claim(
     max_attempts: int,
     new_claim_id: Callable[[], str],
     advance_watermark: bool = True,
+    new_chat: bool = False,
 ) -> ChatClaim:
     earlier = await run.settle_earlier()
     if run.settled is Settlement.UNKNOWN:
@@ -255,6 +264,8 @@ async def _claim(
         if read.outcome is ReadOutcome.UNRESOLVED:
             assert read.reason is not None
             return run.result(ChatClaimOutcome.UNRESOLVED, problem=_PROBLEM_OF_READ[read.reason])
+        if new_chat and read.value is not None:
+            return run.result(ChatClaimOutcome.NOTHING_NEW)  # no longer new: another replica's cursor rules
         decision = decide_claim(read.value, candidates)
         if not decision.claimable:
             return run.result(ChatClaimOutcome.LOST)
@@ -364,12 +375,13 @@ class ChatLedger:
         last_ts: datetime | None = None,
         *,
         advance_watermark: bool = True,
+        new_chat: bool = False,
     ) -> ChatClaim:
         async with self._chat_locks.setdefault(chat_id, asyncio.Lock()):
             claim = await claim_delivery(
                 self._backend, chat_id, candidates, last_ts,
                 unsettled=self._unsettled, clock=self._clock, metrics=self._metrics,
-                advance_watermark=advance_watermark,
+                advance_watermark=advance_watermark, new_chat=new_chat,
             )
         if claim.problem is ClaimProblem.CORRUPT:
             self.corrupt.mark(chat_id)

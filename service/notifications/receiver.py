@@ -103,8 +103,14 @@ class NotificationReceiver:
         if mail:
             self.on_mail()
         if lifecycle and self.on_lifecycle is not None:
-            for item in lifecycle:
-                await self.on_lifecycle(item)
+            try:
+                for item in lifecycle:
+                    await asyncio.wait_for(self.on_lifecycle(item), HINT_WRITE_BUDGET_S)
+            except (StorageError, TimeoutError) as exc:
+                # The hints above are stored; Graph resends the whole batch, and a hint twice is harmless.
+                log.warning("lifecycle event not recorded; asking Graph to retry", extra={"error": type(exc).__name__})
+                self._count("batch", "retry_requested")
+                return PlainTextResponse("store unavailable", status_code=503)
         return Response(status_code=202)
 
     def _authentic(self, item: ChangeNotification) -> bool:

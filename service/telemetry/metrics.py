@@ -56,6 +56,19 @@ class Metrics:
             "entrabot_lease_events", "Lease changes: acquired, taken_over, lost, conflict", ["role", "event"],
             registry=r,
         )
+        # Set by the subscription manager (the lease holder): 1 per live subscription it keeps.
+        self.notification_subscriptions = Gauge(
+            "entrabot_notification_subscriptions", "Live Graph change-notification subscriptions kept by this "
+            "replica as the subscription manager, by resource (chat, mail)", ["resource"], registry=r,
+        )
+        self.notification_subscription_changes = Counter(
+            "entrabot_notification_subscription_changes", "Subscription manager actions by resource and action "
+            "(created, recreated, renewed, reauthorized, failed)", ["resource", "action"], registry=r,
+        )
+        self.chat_hints = Counter(
+            "entrabot_chat_hints", "Change hints read by the chat poll: joined (read although the scan said "
+            "quiet), already_chosen, not_watched", ["outcome"], registry=r,
+        )
         self.email_settle = Counter(
             "entrabot_email_settle", "Settlements of uncertain email claims by outcome", ["outcome"], registry=r
         )

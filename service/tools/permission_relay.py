@@ -10,6 +10,14 @@ to that target, which pushes ``notifications/claude/channel/permission`` to the 
 it is never also delivered as an ordinary push. Anyone else's reply, a wrong id, or a reply after the
 request expired decides nothing (it is an ordinary message then).
 
+A verdict reaches only the session that asked. While that session's stream is down it waits in
+Graph, unclaimed, and a stream resumed before the expiry gets it. If the session is gone (its
+replica died, or the bridge re-initialized elsewhere), the shared record still names this replica
+until the expiry, so every replica leaves the reply alone until then; after it, the reply is an
+ordinary message and is pushed as one. Nothing re-asks: the bridge does not repeat the request on
+its new session, and the same id is refused while the first request is live. Claude Code's own
+prompt still takes a local answer meanwhile.
+
 Declaring ``claude/channel/permission`` lets a remote person approve the agent's tool use, so it is
 offered only over an authenticated fleet connection: ``/mcp`` requires bearer auth off loopback.
 """
@@ -20,7 +28,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import anyio
 from pydantic import BaseModel, Field
@@ -31,6 +39,7 @@ from service.delivery.permission_verdict import REQUEST_ID_PATTERN, parse_verdic
 from service.delivery.push import format_ts
 from service.delivery.xpia import EnvelopeSource, neutralise, wrap_for_channel
 from service.graph.errors import GraphError
+from service.clock import Clock
 from service.ledger.permission_requests import PermissionRequests, ReserveOutcome
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.deps import ToolDeps
@@ -58,12 +67,19 @@ class PermissionRequestResult(BaseModel):
 
 @dataclass(eq=False)
 class PermissionTarget:
-    """One pending request, as a delivery target: takes exactly one verified sponsor's verdict for it."""
+    """One pending request, as a delivery target: takes exactly one verified sponsor's verdict for it.
+
+    It dies at ``expires_at`` by the replica's clock, not when a timer gets to it: a timer firing while
+    the host's stream is down, or started only after the sponsors were asked, would leave a target
+    that a resumed stream revives past the fleet's record of the request, relaying a late "yes".
+    """
 
     request_id: str
     send: Callable[[BaseModel], Awaitable[None]]
     stream_open: Callable[[], bool]
     on_decided: Callable[[str], Awaitable[None]]
+    expires_at: datetime
+    clock: Clock
     send_timeout_s: float = SEND_TIMEOUT_S
     _done: bool = False
 
@@ -76,7 +92,11 @@ class PermissionTarget:
         return TargetKind.PERMISSION
 
     def is_alive(self) -> bool:
-        return not self._done and self.stream_open()
+        return not self._done and self.clock() < self.expires_at and self.stream_open()
+
+    @property
+    def ended(self) -> bool:
+        return self._done
 
     def end(self) -> None:
         self._done = True
@@ -135,12 +155,16 @@ class PermissionRelay:
         sponsors = sorted(deps.gate.sponsor_ids)[:MAX_SPONSORS_ASKED]
         if not sponsors:
             raise ToolError("no sponsor of the agent identity is known, so nobody can approve; answer locally")
+        # Taken before the record's own (later) clock reading: this replica's target dies no later
+        # than the fleet's record, so no reply counts here that other replicas take for ordinary.
+        expires_at = deps.clock() + self.ttl
         reserved = await self.requests.reserve(args.request_id, self.ttl)
         if reserved is ReserveOutcome.TAKEN:
             raise ToolError(f"a permission request {args.request_id} is already pending")
         if reserved is ReserveOutcome.UNRESOLVED:
             raise ToolError("the shared store could not record the request; nobody was asked, try again")
-        target = PermissionTarget(args.request_id, channel.send, channel.is_open, self._decided)
+        target = PermissionTarget(args.request_id, channel.send, channel.is_open, self._decided, expires_at,
+                                  deps.clock)
         call.hub.register(target)
         asked = await self._ask(sponsors, sponsor_prompt(args))
         if not asked:
@@ -152,7 +176,7 @@ class PermissionRelay:
         task.add_done_callback(self._expiries.discard)
         log.info("permission requested", extra={"request_id": args.request_id, "sponsors_asked": asked})
         return PermissionRequestResult(
-            request_id=args.request_id, sponsors_asked=asked, expires_at=format_ts(deps.clock() + self.ttl),
+            request_id=args.request_id, sponsors_asked=asked, expires_at=format_ts(expires_at),
             next_action="Wait: the sponsor's verdict arrives as notifications/claude/channel/permission.",
         )
 
@@ -172,8 +196,9 @@ class PermissionRelay:
         return asked
 
     async def _expire(self, target: PermissionTarget) -> None:
-        await asyncio.sleep(self.ttl.total_seconds())
-        if target.is_alive():
+        await asyncio.sleep(max(0.0, (target.expires_at - self.deps.clock()).total_seconds()))
+        # Ended whether or not the host's stream is open now: a stream resumed later must not revive it.
+        if not target.ended:
             target.end()
             await self._decided(target.request_id)
             log.info("permission request expired", extra={"request_id": target.request_id})

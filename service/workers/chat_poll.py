@@ -33,6 +33,7 @@ from service.graph.models import ChatMessage, ChatMessagePreview
 from service.ledger import Candidate, ChatClaimOutcome, ChatLedger, ReadOutcome, WatchedChats
 from service.ledger.cas import UpdateOutcome
 from service.clock import Clock, later, utc_now
+from service.ledger.hints import HintReader
 from service.ledger.permission_requests import PermissionRequests, Standing
 from service.storage.errors import StorageError
 from service.telemetry.metrics import Metrics
@@ -70,6 +71,7 @@ class ChatPoller:
     # A chat the scan says is quiet is still read at least every this many cycles (5 min by default).
     guard_cycles: int = 60
     permissions: PermissionRequests | None = None  # pending permission requests of the fleet
+    hints: HintReader | None = None  # change hints (Graph notifications): a hinted chat is read this cycle
     _states: dict[str, ChatPollState] = field(default_factory=dict)
     _previews: dict[str, ChatMessagePreview | None] = field(default_factory=dict)
     _cycles: int = 0
@@ -124,16 +126,35 @@ class ChatPoller:
         self._cycles += 1
         with tracer.start_as_current_span("chat_poll.cycle") as span:
             previews = await self._scan()
+            hinted = await self._hinted_chats()
             if previews is not None:
                 # Read the fleet's cursors first (storage only), so the scan can be compared with them.
                 await self._each([c for c in chats if self.state_of(c).phase is ChatPhase.NEEDS_RESOLUTION],
                                  self._resolve_one)
-                chats = self._worth_polling(chats, previews)
+                chats = self._with_hinted(self._worth_polling(chats, previews), chats, hinted)
             span.set_attribute("entrabot.chats", len(chats))
             deferred = [r for r in await self._each(chats, self._poll_chat) if r is not None]
             if deferred:
                 takeable = await self._takeable(m for read in deferred for m in read.inbound.values())
                 await self._each(deferred, lambda read: self._claim_chat(read, takeable))
+
+    # --- change hints (SPEC §9): a separate hook; nothing but the choice of chats to read changes ---
+
+    async def _hinted_chats(self) -> set[str]:
+        """Chats named by hints written since the last cycle. A hint only adds a read: claims, first
+        sight and fail-closed stay as they are, and an unreadable hint segment costs only latency."""
+        if self.hints is None:
+            return set()
+        hints = await self.hints.poll()
+        return {h.chat_id for h in hints} if hints else set()
+
+    def _with_hinted(self, chosen: list[str], watched: list[str], hinted: set[str]) -> list[str]:
+        joined, outcomes = join_hinted(chosen, watched, hinted)
+        if self.metrics is not None:
+            for outcome, count in outcomes.items():
+                if count:
+                    self.metrics.chat_hints.labels(outcome=outcome).inc(count)
+        return joined
 
     async def _each(self, items: Sequence[T], work: Callable[[T], Awaitable[R]]) -> list[R]:
         """``work`` over every item, at most ``concurrency`` at a time; results in the items' order."""
@@ -275,8 +296,10 @@ class ChatPoller:
         state, (newest,) = read.state, read.ordered
         if newest.id not in takeable:
             return  # a replica holding a target that can take it will surface it
+        # Only into a chat that still has no cursor: a replica that wrote one meanwhile may have left
+        # messages between its watermark and this one unclaimed, for its own host.
         claim = await self.ledger.claim(state.chat_id, [Candidate(newest.id, newest.created_date_time)],
-                                        newest.created_date_time)
+                                        newest.created_date_time, new_chat=True)
         if claim.outcome is ChatClaimOutcome.UNRESOLVED:
             state.held[newest.id] = read.inbound[newest.id]
         await self._deliver(state, claim.ids, read.fetched)
@@ -385,6 +408,16 @@ class ChatPoller:
             dispatches = await self.hub.dispatch(messages)
             await self.recorder.delivered(messages, dispatches)
 
+
+def join_hinted(chosen: list[str], watched: list[str], hinted: set[str]) -> tuple[list[str], dict[str, int]]:
+    """``chosen`` plus every watched chat a hint names, in the watched order, and how each hinted chat
+    counted: joined (the scan would have skipped it), already_chosen, not_watched (discovery's job)."""
+    picked = set(chosen)
+    watched_set = set(watched)
+    outcomes = {"joined": len(hinted & watched_set - picked), "already_chosen": len(hinted & picked),
+                "not_watched": len(hinted - watched_set)}
+    wanted = picked | (hinted & watched_set)
+    return [c for c in watched if c in wanted], outcomes
 
 
 def _log_chat_failure(chat_id: str, exc: GraphError | StorageError) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from emulator.seed import DEFAULT_DELEGATED_SCOPES, Seed, build_seed
+from emulator.seed import DEFAULT_DELEGATED_SCOPES, SPONSOR_READ_ROLES, Seed, build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.devstack.azurite import Azurite
 from service.devstack.emulator_env import agent_user_env
@@ -19,7 +19,7 @@ from service.storage.blob import BlobBackend
 pytestmark = pytest.mark.azurite
 
 # The sponsor read is app-only (Graph's "List agentIdentity sponsors" has no delegated permission).
-SPONSOR_READ_ROLE = "Application.Read.All"
+SPONSOR_READ_ROLE = SPONSOR_READ_ROLES[0]  # AgentIdentity.ReadWrite.All, as the emulator enforces
 
 
 def tenant(*, withhold: str | None = None) -> Seed:
@@ -152,7 +152,7 @@ def test_an_unreachable_container_fails_the_storage_line(healthy: RunningEmulato
 def test_an_unreachable_notification_url_fails_its_line(healthy: RunningEmulator, azurite: Azurite, container: str,
                                                         tmp_path: Path) -> None:
     env = {**agent_user_env(healthy.seed, base_url=healthy.base_url), **blob_env(azurite, container),
-           "ENTRABOT_NOTIFICATION_URL": "http://127.0.0.1:1/notify"}
+           "ENTRABOT_NOTIFICATION_URL": "http://127.0.0.1:1/notify", "ENTRABOT_NOTIFICATION_CLIENT_STATE": "s3cret-state"}
     result = doctor(env, tmp_path)
     assert result.returncode == 1
     assert lines(result)["notification url"] == "FAIL"

@@ -9,15 +9,20 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import SecretStr
 from starlette.applications import Starlette
 
+from service.config import Settings
 from service.devstack.uvicorn_runner import serve_app
 from service.ledger.hints import HintLog, HintReader
+from service.notifications.lifecycle_log import read_events
 from service.notifications.payloads import ChangeNotification
 from service.notifications.receiver import NOTIFICATIONS_PATH, NotificationReceiver
+from service.notifications.wiring import Notifications
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
+from service.telemetry.metrics import Metrics
 
 SECRET = "c1ient-state-secret"
 CHAT = "19:abc123@thread.v2"
@@ -117,3 +122,19 @@ async def test_a_body_that_is_not_a_notification_batch_is_refused(served, body: 
     _, client = served
     response = await client.post(NOTIFICATIONS_PATH, content=body, headers={"content-type": "application/json"})
     assert response.status_code == 400
+
+
+async def test_a_lifecycle_event_is_recorded_for_the_manager_before_the_answer_or_graph_retries(store) -> None:
+    settings = Settings(notification_url="https://agent.example.com/graph/notifications",
+                        notification_client_state=SecretStr(SECRET))
+    notifications = Notifications(settings, store, Metrics(), clock=lambda: NOW)
+    item = {"subscriptionId": "s1", "lifecycleEvent": "subscriptionRemoved", "clientState": SECRET,
+            "resource": "/users/e47b/chats/getAllMessages"}
+    store.add(FaultRule(Fault.WRITE_FAILS, key="notifications/*", times=1))
+    async with serve_app(Starlette(routes=notifications.receiver.routes())) as server, httpx.AsyncClient(
+            base_url=server.base_url, timeout=10) as client:
+        assert (await client.post(NOTIFICATIONS_PATH, json={"value": [item]})).status_code == 503
+        assert await read_events(store, 0) == ([], 0)
+        assert (await client.post(NOTIFICATIONS_PATH, json={"value": [item]})).status_code == 202
+    events, _ = await read_events(store, 0)
+    assert [(e.subscription_id, e.event) for e in events] == [("s1", "subscriptionRemoved")]

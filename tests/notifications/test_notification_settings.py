@@ -1,0 +1,47 @@
+"""The change-notification settings: a notification URL without its clientState secret, or a secret
+longer than Graph takes, stops ``serve`` with one line naming the setting; the lifecycle URL
+defaults to the notification URL."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from service.config import Settings
+
+URL = "https://agent.example.com/graph/notifications"
+
+
+def run_serve(tmp_path: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ENTRABOT_", "AZURE_"))}
+    env.update(ENTRABOT_KEEP_MEMORY_LOCAL="true", ENTRABOT_DATA_DIR=str(tmp_path / "d"), **extra)
+    return subprocess.run([sys.executable, "-m", "service.cli", "serve"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("state", [None, "", "x" * 129])
+def test_a_notification_url_without_a_fitting_client_state_is_refused_with_one_line(
+        tmp_path: Path, state: str | None) -> None:
+    extra = {"ENTRABOT_NOTIFICATION_URL": URL}
+    if state is not None:
+        extra["ENTRABOT_NOTIFICATION_CLIENT_STATE"] = state
+    result = run_serve(tmp_path, **extra)
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.count("ENTRABOT_NOTIFICATION_CLIENT_STATE") == 1 and "128" in last
+    assert "x" * 20 not in result.stderr  # the secret is never echoed
+    assert "listening on" not in result.stdout
+
+
+def test_the_lifecycle_url_defaults_to_the_notification_url() -> None:
+    state = SecretStr("s" * 128)
+    assert Settings(notification_url=URL, notification_client_state=state).lifecycle_url == URL
+    other = "https://agent.example.com/graph/lifecycle"
+    assert Settings(notification_url=URL, notification_client_state=state,
+                    notification_lifecycle_url=other).lifecycle_url == other
+    assert Settings().lifecycle_url is None
