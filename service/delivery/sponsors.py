@@ -77,7 +77,8 @@ class SponsorGate:
     """
 
     def __init__(self, sponsors: Iterable[Sponsor], *, tenant_id: str | None) -> None:
-        """``tenant_id``: the agent's own tenant; without it no member ever matches by address."""
+        """``tenant_id``: the agent's own tenant id, the GUID Graph shows as a member's tenantId (a tenant's
+        domain name never equals it); without it no member ever matches by address."""
         self._tenant_id = normalise_identifier(tenant_id)
         self._members: dict[str, tuple[_Member, ...]] = {}
         self._aliases: dict[str, frozenset[str]] = {}
