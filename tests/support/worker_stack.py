@@ -75,7 +75,7 @@ async def build_stack(emulator: RunningEmulator, backend: MemoryBackend, *, is_c
     graph = GraphClient(settings.graph_url, tokens, http=http, metrics=metrics)
     agent = await load_agent_user(graph)
     hub = DeliveryHub(metrics=metrics)
-    gate = SponsorGate(())
+    gate = SponsorGate((), tenant_id=settings.tenant_id)
     watched = WatchedChats(backend, metrics=metrics)
     interactions = InteractionLog(backend)
     recorder = DeliveryRecorder(interactions, "test-replica")

@@ -168,7 +168,7 @@ async def tool_world(emu: RunningEmulator, data_dir: Path, **settings: Any) -> A
         backend = LocalBackend(data_dir / "state")
         hub = DeliveryHub()
         agent = await load_agent_user(graph)
-        gate = SponsorGate(())
+        gate = SponsorGate((), tenant_id=config.tenant_id)
         watched = WatchedChats(backend)
         await watched.load()
         interactions = InteractionLog(backend, clock=clock)
