@@ -81,6 +81,10 @@ class SeedUser(_Model):
     job_title: str | None = None
     # Set on the agent user: the agent identity that alone may impersonate it (Graph: identityParentId).
     agent_identity_id: str | None = None
+    # A user of another tenant who reaches this tenant's chats through Teams external access (federation):
+    # their own tenant's id, which chat members show as tenantId. None for this tenant's users, B2B guests
+    # included (a guest account lives in this tenant). Their mail is whatever their tenant set.
+    home_tenant_id: str | None = None
 
     @property
     def address(self) -> str:
@@ -238,7 +242,10 @@ class Seed(_Model):
         for u in self.users:
             self._refs[u.id] = u
             self._refs[u.user_principal_name.lower()] = u
-            self._refs[u.address.lower()] = u
+        # A mail address is not unique (an external user's tenant may set any): it never shadows an id or
+        # UPN, and the first user with it keeps it.
+        for u in self.users:
+            self._refs.setdefault(u.address.lower(), u)
 
     @model_validator(mode="after")
     def _check_references(self) -> Seed:
@@ -269,6 +276,8 @@ class Seed(_Model):
                                 "is not an agent identity")
             if user.agent_identity_id and user.password:
                 problems.append(f"user {user.id} is an agent user and cannot have a password")
+            if user.home_tenant_id == self.tenant_id:
+                problems.append(f"user {user.id}: home_tenant_id is this tenant; leave it unset for its users")
         for n, chat in enumerate(self.chats):
             label = chat.id or f"chats[{n}]"
             for member in chat.members:

@@ -108,7 +108,7 @@ def member(chat_id: str, m: Member, tenant_id: str) -> dict[str, Any]:
         else BEGINNING_OF_TIME,
         "userId": m.user_id,
         "email": m.email,
-        "tenantId": tenant_id,
+        "tenantId": m.tenant_id,
     }
 
 

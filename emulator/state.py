@@ -46,6 +46,7 @@ class Member:
     email: str
     roles: tuple[str, ...]
     visible_history_start: datetime | None  # None: all history ("0001-01-01T00:00:00Z")
+    tenant_id: str  # the tenant the user belongs to: this one, or an external user's own
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ class TenantState:
             chat_id = spec.id or (one_on_one_chat_id(members[0].id, members[1].id) if spec.chat_type == "oneOnOne"
                                   else group_chat_id(seed.tenant_id, "seed", n))
             self._insert_chat(Chat(chat_id, spec.chat_type, spec.topic, truncate_ms(created), truncate_ms(created),
-                                   tuple(_member(u) for u in members)))
+                                   tuple(_member(u, self.seed.tenant_id) for u in members)))
             for m in spec.messages:
                 self.post_message(chat_id, sender_id=self._user(m.from_user).id if m.from_user else None,
                                   content=m.content, content_type=m.content_type,
@@ -225,7 +226,7 @@ class TenantState:
                 chat_id = chat_id or group_chat_id(uuid.uuid4())
                 if chat_id in self._chats:
                     raise StateError("bad_request", f"Chat '{chat_id}' already exists.")
-            chat = Chat(chat_id, chat_type, topic, at, at, tuple(_member(u) for u in users))
+            chat = Chat(chat_id, chat_type, topic, at, at, tuple(_member(u, self.seed.tenant_id) for u in users))
             self._insert_chat(chat)
             if chat_type == "group":
                 self._system_message(chat_id, "membersAdded", [u.id for u in users], initiator, at)
@@ -242,7 +243,7 @@ class TenantState:
                 raise StateError("bad_request", "Members cannot be added to a oneOnOne chat; create a group chat.")
             if chat.has_member(user.id):
                 raise StateError("bad_request", f"User '{user.id}' is already a member of chat '{chat_id}'.")
-            member = replace(_member(user), visible_history_start=visible_history_start)
+            member = replace(_member(user, self.seed.tenant_id), visible_history_start=visible_history_start)
             now = truncate_ms(self._clock.now())
             self._chats[chat_id] = replace(chat, members=(*chat.members, member), last_updated=now)
             self._chats_of[user.id].add(chat_id)
@@ -431,8 +432,8 @@ class TenantState:
         return message
 
 
-def _member(user: SeedUser) -> Member:
-    return Member(user.id, user.display_name, user.address, ("owner",), None)
+def _member(user: SeedUser, tenant_id: str) -> Member:
+    return Member(user.id, user.display_name, user.address, ("owner",), None, user.home_tenant_id or tenant_id)
 
 
 def _members_added_detail(user_ids: list[str], initiator: str | None, tenant_id: str) -> dict[str, Any]:

@@ -73,7 +73,7 @@ class Replica:
     metrics: Metrics
     replica_id: str
     clock: Clock = utc_now
-    gate: SponsorGate = field(default_factory=lambda: SponsorGate(()))
+    gate: SponsorGate = field(init=False)  # the sponsors are read at start; the tenant is the settings'
     directory: GraphClient | None = None  # the agent identity's app-only Graph client (sponsors)
     notifications: Notifications | None = None  # Graph change notifications, when a URL is set
     supervisor: Supervisor = field(init=False)
@@ -87,6 +87,7 @@ class Replica:
     _owned: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.gate = SponsorGate((), tenant_id=self.settings.tenant_id)
         self.supervisor = Supervisor(metrics=self.metrics)
         self.corrupt_cursors = CorruptCursors(self.metrics)
 

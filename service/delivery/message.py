@@ -31,3 +31,6 @@ class InboundMessage:
     body: str
     subject: str | None = None  # mail only
     sender_is_sponsor: bool = False
+    # The sender's own object id is a sponsor's (not an account matched by address): only such a
+    # message may decide a permission request. Implies sender_is_sponsor.
+    sender_is_directory_sponsor: bool = False

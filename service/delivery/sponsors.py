@@ -2,9 +2,14 @@
 
 The sponsors come from Graph (``servicePrincipals/{id}/sponsors``); the caller fetches them and the
 members of each watched chat, and feeds both in. A sponsor may post from another account in some chat
-(a B2B guest or an external account under the same address), so the gate learns, per chat, which member
-accounts are a sponsor's: a member whose object id is a sponsor's, or whose mail address equals a
-sponsor's mail or UPN. A display name is never enough: anyone can take anyone's.
+(a B2B guest of our tenant under the same address), so the gate learns, per chat, which member accounts
+are a sponsor's: a member whose object id is a sponsor's, or a member of the agent's own tenant whose mail
+address equals a sponsor's mail or UPN. A display name is never enough: anyone can take anyone's; and an
+address is enough only inside our tenant: another tenant sets its users' mail as it likes, and its users
+share chats with ours through Teams external access.
+
+An account matched by address is a sponsor's for messages (delivered bare, answering a sponsor wait), but
+only a sponsor's own directory account (``is_directory_sponsor``) may decide a permission request.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ class ChatMemberView(Protocol):
 
     @property
     def email(self) -> str | None: ...
+
+    @property
+    def tenant_id(self) -> str | None: ...  # the tenant the member's account belongs to
 
 
 def _address_keys(address: str | None) -> set[str]:
@@ -68,7 +76,10 @@ class SponsorGate:
     ``forget_chat`` when it stops being watched, ``replace_sponsors`` when the sponsor list is re-read.
     """
 
-    def __init__(self, sponsors: Iterable[Sponsor]) -> None:
+    def __init__(self, sponsors: Iterable[Sponsor], *, tenant_id: str | None) -> None:
+        """``tenant_id``: the agent's own tenant id, the GUID Graph shows as a member's tenantId (a tenant's
+        domain name never equals it); without it no member ever matches by address."""
+        self._tenant_id = normalise_identifier(tenant_id)
         self._members: dict[str, tuple[_Member, ...]] = {}
         self._aliases: dict[str, frozenset[str]] = {}
         self.replace_sponsors(sponsors)
@@ -90,12 +101,22 @@ class SponsorGate:
     def refresh_chat(self, chat_id: str, members: Iterable[ChatMemberView]) -> None:
         """Learn (again) which members of ``chat_id`` are sponsors; members who left stop counting."""
         known = tuple(
-            _Member(oid, frozenset(_address_keys(m.email)))
+            _Member(oid, frozenset(_address_keys(m.email)) if self._is_ours(m) else frozenset())
             for m in members
             if (oid := normalise_identifier(m.user_id)) is not None
         )
         self._members[chat_id] = known
         self._aliases[chat_id] = self._sponsor_members(known)
+
+    def _is_ours(self, member: ChatMemberView) -> bool:
+        """Whether the member's account belongs to the agent's tenant, so its mail is our tenant's to vouch for.
+
+        Graph gives a chat member the tenant the user belongs to (v1.0, "aadUserConversationMember resource
+        type": tenantId, "TenantId which the Microsoft Entra user belongs to"); a B2B guest's account is in
+        our tenant, an external-access user's is in theirs. A member without one is not assumed ours.
+        """
+        tenant = normalise_identifier(member.tenant_id)
+        return self._tenant_id is not None and tenant == self._tenant_id
 
     def forget_chat(self, chat_id: str) -> None:
         self._members.pop(chat_id, None)
@@ -122,3 +143,9 @@ class SponsorGate:
         if chat_id is not None:
             return sender in self._aliases.get(chat_id, frozenset())
         return any(sender in aliases for aliases in self._aliases.values())
+
+    def is_directory_sponsor(self, sender_id: str | None) -> bool:
+        """Whether ``sender_id`` is a sponsor's own object id (the directory's), never an account matched by
+        address: only this may decide a permission request, the most dangerous imperative a message carries."""
+        sender = normalise_identifier(sender_id)
+        return sender is not None and sender in self._sponsor_ids

@@ -24,6 +24,7 @@ def chat_inbound(message: ChatMessage, chat_id: str, gate: SponsorGate | None) -
         created=message.created_date_time,
         body=body_text(message.body),
         sender_is_sponsor=gate is not None and gate.is_sponsor(sender_id, chat_id),
+        sender_is_directory_sponsor=gate is not None and gate.is_directory_sponsor(sender_id),
     )
 
 

@@ -144,6 +144,9 @@ class ChatMember(GraphModel):
     user_id: str | None = None
     display_name: str | None = None
     email: str | None = None
+    # The tenant the user belongs to (Graph v1.0, "aadUserConversationMember resource type": tenantId,
+    # "TenantId which the Microsoft Entra user belongs to"); an external (federated) member's is their own.
+    tenant_id: str | None = None
     roles: tuple[str, ...] = ()
 
     @field_validator("roles", mode="before")

@@ -102,7 +102,8 @@ class PermissionTarget:
         self._done = True
 
     def accepts(self, message: InboundMessage) -> bool:
-        if message.source is not Source.CHAT or not message.sender_is_sponsor:
+        # A sponsor's own account only: an account matched by address may talk, never approve a tool use.
+        if message.source is not Source.CHAT or not message.sender_is_directory_sponsor:
             return False
         verdict = parse_verdict(message.body)
         return verdict is not None and verdict.request_id == self.request_id

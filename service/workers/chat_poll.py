@@ -368,7 +368,7 @@ class ChatPoller:
             return messages
         kept: list[InboundMessage] = []
         for message in messages:
-            verdict = parse_verdict(message.body) if message.sender_is_sponsor else None
+            verdict = parse_verdict(message.body) if message.sender_is_directory_sponsor else None
             if verdict is not None:
                 standing = await self.permissions.standing(verdict.request_id)
                 # A verdict delivered as an ordinary message could never reach the host that asked:

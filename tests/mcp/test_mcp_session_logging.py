@@ -63,7 +63,7 @@ def logging_tools(waiter: SponsorWaiter) -> ToolRegistry:
 
 @asynccontextmanager
 async def live_server(hub: DeliveryHub) -> AsyncIterator[str]:
-    waiter = SponsorWaiter(SponsorGate([Sponsor(object_id=SPONSOR_ID)]), max_timeout_s=WAIT_BOUND_S)
+    waiter = SponsorWaiter(SponsorGate([Sponsor(object_id=SPONSOR_ID)], tenant_id=None), max_timeout_s=WAIT_BOUND_S)
     mcp = build_mcp(mcp_settings(), hub, metrics=Metrics(), tools=logging_tools(waiter))
 
     @asynccontextmanager

@@ -74,7 +74,7 @@ async def build_stack(emulator: RunningEmulator, backend: MemoryBackend, *, is_c
     agent = await load_agent_user(graph)
     hub = DeliveryHub(metrics=metrics)
     wired = await wire_workers(settings=settings, backend=backend, is_cloud=is_cloud, graph=graph, hub=hub,
-                               agent=agent, gate=SponsorGate(()), replica_id="test-replica", metrics=metrics,
+                               agent=agent, gate=SponsorGate((), tenant_id=settings.tenant_id), replica_id="test-replica", metrics=metrics,
                                directory=graph.with_tokens(tokens.agent_identity_tokens()))
     return WorkerStack(emulator, http, graph, hub, wired.chat_poller, wired.email_poller, wired.discovery,
                        wired.watched, wired.interactions, metrics)

@@ -169,7 +169,7 @@ async def tool_world(emu: RunningEmulator, data_dir: Path, **settings: Any) -> A
         hub = DeliveryHub()
         agent = await load_agent_user(graph)
         wired = await wire_workers(settings=config, backend=backend, is_cloud=False, graph=graph, hub=hub,
-                                   agent=agent, gate=SponsorGate(()), replica_id="replica-test", clock=clock,
+                                   agent=agent, gate=SponsorGate((), tenant_id=config.tenant_id), replica_id="replica-test", clock=clock,
                                    directory=graph.with_tokens(tokens.agent_identity_tokens()))
         tools = ToolRegistry()
         register_tools(tools, wired.tool_deps)

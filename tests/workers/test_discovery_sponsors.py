@@ -47,7 +47,8 @@ async def test_a_sponsors_profile_is_read_so_their_other_account_is_recognised(
     ada = emulator.seed.sponsors[0]
     gate: SponsorGate = stack.discovery.gate
     # Ada posting as a guest account under her own address: known only from her profile's UPN.
-    guest = ChatMember.model_validate({"id": "m1", "userId": "guest-object-id", "email": ada.user_principal_name})
+    guest = ChatMember.model_validate({"id": "m1", "userId": "guest-object-id", "email": ada.user_principal_name,
+                                    "tenantId": emulator.seed.tenant_id})
     gate.refresh_chat("chat-x", [guest])
     assert gate.is_sponsor("guest-object-id", "chat-x")
 
