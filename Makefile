@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 AZURITE_STAMP := azurite/node_modules/.installed
 TS_CLIENT_STAMP := tests/mcp/ts-client/node_modules/.installed
 
-.PHONY: setup system-deps demo serve test test-fast bench lock clean
+.PHONY: setup system-deps demo serve typecheck test test-fast bench lock clean
 
 setup: $(STAMP) $(AZURITE_STAMP) $(TS_CLIENT_STAMP)
 
@@ -37,7 +37,11 @@ serve: $(STAMP)
 system-deps:
 	bash deploy/docker/ci-setup.sh
 
+typecheck: setup
+	$(PY) -m mypy
+
 test: setup system-deps
+	$(PY) -m mypy
 	$(PY) -m pytest -q -ra
 
 test-fast: setup system-deps
@@ -57,4 +61,4 @@ lock:
 	rm -rf $(LOCK_VENV)
 
 clean:
-	rm -rf $(VENV) azurite/node_modules .pytest_cache
+	rm -rf $(VENV) azurite/node_modules .pytest_cache .mypy_cache

@@ -40,7 +40,7 @@ from service.delivery.message import InboundMessage, Source
 from service.devstack.channel_host import ChannelHost, ReceivedPush
 from service.devstack.uvicorn_runner import serve_app
 from service.mcp.server import build_mcp
-from service.mcp.tools import ToolRegistry
+from service.mcp.tool_registry import ToolRegistry
 
 NAME = "bridge_latency"
 TARGET_ADDED_P99_MS = 20.0

@@ -43,4 +43,5 @@ class EmulatorContext:
 
 
 def context_of(request: HTTPConnection) -> EmulatorContext:
-    return request.app.state.emulator
+    context: EmulatorContext = request.app.state.emulator  # set once by the app factory
+    return context

@@ -93,6 +93,9 @@ def _list(request: Request, caller: Caller, folder: Folder | None) -> JSONRespon
 
 
 def _matches(m: MailMessage, clause: Clause) -> bool:
+    # Each branch pairs two values of one type (ints, bools or strings); the operator below is generic.
+    left: Any
+    right: Any
     if clause.prop in ("receivedDateTime", "sentDateTime"):
         at = m.received if clause.prop == "receivedDateTime" else m.sent
         left, right = int(at.timestamp()) * 1_000_000, clause.datetime_us()
@@ -104,10 +107,10 @@ def _matches(m: MailMessage, clause: Clause) -> bool:
         left, right = m.subject.lower(), clause.string().lower()
     else:  # from/emailAddress/address
         left, right = m.sender.address.lower(), clause.string().lower()
-    return {
+    return bool({
         "eq": lambda: left == right, "ne": lambda: left != right, "gt": lambda: left > right,
         "ge": lambda: left >= right, "lt": lambda: left < right, "le": lambda: left <= right,
-    }[clause.op]()
+    }[clause.op]())
 
 
 def _sort(items: list[MailMessage], query: MailQuery) -> None:

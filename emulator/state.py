@@ -371,7 +371,7 @@ class TenantState:
         """A well-known folder name (any case) or a folder id."""
         lowered = ref.lower()
         if lowered in FOLDERS:
-            return lowered  # type: ignore[return-value]
+            return lowered
         return next((f for f in FOLDERS if self._folder_ids.get((user_id, f)) == ref), None)
 
     def mailbox(self, user_id: str, folder: Folder | None = None) -> list[MailMessage]:

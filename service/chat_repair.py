@@ -32,7 +32,7 @@ from service.ledger.chat_cursor import (
     parse_chat_cursor,
     render_chat_cursor,
 )
-from service.ledger.clock import as_utc
+from service.clock import as_utc
 from service.storage.backend import MemoryBackend
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from service.config import Settings, SettingsError, load_settings
 from service.storage.backend import MemoryBackend
 from service.storage.errors import StorageError
 from service.storage.migration import normalize_prefix
@@ -53,12 +54,20 @@ class Command:
 # --- shared plumbing ------------------------------------------------------------------------------
 
 
-async def open_target() -> MemoryBackend:
-    """The backend the environment resolves to, checked reachable before anything is written."""
+def settings_or_exit() -> Settings:
+    """The settings from the environment and ``.env``; a bad value is a one-line configuration error."""
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        raise ConfigurationError(str(exc)) from exc
+
+
+async def open_target(settings: Settings) -> MemoryBackend:
+    """The backend the settings resolve to, checked reachable before anything is written."""
     from service.storage.resolution import assert_backend_config  # heavy imports only when needed
 
     try:
-        return await assert_backend_config()
+        return await assert_backend_config(settings)
     except StorageError as exc:
         raise ConfigurationError(str(exc)) from exc
 
@@ -124,9 +133,10 @@ async def migrate(args: argparse.Namespace) -> int:
     from service.storage.migration import migrate_local_to_backend
     from service.storage.resolution import data_dir
 
-    # data_dir() reads ENTRABOT_DATA_DIR exactly as the backend resolution does.
-    sources = args.source or [(data_dir(), ""), (DEFAULT_PERSONA_ROOT.expanduser(), PERSONA_PREFIX)]
-    target = await open_target()
+    settings = settings_or_exit()
+    # data_dir() is the directory the backend resolution would use for local state.
+    sources = args.source or [(data_dir(settings), ""), (DEFAULT_PERSONA_ROOT.expanduser(), PERSONA_PREFIX)]
+    target = await open_target(settings)
     try:
         print(f"target: {target.describe()}")
         with progress_bar("migrate", quiet=args.quiet) as progress:
@@ -173,7 +183,7 @@ def run_persona(args: argparse.Namespace) -> int:
 async def persona(args: argparse.Namespace) -> int:
     from service.storage.persona import PersonaBackend
 
-    target = await open_target()
+    target = await open_target(settings_or_exit())
     try:
         print(f"target: {target.describe()} ({PERSONA_PREFIX})")
         backend = PersonaBackend(target, local_root=args.root)
@@ -277,7 +287,7 @@ async def repair_chat(chat_id: str, *, write: bool) -> int:
         settings = load_settings()
     except ServeError as exc:
         raise ConfigurationError(str(exc)) from exc
-    backend = await open_target()
+    backend = await open_target(settings)
     try:
         print(f"state: {backend.describe()}")
         try:
@@ -305,7 +315,7 @@ async def _repair_from_graph(
     from service.graph.errors import GraphConnectionError, GraphError, GraphForbidden, GraphNotFound
     from service.graph.errors import TokenConfigurationError
     from service.graph.http_pool import new_http_client
-    from service.ledger.clock import utc_now
+    from service.clock import utc_now
     from service.storage.errors import ConcurrencyError
 
     async with new_http_client(read_timeout_s=settings.graph_timeout_s) as http:
@@ -472,8 +482,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_CONFIG
+    run: Callable[[argparse.Namespace], int] = args.run  # set by the subcommand's parser
     try:
-        return args.run(args)
+        return run(args)
     except ConfigurationError as exc:
         _say(str(exc))
         return EXIT_CONFIG

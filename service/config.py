@@ -1,15 +1,18 @@
 """Settings from the environment (ENTRABOT_* names) and an optional ``.env`` file.
 
-One immutable object built at start-up and handed down; nothing reads os.environ behind its back,
-except ``storage.resolution.get_backend`` which by contract re-reads the environment on every call.
+One immutable object built at start-up and handed down. This is the only module that reads the
+environment: storage resolution, the wiring and the CLI all take a ``Settings``, so a value set only
+in ``.env`` reaches every one of them.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
@@ -92,6 +95,21 @@ class Settings(BaseSettings):
     notification_lifecycle_url: str | None = None
     log_level: str = "INFO"
 
+    @field_validator(
+        "data_dir", "keep_memory_local", "blob_endpoint", "blob_container", "blob_connection_string", "blob_auth",
+        mode="before",
+    )
+    @classmethod
+    def _blank_storage_setting_is_unset(cls, v: Any, info: ValidationInfo) -> Any:
+        """Templated manifests often leave storage settings blank; blank means unset, not "" ."""
+        if not isinstance(v, str):
+            return v
+        v = v.strip()
+        if v:
+            return v
+        assert info.field_name is not None
+        return cls.model_fields[info.field_name].get_default(call_default_factory=True)
+
     @field_validator("chat_poll_interval_s", "discovery_interval_s", "email_poll_interval_s",
                      "permission_request_timeout_s")
     @classmethod
@@ -115,3 +133,24 @@ class Settings(BaseSettings):
     @property
     def lifecycle_url(self) -> str | None:
         return self.notification_lifecycle_url or self.notification_url
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be parsed; the message names it and says what is wrong, on one line."""
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment and ``.env``; ``overrides`` that are not None win (CLI flags)."""
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "ENTRABOT_" + str(first["loc"][0]).upper() if first.get("loc") else "a setting"
+        raise SettingsError(f"{name}: {first['msg']}") from None
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    return settings.model_copy(update=changes) if changes else settings
+
+
+def default_replica_id() -> str:
+    """The pod name Kubernetes puts in HOSTNAME, else host and pid (several local replicas per host)."""
+    return os.environ.get("HOSTNAME") or f"{socket.gethostname()}-{os.getpid()}"

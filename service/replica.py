@@ -1,24 +1,22 @@
-"""One replica's object graph, wired in one place: settings → backend → Graph → ledger → workers → MCP.
+"""One replica's object graph: settings → backend → Graph → ledger → workers → MCP, and its lifecycle.
 
-Nothing else builds these objects, and nothing reaches them through a global: the app factory holds
-a ``Replica``, and a test can build the same graph with Azurite, the emulator and a fake clock.
+``build_replica`` makes the clients; ``Replica.start`` has ``service.wiring.wire_workers`` build the
+workers and tool dependencies (the same function the test harnesses call) and schedules the loops.
+Nothing reaches these objects through a global: the app factory holds a ``Replica``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from enum import Enum
 from typing import Any
 
 import httpx
 
-from service.config import Settings
+from service.config import Settings, default_replica_id
 from service.delivery.hub import DeliveryHub
 from service.delivery.sponsors import SponsorGate
 from service.graph.auth import storage_token_provider, token_provider_from_settings
@@ -31,18 +29,9 @@ from service.graph.errors import (
     TokenAcquisitionError,
 )
 from service.graph.http_pool import new_http_client
-from service.ledger import (
-    ChatLedger,
-    DailySummaryProducer,
-    EmailClaimer,
-    InteractionLog,
-    PromiseLedger,
-    WatchedChats,
-    note_ignored_local_poll_state,
-)
-from service.ledger.clock import Clock, utc_now
+from service.ledger import WatchedChats, note_ignored_local_poll_state
+from service.clock import Clock, utc_now
 from service.ledger.corrupt_cursors import CorruptCursors
-from service.ledger.permission_requests import PermissionRequests
 from service.mcp.auth import check_auth_config
 from service.mcp.server import McpService, build_mcp
 from service.notifications.nudge import first_of
@@ -50,14 +39,11 @@ from service.notifications.wiring import Notifications, notifications_from_setti
 from service.storage.backend import MemoryBackend
 from service.storage.resolution import BlobChoice, choose_backend, get_backend
 from service.telemetry.metrics import Metrics
-from service.tools.deps import ToolDeps
 from service.tools.registry import register_tools
-from service.workers.agent import AgentUser, load_agent_user
+from service.domain.agent import AgentUser, load_agent_user
 from service.workers.chat_poll import ChatPoller
-from service.workers.discovery import Discovery
-from service.workers.email_poll import EmailPoller
-from service.workers.recorder import DeliveryRecorder
 from service.workers.supervisor import Supervisor
+from service.wiring import wire_workers
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +57,6 @@ class Phase(str, Enum):
     RUNNING = "running"
     STOPPING = "stopping"
     STOPPED = "stopped"
-
-
-def default_replica_id() -> str:
-    return os.environ.get("HOSTNAME") or f"{socket.gethostname()}-{os.getpid()}"
 
 
 @dataclass
@@ -118,35 +100,14 @@ class Replica:
         await note_ignored_local_poll_state(self.settings.data_dir, is_cloud=self.is_cloud)
         self.agent = await self._load_agent()
         s = self.settings
-        interactions = InteractionLog(self.backend, clock=self.clock)
-        promises = PromiseLedger(self.backend, clock=self.clock, metrics=self.metrics)
-        self.watched = WatchedChats(self.backend, metrics=self.metrics)
-        await self.watched.load()
-        recorder = DeliveryRecorder(interactions, self.replica_id, clock=self.clock)
-        sent_ids: set[str] = set()
-        permissions = PermissionRequests(self.backend, self.replica_id, clock=self.clock, metrics=self.metrics)
-        self.chat_poller = ChatPoller(
-            graph=self.graph, ledger=ChatLedger(self.backend, clock=self.clock, metrics=self.metrics,
-                                                corrupt=self.corrupt_cursors),
-            watched=self.watched, hub=self.hub, agent=self.agent, recorder=recorder, gate=self.gate,
-            metrics=self.metrics, clock=self.clock, concurrency=s.chat_poll_concurrency,
-            first_sight_max_age=timedelta(hours=s.first_sight_max_age_h), sent_message_ids=sent_ids,
-            permissions=permissions, hints=self.notifications.hints if self.notifications else None,
+        wired = await wire_workers(
+            settings=s, backend=self.backend, is_cloud=self.is_cloud, graph=self.graph, hub=self.hub,
+            agent=self.agent, gate=self.gate, replica_id=self.replica_id, metrics=self.metrics, clock=self.clock,
+            directory=self.directory, corrupt_cursors=self.corrupt_cursors,
+            hints=self.notifications.hints if self.notifications else None,
         )
-        discovery = Discovery(self.graph, self.watched, self.gate, agent_identity_id=s.agent_identity_id,
-                              directory=self.directory)
-        email = EmailPoller(
-            self.graph, EmailClaimer(self.backend, is_cloud=self.is_cloud, clock=self.clock, metrics=self.metrics),
-            self.hub, self.agent, recorder, clock=self.clock,
-        )
-        summary = DailySummaryProducer(self.backend, interactions, promises=promises, clock=self.clock,
-                                       metrics=self.metrics)
-        register_tools(self.mcp.tools, ToolDeps(
-            settings=s, graph=self.graph, agent=self.agent, hub=self.hub, watched=self.watched,
-            chat_poller=self.chat_poller, discovery=discovery, gate=self.gate, promises=promises,
-            interactions=interactions, summary=summary, replica_id=self.replica_id, clock=self.clock,
-            sent_message_ids=sent_ids, permissions=permissions,
-        ))
+        self.watched, self.chat_poller, discovery = wired.watched, wired.chat_poller, wired.discovery
+        register_tools(self.mcp.tools, wired.tool_deps)
         sup = self.supervisor
         # Sponsors and chat members first: a sponsor wait is only as good as the gate behind it.
         await discovery.cycle()
@@ -157,12 +118,12 @@ class Replica:
             email_wake = first_of(self.hub.wait_for_change, self.notifications.mail_nudge.wait)
             manager = self.notifications.manager(self.graph, self.agent.object_id, self.replica_id)
             sup.add("subscriptions", manager.cycle, interval_s=manager.interval_s, wake=manager.poked.wait)
-        sup.add("email_poll", email.cycle, interval_s=s.email_poll_interval_s, wake=email_wake)
+        sup.add("email_poll", wired.email_poller.cycle, interval_s=s.email_poll_interval_s, wake=email_wake)
         if s.auth_mode == "agent_user":
             # The first sweep ran above, before the loops: the next one is due an interval later.
             sup.add("discovery", discovery.cycle, interval_s=s.discovery_interval_s,
                     first_after_s=s.discovery_interval_s)
-        sup.add("daily_summary", _discard(summary.run_if_due), interval_s=SUMMARY_INTERVAL_S)
+        sup.add("daily_summary", _discard(wired.summary.run_if_due), interval_s=SUMMARY_INTERVAL_S)
         self._supervisor_task = asyncio.create_task(sup.run(), name="supervisor")
         self.phase = Phase.RUNNING
 
@@ -227,7 +188,9 @@ def _naming_graph_url(exc: GraphError, graph_url: str) -> GraphError:
     return exc
 
 
-def _discard(run):  # type: ignore[no-untyped-def]
+def _discard(run: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
+    """A loop cycle from a coroutine whose result the supervisor has no use for."""
+
     async def cycle() -> None:
         await run()
 
@@ -237,7 +200,6 @@ def _discard(run):  # type: ignore[no-untyped-def]
 def build_replica(
     settings: Settings,
     *,
-    env: dict[str, str] | None = None,
     backend: MemoryBackend | None = None,
     is_cloud: bool | None = None,
     http: httpx.AsyncClient | None = None,
@@ -252,9 +214,8 @@ def build_replica(
     http = http or new_http_client(read_timeout_s=settings.graph_timeout_s)
     tokens = token_provider_from_settings(settings, http, metrics=metrics)
     if backend is None:
-        environ = dict(os.environ) if env is None else env
-        is_cloud = isinstance(choose_backend(environ), BlobChoice)
-        backend = get_backend(environ, storage_token_provider=storage_token_provider(tokens), metrics=metrics)
+        is_cloud = isinstance(choose_backend(settings), BlobChoice)
+        backend = get_backend(settings, storage_token_provider=storage_token_provider(tokens), metrics=metrics)
     hub = DeliveryHub(metrics=metrics)
     graph = GraphClient(settings.graph_url, tokens, http=http, metrics=metrics)
     directory = graph.with_tokens(tokens.agent_identity_tokens())

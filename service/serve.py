@@ -10,10 +10,10 @@ from collections.abc import Callable
 from types import FrameType
 
 import uvicorn
-from pydantic import ValidationError
 
+from service import config
 from service.app import create_app
-from service.config import Settings
+from service.config import Settings, SettingsError
 from service.graph.errors import TokenConfigurationError
 from service.mcp.auth import AuthConfigError
 from service.replica import Phase, Replica, build_replica
@@ -24,7 +24,7 @@ from service.telemetry.tracing import configure_tracing
 log = logging.getLogger(__name__)
 
 # SIGTERM must end the process well within Kubernetes' 30 s grace period.
-GRACEFUL_SHUTDOWN_S = 6
+GRACEFUL_SHUTDOWN_S = 6  # whole seconds: uvicorn's Config takes an int
 
 
 class ServeError(Exception):
@@ -33,13 +33,9 @@ class ServeError(Exception):
 
 def load_settings(**overrides: object) -> Settings:
     try:
-        settings = Settings()
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        name = "ENTRABOT_" + str(first["loc"][0]).upper() if first.get("loc") else "a setting"
-        raise ServeError(f"{name}: {first['msg']}") from None
-    changes = {k: v for k, v in overrides.items() if v is not None}
-    return settings.model_copy(update=changes) if changes else settings
+        return config.load_settings(**overrides)
+    except SettingsError as exc:
+        raise ServeError(str(exc)) from None
 
 
 class DrainingServer(uvicorn.Server):

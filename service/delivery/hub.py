@@ -73,7 +73,7 @@ class DeliveryHub:
     metrics: Metrics | None = None
     _targets: dict[str, DeliveryTarget] = field(default_factory=dict)
     _sticky: dict[str, str] = field(default_factory=dict)  # chat_id -> target_id
-    _rr: itertools.count = field(default_factory=itertools.count)
+    _rr: itertools.count[int] = field(default_factory=itertools.count)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _closed: bool = False
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from mcp.types import Notification
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
@@ -26,7 +26,7 @@ from service.delivery.xpia import (
     wrap_for_channel,
 )
 
-CHANNEL_METHOD = "notifications/claude/channel"
+CHANNEL_METHOD: Final = "notifications/claude/channel"
 MAX_META_CHARS = 512
 _META_INPUT_CHARS = 320  # what neutralise() may grow by still fits MAX_META_CHARS
 

@@ -72,7 +72,7 @@ def start_azurite(*, prefer_docker: bool = True, port: int = 0, location: Path |
 
 
 def _start_container() -> Azurite:
-    from testcontainers.community.azurite import AzuriteContainer  # type: ignore[import-not-found]
+    from testcontainers.community.azurite import AzuriteContainer
 
     container = AzuriteContainer()
     container.start()

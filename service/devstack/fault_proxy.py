@@ -281,7 +281,7 @@ class FaultProxy:
         site = web.TCPSite(runner, self._host, 0)
         await site.start()
         server = site._server  # aiohttp exposes the bound port only through the asyncio server
-        assert server is not None
+        assert isinstance(server, asyncio.Server)  # typed as AbstractServer, which has no sockets
         self._port = server.sockets[0].getsockname()[1]
         started.set()
         try:

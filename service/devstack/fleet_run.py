@@ -50,7 +50,7 @@ from service.devstack.fault_proxy import FaultProxy, ProxyRule, ProxyStats
 from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
 from service.devstack.traffic import HumanTraffic
 from service.ledger.chat_cursor import CURSOR_PREFIX, ChatCursor, parse_chat_cursor
-from service.ledger.clock import parse_timestamp, utc_now
+from service.clock import parse_timestamp, utc_now
 from service.ledger.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
 from service.ledger.interactions import INTERACTIONS_PREFIX
 from service.storage.blob import BlobBackend
@@ -222,7 +222,7 @@ class FleetRun:
         began = time.monotonic()
         durations: dict[str, float] = {}
         owns_azurite = self._azurite is None
-        azurite = self._azurite or await asyncio.to_thread(start_azurite, location=None)
+        azurite = self._azurite if self._azurite is not None else await asyncio.to_thread(start_azurite, location=None)
         env = {
             "ENTRABOT_CHAT_POLL_INTERVAL_S": str(plan.chat_poll_s),
             "ENTRABOT_CHAT_POLL_JITTER_S": str(plan.chat_poll_jitter_s),

@@ -45,7 +45,8 @@ class HumanTraffic:
                       "scope": GRAPH_SCOPE},
             )
             response.raise_for_status()
-            self._tokens[user.id] = token = response.json()["access_token"]
+            token: str = response.json()["access_token"]
+            self._tokens[user.id] = token
             return token
 
     async def post_chat(self, user: SeedUser, chat_id: str, text: str) -> Posted:

@@ -40,7 +40,7 @@ async def serve_app(
     app: object,
     *,
     host: str = "127.0.0.1",
-    graceful_shutdown_s: float = 2.0,
+    graceful_shutdown_s: int = 2,  # uvicorn takes whole seconds
     log_level: str = "warning",
 ) -> AsyncIterator[RunningServer]:
     """Run ``app`` (with its lifespan) until the block exits; yields where it listens.

@@ -15,7 +15,7 @@ from service.doctor.report import Finding, fail, ok, skip
 from service.graph.auth import TokenProvider
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError, GraphForbidden, TokenAcquisitionError
-from service.graph.models import User
+from service.graph.models import DirectoryObjectRef
 
 GraphFactory = Callable[[TokenProvider], GraphClient]
 
@@ -33,7 +33,7 @@ def _refused(permission: DelegatedPermission, exc: GraphError) -> Finding:
 
 
 async def check_sponsors(chain: IdentityChain, make_graph: GraphFactory, agent_identity_id: str
-                         ) -> tuple[Finding, list[User]]:
+                         ) -> tuple[Finding, list[DirectoryObjectRef]]:
     check = f"sponsor read (agent identity app-only, {SPONSOR_READ_PERMISSION})"
     if chain.app_tokens is None:
         return skip(check, "not tried: the identity settings are incomplete"), []
@@ -59,12 +59,12 @@ class _DelegatedReads:
     Every read returns what it proved, or None when there was nothing to read it on.
     """
 
-    def __init__(self, graph: GraphClient, sponsors: list[User]) -> None:
+    def __init__(self, graph: GraphClient, sponsors: list[DirectoryObjectRef]) -> None:
         self._graph = graph
         self._me: str | None = None
         self._chat: str | None = None
         # Whose profile the User.ReadBasic.All check reads: a sponsor, else another member of a chat.
-        self._others = [s.id for s in sponsors]
+        self._others = [s.id for s in sponsors if s.is_user]  # a group sponsor has no user profile
 
     def for_probe(self, probe: Probe) -> Callable[[], Awaitable[str | None]] | None:
         reads: dict[Probe, Callable[[], Awaitable[str | None]]] = {
@@ -107,7 +107,7 @@ class _DelegatedReads:
         return "inbox read"
 
 
-async def check_delegated(chain: IdentityChain, make_graph: GraphFactory, sponsors: list[User]) -> list[Finding]:
+async def check_delegated(chain: IdentityChain, make_graph: GraphFactory, sponsors: list[DirectoryObjectRef]) -> list[Finding]:
     if chain.user_tokens is None or chain.graph_token is None:
         return [skip(_check_name(p), "not tried: no agent-user Graph token") for p in DELEGATED_PERMISSIONS]
     scopes = granted_scopes(chain.graph_token)

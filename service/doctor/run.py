@@ -6,8 +6,6 @@ as it is known, and the exit code is non-zero when any check failed.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from typing import TextIO
 
 import httpx
@@ -26,9 +24,8 @@ from service.storage.errors import StorageError
 from service.storage.resolution import BlobAuth, BlobChoice, choose_backend
 
 
-async def run_doctor(env: Mapping[str, str] | None = None, *, out: TextIO | None = None) -> bool:
+async def run_doctor(*, out: TextIO | None = None) -> bool:
     """Run every check, printing one line each; True when none failed."""
-    environ = dict(os.environ) if env is None else dict(env)
     report = Report(out)
     try:
         settings = Settings()
@@ -40,7 +37,7 @@ async def run_doctor(env: Mapping[str, str] | None = None, *, out: TextIO | None
     report.add(check_mcp_auth(settings))
     async with new_http_client(read_timeout_s=settings.graph_timeout_s) as http:
         report.section("identity chain")
-        by_agent_user = _storage_by_agent_user(environ)
+        by_agent_user = _storage_by_agent_user(settings)
         identity, chain = await check_identity(settings, http, storage_by_agent_user=by_agent_user)
         for finding in identity:
             report.add(finding)
@@ -55,7 +52,7 @@ async def run_doctor(env: Mapping[str, str] | None = None, *, out: TextIO | None
         for finding in await check_delegated(chain, make_graph, sponsors):
             report.add(finding)
         report.section("storage")
-        for finding in await check_storage(environ, chain.user_tokens, by_agent_user=by_agent_user):
+        for finding in await check_storage(settings, chain.user_tokens, by_agent_user=by_agent_user):
             report.add(finding)
         report.section("notifications")
         report.add(await check_notification_url(settings, http))
@@ -63,9 +60,9 @@ async def run_doctor(env: Mapping[str, str] | None = None, *, out: TextIO | None
     return not report.failures
 
 
-def _storage_by_agent_user(env: Mapping[str, str]) -> bool:
+def _storage_by_agent_user(settings: Settings) -> bool:
     try:
-        choice = choose_backend(env)
+        choice = choose_backend(settings)
     except StorageError:
         return False  # the storage section reports the misconfiguration
     return isinstance(choice, BlobChoice) and choice.auth is BlobAuth.AGENT_USER

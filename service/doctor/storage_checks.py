@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
-
+from service.config import Settings
 from service.doctor.report import Finding, fail, ok, skip
 from service.graph.auth import TokenProvider, storage_token_provider
 from service.storage.backend import MemoryBackend
@@ -21,12 +20,12 @@ _ADVICE = ("check ENTRABOT_BLOB_ENDPOINT and ENTRABOT_BLOB_CONTAINER, that the c
            "the fleet's identity holds Storage Blob Data Contributor on it (docs/azure.md)")
 
 
-async def check_storage(env: Mapping[str, str], user_tokens: TokenProvider | None, *, by_agent_user: bool
+async def check_storage(settings: Settings, user_tokens: TokenProvider | None, *, by_agent_user: bool
                         ) -> list[Finding]:
     if by_agent_user and user_tokens is None:
         return [skip("storage", "not tried: ENTRABOT_BLOB_AUTH=agent_user and the agent user's tokens failed")]
     try:
-        backend = get_backend(env, storage_token_provider=storage_token_provider(user_tokens) if user_tokens else None)
+        backend = get_backend(settings, storage_token_provider=storage_token_provider(user_tokens) if user_tokens else None)
     except BackendMisconfiguredError as exc:
         return [fail("storage settings", str(exc))]
     findings = [ok("storage settings", backend.describe())]

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any, Literal, NamedTuple, TypeVar
 from urllib.parse import quote, urlencode
@@ -193,7 +193,7 @@ class GraphClient:
 
     def list_chat_messages(
         self, chat_id: str, *, since: datetime | None, top: int = MAX_TOP, max_pages: int = 10
-    ) -> AsyncIterator[Page[ChatMessage]]:
+    ) -> AsyncGenerator[Page[ChatMessage], None]:
         """Pages of messages modified after ``since`` (all messages when None), most recently
         modified first.
 
@@ -247,7 +247,7 @@ class GraphClient:
 
     def list_mail(
         self, since: datetime | None, *, top: int = MAX_TOP, folder: str = "inbox", max_pages: int = 10
-    ) -> AsyncIterator[Page[MailMessage]]:
+    ) -> AsyncGenerator[Page[MailMessage], None]:
         """Pages of ``folder``'s mail received after ``since`` (all when None), newest first."""
         params: dict[str, str | int] = {"$top": _check_top(top), "$orderby": "receivedDateTime desc"}
         if since is not None:
@@ -342,7 +342,7 @@ class GraphClient:
 
     async def _pages(
         self, url: str, route: str, model: type[T], kind: str, max_pages: int
-    ) -> AsyncIterator[Page[T]]:
+    ) -> AsyncGenerator[Page[T], None]:
         next_url: str | None = url
         for _ in range(max_pages):
             if next_url is None:
@@ -411,7 +411,7 @@ class GraphClient:
     async def _send(
         self, method: str, url: str, route: str, token: str, json: Any, attempt: int
     ) -> httpx.Response:
-        attributes = {"http.request.method": method, "url.template": route, "http.request.resend_count": attempt - 1}
+        attributes: dict[str, str | int] = {"http.request.method": method, "url.template": route, "http.request.resend_count": attempt - 1}
         with tracer.start_as_current_span(
             f"Graph {method} {route}", kind=trace.SpanKind.CLIENT, attributes=attributes
         ) as span:
@@ -489,11 +489,12 @@ def _graph_error_fields(response: httpx.Response) -> tuple[str | None, str | Non
         body = response.json()
     except ValueError:
         body = None
-    error = body.get("error") if isinstance(body, dict) else None
-    error = error if isinstance(error, dict) else {}
+    raw_error = body.get("error") if isinstance(body, dict) else None
+    error: dict[str, Any] = raw_error if isinstance(raw_error, dict) else {}
     code = error.get("code") if isinstance(error.get("code"), str) else None
     message = error.get("message") if isinstance(error.get("message"), str) else None
-    inner = error.get("innerError") if isinstance(error.get("innerError"), dict) else {}
+    raw_inner = error.get("innerError")
+    inner: dict[str, Any] = raw_inner if isinstance(raw_inner, dict) else {}
     request_id = response.headers.get("request-id") or inner.get("request-id")
     return code, (message[:200] if message else None), request_id if isinstance(request_id, str) else None
 

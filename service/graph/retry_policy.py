@@ -67,7 +67,7 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
 
 def backoff_delay(attempt: int, policy: RetryPolicy, rng: random.Random) -> float:
     """Exponential backoff with "equal jitter": half the step fixed, half random."""
-    step = min(policy.backoff_cap, policy.backoff_base * (2 ** max(0, attempt - 1)))
+    step = min(policy.backoff_cap, policy.backoff_base * (2.0 ** max(0, attempt - 1)))
     return step / 2 + rng.uniform(0, step / 2)
 
 

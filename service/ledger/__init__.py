@@ -21,7 +21,7 @@ from service.ledger.chat_claims import (
     resolve_cursor,
 )
 from service.ledger.chat_cursor import Candidate, ChatCursor, cursor_key
-from service.ledger.clock import Clock, utc_now
+from service.clock import Clock, utc_now
 from service.ledger.daily_summary import Summary, build_summary, day_window, render_html, summary_due
 from service.ledger.email_claims import EmailClaimer, EmailCycle, EmailCycleOutcome, EmailState
 from service.ledger.email_cursor import EMAIL_CURSOR_KEY, EmailCursor, MailLike

@@ -75,7 +75,7 @@ from service.ledger.chat_cursor import (
     parse_chat_cursor,
     render_chat_cursor,
 )
-from service.ledger.clock import Clock, utc_now
+from service.clock import Clock, utc_now
 from service.ledger.corrupt_cursors import CorruptCursors
 from service.ledger.reads import Read, ReadOutcome, UnresolvedReason, read_parsed
 from service.ledger.settle import SETTLE_ROUNDS, ClaimWrite, Settlement, settle_uncertain_write, write_claim

@@ -38,13 +38,13 @@ replica's write be re-applied on top of whatever another replica wrote.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
-from service.ledger.clock import as_utc, later
+from service.clock import as_utc, later
 from service.ledger.json_records import (
     ExtraFields,
     extra_fields,
@@ -186,7 +186,7 @@ def render_chat_cursor(cursor: ChatCursor) -> str:
     return json.dumps(with_extra(obj, cursor.extra))
 
 
-def _ids_sort_key(ids: Iterable[str]):  # noqa: ANN202 - a key function for sorted()
+def _ids_sort_key(ids: Iterable[str]) -> Callable[[str], tuple[int, str]] | Callable[[str], str]:
     return id_order_key if _all_numeric(ids) else str
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
 
-from service.ledger.clock import as_utc
+from service.clock import as_utc
 from service.ledger.interactions import Direction, Interaction
 from service.ledger.promises import Promise, PromiseStatus
 

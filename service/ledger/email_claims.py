@@ -48,7 +48,7 @@ from typing import Generic
 
 from opentelemetry import trace
 
-from service.ledger.clock import Clock, utc_now
+from service.clock import Clock, utc_now
 from service.ledger.email_cursor import (
     EMAIL_CURSOR_KEY,
     LEGACY_EMAIL_CURSOR_KEY,
@@ -180,10 +180,10 @@ class EmailClaimer(Generic[M]):
         delivered: tuple[M, ...] = ()
         if self._held is not None:
             held = self._held
-            result = await settle_uncertain_write(
+            settling = await settle_uncertain_write(
                 self._backend, held.write, self._read_back, rounds=self._settle_rounds
             )
-            settled = result.settlement
+            settled = settling.settlement
             self._record_settle(settled)
             if settled is Settlement.UNKNOWN:
                 log.warning(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, TypeVar
 
-from service.ledger.clock import as_utc, format_timestamp, parse_timestamp
+from service.clock import as_utc, format_timestamp, parse_timestamp
 from service.ledger.reads import CorruptValueError
 
 EMAIL_CURSOR_KEY = "poll_state/email_cursor.txt"

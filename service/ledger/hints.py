@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from service.ledger.clock import Clock, as_utc, format_timestamp, parse_timestamp, utc_now
+from service.clock import Clock, as_utc, format_timestamp, parse_timestamp, utc_now
 from service.storage.backend import MemoryBackend
 from service.storage.errors import StorageError
 

@@ -15,7 +15,7 @@ from datetime import date, datetime, timedelta, timezone
 from enum import Enum
 from typing import Any
 
-from service.ledger.clock import Clock, as_utc, utc_now
+from service.clock import Clock, as_utc, utc_now
 from service.ledger.json_records import (
     ExtraFields,
     extra_fields,

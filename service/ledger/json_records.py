@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from service.ledger.clock import format_timestamp, parse_timestamp
+from service.clock import format_timestamp, parse_timestamp
 from service.ledger.reads import CorruptValueError
 
 # Unknown fields as (name, JSON text) pairs, sorted by name: hashable, comparable, order-free.

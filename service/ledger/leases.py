@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 
-from service.ledger.clock import Clock, format_timestamp, utc_now
+from service.clock import Clock, format_timestamp, utc_now
 from service.ledger.json_records import load_object, require_str, require_timestamp
 from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from service.ledger.cas import UpdateOutcome, update_value
-from service.ledger.clock import Clock, format_timestamp, utc_now
+from service.clock import Clock, format_timestamp, utc_now
 from service.ledger.json_records import load_object, require_str, require_timestamp
 from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend

@@ -18,7 +18,7 @@ from enum import Enum
 from typing import Any
 
 from service.ledger.cas import Update, UpdateOutcome, update_value
-from service.ledger.clock import Clock, as_utc, utc_now
+from service.clock import Clock, as_utc, utc_now
 from service.ledger.json_records import (
     ExtraFields,
     extra_fields,

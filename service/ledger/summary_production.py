@@ -23,7 +23,7 @@ from enum import Enum
 from typing import Any
 
 from service.ledger.cas import update_value
-from service.ledger.clock import Clock, as_utc, utc_now
+from service.clock import Clock, as_utc, utc_now
 from service.ledger.daily_summary import Summary, build_summary, render_html, summary_due
 from service.ledger.interactions import InteractionLog
 from service.ledger.json_records import (
@@ -36,7 +36,7 @@ from service.ledger.json_records import (
     timestamp_text,
     with_extra,
 )
-from service.ledger.promises import PromiseLedger
+from service.ledger.promises import Promise, PromiseLedger
 from service.ledger.reads import CorruptValueError, Read, ReadOutcome, read_parsed
 from service.ledger.settle import ClaimWrite, Settlement, write_claim
 from service.storage.backend import MemoryBackend
@@ -188,7 +188,7 @@ class DailySummaryProducer:
         log_read = await self._interactions.read_day(day)
         if log_read.outcome is ReadOutcome.UNRESOLVED:
             return None
-        promises = ()
+        promises: tuple[Promise, ...] = ()
         if self._promises is not None:
             listed = await self._promises.list()
             if listed.outcome is ReadOutcome.UNRESOLVED:

@@ -381,7 +381,7 @@ def public_base_url(scope: Scope, configured: str | None) -> str:
 
 
 def _bearer_token(scope: Scope) -> str | None:
-    raw = next((v for k, v in scope["headers"] if k == _AUTHORIZATION), None)
+    raw: bytes | None = next((v for k, v in scope["headers"] if k == _AUTHORIZATION), None)
     if raw is None:
         return None
     scheme, _, value = raw.decode("latin-1").partition(" ")

@@ -55,7 +55,7 @@ from service.mcp.sdk_adapter import (
     session_id_of,
 )
 from service.mcp.sessions import SessionRegistry, SessionTrafficObserver
-from service.mcp.tools import SessionChannel, ToolCall, ToolRegistry
+from service.mcp.tool_registry import SessionChannel, ToolCall, ToolRegistry
 from service.mcp.transport_security import HostOriginGuard, transport_security_settings
 from service.telemetry.metrics import Metrics
 

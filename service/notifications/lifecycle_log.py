@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from service.ledger.clock import format_timestamp, parse_timestamp
+from service.clock import format_timestamp, parse_timestamp
 from service.notifications.payloads import ChangeNotification
 from service.storage.backend import MemoryBackend
 

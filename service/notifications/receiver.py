@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from service.ledger.clock import Clock, utc_now
+from service.clock import Clock, utc_now
 from service.ledger.hints import Hint, HintLog
 from service.notifications.payloads import ChangeNotification, NotificationBatch, chat_message_of, is_mail
 from service.storage.errors import StorageError

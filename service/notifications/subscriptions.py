@@ -41,7 +41,7 @@ from enum import Enum
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError, GraphNotFound
 from service.graph.subscription_model import GraphSubscription
-from service.ledger.clock import Clock, format_timestamp, utc_now
+from service.clock import Clock, format_timestamp, utc_now
 from service.ledger.json_records import load_object, require_str, require_timestamp
 from service.ledger.leases import Lease
 from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from service.config import Settings
 from service.graph.client import GraphClient
-from service.ledger.clock import Clock, utc_now
+from service.clock import Clock, utc_now
 from service.ledger.hints import HintLog, HintReader
 from service.ledger.leases import Lease
 from service.notifications.lifecycle_log import event_of, record_event

@@ -206,6 +206,7 @@ class BlobBackend:
         if if_match is not None and if_absent:
             raise ValueError("if_match and if_absent are mutually exclusive")
         blob = self._blob(key)
+        condition: dict[str, Any]
         if if_absent:
             op, condition = BlobOp.CREATE, {"match_condition": MatchConditions.IfMissing}
         elif if_match is not None:

@@ -69,7 +69,9 @@ def error_code(exc: HttpResponseError) -> str | None:
     """The storage error code (``BlobNotFound``, ``ConditionNotMet`` ...) as a plain string."""
     code = getattr(exc, "error_code", None)
     if code is None and exc.response is not None:
-        code = exc.response.headers.get("x-ms-error-code")
+        # azure-core types ``response`` as a protocol without ``headers``; every transport's response has them.
+        headers = getattr(exc.response, "headers", None)
+        code = headers.get("x-ms-error-code") if headers is not None else None
     return None if code is None else str(getattr(code, "value", code))
 
 

@@ -1,22 +1,20 @@
-"""Which MemoryBackend this process uses, decided from the environment on every call.
+"""Which MemoryBackend this process uses, decided from the ``Settings`` it is given.
 
-``choose_backend`` is the decision (pure, over a mapping); ``get_backend`` builds the backend it
+``choose_backend`` is the decision (pure, over the settings); ``get_backend`` builds the backend it
 names without creating or writing anything; ``assert_backend_config`` is the start-up gate that
 reaches the store once and logs where the state lives. A half-configured cloud environment fails
-here, loudly, instead of quietly starting over on an empty local store.
+here, loudly, instead of quietly starting over on an empty local store. Nothing here reads the
+environment: a container named only in ``.env`` is seen exactly as one named in the environment.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from pydantic import TypeAdapter, ValidationError
-
+from service.config import Settings
 from service.storage.backend import MemoryBackend
 from service.storage.blob import BlobBackend
 from service.storage.blob_config import BlobClientOptions, parse_endpoint, public_endpoint, validate_container_name
@@ -25,16 +23,14 @@ from service.storage.local import PROCESS_LOCK_FILE, LocalBackend
 from service.storage.token_credential import TokenProvider
 from service.telemetry.metrics import Metrics
 
+# The environment names, for error messages that say what to set.
 KEEP_LOCAL = "ENTRABOT_KEEP_MEMORY_LOCAL"
-DATA_DIR = "ENTRABOT_DATA_DIR"
 ENDPOINT = "ENTRABOT_BLOB_ENDPOINT"
 CONTAINER = "ENTRABOT_BLOB_CONTAINER"
 CONNECTION_STRING = "ENTRABOT_BLOB_CONNECTION_STRING"
 AUTH = "ENTRABOT_BLOB_AUTH"
-DEFAULT_DATA_DIR = "~/.entrabot/data"
 
 _log = logging.getLogger(__name__)
-_BOOL = TypeAdapter(bool)  # the same truthy/falsy spellings the Settings object accepts
 
 
 class BlobAuth(Enum):
@@ -56,80 +52,59 @@ class BlobChoice:
     connection_string: str | None = field(default=None, repr=False)
 
 
-def _setting(env: Mapping[str, str], name: str) -> str | None:
-    """The stripped value, or None when unset or blank (templated manifests often leave blanks)."""
-    value = env.get(name, "").strip()
-    return value or None
-
-
-def _flag(env: Mapping[str, str], name: str) -> bool:
-    value = _setting(env, name)
-    if value is None:
-        return False
-    try:
-        return _BOOL.validate_python(value)
-    except ValidationError:
-        raise BackendMisconfiguredError(f"{name}={value!r} is not a boolean; use true or false") from None
-
-
-def data_dir(env: Mapping[str, str] | None = None) -> Path:
+def data_dir(settings: Settings) -> Path:
     """The local state directory: ENTRABOT_DATA_DIR, else ~/.entrabot/data."""
-    env = os.environ if env is None else env
-    return Path(_setting(env, DATA_DIR) or DEFAULT_DATA_DIR).expanduser()
+    return settings.data_dir.expanduser()
 
 
-def local_process_lock_path(env: Mapping[str, str] | None = None) -> Path:
+def local_process_lock_path(settings: Settings) -> Path:
     """The per-machine process lock; it stays local whatever backend holds the shared state."""
-    return data_dir(env) / PROCESS_LOCK_FILE
+    return data_dir(settings) / PROCESS_LOCK_FILE
 
 
-def choose_backend(env: Mapping[str, str]) -> LocalChoice | BlobChoice:
+def choose_backend(settings: Settings) -> LocalChoice | BlobChoice:
     """Decide the backend from settings alone; raise BackendMisconfiguredError naming the fix."""
-    if _flag(env, KEEP_LOCAL):
-        return LocalChoice(data_dir(env))
-    endpoint, container = _setting(env, ENDPOINT), _setting(env, CONTAINER)
-    connection_string = _setting(env, CONNECTION_STRING)
+    if settings.keep_memory_local:
+        return LocalChoice(data_dir(settings))
+    endpoint, container = settings.blob_endpoint, settings.blob_container
+    secret = settings.blob_connection_string
+    connection_string = secret.get_secret_value() if secret is not None else None
     if endpoint is None and container is None:
         if connection_string is not None:
             raise BackendMisconfiguredError(
                 f"{CONNECTION_STRING} is set but {ENDPOINT} and {CONTAINER} are not; set both to use "
                 f"Blob storage, or unset it, or set {KEEP_LOCAL}=true"
             )
-        return LocalChoice(data_dir(env))
+        return LocalChoice(data_dir(settings))
     if endpoint is None or container is None:
         present, missing = (ENDPOINT, CONTAINER) if container is None else (CONTAINER, ENDPOINT)
         raise BackendMisconfiguredError(
             f"{present} is set but {missing} is not; set both, or set {KEEP_LOCAL}=true"
         )
     validate_container_name(container)
-    auth = _blob_auth(env, connection_string)
+    auth = _blob_auth(settings, connection_string)
     parse_endpoint(endpoint, require_https=auth is not BlobAuth.CONNECTION_STRING)
     return BlobChoice(endpoint, container, auth, connection_string if auth is BlobAuth.CONNECTION_STRING else None)
 
 
-def _blob_auth(env: Mapping[str, str], connection_string: str | None) -> BlobAuth:
-    mode = _setting(env, AUTH) or "auto"
-    if mode == "auto":
+def _blob_auth(settings: Settings, connection_string: str | None) -> BlobAuth:
+    if settings.blob_auth == "auto":
         return BlobAuth.CONNECTION_STRING if connection_string else BlobAuth.DEFAULT_CREDENTIAL
-    try:
-        auth = BlobAuth(mode)
-    except ValueError:
-        choices = ", ".join(["auto", *(a.value for a in BlobAuth)])
-        raise BackendMisconfiguredError(f"{AUTH}={mode!r} is not one of: {choices}") from None
+    auth = BlobAuth(settings.blob_auth)  # Settings already refused anything outside the enum
     if auth is BlobAuth.CONNECTION_STRING and connection_string is None:
         raise BackendMisconfiguredError(f"{AUTH}=connection_string but {CONNECTION_STRING} is not set; set it")
     return auth
 
 
 def get_backend(
-    env: Mapping[str, str] | None = None,
+    settings: Settings,
     *,
     storage_token_provider: TokenProvider | None = None,
     metrics: Metrics | None = None,
     options: BlobClientOptions = BlobClientOptions(),
 ) -> MemoryBackend:
-    """The backend the environment names (default: os.environ, read now). Creates nothing."""
-    choice = choose_backend(os.environ if env is None else env)
+    """The backend the settings name. Creates nothing."""
+    choice = choose_backend(settings)
     if isinstance(choice, LocalChoice):
         return LocalBackend(choice.root)
     if choice.auth is BlobAuth.CONNECTION_STRING:
@@ -161,7 +136,7 @@ def get_backend(
 
 
 async def assert_backend_config(
-    env: Mapping[str, str] | None = None,
+    settings: Settings,
     *,
     storage_token_provider: TokenProvider | None = None,
     logger: logging.Logger | None = None,
@@ -172,7 +147,7 @@ async def assert_backend_config(
 
     Runs before any worker starts, so a misconfigured replica starts nothing.
     """
-    backend = get_backend(env, storage_token_provider=storage_token_provider, metrics=metrics, options=options)
+    backend = get_backend(settings, storage_token_provider=storage_token_provider, metrics=metrics, options=options)
     try:
         await backend.check()
     except BaseException:

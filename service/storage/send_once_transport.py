@@ -10,8 +10,15 @@ bounded. (aiohttp has no public switch for this; a client middleware is its publ
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import aiohttp
-from azure.core.pipeline.transport import AioHttpTransport
+
+if TYPE_CHECKING:
+    # The public name is resolved by a lazy module ``__getattr__``, which type checkers see as Any.
+    from azure.core.pipeline.transport._aiohttp import AioHttpTransport
+else:
+    from azure.core.pipeline.transport import AioHttpTransport
 
 
 class ConnectionLostAfterSend(aiohttp.ClientError):
@@ -43,4 +50,4 @@ class SendOnceTransport(AioHttpTransport):
                 auto_decompress=False,
                 middlewares=(_no_silent_resend,),
             )
-        await super().open()
+        await super().open()  # type: ignore[no-untyped-call]  # azure-core leaves open() unannotated

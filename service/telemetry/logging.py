@@ -15,6 +15,7 @@ import hashlib
 import logging
 import re
 import sys
+from typing import TextIO
 
 from pythonjsonlogger.json import JsonFormatter
 
@@ -91,7 +92,7 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-def configure_logging(level: str = "INFO", *, replica_id: str | None = None, stream=None) -> None:
+def configure_logging(level: str = "INFO", *, replica_id: str | None = None, stream: TextIO | None = None) -> None:
     """Route every logger to one JSON handler on stderr (stdout stays free for CLI output)."""
     handler = logging.StreamHandler(stream or sys.stderr)
     static = {"replica": replica_id} if replica_id else None

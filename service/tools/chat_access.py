@@ -13,7 +13,7 @@ from service.graph.client import GraphClient
 from service.graph.errors import GraphBadRequest, GraphError, GraphForbidden, GraphNotFound
 from service.graph.models import Chat
 from service.ledger import WatchedChats
-from service.mcp.tools import ToolError
+from service.mcp.tool_registry import ToolError
 from service.tools.graph_failures import graph_tool_error
 
 MAX_REMEMBERED_TOPICS = 2_000  # bounded: the model chooses which chat ids are looked up

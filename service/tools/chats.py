@@ -11,7 +11,7 @@ from service.delivery.push import meta_value
 from service.graph.errors import GraphError, GraphNotFound, GraphUnavailable
 from service.graph.models import User
 from service.ledger import ReadOutcome, WatchOutcome
-from service.mcp.tools import ToolCall, ToolError
+from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error

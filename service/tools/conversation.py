@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, field_validator
 from service.delivery.push import format_ts
 from service.graph.errors import GraphError, GraphUnavailable
 from service.ledger.interactions import Action, Channel, Direction, Interaction
-from service.mcp.tools import ToolCall, ToolError
+from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess, ChatStanding
 from service.tools.ids import NamesAChat
 from service.tools.deps import ToolDeps
@@ -116,7 +116,7 @@ class ConversationTools:
             raise graph_tool_error(exc, f"posting to chat {args.chat_id}") from None
         if delegated:
             # Before any await: Graph shows it as the human's, so only its id keeps it out of the poll.
-            deps.sent_message_ids.add(posted.id)
+            deps.sent_messages.record(posted.id)
         logged = await self._record(args.chat_id, posted.id, content, Action.SENT.value)
         log.info("chat message sent", extra={"chat_id": args.chat_id, "message_id": posted.id})
         if standing is ChatStanding.READABLE:

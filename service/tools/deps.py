@@ -1,19 +1,35 @@
-"""What the tools need, built once by the app factory and handed to every tool module."""
+"""What the tools need, built once by the wiring (``service.wiring``) and handed to every tool module.
+
+The tools reach the two loops they must tell about a new chat through the small protocols below, so
+this layer does not depend on the workers' modules (the wiring hands in the real ChatPoller and Discovery).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Protocol
 
 from service.config import Settings
 from service.delivery.hub import DeliveryHub
+from service.delivery.sent_messages import SentMessages
 from service.delivery.sponsors import SponsorGate
 from service.graph.client import GraphClient
-from service.ledger import DailySummaryProducer, InteractionLog, PromiseLedger, WatchedChats
-from service.ledger.clock import Clock, utc_now
+from service.ledger import DailySummaryProducer, InteractionLog, PromiseLedger, WatchedChats, WatchOutcome
+from service.clock import Clock, utc_now
 from service.ledger.permission_requests import PermissionRequests
-from service.workers.agent import AgentUser
-from service.workers.chat_poll import ChatPoller
-from service.workers.discovery import Discovery
+from service.domain.agent import AgentUser
+
+
+class CreatedChatPolling(Protocol):
+    """The chat poll: a chat the agent just created surfaces its newest message on first sight."""
+
+    async def register_created_chat(self, chat_id: str) -> None: ...
+
+
+class ChatRegistration(Protocol):
+    """Discovery: a chat is watched at once and its members learnt for the sponsor gate."""
+
+    async def register_chat(self, chat_id: str) -> WatchOutcome: ...
 
 
 @dataclass
@@ -23,14 +39,15 @@ class ToolDeps:
     agent: AgentUser
     hub: DeliveryHub
     watched: WatchedChats
-    chat_poller: ChatPoller
-    discovery: Discovery
+    chat_poller: CreatedChatPolling
+    discovery: ChatRegistration
     gate: SponsorGate
     promises: PromiseLedger
     interactions: InteractionLog
     summary: DailySummaryProducer
+    # Graph ids of messages this replica sent (delegated mode: Graph attributes them to the human);
+    # the same object the chat poll reads.
+    sent_messages: SentMessages
     replica_id: str
     clock: Clock = utc_now
     permissions: PermissionRequests | None = None  # None: no permission relay on this replica
-    # Graph ids of messages this replica sent (delegated mode: Graph attributes them to the human).
-    sent_message_ids: set[str] = field(default_factory=set)

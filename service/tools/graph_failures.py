@@ -17,7 +17,7 @@ from service.graph.errors import (
     GraphUnavailable,
     TokenAcquisitionError,
 )
-from service.mcp.tools import ToolError
+from service.mcp.tool_registry import ToolError
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from pydantic import BaseModel, Field
 from service.delivery.push import meta_value
 from service.delivery.xpia import EnvelopeSource, wrap_external
 from service.ledger import Channel, Direction, Interaction, InteractionQuery
-from service.ledger.clock import as_utc, format_timestamp
+from service.clock import as_utc, format_timestamp
 from service.ledger.interactions import MAX_QUERY_DAYS
-from service.mcp.tools import ToolCall, ToolError
+from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.ids import ChatId
 from service.tools.deps import ToolDeps
 from service.tools.message_items import MAX_ITEM_CHARS

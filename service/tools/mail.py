@@ -9,8 +9,8 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from service.graph.errors import GraphError, GraphNotFound
-from service.ledger.clock import as_utc
-from service.mcp.tools import ToolCall, ToolError
+from service.clock import as_utc
+from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
 from service.tools.ids import MailId

@@ -17,8 +17,8 @@ from service.delivery.filters import is_agent_sender, mail_noise
 from service.delivery.push import build_tool_result_item, meta_value
 from service.delivery.sponsors import SponsorGate
 from service.graph.models import ChatMessage, MailMessage
-from service.workers.agent import AgentUser
-from service.workers.inbound import chat_inbound, mail_inbound
+from service.domain.agent import AgentUser
+from service.domain.inbound import chat_inbound, mail_inbound
 
 MAX_ITEM_CHARS = 16_000  # one body in a result; longer ones end with a truncation notice
 

@@ -39,9 +39,9 @@ from service.delivery.permission_verdict import REQUEST_ID_PATTERN, parse_verdic
 from service.delivery.push import format_ts
 from service.delivery.xpia import EnvelopeSource, neutralise, wrap_for_channel
 from service.graph.errors import GraphError
-from service.ledger.clock import Clock
+from service.clock import Clock
 from service.ledger.permission_requests import PermissionRequests, ReserveOutcome
-from service.mcp.tools import ToolCall, ToolError
+from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.deps import ToolDeps
 
 log = logging.getLogger(__name__)

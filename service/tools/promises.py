@@ -9,9 +9,9 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, Field
 
 from service.ledger import Promise, PromiseStatus, PromiseWriteOutcome, ReadOutcome
-from service.ledger.clock import as_utc, format_timestamp
+from service.clock import as_utc, format_timestamp
 from service.ledger.promises import PromiseWrite
-from service.mcp.tools import ToolCall, ToolError
+from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.ids import ChatId
 from service.tools.deps import ToolDeps
 

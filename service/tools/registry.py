@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from service.mcp.tools import ToolRegistry
+from service.mcp.tool_registry import ToolRegistry
 from service.tools.chat_access import ChatAccess
 from service.tools.chats import ChatTools
 from service.tools.conversation import ConversationTools

@@ -30,7 +30,7 @@ from service.delivery.message import InboundMessage, Source
 from service.delivery.push import format_ts, meta_value
 from service.delivery.sponsors import SponsorGate
 from service.delivery.xpia import EnvelopeSource, bare_for_tool_result, wrap_external
-from service.mcp.tools import ToolCall
+from service.mcp.tool_registry import ToolCall
 from service.telemetry.logging import session_ref
 from service.tools.message_items import MAX_ITEM_CHARS
 

@@ -9,9 +9,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from service.ledger import ReadOutcome, SummaryOutcome, day_window
-from service.ledger.clock import as_utc, format_timestamp
+from service.clock import as_utc, format_timestamp
 from service.ledger.daily_summary import SUMMARY_HOUR, SUMMARY_OFFSET
-from service.mcp.tools import ToolCall, ToolError
+from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.deps import ToolDeps
 
 

@@ -14,16 +14,16 @@ from pydantic import BaseModel, Field
 
 from service.delivery.filters import filter_human_messages
 from service.graph.errors import GraphError
+from service.domain.message_order import oldest_first
 from service.graph.models import ChatMessage
-from service.ledger.clock import as_utc
-from service.mcp.tools import ToolCall
+from service.clock import as_utc
+from service.mcp.tool_registry import ToolCall
 from service.tools.chat_access import ChatAccess
 from service.tools.ids import NamesAChat
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
 from service.tools.message_items import TeamsMessageItem, teams_item
 from service.tools.reply_watch import ReplyWatches
-from service.workers.chat_state import oldest_first
 
 MAX_LIMIT = 50
 READ_PAGES = 10  # 500 messages: how far back one call looks for messages before ``before``
@@ -126,7 +126,7 @@ class TeamsReadTools:
             raise graph_tool_error(exc, f"reading chat {args.chat_id}") from None
         agent = self.deps.agent
         humans = filter_human_messages(oldest_first(fetched), agent_upn=agent.upn, agent_object_id=agent.object_id,
-                                       sent_message_ids=self.deps.sent_message_ids)
+                                       sent_message_ids=self.deps.sent_messages)
         fresh = watch.fresh(humans, floor)
         # First look: the newest replies (older ones count as seen); afterwards the oldest unseen first, so
         # none is skipped.
@@ -139,4 +139,4 @@ class TeamsReadTools:
 
     def _item(self, message: ChatMessage, chat_id: str) -> TeamsMessageItem:
         deps = self.deps
-        return teams_item(message, chat_id, agent=deps.agent, gate=deps.gate, sent_message_ids=deps.sent_message_ids)
+        return teams_item(message, chat_id, agent=deps.agent, gate=deps.gate, sent_message_ids=deps.sent_messages)

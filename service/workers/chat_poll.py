@@ -32,21 +32,15 @@ from service.graph.errors import GraphError
 from service.graph.models import ChatMessage, ChatMessagePreview
 from service.ledger import Candidate, ChatClaimOutcome, ChatLedger, ReadOutcome, WatchedChats
 from service.ledger.cas import UpdateOutcome
-from service.ledger.clock import Clock, later, utc_now
+from service.clock import Clock, later, utc_now
 from service.ledger.hints import HintReader
 from service.ledger.permission_requests import PermissionRequests, Standing
 from service.storage.errors import StorageError
 from service.telemetry.metrics import Metrics
-from service.workers.agent import AgentUser
-from service.workers.chat_state import (
-    ChatPhase,
-    ChatPollState,
-    ChatRead,
-    decide_offer,
-    first_sight_surfaces,
-    oldest_first,
-)
-from service.workers.inbound import chat_inbound
+from service.domain.agent import AgentUser
+from service.domain.inbound import chat_inbound
+from service.domain.message_order import oldest_first
+from service.workers.chat_state import ChatPhase, ChatPollState, ChatRead, decide_offer, first_sight_surfaces
 from service.workers.recorder import DeliveryRecorder
 
 log = logging.getLogger(__name__)

@@ -56,14 +56,6 @@ def first_sight_surfaces(
     return regardless_of_age or now - newest.created_date_time < max_age
 
 
-def oldest_first(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
-    return sorted(messages, key=lambda m: (m.created_date_time, _id_order(m.id)))
-
-
-def _id_order(message_id: str) -> tuple[int, str]:
-    return (int(message_id), message_id) if message_id.isdigit() else (0, message_id)
-
-
 @dataclass(frozen=True)
 class Offer:
     """What one steady cycle offers to the ledger for one chat.

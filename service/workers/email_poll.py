@@ -14,10 +14,10 @@ from service.graph.client import GraphClient
 from service.graph.errors import GraphError, GraphPayloadError
 from service.graph.models import MailMessage
 from service.ledger import EmailClaimer
-from service.ledger.clock import Clock, utc_now
+from service.clock import Clock, utc_now
 from service.storage.errors import StorageError
-from service.workers.agent import AgentUser
-from service.workers.inbound import mail_inbound
+from service.domain.agent import AgentUser
+from service.domain.inbound import mail_inbound
 from service.workers.recorder import DeliveryRecorder
 
 log = logging.getLogger(__name__)

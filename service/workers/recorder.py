@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from service.delivery.hub import Dispatch, DispatchOutcome
 from service.delivery.message import InboundMessage, Source
-from service.ledger.clock import Clock, utc_now
+from service.clock import Clock, utc_now
 from service.ledger.interactions import Action, Channel, Direction, Interaction, InteractionLog
 
 _CHANNEL = {Source.CHAT: Channel.CHAT, Source.EMAIL: Channel.EMAIL}

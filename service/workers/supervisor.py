@@ -130,7 +130,7 @@ class Supervisor:
         self._gauge(loop.name, 0)
 
     async def _sleep(self, loop: _Loop, delay: float) -> None:
-        waiters = [asyncio.ensure_future(self._stopping.wait())]
+        waiters: list[asyncio.Future[object]] = [asyncio.ensure_future(self._stopping.wait())]
         if loop.wake is not None:
             waiters.append(asyncio.ensure_future(loop.wake()))
         try:

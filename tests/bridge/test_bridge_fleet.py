@@ -20,7 +20,7 @@ import pytest
 from service.devstack.azurite import Azurite
 from service.devstack.delivery_account import KillRecord, SentMessage, account_deliveries
 from service.devstack.fleet import DEV_TOKEN
-from service.ledger.clock import parse_timestamp, utc_now
+from service.clock import parse_timestamp, utc_now
 from tests.bridge.bridge_host import Received, bridge_host
 from tests.bridge.fleet_stack import BridgeFleet, bridge_fleet
 from tests.mcp.server_fixture import eventually

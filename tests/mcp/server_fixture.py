@@ -24,7 +24,7 @@ from service.delivery.hub import DeliveryHub, DeliveryTarget, TargetKind
 from service.delivery.message import InboundMessage, Source
 from service.devstack.uvicorn_runner import serve_app
 from service.mcp.server import McpService, build_mcp
-from service.mcp.tools import ToolCall, ToolRegistry
+from service.mcp.tool_registry import ToolCall, ToolRegistry
 from service.telemetry.metrics import Metrics
 
 PUSH_METHOD = "notifications/claude/channel"

@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from service.delivery.hub import DeliveryHub
-from service.mcp.tools import ToolCall, ToolError, ToolRegistry
+from service.mcp.tool_registry import ToolCall, ToolError, ToolRegistry
 
 
 class Question(BaseModel):

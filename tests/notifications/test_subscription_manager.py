@@ -20,7 +20,7 @@ from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.config import Settings
 from service.devstack.uvicorn_runner import serve_app
-from service.ledger.clock import utc_now
+from service.clock import utc_now
 from service.ledger.leases import Lease
 from service.notifications.lifecycle_log import LifecycleEvent, record_event
 from service.notifications.receiver import NOTIFICATIONS_PATH

@@ -7,8 +7,9 @@ import asyncio
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import httpx2
@@ -23,6 +24,7 @@ from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
 from service.devstack.traffic import HumanTraffic
+from tests.mcp.server_fixture import eventually
 
 pytestmark = [pytest.mark.azurite, pytest.mark.slow]
 
@@ -49,10 +51,35 @@ def replica(azurite: Azurite, emulator: RunningEmulator, tmp_path_factory: pytes
     member.terminate()
 
 
-async def until(check, what: str) -> None:  # type: ignore[no-untyped-def]
-    async with asyncio.timeout(BOUND_S):
-        while not check():
-            await asyncio.sleep(0.1)
+async def until(check: Callable[[], Any], what: str) -> None:
+    await eventually(check, what, timeout_s=BOUND_S)
+
+
+async def metric(replica: ReplicaProcess, sample: str) -> float:
+    """One sample of the replica's /metrics (name and labels as exposed), 0 while it is not there yet."""
+    async with httpx.AsyncClient(timeout=10) as http:
+        text = (await http.get(f"{replica.base_url}/metrics")).text
+    values = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(sample + " ")]
+    return values[0] if values else 0.0
+
+
+async def sponsor_waits(replica: ReplicaProcess) -> float:
+    return await metric(replica, "entrabot_sponsor_waits")
+
+
+async def chat_poll_cycles(replica: ReplicaProcess) -> float:
+    return await metric(replica, 'entrabot_loop_cycles_total{loop="chat_poll",outcome="ok"}')
+
+
+async def until_chats_polled_with_a_target(replica: ReplicaProcess) -> None:
+    """Return once a whole chat poll cycle ran while a target was connected: the chats have had their
+    first sight, so what a human posts from now on is new, not history the first sight skips."""
+    seen = await chat_poll_cycles(replica)  # a cycle in flight may have started before the target
+
+    async def two_more() -> bool:
+        return await chat_poll_cycles(replica) >= seen + 2
+
+    await until(two_more, "two chat poll cycles with the host connected")
 
 
 def chat_of(emulator: RunningEmulator, index: int) -> str:
@@ -65,6 +92,7 @@ async def test_the_python_client_receives_pushes_for_messages_a_human_posts(emul
     task = asyncio.create_task(host.run(stop))
     try:
         await until(lambda: host.connected_to, "the host to connect")
+        await until_chats_polled_with_a_target(replica)
         async with httpx.AsyncClient(timeout=30) as http:
             traffic = HumanTraffic(emulator.seed, emulator.base_url, http)
             grace = emulator.seed.humans[1]
@@ -94,6 +122,7 @@ async def test_the_typescript_client_lists_calls_and_receives_pushes(emulator, r
     assert ready["event"] == "ready" and ready["protocolVersion"] == "2025-11-25"
     assert "send_teams_message" in ready["tools"] and "claude/channel" in ready["experimental"]
     assert ready["echo"]["count"] == 3
+    await until_chats_polled_with_a_target(replica)
     async with httpx.AsyncClient(timeout=30) as http:
         traffic = HumanTraffic(emulator.seed, emulator.base_url, http)
         alan = emulator.seed.humans[2] if len(emulator.seed.humans) > 2 else emulator.seed.humans[1]
@@ -110,7 +139,8 @@ async def test_a_non_push_host_gets_the_sponsors_reply_from_another_chat(emulato
     ada = emulator.seed.sponsors[0]
 
     async def ada_replies_later() -> str:
-        await asyncio.sleep(2)
+        # Once the send's wait is pending, so the reply is the one it waits for.
+        await until(lambda: sponsor_waits(replica), "the send's sponsor wait")
         async with httpx.AsyncClient(timeout=30) as http:
             posted = await HumanTraffic(emulator.seed, emulator.base_url, http).post_chat(
                 ada, reply_in, "Yes, go ahead")

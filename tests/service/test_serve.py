@@ -17,6 +17,7 @@ from emulator.server import RunningEmulator, start_emulator
 from service.devstack.azurite import Azurite
 from service.devstack.emulator_env import agent_user_env
 from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
+from tests.mcp.server_fixture import eventually
 
 pytestmark = pytest.mark.azurite
 
@@ -163,11 +164,7 @@ def test_sigterm_ends_a_replica_with_a_connected_host_by_itself_within_the_grace
         stop = asyncio.Event()
         host = ChannelHost("h", [member.mcp_url], token=DEV_TOKEN)
         task = asyncio.create_task(host.run(stop))
-        for _ in range(200):
-            if host.connected_to:
-                break
-            await asyncio.sleep(0.05)
-        assert host.connected_to, "the host never connected"
+        await eventually(lambda: host.connected_to, "the host to connect")
         # Kubernetes' grace is 30 s; the replica must exit by itself well inside it: 10 s, else SIGKILL.
         took = await asyncio.to_thread(member.terminate, 10.0)
         stop.set()

@@ -1,7 +1,7 @@
 """Storage fixtures: the contract's backends as environments, and scripted fake Blob endpoints.
 
 A backend is described by the ENTRABOT_* environment that selects it, so a test process and the
-separate processes of a race build theirs the same way: through ``get_backend``.
+separate processes of a race build theirs the same way: ``Settings`` from it, then ``get_backend``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 from storage_fakes import FakeBlobEndpoint, Handler, TlsFiles, self_signed_loopback_tls, serve_fake_blob_endpoint
 
 from service.storage import BlobBackend, MemoryBackend, get_backend
+from settings_env import settings_from_env
 
 StartFake = Callable[..., Awaitable[FakeBlobEndpoint]]
 
@@ -35,7 +36,7 @@ async def backend_env(backend_kind: str, tmp_path: Path, request: pytest.Fixture
         "ENTRABOT_BLOB_CONTAINER": request.getfixturevalue("container_name"),
         "ENTRABOT_BLOB_CONNECTION_STRING": azurite.connection_string,
     }
-    backend = get_backend(env)
+    backend = get_backend(settings_from_env(env))
     assert isinstance(backend, BlobBackend)
     try:
         await backend.ensure_container()
@@ -46,7 +47,7 @@ async def backend_env(backend_kind: str, tmp_path: Path, request: pytest.Fixture
 
 @pytest.fixture
 async def backend(backend_env: dict[str, str]) -> AsyncIterator[MemoryBackend]:
-    store = get_backend(backend_env)
+    store = get_backend(settings_from_env(backend_env))
     try:
         yield store
     finally:

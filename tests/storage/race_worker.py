@@ -12,6 +12,7 @@ import asyncio
 import json
 import sys
 
+from service.config import Settings
 from service.storage import ConcurrencyError, MemoryBackend, get_backend
 
 MAX_ATTEMPTS_PER_INCREMENT = 2_000
@@ -59,7 +60,7 @@ async def run(task: str, backend: MemoryBackend, key: str, worker: str, count: i
 
 
 async def main(task: str, key: str, worker: str, count: int) -> None:
-    backend = get_backend()
+    backend = get_backend(Settings(_env_file=None))  # the race's environment only
     try:
         print("ready", flush=True)
         await asyncio.to_thread(sys.stdin.readline)

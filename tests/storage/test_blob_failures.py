@@ -30,6 +30,7 @@ from service.storage import (
 from service.storage.blob_errors import BlobOp, BlobTarget, storage_error_from
 from service.telemetry.metrics import Metrics
 
+from settings_env import settings_from_env
 from storage_fakes import FakeBlobEndpoint, TlsFiles, answer, drop_connection, never_answer, storage_error
 
 StartFake = Callable[..., Awaitable[FakeBlobEndpoint]]
@@ -59,7 +60,7 @@ async def test_unreachable_endpoint_fails_the_startup_check_naming_the_endpoint(
         ),
     }
     with pytest.raises(BackendUnavailableError, match=f"cannot reach Blob endpoint {endpoint}") as raised:
-        await assert_backend_config(env)
+        await assert_backend_config(settings_from_env(env))
     assert ACCOUNT_KEY not in str(raised.value)
 
 

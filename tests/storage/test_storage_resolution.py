@@ -1,4 +1,4 @@
-"""Which backend the environment selects, re-read on every call (SPEC §3 "Resolution")."""
+"""Which backend the settings select (SPEC §3 "Resolution"); the settings are the only input."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from azure.storage.blob.aio import BlobServiceClient
 
+from service.config import SettingsError, load_settings
 from service.devstack.azurite import Azurite
 from service.storage import (
     BackendMisconfiguredError,
@@ -19,6 +20,7 @@ from service.storage import (
     local_process_lock_path,
 )
 from service.storage.resolution import BlobAuth, BlobChoice, LocalChoice, choose_backend
+from settings_env import settings_from_env
 
 AKS_ENDPOINT = "https://entrabotfleet.blob.core.windows.net"
 
@@ -37,19 +39,19 @@ async def container_exists(azurite: Azurite, container: str) -> bool:
 
 
 def test_no_blob_settings_resolve_to_local_under_the_data_dir(tmp_path: Path) -> None:
-    backend = get_backend({"ENTRABOT_DATA_DIR": str(tmp_path / "data")})
+    backend = get_backend(settings_from_env({"ENTRABOT_DATA_DIR": str(tmp_path / "data")}))
     assert isinstance(backend, LocalBackend)
     assert backend.root == tmp_path / "data"
     assert not (tmp_path / "data").exists()
 
 
 def test_the_default_data_dir_is_dot_entrabot_data_in_home() -> None:
-    assert choose_backend({}) == LocalChoice(Path("~/.entrabot/data").expanduser())
+    assert choose_backend(settings_from_env({})) == LocalChoice(Path("~/.entrabot/data").expanduser())
 
 
 def test_blank_settings_count_as_unset(tmp_path: Path) -> None:
     env = {"ENTRABOT_BLOB_ENDPOINT": "", "ENTRABOT_BLOB_CONTAINER": "  ", "ENTRABOT_DATA_DIR": str(tmp_path)}
-    assert choose_backend(env) == LocalChoice(tmp_path)
+    assert choose_backend(settings_from_env(env)) == LocalChoice(tmp_path)
 
 
 def test_keep_local_wins_over_blob_settings(tmp_path: Path) -> None:
@@ -59,20 +61,28 @@ def test_keep_local_wins_over_blob_settings(tmp_path: Path) -> None:
         "ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT,
         "ENTRABOT_BLOB_CONTAINER": "fleet",
     }
-    assert choose_backend(env) == LocalChoice(tmp_path)
+    assert choose_backend(settings_from_env(env)) == LocalChoice(tmp_path)
     del env["ENTRABOT_BLOB_CONTAINER"]  # the escape hatch also covers a half configuration
-    assert choose_backend(env) == LocalChoice(tmp_path)
+    assert choose_backend(settings_from_env(env)) == LocalChoice(tmp_path)
 
 
-def test_keep_local_must_be_a_boolean() -> None:
-    with pytest.raises(BackendMisconfiguredError, match="ENTRABOT_KEEP_MEMORY_LOCAL='maybe' is not a boolean"):
-        choose_backend({"ENTRABOT_KEEP_MEMORY_LOCAL": "maybe"})
+@pytest.mark.parametrize(
+    ("name", "value"), [("ENTRABOT_KEEP_MEMORY_LOCAL", "maybe"), ("ENTRABOT_BLOB_AUTH", "password")]
+)
+def test_unparseable_storage_settings_are_refused_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, value: str
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match=f"^{name}: ") as raised:
+        load_settings()
+    assert "\n" not in str(raised.value)
 
 
 @pytest.mark.parametrize("value", ["false", "0", "no", "off"])
 def test_keep_local_false_leaves_the_blob_settings_in_charge(value: str) -> None:
     env = {"ENTRABOT_KEEP_MEMORY_LOCAL": value, "ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT, "ENTRABOT_BLOB_CONTAINER": "fleet"}
-    assert isinstance(choose_backend(env), BlobChoice)
+    assert isinstance(choose_backend(settings_from_env(env)), BlobChoice)
 
 
 async def test_endpoint_without_container_fails_before_anything_is_created(azurite: Azurite, tmp_path: Path) -> None:
@@ -82,10 +92,10 @@ async def test_endpoint_without_container_fails_before_anything_is_created(azuri
         "or set ENTRABOT_KEEP_MEMORY_LOCAL=true"
     )
     with pytest.raises(BackendMisconfiguredError) as raised:
-        get_backend(env)
+        get_backend(settings_from_env(env))
     assert str(raised.value) == message
     with pytest.raises(BackendMisconfiguredError):
-        await assert_backend_config(env)
+        await assert_backend_config(settings_from_env(env))
     assert not (tmp_path / "data").exists()
 
 
@@ -98,18 +108,18 @@ async def test_container_without_endpoint_fails_before_anything_is_created(
         "ENTRABOT_DATA_DIR": str(tmp_path / "data"),
     }
     with pytest.raises(BackendMisconfiguredError, match="ENTRABOT_BLOB_CONTAINER is set but ENTRABOT_BLOB_ENDPOINT is not"):
-        await assert_backend_config(env)
+        await assert_backend_config(settings_from_env(env))
     assert not await container_exists(azurite, container_name)
     assert not (tmp_path / "data").exists()
 
 
 def test_a_connection_string_alone_is_a_half_configuration() -> None:
     with pytest.raises(BackendMisconfiguredError, match="ENTRABOT_BLOB_CONNECTION_STRING is set but"):
-        choose_backend({"ENTRABOT_BLOB_CONNECTION_STRING": "UseDevelopmentStorage=true"})
+        choose_backend(settings_from_env({"ENTRABOT_BLOB_CONNECTION_STRING": "UseDevelopmentStorage=true"}))
 
 
 async def test_both_blob_settings_resolve_to_blob_and_create_no_container(azurite: Azurite, container_name: str) -> None:
-    backend = get_backend(blob_env(azurite, container_name))
+    backend = get_backend(settings_from_env(blob_env(azurite, container_name)))
     try:
         assert isinstance(backend, BlobBackend)
         assert backend.describe() == f"BlobBackend endpoint={azurite.blob_endpoint} container={container_name}"
@@ -122,25 +132,17 @@ async def test_startup_check_reports_a_missing_container_and_does_not_create_it(
     azurite: Azurite, container_name: str
 ) -> None:
     with pytest.raises(BackendUnavailableError, match=f"container '{container_name}' does not exist at"):
-        await assert_backend_config(blob_env(azurite, container_name))
+        await assert_backend_config(settings_from_env(blob_env(azurite, container_name)))
     assert not await container_exists(azurite, container_name)
 
 
-def test_get_backend_rereads_the_environment_on_every_call(
+def test_resolution_reads_the_settings_and_not_the_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    for name in ("ENTRABOT_KEEP_MEMORY_LOCAL", "ENTRABOT_BLOB_ENDPOINT", "ENTRABOT_BLOB_CONTAINER",
-                 "ENTRABOT_BLOB_CONNECTION_STRING", "ENTRABOT_BLOB_AUTH"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("ENTRABOT_DATA_DIR", str(tmp_path / "one"))
-    first = get_backend()
-    monkeypatch.setenv("ENTRABOT_DATA_DIR", str(tmp_path / "two"))
-    second = get_backend()
-    monkeypatch.setenv("ENTRABOT_BLOB_ENDPOINT", AKS_ENDPOINT)
-    with pytest.raises(BackendMisconfiguredError):
-        get_backend()
-    assert isinstance(first, LocalBackend) and first.root == tmp_path / "one"
-    assert isinstance(second, LocalBackend) and second.root == tmp_path / "two"
+    monkeypatch.setenv("ENTRABOT_BLOB_ENDPOINT", AKS_ENDPOINT)  # a half configuration the settings do not carry
+    monkeypatch.setenv("ENTRABOT_DATA_DIR", str(tmp_path / "environment"))
+    backend = get_backend(settings_from_env({"ENTRABOT_DATA_DIR": str(tmp_path / "settings")}))
+    assert isinstance(backend, LocalBackend) and backend.root == tmp_path / "settings"
 
 
 def test_connection_string_auth_is_chosen_when_one_is_given() -> None:
@@ -149,15 +151,15 @@ def test_connection_string_auth_is_chosen_when_one_is_given() -> None:
         "ENTRABOT_BLOB_CONTAINER": "fleet",
         "ENTRABOT_BLOB_CONNECTION_STRING": "UseDevelopmentStorage=true",
     }
-    assert choose_backend(env) == BlobChoice(
+    assert choose_backend(settings_from_env(env)) == BlobChoice(
         "http://127.0.0.1:10000/devstoreaccount1", "fleet", BlobAuth.CONNECTION_STRING, "UseDevelopmentStorage=true"
     )
 
 
 async def test_without_a_connection_string_the_workload_identity_is_used() -> None:
     env = {"ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT, "ENTRABOT_BLOB_CONTAINER": "fleet"}
-    assert choose_backend(env) == BlobChoice(AKS_ENDPOINT, "fleet", BlobAuth.DEFAULT_CREDENTIAL)
-    backend = get_backend(env)
+    assert choose_backend(settings_from_env(env)) == BlobChoice(AKS_ENDPOINT, "fleet", BlobAuth.DEFAULT_CREDENTIAL)
+    backend = get_backend(settings_from_env(env))
     try:
         assert isinstance(backend, BlobBackend)
         assert backend.describe() == f"BlobBackend endpoint={AKS_ENDPOINT} container=fleet"
@@ -172,8 +174,8 @@ async def test_agent_user_auth_uses_the_token_provider_passed_in() -> None:
         return "token", 0.0
 
     with pytest.raises(BackendMisconfiguredError, match="no agent-user storage token provider"):
-        get_backend(env)
-    backend = get_backend(env, storage_token_provider=provider)
+        get_backend(settings_from_env(env))
+    backend = get_backend(settings_from_env(env), storage_token_provider=provider)
     try:
         assert isinstance(backend, BlobBackend)
     finally:
@@ -187,13 +189,12 @@ def test_an_explicit_auth_mode_wins_over_a_connection_string() -> None:
         "ENTRABOT_BLOB_CONNECTION_STRING": "UseDevelopmentStorage=true",
         "ENTRABOT_BLOB_AUTH": "default_credential",
     }
-    assert choose_backend(env) == BlobChoice(AKS_ENDPOINT, "fleet", BlobAuth.DEFAULT_CREDENTIAL)
+    assert choose_backend(settings_from_env(env)) == BlobChoice(AKS_ENDPOINT, "fleet", BlobAuth.DEFAULT_CREDENTIAL)
 
 
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"ENTRABOT_BLOB_AUTH": "password"}, "ENTRABOT_BLOB_AUTH='password' is not one of"),
         ({"ENTRABOT_BLOB_AUTH": "connection_string"}, "ENTRABOT_BLOB_CONNECTION_STRING is not set"),
         ({"ENTRABOT_BLOB_CONTAINER": "Fleet_State"}, "is not a valid container name"),
         ({"ENTRABOT_BLOB_CONTAINER": "ab"}, "is not a valid container name"),
@@ -205,13 +206,13 @@ def test_an_explicit_auth_mode_wins_over_a_connection_string() -> None:
 def test_unusable_blob_settings_are_misconfigured(overrides: dict[str, str], message: str) -> None:
     env = {"ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT, "ENTRABOT_BLOB_CONTAINER": "fleet", **overrides}
     with pytest.raises(BackendMisconfiguredError, match=message):
-        get_backend(env)
+        get_backend(settings_from_env(env))
 
 
 def test_an_endpoint_carrying_a_sas_is_refused_without_echoing_it() -> None:
     env = {"ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT + "/?sv=2024&sig=TOPSECRET", "ENTRABOT_BLOB_CONTAINER": "fleet"}
     with pytest.raises(BackendMisconfiguredError, match="without a query string") as raised:
-        get_backend(env)
+        get_backend(settings_from_env(env))
     assert "TOPSECRET" not in str(raised.value)
 
 
@@ -222,7 +223,7 @@ def test_a_malformed_connection_string_is_misconfigured() -> None:
         "ENTRABOT_BLOB_CONNECTION_STRING": "AccountKey-is-TOPSECRET-but-no-separators",
     }
     with pytest.raises(BackendMisconfiguredError, match="ENTRABOT_BLOB_CONNECTION_STRING is malformed") as raised:
-        get_backend(env)
+        get_backend(settings_from_env(env))
     assert "TOPSECRET" not in str(raised.value)
     assert raised.value.__cause__ is None and raised.value.__suppress_context__
 
@@ -234,7 +235,7 @@ def test_the_connection_string_and_the_endpoint_must_name_the_same_place(azurite
         "ENTRABOT_BLOB_CONNECTION_STRING": azurite.connection_string,
     }
     with pytest.raises(BackendMisconfiguredError, match="make them name the same endpoint"):
-        get_backend(env)
+        get_backend(settings_from_env(env))
 
 
 async def test_startup_check_logs_one_line_naming_the_local_root(
@@ -242,7 +243,7 @@ async def test_startup_check_logs_one_line_naming_the_local_root(
 ) -> None:
     logger = logging.getLogger("test.storage.startup")
     with caplog.at_level(logging.INFO, logger=logger.name):
-        backend = await assert_backend_config({"ENTRABOT_DATA_DIR": str(tmp_path / "data")}, logger=logger)
+        backend = await assert_backend_config(settings_from_env({"ENTRABOT_DATA_DIR": str(tmp_path / "data")}), logger=logger)
     assert isinstance(backend, LocalBackend)
     assert [r.getMessage() for r in caplog.records] == [f"storage backend: LocalBackend root={tmp_path / 'data'}"]
 
@@ -251,13 +252,13 @@ async def test_startup_check_logs_one_line_naming_endpoint_and_container_but_no_
     azurite: Azurite, container_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     env = blob_env(azurite, container_name)
-    setup = get_backend(env)
+    setup = get_backend(settings_from_env(env))
     assert isinstance(setup, BlobBackend)
     await setup.ensure_container()
     await setup.aclose()
     logger = logging.getLogger("test.storage.startup")
     with caplog.at_level(logging.INFO, logger=logger.name):
-        backend = await assert_backend_config(env, logger=logger)
+        backend = await assert_backend_config(settings_from_env(env), logger=logger)
     await backend.aclose()
     assert [r.getMessage() for r in caplog.records] == [
         f"storage backend: BlobBackend endpoint={azurite.blob_endpoint} container={container_name}"
@@ -266,7 +267,7 @@ async def test_startup_check_logs_one_line_naming_endpoint_and_container_but_no_
 
 async def test_the_process_lock_stays_local_and_is_not_a_key(tmp_path: Path) -> None:
     env = {"ENTRABOT_DATA_DIR": str(tmp_path), "ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT, "ENTRABOT_BLOB_CONTAINER": "c1"}
-    lock = local_process_lock_path(env)
+    lock = local_process_lock_path(settings_from_env(env))
     assert lock == tmp_path / ".singleton.lock"
     lock.write_text("1234")
     local = LocalBackend(tmp_path)

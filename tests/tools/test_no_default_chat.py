@@ -9,7 +9,7 @@ from tests.tools.tool_world import ToolWorld
 ALL_TOOLS = {
     "send_teams_message", "read_teams_messages", "create_chat", "list_watched_chats", "watch_teams_replies",
     "wait_for_sponsor_dm", "read_email", "add_promise", "list_promises", "resolve_promise", "read_interactions",
-    "run_daily_summary",
+    "run_daily_summary", "request_permission",  # the relay is on by default (permission_relay_enabled)
 }
 CHAT_TOOLS = [
     ("send_teams_message", {"text": "hello"}),

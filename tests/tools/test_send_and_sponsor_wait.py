@@ -42,7 +42,7 @@ async def test_send_posts_as_the_agent_user_and_logs_an_out_interaction(world: T
     assert [(r.action, r.chat_id, r.message_id, r.sender, r.body) for r in records] == [
         ("sent", chat, result["message_id"], world.agent.object_id, "Build is green.")
     ]
-    assert world.deps.sent_message_ids == set()  # agent-user mode: the poll knows the agent by object id
+    assert set(world.deps.sent_messages) == set()  # agent-user mode: the poll knows the agent by object id
     assert world.hub.live_targets() == []  # a push host never waits
 
 
@@ -52,8 +52,8 @@ async def test_delegated_mode_prefixes_the_text_and_remembers_the_sent_id(emu: R
         result = await world.ok("send_teams_message", {"chat_id": chat, "text": "On it."}, push=True)
         assert result["posted_as"] == "signed_in_user"
         assert [m.content for m in world.emu.state.messages(chat)] == ["[EntraBot] On it."]
-        assert world.deps.sent_message_ids == {result["message_id"]}
-        assert world.poller.sent_message_ids is world.deps.sent_message_ids  # the poll drops it by that id
+        assert set(world.deps.sent_messages) == {result["message_id"]}
+        assert world.poller.sent_message_ids is world.deps.sent_messages  # the poll drops it by that id
 
 
 async def test_non_push_send_returns_the_sponsor_reply_from_another_chat_with_that_chats_id(

@@ -1,7 +1,7 @@
 """One replica's tool dependencies, built for real around a Graph emulator served over HTTP.
 
-The same objects ``service.replica`` wires (GraphClient with the three-hop agent-user token, the ledgers
-on a LocalBackend, a DeliveryHub, WatchedChats, Discovery, ChatPoller), minus the supervisor: a test
+The replica's own wiring (``service.wiring.wire_workers``) around a GraphClient with the three-hop
+agent-user token, a LocalBackend, a DeliveryHub and a settable clock, minus the supervisor: a test
 drives ``poller.cycle()`` itself while a tool waits.
 """
 
@@ -12,7 +12,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +28,16 @@ from service.delivery.sponsors import SponsorGate
 from service.graph import GraphClient, new_http_client
 from service.graph.auth import AgentUserTokenProvider, BlueprintSecret
 from service.graph.retry_policy import RetryPolicy
-from service.ledger import ChatLedger, DailySummaryProducer, InteractionLog, PromiseLedger, WatchedChats
+from service.ledger import InteractionLog, PromiseLedger, WatchedChats
 from service.mcp.sessions import SessionState
-from service.mcp.tools import ToolCall, ToolRegistry
+from service.mcp.tool_registry import ToolCall, ToolRegistry
 from service.storage.local import LocalBackend
 from service.tools.deps import ToolDeps
 from service.tools.registry import register_tools
-from service.workers.agent import AgentUser, load_agent_user
+from service.domain.agent import AgentUser, load_agent_user
 from service.workers.chat_poll import ChatPoller
 from service.workers.discovery import Discovery
-from service.workers.recorder import DeliveryRecorder
+from service.wiring import wire_workers
 
 # Ada sponsors the agent; Grace and Alan are other people. Chat 0 is the agent's oneOnOne with Ada,
 # chats 1 and 2 are group chats of the agent, Ada and Grace (1) or Alan (2). No history.
@@ -168,27 +168,11 @@ async def tool_world(emu: RunningEmulator, data_dir: Path, **settings: Any) -> A
         backend = LocalBackend(data_dir / "state")
         hub = DeliveryHub()
         agent = await load_agent_user(graph)
-        gate = SponsorGate((), tenant_id=config.tenant_id)
-        watched = WatchedChats(backend)
-        await watched.load()
-        interactions = InteractionLog(backend, clock=clock)
-        promises = PromiseLedger(backend, clock=clock)
-        sent_ids: set[str] = set()
-        discovery = Discovery(graph, watched, gate, agent_identity_id=config.agent_identity_id,
-                              directory=graph.with_tokens(tokens.agent_identity_tokens()))
-        poller = ChatPoller(
-            graph=graph, ledger=ChatLedger(backend, clock=clock), watched=watched, hub=hub, agent=agent,
-            recorder=DeliveryRecorder(interactions, "replica-test", clock=clock), gate=gate, clock=clock,
-            first_sight_max_age=timedelta(hours=config.first_sight_max_age_h), sent_message_ids=sent_ids,
-        )
-        summary = DailySummaryProducer(backend, interactions, promises=promises, clock=clock)
-        deps = ToolDeps(
-            settings=config, graph=graph, agent=agent, hub=hub, watched=watched, chat_poller=poller,
-            discovery=discovery, gate=gate, promises=promises, interactions=interactions, summary=summary,
-            replica_id="replica-test", clock=clock, sent_message_ids=sent_ids,
-        )
+        wired = await wire_workers(settings=config, backend=backend, is_cloud=False, graph=graph, hub=hub,
+                                   agent=agent, gate=SponsorGate((), tenant_id=config.tenant_id), replica_id="replica-test", clock=clock,
+                                   directory=graph.with_tokens(tokens.agent_identity_tokens()))
         tools = ToolRegistry()
-        register_tools(tools, deps)
-        await discovery.cycle()  # as the replica does before its loops: sponsors, members, watched chats
-        yield ToolWorld(emu, http, config, backend, hub, agent, watched, poller, discovery, interactions, promises,
-                        deps, tools, clock)
+        register_tools(tools, wired.tool_deps)
+        await wired.discovery.cycle()  # as the replica does before its loops: sponsors, members, watched chats
+        yield ToolWorld(emu, http, config, backend, hub, agent, wired.watched, wired.chat_poller, wired.discovery,
+                        wired.interactions, wired.promises, wired.tool_deps, tools, clock)

@@ -77,7 +77,8 @@ class BlueprintCertificate:
             raise ValueError(f"no usable private key in {where}: {exc}") from None
         if not isinstance(key, rsa.RSAPrivateKey):
             raise ValueError("the blueprint certificate's key must be RSA (Entra accepts RS256 client assertions)")
-        if key.public_key().public_numbers() != certs[0].public_key().public_numbers():
+        cert_key = certs[0].public_key()
+        if not isinstance(cert_key, rsa.RSAPublicKey) or key.public_key().public_numbers() != cert_key.public_numbers():
             raise ValueError("the private key does not belong to the blueprint certificate")
         self._key = key
         der = certs[0].public_bytes(serialization.Encoding.DER)

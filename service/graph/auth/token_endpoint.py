@@ -122,8 +122,9 @@ class TokenEndpoint:
         token = body.get("access_token") if isinstance(body, dict) else None
         expires_in = body.get("expires_in") if isinstance(body, dict) else None
         try:
-            lifetime = float(expires_in)  # Entra sends a number; v1-style endpoints a numeric string
-        except (TypeError, ValueError):
+            # Entra sends a number; v1-style endpoints a numeric string; anything else is no lifetime.
+            lifetime = float(expires_in) if isinstance(expires_in, (int, float, str)) else -1.0
+        except ValueError:
             lifetime = -1.0
         if not isinstance(token, str) or not token or not (0 < lifetime < math.inf):
             raise TokenAcquisitionError(
@@ -172,11 +173,12 @@ def _entra_error(body: Any, form: Mapping[str, str]) -> tuple[str | None, str | 
     elif match := _AADSTS.search(text):
         code = match.group(0)
     first_line = text.strip().splitlines()[0] if text.strip() else ""
-    description = re.sub(r"^AADSTS\d+:\s*", "", first_line).split(" Trace ID:")[0].strip()
+    described = re.sub(r"^AADSTS\d+:\s*", "", first_line).split(" Trace ID:")[0].strip()
     for name in SECRET_FIELDS:
         value = form.get(name)
         if value:
-            description = description.replace(value, "[redacted]")
+            described = described.replace(value, "[redacted]")
+    description: str | None = described
     if not description:
         error = body.get("error")
         description = error if isinstance(error, str) else None

@@ -1,4 +1,7 @@
-"""The ledger's notion of time: an injectable clock and the timestamp text every ledger key uses.
+"""The service's notion of time: an injectable clock and the timestamp text every ledger key uses.
+
+It sits below every layer (the ledger is the lowest that needs it), so workers, tools and MCP share
+one ``Clock`` type and a test hands one fake clock to all of them.
 
 Every stored timestamp is written as RFC 3339 in UTC with a ``Z`` suffix, and read back leniently
 (``+00:00``, ``Z``, up to seven fractional digits as Graph writes them), so values written by the

@@ -1,0 +1,103 @@
+"""The workers and tool dependencies of one replica, wired from the parts they run on.
+
+``Replica.start`` and the test harnesses both call ``wire_workers``: a new worker or tool dependency
+is wired here once, and the tests run the same graph with LocalBackend, the emulator and a fake clock
+instead of a copy of the replica's start-up body.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from service.config import Settings
+from service.delivery.hub import DeliveryHub
+from service.delivery.sent_messages import SentMessages
+from service.delivery.sponsors import SponsorGate
+from service.graph.client import GraphClient
+from service.ledger import (
+    ChatLedger,
+    DailySummaryProducer,
+    EmailClaimer,
+    InteractionLog,
+    PromiseLedger,
+    WatchedChats,
+)
+from service.clock import Clock, utc_now
+from service.ledger.corrupt_cursors import CorruptCursors
+from service.ledger.hints import HintReader
+from service.ledger.permission_requests import PermissionRequests
+from service.storage.backend import MemoryBackend
+from service.telemetry.metrics import Metrics
+from service.tools.deps import ToolDeps
+from service.domain.agent import AgentUser
+from service.workers.chat_poll import ChatPoller
+from service.workers.discovery import Discovery
+from service.workers.email_poll import EmailPoller
+from service.workers.recorder import DeliveryRecorder
+
+
+@dataclass(frozen=True)
+class Workers:
+    """The wired objects: the loops' cycles, the ledgers they share, and what the tools are given."""
+
+    watched: WatchedChats
+    interactions: InteractionLog
+    promises: PromiseLedger
+    sent: SentMessages
+    permissions: PermissionRequests
+    chat_poller: ChatPoller
+    email_poller: EmailPoller
+    discovery: Discovery
+    summary: DailySummaryProducer
+    tool_deps: ToolDeps
+
+
+async def wire_workers(
+    *,
+    settings: Settings,
+    backend: MemoryBackend,
+    is_cloud: bool,
+    graph: GraphClient,
+    hub: DeliveryHub,
+    agent: AgentUser,
+    gate: SponsorGate,
+    replica_id: str,
+    metrics: Metrics | None = None,
+    clock: Clock = utc_now,
+    directory: GraphClient | None = None,
+    corrupt_cursors: CorruptCursors | None = None,
+    hints: HintReader | None = None,
+) -> Workers:
+    """Build the workers and the tool dependencies, and load the watched chats (one store read).
+
+    ``directory`` is the agent identity's app-only Graph client that reads the sponsors (without it no
+    sponsor is recognised); ``corrupt_cursors`` makes chats stalled by a corrupt cursor visible;
+    ``hints`` are the chats Graph's change notifications named (the chat poll reads those first).
+    """
+    interactions = InteractionLog(backend, clock=clock)
+    promises = PromiseLedger(backend, clock=clock, metrics=metrics)
+    watched = WatchedChats(backend, metrics=metrics)
+    await watched.load()
+    recorder = DeliveryRecorder(interactions, replica_id, clock=clock)
+    sent = SentMessages()
+    permissions = PermissionRequests(backend, replica_id, clock=clock, metrics=metrics)
+    chat_poller = ChatPoller(
+        graph=graph, ledger=ChatLedger(backend, clock=clock, metrics=metrics, corrupt=corrupt_cursors), watched=watched, hub=hub,
+        agent=agent, recorder=recorder, gate=gate, metrics=metrics, clock=clock,
+        concurrency=settings.chat_poll_concurrency,
+        first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h), sent_message_ids=sent,
+        permissions=permissions, hints=hints,
+    )
+    discovery = Discovery(graph, watched, gate, agent_identity_id=settings.agent_identity_id, directory=directory)
+    email_poller = EmailPoller(
+        graph, EmailClaimer(backend, is_cloud=is_cloud, clock=clock, metrics=metrics), hub, agent, recorder,
+        clock=clock,
+    )
+    summary = DailySummaryProducer(backend, interactions, promises=promises, clock=clock, metrics=metrics)
+    tool_deps = ToolDeps(
+        settings=settings, graph=graph, agent=agent, hub=hub, watched=watched, chat_poller=chat_poller,
+        discovery=discovery, gate=gate, promises=promises, interactions=interactions, summary=summary,
+        replica_id=replica_id, clock=clock, sent_messages=sent, permissions=permissions,
+    )
+    return Workers(watched, interactions, promises, sent, permissions, chat_poller, email_poller, discovery, summary, tool_deps)
