@@ -91,6 +91,10 @@ class GraphClient:
         self._clock = clock
         self._sleep = sleep
         self._rng = rng or random.Random()
+        # Graph's limits are per app, and a throttled request counts against them: after a 429 every
+        # request of this client waits out the Retry-After, not only the one that got it. Otherwise the
+        # other concurrent reads keep the window full and the replica throttles itself for good.
+        self._throttled_until = 0.0
 
     def with_tokens(self, token_provider: TokenProvider) -> GraphClient:
         """This client's Graph, connections, metrics and retry rules, acting with other tokens (the agent
@@ -369,9 +373,12 @@ class GraphClient:
     ) -> httpx.Response:
         attempt = 0
         refreshed = False
+        waited_out = 0.0  # the hold this call already slept through as its own retry delay
         while True:
             attempt += 1
             token = await self._tokens.get_token(self._scope)
+            if self._throttled_until > waited_out and (wait := self._throttled_until - self._clock()) > 0:
+                await self._sleep(wait)
             try:
                 response = await self._send(method, url, route, token.token, json, attempt)
             except httpx.TransportError as exc:
@@ -388,6 +395,11 @@ class GraphClient:
             step = self._decide(
                 response.status_code, idempotent, True, attempt, refreshed, response.headers.get("Retry-After")
             )
+            if response.status_code == 429 and step.retry_after is not None:
+                hold = min(step.retry_after, self._policy.max_retry_after)
+                self._throttled_until = max(self._throttled_until, self._clock() + hold)
+                if step.action is Action.RETRY and step.delay >= hold:
+                    waited_out = self._throttled_until
             if step.action is Action.REFRESH:
                 self._tokens.invalidate(self._scope, token.token)
                 refreshed = True

@@ -376,3 +376,16 @@ async def test_send_mail_posts_a_message_with_recipients() -> None:
     message = json.loads(request.content)["message"]
     assert message["toRecipients"] == [{"emailAddress": {"address": "ada@contoso.com"}}]
     assert message["body"] == {"contentType": "Text", "content": "Body"}
+
+
+async def test_a_429_holds_every_later_request_of_the_client_until_its_retry_after() -> None:
+    # Graph's limits are per app and a throttled request counts against them: the replica's other
+    # reads must wait too, or they keep the window full.
+    answers = iter([graph_error(429, "TooManyRequests", {"Retry-After": "120"}),
+                    httpx.Response(200, json={"id": "u-1", "userPrincipalName": "a@b.c"})])
+    client, recorder, slept = make_client(lambda r: next(answers), max_retry_after=60)
+    with pytest.raises(GraphThrottled):
+        await client.get_me()  # beyond the cap: not retried by this call...
+    assert slept == []
+    await client.get_me()  # ...but the next call waits (capped) before it sends anything
+    assert slept == [60.0] and len(recorder.requests) == 2
