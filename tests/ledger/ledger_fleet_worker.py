@@ -91,6 +91,11 @@ async def run_chat(spec: dict[str, Any], faulty: FaultyBackend, rng: random.Rand
         if visible == len(everything):
             faulty.heal()
         candidates = everything[watermark:visible]
+        if cycles == spec.get("unresolved_at_cycle"):
+            # A scripted claim in doubt, so the run surely has one: its write commits, the answer is
+            # lost, and the read-backs that would settle it fail.
+            faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, key="chat_cursors/*", times=1),
+                       FaultRule(Fault.READ_FAILS, key="chat_cursors/*", times=3, skip=1))
         claim = await ledger.claim(chat, candidates, candidates[-1].ts if candidates else None)
         outcomes[claim.outcome.value] += 1
         claimed.extend(claim.ids)
