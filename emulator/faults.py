@@ -7,13 +7,12 @@ the write happened but the caller cannot know, as when a response is lost on the
 
 from __future__ import annotations
 
-import itertools
-import random
 import re
-import threading
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from emulator.fault_rules import FiringRules
 
 
 class FaultRule(BaseModel):
@@ -39,15 +38,6 @@ class FaultRule(BaseModel):
         return value
 
 
-@dataclass
-class _Active:
-    id: int
-    rule: FaultRule
-    pattern: re.Pattern[str] | None
-    remaining: int | None
-    hits: int = 0
-
-
 @dataclass(frozen=True)
 class Fault:
     rule_id: int
@@ -57,45 +47,20 @@ class Fault:
     retry_after: int | None
 
 
-class FaultInjector:
+class FaultInjector(FiringRules[FaultRule]):
     def __init__(self, random_seed: int | None = None) -> None:
-        self._random = random.Random(random_seed)
-        self._rules: list[_Active] = []
-        self._ids = itertools.count(1)
-        self._lock = threading.Lock()
-
-    def add(self, rule: FaultRule) -> int:
-        with self._lock:
-            active = _Active(next(self._ids), rule, re.compile(rule.route_pattern) if rule.route_pattern else None,
-                             rule.count)
-            self._rules.append(active)
-            return active.id
-
-    def clear(self) -> int:
-        with self._lock:
-            n = len(self._rules)
-            self._rules.clear()
-            return n
-
-    def describe(self) -> list[dict[str, object]]:
-        with self._lock:
-            return [{"id": a.id, "hits": a.hits, "remaining": a.remaining, **a.rule.model_dump()} for a in self._rules]
+        super().__init__(random_seed)
 
     def pick(self, method: str, path: str) -> Fault | None:
         """The fault for this request, if a rule hits it (the first matching rule that fires wins)."""
-        with self._lock:
-            for active in list(self._rules):
-                rule = active.rule
-                if rule.method and rule.method.upper() != method.upper():
-                    continue
-                if active.pattern is not None and not active.pattern.search(path):
-                    continue
-                if self._random.random() >= rule.error_rate:
-                    continue
-                active.hits += 1
-                if active.remaining is not None:
-                    active.remaining -= 1
-                    if active.remaining <= 0:
-                        self._rules.remove(active)
-                return Fault(active.id, rule.status, rule.latency_ms, rule.after_commit, rule.retry_after)
+
+        def matches(rule: FaultRule) -> bool:
+            # re caches compiled patterns; the rule's validator already proved this one compiles.
+            return ((not rule.method or rule.method.upper() == method.upper())
+                    and (rule.route_pattern is None or re.search(rule.route_pattern, path) is not None))
+
+        active = self.fire(matches, lambda rule: rule.error_rate)
+        if active is None:
             return None
+        rule = active.rule
+        return Fault(active.id, rule.status, rule.latency_ms, rule.after_commit, rule.retry_after)
