@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from azure.core.exceptions import ResourceNotFoundError
+from azure.storage.blob.aio import ContainerClient
 
 from service.devstack.azurite import Azurite, start_azurite
 from service.storage.backend import MemoryBackend
@@ -36,6 +38,16 @@ async def _empty_container(azurite: Azurite, name: str) -> BlobBackend:
     return backend
 
 
+async def _drop_container(azurite: Azurite, name: str) -> None:
+    """Delete a test's container: the session's Azurite keeps every blob in memory, and a 15-minute
+    run that never deletes one slowed it until an append timed out (CI, 2026-12-01)."""
+    async with ContainerClient.from_connection_string(azurite.connection_string, name) as container:
+        try:
+            await container.delete_container()
+        except ResourceNotFoundError:
+            pass
+
+
 @pytest.fixture
 async def blob_backend(azurite: Azurite, container_name: str) -> AsyncIterator[BlobBackend]:
     """An empty Blob container in Azurite."""
@@ -44,17 +56,22 @@ async def blob_backend(azurite: Azurite, container_name: str) -> AsyncIterator[B
         yield backend
     finally:
         await backend.aclose()
+        await _drop_container(azurite, container_name)
 
 
 @pytest.fixture(params=["local", pytest.param("blob", marks=pytest.mark.azurite)])
 async def any_backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryBackend]:
     """An empty store of each kind: a LocalBackend directory, then a fresh container in Azurite."""
     backend: MemoryBackend
+    azurite: Azurite | None = None
     if request.param == "local":
         backend = LocalBackend(tmp_path / "store")
     else:  # Azurite is only started when a blob variant runs
-        backend = await _empty_container(request.getfixturevalue("azurite"), request.getfixturevalue("container_name"))
+        azurite, name = request.getfixturevalue("azurite"), request.getfixturevalue("container_name")
+        backend = await _empty_container(azurite, name)
     try:
         yield backend
     finally:
         await backend.aclose()
+        if azurite is not None:
+            await _drop_container(azurite, name)
