@@ -52,8 +52,19 @@ class Settings(BaseSettings):
     graph_timeout_s: float = 30.0
 
     # --- loops (SPEC §5) ---
-    chat_poll_interval_s: float = 5.0
-    chat_poll_jitter_s: float = 1.0
+    # Each cycle takes the fleet's change hints (two small blob reads) and reads only the chats they
+    # name (SPEC §9), so it is cheap to run often.
+    chat_poll_interval_s: float = 1.0
+    chat_poll_jitter_s: float = 0.2
+    # The elected scanner's ordered /me/chats scan: usually one request per scan, for the whole fleet.
+    chat_scan_interval_s: float = 2.0
+    chat_scan_relaxed_interval_s: float = 30.0  # while Graph's change notifications are live
+    # The safety sweep reads one page of 50 chats' previews per interval (a rotation over 1,000 chats
+    # takes 20 intervals) and hints the chats whose cursor is behind.
+    chat_sweep_interval_s: float = 20.0
+    # Replicas taking the same hint reach the chat up to this far apart (fixed per replica and chat),
+    # so the first one's claim spares the others a Graph read.
+    chat_read_spread_s: float = Field(default=0.5, ge=0.0, le=5.0)
     chat_poll_concurrency: int = 8
     discovery_interval_s: float = 120.0
     email_poll_interval_s: float = 60.0
@@ -111,7 +122,8 @@ class Settings(BaseSettings):
         return cls.model_fields[info.field_name].get_default(call_default_factory=True)
 
     @field_validator("chat_poll_interval_s", "discovery_interval_s", "email_poll_interval_s",
-                     "permission_request_timeout_s")
+                     "permission_request_timeout_s", "chat_scan_interval_s", "chat_scan_relaxed_interval_s",
+                     "chat_sweep_interval_s")
     @classmethod
     def _positive(cls, v: float) -> float:
         if v <= 0:

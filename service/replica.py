@@ -104,7 +104,7 @@ class Replica:
             settings=s, backend=self.backend, is_cloud=self.is_cloud, graph=self.graph, hub=self.hub,
             agent=self.agent, gate=self.gate, replica_id=self.replica_id, metrics=self.metrics, clock=self.clock,
             directory=self.directory, corrupt_cursors=self.corrupt_cursors,
-            hints=self.notifications.hints if self.notifications else None,
+            notifications_flowing=self.notifications.chat_subscription_live if self.notifications else None,
         )
         self.watched, self.chat_poller, discovery = wired.watched, wired.chat_poller, wired.discovery
         register_tools(self.mcp.tools, wired.tool_deps)

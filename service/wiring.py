@@ -7,6 +7,7 @@ instead of a copy of the replica's start-up body.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -25,13 +26,17 @@ from service.ledger import (
 )
 from service.clock import Clock, utc_now
 from service.ledger.corrupt_cursors import CorruptCursors
-from service.ledger.hints import HintReader
+from service.ledger.hints import HintLog, HintReader
+from service.ledger.leases import Lease
 from service.ledger.permission_requests import PermissionRequests
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 from service.tools.deps import ToolDeps
 from service.domain.agent import AgentUser
+from service.workers import chat_scan, chat_sweep
 from service.workers.chat_poll import ChatPoller
+from service.workers.chat_scan import ChatScanner
+from service.workers.chat_sweep import ChatSweep
 from service.workers.discovery import Discovery
 from service.workers.email_poll import EmailPoller
 from service.workers.recorder import DeliveryRecorder
@@ -67,13 +72,13 @@ async def wire_workers(
     clock: Clock = utc_now,
     directory: GraphClient | None = None,
     corrupt_cursors: CorruptCursors | None = None,
-    hints: HintReader | None = None,
+    notifications_flowing: Callable[[], Awaitable[bool]] | None = None,
 ) -> Workers:
     """Build the workers and the tool dependencies, and load the watched chats (one store read).
 
     ``directory`` is the agent identity's app-only Graph client that reads the sponsors (without it no
     sponsor is recognised); ``corrupt_cursors`` makes chats stalled by a corrupt cursor visible;
-    ``hints`` are the chats Graph's change notifications named (the chat poll reads those first).
+    ``notifications_flowing`` tells the scanner that Graph's change notifications are live, so it relaxes.
     """
     interactions = InteractionLog(backend, clock=clock)
     promises = PromiseLedger(backend, clock=clock, metrics=metrics)
@@ -82,12 +87,25 @@ async def wire_workers(
     recorder = DeliveryRecorder(interactions, replica_id, clock=clock)
     sent = SentMessages()
     permissions = PermissionRequests(backend, replica_id, clock=clock, metrics=metrics)
+    chat_ledger = ChatLedger(backend, clock=clock, metrics=metrics, corrupt=corrupt_cursors)
+    hint_log = HintLog(backend, clock=clock)
+
+    def lease(role: str) -> Lease:
+        return Lease(backend, role, replica_id, clock=clock, metrics=metrics)
+
+    scanner = ChatScanner(graph, lease(chat_scan.ROLE), hint_log, watched,
+                          interval_s=settings.chat_scan_interval_s,
+                          relaxed_interval_s=settings.chat_scan_relaxed_interval_s,
+                          notifications_flowing=notifications_flowing, clock=clock, metrics=metrics)
+    sweep = ChatSweep(graph, lease(chat_sweep.ROLE), hint_log, chat_ledger, watched,
+                      interval_s=settings.chat_sweep_interval_s, clock=clock, metrics=metrics)
     chat_poller = ChatPoller(
-        graph=graph, ledger=ChatLedger(backend, clock=clock, metrics=metrics, corrupt=corrupt_cursors), watched=watched, hub=hub,
-        agent=agent, recorder=recorder, gate=gate, metrics=metrics, clock=clock,
+        graph=graph, ledger=chat_ledger, watched=watched, hub=hub, agent=agent, recorder=recorder,
+        hints=HintReader(backend, clock=clock), gate=gate, metrics=metrics, clock=clock,
         concurrency=settings.chat_poll_concurrency,
         first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h), sent_message_ids=sent,
-        permissions=permissions, hints=hints,
+        permissions=permissions, roles=(scanner, sweep), replica_id=replica_id,
+        read_spread_s=settings.chat_read_spread_s,
     )
     discovery = Discovery(graph, watched, gate, agent_identity_id=settings.agent_identity_id, directory=directory)
     email_poller = EmailPoller(

@@ -75,6 +75,7 @@ class DeliveryHub:
     _sticky: dict[str, str] = field(default_factory=dict)  # chat_id -> target_id
     _rr: itertools.count[int] = field(default_factory=itertools.count)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _generation: int = 0
     _closed: bool = False
 
     # --- targets ---
@@ -107,6 +108,13 @@ class DeliveryHub:
             self.metrics.sponsor_waits.set(sum(1 for t in live if t.kind is TargetKind.SPONSOR_WAIT))
         self._changed.set()
         self._changed = asyncio.Event()
+        self._generation += 1
+
+    @property
+    def generation(self) -> int:
+        """Grows with every change of targets: a reader that left a message for another target looks
+        again when this moved (a sponsor wait that may take it has started)."""
+        return self._generation
 
     async def wait_for_change(self) -> None:
         """Return when a target is registered or unregistered (lets idle loops wake up at once)."""

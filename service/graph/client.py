@@ -158,6 +158,23 @@ class GraphClient:
             return ChatSweep(chats, complete=False)
         return ChatSweep(chats, complete=True)
 
+    def scan_my_chats(self, *, ordered: bool, max_pages: int, start: str | None = None
+                      ) -> AsyncGenerator[Page[Chat], None]:
+        """Pages of the agent user's chats with their newest-message previews, no members: the change
+        scan's read. ``ordered`` asks for ``$orderby=lastMessagePreview/createdDateTime desc``, the one
+        ordering "List chats" documents (the single-host system saw a tenant refuse it with 400: the
+        caller falls back to an unordered walk). ``start`` resumes a walk at an ``@odata.nextLink``.
+        """
+        params: dict[str, str | int] = {"$expand": "lastMessagePreview", "$top": MAX_TOP}
+        if ordered:
+            params["$orderby"] = "lastMessagePreview/createdDateTime desc"
+        url, route = self._url("me/chats", params=params)
+        if start is not None:
+            if not self._same_origin(start):
+                raise GraphPayloadError(f"a saved next page link for {route} leaves the Graph origin {self._base}")
+            url = start
+        return self._pages(url, route, Chat, "chat", max_pages)
+
     async def get_chat(self, chat_id: str) -> Chat:
         return await self._get_one(Chat, "chat", "chats/{}", chat_id, params={"$expand": "members"})
 

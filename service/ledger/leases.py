@@ -111,6 +111,7 @@ class Lease:
     last_known: LeaseRecord | None = None  # the record as last read or written (who holds the role)
     _etag: str | None = None
     _valid_until: float = field(default=float("-inf"))
+    _next_attempt: float = field(default=float("-inf"))
 
     def __post_init__(self) -> None:
         if self.margin >= self.ttl:
@@ -123,6 +124,19 @@ class Lease:
 
     def held(self) -> bool:
         return self.monotonic() < self._valid_until
+
+    async def keep(self) -> bool:
+        """For a role's loop that runs more often than renewals are due: acquire or renew once every
+        ``renew_every``, and say whether this replica holds the role now."""
+        now = self.monotonic()
+        if now >= self._next_attempt:
+            self._next_attempt = now + self.renew_every.total_seconds()
+            await self.acquire_or_renew()
+        return self.held()
+
+    def renew_now(self) -> None:
+        """Make the next ``keep`` renew (a test, or a role that suspects its lease)."""
+        self._next_attempt = float("-inf")
 
     async def acquire_or_renew(self) -> LeaseStep:
         started = self.monotonic()

@@ -8,24 +8,35 @@ only once the replica has started.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from service.config import Settings
 from service.graph.client import GraphClient
 from service.clock import Clock, utc_now
-from service.ledger.hints import HintLog, HintReader
+from service.ledger.hints import HintLog
+from service.ledger.reads import ReadOutcome, read_parsed
 from service.ledger.leases import Lease
 from service.notifications.lifecycle_log import event_of, record_event
 from service.notifications.nudge import Nudge
 from service.notifications.payloads import ChangeNotification
 from service.notifications.receiver import NotificationReceiver
-from service.notifications.subscriptions import ROLE, SubscriptionManager, wanted_subscriptions
+from service.notifications.subscriptions import (
+    RECORD_KEY,
+    ROLE,
+    Kind,
+    SubscriptionManager,
+    parse_record,
+    wanted_subscriptions,
+)
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 from service.workers.email_poll import SETTLE_MARGIN
 
 MAIL_SETTLE_SLACK = timedelta(seconds=1)
+LIVE_CHECK_S = 30.0
+LIVE_MARGIN = timedelta(minutes=1)  # a subscription about to expire may lapse before it is renewed
 
 
 @dataclass
@@ -37,7 +48,8 @@ class Notifications:
     mail_nudge: Nudge = field(default_factory=Nudge)  # wakes the email poll
     lifecycle_nudge: Nudge = field(default_factory=Nudge)  # wakes the subscription manager
     receiver: NotificationReceiver = field(init=False)
-    hints: HintReader = field(init=False)
+    _live: bool = False
+    _live_checked_at: float = float("-inf")
 
     def __post_init__(self) -> None:
         state = self.settings.notification_client_state
@@ -45,7 +57,18 @@ class Notifications:
         self.receiver = NotificationReceiver(HintLog(self.backend, clock=self.clock), state.get_secret_value(),
                                              on_mail=self._on_mail, on_lifecycle=self._on_lifecycle,
                                              clock=self.clock, metrics=self.metrics)
-        self.hints = HintReader(self.backend, clock=self.clock)
+
+    async def chat_subscription_live(self) -> bool:
+        """Whether the fleet's chat subscription is live (the manager's record, read at most every
+        ``LIVE_CHECK_S``): the scanner relaxes only then. An unreadable record counts as not live, so
+        the scan tightens rather than trusting notifications that may not come."""
+        now = time.monotonic()
+        if now - self._live_checked_at >= LIVE_CHECK_S:
+            self._live_checked_at = now
+            read = await read_parsed(self.backend, RECORD_KEY, parse_record)
+            kept = read.value.kept.get(Kind.CHAT) if read.outcome is ReadOutcome.PRESENT and read.value else None
+            self._live = kept is not None and kept.expires_at > self.clock() + LIVE_MARGIN
+        return self._live
 
     def _on_mail(self) -> None:
         """Wake the email poll now, and again once the new mail is past the poll's settle margin: a

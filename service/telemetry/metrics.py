@@ -66,8 +66,21 @@ class Metrics:
             "(created, recreated, renewed, reauthorized, failed)", ["resource", "action"], registry=r,
         )
         self.chat_hints = Counter(
-            "entrabot_chat_hints", "Change hints read by the chat poll: joined (read although the scan said "
-            "quiet), already_chosen, not_watched", ["outcome"], registry=r,
+            "entrabot_chat_hints", "Change hints taken by the chat poll, by what they led to: read (the chat "
+            "was read from Graph), covered (the chat cursor already covered it: no Graph read), not_watched",
+            ["outcome"], registry=r,
+        )
+        self.chat_hints_written = Counter(
+            "entrabot_chat_hints_written", "Change hints written by this replica, by source (scan, sweep)",
+            ["source"], registry=r,
+        )
+        self.chat_scans = Counter(
+            "entrabot_chat_scans", "Chat change scans of the elected scanner by outcome (ordered, unordered, "
+            "failed, ordering_refused, hints_unwritten)", ["outcome"], registry=r,
+        )
+        self.chat_sweeps = Counter(
+            "entrabot_chat_sweep_pages", "Pages of the safety sweep by outcome (swept, failed, hints_unwritten)",
+            ["outcome"], registry=r,
         )
         self.email_settle = Counter(
             "entrabot_email_settle", "Settlements of uncertain email claims by outcome", ["outcome"], registry=r

@@ -1,10 +1,16 @@
-"""The chat poll: every watched chat, every few seconds, Graph → filter → allot → claim → hub.
+"""The chat poll: hints → cursor → Graph → filter → allot → claim → hub (SPEC §5, §9).
 
-It polls only while the hub holds a target that could take a chat message (the delivery rule), and
-claims only what its targets can take: messages only a sponsor wait would take are allotted once per
-cycle over every chat (a wait takes one). Each chat is handled on its own: one chat's 403, 404, 5xx
-or unreadable cursor never delays the others' pushes, and every ambiguity claims nothing and keeps
-the messages for a later cycle.
+Each cycle gives the fleet-singleton roles this replica may hold their turn (the elected scanner and
+the safety sweep, service.workers.chat_scan and chat_sweep), then takes the fleet's new change hints.
+A hinted chat is read from Graph only while the hub holds a target that could take a chat message
+(the delivery rule), and only when the fleet's cursor does not already cover the hint: the replica
+that claimed spares the others the read, so Graph's load does not grow with the replica count.
+Replicas taking the same hint reach the chat a fixed, per-replica moment apart for that reason.
+
+It claims only what its targets can take: messages only a sponsor wait would take are allotted once
+per cycle over every chat (a wait takes one). Each chat is handled on its own: one chat's 403, 404,
+5xx or unreadable cursor never delays the others' pushes, and every ambiguity claims nothing and
+keeps the want for a later cycle (service.workers.chat_wants says when a want is satisfied).
 
 What is new is judged by createdDateTime. Graph lists by lastModifiedDateTime, which an edit, a soft
 delete or a reaction moves on an old message; such a message is never taken for new, at first sight
@@ -15,9 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from opentelemetry import trace
@@ -29,11 +37,12 @@ from service.delivery.permission_verdict import parse_verdict
 from service.delivery.sponsors import SponsorGate
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError
-from service.graph.models import ChatMessage, ChatMessagePreview
+from service.graph.models import ChatMessage
 from service.ledger import Candidate, ChatClaimOutcome, ChatLedger, ReadOutcome, WatchedChats
 from service.ledger.cas import UpdateOutcome
 from service.clock import Clock, later, utc_now
-from service.ledger.hints import HintReader
+from service.ledger.chat_claims import CursorRead
+from service.ledger.hints import Hint, HintReader
 from service.ledger.permission_requests import PermissionRequests, Standing
 from service.storage.errors import StorageError
 from service.telemetry.metrics import Metrics
@@ -41,6 +50,19 @@ from service.domain.agent import AgentUser
 from service.domain.inbound import chat_inbound
 from service.domain.message_order import oldest_first
 from service.workers.chat_state import ChatPhase, ChatPollState, ChatRead, decide_offer, first_sight_surfaces
+from service.workers.chat_wants import (
+    BEHIND_RETRY_S,
+    DEFAULT_READ_SPREAD_S,
+    FAILED_RETRY_S,
+    MIN_READ_GAP_S,
+    RETRY_S,
+    UNRESOLVED_RETRY_S,
+    WATCHED_RELOAD_S,
+    Behind,
+    FleetRole,
+    WantedRead,
+    spread_delay,
+)
 from service.workers.recorder import DeliveryRecorder
 
 log = logging.getLogger(__name__)
@@ -48,7 +70,6 @@ tracer = trace.get_tracer(__name__)
 
 # A chat with more new messages than this since the last cycle surfaces only its newest ones.
 MAX_PAGES_PER_CHAT = 20
-MAX_SCAN_PAGES = 20  # 1,000 chats; chats beyond the scan are polled every cycle
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -62,19 +83,24 @@ class ChatPoller:
     hub: DeliveryHub
     agent: AgentUser
     recorder: DeliveryRecorder
+    hints: HintReader  # the fleet's change hints: the only reason a chat is read (besides our own doubts)
     gate: SponsorGate | None = None
     metrics: Metrics | None = None
     clock: Clock = utc_now
     concurrency: int = 8
     first_sight_max_age: timedelta = timedelta(hours=24)
     sent_message_ids: Collection[str] = frozenset()
-    # A chat the scan says is quiet is still read at least every this many cycles (5 min by default).
-    guard_cycles: int = 60
     permissions: PermissionRequests | None = None  # pending permission requests of the fleet
-    hints: HintReader | None = None  # change hints (Graph notifications): a hinted chat is read this cycle
+    # The fleet roles whose turn comes with this loop: the scanner and the sweep (SPEC §9).
+    roles: Sequence[FleetRole] = ()
+    replica_id: str = "replica"
+    read_spread_s: float = DEFAULT_READ_SPREAD_S
+    monotonic: Callable[[], float] = time.monotonic
     _states: dict[str, ChatPollState] = field(default_factory=dict)
-    _previews: dict[str, ChatMessagePreview | None] = field(default_factory=dict)
-    _cycles: int = 0
+    _wanted: dict[str, WantedRead] = field(default_factory=dict)
+    _behind: dict[str, Behind] = field(default_factory=dict)
+    _last_read_failed: dict[str, bool] = field(default_factory=dict)
+    _watched_reload_at: float = float("-inf")
 
     def state_of(self, chat_id: str) -> ChatPollState:
         state = self._states.get(chat_id)
@@ -102,12 +128,16 @@ class ChatPoller:
         if problem is not None:
             log.warning("created chat not recorded for the fleet; only this replica surfaces its newest message",
                         extra={"chat_id": chat_id, "problem": problem})
+            # Read it here without waiting for a hint: the scan may never hint an old newest message.
+            now = self.monotonic()
+            self._wanted[chat_id] = WantedRead(None, None, False, now).merged(self._wanted.get(chat_id))
             return
         if state.phase is ChatPhase.NOT_BOOTSTRAPPED:
             state.phase = ChatPhase.NEEDS_RESOLUTION  # the cursor exists now: read it, never bootstrap over it
 
     async def cycle(self) -> None:
-        """Read every chat worth reading and claim what this replica's targets can take.
+        """Give the fleet roles this replica may hold their turn, take the new hints, and read and
+        claim the chats they name that this replica's targets could take something from.
 
         A chat whose messages only a sponsor wait would take is claimed after every chat has been
         read, in one decision over all of them: a wait takes one message, so with sponsor messages
@@ -115,52 +145,140 @@ class ChatPoller:
         and record the second as delivered to nobody. Every other chat is claimed as soon as it is
         read, so a slow chat delays no push host's messages.
         """
+        for role in self.roles:
+            await role.cycle()  # the scanner and the sweep: each acts only while it holds its lease
+        await self._take_hints()
         if not self.hub.can_take(Source.CHAT):
-            return
+            return  # the hints stay wanted until a target comes
         if self.watched.needs_load:
             outcome = await self.watched.load()
             if outcome is ReadOutcome.UNRESOLVED:
                 log.warning("watched chats unreadable; polling none this cycle")
                 return
-        chats = sorted(self.watched.chats)
-        self._cycles += 1
+        self._want_unsettled_and_behind()
+        now = self.monotonic()
+        due = sorted(c for c, w in self._wanted.items() if w.not_before <= now and c in self.watched)
+        if not due:
+            return
         with tracer.start_as_current_span("chat_poll.cycle") as span:
-            previews = await self._scan()
-            hinted = await self._hinted_chats()
-            if previews is not None:
-                # Read the fleet's cursors first (storage only), so the scan can be compared with them.
-                await self._each([c for c in chats if self.state_of(c).phase is ChatPhase.NEEDS_RESOLUTION],
-                                 self._resolve_one)
-                chats = self._with_hinted(self._worth_polling(chats, previews), chats, hinted)
-            span.set_attribute("entrabot.chats", len(chats))
-            deferred = [r for r in await self._each(chats, self._poll_chat) if r is not None]
+            span.set_attribute("entrabot.chats", len(due))
+            deferred = [r for r in await self._each(due, self._poll_wanted, spread=True) if r is not None]
             if deferred:
                 takeable = await self._takeable(m for read in deferred for m in read.inbound.values())
                 await self._each(deferred, lambda read: self._claim_chat(read, takeable))
 
-    # --- change hints (SPEC §9): a separate hook; nothing but the choice of chats to read changes ---
+    # --- what to read: hints (SPEC §9), and the chats this replica must look at again itself ---
 
-    async def _hinted_chats(self) -> set[str]:
-        """Chats named by hints written since the last cycle. A hint only adds a read: claims, first
-        sight and fail-closed stay as they are, and an unreadable hint segment costs only latency."""
-        if self.hints is None:
-            return set()
+    async def _take_hints(self) -> None:
+        """Hints written since the last cycle become wanted reads. Taken even without a target, so a
+        target that comes later still finds them; an unreadable hint segment costs only latency."""
         hints = await self.hints.poll()
-        return {h.chat_id for h in hints} if hints else set()
+        if not hints:
+            return
+        learned = self.monotonic()
+        unwatched = {h.chat_id for h in hints if h.chat_id not in self.watched}
+        if unwatched and learned >= self._watched_reload_at:
+            # The scanner adds a chat to the shared list before hinting it.
+            self._watched_reload_at = learned + WATCHED_RELOAD_S
+            await self.watched.load()
+        for hint in hints:
+            if hint.chat_id not in self.watched:
+                self._count_hint("not_watched")
+                continue
+            self._wanted[hint.chat_id] = WantedRead.from_hint(hint, learned).merged(self._wanted.get(hint.chat_id))
 
-    def _with_hinted(self, chosen: list[str], watched: list[str], hinted: set[str]) -> list[str]:
-        joined, outcomes = join_hinted(chosen, watched, hinted)
+    def _want_unsettled_and_behind(self) -> None:
+        """Chats this replica must read again without a hint: a claim of its own still in doubt (held
+        messages), and a read that left a message for a target it did not have, once its targets
+        changed or a while later."""
+        now = self.monotonic()
+        for chat_id in self.ledger.unsettled_chats | {c for c, s in self._states.items() if s.held}:
+            if chat_id not in self._wanted:
+                self._wanted[chat_id] = WantedRead(None, None, False, now, now + RETRY_S)
+        generation = self.hub.generation
+        for chat_id, behind in list(self._behind.items()):
+            if behind.generation != generation or now >= behind.since + BEHIND_RETRY_S:
+                del self._behind[chat_id]
+                wanted = WantedRead(behind.newest, None, False, now)
+                self._wanted[chat_id] = wanted.merged(self._wanted.get(chat_id))
+
+    async def _poll_wanted(self, chat_id: str) -> ChatRead | None:
+        """The cursor first (storage only): the chat is read from Graph only when the fleet's cursor
+        does not cover what the hint saw, so the replica that claimed it spares the others the read."""
+        state, wanted = self.state_of(chat_id), self._wanted[chat_id]
+        if not state.held and chat_id not in self.ledger.unsettled_chats and wanted.covered_by_state(state):
+            self._settle_wanted(chat_id, wanted)
+            self._count_hint("covered")
+            return None
+        try:
+            cursor = await self.ledger.resolve(chat_id)
+        except StorageError as exc:
+            _log_chat_failure(chat_id, exc)
+            wanted.not_before = self.monotonic() + UNRESOLVED_RETRY_S
+            return None
+        if cursor.outcome is ReadOutcome.UNRESOLVED:
+            wanted.not_before = self.monotonic() + UNRESOLVED_RETRY_S
+            return None
+        self._adopt(state, cursor)
+        if (cursor.value is not None and not state.held and chat_id not in self.ledger.unsettled_chats
+                and wanted.covered_by_cursor(cursor.value)):
+            self._settle_wanted(chat_id, wanted)
+            self._count_hint("covered")
+            return None
+        started = self.monotonic()
+        self._count_hint("read")
+        wanted.not_before = started + MIN_READ_GAP_S  # one chat is read at most once a second here
+        read = await self._read_chat(chat_id, preview=wanted.preview_hint(chat_id))
+        if read is None:
+            if self._last_read_failed.pop(chat_id, False):
+                wanted.not_before = self.monotonic() + FAILED_RETRY_S
+            else:
+                self._settle_wanted(chat_id, wanted, started)
+            return None
+        read = replace(read, started=started)
+        if self.hub.needs_allotment(read.inbound.values()):
+            return read
+        await self._claim_chat(read, await self._takeable(read.inbound.values()))
+        return None
+
+    def _adopt(self, state: ChatPollState, cursor: CursorRead) -> None:
+        """Take the fleet's cursor: its watermark covers only messages whose fate is decided. Not while
+        a claim of ours is in doubt here: its settlement needs the chat read from our watermark."""
+        if cursor.outcome is ReadOutcome.ABSENT:
+            if state.phase is not ChatPhase.STEADY:
+                state.phase = ChatPhase.NOT_BOOTSTRAPPED
+            return
+        if cursor.value is None:
+            return
+        if state.phase is not ChatPhase.STEADY:
+            state.phase, state.watermark = ChatPhase.STEADY, cursor.value.last_ts
+        elif not state.held and state.chat_id not in self.ledger.unsettled_chats:
+            state.watermark = later(state.watermark, cursor.value.last_ts)
+
+    def _settle_wanted(self, chat_id: str, wanted: WantedRead, started: float | None = None) -> None:
+        """The read satisfied the want unless a newer hint came after the read started."""
+        current = self._wanted.get(chat_id)
+        if current is None:
+            return
+        if current is wanted and (started is None or current.learned_at <= started):
+            del self._wanted[chat_id]
+
+    def _count_hint(self, outcome: str) -> None:
         if self.metrics is not None:
-            for outcome, count in outcomes.items():
-                if count:
-                    self.metrics.chat_hints.labels(outcome=outcome).inc(count)
-        return joined
+            self.metrics.chat_hints.labels(outcome=outcome).inc()
 
-    async def _each(self, items: Sequence[T], work: Callable[[T], Awaitable[R]]) -> list[R]:
-        """``work`` over every item, at most ``concurrency`` at a time; results in the items' order."""
+    async def _each(self, items: Sequence[T], work: Callable[[T], Awaitable[R]], *, spread: bool = False) -> list[R]:
+        """``work`` over every item, at most ``concurrency`` at a time; results in the items' order.
+
+        With ``spread``, each chat waits a delay drawn from (replica, chat) before its turn, so the
+        replicas that took the same hint reach the chat one after the other: the first claims, and
+        the cursor read of the next ones finds it covered instead of reading Graph again.
+        """
         limit = asyncio.Semaphore(max(1, self.concurrency))
 
         async def one(item: T) -> R:
+            if spread and self.read_spread_s > 0:
+                await asyncio.sleep(spread_delay(self.replica_id, str(item), self.read_spread_s))
             async with limit:
                 return await work(item)
 
@@ -168,89 +286,50 @@ class ChatPoller:
             tasks = [group.create_task(one(item)) for item in items]
         return [task.result() for task in tasks]
 
-    async def _scan(self) -> dict[str, ChatMessagePreview | None] | None:
-        """Each chat's newest-message preview from one ``/me/chats`` walk, or None when the walk
-        failed (then every chat is polled, as without the scan)."""
-        try:
-            sweep = await self.graph.list_my_chats(max_pages=MAX_SCAN_PAGES, members=False)
-        except GraphError as exc:
-            log.warning("chat change scan failed; polling every chat", extra={"error": type(exc).__name__})
-            self._previews = {}  # first sight falls back to reading each chat's newest message
-            return None
-        self._previews = {chat.id: chat.last_message_preview for chat in sweep.chats}
-        return self._previews
-
-    async def _resolve_one(self, chat_id: str) -> None:
-        try:
-            await self._resolve(self.state_of(chat_id))
-        except StorageError as exc:
-            log.warning("chat cursor unreadable", extra={"chat_id": chat_id, "error": type(exc).__name__})
-
-    def _worth_polling(self, chats: list[str], previews: dict[str, ChatMessagePreview | None]) -> list[str]:
-        """The chats that may hold something new.
-
-        Reading every chat every cycle costs one chat-message request per chat, against a budget of
-        20 per second shared by the whole fleet; the scan costs one request per 50 chats. A chat is
-        skipped only when its cursor is settled here and its newest message is not newer than this
-        replica's watermark. A rotating slice of the others is read anyway, so a stale preview delays
-        a message by at most ``guard_cycles`` cycles instead of hiding it.
-        """
-        guard = set(chats[self._cycles % self.guard_cycles::self.guard_cycles]) if self.guard_cycles > 0 else set()
-        unsettled = self.ledger.unsettled_chats
-        chosen: list[str] = []
-        for chat_id in chats:
-            state = self.state_of(chat_id)
-            if (chat_id in guard or state.phase is not ChatPhase.STEADY or state.held or chat_id in unsettled
-                    or chat_id not in previews):
-                chosen.append(chat_id)
-                continue
-            preview = previews[chat_id]
-            newest = preview.created_date_time if preview is not None else None
-            if newest is None:
-                if state.watermark is not None:
-                    chosen.append(chat_id)  # a chat with history but no preview: don't trust the scan
-            elif state.watermark is None or newest > state.watermark:
-                chosen.append(chat_id)
-        return chosen
-
-    async def _poll_chat(self, chat_id: str) -> ChatRead | None:
-        """Read the chat and claim from it at once, or return the read when its claim must wait for
-        the cycle's joint decision (``DeliveryHub.needs_allotment``)."""
-        read = await self._read_chat(chat_id)
-        if read is None:
-            return None
-        if self.hub.needs_allotment(read.inbound.values()):
-            return read
-        await self._claim_chat(read, await self._takeable(read.inbound.values()))
-        return None
-
     async def _takeable(self, messages: Iterable[InboundMessage]) -> frozenset[str]:
         offered = await self._without_verdicts_held_elsewhere(list(messages))
         return frozenset(m.message_id for m in self.hub.claimable(offered))
 
-    async def _read_chat(self, chat_id: str) -> ChatRead | None:
+    async def _read_chat(self, chat_id: str, *, preview: Hint | None = None) -> ChatRead | None:
         """What the chat offers for a claim this cycle, or None when it offers nothing (a first sight
-        that only set a baseline, nothing new, or a failure: nothing was claimed, nothing is lost)."""
+        that only set a baseline, nothing new, or a failure: nothing was claimed, nothing is lost;
+        a failure is noted in ``_last_read_failed`` so the want is kept)."""
         state = self.state_of(chat_id)
         try:
             if state.phase is ChatPhase.NEEDS_RESOLUTION:
                 await self._resolve(state)
             if state.phase is ChatPhase.NOT_BOOTSTRAPPED:
-                return await self._first_sight(state)
+                return await self._first_sight(state, preview)
             if state.phase is ChatPhase.STEADY:
                 return await self._steady(state)
+            self._last_read_failed[chat_id] = True  # cursor unresolved: nothing decided
         except (GraphError, StorageError) as exc:
             _log_chat_failure(chat_id, exc)  # fail closed for this chat only
+            self._last_read_failed[chat_id] = True
         return None
 
     async def _claim_chat(self, read: ChatRead, takeable: frozenset[str]) -> None:
+        chat_id = read.state.chat_id
         try:
             if read.first_sight:
-                await self._claim_first_sight(read, takeable)
+                left = await self._claim_first_sight(read, takeable)
             else:
-                await self._claim_steady(read, takeable)
+                left = await self._claim_steady(read, takeable)
         except (GraphError, StorageError) as exc:
-            _log_chat_failure(read.state.chat_id, exc)
+            _log_chat_failure(chat_id, exc)
+            wanted = self._wanted.get(chat_id)
+            if wanted is not None:
+                wanted.not_before = self.monotonic() + FAILED_RETRY_S
+            return
+        wanted = self._wanted.get(chat_id)
+        if wanted is not None and read.started is not None:
+            self._settle_wanted(chat_id, wanted, read.started)
+        if left is not None:
+            # A message here no target of ours could take: another replica's may, or a sponsor wait
+            # that starts later. Looked at again when our targets change, or a while later.
+            self._behind[chat_id] = Behind(self.hub.generation, self.monotonic(), left)
+        else:
+            self._behind.pop(chat_id, None)
 
     # --- phases ---
 
@@ -262,16 +341,15 @@ class ChatPoller:
             state.phase = ChatPhase.STEADY
         elif read.outcome is ReadOutcome.ABSENT:
             state.phase = ChatPhase.NOT_BOOTSTRAPPED
-        # UNRESOLVED: stay, and read again next cycle; never taken for a new chat.
+        # UNRESOLVED: stay, and read again later; never taken for a new chat.
 
-    async def _first_sight(self, state: ChatPollState) -> ChatRead | None:
-        preview = self._previews.get(state.chat_id)
-        if (preview is not None and preview.created_date_time is not None
+    async def _first_sight(self, state: ChatPollState, preview: Hint | None) -> ChatRead | None:
+        if (preview is not None and preview.message_id is not None
                 and not state.surface_newest_regardless_of_age
-                and self.clock() - preview.created_date_time >= self.first_sight_max_age):
-            # The newest message is too old to surface whoever wrote it: the cursor starts at it,
-            # and the chat costs no message read.
-            await self.ledger.bootstrap(state.chat_id, [Candidate(preview.id, preview.created_date_time)])
+                and self.clock() - preview.newest >= self.first_sight_max_age):
+            # The scan's preview says the newest message is too old to surface whoever wrote it: the
+            # cursor starts at it, and the chat costs no message read.
+            await self.ledger.bootstrap(state.chat_id, [Candidate(preview.message_id, preview.newest)])
             state.phase = ChatPhase.NEEDS_RESOLUTION
             return None
         # The newest by creation: an edit, delete or reaction moves an old message's lastModifiedDateTime,
@@ -292,10 +370,11 @@ class ChatPoller:
         inbound = chat_inbound(newest, state.chat_id, self.gate)
         return ChatRead(state, (newest,), {newest.id: inbound}, {newest.id: newest}, first_sight=True)
 
-    async def _claim_first_sight(self, read: ChatRead, takeable: frozenset[str]) -> None:
+    async def _claim_first_sight(self, read: ChatRead, takeable: frozenset[str]) -> datetime | None:
+        """Claim the newest message; its creation time when no target here could take it."""
         state, (newest,) = read.state, read.ordered
         if newest.id not in takeable:
-            return  # a replica holding a target that can take it will surface it
+            return newest.created_date_time  # a replica holding a target that can take it will surface it
         # Only into a chat that still has no cursor: a replica that wrote one meanwhile may have left
         # messages between its watermark and this one unclaimed, for its own host.
         claim = await self.ledger.claim(state.chat_id, [Candidate(newest.id, newest.created_date_time)],
@@ -305,6 +384,7 @@ class ChatPoller:
         await self._deliver(state, claim.ids, read.fetched)
         if claim.may_advance:
             state.phase = ChatPhase.NEEDS_RESOLUTION  # adopt whatever the fleet's cursor now says
+        return None
 
     async def _bootstrap(self, state: ChatPollState, seen: list[ChatMessage]) -> bool:
         update = await self.ledger.bootstrap(state.chat_id, [Candidate(m.id, m.created_date_time) for m in seen])
@@ -340,14 +420,18 @@ class ChatPoller:
         inbound = {m.id: chat_inbound(m, state.chat_id, self.gate) for m in self._humans(list(ordered))}
         return ChatRead(state, ordered, inbound, fetched)
 
-    async def _claim_steady(self, read: ChatRead, takeable: frozenset[str]) -> None:
+    async def _claim_steady(self, read: ChatRead, takeable: frozenset[str]) -> datetime | None:
+        """Claim what our targets can take; the newest creation time among the messages they could
+        not (left for another target), or None."""
         state, inbound = read.state, read.inbound
         offer = decide_offer(read.ordered, set(inbound), takeable)
+        left = max((m.created_date_time for m in read.ordered if m.id in inbound and m.id not in takeable),
+                   default=None)
         if not offer.candidates:
             if not offer.blocked:
                 # Only system or own messages: nothing to claim, and nothing anyone else must deliver.
                 state.watermark = later(state.watermark, offer.seen_up_to)
-            return
+            return left
         claim = await self.ledger.claim(
             state.chat_id, [Candidate(m.id, m.created_date_time) for m in offer.candidates], offer.seen_up_to,
             advance_watermark=not offer.blocked,
@@ -358,6 +442,7 @@ class ChatPoller:
         await self._deliver(state, claim.ids, read.fetched, inbound)
         if claim.may_advance:
             state.watermark = later(state.watermark, offer.seen_up_to)
+        return left
 
     # --- helpers ---
 
@@ -407,17 +492,6 @@ class ChatPoller:
         if messages:
             dispatches = await self.hub.dispatch(messages)
             await self.recorder.delivered(messages, dispatches)
-
-
-def join_hinted(chosen: list[str], watched: list[str], hinted: set[str]) -> tuple[list[str], dict[str, int]]:
-    """``chosen`` plus every watched chat a hint names, in the watched order, and how each hinted chat
-    counted: joined (the scan would have skipped it), already_chosen, not_watched (discovery's job)."""
-    picked = set(chosen)
-    watched_set = set(watched)
-    outcomes = {"joined": len(hinted & watched_set - picked), "already_chosen": len(hinted & picked),
-                "not_watched": len(hinted - watched_set)}
-    wanted = picked | (hinted & watched_set)
-    return [c for c in watched if c in wanted], outcomes
 
 
 def _log_chat_failure(chat_id: str, exc: GraphError | StorageError) -> None:

@@ -47,6 +47,7 @@ class ChatRead:
     inbound: dict[str, InboundMessage]
     fetched: dict[str, ChatMessage]
     first_sight: bool = False
+    started: float | None = None  # when the read began (monotonic): a hint learned later still wants a read
 
 
 def first_sight_surfaces(

@@ -27,7 +27,6 @@ from service.notifications.subscriptions import (
     wanted_subscriptions,
 )
 from service.storage.local import LocalBackend
-from service.workers.chat_poll import join_hinted
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 URL = "https://agent.example.com/graph/notifications"
@@ -119,11 +118,3 @@ async def test_lifecycle_events_are_read_once_past_the_recorded_offset(tmp_path)
     assert [e.event for e in first] == ["subscriptionRemoved"] and [e.event for e in second] == ["missed"]
     assert await read_events(backend, end) == ([], end)
     assert parse_event_line(render_event(event("x", "bogus"))) is None and parse_event_line("{torn") is None
-
-
-def test_a_hinted_chat_joins_the_chats_to_read_and_an_unwatched_one_does_not() -> None:
-    watched = ["a", "b", "c", "d"]
-    joined, outcomes = join_hinted(["d", "a"], watched, {"b", "d", "zz"})
-    assert joined == ["a", "b", "d"]
-    assert outcomes == {"joined": 1, "already_chosen": 1, "not_watched": 1}
-    assert join_hinted(["a"], watched, set()) == (["a"], {"joined": 0, "already_chosen": 0, "not_watched": 0})

@@ -4,6 +4,7 @@ with a recording push target; tests drive the cycles themselves (no sleeps, no s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 import httpx
 
@@ -15,6 +16,7 @@ from service.devstack.emulator_env import agent_user_env
 from service.graph.auth import token_provider_from_settings
 from service.graph.client import GraphClient
 from service.ledger import InteractionLog, WatchedChats
+from service.ledger.hints import Hint, HintLog
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 from service.domain.agent import load_agent_user
@@ -59,14 +61,23 @@ class WorkerStack:
     watched: WatchedChats
     interactions: InteractionLog
     metrics: Metrics
+    backend: MemoryBackend
+
+    async def notify(self, chat_id: str, message_id: str | None = None) -> None:
+        """What the notification receiver writes when Graph reports a change in ``chat_id``."""
+        await HintLog(self.backend).add([Hint(chat_id, datetime.now(timezone.utc), message_id, "notification")])
 
     async def aclose(self) -> None:
         await self.graph.aclose()
         await self.http.aclose()
 
 
-async def build_stack(emulator: RunningEmulator, backend: MemoryBackend, *, is_cloud: bool) -> WorkerStack:
-    settings = settings_from_env(agent_user_env(emulator.seed, base_url=emulator.base_url))
+async def build_stack(emulator: RunningEmulator, backend: MemoryBackend, *, is_cloud: bool,
+                      replica_id: str = "test-replica") -> WorkerStack:
+    # The tests drive the cycles themselves: the elected scanner (this replica) scans on every chat
+    # cycle, and no read waits for its spread.
+    settings = settings_from_env({**agent_user_env(emulator.seed, base_url=emulator.base_url),
+                                  "ENTRABOT_CHAT_SCAN_INTERVAL_S": "0.001", "ENTRABOT_CHAT_READ_SPREAD_S": "0"})
     metrics = Metrics()
     http = httpx.AsyncClient(timeout=30)
     tokens = token_provider_from_settings(settings, http, metrics=metrics)
@@ -74,7 +85,7 @@ async def build_stack(emulator: RunningEmulator, backend: MemoryBackend, *, is_c
     agent = await load_agent_user(graph)
     hub = DeliveryHub(metrics=metrics)
     wired = await wire_workers(settings=settings, backend=backend, is_cloud=is_cloud, graph=graph, hub=hub,
-                               agent=agent, gate=SponsorGate((), tenant_id=settings.tenant_id), replica_id="test-replica", metrics=metrics,
+                               agent=agent, gate=SponsorGate((), tenant_id=settings.tenant_id), replica_id=replica_id, metrics=metrics,
                                directory=graph.with_tokens(tokens.agent_identity_tokens()))
     return WorkerStack(emulator, http, graph, hub, wired.chat_poller, wired.email_poller, wired.discovery,
-                       wired.watched, wired.interactions, metrics)
+                       wired.watched, wired.interactions, metrics, backend)

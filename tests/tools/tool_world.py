@@ -156,7 +156,10 @@ class ToolWorld:
 async def tool_world(emu: RunningEmulator, data_dir: Path, **settings: Any) -> AsyncIterator[ToolWorld]:
     seed = emu.seed
     clock = SettableClock()
-    defaults: dict[str, Any] = {"agent_identity_id": seed.agent_identity.id, "sponsor_wait_timeout_s": 30.0}
+    # The tests drive the chat poll's cycles themselves: the elected scanner (this replica) scans on
+    # every cycle, and no read waits for its spread.
+    defaults: dict[str, Any] = {"agent_identity_id": seed.agent_identity.id, "sponsor_wait_timeout_s": 30.0,
+                                "chat_scan_interval_s": 0.001, "chat_read_spread_s": 0.0}
     config = Settings(_env_file=None, data_dir=data_dir, graph_url=emu.graph_url, authority=emu.authority,
                       tenant_id=seed.tenant_id, **{**defaults, **settings})
     async with new_http_client() as http:

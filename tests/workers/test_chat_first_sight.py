@@ -3,8 +3,9 @@
 Each of them moves an old message's lastModifiedDateTime to now (as Graph does) and never its
 createdDateTime. First sight judges age and sets its baseline by creation time, so none of them can
 make an old message look like the newest, pull a watermark back, or surface history; with the
-``/me/chats`` preview scan working and failing. The emulator runs over real HTTP, the ledger on a
-LocalBackend, changes are made through the emulator's admin routes.
+``/me/chats`` preview scan working, and failing with the chats known only from change notifications
+(whose hints carry no preview, so first sight reads the chat). The emulator runs over real HTTP, the
+ledger on a LocalBackend, changes are made through the emulator's admin routes.
 """
 
 from __future__ import annotations
@@ -80,8 +81,8 @@ async def change(stack: WorkerStack, chat: str, message: ChatMessage, how: str) 
 
 
 def refuse_scan(emulator: RunningEmulator) -> None:
-    """The chat poll's /me/chats preview scan is refused from now on: first sight reads each chat,
-    and steady polling reads every chat every cycle (no chat is skipped as quiet)."""
+    """The elected scanner's and the sweep's /me/chats reads are refused from now on: the chats are
+    read only on change notifications, whose hints carry no preview (first sight reads the chat)."""
     emulator.context.faults.add(FaultRule(status=400, route_pattern=r"/me/chats$"))
 
 
@@ -91,7 +92,16 @@ async def connect(stack: WorkerStack, *, scan_fails: bool, target_id: str = "rec
     await stack.discovery.cycle()
     if scan_fails:
         refuse_scan(stack.emulator)
+        for chat in stack.watched.chats:
+            await stack.notify(chat)
     return target
+
+
+async def announce(stack: WorkerStack, chat: str, message: ChatMessage, *, scan_fails: bool) -> None:
+    """Graph's change notification for ``message`` (created, edited, deleted or reacted to), when the
+    scan cannot see it."""
+    if scan_fails:
+        await stack.notify(chat, message.id)
 
 
 async def baseline(backend: LocalBackend, chat: str) -> datetime | None:
@@ -112,6 +122,7 @@ async def test_a_changed_old_message_never_surfaces_when_all_history_is_old(stac
     assert target.ids == []
     assert await baseline(backend, chat) == history[-1].created  # the newest by creation, not the changed one
     fresh = emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content="new today")
+    await announce(stack, chat, fresh, scan_fails=scan_fails)
     await stack.chats.cycle()
     assert target.ids == [fresh.id]
 
@@ -133,11 +144,12 @@ async def test_first_sight_surfaces_only_the_newest_message_when_an_old_one_chan
 async def test_a_change_to_an_old_message_after_first_sight_never_surfaces_it(stack, emulator, backend, how):
     chat = group_chat(emulator)
     history = post_history(emulator, chat, newest_age=timedelta(hours=26))
-    target = await connect(stack, scan_fails=True)  # every chat is read every cycle
+    target = await connect(stack, scan_fails=True)  # read on notifications only
     await stack.chats.cycle()  # first sight
     await stack.chats.cycle()  # steady
     watermark = await baseline(backend, chat)
     await change(stack, chat, history[3], how)
+    await announce(stack, chat, history[3], scan_fails=True)
     for _ in range(2):
         await stack.chats.cycle()
     assert target.ids == []
@@ -153,15 +165,17 @@ async def test_a_change_to_a_message_that_left_the_50_id_tail_never_surfaces_it(
     other = await build_stack(emulator, backend, is_cloud=False)
     try:
         other_target = await connect(other, scan_fails=False, target_id="other")
-        target = await connect(stack, scan_fails=True)  # every chat is read every cycle
+        target = await connect(stack, scan_fails=True)  # read on notifications only
         await stack.chats.cycle()  # first sight of an empty chat
         await stack.chats.cycle()
         await other.chats.cycle()  # its cursor resolved before the burst
         burst = [emulator.state.post_message(chat, sender_id=emulator.seed.humans[i % 2].id, content=f"burst {i}")
                  for i in range(60)]
+        await announce(stack, chat, burst[-1], scan_fails=True)
         await stack.chats.cycle()
         assert target.ids == [m.id for m in burst]
         await change(stack, chat, burst[0], how)
+        await announce(stack, chat, burst[0], scan_fails=True)
         for _ in range(2):
             await stack.chats.cycle()
             await other.chats.cycle()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import re
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta, timezone
@@ -117,7 +119,11 @@ async def test_a_chat_answering_500_does_not_delay_the_other_chats(stack, emulat
     await stack.chats.cycle()
     assert target.ids == [delivered.id]
     emulator.context.faults.clear()
-    await stack.chats.cycle()
+    for _ in range(100):  # bounded: the failed chat is retried a couple of seconds later
+        await stack.chats.cycle()
+        if len(target.ids) > 1:
+            break
+        await asyncio.sleep(0.1)
     assert target.ids == [delivered.id, lost_meanwhile.id]  # nothing was lost to the failure
 
 
@@ -217,7 +223,6 @@ async def test_a_sponsor_wait_takes_the_reply_behind_someone_elses_message_which
 
 
 async def test_only_chats_whose_newest_message_moved_are_polled(stack, emulator):
-    stack.chats.guard_cycles = 1000  # no guard slice in this short run
     target = await connect(stack)
     quiet, busy, _ = chat_ids(emulator)
     await stack.chats.cycle()  # first sight everywhere
@@ -231,12 +236,3 @@ async def test_only_chats_whose_newest_message_moved_are_polled(stack, emulator)
     assert target.ids[-1] == posted.id
 
 
-async def test_a_quiet_chat_is_still_read_within_the_guard_period(stack, emulator):
-    stack.chats.guard_cycles = 3
-    await connect(stack)
-    await stack.chats.cycle()
-    await stack.chats.cycle()
-    emulator.stats.reset()
-    for _ in range(3):
-        await stack.chats.cycle()
-    assert sorted(polled_chats(emulator)) == sorted(chat_ids(emulator))  # each exactly once in 3 cycles

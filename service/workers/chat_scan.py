@@ -1,0 +1,234 @@
+"""The fleet's chat scanner: one replica (the ``chat_scanner`` lease) walks ``GET /me/chats`` by newest
+message and writes a hint for each chat whose newest message is new to it (SPEC §9).
+
+Every replica used to scan on its own, so Graph's load grew with the replica count; Graph's budget is
+per app per tenant (list chats: 5 requests/s per user), shared by the whole fleet. Now the scan is
+done once per fleet and the readers follow the hints.
+
+Ordered scan: pages come newest first, so a scan reads only until the previews are older than the
+previous scan's newest (less an overlap for previews that land late), usually one page. Right after
+taking the role, it looks back ``TAKEOVER_LOOKBACK`` from the newest preview so messages of the gap
+between the former holder's last scan and now are hinted too (a hint for a message a reader already
+claimed costs one blob read). Both bounds are on Graph's clock, never the replica's.
+
+Unordered tenants (Graph answered the ordering with 400): the scan walks every page at a pace of
+``UNORDERED_PAGES_PER_S``, resuming at the page it stopped at, and hints every chat whose preview is
+newer than what this holder saw; the ordering is tried again every ``ORDERING_RETRY``.
+
+A hint is only a reason to look: readers compare it with the chat cursor and read the chat from
+Graph before claiming anything. So this module can never cause a duplicate; what it can cause is
+delay, which the safety sweep bounds.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from service.clock import Clock, utc_now
+from service.graph.client import GraphClient
+from service.graph.errors import GraphError
+from service.graph.models import Chat
+from service.ledger.hints import Hint, HintLog
+from service.ledger.leases import Lease
+from service.ledger.watched_chats import WatchedChats
+from service.storage.errors import StorageError
+from service.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+ROLE = "chat_scanner"
+# Graph sets a preview's time when the message is created; a preview may become visible a little
+# later than a newer one of another chat. Re-reading this much before the last scan's newest costs
+# nothing (the page is read anyway) and keeps such a chat from falling between two scans.
+SCAN_OVERLAP = timedelta(seconds=10)
+TAKEOVER_LOOKBACK = timedelta(minutes=5)
+MAX_ORDERED_PAGES = 20  # a burst of more than 1,000 changed chats between two scans: the sweep has the rest
+# One unordered page per second leaves 4 of the 5 list-chats requests a second per user to discovery,
+# the sweep and the tools.
+UNORDERED_PAGES_PER_S = 1.0
+ORDERING_RETRY = timedelta(hours=1)
+
+
+def newest_of(chat: Chat) -> datetime | None:
+    preview = chat.last_message_preview
+    return preview.created_date_time if preview is not None else None
+
+
+@dataclass
+class ScanResult:
+    """What one scan found: the hints to write, the chats no replica watches yet, and whether the walk
+    reached its stopping point (only then does the scan's newest become the next scan's bound)."""
+
+    hints: list[Hint] = field(default_factory=list)
+    unwatched: list[str] = field(default_factory=list)
+    newest: datetime | None = None
+    complete: bool = False
+
+
+@dataclass
+class ChatScanner:
+    graph: GraphClient
+    lease: Lease
+    hints: HintLog
+    watched: WatchedChats
+    interval_s: float = 2.0
+    relaxed_interval_s: float = 30.0
+    # True while Graph's change notifications are known to flow (a live chat subscription): the scan
+    # is then the backstop, not the source, and relaxes.
+    notifications_flowing: Callable[[], Awaitable[bool]] | None = None
+    clock: Clock = utc_now
+    monotonic: Callable[[], float] = time.monotonic
+    metrics: Metrics | None = None
+    _next_scan: float = float("-inf")
+    _bound: datetime | None = None  # the previous scan's newest preview (ordered mode)
+    _seen: dict[str, datetime] = field(default_factory=dict)  # newest preview hinted, per chat
+    _ordered: bool = True
+    _ordering_retry_at: float = float("-inf")
+    _resume: str | None = None  # unordered mode: where the walk stopped
+    _walked_once: bool = False  # unordered mode: a whole walk done in this tenure
+    _held_epoch: int | None = None
+
+    async def cycle(self) -> None:
+        """Renew the lease when due and scan when due; cheap to call more often than either."""
+        now = self.monotonic()
+        if not await self.lease.keep():
+            self._forget()
+            return
+        if self._held_epoch != self.lease.epoch:
+            self._forget()  # a new tenure: what a former tenure saw may be stale
+            self._held_epoch = self.lease.epoch
+        if now < self._next_scan:
+            return
+        relaxed = self.notifications_flowing is not None and await self.notifications_flowing()
+        self._next_scan = now + (self.relaxed_interval_s if relaxed else self.interval_s)
+        if not self._ordered and now >= self._ordering_retry_at:
+            self._ordered, self._resume = True, None
+        await self.scan()
+
+    def _forget(self) -> None:
+        self._bound, self._seen, self._resume, self._held_epoch, self._walked_once = None, {}, None, None, False
+
+    async def scan(self) -> None:
+        """One scan; a failure waits for the next scan (no fallback that would add load to a
+        struggling Graph)."""
+        try:
+            result = await (self._scan_ordered() if self._ordered else self._scan_unordered())
+        except GraphError as exc:
+            if self._ordered and exc.status == 400:
+                self._ordered, self._resume = False, None
+                self._ordering_retry_at = self.monotonic() + ORDERING_RETRY.total_seconds()
+                log.warning("Graph refused the chats ordering; scanning unordered at a paced rate",
+                            extra={"status": exc.status})
+                self._count("ordering_refused")
+                return
+            log.warning("chat scan failed; the next scan tries again", extra={"error": type(exc).__name__,
+                                                                              "status": exc.status})
+            self._count("failed")
+            return
+        if not await self._publish(result):
+            return
+        if result.complete and result.newest is not None:
+            self._bound = max(result.newest, self._bound) if self._bound is not None else result.newest
+        self._count("ordered" if self._ordered else "unordered")
+
+    async def _scan_ordered(self) -> ScanResult:
+        # Measured on Graph's clock only (a replica's clock may be off): after the previous scan's
+        # newest, or, at the start of a tenure, back from the newest preview there is.
+        stop_before = (self._bound - SCAN_OVERLAP) if self._bound is not None else None
+        result = ScanResult()
+        async for page in self.graph.scan_my_chats(ordered=True, max_pages=MAX_ORDERED_PAGES):
+            if stop_before is None:
+                top = max((t for c in page.items if (t := newest_of(c)) is not None), default=None)
+                stop_before = top - TAKEOVER_LOOKBACK if top is not None else None
+            reached_end = self._take(page.items, result, since=stop_before)
+            if reached_end or page.next_link is None:
+                result.complete = True
+                break
+        return result
+
+    async def _scan_unordered(self) -> ScanResult:
+        pages = max(1, math.ceil(self.interval_s * UNORDERED_PAGES_PER_S))
+        # The first walk of a tenure hints only recent previews; what it saw becomes the comparison.
+        since = None if self._walked_once else self.clock() - TAKEOVER_LOOKBACK
+        result = ScanResult()
+        last_link: str | None = self._resume
+        read = 0
+        async for page in self.graph.scan_my_chats(ordered=False, max_pages=pages, start=self._resume):
+            read += 1
+            self._take(page.items, result, since=since)
+            last_link = page.next_link
+            if last_link is None:
+                break
+        # The walk goes on from here next time; at the end it starts over.
+        self._resume = last_link if read else None
+        if read and last_link is None:
+            self._walked_once = True
+        result.complete = True
+        return result
+
+    def _take(self, chats: Sequence[Chat], result: ScanResult, *, since: datetime | None) -> bool:
+        """Add the hints ``chats`` call for; True when the page reached previews older than ``since``
+        (ordered mode: the rest are older still)."""
+        older = False
+        known = self.watched.chats
+        for chat in chats:
+            newest = newest_of(chat)
+            if chat.id not in known:
+                result.unwatched.append(chat.id)
+            if newest is None:
+                continue  # no message yet: nothing to read until one comes, and then it has a preview
+            if result.newest is None or newest > result.newest:
+                result.newest = newest
+            if since is not None and newest < since:
+                older = True
+                self._seen.setdefault(chat.id, newest)
+                continue
+            seen = self._seen.get(chat.id)
+            if seen is not None and newest <= seen:
+                continue
+            self._seen[chat.id] = newest
+            preview = chat.last_message_preview
+            result.hints.append(Hint(chat.id, newest, preview.id if preview is not None else None, "scan"))
+        return older
+
+    async def _publish(self, result: ScanResult) -> bool:
+        """Watch the new chats, then write the hints; nothing once the lease is gone (a former holder
+        must not keep writing beside its successor)."""
+        if not self.lease.held():
+            self._forget()
+            return False
+        if result.unwatched:
+            try:
+                await self.watched.add(result.unwatched)
+            except StorageError as exc:
+                # Their hints are written anyway: a reader that does not watch the chat yet skips the
+                # hint, and discovery or the sweep adds it later.
+                log.warning("could not add scanned chats to the watched list",
+                            extra={"chats": len(result.unwatched), "error": type(exc).__name__})
+        if not result.hints:
+            return True
+        if not self.lease.held():
+            self._forget()
+            return False
+        try:
+            await self.hints.add(result.hints)
+        except StorageError as exc:
+            # Not marked seen: the next scan offers them again.
+            for hint in result.hints:
+                self._seen.pop(hint.chat_id, None)
+            log.warning("chat hints not written; the next scan writes them",
+                        extra={"hints": len(result.hints), "error": type(exc).__name__})
+            self._count("hints_unwritten")
+            return False
+        if self.metrics is not None:
+            self.metrics.chat_hints_written.labels(source="scan").inc(len(result.hints))
+        return True
+
+    def _count(self, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.chat_scans.labels(outcome=outcome).inc()

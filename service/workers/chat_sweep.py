@@ -1,0 +1,142 @@
+"""The safety sweep: one replica (the ``chat_sweep`` lease) walks every chat's newest-message preview
+at a slow pace and hints each chat whose cursor is behind it (SPEC §9).
+
+Notifications get lost (Graph sends no ``missed`` signal for Teams), hints get lost (a write that
+failed, a reader that was down for longer than the hint segments last), and a scanner can die between
+reading a page and writing its hints. Each of those delays a message; the sweep bounds the delay to
+one rotation (``ENTRABOT_CHAT_SWEEP_INTERVAL_S`` per page of 50 chats) so that none of them loses one.
+
+It compares with the fleet's cursors, not with Graph's message lists: one cursor read per chat (blob
+storage, not the Graph budget) and one Graph request per 50 chats. A chat with no cursor is hinted
+too, with its preview: that is how a chat no replica has looked at gets its first sight (a preview
+too old to surface costs the reader no message read). The first rotation of a tenure runs at one page
+a second, so a fleet that starts cold has its chats baselined in seconds per thousand, not minutes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from service.clock import Clock, utc_now
+from service.graph.client import GraphClient
+from service.graph.errors import GraphError
+from service.graph.models import Chat
+from service.ledger.chat_claims import ChatLedger
+from service.ledger.hints import Hint, HintLog
+from service.ledger.leases import Lease
+from service.ledger.reads import ReadOutcome
+from service.ledger.watched_chats import WatchedChats
+from service.storage.errors import StorageError
+from service.telemetry.metrics import Metrics
+from service.workers.chat_scan import newest_of
+
+log = logging.getLogger(__name__)
+
+ROLE = "chat_sweep"
+FIRST_ROTATION_PAGE_S = 1.0
+
+
+@dataclass
+class ChatSweep:
+    graph: GraphClient
+    lease: Lease
+    hints: HintLog
+    ledger: ChatLedger
+    watched: WatchedChats
+    interval_s: float = 20.0  # one page of 50 chats per interval
+    clock: Clock = utc_now
+    monotonic: Callable[[], float] = time.monotonic
+    metrics: Metrics | None = None
+    _next_page: float = float("-inf")
+    _resume: str | None = None
+    _held_epoch: int | None = field(default=None)
+    _rotated: bool = False  # one whole rotation done in this tenure
+
+    async def cycle(self) -> None:
+        now = self.monotonic()
+        if not await self.lease.keep():
+            self._resume, self._held_epoch = None, None
+            return
+        if self._held_epoch != self.lease.epoch:
+            self._resume, self._held_epoch, self._rotated = None, self.lease.epoch, False
+        if now < self._next_page:
+            return
+        self._next_page = now + (self.interval_s if self._rotated else min(self.interval_s, FIRST_ROTATION_PAGE_S))
+        await self.sweep_page()
+
+    async def sweep_page(self) -> None:
+        """One page of the rotation; a failed page is swept again next time."""
+        try:
+            pages = [page async for page in self.graph.scan_my_chats(ordered=False, max_pages=1,
+                                                                     start=self._resume)]
+        except GraphError as exc:
+            log.warning("sweep page failed; swept again next time", extra={"error": type(exc).__name__,
+                                                                         "status": exc.status})
+            self._count("failed")
+            return
+        page = pages[0] if pages else None
+        chats = list(page.items) if page is not None else []
+        hints = [h for h in [await self._behind(chat) for chat in chats] if h is not None]
+        unwatched = [c.id for c in chats if c.id not in self.watched.chats]
+        if not self.lease.held():
+            return
+        if unwatched:
+            try:
+                await self.watched.add(unwatched)
+            except StorageError as exc:
+                log.warning("could not add swept chats to the watched list",
+                            extra={"chats": len(unwatched), "error": type(exc).__name__})
+        if hints:
+            try:
+                await self.hints.add(hints)
+            except StorageError as exc:
+                log.warning("sweep hints not written; swept again next time",
+                            extra={"hints": len(hints), "error": type(exc).__name__})
+                self._count("hints_unwritten")
+                return
+            if self.metrics is not None:
+                self.metrics.chat_hints_written.labels(source="sweep").inc(len(hints))
+        self._resume = page.next_link if page is not None else None
+        if self._resume is None:
+            self._rotated = True
+        self._count("swept")
+
+    async def _behind(self, chat: Chat) -> Hint | None:
+        """A hint when the chat's newest message may not be decided by the fleet yet, or when the chat
+        has no cursor (no replica has seen it)."""
+        newest = newest_of(chat)
+        preview = chat.last_message_preview
+        try:
+            read = await self.ledger.resolve(chat.id)
+        except StorageError:
+            read = None  # unknown: let a reader look (its own cursor read decides)
+        if newest is None:
+            # No preview: an empty chat, or one whose preview Graph left out. Only a reader may
+            # decide which (by reading the chat), so a chat without a cursor is hinted with no
+            # message; one with a cursor has nothing new to show here.
+            if read is not None and read.outcome is ReadOutcome.ABSENT:
+                return Hint(chat.id, self.clock(), None, "sweep")
+            return None
+        hint = Hint(chat.id, newest, preview.id if preview is not None else None, "sweep")
+        if read is None or read.outcome is ReadOutcome.UNRESOLVED or (
+                read.outcome is ReadOutcome.PRESENT and read.value is None):
+            return hint
+        if read.outcome is ReadOutcome.ABSENT:
+            # First sight is a reader's, even for a preview too old to surface (the reader then writes
+            # the baseline from this hint without a message read): the replica that created the chat
+            # may surface its newest message whatever its age, and only it knows.
+            return hint
+        cursor = read.value
+        assert cursor is not None
+        # Recorded is not enough: a message claimed ahead of one left for another target is recorded
+        # while the fleet's watermark stays before the one left.
+        if cursor.last_ts is not None and cursor.last_ts >= newest:
+            return None
+        return hint
+
+    def _count(self, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.chat_sweeps.labels(outcome=outcome).inc()

@@ -1,0 +1,96 @@
+"""Why a replica reads a chat from Graph: a hint it took (SPEC §9), or a doubt of its own.
+
+A wanted read is satisfied by a read of the chat that began after the want was learned and that
+decided everything it found, or by the fleet's cursor already covering what the hint saw (another
+replica claimed it). Until then it stays, so a failed read, a replica without a target, or a write in
+doubt delays the message and never drops it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from service.ledger.chat_cursor import ChatCursor
+from service.ledger.hints import Hint
+from service.workers.chat_state import ChatPhase, ChatPollState
+
+# Hint sources whose time and id (when it has one) are the chat's newest message (a preview); a
+# notification's hint carries the time it was received, so it can only say "look".
+PREVIEW_SOURCES = frozenset({"scan", "sweep"})
+DEFAULT_READ_SPREAD_S = 0.5
+MIN_READ_GAP_S = 1.0  # Graph allows one request a second per chat, for the whole app
+RETRY_S = 5.0  # a claim in doubt: the chat is read again this often until it settles
+FAILED_RETRY_S = 2.0
+UNRESOLVED_RETRY_S = 10.0  # an unreadable cursor (corrupt ones are counted and shown in /readyz)
+BEHIND_RETRY_S = 30.0
+WATCHED_RELOAD_S = 5.0
+
+
+class FleetRole(Protocol):
+    """A fleet-singleton role whose turn comes with the chat poll (it acts only while it holds its lease)."""
+
+    async def cycle(self) -> None: ...
+
+
+@dataclass
+class WantedRead:
+    newest: datetime | None  # the newest message time the hint saw (None: read regardless)
+    message_id: str | None
+    is_preview: bool  # newest and message_id describe the chat's newest message
+    learned_at: float  # monotonic
+    not_before: float = 0.0
+
+    @classmethod
+    def from_hint(cls, hint: Hint, learned_at: float) -> WantedRead:
+        preview = hint.source in PREVIEW_SOURCES and hint.message_id is not None
+        return cls(hint.newest, hint.message_id, preview, learned_at)
+
+    def merged(self, earlier: WantedRead | None) -> WantedRead:
+        """One want per chat: the newest of what was seen, learned at the latest moment (the read must
+        begin after it), and no sooner than the earlier want allowed."""
+        if earlier is None:
+            return self
+        if earlier.newest is None or (self.newest is not None and self.newest >= earlier.newest):
+            newest, message_id, is_preview = self.newest, self.message_id, self.is_preview
+        else:
+            newest, message_id, is_preview = earlier.newest, earlier.message_id, earlier.is_preview
+        return WantedRead(newest, message_id, is_preview, max(self.learned_at, earlier.learned_at),
+                          max(self.not_before, earlier.not_before))
+
+    def covered_by_state(self, state: ChatPollState) -> bool:
+        """This replica's own view already covers it (no I/O)."""
+        return (state.phase is ChatPhase.STEADY and self.newest is not None and state.watermark is not None
+                and state.watermark >= self.newest and self.is_preview)
+
+    def covered_by_cursor(self, cursor: ChatCursor) -> bool:
+        """The fleet's cursor covers it. A preview is covered when the fleet's watermark reached it
+        (everything up to it is decided), not when its message is merely recorded: a sponsor wait
+        claims ahead of a message left for a push host. A notification names one message: covered
+        once that message is recorded (its neighbours have notifications of their own)."""
+        if self.is_preview:
+            return self.newest is not None and cursor.last_ts is not None and cursor.last_ts >= self.newest
+        return self.message_id is not None and cursor.is_recorded(self.message_id)
+
+    def preview_hint(self, chat_id: str) -> Hint | None:
+        """The hint as a preview for first sight, when it is one."""
+        if not self.is_preview or self.newest is None or self.message_id is None:
+            return None
+        return Hint(chat_id, self.newest, self.message_id, "scan")
+
+
+@dataclass(frozen=True)
+class Behind:
+    """A read that left a message for a target this replica did not have."""
+
+    generation: int  # the hub's target generation then
+    since: float  # monotonic
+    newest: datetime
+
+
+def spread_delay(replica_id: str, chat_id: str, spread_s: float) -> float:
+    """A delay in [0, spread_s) fixed per (replica, chat): replicas taking the same hint take turns."""
+    digest = hashlib.blake2b(f"{replica_id}\0{chat_id}".encode(), digest_size=8).digest()
+    return spread_s * int.from_bytes(digest, "big") / 2**64

@@ -1,0 +1,221 @@
+"""Shared change detection (SPEC §9): one elected scanner per fleet writes hints, readers read a chat
+only when the fleet's cursor does not cover its hint, the sweep finds what a lost hint hid.
+
+Replicas are worker stacks wired by the replica's own wiring on one store (LocalBackend, or a
+FaultyBackend around it), the emulator over real HTTP; the tests drive the cycles themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from worker_stack import RecordingTarget, WorkerStack, build_stack
+
+from emulator.faults import FaultRule as GraphFault
+from emulator.seed import Seed, ThrottleBudget, build_seed
+from emulator.server import RunningEmulator, start_emulator
+from service.ledger.chat_cursor import cursor_key
+from service.ledger.hints import PREFIX as HINTS_PREFIX, parse_hint_line
+from service.ledger.leases import LeaseRecord, lease_key, render_lease
+from service.storage.faults import Fault, FaultRule, FaultyBackend
+from service.storage.local import LocalBackend
+from service.workers import chat_scan, chat_sweep
+
+ROOMY = ThrottleBudget(chat_messages_per_s=1000, other_per_s=1000)
+
+
+@pytest.fixture
+def emulator() -> Iterator[RunningEmulator]:
+    with start_emulator(build_seed(chats=3, throttle=ROOMY)) as running:
+        yield running
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalBackend:
+    return LocalBackend(tmp_path / "state")
+
+
+@pytest.fixture
+async def two(emulator: RunningEmulator, store: LocalBackend) -> AsyncIterator[tuple[WorkerStack, WorkerStack]]:
+    first = await build_stack(emulator, store, is_cloud=False)
+    second = await build_stack(emulator, store, is_cloud=False, replica_id="second-replica")
+    yield first, second
+    await first.aclose()
+    await second.aclose()
+
+
+def requests(emulator: RunningEmulator, route: str) -> int:
+    return sum(1 for r in emulator.stats.snapshot()["recent"] if r["route"] == route)
+
+
+def chat_reads(stack: WorkerStack) -> float:
+    return stack.metrics.registry.get_sample_value(
+        "entrabot_graph_requests_total", {"route": "chats/{id}/messages", "status": "200"}) or 0.0
+
+
+def scans(stack: WorkerStack) -> float:
+    return sum(stack.metrics.registry.get_sample_value("entrabot_chat_scans_total", {"outcome": o}) or 0.0
+               for o in ("ordered", "unordered"))
+
+
+async def hints_in_store(store: LocalBackend) -> list[str]:
+    lines: list[str] = []
+    for key in await store.list(HINTS_PREFIX):
+        lines.extend((await store.read_text(key) or "").splitlines())
+    return [h.chat_id for line in lines if (h := parse_hint_line(line)) is not None]
+
+
+async def held_elsewhere(store: LocalBackend, role: str) -> None:
+    """``role``'s lease held, unexpired, by a replica that does nothing (hung, or partitioned away)."""
+    now = datetime.now(UTC)
+    await store.write_text(lease_key(role), render_lease(LeaseRecord(role, "hung-replica", 7, now + timedelta(hours=1),
+                                                                     now)), if_absent=True)
+
+
+async def settle(*stacks: WorkerStack, cycles: int = 2) -> None:
+    for _ in range(cycles):
+        for stack in stacks:
+            await stack.chats.cycle()
+
+
+async def test_only_the_elected_scanner_scans_and_a_second_replica_adds_no_graph_load(two, emulator) -> None:
+    first, second = two
+    first.hub.register(RecordingTarget())
+    second.hub.register(RecordingTarget(target_id="second"))
+    await settle(first, second)
+    emulator.stats.reset()
+    for _ in range(5):
+        await settle(first, second, cycles=1)
+    assert scans(first) > 0 and scans(second) == 0  # the lease holder alone
+    assert requests(emulator, "/v1.0/chats/{id}/messages") == 0  # quiet chats cost no message read
+
+
+async def test_the_replica_that_claims_spares_the_other_its_graph_read(two, emulator, store) -> None:
+    first, second = two
+    first_host, second_host = RecordingTarget(), RecordingTarget(target_id="second")
+    first.hub.register(first_host)
+    second.hub.register(second_host)
+    await settle(first, second)
+    chat = emulator.seed.chats[0].id
+    assert chat is not None
+    posted = emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content="one read")
+    reads_before = chat_reads(first) + chat_reads(second)
+    await settle(first, second, cycles=1)  # the scanner (first) hints; first reads and claims; second skips
+    await settle(second, first, cycles=1)
+    assert first_host.ids + second_host.ids == [posted.id]
+    assert chat_reads(first) + chat_reads(second) == reads_before + 1
+    assert second.metrics.registry.get_sample_value("entrabot_chat_hints_total", {"outcome": "covered"}) >= 1
+
+
+async def test_a_scanner_that_cannot_renew_its_lease_writes_no_more_hints(emulator, store) -> None:
+    faulty = FaultyBackend(store)
+    stack = await build_stack(emulator, faulty, is_cloud=False)
+    try:
+        stack.hub.register(RecordingTarget())
+        await settle(stack)
+        scanner = stack.chats.roles[0]
+        assert isinstance(scanner, chat_scan.ChatScanner) and scanner.lease.held()
+        faulty.add(FaultRule(Fault.WRITE_FAILS, key=lease_key(chat_scan.ROLE)))
+        scanner.lease.renew_now()  # the renewal is due now, and it fails
+        chat = emulator.seed.chats[2].id
+        assert chat is not None
+        emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content="after the loss")
+        hints_before = await hints_in_store(store)
+        await stack.chats.cycle()
+        assert not scanner.lease.held()
+        assert await hints_in_store(store) == hints_before
+    finally:
+        await stack.aclose()
+
+
+async def test_with_the_scanner_hung_the_sweep_alone_delivers_every_message(emulator, store) -> None:
+    await held_elsewhere(store, chat_scan.ROLE)
+    stack = await build_stack(emulator, store, is_cloud=False)
+    try:
+        host = RecordingTarget()
+        stack.hub.register(host)
+        await settle(stack)  # first sights: the sweep's first rotation hints chats without a cursor
+        chat = emulator.seed.chats[1].id
+        assert chat is not None
+        posted = [emulator.state.post_message(chat, sender_id=emulator.seed.humans[i % 2].id, content=f"m{i}").id
+                  for i in range(3)]
+        sweep = stack.chats.roles[1]
+        assert isinstance(sweep, chat_sweep.ChatSweep)
+        await stack.chats.cycle()
+        assert host.ids == []  # no scanner: nothing hinted yet
+        sweep._next_page = float("-inf")  # its next page is due
+        await stack.chats.cycle()
+        assert host.ids == posted  # delayed, never lost
+    finally:
+        await stack.aclose()
+
+
+async def test_an_unordered_tenant_is_scanned_page_by_page_and_still_delivers_once(store) -> None:
+    seed = build_seed(chats=3, throttle=ROOMY)
+    refusing = Seed.model_validate({**seed.model_dump(), "chats_orderby": "refused"})
+    with start_emulator(refusing) as emulator:
+        stack = await build_stack(emulator, store, is_cloud=False)
+        try:
+            host = RecordingTarget()
+            stack.hub.register(host)
+            await settle(stack)
+            chat = emulator.seed.chats[0].id
+            assert chat is not None
+            posted = emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content="hi")
+            await settle(stack, cycles=3)
+            assert host.ids == [posted.id]
+            assert stack.metrics.registry.get_sample_value("entrabot_chat_scans_total",
+                                                           {"outcome": "ordering_refused"}) == 1
+        finally:
+            await stack.aclose()
+
+
+async def test_a_failed_scan_waits_for_the_next_scan_instead_of_reading_every_chat(two, emulator) -> None:
+    first, _ = two
+    first.hub.register(RecordingTarget())
+    await settle(first)
+    emulator.context.faults.add(GraphFault(status=503, route_pattern=r"/me/chats$"))
+    emulator.stats.reset()
+    await settle(first, cycles=3)
+    assert requests(emulator, "/v1.0/chats/{id}/messages") == 0
+
+
+async def test_a_chat_too_old_to_surface_is_baselined_by_the_sweep_without_a_message_read(emulator, store) -> None:
+    chat = emulator.seed.chats[2].id
+    assert chat is not None
+    old = emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content="last week",
+                                      created=datetime.now(UTC) - timedelta(days=7))
+    stack = await build_stack(emulator, store, is_cloud=False)
+    try:
+        stack.hub.register(RecordingTarget())
+        emulator.stats.reset()
+        await settle(stack)
+        cursor = json.loads(await store.read_text(cursor_key(chat)) or "{}")
+        assert old.id in json.dumps(cursor)
+        reads = [r for r in emulator.stats.snapshot()["recent"]
+                 if r["route"] == "/v1.0/chats/{id}/messages" and chat in r["path"]]
+        assert reads == []
+    finally:
+        await stack.aclose()
+
+
+async def test_a_hint_taken_while_no_target_was_here_is_read_once_one_comes(two, emulator) -> None:
+    first, second = two
+    await settle(first, second)  # neither has a target: hints are taken and kept
+    chat = emulator.seed.chats[0].id
+    assert chat is not None
+    posted = emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content="kept")
+    await settle(first, second)
+    host = RecordingTarget()
+    second.hub.register(host)
+    for _ in range(20):  # bounded: the read is due at once; the loop only absorbs scheduling
+        await second.chats.cycle()
+        if host.ids:
+            break
+        await asyncio.sleep(0.05)
+    assert host.ids == [posted.id]
