@@ -24,15 +24,17 @@ from service.ledger import (
     WatchedChats,
 )
 from service.clock import Clock, utc_now
+from service.ledger.chat_members import ChatMembers
 from service.ledger.corrupt_cursors import CorruptCursors
 from service.ledger.hints import HintReader
+from service.ledger.leases import Lease
 from service.ledger.permission_requests import PermissionRequests
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 from service.tools.deps import ToolDeps
 from service.domain.agent import AgentUser
 from service.workers.chat_poll import ChatPoller
-from service.workers.discovery import Discovery
+from service.workers.discovery import ROLE as DISCOVERY_ROLE, Discovery
 from service.workers.email_poll import EmailPoller
 from service.workers.recorder import DeliveryRecorder
 
@@ -89,7 +91,11 @@ async def wire_workers(
         first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h), sent_message_ids=sent,
         permissions=permissions, hints=hints,
     )
-    discovery = Discovery(graph, watched, gate, agent_identity_id=settings.agent_identity_id, directory=directory)
+    discovery = Discovery(
+        graph, watched, gate, Lease(backend, DISCOVERY_ROLE, replica_id, clock=clock, metrics=metrics),
+        ChatMembers(backend, metrics=metrics), agent_identity_id=settings.agent_identity_id, directory=directory,
+        interval=settings.discovery_interval_s, metrics=metrics,
+    )
     email_poller = EmailPoller(
         graph, EmailClaimer(backend, is_cloud=is_cloud, clock=clock, metrics=metrics), hub, agent, recorder,
         clock=clock,

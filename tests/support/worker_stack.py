@@ -65,7 +65,8 @@ class WorkerStack:
         await self.http.aclose()
 
 
-async def build_stack(emulator: RunningEmulator, backend: MemoryBackend, *, is_cloud: bool) -> WorkerStack:
+async def build_stack(emulator: RunningEmulator, backend: MemoryBackend, *, is_cloud: bool,
+                      replica_id: str = "test-replica") -> WorkerStack:
     settings = settings_from_env(agent_user_env(emulator.seed, base_url=emulator.base_url))
     metrics = Metrics()
     http = httpx.AsyncClient(timeout=30)
@@ -74,7 +75,7 @@ async def build_stack(emulator: RunningEmulator, backend: MemoryBackend, *, is_c
     agent = await load_agent_user(graph)
     hub = DeliveryHub(metrics=metrics)
     wired = await wire_workers(settings=settings, backend=backend, is_cloud=is_cloud, graph=graph, hub=hub,
-                               agent=agent, gate=SponsorGate((), tenant_id=settings.tenant_id), replica_id="test-replica", metrics=metrics,
+                               agent=agent, gate=SponsorGate((), tenant_id=settings.tenant_id), replica_id=replica_id, metrics=metrics,
                                directory=graph.with_tokens(tokens.agent_identity_tokens()))
     return WorkerStack(emulator, http, graph, hub, wired.chat_poller, wired.email_poller, wired.discovery,
                        wired.watched, wired.interactions, metrics)
