@@ -19,8 +19,13 @@ from worker_stack import WorkerStack, build_stack
 
 from emulator.seed import Seed, SeedChat, SeedUser, ThrottleBudget, build_seed, load_seed, stable_id
 from emulator.server import RunningEmulator, start_emulator
+from service.graph.client import GraphClient
+from service.graph.models import Chat
+from service.graph.pages import Page
 from service.ledger.chat_members import CHAT_MEMBERS_KEY, parse_chat_members
-from service.ledger.leases import Lease
+from service.ledger.leases import Lease, lease_key
+from service.ledger.watched_chats import WATCHED_CHATS_KEY
+from service.storage.faults import Fault, FaultRule, FaultyBackend, Op
 from service.storage.local import LocalBackend
 from service.workers.discovery import ROLE
 
@@ -63,6 +68,19 @@ class Fleet:
 
     def chat_lists(self) -> int:
         return self.emulator.stats.count(LIST_CHATS)
+
+
+class SlowPages(GraphClient):
+    """The replica's Graph client, each chats page taking ``seconds`` of the test's clock (a slow walk)."""
+
+    def __init__(self, graph: GraphClient, clocks: Clocks, seconds: float) -> None:
+        self.__dict__.update(graph.__dict__)  # the same connections, tokens and metrics
+        self._clocks, self._seconds = clocks, seconds
+
+    async def my_chats_page(self, next_link: str | None = None) -> Page[Chat]:
+        page = await super().my_chats_page(next_link)
+        self._clocks.advance(self._seconds)
+        return page
 
 
 def _on_clocks(stack: WorkerStack, backend: LocalBackend, clocks: Clocks, replica_id: str) -> None:
@@ -191,3 +209,21 @@ async def test_a_chat_registered_by_a_non_holder_shares_its_members_with_the_fle
     assert fleet.a.discovery.gate.is_sponsor(fleet.guest_id, chat.id)
     assert chat.id in fleet.a.watched
     assert fleet.chat_lists() == walked
+
+
+@pytest.mark.parametrize("emulator", [130], indirect=True)
+async def test_a_holder_whose_renewal_fails_mid_walk_stops_at_once_and_writes_nothing(fleet: Fleet) -> None:
+    discovery = fleet.a.discovery
+    # The first lease write (the acquisition) lands; every renewal after it fails.
+    faulty = FaultyBackend(fleet.backend)
+    faulty.add(FaultRule(Fault.WRITE_FAILS, key=lease_key("discovery"), ops=frozenset({Op.WRITE}), skip=1))
+    discovery.lease = Lease(faulty, "discovery", "replica-a", ttl=TTL, clock=fleet.clocks.wall,
+                            monotonic=fleet.clocks.mono)
+    discovery.graph = SlowPages(discovery.graph, fleet.clocks, discovery.interval_s + 1)  # renewal due after a page
+    await discovery.cycle()
+    assert fleet.chat_lists() == 1  # one page of three, then the failed renewal stopped the walk
+    assert not discovery.lease.held()
+    assert _metric(fleet.a, "entrabot_discovery_walks_total", outcome="lease_lost") == 1
+    assert await fleet.backend.read_text(CHAT_MEMBERS_KEY) is None
+    assert await fleet.backend.read_text(WATCHED_CHATS_KEY) is None
+
