@@ -42,6 +42,10 @@ ROLE = "discovery"
 # interval: at the default 120 s, discovery stays at or under 20 / 120 s = 0.17 list-chats req/s,
 # whatever the chat count, far inside Graph's 5 req/s per user that the chat scanner shares.
 MAX_DISCOVERY_PAGES = 20
+# Resuming a walk an interval later relies on the @odata.nextLink staying usable. Read, not run:
+# Graph's "Paging Microsoft Graph data in your app" documents no lifetime for it; a link Graph refuses
+# (any answer but "later") restarts the walk from the first page. Chats that move between pages in
+# the meantime may be missed by one pass; the next pass (and the chat scanner) finds them.
 # Graph answered "later" (or nothing): the link it gave is still good, retry it next step.
 _RETRY_SAME_PAGE = (GraphThrottled, GraphServerError, GraphConnectionError)
 
