@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
@@ -20,6 +21,7 @@ from starlette.routing import BaseRoute
 from service import __version__
 from service.replica import Phase, Replica
 from service.graph.errors import GraphError
+from service.ledger.lease_roster import read_lease_roster
 from service.storage.errors import StorageError
 from service.telemetry.http_metrics import McpHttpMetrics
 
@@ -28,6 +30,8 @@ log = logging.getLogger(__name__)
 READINESS_CHECK_TTL_S = 5.0
 READINESS_CHECK_TIMEOUT_S = 3.0
 READYZ_CHAT_IDS_SHOWN = 20
+# Inside the readiness probe's 3 s timeout (the chart's), read alongside the backend check.
+LEASE_ROSTER_TIMEOUT_S = 2.0
 
 
 class _BackendProbe:
@@ -50,8 +54,33 @@ class _BackendProbe:
         return self._error
 
 
+class _LeaseRoster:
+    """Who holds each fleet-singleton role, for /readyz detail: the lease records present under
+    ``leases/``, read at most once per READINESS_CHECK_TTL_S (a listing and one read per role).
+    Information only: an unreadable record or listing is reported, never a readiness problem."""
+
+    def __init__(self, replica: Replica) -> None:
+        self._replica = replica
+        self._checked_at = -1e9
+        self._detail: dict[str, Any] = {"roles": {}}
+
+    async def detail(self) -> dict[str, Any]:
+        now = time.monotonic()
+        if now - self._checked_at >= READINESS_CHECK_TTL_S:
+            self._checked_at = now
+            me = self._replica.replica_id
+            try:
+                roster = await asyncio.wait_for(read_lease_roster(self._replica.backend, self._replica.clock()),
+                                                LEASE_ROSTER_TIMEOUT_S)
+                self._detail = {"roles": {h.role: h.as_json(me) for h in roster}}
+            except Exception as exc:  # noqa: BLE001 - whatever failed, readiness answers; the detail says so
+                self._detail = {"roles": {}, "error": f"lease records unreadable: {type(exc).__name__}"}
+        return self._detail
+
+
 def create_app(replica: Replica) -> FastAPI:
     probe = _BackendProbe(replica)
+    roster = _LeaseRoster(replica)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -95,7 +124,7 @@ def create_app(replica: Replica) -> FastAPI:
         if not replica.supervisor.healthy:
             problems += [f"loop {s.name} {s.state.value}" for s in replica.supervisor.statuses
                          if s.state.value != "running"]
-        backend_error = await probe.error()
+        backend_error, leases = await asyncio.gather(probe.error(), roster.detail())
         if backend_error:
             problems.append(backend_error)
         corrupt = replica.corrupt_cursors.chat_ids
@@ -106,6 +135,9 @@ def create_app(replica: Replica) -> FastAPI:
             # Not a problem for readiness: these chats are stalled everywhere, this replica serves
             # the rest; the operator repairs each with `entrabot-fleet repair-chat`.
             "corrupt_chat_cursors": {"count": len(corrupt), "chat_ids": list(corrupt[:READYZ_CHAT_IDS_SHOWN])},
+            # Who holds each fleet-singleton role (chat_scanner, chat_sweep, discovery, subscription_manager),
+            # as the lease records say; not a problem for readiness either way.
+            "leases": leases,
         }
         return JSONResponse(body, status_code=200 if not problems else 503)
 

@@ -120,9 +120,10 @@ class Replica:
             sup.add("subscriptions", manager.cycle, interval_s=manager.interval_s, wake=manager.poked.wait)
         sup.add("email_poll", wired.email_poller.cycle, interval_s=s.email_poll_interval_s, wake=email_wake)
         if s.auth_mode == "agent_user":
-            # The first sweep ran above, before the loops: the next one is due an interval later.
-            sup.add("discovery", discovery.cycle, interval_s=s.discovery_interval_s,
-                    first_after_s=s.discovery_interval_s)
+            # The first cycle ran above. The loop runs at the discovery lease's renewal cadence; the
+            # walk and the snapshot reads keep discovery_interval_s.
+            sup.add("discovery", discovery.cycle, interval_s=discovery.interval_s,
+                    first_after_s=discovery.interval_s)
         sup.add("daily_summary", _discard(wired.summary.run_if_due), interval_s=SUMMARY_INTERVAL_S)
         self._supervisor_task = asyncio.create_task(sup.run(), name="supervisor")
         self.phase = Phase.RUNNING

@@ -25,6 +25,7 @@ from service.ledger import (
     WatchedChats,
 )
 from service.clock import Clock, utc_now
+from service.ledger.chat_members import ChatMembers
 from service.ledger.corrupt_cursors import CorruptCursors
 from service.ledger.hints import HintLog, HintReader
 from service.ledger.leases import Lease
@@ -37,7 +38,7 @@ from service.workers import chat_scan, chat_sweep
 from service.workers.chat_poll import ChatPoller
 from service.workers.chat_scan import ChatScanner
 from service.workers.chat_sweep import ChatSweep
-from service.workers.discovery import Discovery
+from service.workers.discovery import ROLE as DISCOVERY_ROLE, Discovery
 from service.workers.email_poll import EmailPoller
 from service.workers.recorder import DeliveryRecorder
 
@@ -107,7 +108,11 @@ async def wire_workers(
         permissions=permissions, roles=(scanner, sweep), replica_id=replica_id,
         read_spread_s=settings.chat_read_spread_s,
     )
-    discovery = Discovery(graph, watched, gate, agent_identity_id=settings.agent_identity_id, directory=directory)
+    discovery = Discovery(
+        graph, watched, gate, lease(DISCOVERY_ROLE),
+        ChatMembers(backend, metrics=metrics), agent_identity_id=settings.agent_identity_id, directory=directory,
+        interval=settings.discovery_interval_s, metrics=metrics,
+    )
     email_poller = EmailPoller(
         graph, EmailClaimer(backend, is_cloud=is_cloud, clock=clock, metrics=metrics), hub, agent, recorder,
         clock=clock,

@@ -175,6 +175,22 @@ class GraphClient:
             url = start
         return self._pages(url, route, Chat, "chat", max_pages)
 
+    async def my_chats_page(self, next_link: str | None = None) -> Page[Chat]:
+        """One page of the agent user's chats with members and previews: the first when ``next_link`` is
+        None, else the page that link (an earlier page's ``@odata.nextLink``) names. For a walk paced
+        over several cycles, which checks between pages whether it may go on."""
+        if next_link is None:
+            url, route = self._url("me/chats", params={"$expand": "lastMessagePreview,members", "$top": MAX_TOP})
+        else:
+            url, route = next_link, "me/chats"
+            if not self._same_origin(url):
+                raise GraphPayloadError(f"a chats page link points away from {self._base}; not followed")
+        pages = self._pages(url, route, Chat, "chat", max_pages=1)
+        try:
+            return await anext(pages)
+        finally:
+            await pages.aclose()
+
     async def get_chat(self, chat_id: str) -> Chat:
         return await self._get_one(Chat, "chat", "chats/{}", chat_id, params={"$expand": "members"})
 

@@ -56,6 +56,28 @@ class Metrics:
             "entrabot_lease_events", "Lease changes: acquired, taken_over, lost, conflict", ["role", "event"],
             registry=r,
         )
+        # Discovery, on the "discovery" lease holder only: its paced walk of /me/chats.
+        self.discovery_pages = Counter(
+            "entrabot_discovery_pages", "Pages of GET /me/chats read by discovery (the lease holder)", registry=r,
+        )
+        self.discovery_walks = Counter(
+            "entrabot_discovery_walks", "Discovery walk steps by outcome: complete (reached the last page), paused "
+            "(page cap reached, resumed next cycle), failed, lease_lost", ["outcome"], registry=r,
+        )
+        # The shared chat members snapshot (watched/members.json): read by every replica, merged by the
+        # discovery holder and by create_chat.
+        self.chat_members_snapshot_reads = Counter(
+            "entrabot_chat_members_snapshot_reads", "Reads of the shared chat members snapshot by outcome: changed, "
+            "unchanged, absent, corrupt, unreadable", ["outcome"], registry=r,
+        )
+        self.chat_members_snapshot_writes = Counter(
+            "entrabot_chat_members_snapshot_writes", "Merges into the shared chat members snapshot by outcome: "
+            "written, unchanged, failed", ["outcome"], registry=r,
+        )
+        self.chat_members_snapshot_chats = Gauge(
+            "entrabot_chat_members_snapshot_chats", "Chats in the members snapshot this replica last loaded",
+            registry=r,
+        )
         # Set by the subscription manager (the lease holder): 1 per live subscription it keeps.
         self.notification_subscriptions = Gauge(
             "entrabot_notification_subscriptions", "Live Graph change-notification subscriptions kept by this "

@@ -1,24 +1,60 @@
-"""Discovery: the agent user's chats from ``GET /me/chats``, merged into the shared watched list.
+"""Discovery: the agent user's chats from ``GET /me/chats``, merged into the shared watched list, and
+their members into the shared members snapshot that every replica's SponsorGate learns from.
 
-Agent-user mode only (in delegated mode ``/me/chats`` is the human's). One sweep walks up to 20
-pages; pages fetched before a failure are kept; all new chats plus any whose earlier write failed go
-to the shared list in one merge. Also keeps the SponsorGate's view of chat members current.
+Graph's budget is per app per tenant (SPEC §9), so the walk is a fleet-singleton role: only the
+replica holding the ``discovery`` lease walks ``/me/chats?$expand=members``; the fleet costs Graph
+the same at 1 replica or 10. Every replica (holder or not) re-reads the watched list and the members
+snapshot (one blob read each) at the discovery interval and reads its sponsors once.
+
+The cycle runs at the lease's renewal cadence (``interval_s``): renew, and act only while held. The
+walk is paced: at most ``pages_per_walk`` pages of 50 chats per discovery interval, resumed where the
+last one stopped (the ``@odata.nextLink`` kept in memory), so 10,000 chats (200 pages) cost the same
+request rate as 1,000 and take ten intervals to cover. Between pages the walk renews the lease when
+due and stops at once when it no longer holds it. Pages read before a failure are kept; one write for
+all new chats plus the dirty ones.
+
+Agent-user mode only (in delegated mode ``/me/chats`` is the human's).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
 
 from service.delivery.sponsor_directory import read_sponsors
 from service.delivery.sponsors import SponsorGate
 from service.graph.client import GraphClient
-from service.graph.errors import GraphError
+from service.graph.errors import GraphConnectionError, GraphError, GraphServerError, GraphThrottled
+from service.graph.models import Chat
 from service.ledger import ReadOutcome, WatchedChats, WatchOutcome
+from service.ledger.chat_members import ChatMembers, SnapshotLoad, known_members
+from service.ledger.leases import Lease
+from service.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
+ROLE = "discovery"
+# Pages per walk step: 20 pages x 50 = the 1,000 chats one step covered before the walk was paced, so
+# a fleet of that size sees every chat each interval, as before. Larger fleets resume the next
+# interval: at the default 120 s, discovery stays at or under 20 / 120 s = 0.17 list-chats req/s,
+# whatever the chat count, far inside Graph's 5 req/s per user that the chat scanner shares.
 MAX_DISCOVERY_PAGES = 20
+# Resuming a walk an interval later relies on the @odata.nextLink staying usable. Read, not run:
+# Graph's "Paging Microsoft Graph data in your app" documents no lifetime for it; a link Graph refuses
+# (any answer but "later") restarts the walk from the first page. Chats that move between pages in
+# the meantime may be missed by one pass; the next pass (and the chat scanner) finds them.
+# Graph answered "later" (or nothing): the link it gave is still good, retry it next step.
+_RETRY_SAME_PAGE = (GraphThrottled, GraphServerError, GraphConnectionError)
+
+
+class WalkOutcome(str, Enum):
+    COMPLETE = "complete"  # reached the last page; the next step starts again from the first
+    PAUSED = "paused"  # the page cap: the next step resumes at the link where this one stopped
+    FAILED = "failed"
+    LEASE_LOST = "lease_lost"
 
 
 @dataclass
@@ -26,43 +62,116 @@ class Discovery:
     graph: GraphClient
     watched: WatchedChats
     gate: SponsorGate
+    lease: Lease  # role "discovery": only its holder walks /me/chats
+    members: ChatMembers
     agent_identity_id: str | None = None
     # The agent identity's app-only client: Graph lists sponsors to no delegated token (see
     # service.delivery.sponsor_directory). Without it, no sponsor is ever recognised.
     directory: GraphClient | None = None
+    # How often the holder takes a walk step, and every replica re-reads the watched list and the
+    # members snapshot (ENTRABOT_DISCOVERY_INTERVAL_S).
+    interval: float = 120.0
+    pages_per_walk: int = MAX_DISCOVERY_PAGES
+    metrics: Metrics | None = None
+    monotonic: Callable[[], float] = time.monotonic
     _sponsors_loaded: bool = False
+    _resume: str | None = None  # where the paced walk goes on; None: from the first page
+    _next_sync: float = field(default=float("-inf"))
+    _next_walk: float = field(default=float("-inf"))
+    _renewed_at: float = field(default=float("-inf"))
+
+    @property
+    def interval_s(self) -> float:
+        """The loop's cadence: the lease's, so the holder renews well before it expires."""
+        return self.lease.renew_every.total_seconds()
 
     async def cycle(self) -> None:
-        # Re-read the shared list every sweep: siblings add chats (create_chat) between sweeps.
-        if await self.watched.load() is ReadOutcome.UNRESOLVED:
-            log.warning("watched chat list unreadable; discovery will merge into it next sweep")
+        await self._renew()
+        now = self.monotonic()
+        sync = now >= self._next_sync
+        if sync:
+            self._next_sync = now + self.interval
+            # Re-read the shared list: siblings add chats (create_chat, the holder's walk) in between.
+            if await self.watched.load() is ReadOutcome.UNRESOLVED:
+                log.warning("watched chat list unreadable; discovery will merge into it next sweep")
+            await self._learn_members()
         await self._load_sponsors()
-        try:
-            sweep = await self.graph.list_my_chats(max_pages=MAX_DISCOVERY_PAGES)
-        except GraphError as exc:
-            log.warning("chat discovery failed on its first page", extra={"error": type(exc).__name__,
-                                                                            "status": exc.status})
+        if not self.lease.held():
+            self._resume = None  # a later holder starts its walk afresh
+        elif now >= self._next_walk:
+            self._next_walk = now + self.interval
+            await self._walk()
+        if sync:
             await self._flush_dirty()
-            return
-        if not sweep.complete:
-            log.warning("chat discovery incomplete; keeping the %d chats read", len(sweep.chats))
+
+    async def register_chat(self, chat_id: str) -> WatchOutcome:
+        """A chat created by a tool: watched at once, its members learnt here and shared with the fleet."""
+        outcome = await self.watched.add([chat_id])
+        try:
+            members = known_members(await self.graph.list_chat_members(chat_id))
+        except GraphError:
+            log.warning("members of a new chat unreadable; the discovery walk learns them", extra={"chat_id": chat_id})
+            return outcome
+        self.gate.refresh_chat(chat_id, members)
+        await self.members.merge({chat_id: members})
+        return outcome
+
+    async def _walk(self) -> None:
+        chats: list[Chat] = []
+        outcome = WalkOutcome.PAUSED
+        for _ in range(self.pages_per_walk):
+            if not await self._still_holding():
+                outcome = WalkOutcome.LEASE_LOST
+                break
+            try:
+                page = await self.graph.my_chats_page(self._resume)
+            except GraphError as exc:
+                log.warning("chat discovery stopped after %d chat(s)", len(chats),
+                            extra={"error": type(exc).__name__, "status": exc.status})
+                if not isinstance(exc, _RETRY_SAME_PAGE):
+                    self._resume = None  # a link Graph no longer takes: start over next step
+                outcome = WalkOutcome.FAILED
+                break
+            if self.metrics is not None:
+                self.metrics.discovery_pages.inc()
+            chats.extend(page.items)
+            self._resume = page.next_link
+            if page.next_link is None:
+                outcome = WalkOutcome.COMPLETE
+                break
+        if self.metrics is not None:
+            self.metrics.discovery_walks.labels(outcome=outcome.value).inc()
+        if not self.lease.held():
+            self._resume = None
+            return  # stop at once: the role's writes are the next holder's
+        await self._register(chats)
+
+    async def _register(self, chats: list[Chat]) -> None:
+        read = {chat.id: known_members(chat.members) for chat in chats if chat.members}
+        for chat_id, members in read.items():
+            self.gate.refresh_chat(chat_id, members)
         known = self.watched.chats
-        for chat in sweep.chats:
-            if chat.members:
-                self.gate.refresh_chat(chat.id, chat.members)
-        new = [chat.id for chat in sweep.chats if chat.id not in known]
+        new = [chat.id for chat in chats if chat.id not in known]
         outcome = await self.watched.add(new)
         if new:
             log.info("discovered chats", extra={"new": len(new), "outcome": outcome.value})
+        await self.members.merge(read)
 
-    async def register_chat(self, chat_id: str) -> WatchOutcome:
-        """A chat created by a tool: watched at once, its members learnt for the sponsor gate."""
-        outcome = await self.watched.add([chat_id])
-        try:
-            self.gate.refresh_chat(chat_id, await self.graph.list_chat_members(chat_id))
-        except GraphError:
-            log.warning("members of a new chat unreadable; the next sweep learns them", extra={"chat_id": chat_id})
-        return outcome
+    async def _renew(self) -> None:
+        self._renewed_at = self.monotonic()
+        await self.lease.acquire_or_renew()
+
+    async def _still_holding(self) -> bool:
+        """Renew when due (a long walk outlasts one renewal period); whether the role is still ours."""
+        if self.monotonic() - self._renewed_at >= self.interval_s:
+            await self._renew()
+        return self.lease.held()
+
+    async def _learn_members(self) -> None:
+        if await self.members.load() is not SnapshotLoad.CHANGED:
+            return  # unchanged, absent, corrupt or unreadable: the gate keeps what it knew
+        for chat_id, members in self.members.chats.items():
+            self.gate.refresh_chat(chat_id, members)
 
     async def _flush_dirty(self) -> None:
         if self.watched.dirty:

@@ -32,6 +32,13 @@ CERTIFICATE = {"blueprint": {"clientId": "b1de9a14-0000-4f6f-8000-000000b1de9a",
 BLUEPRINT_SECRET = {"blueprint": {"clientId": "b1de9a14-0000-4f6f-8000-000000b1de9a", "credential": "secret"},
                     "secrets": {"blueprintClientSecret": "s3cret",
                                 "blobConnectionString": "UseDevelopmentStorage=true"}}
+NOTIFICATION_URL = "https://agents.example.com/graph/notifications"
+NOTIFY = {"config": {"notificationUrl": NOTIFICATION_URL}, "secrets": {"notificationClientState": "a-random-state"}}
+INGRESS = {"ingress": {"enabled": True, "host": "agents.example.com", "tls": {"secretName": "agents-tls"}}}
+GATEWAY = {"gatewayApi": {"enabled": True, "parentRefs": [{"name": "public", "namespace": "gateways"}],
+                          "hostnames": ["agents.example.com"]}}
+# Graph change notifications through both front doors.
+NOTIFIED = merge(REQUIRED, INGRESS, GATEWAY, NOTIFY)
 AZURE_PROMETHEUS = {"metrics": {"serviceMonitor": {"enabled": True, "flavor": "azure-managed-prometheus"}}}
 
 VARIANTS = {
@@ -41,6 +48,8 @@ VARIANTS = {
     "blueprint-secret": merge(REQUIRED, BLUEPRINT_SECRET),
     "azure-managed-prometheus": merge(ALL_FEATURES, AZURE_PROMETHEUS),
     "single-replica-trial": merge(MCP_AUTH, {"replicaCount": 1}),
+    # The HTTPRoute is a CRD without a schema offline: its notification rule is checked below.
+    "notifications-through-the-ingress": merge(REQUIRED, INGRESS, NOTIFY),
 }
 
 
@@ -87,7 +96,7 @@ def test_strict_validation_catches_a_misplaced_field(defaults: Rendered) -> None
         kubernetes_validate.validate(deployment, KUBERNETES_VERSIONS[0], strict=True)
 
 
-@pytest.mark.parametrize("values", [REQUIRED, ALL_FEATURES], ids=["defaults", "all-features"])
+@pytest.mark.parametrize("values", [REQUIRED, ALL_FEATURES, NOTIFIED], ids=["defaults", "all-features", "notifications"])
 def test_chart_lints_strictly(values: dict[str, Any]) -> None:
     for version in ("v1.29.0", "v1.33.0"):
         report = helm_python.lint(CHART_DIR, values, strict=True, kube_version=version)
@@ -356,11 +365,6 @@ def test_config_change_rolls_the_pods() -> None:
 
 # --- reaching the fleet from outside: ingress, Gateway API, helm test ------------------------------
 
-INGRESS = {"ingress": {"enabled": True, "host": "agents.example.com", "tls": {"secretName": "agents-tls"}}}
-GATEWAY = {"gatewayApi": {"enabled": True, "parentRefs": [{"name": "public", "namespace": "gateways"}],
-                          "hostnames": ["agents.example.com"]}}
-
-
 def test_the_ingress_hashes_the_bridges_affinity_header_and_keeps_push_streams_open() -> None:
     rendered = render(merge(REQUIRED, INGRESS))
     ingress = rendered.one("Ingress", "networking.k8s.io/v1")
@@ -404,6 +408,52 @@ def test_the_http_route_attaches_to_the_gateway_with_header_session_persistence(
     assert rule["sessionPersistence"]["type"] == "Header"
     assert rule["sessionPersistence"]["sessionName"] == "X-Entrabot-Affinity"
     assert "agents.example.com" in rendered.env()["ENTRABOT_MCP_ALLOWED_HOSTS"].split(",")
+
+
+def test_graphs_notification_path_is_routed_through_the_ingress_and_the_http_route_to_the_url_set() -> None:
+    rendered = render(NOTIFIED)
+    [rule] = rendered.one("Ingress", "networking.k8s.io/v1")["spec"]["rules"]
+    [path] = [p for p in rule["http"]["paths"] if p["path"] == "/graph/notifications"]
+    assert path["pathType"] == "Exact" and path["backend"]["service"] == {"name": FULLNAME, "port": {"name": "http"}}
+    assert rule["host"] == "agents.example.com"  # the host ENTRABOT_NOTIFICATION_URL names, under the TLS secret
+    route = rendered.one("HTTPRoute", "gateway.networking.k8s.io/v1")
+    [notify] = [r for r in route["spec"]["rules"] if r["matches"][0]["path"]["value"] == "/graph/notifications"]
+    assert notify["matches"] == [{"path": {"type": "Exact", "value": "/graph/notifications"}, "method": "POST"}]
+    assert notify["backendRefs"] == [{"name": FULLNAME, "port": 8080}] and "sessionPersistence" not in notify
+    assert rendered.data("ConfigMap", FULLNAME)["ENTRABOT_NOTIFICATION_URL"] == NOTIFICATION_URL
+    assert "ENTRABOT_NOTIFICATION_CLIENT_STATE" in rendered.one("Secret")["data"]
+    assert "ENTRABOT_NOTIFICATION_CLIENT_STATE" not in rendered.data("ConfigMap", FULLNAME)
+    assert NOTIFICATION_URL in rendered.notes
+
+
+def test_the_notification_path_is_the_receivers_and_is_not_routed_without_a_notification_url() -> None:
+    from service.notifications.receiver import NOTIFICATIONS_PATH  # noqa: PLC0415 - the chart must follow the service
+
+    assert NOTIFICATION_URL.endswith(NOTIFICATIONS_PATH)
+    rendered = render(merge(REQUIRED, INGRESS, GATEWAY))
+    [rule] = rendered.one("Ingress")["spec"]["rules"]
+    assert NOTIFICATIONS_PATH not in {p["path"] for p in rule["http"]["paths"]}
+    assert len(rendered.one("HTTPRoute")["spec"]["rules"]) == 1
+    assert "ENTRABOT_NOTIFICATION_URL" not in rendered.env()
+
+
+@pytest.mark.parametrize("url", ["http://agents.example.com/graph/notifications", "https://agents.example.com/hooks"],
+                         ids=["plain-http", "another-path"])
+def test_a_notification_url_graph_cannot_use_or_that_misses_the_route_is_refused(url: str) -> None:
+    with pytest.raises(helm_python.HelmValuesError):
+        render(merge(NOTIFIED, {"config": {"notificationUrl": url}}))
+
+
+def test_a_notification_url_without_its_client_state_is_refused_as_the_service_refuses_it() -> None:
+    with pytest.raises(helm_python.HelmRenderError, match="secrets.notificationClientState"):
+        render(merge(REQUIRED, INGRESS, {"config": {"notificationUrl": NOTIFICATION_URL}}))
+    render(merge(REQUIRED, INGRESS, {"config": {"notificationUrl": NOTIFICATION_URL},
+                                     "secrets": {"existingSecret": "entrabot-secrets"}}))
+
+
+def test_a_notification_url_in_extra_env_is_refused_for_the_setting_that_routes_it() -> None:
+    with pytest.raises(helm_python.HelmRenderError, match="config.notificationUrl instead"):
+        render(merge(REQUIRED, {"config": {"extraEnv": {"ENTRABOT_NOTIFICATION_URL": NOTIFICATION_URL}}}))
 
 
 def test_helm_test_reaches_readyz_through_the_service(defaults: Rendered) -> None:

@@ -4,33 +4,17 @@ and a holder that cannot renew stops acting at once."""
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
+from lease_clocks import T0, Clocks
 
 from service.ledger.leases import Lease, LeaseRecord, LeaseStep, decide_step, lease_key, parse_lease
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
 
-T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 TTL = timedelta(seconds=30)
-
-
-class Clocks:
-    """Wall and monotonic time moving together, as on one machine."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def wall(self) -> datetime:
-        return T0 + timedelta(seconds=self.offset)
-
-    def mono(self) -> float:
-        return 1000.0 + self.offset
-
-    def advance(self, seconds: float) -> None:
-        self.offset += seconds
 
 
 def lease(backend: MemoryBackend, holder: str, clocks: Clocks) -> Lease:

@@ -53,7 +53,9 @@ async def test_a_chat_made_by_create_chat_surfaces_its_newest_message_on_another
 
         push = RecordingPushTarget()
         other.hub.register(push)
-        await other.discovery.cycle()  # finds the chat in /me/chats, as a sweep would
+        # Learns the chat from the shared watched list, as its discovery does every interval (the
+        # maker holds the discovery lease, so only the maker walks /me/chats).
+        await other.watched.load()
         for _ in range(3):
             await other.poller.cycle()
         assert [(m.chat_id, m.message_id) for m in push.received] == [(created_id, newest)]

@@ -50,7 +50,7 @@ app.kubernetes.io/part-of: entrabot-fleet
 {{- define "entrabot-fleet.secretName" -}}
 {{- if .Values.secrets.existingSecret -}}
 {{- .Values.secrets.existingSecret -}}
-{{- else if or .Values.secrets.blueprintClientSecret .Values.secrets.mcpStaticTokens .Values.secrets.blobConnectionString -}}
+{{- else if or .Values.secrets.blueprintClientSecret .Values.secrets.mcpStaticTokens .Values.secrets.blobConnectionString .Values.secrets.notificationClientState -}}
 {{- include "entrabot-fleet.fullname" . -}}
 {{- end -}}
 {{- end -}}
@@ -99,7 +99,19 @@ app.kubernetes.io/part-of: entrabot-fleet
 {{- if and .Values.config.mcpJwtAudience (not .Values.config.tenantId) -}}
 {{- fail "config.mcpJwtAudience is set but config.tenantId is not: the service refuses to start. Set the tenant whose tokens /mcp accepts (config.tenantId), or unset config.mcpJwtAudience." -}}
 {{- end -}}
+{{- /* What service/config.py refuses for change notifications. */ -}}
+{{- if and .Values.config.notificationUrl (not (or .Values.secrets.notificationClientState .Values.secrets.existingSecret)) -}}
+{{- fail "config.notificationUrl is set but secrets.notificationClientState is not: the service refuses to start. Set secrets.notificationClientState to a random secret of at most 128 characters (or secrets.existingSecret holding ENTRABOT_NOTIFICATION_CLIENT_STATE)." -}}
+{{- end -}}
+{{- if hasKey .Values.config.extraEnv "ENTRABOT_NOTIFICATION_URL" -}}
+{{- fail "config.extraEnv sets ENTRABOT_NOTIFICATION_URL: set config.notificationUrl instead, so the chart routes POST /graph/notifications through the Ingress and the HTTPRoute and checks the client state." -}}
+{{- end -}}
 {{- if not (or .Values.config.mcpJwtAudience .Values.secrets.mcpStaticTokens .Values.secrets.existingSecret) -}}
 {{- fail "/mcp has no authentication and the pods listen on all interfaces: the service refuses to start. Set config.mcpJwtAudience (with config.tenantId; docs/entra-app-registration.md), or secrets.mcpStaticTokens, or secrets.existingSecret holding ENTRABOT_MCP_STATIC_TOKENS." -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The path Graph posts change notifications to (service/notifications/receiver.py NOTIFICATIONS_PATH). */}}
+{{- define "entrabot-fleet.notificationsPath" -}}
+/graph/notifications
 {{- end -}}
