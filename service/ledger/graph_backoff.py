@@ -165,7 +165,9 @@ class FleetBackoff:
         stored = update.value
         self._adopt(stored if isinstance(stored, BackoffRecord) else mine, self._clock())
         if update.outcome is UpdateOutcome.WRITTEN:
-            log.info("shared a Graph hold with the fleet", extra={
+            # A 5xx hold is news (Graph is failing); a 429 hold is routine under load, so only in debug.
+            level = logging.INFO if mine.status >= 500 else logging.DEBUG
+            log.log(level, "shared a Graph hold with the fleet", extra={
                 "status": mine.status, "route": mine.route,
                 "hold_s": round((mine.until - mine.written_at).total_seconds(), 1)})
 
