@@ -100,6 +100,8 @@ class Replica:
         await self.backend.check()  # before any Graph call: a bad store starts nothing
         log.info("state backend resolved: %s", self.backend.describe())
         await note_ignored_local_poll_state(self.settings.data_dir, is_cloud=self.is_cloud)
+        if self.graph_backoff is not None:
+            await self.graph_backoff.cycle()  # a replica (re)started during an outage holds from its first request
         self.agent = await self._load_agent()
         s = self.settings
         wired = await wire_workers(
@@ -223,7 +225,7 @@ def build_replica(
         backend = get_backend(settings, storage_token_provider=storage_token_provider(tokens), metrics=metrics)
     hub = DeliveryHub(metrics=metrics)
     rid = replica_id or settings.replica_id or default_replica_id()
-    graph_backoff = FleetBackoff(backend, rid, clock=clock, metrics=metrics)
+    graph_backoff = FleetBackoff(backend, rid, metrics=metrics)  # on real time, like the Graph client's holds
     graph = GraphClient(settings.graph_url, tokens, http=http, metrics=metrics, shared_hold=graph_backoff)
     directory = graph.with_tokens(tokens.agent_identity_tokens())
     mcp = build_mcp(settings, hub, metrics=metrics, http_client=http)
