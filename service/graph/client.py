@@ -1,7 +1,8 @@
 """The Graph client: the calls the workers and MCP tools make, over one pooled httpx client.
 
 Every request goes through ``_request``, which applies ``retry_policy`` (429 Retry-After, backoff
-on idempotent 5xx, one token refresh on 401), records ``graph_requests{route, status}`` with a route
+on idempotent 5xx, one token refresh on 401) and ``pacing`` (the client-wide hold after Graph said
+"later", shared with the fleet), records ``graph_requests{route, status}`` with a route
 template (never a raw id) and opens one OpenTelemetry span per attempt. Collections are read page
 by page as async iterators, so a caller can stop as soon as it has what it needs; ``@odata.nextLink``
 is followed only when it points at the configured Graph origin, so the token never leaves it.

@@ -105,18 +105,17 @@ class GraphPacing:
                 return waited  # this request finds out whether Graph is back
             await self._probe.wait()
 
-    def note(self, status: int | None, retry_after: float | None, route: str) -> float | None:
-        """Record one attempt's answer (``status`` None: no answer at all) and free the probe slot.
-        Returns the hold it set or extended, in seconds from now, if any."""
+    def note(self, status: int | None, retry_after: float | None, route: str) -> None:
+        """Record one attempt's answer (``status`` None: no answer at all) and free the probe slot."""
         if self._probe is not None:
             self._probe.set()
             self._probe = None
         if status is None:
-            return None  # no answer says nothing about Graph's load; the call's own retries handle it
+            return  # no answer says nothing about Graph's load; the call's own retries handle it
         if status not in OVERLOADED and not (status >= 500 and retry_after is not None):
             if status < 500:
                 self.failures = 0  # Graph answered (a 404 is an answer too)
-            return None
+            return
         self.failures += 1
         if retry_after is not None:
             hold, cause = min(retry_after, self.rules.max_hold_s), "throttled" if status == 429 else "unavailable"
@@ -124,12 +123,11 @@ class GraphPacing:
             hold, cause = self.rules.backoff(self.failures, self._rng), "backoff"
         until = self._clock() + hold
         if until <= self.until:
-            return None
+            return
         self.until = until
         self._count(cause)
         if retry_after is not None and self._shared is not None:
             self._shared.announce(until, status, route)
-        return hold
 
     def _adopt_shared(self) -> None:
         if self._shared is None:
