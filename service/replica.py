@@ -32,6 +32,7 @@ from service.graph.http_pool import new_http_client
 from service.ledger import WatchedChats, note_ignored_local_poll_state
 from service.clock import Clock, utc_now
 from service.ledger.corrupt_cursors import CorruptCursors
+from service.ledger.graph_backoff import READ_EVERY_S, FleetBackoff
 from service.mcp.auth import check_auth_config
 from service.mcp.server import McpService, build_mcp
 from service.notifications.nudge import first_of
@@ -76,6 +77,7 @@ class Replica:
     gate: SponsorGate = field(init=False)  # the sponsors are read at start; the tenant is the settings'
     directory: GraphClient | None = None  # the agent identity's app-only Graph client (sponsors)
     notifications: Notifications | None = None  # Graph change notifications, when a URL is set
+    graph_backoff: FleetBackoff | None = None  # the fleet's shared Graph hold, read and written by a loop
     supervisor: Supervisor = field(init=False)
     corrupt_cursors: CorruptCursors = field(init=False)
     phase: Phase = Phase.STARTING
@@ -98,6 +100,8 @@ class Replica:
         await self.backend.check()  # before any Graph call: a bad store starts nothing
         log.info("state backend resolved: %s", self.backend.describe())
         await note_ignored_local_poll_state(self.settings.data_dir, is_cloud=self.is_cloud)
+        if self.graph_backoff is not None:
+            await self.graph_backoff.cycle()  # a replica (re)started during an outage holds from its first request
         self.agent = await self._load_agent()
         s = self.settings
         wired = await wire_workers(
@@ -125,6 +129,9 @@ class Replica:
             sup.add("discovery", discovery.cycle, interval_s=discovery.interval_s,
                     first_after_s=discovery.interval_s)
         sup.add("daily_summary", _discard(wired.summary.run_if_due), interval_s=SUMMARY_INTERVAL_S)
+        if self.graph_backoff is not None:
+            sup.add("graph_backoff", self.graph_backoff.cycle, interval_s=READ_EVERY_S,
+                    wake=self.graph_backoff.announced)
         self._supervisor_task = asyncio.create_task(sup.run(), name="supervisor")
         self.phase = Phase.RUNNING
 
@@ -218,12 +225,13 @@ def build_replica(
         is_cloud = isinstance(choose_backend(settings), BlobChoice)
         backend = get_backend(settings, storage_token_provider=storage_token_provider(tokens), metrics=metrics)
     hub = DeliveryHub(metrics=metrics)
-    graph = GraphClient(settings.graph_url, tokens, http=http, metrics=metrics)
-    directory = graph.with_tokens(tokens.agent_identity_tokens())
     rid = replica_id or settings.replica_id or default_replica_id()
+    graph_backoff = FleetBackoff(backend, rid, metrics=metrics)  # on real time, like the Graph client's holds
+    graph = GraphClient(settings.graph_url, tokens, http=http, metrics=metrics, shared_hold=graph_backoff)
+    directory = graph.with_tokens(tokens.agent_identity_tokens())
     mcp = build_mcp(settings, hub, metrics=metrics, http_client=http)
     return Replica(
         settings=settings, backend=backend, is_cloud=bool(is_cloud), http=http, graph=graph, hub=hub, mcp=mcp,
-        metrics=metrics, replica_id=rid, clock=clock, directory=directory,
+        metrics=metrics, replica_id=rid, clock=clock, directory=directory, graph_backoff=graph_backoff,
         notifications=notifications_from_settings(settings, backend, metrics, clock),
     )

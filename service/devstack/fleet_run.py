@@ -48,6 +48,7 @@ from service.devstack.delivery_account import (
 )
 from service.devstack.fault_proxy import FaultProxy, ProxyRule, ProxyStats
 from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
+from service.devstack.graph_outage import GraphOutage, OutageWindow, fleet_reads, rate, run_outage
 from service.devstack.traffic import HumanTraffic
 from service.ledger.chat_cursor import CURSOR_PREFIX, ChatCursor, parse_chat_cursor
 from service.clock import parse_timestamp, utc_now
@@ -103,6 +104,7 @@ class FleetPlan:
     fault_proxy: bool = True  # False: replicas talk to Azurite directly (a benchmark of the bare path)
     proxy_rules: tuple[ProxyRule, ...] = ()  # switched on when traffic starts, off before the final read
     disruptions: tuple[Disruption, ...] = ()
+    graph_outage: GraphOutage | None = None  # every Graph read answered 503 + Retry-After for a while
     random_seed: int = 7
     # A claim the killed replica had not pushed yet was made at most about this long after the
     # message was sent (a poll cycle, the e-mail settle margin, and slack for a busy machine).
@@ -149,6 +151,12 @@ class FleetResult:
     interactions: dict[MessageKey, list[tuple[str, str]]] = field(default_factory=dict)
     # Ledger counters summed over the replicas alive at the end (a restarted one counts since its restart).
     ledger_metrics: dict[str, dict[str, float]] = field(default_factory=dict)
+    traffic_began: float = 0.0  # monotonic, as the emulator's request log
+    # When each of the replicas' Graph reads arrived (monotonic), from the emulator's log, which keeps
+    # the most recent requests only: it is complete from ``graph_log_from`` on.
+    graph_reads: list[float] = field(default_factory=list)
+    graph_log_from: float = 0.0
+    outage: OutageWindow | None = None
 
     def latencies_s(self, *, mail: bool | None = None) -> list[float]:
         """Seconds from each message's creation to its first push (chat only, mail only, or both)."""
@@ -188,9 +196,21 @@ class FleetResult:
                             "delayed": self.proxy.delayed, "upstream_errors": self.proxy.upstream_errors},
             "latency_s": {"chat": _percentiles(chat_latency), "mail": _percentiles(mail_latency)},
             "durations_s": {k: round(v, 1) for k, v in self.durations_s.items()},
+            "graph_reads_per_s": self.read_rates(),
             "final_sigterm_s": {k: round(v, 2) for k, v in self.final_stop_s.items()},
             "workdir": str(self.workdir),
         }
+
+    def read_rates(self) -> dict[str, float] | None:
+        """The fleet's Graph reads per second before, during and after the outage (None without one)."""
+        window = self.outage
+        if window is None:
+            return None
+        last_read = max(self.graph_reads, default=window.ended)
+        after_ends = max(window.ended + 1.0, min(window.ended + window.outage.duration_s, last_read))
+        windows = {"before": (self.traffic_began, window.began), "during": (window.began, window.ended),
+                   "after": (window.ended, after_ends)}
+        return {name: round(rate(self.graph_reads, a, b), 3) for name, (a, b) in windows.items()}
 
     def _loss_json(self, loss: Loss) -> dict[str, Any]:
         m = loss.message
@@ -253,11 +273,15 @@ class FleetRun:
                 proxy.set_rules(plan.proxy_rules)
             traffic_began = time.monotonic()
             chats: list[SentMessage] = []
+            outage: asyncio.Task[OutageWindow] | None = None
             async with httpx.AsyncClient(timeout=30) as http:
                 traffic = HumanTraffic(self.seed, fleet.emulator.base_url, http)
                 async with asyncio.TaskGroup() as group:
                     group.create_task(self._traffic(traffic, chats))
                     group.create_task(self._disrupt(traffic_began, ledger))
+                    if plan.graph_outage is not None:
+                        outage = group.create_task(
+                            run_outage(plan.graph_outage, fleet.emulator.admin_url, http, traffic_began))
             durations["traffic"] = time.monotonic() - traffic_began
             sent = chats + self._mail_sent()
             drain_began = time.monotonic()
@@ -267,6 +291,7 @@ class FleetRun:
                 proxy.clear()
             interactions = await ledger.interactions()
             metrics = await scrape_ledger_metrics([m.base_url for m in fleet.members if m.alive])
+            graph_log = fleet.emulator.stats.recent()
         finally:
             stop.set()
             if host_tasks:
@@ -289,7 +314,9 @@ class FleetRun:
             account=account,
             replica_of_url={m.mcp_url: m.name for m in fleet.members}, durations_s=durations,
             final_stop_s=final_stop, host_connections={h.name: h.connections for h in self.hosts},
-            interactions=interactions, ledger_metrics=metrics,
+            interactions=interactions, ledger_metrics=metrics, traffic_began=traffic_began,
+            graph_reads=fleet_reads(graph_log), graph_log_from=graph_log[0].monotonic if graph_log else 0.0,
+            outage=outage.result() if outage is not None else None,
         )
 
     # --- phases ---
@@ -470,6 +497,8 @@ _LEDGER_SERIES = {
     "entrabot_cas_conflicts_total": ("ledger",),
     "entrabot_email_settle_total": ("outcome",),
     "entrabot_blob_operations_total": ("op", "outcome"),
+    "entrabot_graph_holds_total": ("cause",),
+    "entrabot_graph_fleet_backoff_events_total": ("event",),
 }
 
 

@@ -1,7 +1,8 @@
 """The Graph client: the calls the workers and MCP tools make, over one pooled httpx client.
 
 Every request goes through ``_request``, which applies ``retry_policy`` (429 Retry-After, backoff
-on idempotent 5xx, one token refresh on 401), records ``graph_requests{route, status}`` with a route
+on idempotent 5xx, one token refresh on 401) and ``pacing`` (the client-wide hold after Graph said
+"later", shared with the fleet), records ``graph_requests{route, status}`` with a route
 template (never a raw id) and opens one OpenTelemetry span per attempt. Collections are read page
 by page as async iterators, so a caller can stop as soon as it has what it needs; ``@odata.nextLink``
 is followed only when it points at the configured Graph origin, so the token never leaves it.
@@ -36,6 +37,7 @@ from service.graph.errors import (
 )
 from service.graph.http_pool import new_http_client
 from service.graph.models import Chat, ChatMember, ChatMessage, DirectoryObjectRef, MailMessage, User
+from service.graph.pacing import GraphPacing, PacingRules, SharedHold
 from service.graph.pages import Page, parse_item, parse_page
 from service.graph.subscription_model import GraphSubscription
 from service.graph.retry_policy import Action, RetryPolicy, Step, next_step
@@ -74,6 +76,7 @@ class GraphClient:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
+        shared_hold: SharedHold | None = None,
     ) -> None:
         base = httpx.URL(base_url.rstrip("/"))
         if base.scheme not in _DEFAULT_PORTS or not base.host:
@@ -91,17 +94,20 @@ class GraphClient:
         self._clock = clock
         self._sleep = sleep
         self._rng = rng or random.Random()
-        # Graph's limits are per app, and a throttled request counts against them: after a 429 every
-        # request of this client waits out the Retry-After, not only the one that got it. Otherwise the
-        # other concurrent reads keep the window full and the replica throttles itself for good.
-        self._throttled_until = 0.0
+        # Graph's limits are per app, and a throttled request counts against them: after a 429 (or a
+        # 5xx saying "later") every request of this client waits, not only the one that got it, or the
+        # other concurrent reads keep the window full. ``shared_hold`` carries such holds across the fleet.
+        self._pacing = GraphPacing(PacingRules(max_hold_s=self._policy.max_retry_after), clock=clock, sleep=sleep,
+                                   rng=self._rng, shared=shared_hold, metrics=metrics)
 
     def with_tokens(self, token_provider: TokenProvider) -> GraphClient:
-        """This client's Graph, connections, metrics and retry rules, acting with other tokens (the agent
-        identity's app-only ones, for the directory reads Graph takes no delegated token for)."""
-        return GraphClient(self._base, token_provider, http=self._http, metrics=self._metrics,
-                           retry_policy=self._policy, scope=self._scope, clock=self._clock, sleep=self._sleep,
-                           rng=self._rng)
+        """This client's Graph, connections, metrics, retry rules and holds, acting with other tokens (the
+        agent identity's app-only ones, for the directory reads Graph takes no delegated token for)."""
+        client = GraphClient(self._base, token_provider, http=self._http, metrics=self._metrics,
+                             retry_policy=self._policy, scope=self._scope, clock=self._clock, sleep=self._sleep,
+                             rng=self._rng)
+        client._pacing = self._pacing  # one app's budget: a hold on either client holds both
+        return client
 
     async def aclose(self) -> None:
         """Close the HTTP client if this GraphClient created it (a shared one belongs to the app)."""
@@ -410,11 +416,11 @@ class GraphClient:
         while True:
             attempt += 1
             token = await self._tokens.get_token(self._scope)
-            if self._throttled_until > waited_out and (wait := self._throttled_until - self._clock()) > 0:
-                await self._sleep(wait)
+            waited_out = await self._pacing.admit(waited_out)
             try:
                 response = await self._send(method, url, route, token.token, json, attempt)
             except httpx.TransportError as exc:
+                self._pacing.note(None, None, route)
                 sent = not isinstance(exc, _NOT_SENT)
                 step = self._decide(None, idempotent, sent, attempt, refreshed, None)
                 if step.action is Action.RETRY:
@@ -425,21 +431,25 @@ class GraphClient:
                     + ("; it may have been carried out, do not repeat it blindly" if sent and not idempotent else ""),
                     outcome_unknown=sent and not idempotent,
                 ) from None
+            except BaseException:
+                self._pacing.note(None, None, route)  # cancelled mid-request: free the probe slot
+                raise
             step = self._decide(
                 response.status_code, idempotent, True, attempt, refreshed, response.headers.get("Retry-After")
             )
-            if response.status_code == 429 and step.retry_after is not None:
-                hold = min(step.retry_after, self._policy.max_retry_after)
-                self._throttled_until = max(self._throttled_until, self._clock() + hold)
-                if step.action is Action.RETRY and step.delay >= hold:
-                    waited_out = self._throttled_until
+            self._pacing.note(response.status_code, step.retry_after, route)
             if step.action is Action.REFRESH:
                 self._tokens.invalidate(self._scope, token.token)
                 refreshed = True
                 attempt -= 1  # the resend after a refresh is not a retry of a failure
                 continue
             if step.action is Action.RETRY:
-                await self._sleep(step.delay)
+                # One sleep covers both this call's retry delay and the client's hold, if longer.
+                delay = step.delay
+                if self._pacing.until > waited_out:
+                    delay = max(delay, self._pacing.until - self._clock())
+                    waited_out = self._pacing.until
+                await self._sleep(delay)
                 continue
             if response.is_success:
                 return response

@@ -140,6 +140,19 @@ class Metrics:
         self.graph_throttles = Counter(
             "entrabot_graph_throttles", "Graph 429 answers by route", ["route"], registry=r
         )
+        self.graph_holds = Counter(
+            "entrabot_graph_holds", "Holds of every Graph request of this replica, by cause: throttled (429 with "
+            "Retry-After), unavailable (5xx with Retry-After), backoff (429/502/503/504 without), fleet (another "
+            "replica's, read from the shared backoff)", ["cause"], registry=r,
+        )
+        self.graph_fleet_backoff_seconds = Gauge(
+            "entrabot_graph_fleet_backoff_seconds", "Seconds left of the fleet-wide Graph hold as this replica "
+            "last read it (0: none)", registry=r,
+        )
+        self.graph_fleet_backoff_events = Counter(
+            "entrabot_graph_fleet_backoff_events", "Shared Graph backoff record: written, already (a longer hold "
+            "was stored), conflict, read_failed, corrupt, implausible", ["event"], registry=r,
+        )
         self.graph_malformed_items = Counter(
             "entrabot_graph_malformed_items", "Graph items skipped as unreadable, by kind", ["kind"], registry=r
         )
