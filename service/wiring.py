@@ -91,14 +91,15 @@ async def wire_workers(
     chat_ledger = ChatLedger(backend, clock=clock, metrics=metrics, corrupt=corrupt_cursors)
     hint_log = HintLog(backend, clock=clock)
 
-    def lease(role: str) -> Lease:
-        return Lease(backend, role, replica_id, clock=clock, metrics=metrics)
+    def lease(role: str, ttl: timedelta = Lease.ttl, margin: timedelta = Lease.margin) -> Lease:
+        return Lease(backend, role, replica_id, ttl=ttl, margin=margin, clock=clock, metrics=metrics)
 
-    scanner = ChatScanner(graph, lease(chat_scan.ROLE), hint_log, watched,
+    scanner = ChatScanner(graph, lease(chat_scan.ROLE, ttl=chat_scan.LEASE_TTL, margin=chat_scan.LEASE_MARGIN),
+                          hint_log, watched,
                           interval_s=settings.chat_scan_interval_s,
                           relaxed_interval_s=settings.chat_scan_relaxed_interval_s,
                           notifications_flowing=notifications_flowing, clock=clock, metrics=metrics)
-    sweep = ChatSweep(graph, lease(chat_sweep.ROLE), hint_log, chat_ledger, watched,
+    sweep = ChatSweep(graph, lease(chat_sweep.ROLE, ttl=chat_scan.LEASE_TTL, margin=chat_scan.LEASE_MARGIN), hint_log, chat_ledger, watched,
                       interval_s=settings.chat_sweep_interval_s, clock=clock, metrics=metrics)
     chat_poller = ChatPoller(
         graph=graph, ledger=chat_ledger, watched=watched, hub=hub, agent=agent, recorder=recorder,

@@ -112,6 +112,7 @@ class Lease:
     _etag: str | None = None
     _valid_until: float = field(default=float("-inf"))
     _next_attempt: float = field(default=float("-inf"))
+    _in_doubt: str | None = None  # the record of a write whose outcome is unknown, as rendered
 
     def __post_init__(self) -> None:
         if self.margin >= self.ttl:
@@ -146,6 +147,11 @@ class Lease:
         now = self.clock()
         current = read.value if read.outcome is ReadOutcome.PRESENT else None
         self.last_known = current
+        if self._in_doubt is not None and current is not None and render_lease(current) == self._in_doubt:
+            # Our uncertain write did land (only we write our holder id with that epoch and
+            # timestamp): the record is ours, renewed from here instead of left to expire.
+            self._etag = read.etag
+        self._in_doubt = None
         step = decide_step(current, me=self.holder, our_etag=self._etag, read_etag=read.etag, now=now)
         if step is LeaseStep.HELD_ELSEWHERE:
             return self._lose(step)
@@ -163,7 +169,9 @@ class Lease:
             # The write may still land; until a later read proves the record ours, act as if not.
             log.warning("lease write outcome unknown; not acting in the role",
                         extra={"role": self.role, "error": type(exc).__name__})
-            return self._lose(LeaseStep.LOST)
+            step = self._lose(LeaseStep.LOST)
+            self._in_doubt = render_lease(record)
+            return step
         was_held = self.held()
         self._etag, self.epoch, self.last_known = etag, epoch, record
         self._valid_until = started + (self.ttl - self.margin).total_seconds()

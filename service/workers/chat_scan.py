@@ -42,6 +42,10 @@ from service.telemetry.metrics import Metrics
 log = logging.getLogger(__name__)
 
 ROLE = "chat_scanner"
+# Short: while no replica scans, every chat message waits for the sweep, and a scanner that acts for
+# a moment beside its successor only writes hints twice (readers compare them with the cursors).
+LEASE_TTL = timedelta(seconds=10)
+LEASE_MARGIN = timedelta(seconds=3)
 # Graph sets a preview's time when the message is created; a preview may become visible a little
 # later than a newer one of another chat. Re-reading this much before the last scan's newest costs
 # nothing (the page is read anyway) and keeps such a chat from falling between two scans.
