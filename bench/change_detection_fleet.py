@@ -118,14 +118,18 @@ class ModeFleet:
         await asyncio.gather(*(asyncio.to_thread(m.terminate) for m in alive if replica_id(m) not in keep))
         return [m for m in alive if replica_id(m) in keep]
 
-    async def wait_for_live_holder(self, role: str, timeout_s: float) -> str | None:
-        """The role's holder once it is a live replica (None at once when no lease was ever taken:
-        a build without the role; after ``timeout_s``, the holder as it stands)."""
+    async def wait_for_live_holder(self, role: str, timeout_s: float, *, await_lease: bool = False) -> str | None:
+        """The role's holder once it is a live replica; after ``timeout_s``, the holder as it stands.
+        Without a lease: None at once (a build without the role), or with ``await_lease`` once
+        ``timeout_s`` has passed without one appearing."""
         deadline = time.monotonic() + timeout_s
         while True:
             record = await self.lease(role)
             if record is None:
-                return None
+                if not await_lease or time.monotonic() >= deadline:
+                    return None
+                await asyncio.sleep(POLL_S)
+                continue
             if record.holder in {replica_id(m) for m in self.alive} or time.monotonic() >= deadline:
                 return record.holder
             await asyncio.sleep(POLL_S)
@@ -268,9 +272,10 @@ async def scanner_takeover(mf: ModeFleet, http: httpx.AsyncClient, hosts: Sequen
     """SIGKILL the replica named in leases/chat_scanner.json, post one message at once, and time: the
     lease naming another live replica, the first scan hint for that message's chat, the message reaching
     a host. Not measured when no replica takes the scanner lease within ``lease_wait_s``."""
-    holder = await mf.wait_for_live_holder(SCANNER_ROLE, lease_wait_s)
+    holder = await mf.wait_for_live_holder(SCANNER_ROLE, lease_wait_s, await_lease=True)
     if holder is None:
-        return {"measured": False, "reason": "not measured: no scanner lease"}
+        return {"measured": False, "reason": f"not measured: no scanner lease ({lease_key(SCANNER_ROLE)} absent "
+                                             f"after {lease_wait_s:.0f} s)"}
     victim = next((m for m in mf.alive if replica_id(m) == holder), None)
     if victim is None:
         return {"measured": False, "reason": f"not measured: the lease holder {holder} is not a live replica"}

@@ -1,5 +1,6 @@
-"""How big each benchmark runs: ``full`` (make bench, ≤ ~15 min on 2 cores), ``quick`` (a smoke run of
-≤ ~3 min) and ``tiny`` (the test suite's smoke test). Every duration here bounds a loop."""
+"""How big each benchmark runs: ``full`` (make bench: ~15 min on 2 cores, plus ~20 min for the change
+detection matrix), ``quick`` (a smoke run of ≤ ~3 min, plus ~5 min for change detection) and ``tiny``
+(the test suite's smoke test). Every duration here bounds a loop."""
 
 from __future__ import annotations
 
