@@ -17,7 +17,7 @@ on Graph's real limits (the strict emulator) and Azurite:
 
 Windows of each step (full profile; ``--quick`` halves them, see bench/profiles.py):
 
-- settle (≤ 30 s): hosts connect; wait until every replica has made two chat-poll cycles since, the
+- settle (≤ 20 s): hosts connect; wait until every replica has made two chat-poll cycles since, the
   scanner lease names a live replica, and (notifications) a chat subscription exists. Bounded and not
   fatal: a fleet that never settles is measured anyway and the row says so (``steady_after_s`` null);
 - idle (15 s): nobody posts. Fleet Graph requests/s by route and the 429s, from the emulator;
@@ -42,9 +42,12 @@ Also measured once:
   window of that step is given beside it, as the proxy's noise floor. The emulator's count of dropped
   notifications is the expected order of magnitude.
 
-Expected duration on 2 quiet cores: full ≈ 20 min (6 fleets × 3 steps × ~55 s, plus fleet starts,
-takeover and sweep; every wait bounded, at most ~40 min); ``--quick`` ≈ 5 min. Targets (issue 14) are
-reported against, never asserted: see ``change_detection_stats.target_checks``.
+Expected duration on 2 cores: full ≈ 20 min when fleets settle quickly (6 fleets × 3 steps × ~55 s;
+pre-seeding 10,000 chats takes 25–50 s per fleet, starting 6 replicas ~20 s; takeover ≤ 60 s, sweep
+≤ 80 s); with every wait at its bound (a build whose fleets never settle, like the one before shared
+change detection) ≈ 28 min. ``--quick`` (3 modes × 1,000 chats × 3 and 1 replicas, shorter windows)
+≈ 6 min. Targets (issue 14) are reported against, never asserted: see
+``change_detection_stats.target_checks``; a row measured before its fleet settled is marked "not steady".
 """
 
 from __future__ import annotations
@@ -64,7 +67,6 @@ from bench.change_detection_fleet import (
     BusyWork,
     ModeFleet,
     Window,
-    idle_for,
     measure_window,
     mode_fleet,
     scanner_takeover,
@@ -78,10 +80,10 @@ from bench.change_detection_stats import (
     route_rates,
     target_checks,
 )
-from bench.fleet_harness import connected_hosts
+from bench.fleet_harness import connected_hosts, idle_for
 from bench.profiles import ChangeDetectionProfile
 from bench.report import envelope, load_average, machine_line, markdown_table
-from bench.session import BenchSession, add_session_arguments, session_from_arguments
+from bench.session import BenchSession, run_standalone
 from bench.stats import ratio
 from service.config import Settings
 from service.devstack.channel_host import ChannelHost
@@ -283,38 +285,35 @@ def _numbers(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in _names(text))
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(prog=f"python -m bench.{NAME}", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_session_arguments(parser)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--modes", help=f"comma-separated subset of {','.join(MODES)}")
     parser.add_argument("--chats", help="comma-separated chat counts, e.g. 1000,10000")
     parser.add_argument("--replicas", help="comma-separated replica counts, e.g. 6,3,1")
-    args = parser.parse_args(argv)
-    with session_from_arguments(args) as session:
-        profile = session.profile.change_detection
-        overrides: dict[str, Any] = {}
-        if args.modes:
-            modes = _names(args.modes)
-            if unknown := [m for m in modes if m not in MODES]:
-                parser.error(f"--modes: unknown {', '.join(unknown)}; choose from {', '.join(MODES)}")
-            overrides["modes"] = modes
-        try:
-            if args.chats:
-                overrides["chat_counts"] = _numbers(args.chats)
-            if args.replicas:
-                overrides["replicas"] = _numbers(args.replicas)
-        except ValueError:
-            parser.error("--chats and --replicas take comma-separated whole numbers, e.g. 1000,10000")
-        if any(n < 1 for n in (*overrides.get("chat_counts", ()), *overrides.get("replicas", ()))):
-            parser.error("--chats and --replicas must be at least 1")
-        session.profile = replace(session.profile, change_detection=replace(profile, **overrides))
-        if session.keep_workdir:
-            print(f"replica logs and data in {session.workdir}", flush=True)
-        result = asyncio.run(run(session))
-        session.write(NAME, result, markdown(result))
-        print(markdown(result))
-    return result
+
+
+def apply_arguments(args: argparse.Namespace, session: BenchSession, parser: argparse.ArgumentParser) -> None:
+    """Narrow (or widen) the profile's matrix to the options given."""
+    overrides: dict[str, Any] = {}
+    if args.modes:
+        modes = _names(args.modes)
+        if unknown := [m for m in modes if m not in MODES]:
+            parser.error(f"--modes: unknown {', '.join(unknown)}; choose from {', '.join(MODES)}")
+        overrides["modes"] = modes
+    try:
+        if args.chats:
+            overrides["chat_counts"] = _numbers(args.chats)
+        if args.replicas:
+            overrides["replicas"] = _numbers(args.replicas)
+    except ValueError:
+        parser.error("--chats and --replicas take comma-separated whole numbers, e.g. 1000,10000")
+    if any(n < 1 for n in (*overrides.get("chat_counts", ()), *overrides.get("replicas", ()))):
+        parser.error("--chats and --replicas must be at least 1")
+    session.profile = replace(session.profile, change_detection=replace(session.profile.change_detection,
+                                                                        **overrides))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    return run_standalone(NAME, run, markdown, argv, __doc__ or NAME, add_arguments, apply_arguments)
 
 
 if __name__ == "__main__":

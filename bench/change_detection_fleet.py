@@ -209,15 +209,6 @@ async def measure_window(mf: ModeFleet, members: Sequence[ReplicaProcess], http:
     return Window(round(seconds, 2), graph, usage, {rid: after[rid].minus(before[rid]) for rid in after})
 
 
-def idle_for(seconds: float) -> Callable[[], Awaitable[float]]:
-    async def idle() -> float:
-        began = time.monotonic()
-        await asyncio.sleep(seconds)
-        return time.monotonic() - began
-
-    return idle
-
-
 @dataclass
 class BusyWork:
     """Humans post for ``window_s``, then a bounded wait until every message reached a host."""

@@ -69,7 +69,11 @@ def _check(target: str, where: str, value: float | None, limit: float) -> Target
 
 
 def _where(row: Mapping[str, Any]) -> str:
-    return f"{row['mode']}, {row['chats']:,} chats, {row['replicas']} replica(s), {row['window']}"
+    """The row's place in the matrix; flagged when the fleet never reached steady polling before the
+    window (its figures then describe a fleet still starting, e.g. an idle rate of 0 while busy elsewhere)."""
+    steady = row.get("settle", {}).get("steady_after_s") is not None
+    return (f"{row['mode']}, {row['chats']:,} chats, {row['replicas']} replica(s), {row['window']}"
+            + ("" if steady else " (not steady)"))
 
 
 def target_checks(rows: Sequence[Mapping[str, Any]]) -> list[TargetCheck]:

@@ -86,7 +86,7 @@ PROFILES = {
         run_claim_ledger=True,
         change_detection=ChangeDetectionProfile(
             modes=("ordered", "notifications", "unordered"), chat_counts=(1000, 10_000), replicas=(6, 3, 1),
-            idle_s=15, busy_s=20, busy_rate_per_s=2.0, drain_max_s=15, settle_max_s=30, takeover_max_s=60,
+            idle_s=15, busy_s=20, busy_rate_per_s=2.0, drain_max_s=15, settle_max_s=20, takeover_max_s=60,
             sweep_busy_s=20),
     ),
     "quick": Profile(
