@@ -96,15 +96,18 @@ LATE_THRESHOLD_S = NOTIFICATION_LATENCY_MS / 1000 + DEFAULT_CHAT_POLL_S + LATE_S
 SWEEP_REPLICAS = 3
 
 
-def window_row(mf: ModeFleet, replicas: int, name: str, window: Window, settled: dict[str, Any],
+def window_row(mf: ModeFleet, replicas: int, live: int, name: str, window: Window, settled: dict[str, Any],
                delivery: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One window of one step; ``replicas`` is the step's count, ``live`` how many replicas ran it (fewer
+    only if one died, e.g. after the takeover's SIGKILL)."""
     graph = window.graph
     by_route = graph["by_route"]
     seconds = window.seconds
     shares = [u["cpu_core_share"] for u in window.usage.values() if u["cpu_core_share"] is not None]
     rss = [u["rss_mib"]["max"] for u in window.usage.values() if u["rss_mib"]["max"] is not None]
     row: dict[str, Any] = {
-        "mode": mf.mode, "chats": mf.chats, "replicas": replicas, "window": name, "seconds": seconds,
+        "mode": mf.mode, "chats": mf.chats, "replicas": replicas, "replicas_live": live, "window": name,
+        "seconds": seconds,
         "graph_req_per_s": round(graph["requests"] / seconds, 3) if seconds else 0.0,
         "req_per_s_by_route": route_rates(by_route, seconds),
         "by_route": by_route,
@@ -135,7 +138,9 @@ def _summed(window: Window, metric: str, label: str) -> dict[str, int]:
 
 
 async def sweep_recovery(mf: ModeFleet, members: list[ReplicaProcess], http: httpx.AsyncClient,
-                         hosts: Sequence[ChannelHost], profile: ChangeDetectionProfile, clean_latencies: list[float]) -> dict[str, Any]:
+                         hosts: Sequence[ChannelHost], profile: ChangeDetectionProfile,
+                         clean_latencies: list[float]) -> dict[str, Any]:
+    """Busy traffic with a share of the notifications dropped; see the module docstring."""
     assert profile.sweep_busy_s is not None
     await mf.emulator_admin(http, "POST", "/notifications/stats/reset")
     await mf.emulator_admin(http, "POST", "/notifications/faults",
@@ -194,10 +199,10 @@ async def run(session: BenchSession) -> dict[str, Any]:
                     async with connected_hosts(members) as hosts:
                         settled = await settle(mf, members, http, p.settle_max_s)
                         idle = await measure_window(mf, members, http, idle_for(p.idle_s))
-                        rows.append(window_row(mf, n, "idle", idle, settled))
+                        rows.append(window_row(mf, n, len(members), "idle", idle, settled))
                         work = BusyWork(mf, hosts, http, p.busy_rate_per_s, p.busy_s, p.drain_max_s)
                         busy = await measure_window(mf, members, http, work)
-                        rows.append(window_row(mf, n, "busy", busy, settled, work.outcome()))
+                        rows.append(window_row(mf, n, len(members), "busy", busy, settled, work.outcome()))
                         if (takeover is None and p.takeover_max_s is not None and mode == "ordered"
                                 and chats == smallest and n == takeover_step):
                             takeover = await scanner_takeover(mf, http, hosts, p.settle_max_s, p.takeover_max_s)
@@ -270,7 +275,8 @@ def _sweep_line(s: dict[str, Any]) -> str:
     if not s["measured"]:
         return str(s["reason"])
     return (f"{s['mode']}, {s['chats']:,} chats, {s['replicas']} replicas, {s['drop_fraction']:.0%} of "
-            f"notifications dropped ({s['notifications_dropped']} of {s['notifications_sent'] + s['notifications_dropped']}): "
+            f"notifications dropped ({s['notifications_dropped']} of "
+            f"{s['notifications_sent'] + s['notifications_dropped']}): "
             f"{s['delivered']}/{s['posted']} delivered, {s['missing']} missing, {s['duplicates']} duplicates; "
             f"{s['recovered_late']} arrived later than {s['late_threshold_s']} s (recovered by the scan or sweep; "
             f"share {s['late_share']}, vs {s['clean_window_late_share']} with no drops); latency p99 "
