@@ -251,6 +251,7 @@ async def settle(mf: ModeFleet, members: Sequence[ReplicaProcess], http: httpx.A
     out: dict[str, Any] = {"steady_after_s": steady_s, "scanner": await mf.wait_for_live_holder(SCANNER_ROLE, left)}
     if mf.mode == "notifications":
         out["chat_subscription"] = await mf.wait_for_chat_subscription(http, max(left, SUBSCRIPTION_WAIT_S))
+        out["subscription_manager"] = await mf.wait_for_live_holder(MANAGER_ROLE, 1.0)
     out["settle_s"] = round(time.monotonic() - began, 2)
     return out
 
