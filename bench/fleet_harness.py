@@ -9,7 +9,7 @@ import contextlib
 import random
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -120,6 +120,17 @@ class SteadyPoster:
             self.posted.append(await self.traffic.post_chat(user, chat_id, f"benchmark message {n}"))
         await asyncio.sleep(max(0.0, began + self.window_s - time.monotonic()))  # the window is the same length
         return time.monotonic() - began
+
+
+def idle_for(seconds: float) -> Callable[[], Awaitable[float]]:
+    """A window's work when nobody posts: wait ``seconds``; returns how long it lasted."""
+
+    async def idle() -> float:
+        began = time.monotonic()
+        await asyncio.sleep(seconds)
+        return time.monotonic() - began
+
+    return idle
 
 
 def human_traffic(fleet: LocalFleet, http: httpx.AsyncClient) -> HumanTraffic:

@@ -1,5 +1,6 @@
-"""How big each benchmark runs: ``full`` (make bench, ≤ ~15 min on 2 cores), ``quick`` (a smoke run of
-≤ ~3 min) and ``tiny`` (the test suite's smoke test). Every duration here bounds a loop."""
+"""How big each benchmark runs: ``full`` (make bench: ~15 min on 2 cores, plus ~20 min for the change
+detection matrix), ``quick`` (a smoke run of ≤ ~3 min, plus ~5 min for change detection) and ``tiny``
+(the test suite's smoke test). Every duration here bounds a loop."""
 
 from __future__ import annotations
 
@@ -42,11 +43,39 @@ class LoadProfile:
 
 
 @dataclass(frozen=True)
+class ChangeDetectionProfile:
+    """The change-detection matrix: mode × chat count × replica count, an idle and a busy window each,
+    plus the scanner takeover and the sweep recovery (see bench/change_detection.py)."""
+
+    modes: tuple[str, ...]
+    chat_counts: tuple[int, ...]
+    replicas: tuple[int, ...]  # measured largest first: one fleet per (mode, chats), shrunk step by step
+    idle_s: float
+    busy_s: float
+    busy_rate_per_s: float
+    drain_max_s: float  # after the busy window, until every message reached a host
+    settle_max_s: float  # before each step's windows: steady polling, the scanner lease on a live replica
+    takeover_max_s: float | None  # None: not measured
+    sweep_busy_s: float | None  # None: not measured
+    sweep_drain_max_s: float = 60.0
+    sweep_drop_fraction: float = 0.1
+
+    def upper_bound_s(self) -> float:
+        """What the matrix takes at most, besides starting the fleets (every wait at its bound)."""
+        step = self.settle_max_s + self.idle_s + self.busy_s + self.drain_max_s
+        total = len(self.modes) * len(self.chat_counts) * len(self.replicas) * step
+        total += self.takeover_max_s or 0.0
+        total += (self.sweep_busy_s or 0.0) + (self.sweep_drain_max_s if self.sweep_busy_s else 0.0)
+        return total
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     traffic: TrafficProfile
     load: LoadProfile
     run_claim_ledger: bool
+    change_detection: ChangeDetectionProfile
 
 
 PROFILES = {
@@ -55,17 +84,28 @@ PROFILES = {
         TrafficProfile(replicas=(1, 2, 3), chats=10, rate_per_s=4.0, window_s=40),
         LoadProfile(chat_counts=(100, 1000), no_host_s=20, steady_s=45, busy_rate_per_s=2.0, cold_starts=3),
         run_claim_ledger=True,
+        change_detection=ChangeDetectionProfile(
+            modes=("ordered", "notifications", "unordered"), chat_counts=(1000, 10_000), replicas=(6, 3, 1),
+            idle_s=15, busy_s=20, busy_rate_per_s=2.0, drain_max_s=15, settle_max_s=20, takeover_max_s=60,
+            sweep_busy_s=20),
     ),
     "quick": Profile(
         "quick",
         TrafficProfile(replicas=(1, 2), chats=6, rate_per_s=3.0, window_s=15),
         LoadProfile(chat_counts=(100,), no_host_s=10, steady_s=20, busy_rate_per_s=2.0, cold_starts=1),
         run_claim_ledger=False,
+        change_detection=ChangeDetectionProfile(
+            modes=("ordered", "notifications", "unordered"), chat_counts=(1000,), replicas=(3, 1),
+            idle_s=8, busy_s=10, busy_rate_per_s=2.0, drain_max_s=12, settle_max_s=20, takeover_max_s=30,
+            sweep_busy_s=10, sweep_drain_max_s=30),
     ),
     "tiny": Profile(
         "tiny",
         TrafficProfile(replicas=(1,), chats=3, rate_per_s=2.0, window_s=6, drain_max_s=2 * DEFAULT_CADENCE_S + 10),
         LoadProfile(chat_counts=(5,), no_host_s=3, steady_s=6, busy_rate_per_s=1.0, cold_starts=1),
         run_claim_ledger=False,
+        change_detection=ChangeDetectionProfile(
+            modes=("ordered",), chat_counts=(20,), replicas=(1,), idle_s=3, busy_s=5, busy_rate_per_s=1.0,
+            drain_max_s=2 * DEFAULT_CADENCE_S + 10, settle_max_s=30, takeover_max_s=None, sweep_busy_s=None),
     ),
 }

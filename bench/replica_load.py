@@ -33,6 +33,7 @@ from bench.fleet_harness import (
     delivery_outcome,
     graph_window,
     human_traffic,
+    idle_for,
     running_fleet,
     wait_for_deliveries,
     wait_until_polling,
@@ -125,15 +126,6 @@ async def _phase(name: str, fleet: LocalFleet, member: ReplicaProcess, http: htt
     )
 
 
-def _idle_for(seconds: float) -> Callable[[], Awaitable[float]]:
-    async def idle() -> float:
-        began = time.monotonic()
-        await asyncio.sleep(seconds)
-        return time.monotonic() - began
-
-    return idle
-
-
 async def _watched(http: httpx.AsyncClient, member: ReplicaProcess) -> int:
     body = (await http.get(f"{member.base_url}/readyz", timeout=5)).json()
     return int(body.get("watched_chats", 0))
@@ -147,12 +139,12 @@ async def run_load(session: BenchSession, chats: int, profile: LoadProfile) -> L
         member = fleet.members[0]
         colds = [await _cold_start(fleet, member, http) for _ in range(profile.cold_starts)]
         watched = await _watched(http, member)
-        phases = {"no_host": await _phase("no_host", fleet, member, http, _idle_for(profile.no_host_s))}
+        phases = {"no_host": await _phase("no_host", fleet, member, http, idle_for(profile.no_host_s))}
         fleet.emulator.stats.reset()
         async with connected_hosts([member]) as hosts:
             warmup = await wait_until_polling(http, [member], profile.warmup_max_s(chats))
             warmup_graph = graph_window(fleet.emulator.stats, seed, warmup).as_dict()
-            phases["idle"] = await _phase("idle", fleet, member, http, _idle_for(window))
+            phases["idle"] = await _phase("idle", fleet, member, http, idle_for(window))
             poster = SteadyPoster(seed, human_traffic(fleet, http), profile.busy_rate_per_s, window)
             busy = await _phase("busy", fleet, member, http, poster.run)
             await wait_for_deliveries(hosts, poster.posted, window)

@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -89,19 +89,31 @@ def session_from_arguments(args: argparse.Namespace) -> BenchSession:
     return BenchSession(profile, results_dir=args.results, keep_workdir=args.keep_logs)
 
 
-Benchmark = Callable[[BenchSession], Awaitable[dict[str, Any]]]
+Benchmark = Callable[[BenchSession], Coroutine[Any, Any, dict[str, Any]]]  # asyncio.run takes a coroutine
+
+
+# Options of one benchmark beyond the session's: added to its parser, then applied to the session
+# (e.g. narrowing the profile); ``parser.error`` reports a bad value.
+ExtraArguments = Callable[[argparse.ArgumentParser], None]
+ApplyArguments = Callable[[argparse.Namespace, BenchSession, argparse.ArgumentParser], None]
 
 
 def run_standalone(name: str, run: Benchmark, markdown: Callable[[dict[str, Any]], str],
-                   argv: list[str] | None, description: str) -> dict[str, Any]:
+                   argv: list[str] | None, description: str, extra_arguments: ExtraArguments | None = None,
+                   apply_arguments: ApplyArguments | None = None) -> dict[str, Any]:
     """``python -m bench.<name>``: parse the session options, run, write the JSON and markdown."""
-    parser = argparse.ArgumentParser(prog=f"python -m bench.{name}", description=description)
+    parser = argparse.ArgumentParser(prog=f"python -m bench.{name}", description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     add_session_arguments(parser)
+    if extra_arguments is not None:
+        extra_arguments(parser)
     args = parser.parse_args(argv)
     with session_from_arguments(args) as session:
+        if apply_arguments is not None:
+            apply_arguments(args, session, parser)
         if session.keep_workdir:
             print(f"replica logs and data in {session.workdir}", flush=True)
-        result = asyncio.run(run(session))
+        result: dict[str, Any] = asyncio.run(run(session))
         session.write(name, result, markdown(result))
         print(markdown(result))
     return result

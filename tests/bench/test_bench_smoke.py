@@ -15,7 +15,7 @@ from bench.__main__ import main as run_benchmarks
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-FLEET_BENCHMARKS = ("graph_cost", "footprint", "delivery_latency", "claim_efficiency")
+FLEET_BENCHMARKS = ("graph_cost", "footprint", "delivery_latency", "claim_efficiency", "change_detection")
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,8 @@ def test_runner_writes_every_result_and_a_summary_naming_each(tiny_results: Path
     for name in FLEET_BENCHMARKS:
         assert (tiny_results / f"{name}.json").is_file()
         assert (tiny_results / f"{name}.md").read_text().startswith("## ")
-    for heading in ("## Graph cost", "## Footprint", "## Delivery latency", "## Claim efficiency"):
+    for heading in ("## Graph cost", "## Footprint", "## Delivery latency", "## Claim efficiency",
+                    "## Change detection"):
         assert heading in summary
     assert "Command: `python -m bench --tiny" in summary
     assert "FAILED" not in summary
@@ -82,6 +83,24 @@ def test_claim_efficiency_counts_every_claim_once(tiny_results: Path) -> None:
     assert row["cas_attempts"] >= row["claims_by_outcome"]["claimed"]
     assert row["claimed_messages"] == row["delivered"] > 0
     assert row["exactly_once"] is True
+
+
+def test_change_detection_measures_an_idle_and_a_busy_window_on_a_preseeded_fleet(tiny_results: Path) -> None:
+    data = result(tiny_results, "change_detection")
+    (fleet,) = data["fleets"]
+    assert fleet["cursors_written"] == fleet["chats"] == 20
+    idle, busy = data["rows"]
+    assert (idle["window"], busy["window"]) == ("idle", "busy")
+    assert busy["delivery"]["posted"] > 0
+    assert busy["delivery"]["delivered"] == busy["delivery"]["posted"]
+    assert busy["delivery"]["duplicates"] == 0
+    # Delivering needs at least one read of a chat's messages, and every read is counted by route.
+    assert busy["chat_message_reads_per_delivered"] > 0
+    assert any("/chats/{id}/messages" in route for route in busy["req_per_s_by_route"])
+    for row in (idle, busy):
+        assert row["usage"]["rss_mib_max"] > 0 and row["usage"]["cpu_core_share_max"] is not None
+    assert {t["target"] for t in data["targets"]} >= {"idle 429s", "latency p50 s"}
+    assert data["scanner_takeover"] == {"measured": False, "reason": "not measured: not in this profile"}
 
 
 def test_delivery_latency_standalone_main_writes_one_sample_per_delivered_message(tmp_path: Path) -> None:
