@@ -54,8 +54,8 @@ class Settings(BaseSettings):
     # --- loops (SPEC §5) ---
     # Each cycle takes the fleet's change hints (two small blob reads) and reads only the chats they
     # name (SPEC §9), so it is cheap to run often.
-    chat_poll_interval_s: float = 1.0
-    chat_poll_jitter_s: float = 0.2
+    chat_poll_interval_s: float = 0.5
+    chat_poll_jitter_s: float = 0.1
     # The elected scanner's ordered /me/chats scan: usually one request per scan, for the whole fleet.
     chat_scan_interval_s: float = 2.0
     chat_scan_relaxed_interval_s: float = 30.0  # while Graph's change notifications are live

@@ -49,7 +49,14 @@ from service.telemetry.metrics import Metrics
 from service.domain.agent import AgentUser
 from service.domain.inbound import chat_inbound
 from service.domain.message_order import oldest_first
-from service.workers.chat_state import ChatPhase, ChatPollState, ChatRead, decide_offer, first_sight_surfaces
+from service.workers.chat_state import (
+    ChatPhase,
+    ChatPollState,
+    ChatRead,
+    OfferedMessage,
+    decide_offer,
+    first_sight_surfaces,
+)
 from service.workers.chat_wants import (
     BEHIND_RETRY_S,
     DEFAULT_READ_SPREAD_S,
@@ -164,7 +171,7 @@ class ChatPoller:
             span.set_attribute("entrabot.chats", len(due))
             deferred = [r for r in await self._each(due, self._poll_wanted, spread=True) if r is not None]
             if deferred:
-                takeable = await self._takeable(m for read in deferred for m in read.inbound.values())
+                takeable = await self._takeable(m for read in deferred for m in read.inbound)
                 await self._each(deferred, lambda read: self._claim_chat(read, takeable))
 
     # --- what to read: hints (SPEC §9), and the chats this replica must look at again itself ---
@@ -236,9 +243,9 @@ class ChatPoller:
                 self._settle_wanted(chat_id, wanted, started)
             return None
         read = replace(read, started=started)
-        if self.hub.needs_allotment(read.inbound.values()):
+        if self.hub.needs_allotment(read.inbound):
             return read
-        await self._claim_chat(read, await self._takeable(read.inbound.values()))
+        await self._claim_chat(read, await self._takeable(read.inbound))
         return None
 
     def _adopt(self, state: ChatPollState, cursor: CursorRead) -> None:
@@ -367,21 +374,20 @@ class ChatPoller:
         if not surfaces:
             await self._bootstrap(state, [newest])
             return None
-        inbound = chat_inbound(newest, state.chat_id, self.gate)
-        return ChatRead(state, (newest,), {newest.id: inbound}, {newest.id: newest}, first_sight=True)
+        offered = OfferedMessage(newest, chat_inbound(newest, state.chat_id, self.gate))
+        return ChatRead(state, (offered,), {newest.id: offered}, first_sight=True)
 
     async def _claim_first_sight(self, read: ChatRead, takeable: frozenset[str]) -> datetime | None:
         """Claim the newest message; its creation time when no target here could take it."""
-        state, (newest,) = read.state, read.ordered
+        state, (newest,) = read.state, read.messages
         if newest.id not in takeable:
-            return newest.created_date_time  # a replica holding a target that can take it will surface it
+            return newest.created  # a replica holding a target that can take it will surface it
         # Only into a chat that still has no cursor: a replica that wrote one meanwhile may have left
         # messages between its watermark and this one unclaimed, for its own host.
-        claim = await self.ledger.claim(state.chat_id, [Candidate(newest.id, newest.created_date_time)],
-                                        newest.created_date_time, new_chat=True)
-        if claim.outcome is ChatClaimOutcome.UNRESOLVED:
-            state.held[newest.id] = read.inbound[newest.id]
-        await self._deliver(state, claim.ids, read.fetched)
+        claim = await self.ledger.claim(state.chat_id, [newest.candidate], newest.created, new_chat=True)
+        if claim.outcome is ChatClaimOutcome.UNRESOLVED and newest.inbound is not None:
+            state.held[newest.id] = newest.inbound
+        await self._deliver(state, claim.ids, read)
         if claim.may_advance:
             state.phase = ChatPhase.NEEDS_RESOLUTION  # adopt whatever the fleet's cursor now says
         return None
@@ -415,34 +421,34 @@ class ChatPoller:
                         extra={"chat_id": state.chat_id, "pages": pages})
         # Listed by lastModifiedDateTime, which an edit, delete or reaction moves: what is new is
         # judged by creation time only, so an old message changed since never comes back here.
-        ordered = tuple(m for m in oldest_first(list(fetched.values()))
-                        if state.watermark is None or m.created_date_time >= state.watermark)
-        inbound = {m.id: chat_inbound(m, state.chat_id, self.gate) for m in self._humans(list(ordered))}
-        return ChatRead(state, ordered, inbound, fetched)
+        ordered = [m for m in oldest_first(list(fetched.values()))
+                   if state.watermark is None or m.created_date_time >= state.watermark]
+        humans = {m.id for m in self._humans(ordered)}
+        by_id = {m.id: OfferedMessage(m, chat_inbound(m, state.chat_id, self.gate) if m.id in humans else None)
+                 for m in fetched.values()}
+        return ChatRead(state, tuple(by_id[m.id] for m in ordered), by_id)
 
     async def _claim_steady(self, read: ChatRead, takeable: frozenset[str]) -> datetime | None:
         """Claim what our targets can take; the newest creation time among the messages they could
         not (left for another target), or None."""
-        state, inbound = read.state, read.inbound
-        offer = decide_offer(read.ordered, set(inbound), takeable)
-        left = max((m.created_date_time for m in read.ordered if m.id in inbound and m.id not in takeable),
-                   default=None)
+        state = read.state
+        offer = decide_offer(read.messages, takeable)
         if not offer.candidates:
             if not offer.blocked:
                 # Only system or own messages: nothing to claim, and nothing anyone else must deliver.
                 state.watermark = later(state.watermark, offer.seen_up_to)
-            return left
+            return offer.left
         claim = await self.ledger.claim(
-            state.chat_id, [Candidate(m.id, m.created_date_time) for m in offer.candidates], offer.seen_up_to,
+            state.chat_id, [m.candidate for m in offer.candidates], offer.seen_up_to,
             advance_watermark=not offer.blocked,
         )
         if claim.outcome is ChatClaimOutcome.UNRESOLVED:
             # If the uncertain write turns out ours, a later call returns these ids: keep their text.
-            state.held.update({m.id: inbound[m.id] for m in offer.candidates})
-        await self._deliver(state, claim.ids, read.fetched, inbound)
+            state.held.update({m.id: m.inbound for m in offer.candidates if m.inbound is not None})
+        await self._deliver(state, claim.ids, read)
         if claim.may_advance:
             state.watermark = later(state.watermark, offer.seen_up_to)
-        return left
+        return offer.left
 
     # --- helpers ---
 
@@ -473,18 +479,13 @@ class ChatPoller:
             sent_message_ids=self.sent_message_ids,
         )
 
-    async def _deliver(
-        self,
-        state: ChatPollState,
-        ids: tuple[str, ...],
-        fetched: dict[str, ChatMessage],
-        inbound: dict[str, InboundMessage] | None = None,
-    ) -> None:
+    async def _deliver(self, state: ChatPollState, ids: tuple[str, ...], read: ChatRead) -> None:
+        """Push what the claim made ours: messages of this read, or held ones of an earlier claim whose
+        uncertain write this claim settled as ours."""
         messages: list[InboundMessage] = []
         for message_id in ids:
-            known = (inbound or {}).get(message_id) or state.held.pop(message_id, None)
-            if known is None and message_id in fetched:
-                known = chat_inbound(fetched[message_id], state.chat_id, self.gate)
+            offered = read.by_id.get(message_id)
+            known = state.held.pop(message_id, None) if offered is None or offered.inbound is None else offered.inbound
             if known is not None:
                 messages.append(known)
         if state.chat_id not in self.ledger.unsettled_chats:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set as AbstractSet
+from collections.abc import Mapping, Sequence, Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 
 from service.delivery.message import InboundMessage
 from service.graph.models import ChatMessage
+from service.ledger.chat_cursor import Candidate
 
 
 class ChatPhase(str, Enum):
@@ -33,21 +34,46 @@ class ChatPollState:
     held: dict[str, InboundMessage] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class OfferedMessage:
+    """One message from the read to the push: what the ledger claims (its id and creation time) and
+    what the hub delivers (``inbound``, None when it is nobody's to deliver: a system message, the
+    agent's own, a deleted one) travel together, so nothing is joined again by id after a claim."""
+
+    message: ChatMessage
+    inbound: InboundMessage | None
+
+    @property
+    def id(self) -> str:
+        return self.message.id
+
+    @property
+    def created(self) -> datetime:
+        return self.message.created_date_time
+
+    @property
+    def candidate(self) -> Candidate:
+        return Candidate(self.message.id, self.message.created_date_time)
+
+
 @dataclass(frozen=True)
 class ChatRead:
     """What one chat offers for a claim this cycle, read before anything is claimed.
 
-    ``ordered``: the messages past the watermark, oldest first (at first sight, the newest alone).
-    ``inbound``: the human ones among them as the hub would get them, by id; only these may be offered.
-    ``fetched``: everything Graph returned, by id (a settled earlier claim may name one of them).
+    ``messages``: the messages past the watermark, oldest first (at first sight, the newest alone).
+    ``by_id``: everything Graph returned (a settled earlier claim may name one of them).
     """
 
     state: ChatPollState
-    ordered: tuple[ChatMessage, ...]
-    inbound: dict[str, InboundMessage]
-    fetched: dict[str, ChatMessage]
+    messages: tuple[OfferedMessage, ...]
+    by_id: Mapping[str, OfferedMessage]
     first_sight: bool = False
     started: float | None = None  # when the read began (monotonic): a hint learned later still wants a read
+
+    @property
+    def inbound(self) -> list[InboundMessage]:
+        """The offered messages a person wrote, as the hub would get them."""
+        return [m.inbound for m in self.messages if m.inbound is not None]
 
 
 def first_sight_surfaces(
@@ -69,23 +95,22 @@ class Offer:
     still take), as happens when a sponsor wait takes a reply that follows someone else's message.
     """
 
-    candidates: tuple[ChatMessage, ...]
+    candidates: tuple[OfferedMessage, ...]
     seen_up_to: datetime | None
     blocked: bool
+    left: datetime | None = None  # the newest creation time among the messages no target here can take
 
 
-def decide_offer(
-    fetched_oldest_first: Sequence[ChatMessage], human_ids: AbstractSet[str], takeable_ids: AbstractSet[str]
-) -> Offer:
-    candidates: list[ChatMessage] = []
+def decide_offer(messages_oldest_first: Sequence[OfferedMessage], takeable_ids: AbstractSet[str]) -> Offer:
+    candidates: list[OfferedMessage] = []
     seen_up_to: datetime | None = None
-    blocked = False
-    for message in fetched_oldest_first:
-        if message.id in human_ids:
+    left: datetime | None = None
+    for message in messages_oldest_first:
+        if message.inbound is not None:
             if message.id not in takeable_ids:
-                blocked = True
+                left = message.created
                 continue
             candidates.append(message)
-        if not blocked:
-            seen_up_to = message.created_date_time
-    return Offer(tuple(candidates), seen_up_to, blocked)
+        if left is None:
+            seen_up_to = message.created
+    return Offer(tuple(candidates), seen_up_to, left is not None, left)
