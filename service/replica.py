@@ -141,6 +141,8 @@ class Replica:
         self.phase = Phase.STOPPING
         self.hub.close()
         self.supervisor.stop()
+        if self.chat_poller is not None and self.chat_poller.readers is not None:
+            await self.chat_poller.readers.leave()  # the others stop waiting for this replica's turns
         if self._supervisor_task is not None and not self._supervisor_task.done():
             try:
                 await asyncio.wait_for(asyncio.shield(self._supervisor_task), SHUTDOWN_GRACE_S)

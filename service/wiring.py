@@ -30,6 +30,7 @@ from service.ledger.corrupt_cursors import CorruptCursors
 from service.ledger.hints import HintLog, HintReader
 from service.ledger.leases import Lease
 from service.ledger.permission_requests import PermissionRequests
+from service.ledger.readers import ReaderRoster
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 from service.tools.deps import ToolDeps
@@ -106,7 +107,7 @@ async def wire_workers(
         hints=HintReader(backend, clock=clock), gate=gate, metrics=metrics, clock=clock,
         concurrency=settings.chat_poll_concurrency,
         first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h), sent_message_ids=sent,
-        permissions=permissions, roles=(scanner, sweep), replica_id=replica_id,
+        permissions=permissions, roles=(scanner, sweep), readers=ReaderRoster(backend, replica_id, clock=clock),
         read_spread_s=settings.chat_read_spread_s,
     )
     discovery = Discovery(

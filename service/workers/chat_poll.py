@@ -43,6 +43,7 @@ from service.ledger.cas import UpdateOutcome
 from service.clock import Clock, later, utc_now
 from service.ledger.chat_claims import CursorRead
 from service.ledger.hints import Hint, HintReader
+from service.ledger.readers import ReaderRoster
 from service.ledger.permission_requests import PermissionRequests, Standing
 from service.storage.errors import StorageError
 from service.telemetry.metrics import Metrics
@@ -68,7 +69,6 @@ from service.workers.chat_wants import (
     Behind,
     FleetRole,
     WantedRead,
-    spread_delay,
 )
 from service.workers.recorder import DeliveryRecorder
 
@@ -100,8 +100,8 @@ class ChatPoller:
     permissions: PermissionRequests | None = None  # pending permission requests of the fleet
     # The fleet roles whose turn comes with this loop: the scanner and the sweep (SPEC §9).
     roles: Sequence[FleetRole] = ()
-    replica_id: str = "replica"
-    read_spread_s: float = DEFAULT_READ_SPREAD_S
+    readers: ReaderRoster | None = None  # the fleet's chat readers: whose turn a hinted chat is
+    read_spread_s: float = DEFAULT_READ_SPREAD_S  # the gap between two replicas' turns
     monotonic: Callable[[], float] = time.monotonic
     _states: dict[str, ChatPollState] = field(default_factory=dict)
     _wanted: dict[str, WantedRead] = field(default_factory=dict)
@@ -154,6 +154,8 @@ class ChatPoller:
         """
         for role in self.roles:
             await role.cycle()  # the scanner and the sweep: each acts only while it holds its lease
+        if self.readers is not None:
+            await self.readers.refresh(self.hub.can_take(Source.CHAT), self.monotonic())
         await self._take_hints()
         if not self.hub.can_take(Source.CHAT):
             return  # the hints stay wanted until a target comes
@@ -277,15 +279,17 @@ class ChatPoller:
     async def _each(self, items: Sequence[T], work: Callable[[T], Awaitable[R]], *, spread: bool = False) -> list[R]:
         """``work`` over every item, at most ``concurrency`` at a time; results in the items' order.
 
-        With ``spread``, each chat waits a delay drawn from (replica, chat) before its turn, so the
-        replicas that took the same hint reach the chat one after the other: the first claims, and
-        the cursor read of the next ones finds it covered instead of reading Graph again.
+        With ``spread``, each chat waits for this replica's turn among the fleet's readers (a different
+        order per chat), so the replicas that took the same hint reach the chat one after the other:
+        the first claims, and the cursor read of the next ones finds it covered instead of reading
+        Graph again.
         """
         limit = asyncio.Semaphore(max(1, self.concurrency))
 
         async def one(item: T) -> R:
-            if spread and self.read_spread_s > 0:
-                await asyncio.sleep(spread_delay(self.replica_id, str(item), self.read_spread_s))
+            turn = self.readers.turn(str(item)) if spread and self.readers is not None else 0
+            if turn and self.read_spread_s > 0:
+                await asyncio.sleep(turn * self.read_spread_s)
             async with limit:
                 return await work(item)
 

@@ -176,8 +176,10 @@ class ChatScanner:
         return result
 
     def _take(self, chats: Sequence[Chat], result: ScanResult, *, since: datetime | None) -> bool:
-        """Add the hints ``chats`` call for; True when the page reached previews older than ``since``
-        (ordered mode: the rest are older still)."""
+        """Add the hints ``chats`` call for; True when the page reached previews older than ``since``,
+        or chats without a preview (ordered mode: the rest are older still, or have none either —
+        OData sorts null after every value in a descending order, OData v4 Part 2 §5.1.1.5.1; read,
+        not run against a tenant)."""
         older = False
         known = self.watched.chats
         for chat in chats:
@@ -185,6 +187,7 @@ class ChatScanner:
             if chat.id not in known:
                 result.unwatched.append(chat.id)
             if newest is None:
+                older = True
                 continue  # no message yet: nothing to read until one comes, and then it has a preview
             if result.newest is None or newest > result.newest:
                 result.newest = newest

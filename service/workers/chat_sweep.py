@@ -9,8 +9,10 @@ one rotation (``ENTRABOT_CHAT_SWEEP_INTERVAL_S`` per page of 50 chats) so that n
 It compares with the fleet's cursors, not with Graph's message lists: one cursor read per chat (blob
 storage, not the Graph budget) and one Graph request per 50 chats. A chat with no cursor is hinted
 too, with its preview: that is how a chat no replica has looked at gets its first sight (a preview
-too old to surface costs the reader no message read). The first rotation of a tenure runs at one page
-a second, so a fleet that starts cold has its chats baselined in seconds per thousand, not minutes.
+too old to surface costs the reader no message read). While its pages find work (a cold fleet's chats
+without cursors) it goes on at one page every two seconds (40 s per thousand chats), within what list
+chats allows the whole fleet (5 requests a second per user, shared with the scanner, discovery and
+the tools); a quiet page is followed by the slow pace.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from service.workers.chat_scan import newest_of
 log = logging.getLogger(__name__)
 
 ROLE = "chat_sweep"
-FIRST_ROTATION_PAGE_S = 1.0
+BUSY_PAGE_S = 2.0
 
 
 @dataclass
@@ -53,7 +55,6 @@ class ChatSweep:
     _next_page: float = float("-inf")
     _resume: str | None = None
     _held_epoch: int | None = field(default=None)
-    _rotated: bool = False  # one whole rotation done in this tenure
 
     async def cycle(self) -> None:
         now = self.monotonic()
@@ -61,14 +62,16 @@ class ChatSweep:
             self._resume, self._held_epoch = None, None
             return
         if self._held_epoch != self.lease.epoch:
-            self._resume, self._held_epoch, self._rotated = None, self.lease.epoch, False
+            self._resume, self._held_epoch = None, self.lease.epoch
         if now < self._next_page:
             return
-        self._next_page = now + (self.interval_s if self._rotated else min(self.interval_s, FIRST_ROTATION_PAGE_S))
-        await self.sweep_page()
+        found = await self.sweep_page()
+        # A page that found work (a cold fleet's chats without cursors, or messages a lost hint hid)
+        # is followed at the fast pace; a quiet page at the slow one.
+        self._next_page = now + (min(self.interval_s, BUSY_PAGE_S) if found else self.interval_s)
 
-    async def sweep_page(self) -> None:
-        """One page of the rotation; a failed page is swept again next time."""
+    async def sweep_page(self) -> bool:
+        """One page of the rotation; a failed page is swept again next time. True when it hinted."""
         try:
             pages = [page async for page in self.graph.scan_my_chats(ordered=False, max_pages=1,
                                                                      start=self._resume)]
@@ -76,13 +79,13 @@ class ChatSweep:
             log.warning("sweep page failed; swept again next time", extra={"error": type(exc).__name__,
                                                                          "status": exc.status})
             self._count("failed")
-            return
+            return False
         page = pages[0] if pages else None
         chats = list(page.items) if page is not None else []
         hints = [h for h in [await self._behind(chat) for chat in chats] if h is not None]
         unwatched = [c.id for c in chats if c.id not in self.watched.chats]
         if not self.lease.held():
-            return
+            return False
         if unwatched:
             try:
                 await self.watched.add(unwatched)
@@ -96,13 +99,12 @@ class ChatSweep:
                 log.warning("sweep hints not written; swept again next time",
                             extra={"hints": len(hints), "error": type(exc).__name__})
                 self._count("hints_unwritten")
-                return
+                return True
             if self.metrics is not None:
                 self.metrics.chat_hints_written.labels(source="sweep").inc(len(hints))
         self._resume = page.next_link if page is not None else None
-        if self._resume is None:
-            self._rotated = True
         self._count("swept")
+        return bool(hints)
 
     async def _behind(self, chat: Chat) -> Hint | None:
         """A hint when the chat's newest message may not be decided by the fleet yet, or when the chat

@@ -8,7 +8,6 @@ doubt delays the message and never drops it.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -20,7 +19,7 @@ from service.workers.chat_state import ChatPhase, ChatPollState
 # Hint sources whose time and id (when it has one) are the chat's newest message (a preview); a
 # notification's hint carries the time it was received, so it can only say "look".
 PREVIEW_SOURCES = frozenset({"scan", "sweep"})
-DEFAULT_READ_SPREAD_S = 0.5
+DEFAULT_READ_SPREAD_S = 0.8
 MIN_READ_GAP_S = 1.0  # Graph allows one request a second per chat, for the whole app
 RETRY_S = 5.0  # a claim in doubt: the chat is read again this often until it settles
 FAILED_RETRY_S = 2.0
@@ -88,9 +87,3 @@ class Behind:
     generation: int  # the hub's target generation then
     since: float  # monotonic
     newest: datetime
-
-
-def spread_delay(replica_id: str, chat_id: str, spread_s: float) -> float:
-    """A delay in [0, spread_s) fixed per (replica, chat): replicas taking the same hint take turns."""
-    digest = hashlib.blake2b(f"{replica_id}\0{chat_id}".encode(), digest_size=8).digest()
-    return spread_s * int.from_bytes(digest, "big") / 2**64

@@ -18,6 +18,8 @@ Agent-user mode only (in delegated mode ``/me/chats`` is the human's).
 
 from __future__ import annotations
 
+import asyncio
+
 import logging
 import time
 from collections.abc import Callable
@@ -42,6 +44,7 @@ ROLE = "discovery"
 # interval: at the default 120 s, discovery stays at or under 20 / 120 s = 0.17 list-chats req/s,
 # whatever the chat count, far inside Graph's 5 req/s per user that the chat scanner shares.
 MAX_DISCOVERY_PAGES = 20
+PAGE_GAP_S = 1.0
 # Resuming a walk an interval later relies on the @odata.nextLink staying usable. Read, not run:
 # Graph's "Paging Microsoft Graph data in your app" documents no lifetime for it; a link Graph refuses
 # (any answer but "later") restarts the walk from the first page. Chats that move between pages in
@@ -119,7 +122,11 @@ class Discovery:
     async def _walk(self) -> None:
         chats: list[Chat] = []
         outcome = WalkOutcome.PAUSED
-        for _ in range(self.pages_per_walk):
+        for page_index in range(self.pages_per_walk):
+            if page_index:
+                # Paced: list chats shares 5 requests a second per user with the scanner, the sweep
+                # and the tools, for the whole fleet; a burst of 20 pages took them all (429s).
+                await asyncio.sleep(PAGE_GAP_S)
             if not await self._still_holding():
                 outcome = WalkOutcome.LEASE_LOST
                 break

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from service.ledger.chat_cursor import ChatCursor
 from service.ledger.hints import Hint
 from service.workers.chat_state import ChatPhase, ChatPollState
-from service.workers.chat_wants import WantedRead, spread_delay
+from service.workers.chat_wants import WantedRead
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -40,9 +40,3 @@ def test_merging_keeps_the_newest_seen_and_the_latest_learned() -> None:
 def test_a_sweep_hint_without_a_message_is_no_preview() -> None:
     wanted = WantedRead.from_hint(Hint("c", T0, None, "sweep"), learned_at=1.0)
     assert wanted.preview_hint("c") is None and not wanted.covered_by_cursor(ChatCursor(last_ts=T0))
-
-
-def test_replicas_reach_a_chat_at_different_fixed_moments_within_the_spread() -> None:
-    delays = {r: spread_delay(r, "19:chat@thread.v2", 0.5) for r in ("a", "b", "c")}
-    assert all(0 <= d < 0.5 for d in delays.values()) and len(set(delays.values())) == 3
-    assert spread_delay("a", "19:chat@thread.v2", 0.5) == delays["a"]
