@@ -4,7 +4,10 @@ Used by the fleet tests (exactly-once under faults) and the benchmarks (delivery
 count). It wires what already exists — ``LocalFleet`` (Azurite, the Graph emulator, replica
 processes), ``FaultProxy`` between the replicas and Azurite, ``ChannelHost`` for each host and
 ``HumanTraffic`` for the people — runs a ``FleetPlan``, and returns a ``FleetResult`` whose
-``account`` says what was delivered, duplicated or lost and why. Every wait is bounded.
+``account`` says what was delivered, duplicated or lost and why. Every wait is bounded. A plan may also
+turn Graph's change notifications on (with faults on their delivery), make the tenant refuse the
+ordered chat scan, and stop the holder of a fleet role's lease (the takeover is timed from the lease
+records); the result counts the replicas' Graph requests by route and the 429s among them.
 
 ::
 
@@ -217,12 +220,16 @@ class FleetResult:
     takeovers: list[TakeoverRecord] = field(default_factory=list)
     # The emulator's notification delivery counters (sent, dropped, duplicated...), with notifications on.
     notification_stats: dict[str, int] | None = None
-    # The replicas' Graph requests by route from traffic start to the end of the drain.
+    # The replicas' Graph requests by route from traffic start to the end of the drain, and before
+    # it (start-up: the replicas' first reads of every chat).
     graph_load: GraphLoad | None = None
+    startup_graph_load: GraphLoad | None = None
     # Every request the emulator answered during the whole run (start-up too), by route and status.
     graph_statuses: dict[str, dict[str, int]] = field(default_factory=dict)
     # The emulator's throttle at the end: per Graph limit, its figure and what it admitted and throttled.
     throttle: dict[str, Any] = field(default_factory=dict)
+    # The 429s each replica alive at the end says it got (entrabot_graph_throttles_total), by replica.
+    throttles_by_replica: dict[str, float] = field(default_factory=dict)
 
     def latencies_s(self, *, mail: bool | None = None) -> list[float]:
         """Seconds from each message's creation to its first push (chat only, mail only, or both)."""
@@ -267,9 +274,11 @@ class FleetResult:
             "durations_s": {k: round(v, 1) for k, v in self.durations_s.items()},
             "graph_reads_per_s": self.read_rates(),
             "graph_load": None if self.graph_load is None else self.graph_load.as_dict(),
+            "startup_graph_load": None if self.startup_graph_load is None else self.startup_graph_load.as_dict(),
             "takeovers": [t.as_json() for t in self.takeovers],
             "notification_stats": self.notification_stats,
             "throttle_by_limit": self.throttle,
+            "throttles_by_replica": self.throttles_by_replica,
             "final_sigterm_s": {k: round(v, 2) for k, v in self.final_stop_s.items()},
             "workdir": str(self.workdir),
         }
@@ -375,9 +384,12 @@ class FleetRun:
                                   if plan.notifications else None)
             interactions = await ledger.interactions()
             metrics = await scrape_ledger_metrics([m.base_url for m in fleet.members if m.alive])
+            throttles = {m.name: await scrape_total(m.base_url, "entrabot_graph_throttles_total")
+                         for m in fleet.members if m.alive}
             graph_log = fleet.emulator.stats.recent()
-            load = graph_load(graph_log, people_app_id=self.seed.public_client.app_id, start=traffic_began,
-                              end=drained)
+            people = self.seed.public_client.app_id
+            load = graph_load(graph_log, people_app_id=people, start=traffic_began, end=drained)
+            startup_load = graph_load(graph_log, people_app_id=people, start=began, end=traffic_began)
             statuses: dict[str, dict[str, int]] = fleet.emulator.stats.snapshot(recent=0)["counts"]
             throttle = await self._admin_json(fleet.emulator.admin_url, "throttle")
         finally:
@@ -406,7 +418,8 @@ class FleetRun:
             graph_reads=fleet_reads(graph_log), graph_log_from=graph_log[0].monotonic if graph_log else 0.0,
             outage=outage.result() if outage is not None else None,
             takeovers=list(self._takeovers), notification_stats=notification_stats, graph_load=load,
-            graph_statuses=statuses, throttle=throttle,
+            startup_graph_load=startup_load,
+            graph_statuses=statuses, throttle=throttle, throttles_by_replica=throttles,
         )
 
     # --- phases ---
@@ -679,6 +692,16 @@ async def scrape_ledger_metrics(base_urls: Sequence[str]) -> dict[str, dict[str,
                     key = "/".join(sample.labels.get(label, "") for label in labels)
                     totals[sample.name.removeprefix("entrabot_").removesuffix("_total")][key] += sample.value
     return {name: dict(sorted(values.items())) for name, values in sorted(totals.items())}
+
+
+async def scrape_total(base_url: str, sample: str) -> float:
+    """The sum of one counter's samples in a replica's /metrics (0 when it is absent or unreachable)."""
+    async with httpx.AsyncClient(timeout=5) as http:
+        try:
+            text = (await http.get(f"{base_url}/metrics")).text
+        except httpx.HTTPError:
+            return 0.0
+    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples if s.name == sample)
 
 
 def _percentiles(values: Sequence[float]) -> dict[str, float] | None:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from emulator.stats import RequestRecord
+from emulator.stats import RECENT_LIMIT, RequestRecord
 
 GRAPH_PREFIX = "/v1.0/"
 
@@ -22,7 +22,7 @@ GRAPH_PREFIX = "/v1.0/"
 class GraphLoad:
     seconds: float
     by_route: dict[str, dict[str, int]]  # "GET /v1.0/me/chats" -> status -> count
-    # False: the emulator's log (it keeps the most recent requests only) began after the window did.
+    # False: the emulator's log (it keeps the most recent requests only) dropped some of the window.
     complete: bool
     throttled_at_s: tuple[float, ...] = ()  # when each 429 was answered, seconds into the window
 
@@ -62,6 +62,7 @@ def graph_load(records: Sequence[RequestRecord], *, people_app_id: str, start: f
             by_route[f"{record.method} {record.route}"][str(record.status)] += 1
             if record.status == 429:
                 throttled.append(record.monotonic - start)
-    complete = bool(records) and records[0].monotonic <= start
+    # The log keeps the most recent RECENT_LIMIT requests: one shorter than that has dropped nothing.
+    complete = len(records) < RECENT_LIMIT or records[0].monotonic <= start
     return GraphLoad(end - start, {route: dict(sorted(c.items())) for route, c in sorted(by_route.items())},
                      complete, tuple(throttled))

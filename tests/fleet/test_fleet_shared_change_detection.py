@@ -16,14 +16,18 @@ the replicas' Graph requests per second by route and the 429s among them, the sc
    subscription manager, the notifications go to a dead receiver until the manager lease (30 s)
    moves and the new manager re-points the subscription: the scan and the sweep carry the gap.
 2. The tenant refuses the ordered chat scan (``chats_orderby: refused``) and no notification URL is
-   set: the scanner walks ``/me/chats`` unordered at its paced rate, and the fleet stays within
-   Graph's limits — not one request answered 429.
+   set: the scanner walks ``/me/chats`` unordered at its paced rate; every message arrives once, and
+   the fleet must stay within Graph's limits — not one request answered 429, at start-up or during
+   the traffic (expected to fail until the core paces its readers; see the xfail below).
+
+One run per scenario (a module fixture), shared by the tests that check it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -45,36 +49,22 @@ SCANNER_KILL_AT_S = 20.0
 # message whose notification was dropped at the end of the traffic may take that long to arrive.
 DRAIN_QUIET_S = 40.0
 
-NOTIFIED_PLAN = FleetPlan(
-    replicas=3,
-    hosts=2,
-    chats=50,
-    chat_messages=300,
-    mails=30,
-    traffic_s=TRAFFIC_S,
-    fault_proxy=False,
+# Replicas talk to Azurite directly: the storage faults are the issue-7 test's; these runs are about
+# change detection.
+BASE_PLAN = FleetPlan(replicas=3, hosts=2, chats=50, chat_messages=300, mails=30, traffic_s=TRAFFIC_S,
+                      fault_proxy=False, drain_quiet_s=DRAIN_QUIET_S, drain_max_s=120.0)
+
+NOTIFIED_PLAN = replace(
+    BASE_PLAN,
     notifications=True,
     notification_faults=(
         NotificationFaultRule(action="drop", fraction=0.10),
         NotificationFaultRule(action="duplicate", fraction=0.05),
     ),
     disruptions=(Disruption(SCANNER_KILL_AT_S, DisruptionKind.SIGKILL, lease_role=chat_scan.ROLE),),
-    drain_quiet_s=DRAIN_QUIET_S,
-    drain_max_s=120.0,
 )
 
-UNORDERED_PLAN = FleetPlan(
-    replicas=3,
-    hosts=2,
-    chats=50,
-    chat_messages=300,
-    mails=30,
-    traffic_s=TRAFFIC_S,
-    fault_proxy=False,
-    chats_orderby="refused",
-    drain_quiet_s=DRAIN_QUIET_S,
-    drain_max_s=120.0,
-)
+UNORDERED_PLAN = replace(BASE_PLAN, chats_orderby="refused")
 
 
 def _run(plan: FleetPlan, azurite: Azurite, workdir: Path, name: str) -> FleetResult:
@@ -176,18 +166,20 @@ def test_an_unordered_tenant_without_notifications_gets_every_message_delivered_
     assert result.account.delivered == result.account.sent
 
 
-# Measured on main at 3a0a737: 18 and 35 chat-message reads answered 429 in two runs (the emulator's
-# throttle: mostly "per_chat", one read a second per chat for the whole app, and some "chat_message_reads",
-# 20 a second per app), a burst in the first 5 s of the traffic and a few every 5-10 s after it. The
-# ordered tenant with notifications shows them too (51 in one run). A replica spaces its own reads of a
-# chat by MIN_READ_GAP_S, but two replicas taking the same hint are only DEFAULT_READ_SPREAD_S (0.5 s)
-# apart (service/workers/chat_wants.py), so both read the chat within a second.
-@pytest.mark.xfail(strict=True, reason="core (lead): two readers of one hint read the chat within a second of "
-                   "each other, beyond Graph's one request a second per chat; the fleet is throttled (429)")
+# Measured on main at 3a0a737, three runs: 18, 35 and 2 chat-message reads answered 429 during the
+# traffic, and about 25 in each start-up (the emulator's throttle: "per_chat", one read a second per
+# chat for the whole app, and "chat_message_reads", 20 a second per app). Both replicas with a push host
+# saw 429s (14 and 10 in the third run); the hostless one none. A replica spaces its own reads of a chat
+# by MIN_READ_GAP_S, but two replicas taking the same hint are only DEFAULT_READ_SPREAD_S (0.5 s) apart
+# (service/workers/chat_wants.py), and at start-up each replica reads all 50 chats at once.
+@pytest.mark.xfail(strict=True, reason="core (lead): replicas taking the same hints read a chat twice within a "
+                   "second and, at start-up, every chat at once: Graph answers 429")
 @pytest.mark.timeout(420)
 def test_an_unordered_tenant_fleet_stays_within_graph_limits(unordered_run: FleetResult) -> None:
-    load = unordered_run.graph_load
-    assert load is not None and load.complete, "the emulator's request log lost the start of the traffic"
-    assert load.throttled == 0, (
-        f"{load.throttled} Graph request(s) answered 429 (by 5 s of the run: {load.throttled_by(5.0)}): "
-        f"{load.by_route}; limits: {unordered_run.throttle.get('limits')}")
+    startup, traffic = unordered_run.startup_graph_load, unordered_run.graph_load
+    assert startup is not None and traffic is not None
+    assert startup.complete and traffic.complete, "the emulator's request log lost the start of the run"
+    throttled = {"start-up": startup.throttled_by(5.0), "traffic": traffic.throttled_by(5.0)}
+    assert startup.throttled + traffic.throttled == 0, (
+        f"Graph requests answered 429, by 5 s of the run: {throttled}; during the traffic: {traffic.by_route}; "
+        f"the emulator's limits: {unordered_run.throttle.get('limits')}")
