@@ -4,7 +4,10 @@ Used by the fleet tests (exactly-once under faults) and the benchmarks (delivery
 count). It wires what already exists — ``LocalFleet`` (Azurite, the Graph emulator, replica
 processes), ``FaultProxy`` between the replicas and Azurite, ``ChannelHost`` for each host and
 ``HumanTraffic`` for the people — runs a ``FleetPlan``, and returns a ``FleetResult`` whose
-``account`` says what was delivered, duplicated or lost and why. Every wait is bounded.
+``account`` says what was delivered, duplicated or lost and why. Every wait is bounded. A plan may also
+turn Graph's change notifications on (with faults on their delivery), make the tenant refuse the
+ordered chat scan, and stop the holder of a fleet role's lease (the takeover is timed from the lease
+records); the result counts the replicas' Graph requests by route and the 429s among them.
 
 ::
 
@@ -21,18 +24,20 @@ import random
 import signal
 import statistics
 import time
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from emulator.notification_faults import NotificationFaultRule
 from emulator.seed import Seed, ThrottleBudget, build_seed
 from service.delivery.message import EMAIL_CHAT_ID
 from service.devstack.azurite import Azurite, start_azurite
@@ -48,18 +53,22 @@ from service.devstack.delivery_account import (
 )
 from service.devstack.fault_proxy import FaultProxy, ProxyRule, ProxyStats
 from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
+from service.devstack.graph_load import GraphLoad, graph_load
 from service.devstack.graph_outage import GraphOutage, OutageWindow, fleet_reads, rate, run_outage
 from service.devstack.traffic import HumanTraffic
 from service.ledger.chat_cursor import CURSOR_PREFIX, ChatCursor, parse_chat_cursor
 from service.clock import parse_timestamp, utc_now
 from service.ledger.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
 from service.ledger.interactions import INTERACTIONS_PREFIX
+from service.ledger.leases import LeaseRecord, lease_key, parse_lease
+from service.ledger.reads import ReadOutcome, read_parsed
 from service.storage.blob import BlobBackend
 
 # Graph's real limits (per app: the fleet shares them): exactly-once must hold while Graph throttles,
 # and the run's figures must not be kinder than Graph would be.
 FLEET_THROTTLE = ThrottleBudget()
 POLL_STEP_S = 0.25
+LEASE_POLL_S = 0.1  # a takeover is timed from the records; this only bounds how late the harness sees it
 HOST_RECONNECT_WAIT_S = 20.0
 # receivedDateTime has whole-second precision: mail in the second the email cursor was initialized
 # in would be older than it. Traffic starts after this much time past the initialization.
@@ -79,14 +88,16 @@ class DisruptionKind(str, Enum):
 class Disruption:
     """Something done to one replica ``at_s`` seconds after traffic starts.
 
-    The replica is the one ``host`` is connected to at that moment, or the one named ``replica``;
-    a RESTART with neither restarts the replica stopped most recently.
+    The replica is the one ``host`` is connected to at that moment, the one named ``replica``, or the
+    one holding the fleet role ``lease_role`` (named in ``leases/<role>.json``); a RESTART with none of
+    them restarts the replica stopped most recently. Stopping a role's holder also times the takeover.
     """
 
     at_s: float
     kind: DisruptionKind
     host: str | None = None
     replica: str | None = None
+    lease_role: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,14 @@ class FleetPlan:
     proxy_rules: tuple[ProxyRule, ...] = ()  # switched on when traffic starts, off before the final read
     disruptions: tuple[Disruption, ...] = ()
     graph_outage: GraphOutage | None = None  # every Graph read answered 503 + Retry-After for a while
+    # Graph change notifications on: each replica's notification URL is its own loopback receiver, so
+    # the subscription points at the subscription manager's replica (a new manager re-points it).
+    notifications: bool = False
+    # Faults on the emulator's outgoing notifications (drop, duplicate...), on while traffic runs.
+    notification_faults: tuple[NotificationFaultRule, ...] = ()
+    # "refused": the tenant answers the ordered /me/chats scan with 400 (the scanner walks unordered).
+    chats_orderby: Literal["supported", "refused"] = "supported"
+    takeover_wait_s: float = 60.0  # after stopping a lease role's holder: how long to watch for a successor
     random_seed: int = 7
     # A claim the killed replica had not pushed yet was made at most about this long after the
     # message was sent (a poll cycle, the e-mail settle margin, and slack for a busy machine).
@@ -117,6 +136,8 @@ class FleetPlan:
     def __post_init__(self) -> None:
         if self.proxy_rules and not self.fault_proxy:
             raise ValueError("proxy_rules need the fault proxy; set fault_proxy=True or drop the rules")
+        if self.notification_faults and not self.notifications:
+            raise ValueError("notification_faults need notifications=True")
         if self.replicas < 1 or self.hosts < 1 or self.chats < 1:
             # Without a host no replica claims anything (the delivery rule): nothing would be delivered.
             raise ValueError("a fleet run needs at least one replica, one host and one chat")
@@ -131,6 +152,45 @@ class DisruptionRecord:
     hosts_on_it: tuple[str, ...]
     # SIGTERM: the replica exited by itself within the grace period (else it was SIGKILLed).
     exited_by_itself: bool = True
+
+
+@dataclass(frozen=True)
+class TakeoverRecord:
+    """A fleet role whose holder was stopped, and who took it over when, by the lease records.
+
+    ``last_expires_at`` is the stopped holder's record as read right after the stop (None: it was
+    not the holder any more by then); ``taken_at`` is the successor's record's ``renewed_at`` (its
+    clock when it decided to take over; the replicas share this machine's clock).
+    """
+
+    role: str
+    stopped: str
+    stopped_at: datetime
+    last_expires_at: datetime | None
+    successor: str | None = None
+    taken_at: datetime | None = None
+    seen_after_s: float | None = None  # when the harness first saw the successor's record
+
+    @property
+    def taken_after_s(self) -> float | None:
+        """Seconds from the stop to the successor's takeover, by its record."""
+        return None if self.taken_at is None else (self.taken_at - self.stopped_at).total_seconds()
+
+    @property
+    def past_expiry_s(self) -> float | None:
+        """Seconds from the stopped holder's expiry to the takeover (negative: taken before expiry)."""
+        if self.taken_at is None or self.last_expires_at is None:
+            return None
+        return (self.taken_at - self.last_expires_at).total_seconds()
+
+    def as_json(self) -> dict[str, Any]:
+        def seconds(value: float | None) -> float | None:
+            return None if value is None else round(value, 2)
+
+        return {"role": self.role, "stopped": self.stopped, "stopped_at": self.stopped_at.isoformat(),
+                "last_expires_at": None if self.last_expires_at is None else self.last_expires_at.isoformat(),
+                "successor": self.successor, "taken_after_s": seconds(self.taken_after_s),
+                "past_expiry_s": seconds(self.past_expiry_s), "seen_after_s": seconds(self.seen_after_s)}
 
 
 @dataclass
@@ -157,6 +217,19 @@ class FleetResult:
     graph_reads: list[float] = field(default_factory=list)
     graph_log_from: float = 0.0
     outage: OutageWindow | None = None
+    takeovers: list[TakeoverRecord] = field(default_factory=list)
+    # The emulator's notification delivery counters (sent, dropped, duplicated...), with notifications on.
+    notification_stats: dict[str, int] | None = None
+    # The replicas' Graph requests by route from traffic start to the end of the drain, and before
+    # it (start-up: the replicas' first reads of every chat).
+    graph_load: GraphLoad | None = None
+    startup_graph_load: GraphLoad | None = None
+    # Every request the emulator answered during the whole run (start-up too), by route and status.
+    graph_statuses: dict[str, dict[str, int]] = field(default_factory=dict)
+    # The emulator's throttle at the end: per Graph limit, its figure and what it admitted and throttled.
+    throttle: dict[str, Any] = field(default_factory=dict)
+    # The 429s each replica alive at the end says it got (entrabot_graph_throttles_total), by replica.
+    throttles_by_replica: dict[str, float] = field(default_factory=dict)
 
     def latencies_s(self, *, mail: bool | None = None) -> list[float]:
         """Seconds from each message's creation to its first push (chat only, mail only, or both)."""
@@ -176,7 +249,10 @@ class FleetResult:
             "plan": {"replicas": self.plan.replicas, "hosts": self.plan.hosts, "chats": self.plan.chats,
                      "chat_poll_s": self.plan.chat_poll_s, "email_poll_s": self.plan.email_poll_s,
                      "traffic_s": self.plan.traffic_s, "random_seed": self.plan.random_seed,
-                     "proxy_rules": [_rule_json(r) for r in self.plan.proxy_rules]},
+                     "proxy_rules": [_rule_json(r) for r in self.plan.proxy_rules],
+                     "notifications": self.plan.notifications, "chats_orderby": self.plan.chats_orderby,
+                     "notification_faults": [r.model_dump(exclude_defaults=True)
+                                             for r in self.plan.notification_faults]},
             "sent": {"chat": sum(1 for m in self.sent if not m.is_mail), "mail": sum(1 for m in self.sent if m.is_mail)},
             "pushes": account.pushes,
             "delivered": account.delivered,
@@ -197,6 +273,12 @@ class FleetResult:
             "latency_s": {"chat": _percentiles(chat_latency), "mail": _percentiles(mail_latency)},
             "durations_s": {k: round(v, 1) for k, v in self.durations_s.items()},
             "graph_reads_per_s": self.read_rates(),
+            "graph_load": None if self.graph_load is None else self.graph_load.as_dict(),
+            "startup_graph_load": None if self.startup_graph_load is None else self.startup_graph_load.as_dict(),
+            "takeovers": [t.as_json() for t in self.takeovers],
+            "notification_stats": self.notification_stats,
+            "throttle_by_limit": self.throttle,
+            "throttles_by_replica": self.throttles_by_replica,
             "final_sigterm_s": {k: round(v, 2) for k, v in self.final_stop_s.items()},
             "workdir": str(self.workdir),
         }
@@ -228,14 +310,16 @@ class FleetRun:
         self.plan = plan
         self.workdir = workdir
         self._azurite = azurite
-        self.seed: Seed = build_seed(chats=plan.chats, humans=plan.humans, throttle=FLEET_THROTTLE,
-                                     random_seed=plan.random_seed)
+        seed = build_seed(chats=plan.chats, humans=plan.humans, throttle=FLEET_THROTTLE,
+                          random_seed=plan.random_seed)
+        self.seed: Seed = seed.model_copy(update={"chats_orderby": plan.chats_orderby})
         self.fleet: LocalFleet | None = None
         self.proxy: FaultProxy | None = None
         self.hosts: list[ChannelHost] = []
         self._kills: list[KillRecord] = []
         self._disruptions: list[DisruptionRecord] = []
         self._stopped: list[ReplicaProcess] = []
+        self._takeovers: list[TakeoverRecord] = []
 
     async def run(self) -> FleetResult:
         plan = self.plan
@@ -248,6 +332,9 @@ class FleetRun:
             "ENTRABOT_CHAT_POLL_JITTER_S": str(plan.chat_poll_jitter_s),
             "ENTRABOT_EMAIL_POLL_INTERVAL_S": str(plan.email_poll_s),
         }
+        if plan.notifications:
+            env["ENTRABOT_NOTIFICATION_URL"] = "http://127.0.0.1:{port}/graph/notifications"
+            env["ENTRABOT_NOTIFICATION_CLIENT_STATE"] = "fleet-" + uuid.uuid4().hex
         proxy: FaultProxy | None = None
         fleet: LocalFleet | None = None
         ledger: LedgerReader | None = None
@@ -275,6 +362,9 @@ class FleetRun:
             chats: list[SentMessage] = []
             outage: asyncio.Task[OutageWindow] | None = None
             async with httpx.AsyncClient(timeout=30) as http:
+                for rule in plan.notification_faults:
+                    (await http.post(f"{fleet.emulator.admin_url}/notifications/faults",
+                                     json=rule.model_dump())).raise_for_status()
                 traffic = HumanTraffic(self.seed, fleet.emulator.base_url, http)
                 async with asyncio.TaskGroup() as group:
                     group.create_task(self._traffic(traffic, chats))
@@ -286,12 +376,22 @@ class FleetRun:
             sent = chats + self._mail_sent()
             drain_began = time.monotonic()
             await self._drain({m.key for m in sent})
-            durations["drain"] = time.monotonic() - drain_began
+            drained = time.monotonic()
+            durations["drain"] = drained - drain_began
             if proxy is not None:
                 proxy.clear()
+            notification_stats = ((await self._admin_json(fleet.emulator.admin_url, "notifications"))["stats"]
+                                  if plan.notifications else None)
             interactions = await ledger.interactions()
             metrics = await scrape_ledger_metrics([m.base_url for m in fleet.members if m.alive])
+            throttles = {m.name: await scrape_total(m.base_url, "entrabot_graph_throttles_total")
+                         for m in fleet.members if m.alive}
             graph_log = fleet.emulator.stats.recent()
+            people = self.seed.public_client.app_id
+            load = graph_load(graph_log, people_app_id=people, start=traffic_began, end=drained)
+            startup_load = graph_load(graph_log, people_app_id=people, start=began, end=traffic_began)
+            statuses: dict[str, dict[str, int]] = fleet.emulator.stats.snapshot(recent=0)["counts"]
+            throttle = await self._admin_json(fleet.emulator.admin_url, "throttle")
         finally:
             stop.set()
             if host_tasks:
@@ -317,6 +417,9 @@ class FleetRun:
             interactions=interactions, ledger_metrics=metrics, traffic_began=traffic_began,
             graph_reads=fleet_reads(graph_log), graph_log_from=graph_log[0].monotonic if graph_log else 0.0,
             outage=outage.result() if outage is not None else None,
+            takeovers=list(self._takeovers), notification_stats=notification_stats, graph_load=load,
+            startup_graph_load=startup_load,
+            graph_statuses=statuses, throttle=throttle, throttles_by_replica=throttles,
         )
 
     # --- phases ---
@@ -326,7 +429,7 @@ class FleetRun:
         before then would meet first-sight rules (only a chat's newest surfaces), not steady polling."""
         deadline = time.monotonic() + self.plan.ready_timeout_s
         while time.monotonic() < deadline:
-            if all(h.connected_to for h in self.hosts):
+            if all(h.connected_to for h in self.hosts) and await self._subscribed():
                 cursors = await ledger.chat_cursor_count()
                 if cursors >= self.plan.chats and await ledger.has_email_cursor():
                     await asyncio.sleep(MAIL_CURSOR_MARGIN_S)
@@ -335,8 +438,27 @@ class FleetRun:
         raise TimeoutError(
             f"the fleet was not ready within {self.plan.ready_timeout_s:.0f} s (hosts connected: "
             f"{[h.connected_to for h in self.hosts]}; chat cursors: {await ledger.chat_cursor_count()} of "
-            f"{self.plan.chats}); replica logs are in {self.workdir}"
+            f"{self.plan.chats}; subscribed: {await self._subscribed()}); replica logs are in {self.workdir}"
         )
+
+    async def _subscribed(self) -> bool:
+        """With notifications on: both subscriptions (the chats' messages, the Inbox) exist in Graph."""
+        if not self.plan.notifications:
+            return True
+        assert self.fleet is not None and self.fleet.emulator is not None
+        async with httpx.AsyncClient(timeout=10) as http:
+            response = await http.get(f"{self.fleet.emulator.admin_url}/subscriptions")
+        response.raise_for_status()
+        kinds = {s["kind"] for s in response.json()["subscriptions"]}
+        return "inbox" in kinds and len(kinds) >= 2
+
+    @staticmethod
+    async def _admin_json(admin_url: str, path: str) -> dict[str, Any]:
+        async with httpx.AsyncClient(timeout=10) as http:
+            response = await http.get(f"{admin_url}/{path}")
+        response.raise_for_status()
+        answer: dict[str, Any] = response.json()
+        return answer
 
     def _chats(self) -> list[tuple[str, list[str]]]:
         assert self.fleet is not None and self.fleet.emulator is not None
@@ -374,30 +496,43 @@ class FleetRun:
         return [SentMessage(EMAIL_CHAT_ID, mail.id, mail.received) for mail in inbox]
 
     async def _disrupt(self, traffic_began: float, ledger: LedgerReader) -> None:
+        watches: list[asyncio.Task[TakeoverRecord]] = []
         for disruption in sorted(self.plan.disruptions, key=lambda d: d.at_s):
             wait = traffic_began + disruption.at_s - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
-            await self._apply(disruption, ledger)
+            watch = await self._apply(disruption, ledger)
+            if watch is not None:
+                watches.append(watch)
+        for watch in watches:
+            self._takeovers.append(await watch)
 
-    async def _apply(self, disruption: Disruption, ledger: LedgerReader) -> None:
-        member = await self._target(disruption)
+    async def _apply(self, disruption: Disruption, ledger: LedgerReader) -> asyncio.Task[TakeoverRecord] | None:
+        """Do it; stopping a lease role's holder returns the task that watches for its successor."""
+        member = await self._target(disruption, ledger)
         on_it = tuple(h.name for h in self.hosts if h.connected_to == member.mcp_url)
         kind = disruption.kind
         took = 0.0
         exited_by_itself = True
+        watch: asyncio.Task[TakeoverRecord] | None = None
         if kind is DisruptionKind.SIGKILL:
             member.kill()
             at = utc_now()
+            stopped = time.monotonic()
             # Read right away: what the killed replica claimed is in the ledger now, and it pushes
             # nothing more. (Claims others make meanwhile they push themselves.)
             self._kills.append(KillRecord(member.name, at, await ledger.snapshot()))
             self._stopped.append(member)
+            if disruption.lease_role is not None:
+                watch = asyncio.create_task(self._watch_takeover(disruption.lease_role, member, at, stopped, ledger))
         elif kind is DisruptionKind.SIGTERM:
             at = utc_now()
+            stopped = time.monotonic()
             took = await asyncio.to_thread(member.terminate, SIGTERM_GRACE_S)
             exited_by_itself = member.proc is not None and member.proc.returncode != -signal.SIGKILL
             self._stopped.append(member)
+            if disruption.lease_role is not None:
+                watch = asyncio.create_task(self._watch_takeover(disruption.lease_role, member, at, stopped, ledger))
         else:
             at = utc_now()
             began = time.monotonic()
@@ -407,10 +542,27 @@ class FleetRun:
             if member in self._stopped:
                 self._stopped.remove(member)
         self._disruptions.append(DisruptionRecord(kind, member.name, at, took, on_it, exited_by_itself))
+        return watch
 
-    async def _target(self, disruption: Disruption) -> ReplicaProcess:
+    async def _watch_takeover(self, role: str, stopped: ReplicaProcess, stopped_at: datetime, stopped_mono: float,
+                              ledger: LedgerReader) -> TakeoverRecord:
+        """Read the role's lease until another replica's record is there (bounded by ``takeover_wait_s``)."""
+        last = await ledger.lease(role)
+        last_expires = last.expires_at if last is not None and last.holder == stopped.name else None
+        deadline = stopped_mono + self.plan.takeover_wait_s
+        while time.monotonic() < deadline:
+            record = await ledger.lease(role)
+            if record is not None and record.holder != stopped.name:
+                return TakeoverRecord(role, stopped.name, stopped_at, last_expires, record.holder, record.renewed_at,
+                                      time.monotonic() - stopped_mono)
+            await asyncio.sleep(LEASE_POLL_S)
+        return TakeoverRecord(role, stopped.name, stopped_at, last_expires)
+
+    async def _target(self, disruption: Disruption, ledger: LedgerReader) -> ReplicaProcess:
         assert self.fleet is not None
         members = self.fleet.members
+        if disruption.lease_role is not None:
+            return await self._holder(disruption.lease_role, ledger)
         if disruption.replica is not None:
             named = [m for m in members if m.name == disruption.replica]
             if not named:
@@ -432,6 +584,21 @@ class FleetRun:
                 return live[0]
             await asyncio.sleep(POLL_STEP_S)
         raise TimeoutError(f"{host.name} held no live replica for {HOST_RECONNECT_WAIT_S:.0f} s")
+
+    async def _holder(self, role: str, ledger: LedgerReader) -> ReplicaProcess:
+        """The live replica named in the role's unexpired lease (a bounded wait until there is one)."""
+        assert self.fleet is not None
+        deadline = time.monotonic() + self.plan.takeover_wait_s
+        record: LeaseRecord | None = None
+        while time.monotonic() < deadline:
+            record = await ledger.lease(role)
+            if record is not None and not record.expired(utc_now()):
+                live = [m for m in self.fleet.members if m.alive and m.name == record.holder]
+                if live:
+                    return live[0]
+            await asyncio.sleep(LEASE_POLL_S)
+        raise TimeoutError(f"no live replica held {lease_key(role)} within {self.plan.takeover_wait_s:.0f} s "
+                           f"(last record: {record})")
 
     async def _drain(self, expected: set[MessageKey]) -> None:
         """Wait (bounded) until pushes stop arriving: everything arrived and nothing more came for
@@ -462,6 +629,11 @@ class LedgerReader:
 
     async def has_email_cursor(self) -> bool:
         return await self._backend.exists(EMAIL_CURSOR_KEY)
+
+    async def lease(self, role: str) -> LeaseRecord | None:
+        """The role's lease record; None when absent or unreadable (the caller reads again)."""
+        read = await read_parsed(self._backend, lease_key(role), parse_lease)
+        return read.value if read.outcome is ReadOutcome.PRESENT else None
 
     async def snapshot(self) -> LedgerSnapshot:
         keys = await self._backend.list(CURSOR_PREFIX)
@@ -520,6 +692,16 @@ async def scrape_ledger_metrics(base_urls: Sequence[str]) -> dict[str, dict[str,
                     key = "/".join(sample.labels.get(label, "") for label in labels)
                     totals[sample.name.removeprefix("entrabot_").removesuffix("_total")][key] += sample.value
     return {name: dict(sorted(values.items())) for name, values in sorted(totals.items())}
+
+
+async def scrape_total(base_url: str, sample: str) -> float:
+    """The sum of one counter's samples in a replica's /metrics (0 when it is absent or unreachable)."""
+    async with httpx.AsyncClient(timeout=5) as http:
+        try:
+            text = (await http.get(f"{base_url}/metrics")).text
+        except httpx.HTTPError:
+            return 0.0
+    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples if s.name == sample)
 
 
 def _percentiles(values: Sequence[float]) -> dict[str, float] | None:
