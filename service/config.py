@@ -58,7 +58,9 @@ class Settings(BaseSettings):
     chat_poll_jitter_s: float = 0.1
     # The elected scanner's ordered /me/chats scan: usually one request per scan, for the whole fleet.
     chat_scan_interval_s: float = 2.0
-    chat_scan_relaxed_interval_s: float = 30.0  # while Graph's change notifications are live
+    # While the chat subscription is live and notifications arrive; a notification Graph drops (it
+    # sends no "missed" for Teams) waits at most this long for the scan.
+    chat_scan_relaxed_interval_s: float = 10.0
     # The safety sweep reads one page of 50 chats' previews per interval (a rotation over 1,000 chats
     # takes 20 intervals) and hints the chats whose cursor is behind.
     chat_sweep_interval_s: float = 20.0

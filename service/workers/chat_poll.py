@@ -101,6 +101,7 @@ class ChatPoller:
     # The fleet roles whose turn comes with this loop: the scanner and the sweep (SPEC §9).
     roles: Sequence[FleetRole] = ()
     readers: ReaderRoster | None = None  # the fleet's chat readers: whose turn a hinted chat is
+    on_notification_hint: Callable[[], None] | None = None  # tells the scanner notifications arrive
     read_spread_s: float = DEFAULT_READ_SPREAD_S  # the gap between two replicas' turns
     monotonic: Callable[[], float] = time.monotonic
     _states: dict[str, ChatPollState] = field(default_factory=dict)
@@ -185,6 +186,8 @@ class ChatPoller:
         if not hints:
             return
         learned = self.monotonic()
+        if self.on_notification_hint is not None and any(h.source == "notification" for h in hints):
+            self.on_notification_hint()
         unwatched = {h.chat_id for h in hints if h.chat_id not in self.watched}
         if unwatched and learned >= self._watched_reload_at:
             # The scanner adds a chat to the shared list before hinting it.

@@ -56,6 +56,9 @@ MAX_ORDERED_PAGES = 20  # a burst of more than 1,000 changed chats between two s
 # the sweep and the tools.
 UNORDERED_PAGES_PER_S = 1.0
 ORDERING_RETRY = timedelta(hours=1)
+# With no notification for this long the scan tightens again; an idle fleet then scans every 2 s,
+# within the idle budget, and the first message after a quiet spell is found by the scan as fast.
+NOTIFICATIONS_QUIET_S = 60.0
 
 
 def newest_of(chat: Chat) -> datetime | None:
@@ -82,8 +85,9 @@ class ChatScanner:
     watched: WatchedChats
     interval_s: float = 2.0
     relaxed_interval_s: float = 30.0
-    # True while Graph's change notifications are known to flow (a live chat subscription): the scan
-    # is then the backstop, not the source, and relaxes.
+    # True while the fleet keeps a live chat subscription; the scan relaxes only while, besides,
+    # notification hints have been arriving (``heard_notification``): a subscription whose
+    # notifications go nowhere (a dead receiver, a lost route) must not slow the scan down.
     notifications_flowing: Callable[[], Awaitable[bool]] | None = None
     clock: Clock = utc_now
     monotonic: Callable[[], float] = time.monotonic
@@ -96,6 +100,7 @@ class ChatScanner:
     _resume: str | None = None  # unordered mode: where the walk stopped
     _walked_once: bool = False  # unordered mode: a whole walk done in this tenure
     _held_epoch: int | None = None
+    _heard_at: float = float("-inf")  # monotonic: the last notification hint this replica took
 
     async def cycle(self) -> None:
         """Renew the lease when due and scan when due; cheap to call more often than either."""
@@ -108,11 +113,16 @@ class ChatScanner:
             self._held_epoch = self.lease.epoch
         if now < self._next_scan:
             return
-        relaxed = self.notifications_flowing is not None and await self.notifications_flowing()
+        relaxed = (now - self._heard_at < NOTIFICATIONS_QUIET_S and self.notifications_flowing is not None
+                   and await self.notifications_flowing())
         self._next_scan = now + (self.relaxed_interval_s if relaxed else self.interval_s)
         if not self._ordered and now >= self._ordering_retry_at:
             self._ordered, self._resume = True, None
         await self.scan()
+
+    def heard_notification(self) -> None:
+        """A notification hint arrived (the chat poll of this replica took it)."""
+        self._heard_at = self.monotonic()
 
     def _forget(self) -> None:
         self._bound, self._seen, self._resume, self._held_epoch, self._walked_once = None, {}, None, None, False

@@ -219,3 +219,29 @@ async def test_a_hint_taken_while_no_target_was_here_is_read_once_one_comes(two,
             break
         await asyncio.sleep(0.05)
     assert host.ids == [posted.id]
+
+
+async def test_the_scan_relaxes_only_while_notifications_arrive_not_merely_while_subscribed(emulator, store) -> None:
+    stack = await build_stack(emulator, store, is_cloud=False)
+    try:
+        scanner = stack.chats.roles[0]
+        assert isinstance(scanner, chat_scan.ChatScanner)
+
+        async def subscribed() -> bool:
+            return True
+
+        scanner.notifications_flowing = subscribed
+        scanner.relaxed_interval_s = 3600.0
+        await settle(stack)
+        before = scans(stack)
+        await settle(stack, cycles=3)
+        assert scans(stack) == before + 3  # subscribed, but nothing arrives: the scan stays tight
+        chat = emulator.seed.chats[0].id
+        assert chat is not None
+        await stack.notify(chat)
+        await settle(stack, cycles=2)  # the hint is taken; the next scan is the last for an hour
+        relaxed_from = scans(stack)
+        await settle(stack, cycles=3)
+        assert scans(stack) == relaxed_from
+    finally:
+        await stack.aclose()
