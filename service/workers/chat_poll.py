@@ -70,6 +70,7 @@ from service.workers.chat_wants import (
     FleetRole,
     WantedRead,
 )
+from service.workers.read_pacer import ReadPacer
 from service.workers.recorder import DeliveryRecorder
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,7 @@ class ChatPoller:
     roles: Sequence[FleetRole] = ()
     readers: ReaderRoster | None = None  # the fleet's chat readers: whose turn a hinted chat is
     on_notification_hint: Callable[[], None] | None = None  # tells the scanner notifications arrive
+    pacer: ReadPacer = field(init=False)
     read_spread_s: float = DEFAULT_READ_SPREAD_S  # the gap between two replicas' turns
     monotonic: Callable[[], float] = time.monotonic
     _states: dict[str, ChatPollState] = field(default_factory=dict)
@@ -109,6 +111,10 @@ class ChatPoller:
     _behind: dict[str, Behind] = field(default_factory=dict)
     _last_read_failed: dict[str, bool] = field(default_factory=dict)
     _watched_reload_at: float = float("-inf")
+
+    def __post_init__(self) -> None:
+        self.pacer = ReadPacer(lambda: len(self.readers.readers) if self.readers is not None else 1,
+                               monotonic=self.monotonic)
 
     def state_of(self, chat_id: str) -> ChatPollState:
         state = self._states.get(chat_id)
@@ -237,6 +243,7 @@ class ChatPoller:
             self._settle_wanted(chat_id, wanted)
             self._count_hint("covered")
             return None
+        await self.pacer.wait()
         started = self.monotonic()
         self._count_hint("read")
         wanted.not_before = started + MIN_READ_GAP_S  # one chat is read at most once a second here

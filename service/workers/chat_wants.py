@@ -19,7 +19,7 @@ from service.workers.chat_state import ChatPhase, ChatPollState
 # Hint sources whose time and id (when it has one) are the chat's newest message (a preview); a
 # notification's hint carries the time it was received, so it can only say "look".
 PREVIEW_SOURCES = frozenset({"scan", "sweep"})
-DEFAULT_READ_SPREAD_S = 0.8
+DEFAULT_READ_SPREAD_S = 1.2  # a turn apart: over a hint poll plus a claim, and over Graph's 1 s per chat
 MIN_READ_GAP_S = 1.0  # Graph allows one request a second per chat, for the whole app
 RETRY_S = 5.0  # a claim in doubt: the chat is read again this often until it settles
 FAILED_RETRY_S = 2.0
@@ -41,11 +41,15 @@ class WantedRead:
     is_preview: bool  # newest and message_id describe the chat's newest message
     learned_at: float  # monotonic
     not_before: float = 0.0
+    # The sweep's hint for a chat that had no cursor and no preview: it asks for a first sight only,
+    # which any cursor now present means some replica made.
+    first_sight_only: bool = False
 
     @classmethod
     def from_hint(cls, hint: Hint, learned_at: float) -> WantedRead:
         preview = hint.source in PREVIEW_SOURCES and hint.message_id is not None
-        return cls(hint.newest, hint.message_id, preview, learned_at)
+        first_sight_only = hint.source == "sweep" and hint.message_id is None
+        return cls(hint.newest, hint.message_id, preview, learned_at, first_sight_only=first_sight_only)
 
     def merged(self, earlier: WantedRead | None) -> WantedRead:
         """One want per chat: the newest of what was seen, learned at the latest moment (the read must
@@ -57,7 +61,8 @@ class WantedRead:
         else:
             newest, message_id, is_preview = earlier.newest, earlier.message_id, earlier.is_preview
         return WantedRead(newest, message_id, is_preview, max(self.learned_at, earlier.learned_at),
-                          max(self.not_before, earlier.not_before))
+                          max(self.not_before, earlier.not_before),
+                          first_sight_only=self.first_sight_only and earlier.first_sight_only)
 
     def covered_by_state(self, state: ChatPollState) -> bool:
         """This replica's own view already covers it (no I/O)."""
@@ -69,6 +74,8 @@ class WantedRead:
         (everything up to it is decided), not when its message is merely recorded: a sponsor wait
         claims ahead of a message left for a push host. A notification names one message: covered
         once that message is recorded (its neighbours have notifications of their own)."""
+        if self.first_sight_only:
+            return True
         if self.is_preview:
             return self.newest is not None and cursor.last_ts is not None and cursor.last_ts >= self.newest
         return self.message_id is not None and cursor.is_recorded(self.message_id)

@@ -39,4 +39,11 @@ def test_merging_keeps_the_newest_seen_and_the_latest_learned() -> None:
 
 def test_a_sweep_hint_without_a_message_is_no_preview() -> None:
     wanted = WantedRead.from_hint(Hint("c", T0, None, "sweep"), learned_at=1.0)
-    assert wanted.preview_hint("c") is None and not wanted.covered_by_cursor(ChatCursor(last_ts=T0))
+    assert wanted.preview_hint("c") is None and not wanted.is_preview
+
+
+def test_a_sweeps_first_sight_request_is_covered_by_any_cursor_and_only_alone() -> None:
+    first_sight = WantedRead.from_hint(Hint("c", T0, None, "sweep"), learned_at=1.0)
+    assert first_sight.covered_by_cursor(ChatCursor())  # some replica made the first sight
+    with_news = first_sight.merged(WantedRead.from_hint(Hint("c", T0, "m9", "notification"), learned_at=2.0))
+    assert not with_news.covered_by_cursor(ChatCursor())  # a message to look for came meanwhile
