@@ -66,8 +66,8 @@ class Settings(BaseSettings):
     chat_sweep_interval_s: float = 20.0
     # Replicas taking the same hint reach the chat one turn after the other (an order per chat, from
     # the readers/ roster), this far apart, so the first one's claim spares the others a Graph read:
-    # longer than a hint poll plus a claim, and than Graph's one request a second per chat.
-    chat_read_spread_s: float = Field(default=1.2, ge=0.0, le=5.0)
+    # longer than a hint poll (0.5 s) plus a read and a claim, and than Graph's one read a second per chat.
+    chat_read_spread_s: float = Field(default=1.6, ge=0.0, le=5.0)
     chat_poll_concurrency: int = 8
     discovery_interval_s: float = 120.0
     email_poll_interval_s: float = 60.0

@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 PREFIX = "readers/"
 HEARTBEAT = timedelta(seconds=10)
 STALE_AFTER = timedelta(seconds=25)  # two heartbeats missed, plus a little clock skew
+# Two replicas that start reading together may each list the roster before the other's record is
+# there, and each take every first turn. A replica that starts reading lists again this much later
+# and takes no turn until then.
+SETTLE_S = 2.0
 
 
 def reader_key(replica_id: str) -> str:
@@ -51,13 +55,17 @@ class ReaderRoster:
     readers: frozenset[str] = frozenset()  # the live readers as last listed (self included when reading)
     _next_beat: float = float("-inf")
     _reading: bool | None = None
+    _settled_at: float = float("inf")  # monotonic: when this replica's view may be trusted for turns
 
     async def refresh(self, reading: bool, now_s: float) -> None:
         """Heartbeat and re-list when due (or at once when this replica started or stopped reading).
         A store that does not answer keeps the last view: turns are only about latency."""
         if now_s < self._next_beat and reading == self._reading:
             return
-        self._next_beat = now_s + HEARTBEAT.total_seconds()
+        starting = reading and not self._reading
+        self._next_beat = now_s + (SETTLE_S if starting else HEARTBEAT.total_seconds())
+        if starting:
+            self._settled_at = now_s + SETTLE_S
         self._reading = reading
         now = self.clock()
         try:
@@ -81,6 +89,10 @@ class ReaderRoster:
                 {"replica": self.replica_id, "at": format_timestamp(self.clock()), "reading": False}))
         except StorageError as exc:
             log.warning("reader record not withdrawn; it goes stale", extra={"error": type(exc).__name__})
+
+    def settled(self, now_s: float) -> bool:
+        """Whether this replica has been reading long enough for its view of the others to hold."""
+        return now_s >= self._settled_at
 
     def turn(self, chat_id: str) -> int:
         return turn_of(self.replica_id, self.readers, chat_id)

@@ -105,11 +105,13 @@ class ChatPoller:
     on_notification_hint: Callable[[], None] | None = None  # tells the scanner notifications arrive
     pacer: ReadPacer = field(init=False)
     read_spread_s: float = DEFAULT_READ_SPREAD_S  # the gap between two replicas' turns
+    min_read_gap_s: float = MIN_READ_GAP_S  # between two reads of one chat by this replica
     monotonic: Callable[[], float] = time.monotonic
     _states: dict[str, ChatPollState] = field(default_factory=dict)
     _wanted: dict[str, WantedRead] = field(default_factory=dict)
     _behind: dict[str, Behind] = field(default_factory=dict)
     _last_read_failed: dict[str, bool] = field(default_factory=dict)
+    _read_at: dict[str, float] = field(default_factory=dict)  # monotonic: this replica's last read of each chat
     _watched_reload_at: float = float("-inf")
 
     def __post_init__(self) -> None:
@@ -166,6 +168,8 @@ class ChatPoller:
         await self._take_hints()
         if not self.hub.can_take(Source.CHAT):
             return  # the hints stay wanted until a target comes
+        if self.readers is not None and self.read_spread_s > 0 and not self.readers.settled(self.monotonic()):
+            return  # just started reading: wait until this replica knows the others' turns
         if self.watched.needs_load:
             outcome = await self.watched.load()
             if outcome is ReadOutcome.UNRESOLVED:
@@ -228,25 +232,30 @@ class ChatPoller:
             self._settle_wanted(chat_id, wanted)
             self._count_hint("covered")
             return None
-        try:
-            cursor = await self.ledger.resolve(chat_id)
-        except StorageError as exc:
-            _log_chat_failure(chat_id, exc)
-            wanted.not_before = self.monotonic() + UNRESOLVED_RETRY_S
+        covered = await self._cursor_covers(state, wanted)
+        if covered is None:
             return None
-        if cursor.outcome is ReadOutcome.UNRESOLVED:
-            wanted.not_before = self.monotonic() + UNRESOLVED_RETRY_S
-            return None
-        self._adopt(state, cursor)
-        if (cursor.value is not None and not state.held and chat_id not in self.ledger.unsettled_chats
-                and wanted.covered_by_cursor(cursor.value)):
+        if not covered and self.read_spread_s > 0 and self.readers is not None and self.readers.turn(chat_id) > 0:
+            # Not our first turn: the replica before us may still be reading (its own pacing, a slow
+            # Graph answer). One more gap and one more cursor read before a read that would meet
+            # Graph's one read a second per chat.
+            await asyncio.sleep(self.read_spread_s)
+            covered = await self._cursor_covers(state, wanted)
+            if covered is None:
+                return None
+        if covered:
             self._settle_wanted(chat_id, wanted)
             self._count_hint("covered")
             return None
+        gap_ends = self._read_at.get(chat_id, float("-inf")) + self.min_read_gap_s
+        if self.monotonic() < gap_ends:
+            # Read a moment ago (a new hint came right after): Graph allows one read a second per chat.
+            wanted.not_before = gap_ends
+            return None
         await self.pacer.wait()
-        started = self.monotonic()
+        started = self._read_at[chat_id] = self.monotonic()
         self._count_hint("read")
-        wanted.not_before = started + MIN_READ_GAP_S  # one chat is read at most once a second here
+        wanted.not_before = started + self.min_read_gap_s
         read = await self._read_chat(chat_id, preview=wanted.preview_hint(chat_id))
         if read is None:
             if self._last_read_failed.pop(chat_id, False):
@@ -259,6 +268,20 @@ class ChatPoller:
             return read
         await self._claim_chat(read, await self._takeable(read.inbound))
         return None
+
+    async def _cursor_covers(self, state: ChatPollState, wanted: WantedRead) -> bool | None:
+        """Whether the fleet's cursor covers the want (adopting it); None when it could not be read."""
+        try:
+            cursor = await self.ledger.resolve(state.chat_id)
+        except StorageError as exc:
+            _log_chat_failure(state.chat_id, exc)
+            cursor = None
+        if cursor is None or cursor.outcome is ReadOutcome.UNRESOLVED:
+            wanted.not_before = self.monotonic() + UNRESOLVED_RETRY_S
+            return None
+        self._adopt(state, cursor)
+        return (cursor.value is not None and not state.held and state.chat_id not in self.ledger.unsettled_chats
+                and wanted.covered_by_cursor(cursor.value))
 
     def _adopt(self, state: ChatPollState, cursor: CursorRead) -> None:
         """Take the fleet's cursor: its watermark covers only messages whose fate is decided. Not while

@@ -62,3 +62,15 @@ async def test_a_replica_that_leaves_takes_no_more_turns(any_backend: MemoryBack
     await other.leave()
     await me.refresh(True, 100.0)
     assert me.readers == frozenset({"me"})
+
+
+async def test_two_replicas_starting_together_take_turns_once_settled(any_backend: MemoryBackend) -> None:
+    wall = Wall()
+    a, b = ReaderRoster(any_backend, "a", clock=wall), ReaderRoster(any_backend, "b", clock=wall)
+    await a.refresh(True, 0.0)  # lists before b's record exists
+    await b.refresh(True, 0.0)
+    assert not a.settled(0.0) and a.readers == frozenset({"a"})
+    await a.refresh(True, 1.0)  # not due yet
+    await a.refresh(True, 2.0)  # the settling re-list
+    assert a.settled(2.0) and a.readers == frozenset({"a", "b"})
+    assert {a.turn("19:x@thread.v2"), b.turn("19:x@thread.v2")} == {0, 1}

@@ -87,5 +87,6 @@ async def build_stack(emulator: RunningEmulator, backend: MemoryBackend, *, is_c
     wired = await wire_workers(settings=settings, backend=backend, is_cloud=is_cloud, graph=graph, hub=hub,
                                agent=agent, gate=SponsorGate((), tenant_id=settings.tenant_id), replica_id=replica_id, metrics=metrics,
                                directory=graph.with_tokens(tokens.agent_identity_tokens()))
+    wired.chat_poller.min_read_gap_s = 0.0  # the emulator here allows many reads a second per chat
     return WorkerStack(emulator, http, graph, hub, wired.chat_poller, wired.email_poller, wired.discovery,
                        wired.watched, wired.interactions, metrics, backend)

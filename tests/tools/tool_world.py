@@ -174,6 +174,7 @@ async def tool_world(emu: RunningEmulator, data_dir: Path, **settings: Any) -> A
         wired = await wire_workers(settings=config, backend=backend, is_cloud=False, graph=graph, hub=hub,
                                    agent=agent, gate=SponsorGate((), tenant_id=config.tenant_id), replica_id="replica-test", clock=clock,
                                    directory=graph.with_tokens(tokens.agent_identity_tokens()))
+        wired.chat_poller.min_read_gap_s = 0.0  # the tests drive cycles back to back on a roomy emulator
         tools = ToolRegistry()
         register_tools(tools, wired.tool_deps)
         await wired.discovery.cycle()  # as the replica does before its loops: sponsors, members, watched chats
