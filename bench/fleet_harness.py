@@ -60,8 +60,8 @@ async def connected_hosts(members: Sequence[ReplicaProcess]) -> AsyncIterator[li
 
 
 async def wait_until_polling(http: httpx.AsyncClient, members: Sequence[ReplicaProcess], timeout_s: float) -> float:
-    """Wait until every replica holds a push stream and has finished two chat-poll cycles since (first
-    sight, then the first steady read of every chat); returns how long that took."""
+    """Wait until every replica holds a push stream, has finished two chat-poll cycles since, and knows
+    every watched chat's cursor (the fleet made each chat's first sight); returns how long that took."""
     began = time.monotonic()
     deadline = began + timeout_s
     baseline: dict[str, float] = {}
@@ -73,7 +73,7 @@ async def wait_until_polling(http: httpx.AsyncClient, members: Sequence[ReplicaP
             if metrics.value("entrabot_push_streams") < 1:
                 continue
             baseline.setdefault(member.name, cycles)
-            if cycles >= baseline[member.name] + 2:
+            if cycles >= baseline[member.name] + 2 and metrics.value("entrabot_chat_first_sights_pending") == 0:
                 done += 1
         if done == len(members):
             return time.monotonic() - began

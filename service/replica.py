@@ -141,14 +141,18 @@ class Replica:
         self.phase = Phase.STOPPING
         self.hub.close()
         self.supervisor.stop()
-        if self.chat_poller is not None and self.chat_poller.readers is not None:
-            await self.chat_poller.readers.leave()  # the others stop waiting for this replica's turns
         if self._supervisor_task is not None and not self._supervisor_task.done():
             try:
                 await asyncio.wait_for(asyncio.shield(self._supervisor_task), SHUTDOWN_GRACE_S)
             except TimeoutError:
                 log.warning("loops did not stop within %.0f s; cancelling them", SHUTDOWN_GRACE_S)
                 self._supervisor_task.cancel()
+        if self.chat_poller is not None and self._supervisor_task is not None:
+            # After the loops: a cycle in flight could otherwise take a released role back.
+            for role in self.chat_poller.roles:
+                await role.lease.release()  # a successor scans at once, not a lease ttl later
+            if self.chat_poller.readers is not None:
+                await self.chat_poller.readers.leave()  # the others stop waiting for this replica's turns
 
     async def stop(self) -> None:
         """Drain (if not done yet), then release the clients."""

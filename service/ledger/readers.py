@@ -25,9 +25,9 @@ log = logging.getLogger(__name__)
 PREFIX = "readers/"
 HEARTBEAT = timedelta(seconds=10)
 STALE_AFTER = timedelta(seconds=25)  # two heartbeats missed, plus a little clock skew
-# Two replicas that start reading together may each list the roster before the other's record is
-# there, and each take every first turn. A replica that starts reading lists again this much later
-# and takes no turn until then.
+# Two replicas whose hosts connect together may each list the roster before the other's record says
+# it reads, and each take every first turn. A replica lists again this much after it first reads, and
+# takes no turn until then.
 SETTLE_S = 2.0
 
 
@@ -56,16 +56,19 @@ class ReaderRoster:
     _next_beat: float = float("-inf")
     _reading: bool | None = None
     _settled_at: float = float("inf")  # monotonic: when this replica's view may be trusted for turns
+    _ever_read: bool = False
 
     async def refresh(self, reading: bool, now_s: float) -> None:
         """Heartbeat and re-list when due (or at once when this replica started or stopped reading).
         A store that does not answer keeps the last view: turns are only about latency."""
         if now_s < self._next_beat and reading == self._reading:
             return
-        starting = reading and not self._reading
-        self._next_beat = now_s + (SETTLE_S if starting else HEARTBEAT.total_seconds())
-        if starting:
-            self._settled_at = now_s + SETTLE_S
+        # Only the first time this replica reads: one whose short sponsor waits come and go must not
+        # pause its reads each time (the others have listed it by then).
+        first = reading and not self._ever_read
+        self._next_beat = now_s + (SETTLE_S if first else HEARTBEAT.total_seconds())
+        if first:
+            self._ever_read, self._settled_at = True, now_s + SETTLE_S
         self._reading = reading
         now = self.clock()
         try:

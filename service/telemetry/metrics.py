@@ -96,6 +96,10 @@ class Metrics:
             "entrabot_chat_hints_written", "Change hints written by this replica, by source (scan, sweep)",
             ["source"], registry=r,
         )
+        self.chat_first_sights_pending = Gauge(
+            "entrabot_chat_first_sights_pending", "Watched chats this replica has not yet seen with a cursor "
+            "(their first sight is still to be made or read back)", registry=r,
+        )
         self.chat_scans = Counter(
             "entrabot_chat_scans", "Chat change scans of the elected scanner by outcome (ordered, unordered, "
             "failed, ordering_refused, hints_unwritten)", ["outcome"], registry=r,

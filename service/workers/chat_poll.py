@@ -166,6 +166,14 @@ class ChatPoller:
         if self.readers is not None:
             await self.readers.refresh(self.hub.can_take(Source.CHAT), self.monotonic())
         await self._take_hints()
+        self._want_first_sights()
+        try:
+            await self._read_wanted()
+        finally:
+            if self.metrics is not None:
+                self.metrics.chat_first_sights_pending.set(sum(w.first_sight_only for w in self._wanted.values()))
+
+    async def _read_wanted(self) -> None:
         if not self.hub.can_take(Source.CHAT):
             return  # the hints stay wanted until a target comes
         if self.readers is not None and self.read_spread_s > 0 and not self.readers.settled(self.monotonic()):
@@ -175,7 +183,11 @@ class ChatPoller:
             if outcome is ReadOutcome.UNRESOLVED:
                 log.warning("watched chats unreadable; polling none this cycle")
                 return
+            self._want_first_sights()
         self._want_unsettled_and_behind()
+        await self._read_due()
+
+    async def _read_due(self) -> None:
         now = self.monotonic()
         due = sorted(c for c, w in self._wanted.items() if w.not_before <= now and c in self.watched)
         if not due:
@@ -208,6 +220,17 @@ class ChatPoller:
                 self._count_hint("not_watched")
                 continue
             self._wanted[hint.chat_id] = WantedRead.from_hint(hint, learned).merged(self._wanted.get(hint.chat_id))
+
+    def _want_first_sights(self) -> None:
+        """Every watched chat this replica has not looked at yet: its cursor is read (storage only),
+        and a chat without one gets its first sight now rather than when the sweep comes by — the
+        messages a cold chat receives before its first sight would surface only the newest. The
+        replica whose turn it is reads; the others find the cursor it wrote."""
+        now = self.monotonic()
+        for chat_id in self.watched.chats - self._states.keys():
+            self.state_of(chat_id)
+            wanted = WantedRead(None, None, False, now, first_sight_only=True)
+            self._wanted[chat_id] = wanted.merged(self._wanted.get(chat_id))
 
     def _want_unsettled_and_behind(self) -> None:
         """Chats this replica must read again without a hint: a claim of its own still in doubt (held

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from service.ledger.chat_cursor import ChatCursor
 from service.ledger.hints import Hint
+from service.ledger.leases import Lease
 from service.workers.chat_state import ChatPhase, ChatPollState
 
 # Hint sources whose time and id (when it has one) are the chat's newest message (a preview); a
@@ -32,6 +33,9 @@ WATCHED_RELOAD_S = 5.0
 
 class FleetRole(Protocol):
     """A fleet-singleton role whose turn comes with the chat poll (it acts only while it holds its lease)."""
+
+    @property
+    def lease(self) -> Lease: ...
 
     async def cycle(self) -> None: ...
 

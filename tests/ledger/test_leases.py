@@ -127,3 +127,14 @@ async def test_a_write_in_doubt_that_never_landed_is_not_taken_for_ours(tmp_path
     # The stored record is the older one: not provably ours after a failed write, so it is left to expire.
     assert await a.acquire_or_renew() is LeaseStep.HELD_ELSEWHERE
     assert not a.held()
+
+
+async def test_a_released_lease_is_taken_over_at_once_and_the_releaser_has_stopped(any_backend: MemoryBackend) -> None:
+    clocks = Clocks()
+    a, b = lease(any_backend, "a", clocks), lease(any_backend, "b", clocks)
+    await a.acquire_or_renew()
+    await a.release()
+    assert not a.held()
+    clocks.advance(0.001)
+    assert await b.acquire_or_renew() is LeaseStep.TAKEN_OVER
+    assert b.held() and b.epoch == 2

@@ -194,10 +194,12 @@ def test_a_port_outside_1_to_65535_is_refused_with_one_line(how: str, tmp_path: 
 
 
 def test_a_port_held_by_another_process_stops_start_up_before_anything_else_and_never_claims_to_listen(
-        emulator: RunningEmulator, tmp_path: Path) -> None:
+        tmp_path: Path) -> None:
     import socket
 
-    with socket.socket() as holder:
+    # An emulator of its own: the module's replicas keep scanning the shared one (the fleet's scanner
+    # runs whether or not a host is connected), and this test counts every Graph call.
+    with socket.socket() as holder, start_emulator(build_seed(chats=1)) as emulator:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
