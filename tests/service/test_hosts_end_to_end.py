@@ -76,10 +76,11 @@ async def until_chats_polled_with_a_target(replica: ReplicaProcess) -> None:
     first sight, so what a human posts from now on is new, not history the first sight skips."""
     seen = await chat_poll_cycles(replica)  # a cycle in flight may have started before the target
 
-    async def two_more() -> bool:
-        return await chat_poll_cycles(replica) >= seen + 2
+    async def two_more_and_every_chat_seen() -> bool:
+        return (await chat_poll_cycles(replica) >= seen + 2
+                and await metric(replica, "entrabot_chat_first_sights_pending") == 0)
 
-    await until(two_more, "two chat poll cycles with the host connected")
+    await until(two_more_and_every_chat_seen, "two chat poll cycles with the host connected, every chat seen")
 
 
 def chat_of(emulator: RunningEmulator, index: int) -> str:
