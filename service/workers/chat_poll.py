@@ -194,7 +194,7 @@ class ChatPoller:
             return
         with tracer.start_as_current_span("chat_poll.cycle") as span:
             span.set_attribute("entrabot.chats", len(due))
-            deferred = [r for r in await self._each(due, self._poll_wanted, spread=True) if r is not None]
+            deferred = [r for r in await self._each(due, self._poll_wanted) if r is not None]
             if deferred:
                 takeable = await self._takeable(m for read in deferred for m in read.inbound)
                 await self._each(deferred, lambda read: self._claim_chat(read, takeable))
@@ -249,23 +249,33 @@ class ChatPoller:
 
     async def _poll_wanted(self, chat_id: str) -> ChatRead | None:
         """The cursor first (storage only): the chat is read from Graph only when the fleet's cursor
-        does not cover what the hint saw, so the replica that claimed it spares the others the read."""
+        does not cover what the hint saw, so the replica that claimed spares the others the read.
+
+        A replica later in turn for the chat only postpones the want (``turn_waits``), so the wait
+        holds up none of its other chats: a cycle that slept through a later turn delayed every hint
+        taken meanwhile, the first turns included (the 3-replica latency tail of the benchmark)."""
         state, wanted = self.state_of(chat_id), self._wanted[chat_id]
-        if not state.held and chat_id not in self.ledger.unsettled_chats and wanted.covered_by_state(state):
+        own_doubt = state.held or chat_id in self.ledger.unsettled_chats
+        if not own_doubt and wanted.covered_by_state(state):
             self._settle_wanted(chat_id, wanted)
             self._count_hint("covered")
+            return None
+        # Our own claim in doubt is ours to settle: no other replica reads the chat for it.
+        turn = 0 if own_doubt else self._turn(chat_id)
+        if turn and wanted.turn_waits == 0:
+            wanted.turn_waits = 1
+            wanted.not_before = max(wanted.not_before, self.monotonic() + turn * self.read_spread_s)
             return None
         covered = await self._cursor_covers(state, wanted)
         if covered is None:
             return None
-        if not covered and self.read_spread_s > 0 and self.readers is not None and self.readers.turn(chat_id) > 0:
-            # Not our first turn: the replica before us may still be reading (its own pacing, a slow
-            # Graph answer). One more gap and one more cursor read before a read that would meet
-            # Graph's one read a second per chat.
-            await asyncio.sleep(self.read_spread_s)
-            covered = await self._cursor_covers(state, wanted)
-            if covered is None:
-                return None
+        if not covered and turn and wanted.turn_waits == 1:
+            # The replica before us may still be reading (its own pacing, a slow Graph answer): one
+            # more gap and one more cursor read before a read that would meet Graph's one read a
+            # second per chat.
+            wanted.turn_waits = 2
+            wanted.not_before = self.monotonic() + self.read_spread_s
+            return None
         if covered:
             self._settle_wanted(chat_id, wanted)
             self._count_hint("covered")
@@ -332,20 +342,17 @@ class ChatPoller:
         if self.metrics is not None:
             self.metrics.chat_hints.labels(outcome=outcome).inc()
 
-    async def _each(self, items: Sequence[T], work: Callable[[T], Awaitable[R]], *, spread: bool = False) -> list[R]:
-        """``work`` over every item, at most ``concurrency`` at a time; results in the items' order.
+    def _turn(self, chat_id: str) -> int:
+        """This replica's turn among the fleet's readers for the chat (0: read at once)."""
+        if self.readers is None or self.read_spread_s <= 0:
+            return 0
+        return self.readers.turn(chat_id)
 
-        With ``spread``, each chat waits for this replica's turn among the fleet's readers (a different
-        order per chat), so the replicas that took the same hint reach the chat one after the other:
-        the first claims, and the cursor read of the next ones finds it covered instead of reading
-        Graph again.
-        """
+    async def _each(self, items: Sequence[T], work: Callable[[T], Awaitable[R]]) -> list[R]:
+        """``work`` over every item, at most ``concurrency`` at a time; results in the items' order."""
         limit = asyncio.Semaphore(max(1, self.concurrency))
 
         async def one(item: T) -> R:
-            turn = self.readers.turn(str(item)) if spread and self.readers is not None else 0
-            if turn and self.read_spread_s > 0:
-                await asyncio.sleep(turn * self.read_spread_s)
             async with limit:
                 return await work(item)
 

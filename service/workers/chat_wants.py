@@ -50,6 +50,10 @@ class WantedRead:
     # The sweep's hint for a chat that had no cursor and no preview: it asks for a first sight only,
     # which any cursor now present means some replica made.
     first_sight_only: bool = False
+    # A replica that is not first in turn for the chat waits for the ones before it in two steps (its
+    # turn, then one more gap after a cursor read that found the chat still uncovered); how many of
+    # them are done. Kept as ``not_before`` so the wait holds up no other chat's read.
+    turn_waits: int = 0
 
     @classmethod
     def from_hint(cls, hint: Hint, learned_at: float) -> WantedRead:
@@ -66,9 +70,12 @@ class WantedRead:
             newest, message_id, is_preview = self.newest, self.message_id, self.is_preview
         else:
             newest, message_id, is_preview = earlier.newest, earlier.message_id, earlier.is_preview
+        # The turn already waited is kept: a chat hinted again and again must not push a later turn's
+        # read back each time (the first in turn reads each new hint at once anyway).
         return WantedRead(newest, message_id, is_preview, max(self.learned_at, earlier.learned_at),
                           max(self.not_before, earlier.not_before),
-                          first_sight_only=self.first_sight_only and earlier.first_sight_only)
+                          first_sight_only=self.first_sight_only and earlier.first_sight_only,
+                          turn_waits=max(self.turn_waits, earlier.turn_waits))
 
     def covered_by_state(self, state: ChatPollState) -> bool:
         """This replica's own view already covers it (no I/O)."""

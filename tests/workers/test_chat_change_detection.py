@@ -245,3 +245,53 @@ async def test_the_scan_relaxes_only_while_notifications_arrive_not_merely_while
         assert scans(stack) == relaxed_from
     finally:
         await stack.aclose()
+
+
+async def test_a_later_turn_waits_without_holding_up_the_replicas_other_chats(store) -> None:
+    """A replica second in turn for one hinted chat still reads, in the same cycle, a chat where it is
+    first; and when the first in turn never reads, it reads the chat itself after its turn and one
+    more gap. A turn is waited through the want, never by sleeping in the cycle (that delayed every
+    hint taken meanwhile)."""
+    with start_emulator(build_seed(chats=8, throttle=ROOMY)) as emulator:
+        first = await build_stack(emulator, store, is_cloud=False)
+        second = await build_stack(emulator, store, is_cloud=False, replica_id="second-replica")
+        try:
+            now = [1000.0]
+            hosts = [RecordingTarget(target_id="first"), RecordingTarget(target_id="second")]
+            for stack, target in zip((first, second), hosts):
+                stack.chats.monotonic = lambda: now[0]
+                stack.chats.read_spread_s = 60.0  # the cycle below would time out if it slept a turn
+                stack.hub.register(target)
+            await settle(first, second)  # both say they read; neither takes a turn before its settle
+            now[0] += 5
+            await settle(first, second)  # each lists both; first sights by turn
+            now[0] += 130
+            await settle(first, second)  # the later turns' first sights find the cursors written
+            roster = second.chats.readers
+            assert roster is not None and roster.readers == {"test-replica", "second-replica"}
+            chats = [c.id for c in emulator.seed.chats if c.id is not None]
+            ours, theirs = ([c for c in chats if roster.turn(c) == t] for t in (0, 1))
+            assert ours and theirs, "the seed's chats all have one first reader; seed more chats"
+            host = hosts[1]
+            delivered_before = list(host.ids)
+            humans = emulator.seed.humans[0].id
+            waiting = emulator.state.post_message(theirs[0], sender_id=humans, content="the other replica's turn")
+            at_once = emulator.state.post_message(ours[0], sender_id=humans, content="our turn")
+            await second.notify(theirs[0], waiting.id)
+            await second.notify(ours[0], at_once.id)
+            reads_before = chat_reads(second)
+
+            await asyncio.wait_for(second.chats.cycle(), timeout=30)
+            assert host.ids[len(delivered_before):] == [at_once.id]
+            assert chat_reads(second) == reads_before + 1
+
+            now[0] += 61  # our turn: the cursor read finds the chat uncovered, so one more gap
+            await second.chats.cycle()
+            assert host.ids[len(delivered_before):] == [at_once.id]
+            now[0] += 61
+            await second.chats.cycle()
+            assert host.ids[len(delivered_before):] == [at_once.id, waiting.id]
+            assert chat_reads(second) == reads_before + 2
+        finally:
+            await first.aclose()
+            await second.aclose()
