@@ -464,6 +464,72 @@ def test_helm_test_reaches_readyz_through_the_service(defaults: Rendered) -> Non
     assert pod["spec"]["containers"][0]["image"] == container(defaults)["image"]
 
 
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a Kubernetes label selector (a Service's plain map, or matchLabels/matchExpressions) selects labels."""
+    if "matchLabels" not in selector and "matchExpressions" not in selector:
+        selector = {"matchLabels": selector}
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+        if not {"In": key in labels and labels[key] in values, "NotIn": labels.get(key) not in values,
+                "Exists": key in labels, "DoesNotExist": key not in labels}[operator]:
+            return False
+    return True
+
+
+def pod_selectors(node: object, path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every selector of pods in an object, with where it is; NetworkPolicy peers (`from`, `to`) are sources."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("from", "to"):
+                continue
+            if key in ("selector", "podSelector", "labelSelector") and isinstance(value, dict):
+                found.append((f"{path}.{key}", value))
+            found.extend(pod_selectors(value, f"{path}.{key}"))
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            found.extend(pod_selectors(item, f"{path}[{index}]"))
+    return found
+
+
+@pytest.mark.parametrize("values", [REQUIRED, merge(ALL_FEATURES, INGRESS)], ids=["defaults", "all-features"])
+def test_the_helm_test_pod_is_selected_by_nothing_of_the_release_and_the_network_policy_admits_it(
+        values: dict[str, Any]) -> None:
+    rendered = render(values)
+    [pod] = rendered.all("Pod")
+    labels = pod["metadata"]["labels"]
+    assert labels["app.kubernetes.io/instance"] == "entrabot-fleet" and labels["app.kubernetes.io/managed-by"] == "Helm"
+    assert {"helm.sh/chart", "app.kubernetes.io/name", "app.kubernetes.io/part-of"} <= set(labels)
+    selected_by = [f"{o['kind']}{where}" for o in rendered.objects if o is not pod
+                   # a ServiceMonitor selects Services, not pods
+                   and o["kind"] != "ServiceMonitor"
+                   for where, selector in pod_selectors(o) if selects(selector, labels)]
+    assert selected_by == []
+    # The test reaches the replicas' port through the Service: the replicas' NetworkPolicy must let it in.
+    policy = rendered.one("NetworkPolicy")["spec"]
+    service_port = rendered.one("Service")["spec"]["ports"][0]
+    assert service_port["targetPort"] == "http"
+    [http_port] = [p["containerPort"] for p in container(rendered)["ports"] if p["name"] == "http"]
+    assert any(
+        {"port": http_port, "protocol": "TCP"} in rule["ports"]
+        # a bare podSelector peer means pods of the policy's own namespace, where `helm test` runs the pod
+        and any(set(peer) == {"podSelector"} and selects(peer["podSelector"], labels) for peer in rule["from"])
+        for rule in policy["ingress"]
+    )
+
+
+def test_the_network_policy_admits_the_helm_test_pod_even_when_no_other_source_is_admitted() -> None:
+    closed = render(merge(REQUIRED, {"networkPolicy": {"ingressFrom": [], "ingressControllerNamespace": "",
+                                                       "prometheusNamespace": ""}}))
+    [pod] = closed.all("Pod")
+    [rule] = closed.one("NetworkPolicy")["spec"]["ingress"]
+    [peer] = rule["from"]
+    assert selects(peer["podSelector"], pod["metadata"]["labels"])
+    assert not selects(peer["podSelector"], closed.one("Deployment")["spec"]["template"]["metadata"]["labels"])
+
+
 def test_network_policy_admits_the_ingress_controller_and_prometheus_namespaces(defaults: Rendered) -> None:
     policy = defaults.one("NetworkPolicy")
     sources = policy["spec"]["ingress"][0]["from"]

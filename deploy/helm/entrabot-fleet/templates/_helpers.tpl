@@ -22,12 +22,31 @@ app.kubernetes.io/name: {{ include "entrabot-fleet.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
-{{- define "entrabot-fleet.labels" -}}
+{{/* Metadata every object of the release carries, selected by nothing. */}}
+{{- define "entrabot-fleet.commonLabels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-{{ include "entrabot-fleet.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: entrabot-fleet
+{{- end -}}
+
+{{- define "entrabot-fleet.labels" -}}
+{{ include "entrabot-fleet.selectorLabels" . }}
+{{ include "entrabot-fleet.commonLabels" . }}
+{{- end -}}
+
+{{/* The `helm test` pod's own name label: not the replicas', so the Deployment, the Service, the
+PodDisruptionBudget and the NetworkPolicy (which select app.kubernetes.io/name=<name>) leave it out,
+and the NetworkPolicy admits it by these labels. */}}
+{{- define "entrabot-fleet.testSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "entrabot-fleet.name" . | trunc 58 | trimSuffix "-" }}-test
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: helm-test
+{{- end -}}
+
+{{- define "entrabot-fleet.testLabels" -}}
+{{ include "entrabot-fleet.testSelectorLabels" . }}
+{{ include "entrabot-fleet.commonLabels" . }}
 {{- end -}}
 
 {{- define "entrabot-fleet.serviceAccountName" -}}
