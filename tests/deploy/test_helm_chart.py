@@ -165,6 +165,35 @@ def test_a_jwt_audience_without_its_tenant_is_refused_as_the_service_refuses_it(
         render(merge(REQUIRED, {"config": {"tenantId": ""}}))
 
 
+@pytest.mark.parametrize(("roles", "scopes"), [("", ""), (" , ", ""), ("Entrabot.Host", ""), ("", "Mcp.Access"),
+                                              ("Entrabot.Host", "Mcp.Access")],
+                         ids=["neither", "blank-names", "role", "scope", "both"])
+def test_a_jwt_audience_without_a_required_role_or_scope_is_refused_as_the_service_refuses_it(
+        roles: str, scopes: str) -> None:
+    from service.config import Settings  # noqa: PLC0415 - the chart must refuse what the service refuses
+    from service.mcp.auth import AuthConfigError, check_auth_config  # noqa: PLC0415
+
+    config = {"mcpJwtAudience": "api://entrabot-fleet", "tenantId": TENANT_ID,
+              "mcpJwtRequiredRoles": roles, "mcpJwtRequiredScopes": scopes}
+    settings = Settings(_env_file=None, host="0.0.0.0", mcp_jwt_audience=config["mcpJwtAudience"],  # type: ignore[call-arg]
+                        tenant_id=TENANT_ID, mcp_jwt_required_roles=roles or None,
+                        mcp_jwt_required_scopes=scopes or None)
+    try:
+        check_auth_config(settings)
+        service_refuses = False
+    except AuthConfigError:
+        service_refuses = True
+    values = merge(REQUIRED, {"config": config})
+    if service_refuses:
+        with pytest.raises(helm_python.HelmRenderError, match="neither config.mcpJwtRequiredRoles nor"):
+            render(values)
+    else:
+        env = render(values).env()
+        assert (env.get("ENTRABOT_MCP_JWT_REQUIRED_ROLES", ""), env.get("ENTRABOT_MCP_JWT_REQUIRED_SCOPES", "")) == (
+            roles, scopes)
+    assert service_refuses == (not roles.strip(" ,") and not scopes.strip(" ,"))
+
+
 def test_blueprint_workload_identity_without_workload_identity_is_refused() -> None:
     with pytest.raises(helm_python.HelmRenderError, match="workloadIdentity.enabled is false"):
         render(merge(REQUIRED, {"blueprint": {"clientId": "b1de9a14-0000-4f6f-8000-000000b1de9a"}}))

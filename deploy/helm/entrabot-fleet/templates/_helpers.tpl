@@ -118,6 +118,10 @@ app.kubernetes.io/component: helm-test
 {{- if and .Values.config.mcpJwtAudience (not .Values.config.tenantId) -}}
 {{- fail "config.mcpJwtAudience is set but config.tenantId is not: the service refuses to start. Set the tenant whose tokens /mcp accepts (config.tenantId), or unset config.mcpJwtAudience." -}}
 {{- end -}}
+{{- /* service/mcp/access_policy.py reads comma-separated names, blanks dropped: ", " names nothing. */ -}}
+{{- if and .Values.config.mcpJwtAudience (not (regexReplaceAll "[\\s,]+" (printf "%s%s" .Values.config.mcpJwtRequiredRoles .Values.config.mcpJwtRequiredScopes) "")) -}}
+{{- fail "config.mcpJwtAudience is set but neither config.mcpJwtRequiredRoles nor config.mcpJwtRequiredScopes is: the service refuses to start, since any app in the tenant can get a token for the audience. Set the app role (e.g. Entrabot.Host) or delegated scope a client must hold (docs/entra-app-registration.md)." -}}
+{{- end -}}
 {{- /* What service/config.py refuses for change notifications. */ -}}
 {{- if and .Values.config.notificationUrl (not (or .Values.secrets.notificationClientState .Values.secrets.existingSecret)) -}}
 {{- fail "config.notificationUrl is set but secrets.notificationClientState is not: the service refuses to start. Set secrets.notificationClientState to a random secret of at most 128 characters (or secrets.existingSecret holding ENTRABOT_NOTIFICATION_CLIENT_STATE)." -}}
@@ -126,7 +130,7 @@ app.kubernetes.io/component: helm-test
 {{- fail "config.extraEnv sets ENTRABOT_NOTIFICATION_URL: set config.notificationUrl instead, so the chart routes POST /graph/notifications through the Ingress and the HTTPRoute and checks the client state." -}}
 {{- end -}}
 {{- if not (or .Values.config.mcpJwtAudience .Values.secrets.mcpStaticTokens .Values.secrets.existingSecret) -}}
-{{- fail "/mcp has no authentication and the pods listen on all interfaces: the service refuses to start. Set config.mcpJwtAudience (with config.tenantId; docs/entra-app-registration.md), or secrets.mcpStaticTokens, or secrets.existingSecret holding ENTRABOT_MCP_STATIC_TOKENS." -}}
+{{- fail "/mcp has no authentication and the pods listen on all interfaces: the service refuses to start. Set config.mcpJwtAudience (with config.tenantId and config.mcpJwtRequiredRoles or config.mcpJwtRequiredScopes; docs/entra-app-registration.md), or secrets.mcpStaticTokens, or secrets.existingSecret holding ENTRABOT_MCP_STATIC_TOKENS." -}}
 {{- end -}}
 {{- end -}}
 
