@@ -21,7 +21,7 @@ from chart_rendering import (
     merge,
     render,
 )
-from deploy_facts import CHART_DIR, DASHBOARD, DATA_DIR, PROMETHEUS_ALERTS, unknown_settings
+from deploy_facts import CHART_DIR, DASHBOARD, DATA_DIR, PROMETHEUS_ALERTS, REPO_ROOT, unknown_settings
 
 KUBERNETES_VERSIONS = ("1.29", "1.30", "1.31", "1.32", "1.33")
 FEDERATED_TOKEN_FILE = "/var/run/secrets/azure/tokens/azure-identity-token"
@@ -102,6 +102,21 @@ def test_chart_lints_strictly(values: dict[str, Any]) -> None:
         report = helm_python.lint(CHART_DIR, values, strict=True, kube_version=version)
         problems = [m for m in report["messages"] if m["severity"] >= 2]
         assert (report["errors"], problems) == ([], [])
+
+
+def test_chart_metadata_names_the_projects_home_and_sources_as_pyproject_declares_them() -> None:
+    import tomllib  # noqa: PLC0415
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    metadata = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())
+    urls = [metadata["home"], *metadata["sources"]]
+    assert len(urls) >= 2 and all(urlsplit(u).scheme == "https" and urlsplit(u).netloc for u in urls), urls
+    declared = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"].get("urls", {})
+    if "Homepage" in declared:
+        assert metadata["home"] == declared["Homepage"]
+    for key in ("Source", "Repository"):
+        if key in declared:
+            assert declared[key] in metadata["sources"]
 
 
 def test_every_entrabot_variable_the_chart_sets_is_a_setting(variant: Rendered) -> None:
