@@ -431,6 +431,19 @@ def test_the_bridge_sends_the_header_the_ingress_hashes() -> None:
     assert values["ingress"]["affinityHeader"] == AFFINITY_HEADER
 
 
+def test_the_deploy_readme_describes_every_object_the_chart_makes_and_the_header_to_pin_on() -> None:
+    from service.bridge.config import AFFINITY_HEADER  # noqa: PLC0415 - the README must follow the bridge
+
+    readme = (REPO_ROOT / "deploy" / "README.md").read_text()
+    section = readme[readme.index("## What the chart sets up"):readme.index("\n## ", readme.index("## What the chart"))]
+    rendered = render(merge(ALL_FEATURES, INGRESS, GATEWAY, NOTIFY))
+    names = {"HorizontalPodAutoscaler": "HorizontalPodAutoscaler", "Pod": "helm test"}
+    assert [kind for kind in sorted({o["kind"] for o in rendered.objects}) if names.get(kind, kind) not in section] == []
+    assert f"**`{AFFINITY_HEADER}`**" in section
+    hashed_on = rendered.one("Ingress")["metadata"]["annotations"]["nginx.ingress.kubernetes.io/upstream-hash-by"]
+    assert f'nginx.ingress.kubernetes.io/upstream-hash-by: "{hashed_on}"' in " ".join(section.split())
+
+
 def test_an_ingress_without_a_host_is_refused() -> None:
     with pytest.raises(Exception, match="ingress.host"):
         render(merge(REQUIRED, {"ingress": {"enabled": True}}))
