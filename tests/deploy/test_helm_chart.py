@@ -190,7 +190,7 @@ def test_a_jwt_audience_without_a_required_role_or_scope_is_refused_as_the_servi
 
     config = {"mcpJwtAudience": "api://entrabot-fleet", "tenantId": TENANT_ID,
               "mcpJwtRequiredRoles": roles, "mcpJwtRequiredScopes": scopes}
-    settings = Settings(_env_file=None, host="0.0.0.0", mcp_jwt_audience=config["mcpJwtAudience"],  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, host="0.0.0.0", mcp_jwt_audience=config["mcpJwtAudience"],
                         tenant_id=TENANT_ID, mcp_jwt_required_roles=roles or None,
                         mcp_jwt_required_scopes=scopes or None)
     try:
