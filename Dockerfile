@@ -30,7 +30,8 @@ WORKDIR /src
 
 # Dependencies first, in a layer of their own: they change far less often than the code. Every
 # one, the build backend included, comes from requirements.lock and must match its hash; nothing is
-# resolved afresh (regenerate the lock as its header and docs/azure.md say).
+# resolved afresh (after changing pyproject.toml's dependencies, regenerate the lock with `make lock`;
+# tests/deploy/test_dependency_lock.py fails until then).
 COPY requirements.lock pip-ca.cr[t] ./
 RUN python3 -m venv /opt/venv \
     && /opt/venv/bin/pip install --no-cache-dir --require-hashes --only-binary=:all: -r requirements.lock

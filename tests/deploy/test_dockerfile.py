@@ -167,3 +167,11 @@ def test_final_image_carries_oci_labels(instructions: list[Instruction]) -> None
     keys = {word.split("=", 1)[0] for word in shlex.split(labels)}
     for key in ("title", "description", "version", "revision", "created", "source"):
         assert f"org.opencontainers.image.{key}" in keys
+
+
+def test_the_make_targets_the_dockerfile_and_the_docs_name_exist() -> None:
+    targets = set(re.findall(r"^([a-z][\w-]*):", (REPO_ROOT / "Makefile").read_text(), re.MULTILINE))
+    documents = [DOCKERFILE, REPO_ROOT / "deploy" / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    named = {(path.name, target) for path in documents for target in re.findall(r"`make (\w[\w-]*)", path.read_text())}
+    assert ("Dockerfile", "lock") in named, "the Dockerfile says how the lock is regenerated"
+    assert {(name, target) for name, target in named if target not in targets} == set()

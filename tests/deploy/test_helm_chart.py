@@ -21,7 +21,7 @@ from chart_rendering import (
     merge,
     render,
 )
-from deploy_facts import CHART_DIR, DASHBOARD, DATA_DIR, PROMETHEUS_ALERTS, unknown_settings
+from deploy_facts import CHART_DIR, DASHBOARD, DATA_DIR, PROMETHEUS_ALERTS, REPO_ROOT, unknown_settings
 
 KUBERNETES_VERSIONS = ("1.29", "1.30", "1.31", "1.32", "1.33")
 FEDERATED_TOKEN_FILE = "/var/run/secrets/azure/tokens/azure-identity-token"
@@ -104,6 +104,21 @@ def test_chart_lints_strictly(values: dict[str, Any]) -> None:
         assert (report["errors"], problems) == ([], [])
 
 
+def test_chart_metadata_names_the_projects_home_and_sources_as_pyproject_declares_them() -> None:
+    import tomllib  # noqa: PLC0415
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    metadata = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())
+    urls = [metadata["home"], *metadata["sources"]]
+    assert len(urls) >= 2 and all(urlsplit(u).scheme == "https" and urlsplit(u).netloc for u in urls), urls
+    declared = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"].get("urls", {})
+    if "Homepage" in declared:
+        assert metadata["home"] == declared["Homepage"]
+    for key in ("Source", "Repository"):
+        if key in declared:
+            assert declared[key] in metadata["sources"]
+
+
 def test_every_entrabot_variable_the_chart_sets_is_a_setting(variant: Rendered) -> None:
     env = variant.env()
     assert "ENTRABOT_REPLICA_ID" in env
@@ -163,6 +178,35 @@ def test_mcp_without_authentication_is_refused_as_the_service_refuses_it() -> No
 def test_a_jwt_audience_without_its_tenant_is_refused_as_the_service_refuses_it() -> None:
     with pytest.raises(helm_python.HelmRenderError, match="config.tenantId is not"):
         render(merge(REQUIRED, {"config": {"tenantId": ""}}))
+
+
+@pytest.mark.parametrize(("roles", "scopes"), [("", ""), (" , ", ""), ("Entrabot.Host", ""), ("", "Mcp.Access"),
+                                              ("Entrabot.Host", "Mcp.Access")],
+                         ids=["neither", "blank-names", "role", "scope", "both"])
+def test_a_jwt_audience_without_a_required_role_or_scope_is_refused_as_the_service_refuses_it(
+        roles: str, scopes: str) -> None:
+    from service.config import Settings  # noqa: PLC0415 - the chart must refuse what the service refuses
+    from service.mcp.auth import AuthConfigError, check_auth_config  # noqa: PLC0415
+
+    config = {"mcpJwtAudience": "api://entrabot-fleet", "tenantId": TENANT_ID,
+              "mcpJwtRequiredRoles": roles, "mcpJwtRequiredScopes": scopes}
+    settings = Settings(_env_file=None, host="0.0.0.0", mcp_jwt_audience=config["mcpJwtAudience"],
+                        tenant_id=TENANT_ID, mcp_jwt_required_roles=roles or None,
+                        mcp_jwt_required_scopes=scopes or None)
+    try:
+        check_auth_config(settings)
+        service_refuses = False
+    except AuthConfigError:
+        service_refuses = True
+    values = merge(REQUIRED, {"config": config})
+    if service_refuses:
+        with pytest.raises(helm_python.HelmRenderError, match="neither config.mcpJwtRequiredRoles nor"):
+            render(values)
+    else:
+        env = render(values).env()
+        assert (env.get("ENTRABOT_MCP_JWT_REQUIRED_ROLES", ""), env.get("ENTRABOT_MCP_JWT_REQUIRED_SCOPES", "")) == (
+            roles, scopes)
+    assert service_refuses == (not roles.strip(" ,") and not scopes.strip(" ,"))
 
 
 def test_blueprint_workload_identity_without_workload_identity_is_refused() -> None:
@@ -387,6 +431,19 @@ def test_the_bridge_sends_the_header_the_ingress_hashes() -> None:
     assert values["ingress"]["affinityHeader"] == AFFINITY_HEADER
 
 
+def test_the_deploy_readme_describes_every_object_the_chart_makes_and_the_header_to_pin_on() -> None:
+    from service.bridge.config import AFFINITY_HEADER  # noqa: PLC0415 - the README must follow the bridge
+
+    readme = (REPO_ROOT / "deploy" / "README.md").read_text()
+    section = readme[readme.index("## What the chart sets up"):readme.index("\n## ", readme.index("## What the chart"))]
+    rendered = render(merge(ALL_FEATURES, INGRESS, GATEWAY, NOTIFY))
+    names = {"HorizontalPodAutoscaler": "HorizontalPodAutoscaler", "Pod": "helm test"}
+    assert [kind for kind in sorted({o["kind"] for o in rendered.objects}) if names.get(kind, kind) not in section] == []
+    assert f"**`{AFFINITY_HEADER}`**" in section
+    hashed_on = rendered.one("Ingress")["metadata"]["annotations"]["nginx.ingress.kubernetes.io/upstream-hash-by"]
+    assert f'nginx.ingress.kubernetes.io/upstream-hash-by: "{hashed_on}"' in " ".join(section.split())
+
+
 def test_an_ingress_without_a_host_is_refused() -> None:
     with pytest.raises(Exception, match="ingress.host"):
         render(merge(REQUIRED, {"ingress": {"enabled": True}}))
@@ -462,6 +519,72 @@ def test_helm_test_reaches_readyz_through_the_service(defaults: Rendered) -> Non
     script = pod["spec"]["containers"][0]["args"][0]
     assert f"http://{FULLNAME}:8080/readyz" in script
     assert pod["spec"]["containers"][0]["image"] == container(defaults)["image"]
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a Kubernetes label selector (a Service's plain map, or matchLabels/matchExpressions) selects labels."""
+    if "matchLabels" not in selector and "matchExpressions" not in selector:
+        selector = {"matchLabels": selector}
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+        if not {"In": key in labels and labels[key] in values, "NotIn": labels.get(key) not in values,
+                "Exists": key in labels, "DoesNotExist": key not in labels}[operator]:
+            return False
+    return True
+
+
+def pod_selectors(node: object, path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every selector of pods in an object, with where it is; NetworkPolicy peers (`from`, `to`) are sources."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("from", "to"):
+                continue
+            if key in ("selector", "podSelector", "labelSelector") and isinstance(value, dict):
+                found.append((f"{path}.{key}", value))
+            found.extend(pod_selectors(value, f"{path}.{key}"))
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            found.extend(pod_selectors(item, f"{path}[{index}]"))
+    return found
+
+
+@pytest.mark.parametrize("values", [REQUIRED, merge(ALL_FEATURES, INGRESS)], ids=["defaults", "all-features"])
+def test_the_helm_test_pod_is_selected_by_nothing_of_the_release_and_the_network_policy_admits_it(
+        values: dict[str, Any]) -> None:
+    rendered = render(values)
+    [pod] = rendered.all("Pod")
+    labels = pod["metadata"]["labels"]
+    assert labels["app.kubernetes.io/instance"] == "entrabot-fleet" and labels["app.kubernetes.io/managed-by"] == "Helm"
+    assert {"helm.sh/chart", "app.kubernetes.io/name", "app.kubernetes.io/part-of"} <= set(labels)
+    selected_by = [f"{o['kind']}{where}" for o in rendered.objects if o is not pod
+                   # a ServiceMonitor selects Services, not pods
+                   and o["kind"] != "ServiceMonitor"
+                   for where, selector in pod_selectors(o) if selects(selector, labels)]
+    assert selected_by == []
+    # The test reaches the replicas' port through the Service: the replicas' NetworkPolicy must let it in.
+    policy = rendered.one("NetworkPolicy")["spec"]
+    service_port = rendered.one("Service")["spec"]["ports"][0]
+    assert service_port["targetPort"] == "http"
+    [http_port] = [p["containerPort"] for p in container(rendered)["ports"] if p["name"] == "http"]
+    assert any(
+        {"port": http_port, "protocol": "TCP"} in rule["ports"]
+        # a bare podSelector peer means pods of the policy's own namespace, where `helm test` runs the pod
+        and any(set(peer) == {"podSelector"} and selects(peer["podSelector"], labels) for peer in rule["from"])
+        for rule in policy["ingress"]
+    )
+
+
+def test_the_network_policy_admits_the_helm_test_pod_even_when_no_other_source_is_admitted() -> None:
+    closed = render(merge(REQUIRED, {"networkPolicy": {"ingressFrom": [], "ingressControllerNamespace": "",
+                                                       "prometheusNamespace": ""}}))
+    [pod] = closed.all("Pod")
+    [rule] = closed.one("NetworkPolicy")["spec"]["ingress"]
+    [peer] = rule["from"]
+    assert selects(peer["podSelector"], pod["metadata"]["labels"])
+    assert not selects(peer["podSelector"], closed.one("Deployment")["spec"]["template"]["metadata"]["labels"])
 
 
 def test_network_policy_admits_the_ingress_controller_and_prometheus_namespaces(defaults: Rendered) -> None:

@@ -1,8 +1,9 @@
 """deploy/prometheus/alerts.yml: valid rules, each alert unit-tested by promtool (firing and quiet), and
-every expression reading only metrics the service exports."""
+every expression reading only metrics, labels and label values the service exports."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +13,10 @@ import promql_parser
 import pytest
 import yaml
 from deploy_facts import PROMETHEUS_ALERTS, PROMETHEUS_CONFIG
+from emitted_label_values import LABEL_SOURCES, emitted_label_values, family, module_path, modules_setting
 from exported_metrics import TARGET_LABELS, exported_series
+
+from service.ledger.email_claims import EmailCycleOutcome
 
 RULE_TESTS = Path(__file__).parent / "prometheus_rules" / "alerts_test.yml"
 NEEDED_ALERTS = {
@@ -79,6 +83,57 @@ def test_alerts_read_only_metrics_and_labels_the_service_exports() -> None:
 
         promql_parser.walk(promql_parser.parse(rule["expr"]), visit)
         assert problems == [], f"{rule['alert']}: {problems}"
+
+
+def matched_values(expr: str) -> list[tuple[str, str, str]]:
+    """(metric family, label, value) for every value a selector of ``expr`` matches a service label on;
+    a regex must be a plain alternation (``a|b|c``), so each of its words is such a value."""
+    found: list[tuple[str, str, str]] = []
+
+    def visit(node: object) -> None:
+        if not isinstance(node, promql_parser.VectorSelector):
+            return
+        for matcher in node.matchers.matchers:
+            if matcher.name in TARGET_LABELS or matcher.name == "__name__":
+                continue
+            if matcher.op in (promql_parser.MatchOp.Re, promql_parser.MatchOp.NotRe):
+                assert re.fullmatch(r"\w+(\|\w+)*", matcher.value), f"{matcher.value!r} is not an alternation of words"
+                words = matcher.value.split("|")
+            else:
+                words = [matcher.value]
+            found.extend((family(node.name or ""), matcher.name, word) for word in words)
+
+    promql_parser.walk(promql_parser.parse(expr), visit)
+    return found
+
+
+def test_alerts_match_only_label_values_the_service_emits() -> None:
+    emitted = emitted_label_values()
+    for rule in rules():
+        for metric, label, value in matched_values(rule["expr"]):
+            assert (metric, label) in emitted, (
+                f"{rule['alert']}: {metric}{{{label}}}: add where the service sets it to emitted_label_values.py")
+            assert value in emitted[metric, label], f"{rule['alert']}: the service never sets {metric}{{{label}={value!r}}}"
+
+
+def test_the_alerts_unit_tests_feed_only_label_values_the_service_emits() -> None:
+    emitted = emitted_label_values()
+    for case in rule_tests():
+        for series in case["input_series"]:
+            for metric, label, value in matched_values(series["series"]):
+                if (metric, label) in emitted:
+                    assert value in emitted[metric, label], f"{series['series']}: the service never sets {label}={value!r}"
+
+
+def test_the_label_values_are_read_from_every_module_that_sets_those_labels() -> None:
+    for attribute, modules in LABEL_SOURCES.items():
+        assert modules_setting(attribute) == {module_path(m) for m in modules}, attribute
+
+
+def test_claims_failing_counts_the_email_cycles_that_fail() -> None:
+    [rule] = [r for r in rules() if r["alert"] == "EntrabotClaimsFailing"]
+    failing = {value for _, label, value in matched_values(rule["expr"]) if label == "outcome"}
+    assert EmailCycleOutcome.FAILED.value in failing
 
 
 def test_every_alert_has_a_severity_and_says_what_to_do() -> None:

@@ -22,12 +22,31 @@ app.kubernetes.io/name: {{ include "entrabot-fleet.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
-{{- define "entrabot-fleet.labels" -}}
+{{/* Metadata every object of the release carries, selected by nothing. */}}
+{{- define "entrabot-fleet.commonLabels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-{{ include "entrabot-fleet.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: entrabot-fleet
+{{- end -}}
+
+{{- define "entrabot-fleet.labels" -}}
+{{ include "entrabot-fleet.selectorLabels" . }}
+{{ include "entrabot-fleet.commonLabels" . }}
+{{- end -}}
+
+{{/* The `helm test` pod's own name label: not the replicas', so the Deployment, the Service, the
+PodDisruptionBudget and the NetworkPolicy (which select app.kubernetes.io/name=<name>) leave it out,
+and the NetworkPolicy admits it by these labels. */}}
+{{- define "entrabot-fleet.testSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "entrabot-fleet.name" . | trunc 58 | trimSuffix "-" }}-test
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: helm-test
+{{- end -}}
+
+{{- define "entrabot-fleet.testLabels" -}}
+{{ include "entrabot-fleet.testSelectorLabels" . }}
+{{ include "entrabot-fleet.commonLabels" . }}
 {{- end -}}
 
 {{- define "entrabot-fleet.serviceAccountName" -}}
@@ -99,6 +118,10 @@ app.kubernetes.io/part-of: entrabot-fleet
 {{- if and .Values.config.mcpJwtAudience (not .Values.config.tenantId) -}}
 {{- fail "config.mcpJwtAudience is set but config.tenantId is not: the service refuses to start. Set the tenant whose tokens /mcp accepts (config.tenantId), or unset config.mcpJwtAudience." -}}
 {{- end -}}
+{{- /* service/mcp/access_policy.py reads comma-separated names, blanks dropped: ", " names nothing. */ -}}
+{{- if and .Values.config.mcpJwtAudience (not (regexReplaceAll "[\\s,]+" (printf "%s%s" .Values.config.mcpJwtRequiredRoles .Values.config.mcpJwtRequiredScopes) "")) -}}
+{{- fail "config.mcpJwtAudience is set but neither config.mcpJwtRequiredRoles nor config.mcpJwtRequiredScopes is: the service refuses to start, since any app in the tenant can get a token for the audience. Set the app role (e.g. Entrabot.Host) or delegated scope a client must hold (docs/entra-app-registration.md)." -}}
+{{- end -}}
 {{- /* What service/config.py refuses for change notifications. */ -}}
 {{- if and .Values.config.notificationUrl (not (or .Values.secrets.notificationClientState .Values.secrets.existingSecret)) -}}
 {{- fail "config.notificationUrl is set but secrets.notificationClientState is not: the service refuses to start. Set secrets.notificationClientState to a random secret of at most 128 characters (or secrets.existingSecret holding ENTRABOT_NOTIFICATION_CLIENT_STATE)." -}}
@@ -107,7 +130,7 @@ app.kubernetes.io/part-of: entrabot-fleet
 {{- fail "config.extraEnv sets ENTRABOT_NOTIFICATION_URL: set config.notificationUrl instead, so the chart routes POST /graph/notifications through the Ingress and the HTTPRoute and checks the client state." -}}
 {{- end -}}
 {{- if not (or .Values.config.mcpJwtAudience .Values.secrets.mcpStaticTokens .Values.secrets.existingSecret) -}}
-{{- fail "/mcp has no authentication and the pods listen on all interfaces: the service refuses to start. Set config.mcpJwtAudience (with config.tenantId; docs/entra-app-registration.md), or secrets.mcpStaticTokens, or secrets.existingSecret holding ENTRABOT_MCP_STATIC_TOKENS." -}}
+{{- fail "/mcp has no authentication and the pods listen on all interfaces: the service refuses to start. Set config.mcpJwtAudience (with config.tenantId and config.mcpJwtRequiredRoles or config.mcpJwtRequiredScopes; docs/entra-app-registration.md), or secrets.mcpStaticTokens, or secrets.existingSecret holding ENTRABOT_MCP_STATIC_TOKENS." -}}
 {{- end -}}
 {{- end -}}
 
