@@ -17,7 +17,9 @@ on Graph's real limits (the strict emulator) and Azurite:
 
 Windows of each step (full profile; ``--quick`` halves them, see bench/profiles.py):
 
-- settle (≤ 20 s): hosts connect; wait until every replica has made two chat-poll cycles since, the
+- settle (≤ 20 s; a fleet's first step also ≤ 3 s per 1,000 chats × replicas, the start's one cursor
+  read per chat per replica): hosts connect; wait until every replica has made two chat-poll cycles
+  since and knows every watched chat's cursor, the
   scanner lease names a live replica, and (notifications) a chat subscription exists. Bounded and not
   fatal: a fleet that never settles is measured anyway and the row says so (``steady_after_s`` null);
 - idle (15 s): nobody posts. Fleet Graph requests/s by route and the 429s, from the emulator;
@@ -197,7 +199,8 @@ async def run(session: BenchSession) -> dict[str, Any]:
                     print(f"{NAME}: {mode}, {chats} chats, {n} replica(s)", flush=True)
                     members = await mf.shrink_to(n)
                     async with connected_hosts(members) as hosts:
-                        settled = await settle(mf, members, http, p.settle_max_s)
+                        bound = p.start_settle_max_s(chats, n) if n == steps[0] else p.settle_max_s
+                        settled = await settle(mf, members, http, bound)
                         idle = await measure_window(mf, members, http, idle_for(p.idle_s))
                         rows.append(window_row(mf, n, len(members), "idle", idle, settled))
                         work = BusyWork(mf, hosts, http, p.busy_rate_per_s, p.busy_s, p.drain_max_s)
@@ -218,7 +221,9 @@ async def run(session: BenchSession) -> dict[str, Any]:
     params = {
         "modes": list(p.modes), "chat_counts": list(p.chat_counts), "replicas": steps, "idle_s": p.idle_s,
         "busy_s": p.busy_s, "busy_rate_per_s": p.busy_rate_per_s, "drain_max_s": p.drain_max_s,
-        "settle_max_s": p.settle_max_s, "notification_latency_ms": NOTIFICATION_LATENCY_MS,
+        "settle_max_s": p.settle_max_s,
+        "start_settle_s_per_1000_chat_replicas": p.start_settle_s_per_1000_chat_replicas,
+        "notification_latency_ms": NOTIFICATION_LATENCY_MS,
         "takeover_max_s": p.takeover_max_s, "sweep_busy_s": p.sweep_busy_s,
         "sweep_drain_max_s": p.sweep_drain_max_s, "sweep_drop_fraction": p.sweep_drop_fraction,
         "late_threshold_s": LATE_THRESHOLD_S, "default_chat_poll_interval_s": DEFAULT_CHAT_POLL_S,
