@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     # the readers/ roster), this far apart, so the first one's claim spares the others a Graph read:
     # longer than a hint poll (0.5 s) plus a read and a claim, and than Graph's one read a second per chat.
     chat_read_spread_s: float = Field(default=1.6, ge=0.0, le=5.0)
+    # Graph allows one request a second per chat for the whole app (SPEC §9): a replica reads one chat
+    # at most this often, a new hint right after a read waits for it.
+    chat_read_gap_s: float = Field(default=1.1, ge=0.0, le=10.0)
     chat_poll_concurrency: int = 8
     discovery_interval_s: float = 120.0
     email_poll_interval_s: float = 60.0

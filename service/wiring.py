@@ -108,7 +108,8 @@ async def wire_workers(
         concurrency=settings.chat_poll_concurrency,
         first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h), sent_message_ids=sent,
         permissions=permissions, roles=(scanner, sweep), readers=ReaderRoster(backend, replica_id, clock=clock),
-        read_spread_s=settings.chat_read_spread_s, on_notification_hint=scanner.heard_notification,
+        read_spread_s=settings.chat_read_spread_s, min_read_gap_s=settings.chat_read_gap_s,
+        on_notification_hint=scanner.heard_notification,
     )
     discovery = Discovery(
         graph, watched, gate, lease(DISCOVERY_ROLE),

@@ -142,17 +142,15 @@ class GraphClient:
 
     async def list_my_chats(self, *, max_pages: int = 20, members: bool = True) -> ChatSweep:
         """Every chat of the agent user, up to ``max_pages`` pages of 50, with its newest message's
-        preview (and its members unless ``members=False``: the change scan needs only previews).
+        preview (and its members unless ``members=False``).
 
         A failure on the first page raises (nothing was read); a later failure returns what was
-        read with ``complete=False``. Graph refuses ``$orderby`` here, so the order is Graph's.
+        read with ``complete=False``.
         """
-        expand = "lastMessagePreview,members" if members else "lastMessagePreview"
-        url, route = self._url("me/chats", params={"$expand": expand, "$top": MAX_TOP})
         chats: list[Chat] = []
         last: Page[Chat] | None = None
         try:
-            async for last in self._pages(url, route, Chat, "chat", max_pages):
+            async for last in self.my_chats_pages(members=members, max_pages=max_pages):
                 chats.extend(last.items)
         except GraphError as exc:
             if last is None:
@@ -164,14 +162,18 @@ class GraphClient:
             return ChatSweep(chats, complete=False)
         return ChatSweep(chats, complete=True)
 
-    def scan_my_chats(self, *, ordered: bool, max_pages: int, start: str | None = None
-                      ) -> AsyncGenerator[Page[Chat], None]:
-        """Pages of the agent user's chats with their newest-message previews, no members: the change
-        scan's read. ``ordered`` asks for ``$orderby=lastMessagePreview/createdDateTime desc``, the one
-        ordering "List chats" documents (the single-host system saw a tenant refuse it with 400: the
-        caller falls back to an unordered walk). ``start`` resumes a walk at an ``@odata.nextLink``.
+    def my_chats_pages(self, *, max_pages: int, members: bool = False, ordered: bool = False,
+                       start: str | None = None) -> AsyncGenerator[Page[Chat], None]:
+        """Pages of the agent user's chats with their newest-message previews, and their members when
+        asked (discovery; the change scan and the sweep need only previews).
+
+        ``ordered`` asks for ``$orderby=lastMessagePreview/createdDateTime desc``, the one ordering
+        "List chats" documents (the single-host system saw a tenant refuse it with 400: the caller
+        falls back to an unordered walk). ``start`` resumes a walk at an earlier page's
+        ``@odata.nextLink``, which must stay on the Graph origin.
         """
-        params: dict[str, str | int] = {"$expand": "lastMessagePreview", "$top": MAX_TOP}
+        params: dict[str, str | int] = {"$expand": "lastMessagePreview,members" if members else "lastMessagePreview",
+                                        "$top": MAX_TOP}
         if ordered:
             params["$orderby"] = "lastMessagePreview/createdDateTime desc"
         url, route = self._url("me/chats", params=params)
@@ -182,16 +184,9 @@ class GraphClient:
         return self._pages(url, route, Chat, "chat", max_pages)
 
     async def my_chats_page(self, next_link: str | None = None) -> Page[Chat]:
-        """One page of the agent user's chats with members and previews: the first when ``next_link`` is
-        None, else the page that link (an earlier page's ``@odata.nextLink``) names. For a walk paced
-        over several cycles, which checks between pages whether it may go on."""
-        if next_link is None:
-            url, route = self._url("me/chats", params={"$expand": "lastMessagePreview,members", "$top": MAX_TOP})
-        else:
-            url, route = next_link, "me/chats"
-            if not self._same_origin(url):
-                raise GraphPayloadError(f"a chats page link points away from {self._base}; not followed")
-        pages = self._pages(url, route, Chat, "chat", max_pages=1)
+        """One page of the agent user's chats with members and previews (``my_chats_pages``): for a
+        walk paced over several cycles, which checks between pages whether it may go on."""
+        pages = self.my_chats_pages(members=True, max_pages=1, start=next_link)
         try:
             return await anext(pages)
         finally:

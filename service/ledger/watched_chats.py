@@ -73,6 +73,10 @@ class WatchedChats:
     def __contains__(self, chat_id: object) -> bool:
         return chat_id in self._chats
 
+    def __len__(self) -> int:
+        """The list only grows (chats are never removed), so an unchanged length is an unchanged list."""
+        return len(self._chats)
+
     async def load(self) -> ReadOutcome:
         """Learn the stored list; UNRESOLVED keeps what is in memory (empty at start) for a later retry."""
         read = await read_parsed(self._backend, WATCHED_CHATS_KEY, parse_watched_chats)

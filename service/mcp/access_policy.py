@@ -7,8 +7,8 @@ settings; an optional allow-list narrows it to known client apps.
 
 Where Entra puts them (Microsoft identity platform, "Access token claims reference"; read, not run
 here): app roles in ``roles`` (a JSON array, in app-only and in user tokens), delegated scopes in
-``scp`` (one space-separated string, user tokens only), the calling client in ``azp`` (v2.0 tokens)
-or ``appid`` (v1.0 tokens).
+``scp`` (one space-separated string, user tokens only), the calling client in ``azp`` (v2.0 tokens,
+the only ones /mcp accepts; ``appid``, its v1.0 name, is read only as a fallback).
 """
 
 from __future__ import annotations

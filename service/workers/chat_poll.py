@@ -55,14 +55,13 @@ from service.workers.chat_state import (
     ChatPollState,
     ChatRead,
     OfferedMessage,
+    ReadMiss,
     decide_offer,
     first_sight_surfaces,
 )
 from service.workers.chat_wants import (
     BEHIND_RETRY_S,
-    DEFAULT_READ_SPREAD_S,
     FAILED_RETRY_S,
-    MIN_READ_GAP_S,
     RETRY_S,
     UNRESOLVED_RETRY_S,
     WATCHED_RELOAD_S,
@@ -104,15 +103,16 @@ class ChatPoller:
     readers: ReaderRoster | None = None  # the fleet's chat readers: whose turn a hinted chat is
     on_notification_hint: Callable[[], None] | None = None  # tells the scanner notifications arrive
     pacer: ReadPacer = field(init=False)
-    read_spread_s: float = DEFAULT_READ_SPREAD_S  # the gap between two replicas' turns
-    min_read_gap_s: float = MIN_READ_GAP_S  # between two reads of one chat by this replica
+    # Settings.chat_read_spread_s and chat_read_gap_s, given by the wiring (no second default here).
+    read_spread_s: float = field(kw_only=True)  # the gap between two replicas' turns
+    min_read_gap_s: float = field(kw_only=True)  # between two reads of one chat by this replica
     monotonic: Callable[[], float] = time.monotonic
     _states: dict[str, ChatPollState] = field(default_factory=dict)
     _wanted: dict[str, WantedRead] = field(default_factory=dict)
     _behind: dict[str, Behind] = field(default_factory=dict)
-    _last_read_failed: dict[str, bool] = field(default_factory=dict)
     _read_at: dict[str, float] = field(default_factory=dict)  # monotonic: this replica's last read of each chat
     _watched_reload_at: float = float("-inf")
+    _first_sights_taken_at: int = -1  # the watched list's length when its new chats last became wants
 
     def __post_init__(self) -> None:
         self.pacer = ReadPacer(lambda: len(self.readers.readers) if self.readers is not None else 1,
@@ -226,6 +226,9 @@ class ChatPoller:
         and a chat without one gets its first sight now rather than when the sweep comes by — the
         messages a cold chat receives before its first sight would surface only the newest. The
         replica whose turn it is reads; the others find the cursor it wrote."""
+        if len(self.watched) == self._first_sights_taken_at:
+            return  # the list only grows: nothing new since (spares a set difference over 10,000 chats a cycle)
+        self._first_sights_taken_at = len(self.watched)
         now = self.monotonic()
         for chat_id in self.watched.chats - self._states.keys():
             self.state_of(chat_id)
@@ -290,11 +293,11 @@ class ChatPoller:
         self._count_hint("read")
         wanted.not_before = started + self.min_read_gap_s
         read = await self._read_chat(chat_id, preview=wanted.preview_hint(chat_id))
-        if read is None:
-            if self._last_read_failed.pop(chat_id, False):
-                wanted.not_before = self.monotonic() + FAILED_RETRY_S
-            else:
-                self._settle_wanted(chat_id, wanted, started)
+        if read is ReadMiss.FAILED:
+            wanted.not_before = self.monotonic() + FAILED_RETRY_S
+            return None
+        if read is ReadMiss.DECIDED:
+            self._settle_wanted(chat_id, wanted, started)
             return None
         read = replace(read, started=started)
         if self.hub.needs_allotment(read.inbound):
@@ -364,10 +367,9 @@ class ChatPoller:
         offered = await self._without_verdicts_held_elsewhere(list(messages))
         return frozenset(m.message_id for m in self.hub.claimable(offered))
 
-    async def _read_chat(self, chat_id: str, *, preview: Hint | None = None) -> ChatRead | None:
-        """What the chat offers for a claim this cycle, or None when it offers nothing (a first sight
-        that only set a baseline, nothing new, or a failure: nothing was claimed, nothing is lost;
-        a failure is noted in ``_last_read_failed`` so the want is kept)."""
+    async def _read_chat(self, chat_id: str, *, preview: Hint | None = None) -> ChatRead | ReadMiss:
+        """What the chat offers for a claim this cycle, or why it offers nothing; after a failure
+        nothing was claimed and nothing is lost, and the want is kept."""
         state = self.state_of(chat_id)
         try:
             if state.phase is ChatPhase.NEEDS_RESOLUTION:
@@ -376,11 +378,10 @@ class ChatPoller:
                 return await self._first_sight(state, preview)
             if state.phase is ChatPhase.STEADY:
                 return await self._steady(state)
-            self._last_read_failed[chat_id] = True  # cursor unresolved: nothing decided
+            return ReadMiss.FAILED  # cursor unresolved: nothing decided
         except (GraphError, StorageError) as exc:
             _log_chat_failure(chat_id, exc)  # fail closed for this chat only
-            self._last_read_failed[chat_id] = True
-        return None
+            return ReadMiss.FAILED
 
     async def _claim_chat(self, read: ChatRead, takeable: frozenset[str]) -> None:
         chat_id = read.state.chat_id
@@ -417,7 +418,7 @@ class ChatPoller:
             state.phase = ChatPhase.NOT_BOOTSTRAPPED
         # UNRESOLVED: stay, and read again later; never taken for a new chat.
 
-    async def _first_sight(self, state: ChatPollState, preview: Hint | None) -> ChatRead | None:
+    async def _first_sight(self, state: ChatPollState, preview: Hint | None) -> ChatRead | ReadMiss:
         if (preview is not None and preview.message_id is not None
                 and not state.surface_newest_regardless_of_age
                 and self.clock() - preview.newest >= self.first_sight_max_age):
@@ -425,14 +426,14 @@ class ChatPoller:
             # cursor starts at it, and the chat costs no message read.
             await self.ledger.bootstrap(state.chat_id, [Candidate(preview.message_id, preview.newest)])
             state.phase = ChatPhase.NEEDS_RESOLUTION
-            return None
+            return ReadMiss.DECIDED
         # The newest by creation: an edit, delete or reaction moves an old message's lastModifiedDateTime,
         # and taking that one for the newest would baseline days back and replay everything since.
         newest = await self.graph.get_newest_chat_message(state.chat_id)
         if newest is None:
             # An empty chat: its cursor starts with no watermark, so its first message is new.
             await self._bootstrap(state, [])
-            return None
+            return ReadMiss.DECIDED
         humans = self._humans([newest])
         surfaces = bool(humans) and first_sight_surfaces(
             newest, now=self.clock(), max_age=self.first_sight_max_age,
@@ -440,7 +441,7 @@ class ChatPoller:
         )
         if not surfaces:
             await self._bootstrap(state, [newest])
-            return None
+            return ReadMiss.DECIDED
         offered = OfferedMessage(newest, chat_inbound(newest, state.chat_id, self.gate))
         return ChatRead(state, (offered,), {newest.id: offered}, first_sight=True)
 
@@ -466,7 +467,7 @@ class ChatPoller:
         state.phase = ChatPhase.NEEDS_RESOLUTION
         return update.outcome is UpdateOutcome.WRITTEN
 
-    async def _steady(self, state: ChatPollState) -> ChatRead | None:
+    async def _steady(self, state: ChatPollState) -> ChatRead | ReadMiss:
         fetched: dict[str, ChatMessage] = {}
         complete = False
         pages = 0
@@ -477,12 +478,12 @@ class ChatPoller:
                 fetched[message.id] = message
             if page.skipped:
                 # An unreadable message may be a person's: decide nothing past it this cycle.
-                log.warning("unreadable messages in a chat page; retrying the chat next cycle",
+                log.warning("unreadable messages in a chat page; reading the chat again shortly",
                             extra={"chat_id": state.chat_id, "skipped": page.skipped})
-                return None
+                return ReadMiss.FAILED
             complete = page.next_link is None
         if not fetched:
-            return None
+            return ReadMiss.DECIDED
         if not complete:
             log.warning("chat backlog exceeds the page budget; surfacing its newest messages",
                         extra={"chat_id": state.chat_id, "pages": pages})

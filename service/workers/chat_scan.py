@@ -36,8 +36,8 @@ from service.graph.models import Chat
 from service.ledger.hints import Hint, HintLog
 from service.ledger.leases import Lease
 from service.ledger.watched_chats import WatchedChats
-from service.storage.errors import StorageError
 from service.telemetry.metrics import Metrics
+from service.workers.hint_publish import Published, publish_hints
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ class ChatScanner:
         # newest, or, at the start of a tenure, back from the newest preview there is.
         stop_before = (self._bound - SCAN_OVERLAP) if self._bound is not None else None
         result = ScanResult()
-        async for page in self.graph.scan_my_chats(ordered=True, max_pages=MAX_ORDERED_PAGES):
+        async for page in self.graph.my_chats_pages(ordered=True, max_pages=MAX_ORDERED_PAGES):
             if stop_before is None:
                 top = max((t for c in page.items if (t := newest_of(c)) is not None), default=None)
                 stop_before = top - TAKEOVER_LOOKBACK if top is not None else None
@@ -172,7 +172,7 @@ class ChatScanner:
         result = ScanResult()
         last_link: str | None = self._resume
         read = 0
-        async for page in self.graph.scan_my_chats(ordered=False, max_pages=pages, start=self._resume):
+        async for page in self.graph.my_chats_pages(ordered=False, max_pages=pages, start=self._resume):
             read += 1
             self._take(page.items, result, since=since)
             last_link = page.next_link
@@ -214,36 +214,16 @@ class ChatScanner:
         return older
 
     async def _publish(self, result: ScanResult) -> bool:
-        """Watch the new chats, then write the hints; nothing once the lease is gone (a former holder
-        must not keep writing beside its successor)."""
-        if not self.lease.held():
+        published = await publish_hints(self.lease, self.watched, self.hints, source="scan",
+                                         unwatched=result.unwatched, hints=result.hints, metrics=self.metrics)
+        if published is Published.LEASE_LOST:
             self._forget()
             return False
-        if result.unwatched:
-            try:
-                await self.watched.add(result.unwatched)
-            except StorageError as exc:
-                # Their hints are written anyway: a reader that does not watch the chat yet skips the
-                # hint, and discovery or the sweep adds it later.
-                log.warning("could not add scanned chats to the watched list",
-                            extra={"chats": len(result.unwatched), "error": type(exc).__name__})
-        if not result.hints:
-            return True
-        if not self.lease.held():
-            self._forget()
-            return False
-        try:
-            await self.hints.add(result.hints)
-        except StorageError as exc:
-            # Not marked seen: the next scan offers them again.
-            for hint in result.hints:
+        if published is Published.HINTS_UNWRITTEN:
+            for hint in result.hints:  # not marked seen: the next scan offers them again
                 self._seen.pop(hint.chat_id, None)
-            log.warning("chat hints not written; the next scan writes them",
-                        extra={"hints": len(result.hints), "error": type(exc).__name__})
             self._count("hints_unwritten")
             return False
-        if self.metrics is not None:
-            self.metrics.chat_hints_written.labels(source="scan").inc(len(result.hints))
         return True
 
     def _count(self, outcome: str) -> None:

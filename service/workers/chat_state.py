@@ -18,6 +18,13 @@ class ChatPhase(str, Enum):
     STEADY = "steady"  # polling messages newer than the watermark
 
 
+class ReadMiss(Enum):
+    """Why a chat read offers nothing to claim, which says whether the want that led to it is met."""
+
+    DECIDED = "decided"  # everything it found is decided: nothing new, or a first sight's baseline
+    FAILED = "failed"  # nothing was decided (Graph, the store, an unreadable page): read it again soon
+
+
 @dataclass
 class ChatPollState:
     """What this replica knows about one chat between cycles."""

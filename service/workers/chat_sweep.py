@@ -34,6 +34,7 @@ from service.ledger.watched_chats import WatchedChats
 from service.storage.errors import StorageError
 from service.telemetry.metrics import Metrics
 from service.workers.chat_scan import newest_of
+from service.workers.hint_publish import Published, publish_hints
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ class ChatSweep:
     async def sweep_page(self) -> bool:
         """One page of the rotation; a failed page is swept again next time. True when it hinted."""
         try:
-            pages = [page async for page in self.graph.scan_my_chats(ordered=False, max_pages=1,
+            pages = [page async for page in self.graph.my_chats_pages(ordered=False, max_pages=1,
                                                                      start=self._resume)]
         except GraphError as exc:
             log.warning("sweep page failed; swept again next time", extra={"error": type(exc).__name__,
@@ -83,25 +84,14 @@ class ChatSweep:
         page = pages[0] if pages else None
         chats = list(page.items) if page is not None else []
         hints = [h for h in [await self._behind(chat) for chat in chats] if h is not None]
-        unwatched = [c.id for c in chats if c.id not in self.watched.chats]
-        if not self.lease.held():
+        unwatched = [c.id for c in chats if c.id not in self.watched]
+        published = await publish_hints(self.lease, self.watched, self.hints, source="sweep",
+                                        unwatched=unwatched, hints=hints, metrics=self.metrics)
+        if published is Published.LEASE_LOST:
             return False
-        if unwatched:
-            try:
-                await self.watched.add(unwatched)
-            except StorageError as exc:
-                log.warning("could not add swept chats to the watched list",
-                            extra={"chats": len(unwatched), "error": type(exc).__name__})
-        if hints:
-            try:
-                await self.hints.add(hints)
-            except StorageError as exc:
-                log.warning("sweep hints not written; swept again next time",
-                            extra={"hints": len(hints), "error": type(exc).__name__})
-                self._count("hints_unwritten")
-                return True
-            if self.metrics is not None:
-                self.metrics.chat_hints_written.labels(source="sweep").inc(len(hints))
+        if published is Published.HINTS_UNWRITTEN:
+            self._count("hints_unwritten")  # the same page is swept again next time
+            return True
         self._resume = page.next_link if page is not None else None
         self._count("swept")
         return bool(hints)

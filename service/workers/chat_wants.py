@@ -20,10 +20,6 @@ from service.workers.chat_state import ChatPhase, ChatPollState
 # Hint sources whose time and id (when it has one) are the chat's newest message (a preview); a
 # notification's hint carries the time it was received, so it can only say "look".
 PREVIEW_SOURCES = frozenset({"scan", "sweep"})
-# A turn apart: replicas take a hint up to one hint poll (0.5 s) apart, then the first one's read and
-# claim take a moment more, and Graph allows one read a second per chat.
-DEFAULT_READ_SPREAD_S = 1.6
-MIN_READ_GAP_S = 1.1  # Graph allows one request a second per chat, for the whole app
 RETRY_S = 5.0  # a claim in doubt: the chat is read again this often until it settles
 FAILED_RETRY_S = 2.0
 UNRESOLVED_RETRY_S = 10.0  # an unreadable cursor (corrupt ones are counted and shown in /readyz)

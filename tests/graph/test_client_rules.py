@@ -389,3 +389,16 @@ async def test_a_429_holds_every_later_request_of_the_client_until_its_retry_aft
     assert slept == []
     await client.get_me()  # ...but the next call waits (capped) before it sends anything
     assert slept == [60.0] and len(recorder.requests) == 2
+
+
+async def test_a_saved_chats_page_link_off_the_graph_origin_is_refused_before_any_request() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return page([])
+
+    client, recorder, _ = make_client(handler)
+    with pytest.raises(GraphPayloadError, match="leaves the Graph origin"):
+        await client.my_chats_page("https://evil.test/v1.0/me/chats?$skiptoken=1")
+    with pytest.raises(GraphPayloadError, match="leaves the Graph origin"):
+        async for _ in client.my_chats_pages(max_pages=1, start="https://evil.test/v1.0/me/chats?$skiptoken=2"):
+            pass
+    assert recorder.requests == []

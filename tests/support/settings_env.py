@@ -11,9 +11,26 @@ from collections.abc import Mapping
 
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
+from emulator.seed import ThrottleBudget
 from service.config import Settings
 
 PREFIX = "ENTRABOT_"
+
+# Harnesses whose tests drive the workers' cycles themselves, back to back, on an emulator roomy
+# enough for it: the elected scanner scans on every cycle, no read waits for another replica's turn,
+# and a chat may be read again at once. Settings field names.
+HAND_DRIVEN_CYCLES: dict[str, float] = {"chat_scan_interval_s": 0.001, "chat_read_spread_s": 0.0,
+                                        "chat_read_gap_s": 0.0}
+
+
+# The emulator budget such harnesses run on: Graph's limits lifted, the per-chat one too (a cycle right
+# after a first sight reads the chat again at once, which Graph's one read a second per chat refuses).
+ROOMY_BUDGET = ThrottleBudget(chat_messages_per_s=1000, other_per_s=1000, per_chat_per_s=None)
+
+
+def as_env(fields: Mapping[str, object]) -> dict[str, str]:
+    """Settings fields as the ENTRABOT_* mapping that selects them."""
+    return {f"{PREFIX}{name.upper()}": str(value) for name, value in fields.items()}
 
 
 class _MappingOnlySettings(Settings):

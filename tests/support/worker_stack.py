@@ -24,7 +24,7 @@ from service.workers.chat_poll import ChatPoller
 from service.workers.discovery import Discovery
 from service.workers.email_poll import EmailPoller
 from service.wiring import wire_workers
-from settings_env import settings_from_env
+from settings_env import HAND_DRIVEN_CYCLES, as_env, settings_from_env
 
 
 @dataclass
@@ -73,13 +73,14 @@ class WorkerStack:
 
 
 async def build_stack(emulator: RunningEmulator, backend: MemoryBackend, *, is_cloud: bool,
-                      replica_id: str = "test-replica") -> WorkerStack:
-    # The tests drive the cycles themselves: the elected scanner (this replica) scans on every chat
-    # cycle, and no read waits for its spread.
+                      replica_id: str = "test-replica",
+                      transport: httpx.AsyncBaseTransport | None = None) -> WorkerStack:
+    """``transport``: what carries the Graph requests (default: real HTTP to the emulator), for a test
+    that alters what comes back over the wire."""
     settings = settings_from_env({**agent_user_env(emulator.seed, base_url=emulator.base_url),
-                                  "ENTRABOT_CHAT_SCAN_INTERVAL_S": "0.001", "ENTRABOT_CHAT_READ_SPREAD_S": "0"})
+                                  **as_env(HAND_DRIVEN_CYCLES)})
     metrics = Metrics()
-    http = httpx.AsyncClient(timeout=30)
+    http = httpx.AsyncClient(timeout=30, transport=transport)
     tokens = token_provider_from_settings(settings, http, metrics=metrics)
     graph = GraphClient(settings.graph_url, tokens, http=http, metrics=metrics)
     agent = await load_agent_user(graph)
@@ -87,6 +88,5 @@ async def build_stack(emulator: RunningEmulator, backend: MemoryBackend, *, is_c
     wired = await wire_workers(settings=settings, backend=backend, is_cloud=is_cloud, graph=graph, hub=hub,
                                agent=agent, gate=SponsorGate((), tenant_id=settings.tenant_id), replica_id=replica_id, metrics=metrics,
                                directory=graph.with_tokens(tokens.agent_identity_tokens()))
-    wired.chat_poller.min_read_gap_s = 0.0  # the emulator here allows many reads a second per chat
     return WorkerStack(emulator, http, graph, hub, wired.chat_poller, wired.email_poller, wired.discovery,
                        wired.watched, wired.interactions, metrics, backend)

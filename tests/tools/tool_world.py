@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 from mcp_types import CallToolResult
+from settings_env import HAND_DRIVEN_CYCLES
 
 from emulator.seed import Seed, SeedUser, build_seed
 from emulator.server import RunningEmulator
@@ -156,10 +157,8 @@ class ToolWorld:
 async def tool_world(emu: RunningEmulator, data_dir: Path, **settings: Any) -> AsyncIterator[ToolWorld]:
     seed = emu.seed
     clock = SettableClock()
-    # The tests drive the chat poll's cycles themselves: the elected scanner (this replica) scans on
-    # every cycle, and no read waits for its spread.
     defaults: dict[str, Any] = {"agent_identity_id": seed.agent_identity.id, "sponsor_wait_timeout_s": 30.0,
-                                "chat_scan_interval_s": 0.001, "chat_read_spread_s": 0.0}
+                                **HAND_DRIVEN_CYCLES}
     config = Settings(_env_file=None, data_dir=data_dir, graph_url=emu.graph_url, authority=emu.authority,
                       tenant_id=seed.tenant_id, **{**defaults, **settings})
     async with new_http_client() as http:
@@ -174,7 +173,6 @@ async def tool_world(emu: RunningEmulator, data_dir: Path, **settings: Any) -> A
         wired = await wire_workers(settings=config, backend=backend, is_cloud=False, graph=graph, hub=hub,
                                    agent=agent, gate=SponsorGate((), tenant_id=config.tenant_id), replica_id="replica-test", clock=clock,
                                    directory=graph.with_tokens(tokens.agent_identity_tokens()))
-        wired.chat_poller.min_read_gap_s = 0.0  # the tests drive cycles back to back on a roomy emulator
         tools = ToolRegistry()
         register_tools(tools, wired.tool_deps)
         await wired.discovery.cycle()  # as the replica does before its loops: sponsors, members, watched chats

@@ -13,11 +13,13 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
+from settings_env import ROOMY_BUDGET
 from worker_stack import RecordingTarget, WorkerStack, build_stack
 
 from emulator.faults import FaultRule as GraphFault
-from emulator.seed import Seed, ThrottleBudget, build_seed
+from emulator.seed import Seed, build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.ledger.chat_cursor import cursor_key
 from service.ledger.hints import PREFIX as HINTS_PREFIX, parse_hint_line
@@ -26,7 +28,7 @@ from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
 from service.workers import chat_scan, chat_sweep
 
-ROOMY = ThrottleBudget(chat_messages_per_s=1000, other_per_s=1000)
+ROOMY = ROOMY_BUDGET
 
 
 @pytest.fixture
@@ -295,3 +297,55 @@ async def test_a_later_turn_waits_without_holding_up_the_replicas_other_chats(st
         finally:
             await first.aclose()
             await second.aclose()
+
+
+class OneUnreadableMessagePage(httpx.AsyncBaseTransport):
+    """Real HTTP to the emulator; while ``armed``, the next chat-message page comes back with its first
+    message unreadable (then it disarms)."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+        self.armed = False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        if not self.armed or request.method != "GET" or not request.url.path.endswith("/messages"):
+            return response
+        body = json.loads(await response.aread())
+        if not body.get("value"):
+            return httpx.Response(response.status_code, headers={"content-type": "application/json"}, json=body)
+        self.armed = False
+        body["value"][0]["createdDateTime"] = {"not": "a time"}
+        return httpx.Response(response.status_code, headers={"content-type": "application/json"}, json=body)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def test_a_chat_page_with_an_unreadable_message_is_read_again_without_a_new_hint(emulator, store) -> None:
+    """An unreadable message may be a person's: the read decides nothing, and the want stays, so the
+    chat is read again shortly rather than when the next hint (or the sweep's rotation) comes by."""
+    for role in ("chat_scanner", "chat_sweep"):
+        await held_elsewhere(store, role)  # the one hint below is the only one
+    wire = OneUnreadableMessagePage()
+    stack = await build_stack(emulator, store, is_cloud=False, transport=wire)
+    try:
+        now = [1000.0]
+        stack.chats.monotonic = lambda: now[0]
+        host = RecordingTarget()
+        stack.hub.register(host)
+        await stack.discovery.cycle()  # the watched list, as a replica does before its loops
+        await settle(stack)  # first sights
+        chat = emulator.seed.chats[0].id
+        assert chat is not None
+        already = list(host.ids)
+        posted = emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content="hidden once")
+        wire.armed = True
+        await stack.notify(chat, posted.id)
+        await settle(stack, cycles=1)
+        assert not wire.armed and host.ids == already  # read once, unreadable: nothing decided
+        now[0] += 3  # past the retry of a failed read
+        await settle(stack, cycles=1)
+        assert host.ids == [*already, posted.id]
+    finally:
+        await stack.aclose()

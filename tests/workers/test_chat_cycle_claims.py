@@ -11,10 +11,11 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from settings_env import ROOMY_BUDGET
 from worker_stack import RecordingTarget, WorkerStack, build_stack
 
 from emulator.faults import FaultRule
-from emulator.seed import ThrottleBudget, build_seed
+from emulator.seed import build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.storage.local import LocalBackend
 
@@ -24,8 +25,7 @@ BOUND_S = 30.0
 
 @pytest.fixture
 def emulator() -> Iterator[RunningEmulator]:
-    with start_emulator(build_seed(chats=3, throttle=ThrottleBudget(chat_messages_per_s=1000,
-                                                                    other_per_s=1000))) as running:
+    with start_emulator(build_seed(chats=3, throttle=ROOMY_BUDGET)) as running:
         yield running
 
 

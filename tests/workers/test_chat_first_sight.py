@@ -15,16 +15,17 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from settings_env import ROOMY_BUDGET
 from worker_stack import RecordingTarget, WorkerStack, build_stack
 
 from emulator.faults import FaultRule
-from emulator.seed import ThrottleBudget, build_seed
+from emulator.seed import build_seed
 from emulator.server import RunningEmulator, start_emulator
 from emulator.state import ChatMessage
 from service.ledger.chat_cursor import cursor_key, parse_chat_cursor
 from service.storage.local import LocalBackend
 
-ROOMY = ThrottleBudget(chat_messages_per_s=1000, other_per_s=1000)
+ROOMY = ROOMY_BUDGET
 CHANGES = ("edit", "delete", "react")
 HISTORY_DAYS = (6, 5, 4, 3, 2)  # one message a day; the 3-day-old one is changed
 

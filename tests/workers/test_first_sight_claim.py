@@ -15,15 +15,16 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from settings_env import ROOMY_BUDGET
 from worker_stack import RecordingTarget, WorkerStack, build_stack
 
-from emulator.seed import ThrottleBudget, build_seed
+from emulator.seed import build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.ledger.chat_cursor import cursor_key
 from service.storage.local import LocalBackend
 from service.tools.sponsor_wait import SponsorWaitTarget
 
-ROOMY = ThrottleBudget(chat_messages_per_s=1000, other_per_s=1000)
+ROOMY = ROOMY_BUDGET
 
 
 @pytest.fixture
