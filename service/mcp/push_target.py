@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,6 +21,10 @@ from service.telemetry.metrics import Metrics
 log = logging.getLogger(__name__)
 
 DEFAULT_SEND_TIMEOUT_S = 10.0
+# A host that did not take a push within the send timeout is set aside this long: the hub then neither
+# waits on it again for every message (each wait holds up a chat-poll cycle) nor lets the replica claim
+# for it; another replica's host takes the messages meanwhile. After it, one more push is tried.
+STALLED_FOR_S = 60.0
 
 
 @dataclass(eq=False)
@@ -37,6 +42,9 @@ class PushTarget:
     metrics: Metrics | None = None
     send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    monotonic: Callable[[], float] = time.monotonic
+    stalled_for_s: float = STALLED_FOR_S
+    _stalled_until: float = float("-inf")
 
     @property
     def target_id(self) -> str:
@@ -47,7 +55,7 @@ class PushTarget:
         return TargetKind.PUSH
 
     def is_alive(self) -> bool:
-        return self.stream_open()
+        return self.stream_open() and self.monotonic() >= self._stalled_until
 
     def accepts(self, message: InboundMessage) -> bool:
         return True  # a push host takes chat and mail alike
@@ -65,9 +73,11 @@ class PushTarget:
             # Any pydantic model with `method` and `params` goes out as is.
             await self.notifier.send_notification(push)  # type: ignore[arg-type]
         if scope.cancelled_caught:
+            self._stalled_until = self.monotonic() + self.stalled_for_s
             log.warning(
-                "push stream did not take the message in time",
-                extra={"session": session_ref(self.session_id), "message_id": message.message_id},
+                "push stream did not take the message in time; host set aside",
+                extra={"session": session_ref(self.session_id), "message_id": message.message_id,
+                       "seconds": self.stalled_for_s},
             )
             return False
         if self.metrics is not None:
