@@ -213,12 +213,12 @@ async def email_poller_reading_through(
     """The stack's email poller (its claimer, hub and recorder: the same hold) with its own Graph
     client and connection pool, built from these settings as the replica builds its own (the read
     timeout is ENTRABOT_GRAPH_TIMEOUT_S); four attempts per read as in the service, without seconds of
-    backoff between them."""
+    backoff between them. Tokens come over the stack's pool: only Graph's answers meet the timeout."""
     settings = settings_from_env({**agent_user_env(stack.emulator.seed, base_url=stack.emulator.base_url),
                                   **settings_env})
     http = (new_http_client(read_timeout_s=settings.graph_timeout_s) if transport is None
             else httpx.AsyncClient(transport=transport, timeout=settings.graph_timeout_s))
-    graph = GraphClient(settings.graph_url, token_provider_from_settings(settings, http), http=http,
+    graph = GraphClient(settings.graph_url, token_provider_from_settings(settings, stack.http), http=http,
                         retry_policy=RetryPolicy(backoff_base=0.02))
     async with http:
         yield dataclasses.replace(stack.email, graph=graph)
