@@ -1,8 +1,28 @@
 """Settings from the environment (ENTRABOT_* names) and an optional ``.env`` file.
 
-One immutable object built at start-up and handed down. This is the only module that reads the
-environment: storage resolution, the wiring and the CLI all take a ``Settings``, so a value set only
-in ``.env`` reaches every one of them.
+One immutable object built at start-up and handed down: storage resolution, the wiring and the CLI
+all take a ``Settings``, so a value set only in ``.env`` reaches every one of them.
+
+Who reads the environment, by program (tests/service/test_settings_path.py checks every module of
+``service/`` for ``os.environ``, ``os.getenv``, imports of either from ``os``, pydantic-settings and
+python-dotenv, against this list):
+
+* The replica (``entrabot-fleet serve`` and the commands beside it): this module only. ``Settings``
+  reads the ENTRABOT_* names and ``.env``; ``default_replica_id`` reads the pod name Kubernetes puts
+  in ``HOSTNAME``. Any other replica module takes what it needs from ``Settings``; a new setting is a
+  field here, never a read elsewhere, so nothing ignores a value set in ``.env``.
+* The local tooling (``service/devstack``: the demo, the fleet harness, Azurite):
+  ``service/devstack/dev_environment.py`` only. Its own ENTRABOT_AZURITE_* settings come from the
+  environment and ``.env`` like these; the replicas it launches get an environment without this
+  process's ENTRABOT_* names, plus the settings it gives them, and run where no ``.env`` is.
+* The channel bridge (``entrabot-fleet channel``), a separate program a host starts over stdio: its
+  entry point ``service/bridge/cli_options.py`` hands its environment, once, as a mapping to
+  ``service/bridge/config.py`` (the ENTRABOT_BRIDGE_* names, set by the host's MCP configuration; it
+  reads no ``.env``, and ``Settings`` ignores those names).
+
+Libraries read their own variables, outside this rule and out of ``.env``'s reach: azure-identity's
+``DefaultAzureCredential`` (AZURE_CLIENT_ID, AZURE_FEDERATED_TOKEN_FILE, ...) for Blob storage on
+AKS, httpx's proxy and CA-bundle variables.
 """
 
 from __future__ import annotations

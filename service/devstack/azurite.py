@@ -5,7 +5,6 @@ Shared by the tests, the local demo and the benchmarks, so all three run on the 
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -14,13 +13,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from service.devstack.dev_environment import DevstackSettings, load_devstack_settings
 from service.devstack.processes import terminate
 
 ACCOUNT = "devstoreaccount1"
 # Azurite's published development key; not a secret.
 ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-REPO_ROOT = Path(__file__).resolve().parents[2]
-NPM_DIR = Path(os.environ.get("ENTRABOT_AZURITE_DIR", REPO_ROOT / "azurite"))
 _LISTEN = re.compile(r"listen(?:s|ing)? on (https?://[\d.]+):(\d+)", re.IGNORECASE)
 
 
@@ -64,11 +62,14 @@ def docker_engine_available() -> bool:
         return False
 
 
-def start_azurite(*, prefer_docker: bool = True, port: int = 0, location: Path | None = None) -> Azurite:
-    """Start Azurite and return once it accepts connections."""
-    if prefer_docker and os.environ.get("ENTRABOT_AZURITE_NO_DOCKER") != "1" and docker_engine_available():
+def start_azurite(
+    *, prefer_docker: bool = True, port: int = 0, location: Path | None = None, settings: DevstackSettings | None = None
+) -> Azurite:
+    """Start Azurite and return once it accepts connections (``settings``: the environment's and ``.env``'s)."""
+    settings = settings or load_devstack_settings()
+    if prefer_docker and not settings.azurite_no_docker and docker_engine_available():
         return _start_container()
-    return _start_npm(port=port, location=location)
+    return _start_npm(settings.azurite_dir, port=port, location=location)
 
 
 def _start_container() -> Azurite:
@@ -81,13 +82,14 @@ def _start_container() -> Azurite:
     return Azurite(f"http://{host}:{port}/{ACCOUNT}", "docker", _stop=container.stop)
 
 
-def _start_npm(*, port: int, location: Path | None) -> Azurite:
-    binary = NPM_DIR / "node_modules" / ".bin" / "azurite-blob"
+def _start_npm(npm_dir: Path, *, port: int, location: Path | None) -> Azurite:
+    binary = npm_dir / "node_modules" / ".bin" / "azurite-blob"
     node = shutil.which("node")
     if node is None:
         raise AzuriteError("node is not on PATH: install Node.js 20+ to run Azurite without Docker")
     if not binary.exists():
-        raise AzuriteError(f"Azurite is not installed: run `npm ci` in {NPM_DIR} (make setup does it)")
+        raise AzuriteError(f"Azurite is not installed: run `npm ci` in {npm_dir} (make setup does it), "
+                           "or set ENTRABOT_AZURITE_DIR to where it is installed")
     script = binary.resolve()  # the .bin entry is a symlink to a node script
     args = [
         "--blobHost", "127.0.0.1", "--blobPort", str(port),
@@ -96,7 +98,7 @@ def _start_npm(*, port: int, location: Path | None) -> Azurite:
     args += ["--location", str(location)] if location else ["--inMemoryPersistence"]
     # Spawn node itself (not a shell) so the PID we signal is Azurite's.
     proc = subprocess.Popen(
-        [node, str(script), *args], cwd=NPM_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [node, str(script), *args], cwd=npm_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
     )
     deadline = time.monotonic() + 30

@@ -1,14 +1,15 @@
 """A local fleet: Azurite, the Graph emulator and N replica processes sharing one Blob container.
 
 The replicas are real ``entrabot-fleet serve`` processes configured only through the environment, as
-in Kubernetes. The emulator runs in this process (its statistics and state stay at hand); Azurite is
+in Kubernetes: the one this harness gives each (``replica_environment`` and its settings), in the
+fleet's work directory, so neither this process's ENTRABOT_* names nor a ``.env`` where it was
+started reach them. The emulator runs in this process (its statistics and state stay at hand); Azurite is
 the pinned npm build (or a container where Docker answers).
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 import signal
 import socket
 import subprocess
@@ -23,6 +24,7 @@ import httpx
 from emulator.seed import Seed
 from emulator.server import RunningEmulator, start_emulator
 from service.devstack.azurite import Azurite, start_azurite
+from service.devstack.dev_environment import replica_environment
 from service.devstack.emulator_env import agent_user_env
 from service.devstack.processes import terminate
 
@@ -65,10 +67,13 @@ class ReplicaProcess:
         return f"{self.base_url}/mcp"
 
     def start(self) -> None:
+        # In the fleet's work directory, beside its log: a .env where the caller runs would be read by
+        # the replica's settings and quietly add to the environment it was given.
         with open(self.log_path, "ab") as log_file:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "service.cli", "serve"], env=self.env, stdout=log_file,
-                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_terminate_with_parent,
+                [sys.executable, "-m", "service.cli", "serve"], env=self.env, cwd=self.log_path.parent,
+                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_terminate_with_parent,
             )
 
     @property
@@ -145,7 +150,7 @@ class LocalFleet:
         name = f"replica-{index + 1}"
         endpoint = self.blob_endpoint()
         port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ENTRABOT_")}
+        env = replica_environment()
         env.update(agent_user_env(self.seed, base_url=self.emulator.base_url))
         connection = self.azurite.connection_string.replace(self.azurite.blob_endpoint, endpoint)
         env.update({

@@ -6,8 +6,8 @@ which read ``os.environ``: the replica quietly started on an empty local store.
 
 from __future__ import annotations
 
+import ast
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -71,13 +71,71 @@ def test_a_half_blob_configuration_in_dotenv_refuses_to_start(tmp_path: Path) ->
     assert not (tmp_path / "data").exists()
 
 
-def test_only_the_config_module_reads_the_environment() -> None:
-    # devstack is the local tooling that launches replicas: it builds their environments. The channel
-    # bridge is a separate program (a host's stdio process): its entry point hands the environment to
-    # its own config module, once, as a mapping.
-    readers = sorted(
-        path.relative_to(SERVICE.parent).as_posix()
-        for path in SERVICE.rglob("*.py")
-        if "devstack" not in path.parts and re.search(r"os\.environ|os\.getenv|getenv\(", path.read_text())
-    )
-    assert readers == ["service/bridge/cli_options.py", "service/config.py"]
+# Every module of service/ that reads the environment, and why it may (service/config.py's docstring
+# states the rule). A module that stops reading leaves this list too.
+ENVIRONMENT_READERS = {
+    "service/config.py": "the replica's one settings path: Settings (ENTRABOT_* and .env) and the pod "
+                         "name in HOSTNAME",
+    "service/devstack/dev_environment.py": "the local tooling's one reader: its ENTRABOT_AZURITE_* settings "
+                                           "(and .env) and the environment of the replicas it launches",
+    "service/bridge/cli_options.py": "the channel bridge, a separate program: its entry point hands its "
+                                     "environment once, as a mapping, to service/bridge/config.py",
+}
+OS_READERS = {"environ", "environb", "getenv", "getenvb"}
+SETTINGS_LIBRARIES = {"pydantic_settings", "dotenv"}  # they read the environment (and .env files) themselves
+
+
+def environment_reads(source: str) -> list[str]:
+    """How a module reads the environment, one entry per place (empty: it does not)."""
+    tree = ast.parse(source)
+    os_names = {"os"} | {alias.asname for node in ast.walk(tree) if isinstance(node, ast.Import)
+                         for alias in node.names if alias.name == "os" and alias.asname}
+    reads: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in OS_READERS and isinstance(node.value, ast.Name) \
+                and node.value.id in os_names:
+            reads.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and node.module == "os":
+            reads += [f"line {node.lineno}: from os import {a.name}" for a in node.names if a.name in OS_READERS]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in SETTINGS_LIBRARIES:
+            reads.append(f"line {node.lineno}: from {node.module} import ...")
+        elif isinstance(node, ast.Import):
+            reads += [f"line {node.lineno}: import {a.name}" for a in node.names
+                      if a.name.split(".")[0] in SETTINGS_LIBRARIES]
+    return reads
+
+
+@pytest.mark.parametrize("source", [
+    "import os\nos.environ['X']",
+    "import os\nos.environ.get('X')",
+    "import os\nvalues = dict(os.environ)",
+    "import os\nos.getenv('X', 'default')",
+    "import os as system\nsystem.environ.get('X')",
+    "from os import environ\nenviron['X']",
+    "from os import getenv as read\nread('X')",
+    "from pydantic_settings import BaseSettings",
+    "import dotenv",
+    "def f():\n    import os\n    return os.environ",
+])
+def test_every_way_of_reading_the_environment_is_seen(source: str) -> None:
+    assert environment_reads(source)
+
+
+@pytest.mark.parametrize("source", [
+    "import os\nos.path.join('a', 'b')",
+    "import os\nos.getpid()",
+    "def load(environ):\n    return environ.get('X')",  # a mapping handed in is no read
+    "from os import path\nenvironment = {}",
+])
+def test_what_is_not_an_environment_read_is_not_counted(source: str) -> None:
+    assert environment_reads(source) == []
+
+
+def test_the_environment_is_read_only_by_the_modules_allowed_to_read_it() -> None:
+    readers = {
+        path.relative_to(SERVICE.parent).as_posix(): reads
+        for path in sorted(SERVICE.rglob("*.py"))
+        if (reads := environment_reads(path.read_text(encoding="utf-8")))
+    }
+    assert {module: reads for module, reads in readers.items() if module not in ENVIRONMENT_READERS} == {}
+    assert sorted(readers) == sorted(ENVIRONMENT_READERS)

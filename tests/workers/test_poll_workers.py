@@ -3,21 +3,31 @@
 from __future__ import annotations
 
 import asyncio
-
+import dataclasses
+import json
+import logging
 import re
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta, timezone
 
+import httpx
 import pytest
+from settings_env import settings_from_env
 from worker_stack import RecordingTarget, WorkerStack, build_stack
 
 from emulator.faults import FaultRule
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.delivery.hub import TargetKind
+from service.devstack.emulator_env import agent_user_env
+from service.graph import GraphClient, new_http_client
+from service.graph.auth import token_provider_from_settings
+from service.graph.retry_policy import RetryPolicy
 from service.storage.blob import BlobBackend
 from service.storage.faults import Fault, FaultyBackend
 from service.storage.faults import FaultRule as StorageFaultRule
+from service.workers.email_poll import EmailPoller
 
 pytestmark = pytest.mark.azurite
 
@@ -172,6 +182,97 @@ async def test_a_held_mail_batch_settled_as_ours_is_delivered_when_the_same_cycl
         await stack.http.delete(f"{emulator.base_url}/_emulator/faults")
         await stack.email.cycle()
         assert target.ids == [held.id, later.id]
+    finally:
+        await stack.aclose()
+
+
+class UnreadableMail(httpx.AsyncBaseTransport):
+    """Real HTTP to the emulator, with every mail of an inbox page given a receivedDateTime that is
+    not a time: mail the service's models cannot parse, as Graph might send after a schema change."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        if request.method != "GET" or "/mailFolders/" not in request.url.path:
+            return response
+        body = json.loads(await response.aread())
+        for mail in body.get("value", []):
+            mail["receivedDateTime"] = {"not": "a time"}
+        return httpx.Response(response.status_code, headers={"content-type": "application/json"}, json=body)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@asynccontextmanager
+async def email_poller_reading_through(
+    stack: WorkerStack, settings_env: dict[str, str], transport: httpx.AsyncBaseTransport | None = None
+) -> AsyncIterator[EmailPoller]:
+    """The stack's email poller (its claimer, hub and recorder: the same hold) with its own Graph
+    client and connection pool, built from these settings as the replica builds its own (the read
+    timeout is ENTRABOT_GRAPH_TIMEOUT_S); four attempts per read as in the service, without seconds of
+    backoff between them. Tokens come over the stack's pool: only Graph's answers meet the timeout."""
+    settings = settings_from_env({**agent_user_env(stack.emulator.seed, base_url=stack.emulator.base_url),
+                                  **settings_env})
+    http = (new_http_client(read_timeout_s=settings.graph_timeout_s) if transport is None
+            else httpx.AsyncClient(transport=transport, timeout=settings.graph_timeout_s))
+    graph = GraphClient(settings.graph_url, token_provider_from_settings(settings, stack.http), http=http,
+                        retry_policy=RetryPolicy(backoff_base=0.02))
+    async with http:
+        yield dataclasses.replace(stack.email, graph=graph)
+
+
+async def hold_a_mail_batch(stack: WorkerStack, faulty: FaultyBackend) -> tuple[str, datetime]:
+    """A mail claimed by a write that commits but whose answer is lost, every read-back failing: the
+    batch is held. Returns the held mail's id and the time the mail arrives after."""
+    await stack.email.cycle()  # the cloud cursor starts at "now"
+    start = now()
+    held = stack.emulator.state.deliver_mail(to=stack.emulator.seed.agent_user.id, subject="held", body="b",
+                                             from_address="ada.partner@fabrikam.com",
+                                             received=start + timedelta(seconds=1))
+    stack.email.clock = lambda: start + timedelta(minutes=1)
+    cursor = "poll_state/email_cursor.txt"
+    faulty.add(StorageFaultRule(Fault.WRITE_RESPONSE_LOST, key=cursor, times=1),
+               StorageFaultRule(Fault.READ_FAILS, key=cursor, skip=1, times=3))
+    await stack.email.cycle()
+    assert stack.email.claimer.held is not None
+    return held.id, start
+
+
+@pytest.mark.parametrize("failure", ["timeout", "unreadable_mail"])
+async def test_a_held_mail_batch_settled_as_ours_is_delivered_when_the_same_cycles_mailbox_read_times_out_or_is_unreadable(
+    emulator: RunningEmulator, backend: BlobBackend, failure: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    faulty = FaultyBackend(backend)
+    stack = await build_stack(emulator, faulty, is_cloud=True)
+    try:
+        target = await connect(stack)
+        held, start = await hold_a_mail_batch(stack, faulty)
+        assert target.ids == []
+        later = emulator.state.deliver_mail(to=emulator.seed.agent_user.id, from_address="ada.partner@fabrikam.com",
+                                            subject="later", body="b", received=start + timedelta(seconds=2))
+        # The store has recovered, so the hold settles as ours; the mailbox read of that same cycle fails.
+        if failure == "timeout":
+            # Graph answers each inbox read only after the client's read timeout, on every attempt.
+            added = await stack.http.post(f"{emulator.base_url}/_emulator/faults", json={
+                "route_pattern": "/mailFolders/", "status": None, "latency_ms": 3_000})
+            assert added.status_code == 201
+            reader = email_poller_reading_through(stack, {"ENTRABOT_GRAPH_TIMEOUT_S": "0.5"})
+            expected_error = "GraphConnectionError"
+        else:
+            reader = email_poller_reading_through(stack, {}, UnreadableMail())
+            expected_error = "GraphPayloadError"
+        async with reader as failing_poller:
+            with caplog.at_level(logging.WARNING, logger="service.workers.email_poll"):
+                await failing_poller.cycle()
+        assert target.ids == [held]
+        [failed] = [r for r in caplog.records if r.getMessage().startswith("mailbox read failed")]
+        assert vars(failed).get("error") == expected_error  # the structured field of the warning
+        await stack.http.delete(f"{emulator.base_url}/_emulator/faults")
+        await stack.email.cycle()
+        assert target.ids == [held, later.id]
     finally:
         await stack.aclose()
 
