@@ -6,7 +6,7 @@ And the delivery counters the admin API reports.
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Literal
 
@@ -40,13 +40,28 @@ class NotificationFaults(FiringRules[NotificationFaultRule]):
         return None if active is None else NotificationFault(active.rule.action, active.rule.delay_ms)
 
 
+RETRY_SCHEDULES_KEPT = 100
+
+
 class DeliveryStats:
     """Counts per notification (not per POST): sent, retried (one per repeated attempt), failed,
-    and each fault; lifecycle notifications also by event; validations by outcome."""
+    and each fault; lifecycle notifications also by event; validations by outcome. And the waits
+    between attempts of the last settled batches that needed retries, so the backoff itself can be
+    checked, not only how often it was applied."""
 
     def __init__(self) -> None:
         self._counts: Counter[str] = Counter()
+        self._retry_waits: deque[tuple[float, ...]] = deque(maxlen=RETRY_SCHEDULES_KEPT)
         self._lock = threading.Lock()
+
+    def add_retry_waits(self, waits: list[float]) -> None:
+        """The seconds waited before each repeated attempt of one batch, once it is sent or failed."""
+        with self._lock:
+            self._retry_waits.append(tuple(waits))
+
+    def retry_waits(self) -> list[list[float]]:
+        with self._lock:
+            return [list(w) for w in self._retry_waits]
 
     def add(self, key: str, n: int = 1) -> None:
         with self._lock:
@@ -63,3 +78,4 @@ class DeliveryStats:
     def reset(self) -> None:
         with self._lock:
             self._counts.clear()
+            self._retry_waits.clear()

@@ -163,6 +163,7 @@ class Notifier:
         body = {"value": [o.item for o in batch]}
         started: float | None = None
         backoff = self._policy.retry_initial_s
+        waits: list[float] = []
         while True:
             if not self._running.is_set():
                 self.waiting += 1
@@ -176,14 +177,18 @@ class Notifier:
             if delivered:
                 self._stats.add("sent", len(batch))
                 self._stats.add("posts")
+                if waits:
+                    self._stats.add_retry_waits(waits)
                 return
             if time.monotonic() - started + backoff > self._policy.retry_window_s:
                 self._stats.add("failed", len(batch))
+                self._stats.add_retry_waits(waits)
                 for o in batch:
                     if o.on_lost is not None:
                         o.on_lost()
                 return
             self._stats.add("retried", len(batch))
+            waits.append(backoff)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self._policy.retry_max_backoff_s)
 

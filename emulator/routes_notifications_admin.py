@@ -51,7 +51,8 @@ async def force_lifecycle(sub_id: str, body: ForceLifecycle, request: Request) -
 async def notifications(request: Request) -> dict[str, Any]:
     engine = context_of(request).subscriptions
     return {"stats": engine.stats.snapshot(), "faults": engine.faults.describe(), "paused": engine.notifier.paused,
-            "waiting_batches": engine.notifier.waiting, "latency_ms": engine.notifier.latency_ms}
+            "waiting_batches": engine.notifier.waiting, "latency_ms": engine.notifier.latency_ms,
+            "retry_waits_s": engine.stats.retry_waits()}
 
 
 @router.post("/notifications/faults", status_code=201)

@@ -320,7 +320,14 @@ class TenantState:
 
     def react_to_message(self, chat_id: str, message_id: str, user_ref: str, reaction_type: str) -> ChatMessage:
         """A reaction, which in Graph moves the message's lastModifiedDateTime as an edit does (its
-        createdDateTime never moves). One reaction of a type per user, as Teams allows."""
+        createdDateTime never moves). One reaction of a type per user, as Teams allows.
+
+        Announced to subscriptions as ``updated``. Read, not run: "Get change notifications for messages
+        in Teams channels and chats" offers only created, updated and deleted for chatMessage; Graph
+        records a reaction as a modification of the message (chatMessageHistoryItem actions
+        reactionAdded / reactionRemoved, lastModifiedDateTime "including when a reaction is added or
+        removed"), so a reaction can only reach a subscriber as ``updated``, as an edit does. A repeated
+        reaction changes nothing and announces nothing."""
         user = self._user(user_ref)
         with self._lock:
             message = self._message(chat_id, message_id)
@@ -335,6 +342,7 @@ class TenantState:
             reacted = replace(message, last_modified=now,
                               reactions=(*message.reactions, Reaction(reaction_type, user.id, now)))
             self._messages[chat_id][message_id] = reacted
+            self._changed(ChatMessageChange("updated", chat_id, message_id, self._member_ids(chat_id)))
             return reacted
 
     def _message(self, chat_id: str, message_id: str) -> ChatMessage:

@@ -1,8 +1,23 @@
-"""One harmless Graph call per permission the fleet needs, plus the sponsor read on the app-only token."""
+"""One harmless Graph call per permission the fleet needs, plus the sponsor read on the app-only token.
+
+A failed check names the principal to grant to, by permission kind (docs/azure.md §2):
+- delegated: to the **agent identity** (the client of the agent user's token) for the agent user, an
+  oauth2PermissionGrant with clientId = the agent identity, consentType Principal, principalId = the
+  agent user;
+- application: to the **agent identity** itself, an appRoleAssignment on its service principal (its
+  app-only token carries the role).
+Neither goes to the blueprint. Read, not run (Microsoft Entra Agent ID, "Agent identities": the
+blueprint "can acquire tokens on behalf of the agent identity provided the user or tenant admin
+consented for the agent identity to the corresponding scopes"; "Grant application permissions to an
+agent identity"). A blueprint's inheritable permissions are another route Entra offers (grants on
+the blueprint principal that its agent identities inherit); docs/azure.md does not use it, so the
+doctor does not point there.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from service.doctor.identity_checks import IdentityChain, granted_scopes
 from service.doctor.permissions import (
@@ -20,31 +35,46 @@ from service.graph.models import DirectoryObjectRef
 GraphFactory = Callable[[TokenProvider], GraphClient]
 
 
+@dataclass(frozen=True)
+class Grantee:
+    """Who the advice tells the operator to grant to: the configured agent identity and agent user."""
+
+    agent_identity_id: str
+    agent_user: str  # UPN, else object id
+
+    def delegated(self, permission: str) -> str:
+        return (f"grant the delegated permission {permission} to the agent identity {self.agent_identity_id} "
+                f"for the agent user {self.agent_user} (oauth2PermissionGrant: clientId = the agent identity, "
+                "consentType Principal, principalId = the agent user; docs/azure.md §2)")
+
+    def application(self, permission: str) -> str:
+        return (f"grant the application permission {permission} to the agent identity {self.agent_identity_id} "
+                "itself (appRoleAssignment on its service principal, admin consent; docs/azure.md §2)")
+
+
 def _check_name(permission: DelegatedPermission) -> str:
     return f"graph {permission.name} ({permission.probe.value})"
 
 
-def _refused(permission: DelegatedPermission, exc: GraphError) -> Finding:
+def _refused(permission: DelegatedPermission, exc: GraphError, grantee: Grantee) -> Finding:
     if isinstance(exc, GraphForbidden):
-        return fail(_check_name(permission), f"Graph refused it (403): grant the delegated permission "
-                    f"{permission.name} to the agent identity blueprint and admin-consent it for the agent "
-                    f"user ({permission.why})")
+        return fail(_check_name(permission), f"Graph refused it (403): {grantee.delegated(permission.name)} "
+                    f"({permission.why})")
     return fail(_check_name(permission), f"{type(exc).__name__}: {exc}")
 
 
-async def check_sponsors(chain: IdentityChain, make_graph: GraphFactory, agent_identity_id: str
+async def check_sponsors(chain: IdentityChain, make_graph: GraphFactory, grantee: Grantee
                          ) -> tuple[Finding, list[DirectoryObjectRef]]:
     check = f"sponsor read (agent identity app-only, {SPONSOR_READ_PERMISSION})"
     if chain.app_tokens is None:
         return skip(check, "not tried: the identity settings are incomplete"), []
     async with make_graph(chain.app_tokens) as graph:
         try:
-            sponsors = await graph.list_sponsors(agent_identity_id, max_pages=1)
+            sponsors = await graph.list_sponsors(grantee.agent_identity_id, max_pages=1)
         except TokenAcquisitionError as exc:
             return fail(check, str(exc)), []
         except GraphForbidden:
-            return fail(check, f"Graph refused it (403): grant the application permission {SPONSOR_READ_PERMISSION} "
-                        "to the agent identity (admin consent)"), []
+            return fail(check, f"Graph refused it (403): {grantee.application(SPONSOR_READ_PERMISSION)}"), []
         except GraphError as exc:
             return fail(check, f"{type(exc).__name__}: {exc}"), []
     if not sponsors:
@@ -107,28 +137,29 @@ class _DelegatedReads:
         return "inbox read"
 
 
-async def check_delegated(chain: IdentityChain, make_graph: GraphFactory, sponsors: list[DirectoryObjectRef]) -> list[Finding]:
+async def check_delegated(chain: IdentityChain, make_graph: GraphFactory, sponsors: list[DirectoryObjectRef],
+                          grantee: Grantee) -> list[Finding]:
     if chain.user_tokens is None or chain.graph_token is None:
         return [skip(_check_name(p), "not tried: no agent-user Graph token") for p in DELEGATED_PERMISSIONS]
     scopes = granted_scopes(chain.graph_token)
     async with make_graph(chain.user_tokens) as graph:
         reads = _DelegatedReads(graph, sponsors)
-        return [await _check_one(p, reads.for_probe(p.probe), scopes) for p in DELEGATED_PERMISSIONS]
+        return [await _check_one(p, reads.for_probe(p.probe), scopes, grantee) for p in DELEGATED_PERMISSIONS]
 
 
 async def _check_one(permission: DelegatedPermission, read: Callable[[], Awaitable[str | None]] | None,
-                     scopes: frozenset[str]) -> Finding:
+                     scopes: frozenset[str], grantee: Grantee) -> Finding:
     if read is None:
         held = scopes & permission.accepted
         if held:
             return ok(_check_name(permission), f"granted ({', '.join(sorted(held))})")
         return fail(_check_name(permission), f"the agent user's token lacks {permission.name} (has: "
-                    f"{', '.join(sorted(scopes)) or 'none'}); grant it and admin-consent it "
+                    f"{', '.join(sorted(scopes)) or 'none'}); {grantee.delegated(permission.name)} "
                     f"({permission.why})")
     try:
         proven = await read()
     except GraphError as exc:
-        return _refused(permission, exc)
+        return _refused(permission, exc, grantee)
     if proven is None:
         return skip(_check_name(permission), "nothing to read it on (no chat, or nobody else in it, yet)")
     return ok(_check_name(permission), proven)

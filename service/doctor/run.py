@@ -12,7 +12,7 @@ import httpx
 from pydantic import ValidationError
 
 from service.config import Settings
-from service.doctor.graph_checks import check_delegated, check_sponsors
+from service.doctor.graph_checks import Grantee, check_delegated, check_sponsors
 from service.doctor.identity_checks import check_identity
 from service.doctor.report import Report, fail
 from service.doctor.settings_checks import check_mcp_auth, check_notification_url
@@ -47,9 +47,11 @@ async def run_doctor(*, out: TextIO | None = None) -> bool:
             return GraphClient(settings.graph_url, tokens, http=http, max_retry_after=5.0)
 
         report.section("graph permissions")
-        sponsor_finding, sponsors = await check_sponsors(chain, make_graph, settings.agent_identity_id or "")
+        grantee = Grantee(settings.agent_identity_id or "(ENTRABOT_AGENT_IDENTITY_ID)",
+                          settings.agent_user_upn or settings.agent_user_id or "(ENTRABOT_AGENT_USER_UPN)")
+        sponsor_finding, sponsors = await check_sponsors(chain, make_graph, grantee)
         report.add(sponsor_finding)
-        for finding in await check_delegated(chain, make_graph, sponsors):
+        for finding in await check_delegated(chain, make_graph, sponsors, grantee):
             report.add(finding)
         report.section("storage")
         for finding in await check_storage(settings, chain.user_tokens, by_agent_user=by_agent_user):

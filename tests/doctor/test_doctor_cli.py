@@ -22,14 +22,17 @@ pytestmark = pytest.mark.azurite
 SPONSOR_READ_ROLE = SPONSOR_READ_ROLES[0]  # AgentIdentity.ReadWrite.All, as the emulator enforces
 
 
-def tenant(*, withhold: str | None = None) -> Seed:
-    """The demo-shaped tenant, its agent identity granted the sponsor read; ``withhold`` one permission."""
+def tenant(*, withhold: str | None = None, sponsored: bool = True) -> Seed:
+    """The demo-shaped tenant, its agent identity granted the sponsor read; ``withhold`` one permission;
+    ``sponsored=False``: the agent identity has nobody as sponsor."""
     base = build_seed(chats=2, humans=3, history=2)
     scopes = [s for s in DEFAULT_DELEGATED_SCOPES if s != withhold]
     data = base.model_dump()
     for identity in data["agent_identities"]:
         identity["app_roles"] = [r for r in [SPONSOR_READ_ROLE] if r != withhold]
         identity["delegated_scopes"] = scopes
+        if not sponsored:
+            identity["sponsors"] = []
     for app in data["apps"]:
         app["delegated_scopes"] = scopes
     return Seed.model_validate(data)
@@ -53,6 +56,20 @@ def without_sponsor_read() -> Iterator[RunningEmulator]:
         yield emulator
 
 
+@pytest.fixture(scope="module")
+def without_mail_send() -> Iterator[RunningEmulator]:
+    # Mail.Send is the one write no broader granted scope covers (ChatMessage.Send is covered by
+    # Chat.ReadWrite), so withholding it leaves exactly one write missing from the token.
+    with start_emulator(tenant(withhold="Mail.Send")) as emulator:
+        yield emulator
+
+
+@pytest.fixture(scope="module")
+def without_sponsors() -> Iterator[RunningEmulator]:
+    with start_emulator(tenant(sponsored=False)) as emulator:
+        yield emulator
+
+
 @pytest.fixture
 async def container(azurite: Azurite, container_name: str) -> str:
     backend = BlobBackend.from_connection_string(azurite.connection_string, container_name)
@@ -70,6 +87,10 @@ def doctor(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
 def blob_env(azurite: Azurite, container: str) -> dict[str, str]:
     return {"ENTRABOT_BLOB_ENDPOINT": azurite.blob_endpoint, "ENTRABOT_BLOB_CONTAINER": container,
             "ENTRABOT_BLOB_CONNECTION_STRING": azurite.connection_string}
+
+
+def failures(result: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
 
 
 def lines(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
@@ -106,6 +127,12 @@ def test_a_withheld_permission_fails_its_own_line_and_the_exit_code(without_mail
     assert failed == {"graph Mail.Read (GET /me/mailFolders/inbox/messages)"}, result.stdout
     [line] = [x for x in result.stdout.splitlines() if x.startswith("FAIL")]
     assert "grant the delegated permission Mail.Read" in line
+    # docs/azure.md §2: delegated permissions are granted to the agent identity (the token's client),
+    # for the agent user (consentType Principal), not to the blueprint.
+    seed = without_mail.seed
+    assert f"to the agent identity {seed.agent_identity.id} for the agent user " \
+           f"{seed.agent_user.user_principal_name}" in line
+    assert "blueprint" not in line
 
 
 def test_a_withheld_application_permission_fails_the_sponsor_read(
@@ -117,6 +144,66 @@ def test_a_withheld_application_permission_fails_the_sponsor_read(
     failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
     assert len(failed) == 1 and failed[0].startswith("FAIL sponsor read"), result.stdout
     assert "grant the application permission" in failed[0]
+    # Application permissions go to the agent identity's own service principal (its app-only token).
+    assert f"to the agent identity {without_sponsor_read.seed.agent_identity.id} itself" in failed[0]
+    assert "blueprint" not in failed[0]
+
+
+def test_a_write_permission_missing_from_the_token_fails_its_line(
+        without_mail_send: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path) -> None:
+    seed = without_mail_send.seed
+    env = {**agent_user_env(seed, base_url=without_mail_send.base_url), **blob_env(azurite, container)}
+    result = doctor(env, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    [line] = failures(result)
+    assert line.startswith("FAIL graph Mail.Send (the token's scp claim):"), result.stdout
+    assert "lacks Mail.Send" in line
+    assert f"to the agent identity {seed.agent_identity.id} for the agent user {seed.agent_user.user_principal_name}" \
+        in line
+
+
+def test_an_agent_identity_without_sponsors_fails_the_sponsor_read(
+        without_sponsors: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path) -> None:
+    env = {**agent_user_env(without_sponsors.seed, base_url=without_sponsors.base_url), **blob_env(azurite, container)}
+    result = doctor(env, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    [line] = failures(result)
+    assert line.startswith("FAIL sponsor read"), result.stdout
+    assert "no sponsors" in line
+    # The delegated reads still run: User.ReadBasic.All falls back to another member of a chat.
+    assert lines(result)["graph User.ReadBasic.All (GET /users/{id})"] == "ok", result.stdout
+
+
+@pytest.mark.parametrize("auth", [
+    pytest.param({"ENTRABOT_MCP_JWT_AUDIENCE": "api://entrabot-fleet"}, id="jwt-audience-without-required-roles"),
+    pytest.param({"ENTRABOT_HOST": "0.0.0.0"}, id="no-auth-off-loopback"),
+])
+def test_unsafe_mcp_auth_settings_fail_their_line(auth: dict[str, str], healthy: RunningEmulator, azurite: Azurite,
+                                                   container: str, tmp_path: Path) -> None:
+    env = {**agent_user_env(healthy.seed, base_url=healthy.base_url), **blob_env(azurite, container), **auth}
+    result = doctor(env, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    [line] = failures(result)
+    assert line.startswith("FAIL mcp auth settings:"), result.stdout
+    # The line names the setting to fix.
+    assert ("ENTRABOT_MCP_JWT_REQUIRED_ROLES" if "ENTRABOT_MCP_JWT_AUDIENCE" in auth else "ENTRABOT_HOST") in line
+
+
+def test_an_agent_user_id_that_is_not_the_identitys_agent_user_fails_hop_three(
+        healthy: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path) -> None:
+    # An operator's slip: the sponsor's object id where the agent user's belongs. Hops 1 and 2 (the
+    # blueprint and the agent identity) still work, so the app-only sponsor read does too.
+    sponsor = healthy.seed.humans[0]
+    env = {**agent_user_env(healthy.seed, base_url=healthy.base_url), **blob_env(azurite, container),
+           "ENTRABOT_AGENT_USER_ID": sponsor.id, "ENTRABOT_AGENT_USER_UPN": sponsor.user_principal_name}
+    result = doctor(env, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    found = lines(result)
+    assert found["identity hop 1 (blueprint)"] == "ok" and found["identity hop 2 (agent identity)"] == "ok"
+    [line] = failures(result)
+    assert line.startswith("FAIL identity hop 3 (agent user, Graph):"), result.stdout
+    assert found["graph Mail.Read (GET /me/mailFolders/inbox/messages)"] == "skip"
+    assert found["sponsor read (agent identity app-only, AgentIdentity.ReadWrite.All)"] == "ok"
 
 
 def test_a_wrong_blueprint_secret_fails_hop_one_and_skips_what_needs_it(healthy: RunningEmulator, azurite: Azurite,

@@ -33,6 +33,7 @@ class Received:
     validation_token: str | None
     content_type: str
     body: Any  # parsed JSON for notifications, text otherwise
+    at: float  # time.monotonic() when the request arrived (the emulator runs in this process)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class Receiver:
     # --- the app ---
 
     async def _handle(self, request: Request) -> Response:
+        at = time.monotonic()
         path = request.url.path
         token = request.query_params.get("validationToken")
         raw = (await request.body()).decode()
@@ -84,7 +86,7 @@ class Receiver:
         if token is None and raw:
             body = json.loads(raw)
         with self._changed:
-            self._received.append(Received(path, token, request.headers.get("content-type", ""), body))
+            self._received.append(Received(path, token, request.headers.get("content-type", ""), body, at))
             self._changed.notify_all()
         if token is not None:
             mode = self.validation[path]

@@ -238,3 +238,48 @@ def test_changes_within_the_latency_share_one_post(agent_subscriber: Subscriber,
     second = admin.message(chat_id(seed, 2), seed.humans[0].id, "second")
     receiver.wait_for(lambda: len(_ids(receiver)) == 2, "both notifications")
     assert [[n["resourceData"]["id"] for n in batch] for batch in _posts(receiver)] == [[first["id"], second["id"]]]
+
+
+def _heard(receiver: Receiver, path: str) -> list[tuple[str, str]]:
+    return sorted((n["changeType"], n["resourceData"]["id"]) for n in receiver.notifications(path))
+
+
+def test_edits_and_reactions_are_updated_and_soft_deletes_deleted(
+        emu: RunningEmulator, http: httpx.Client, agent_subscriber: Subscriber, receiver: Receiver,
+        admin: Admin, seed: Seed) -> None:
+    chat = chat_id(seed, 1)
+    agent_subscriber.created(_all_chats(seed), receiver.url("/updated"), change_type="updated")
+    agent_subscriber.created(_all_chats(seed), receiver.url("/deleted"), change_type="deleted")
+    agent_subscriber.created(f"/chats/{chat}/messages", receiver.url("/created"), change_type="created")
+    message = admin.message(chat, seed.humans[0].id, "to be changed")
+    base = f"{emu.admin_url}/chats/{chat}/messages/{message['id']}"
+    assert http.patch(base, json={"content": "edited"}).status_code == 200
+    assert http.post(f"{base}/reactions", json={"user": seed.humans[1].id, "reaction_type": "heart"}).status_code == 201
+    assert http.delete(base).status_code == 200
+    sentinel = admin.message(chat, seed.humans[0].id, "after the changes")
+    # Five notifications are due: the two creations, the edit and the reaction, the delete. A wrong
+    # one to any subscription makes a sixth, so the exact lists below fail whichever arrives first.
+    receiver.wait_for(lambda: sum(len(receiver.notifications(p)) for p in ("/updated", "/deleted", "/created")) >= 5,
+                      "five notifications")
+    assert _heard(receiver, "/updated") == [("updated", message["id"])] * 2  # the edit and the reaction
+    assert _heard(receiver, "/deleted") == [("deleted", message["id"])]
+    assert _heard(receiver, "/created") == sorted([("created", message["id"]), ("created", sentinel["id"])])
+
+
+def test_retry_backoff_grows_by_the_factor_up_to_its_cap(agent_subscriber: Subscriber, receiver: Receiver,
+                                                         admin: Admin, seed: Seed) -> None:
+    agent_subscriber.created(_inbox(seed), receiver.url())
+    receiver.script["/notify"].extend([Reply(500)] * 4)
+    admin.mail(seed.agent_user.user_principal_name)
+    admin.wait_until(lambda v: v["stats"].get("sent") == 1, "the notification to be accepted on the fifth attempt")
+    # The waits the engine took between the five attempts: doubled from the initial one, capped.
+    initial, cap = FAST.retry_initial_s, FAST.retry_max_backoff_s
+    assert initial * 4 == cap  # the policy under test: 0.05, 0.1, 0.2, then the cap
+    [waits] = admin.notifications()["retry_waits_s"]
+    assert waits == [initial, initial * 2, initial * 4, cap]
+    # And they were waited: each gap between attempts is at least the wait before it (a lower bound
+    # only, which a loaded machine cannot break; no upper bound is asserted).
+    arrivals = [r.at for r in receiver.received("/notify") if r.validation_token is None]
+    assert len(arrivals) == 5
+    gaps = [later - earlier for earlier, later in zip(arrivals, arrivals[1:])]
+    assert all(gap >= wait - 0.005 for gap, wait in zip(gaps, waits)), (gaps, waits)

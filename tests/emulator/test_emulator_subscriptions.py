@@ -13,7 +13,8 @@ from subscription_kit import (  # noqa: F401  (fixtures)
     FAST, Admin, Subscriber, admin, chat_id, agent_subscriber, emu, entra_app_token, receiver, seed_with,
 )
 
-from emulator import ManualClock, RunningEmulator, Seed, start_emulator
+from emulator import ManualClock, RunningEmulator, Seed, build_seed, start_emulator
+from emulator.subscription_policy import SubscriptionPolicy
 
 
 def _all_chats(seed: Seed) -> str:
@@ -22,6 +23,21 @@ def _all_chats(seed: Seed) -> str:
 
 def _inbox(seed: Seed) -> str:
     return f"/users/{seed.agent_user.id}/mailFolders('Inbox')/messages"
+
+
+def test_the_default_policy_is_graphs_documented_contract() -> None:
+    # The conformance tests run on FAST, which shortens the waits; the defaults every other tenant
+    # gets must stay Graph's ("Receive change notifications through webhooks": a 10 s handshake, a
+    # 3 s reply timeout, retries for up to 4 hours; the lifetime table: 4,320 min for chatMessage,
+    # 10,080 for message; Teams: a lifecycleNotificationUrl beyond 1 hour).
+    policy = build_seed().subscriptions
+    assert policy == SubscriptionPolicy()
+    assert (policy.validation_timeout_s, policy.notification_timeout_s, policy.retry_window_s) == (10.0, 3.0, 14400.0)
+    assert (policy.chat_max_minutes, policy.mail_max_minutes, policy.chat_without_lifecycle_max_minutes) == (
+        4320, 10080, 60)
+    # FAST changes only waits and the per-user quota, so the lifetime tests below check Graph's numbers.
+    lifetimes = ("chat_max_minutes", "mail_max_minutes", "chat_without_lifecycle_max_minutes")
+    assert {k: getattr(FAST, k) for k in lifetimes} == {k: getattr(policy, k) for k in lifetimes}
 
 
 def test_handshake_echo_creates_the_subscription(agent_subscriber: Subscriber, receiver: Receiver,
