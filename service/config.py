@@ -115,7 +115,9 @@ class Settings(BaseSettings):
     # Where hosts reach this service (e.g. https://agent.example.com), for the OAuth resource
     # metadata; taken from each request's scheme and Host when unset.
     mcp_public_base_url: str | None = None
-    push_hosts: str = "claude-code"
+    # clientInfo names that take channel pushes. Fail closed: only the channel bridge run with --push
+    # (service.mcp.hosts.BRIDGE_PUSH_CLIENT_NAME); Claude Code straight over HTTP gets the tools.
+    push_hosts: str = "claude-code-channel-bridge"
     sponsor_wait_timeout_s: float = 600.0
     # Tool-use approvals asked of the sponsor in Teams for hosts behind the channel bridge; a verdict
     # after this long decides nothing.

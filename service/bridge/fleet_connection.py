@@ -28,6 +28,7 @@ from service import __version__
 from service.bridge.auth import BearerAuth, TokenProvider, TokenUnavailable
 from service.bridge.config import AFFINITY_HEADER, BridgeConfig
 from service.bridge.sdk_adapter import ResumingStreamTransport, resuming_http_client
+from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +37,9 @@ PERMISSION_VERDICT_METHOD = "notifications/claude/channel/permission"
 PERMISSION_TOOL = "request_permission"
 
 # The fleet decides from clientInfo.name whether a session is a push target (ENTRABOT_PUSH_HOSTS,
-# default "claude-code", suffixes allowed). The bridge asks for pushes only when told the host loaded
-# the channel (--push); otherwise the fleet keeps messages for the tools.
-PUSH_CLIENT_NAME = "claude-code-channel-bridge"
+# whose default is this push name and nothing else). The bridge asks for pushes only when told the
+# host loaded the channel (--push); otherwise the fleet keeps messages for the tools.
+PUSH_CLIENT_NAME = BRIDGE_PUSH_CLIENT_NAME
 TOOLS_CLIENT_NAME = "entrabot-channel-bridge"
 
 _SESSION_HEADER = "mcp-session-id"

@@ -21,6 +21,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
 from pydantic import BaseModel, ConfigDict
 
+from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
+
 log = logging.getLogger(__name__)
 
 CHANNEL_METHOD = "notifications/claude/channel"
@@ -66,7 +68,9 @@ class ChannelHost:
     name: str
     urls: Sequence[str]
     token: str | None = None
-    client_name: str = "claude-code"
+    # A replica pushes only to the names in ENTRABOT_PUSH_HOSTS, by default the channel bridge's push
+    # name: this host stands in for a bridge run with --push.
+    client_name: str = BRIDGE_PUSH_CLIENT_NAME
     on_push: Callable[[ReceivedPush], None] | None = None
     pushes: list[ReceivedPush] = field(default_factory=list)
     connected_to: str | None = None

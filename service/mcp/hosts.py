@@ -1,7 +1,13 @@
 """Which hosts can take channel pushes, decided from the name the host gives in ``clientInfo``.
 
-Claude Code identifies itself as ``claude-code`` and may add a suffix (``claude-code-vscode``,
-``Claude-Code/2.1``); every other host is a non-push host that gets sponsor waits through tools.
+By default only the channel bridge run with ``--push`` (``entrabot-fleet channel``) is a push host: it
+introduces itself as ``BRIDGE_PUSH_CLIENT_NAME`` and re-emits pushes on stdio, the one transport Claude
+Code documents channel events for. A Claude Code session connected straight over HTTP introduces
+itself as ``claude-code``, and nothing in its initialize says whether it loaded a channel; Claude
+Code drops channel events silently when it did not (its channels reference, read, not run here), so
+a push to it would be marked delivered and lost. Such a session fails closed to a non-push host,
+which takes messages and sponsor waits through the tools. Operators who know better list more names
+in ``ENTRABOT_PUSH_HOSTS``.
 """
 
 from __future__ import annotations
@@ -9,8 +15,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-# A host name may extend a configured name only after one of these, so "claude-code" matches
-# "claude-code-vscode" and "claude-code/2.1" but not "claude-coder".
+# The name the bridge gives the fleet when the operator said the host loaded the channel (--push);
+# the default of ENTRABOT_PUSH_HOSTS (service/config.py holds the same literal, checked by a test).
+BRIDGE_PUSH_CLIENT_NAME = "claude-code-channel-bridge"
+
+# A host name may extend a configured name only after one of these, so a configured "claude-code"
+# matches "claude-code-vscode" and "claude-code/2.1" but not "claude-coder".
 _SUFFIX_SEPARATORS = "-_./ @+:"
 
 

@@ -23,6 +23,7 @@ from service.config import Settings
 from service.delivery.hub import DeliveryHub, DeliveryTarget, TargetKind
 from service.delivery.message import InboundMessage, Source
 from service.devstack.uvicorn_runner import serve_app
+from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 from service.mcp.server import McpService, build_mcp
 from service.mcp.tool_registry import ToolCall, ToolRegistry
 from service.telemetry.metrics import Metrics
@@ -211,7 +212,7 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[SseEvent]:
             data.append(line[5:].lstrip())
 
 
-async def open_raw_session(http: httpx.AsyncClient, url: str, client_name: str = "claude-code") -> str:
+async def open_raw_session(http: httpx.AsyncClient, url: str, client_name: str = BRIDGE_PUSH_CLIENT_NAME) -> str:
     """Initialize a session by hand (no GET stream) and return its id."""
     response = await http.post(url, json=initialize_body(client_name), headers=MCP_HEADERS)
     assert response.status_code == 200, response.text

@@ -1,8 +1,13 @@
-"""The official Python MCP client against the live server: tools, and channel pushes in both modes."""
+"""The official Python MCP client against the live server: tools, and channel pushes in both modes.
+
+Claude Code straight over HTTP is a push host only when the operator lists it in ENTRABOT_PUSH_HOSTS,
+as the ``live`` server here does; by default it gets the tools only.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -14,7 +19,14 @@ from pydantic import BaseModel, ConfigDict
 
 from service.delivery.hub import DispatchOutcome, TargetKind
 from service.mcp.sdk_adapter import CHANNEL_CAPABILITY
-from tests.mcp.server_fixture import WAIT_BOUND_S, LiveMcp, chat_message, eventually
+from tests.mcp.server_fixture import WAIT_BOUND_S, LiveMcp, chat_message, eventually, live_mcp, mcp_settings
+
+
+@pytest.fixture
+async def live() -> AsyncIterator[LiveMcp]:
+    """A server whose operator listed Claude Code as a push host (ENTRABOT_PUSH_HOSTS=claude-code)."""
+    async with live_mcp(mcp_settings(push_hosts="claude-code")) as server:
+        yield server
 
 
 class ChannelParams(BaseModel):
@@ -81,6 +93,23 @@ async def test_push_reaches_the_host_in_legacy_and_default_mode(live: LiveMcp, m
     # Leaving the client deletes the session: its push target goes with it.
     await eventually(lambda: not live.mcp.sessions.sessions(), "the session to end")
     assert live.hub.live_targets() == []
+
+
+async def test_claude_code_over_http_gets_the_tools_but_no_pushes_by_default() -> None:
+    # Claude Code drops channel events silently when the session did not load the channel, and its
+    # initialize does not say (its channels reference): a push would be marked delivered and lost.
+    listener = ChannelListener()
+    async with live_mcp() as default_live, claude_code_client(default_live, listener, mode="legacy") as client:
+        result = await client.call_tool("echo", {"text": "hi"})
+        assert not result.is_error and result.structured_content["push_capable"] is False
+        [state] = await eventually(
+            lambda: [s for s in default_live.mcp.sessions.sessions() if s.push_stream_open], "the host's GET stream"
+        )
+        assert (state.client_name, state.push_capable) == ("claude-code", False)
+        assert default_live.push_targets() == []
+        [dispatched] = await default_live.hub.dispatch([chat_message("m-1")])
+        assert dispatched.outcome is DispatchOutcome.NO_TARGET
+        assert listener.pushes == []
 
 
 async def test_invalid_arguments_come_back_as_a_tool_error_naming_the_field(live: LiveMcp) -> None:

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from service.delivery.hub import DeliveryHub, DispatchOutcome, TargetKind
 from service.delivery.sponsors import Sponsor, SponsorGate
 from service.devstack.uvicorn_runner import serve_app
+from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 from service.mcp.server import build_mcp
 from service.mcp.tool_registry import ToolCall, ToolRegistry
 from service.telemetry.logging import configure_logging, session_ref
@@ -94,7 +95,7 @@ async def test_no_log_line_carries_an_mcp_session_id_through_a_push_session_and_
     stranger = uuid.uuid4().hex  # what another replica's live session id looks like
     try:
         async with live_server(hub) as url:
-            async with client(url, "claude-code") as push_host:
+            async with client(url, BRIDGE_PUSH_CLIENT_NAME) as push_host:
                 push_id = await session_id_of(push_host)
                 await eventually(lambda: [t for t in hub.live_targets() if t.kind is TargetKind.PUSH],
                                  "the push host's stream")

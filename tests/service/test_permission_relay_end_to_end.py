@@ -27,6 +27,7 @@ from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
 from service.devstack.traffic import HumanTraffic
+from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 
 pytestmark = [pytest.mark.azurite, pytest.mark.slow]
 
@@ -108,7 +109,7 @@ async def test_a_sponsors_verdict_reaches_the_asking_bridge_and_nothing_else_dec
                                       timeout=httpx2.Timeout(30.0, read=300.0)) as http, Client(
             streamable_http_client(replicas[0].mcp_url, http_client=http), mode="legacy",
             extensions=[_Recorder(lambda m, p: bridge_saw.append((m, p)))],
-            client_info=Implementation(name="claude-code", version="1.0"), read_timeout_seconds=BOUND_S,
+            client_info=Implementation(name=BRIDGE_PUSH_CLIENT_NAME, version="1.0"), read_timeout_seconds=BOUND_S,
         ) as bridge, httpx.AsyncClient(timeout=30) as graph:
             traffic = HumanTraffic(seed, emulator.base_url, graph)
             await until(lambda: other.connected_to is not None, "the other host to connect")

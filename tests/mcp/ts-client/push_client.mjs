@@ -11,7 +11,9 @@ const [url, expectedArg, timeoutArg, token, toolName = "echo", toolArgs = '{"tex
 const expected = Number(expectedArg);
 const timeoutMs = Number(timeoutArg);
 
-const client = new Client({ name: "claude-code", version: "ts-sdk-test" });
+// The fleet pushes only to the names in ENTRABOT_PUSH_HOSTS, by default the channel bridge's push name
+// (service/mcp/hosts.py BRIDGE_PUSH_CLIENT_NAME): this client stands in for a bridge run with --push.
+const client = new Client({ name: "claude-code-channel-bridge", version: "ts-sdk-test" });
 const pushes = [];
 let allArrived;
 const arrived = new Promise((resolve) => (allArrived = resolve));
