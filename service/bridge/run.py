@@ -15,7 +15,7 @@ from service.bridge.host_server import HostServer
 from service.telemetry.logging import configure_logging
 
 # Loggers that would print URLs with query strings or MCP session ids at INFO.
-_QUIET_LOGGERS = ("mcp", "httpx", "httpx2", "httpcore", "azure")
+_QUIET_LOGGERS = ("mcp", "httpx", "httpx2", "httpcore", "httpcore2", "azure")
 
 
 async def run_bridge(config: BridgeConfig) -> int:
