@@ -2,7 +2,7 @@
 
     python -m bench.delivery_latency [--quick | --tiny] [--results DIR]
 
-For 1, 2 and 3 replicas at the default 5 s cadence (±1 s jitter), each with one connected host,
+For 1, 2 and 3 replicas on the default settings, each with one connected host,
 while seeded humans post chat messages at random times (Poisson) across the chats. Latency is the
 host's receive time minus Graph's ``createdDateTime`` (millisecond precision, the same machine's
 clock). Replica-side, ``entrabot_delivery_latency_seconds`` records the same span in coarse buckets.
@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from bench.fleet_traffic import traffic_run
-from bench.profiles import DEFAULT_CADENCE_S
+from bench.replica_defaults import cadence_line, replica_defaults
 from bench.report import envelope, load_average, machine_line, markdown_table
 from bench.session import BenchSession, run_standalone
 from bench.stats import ratio, summarize
@@ -42,7 +42,7 @@ async def run(session: BenchSession) -> dict[str, Any]:
     for row in rows:
         row["p50_vs_first"] = ratio(row["latency_s"]["p50"] or 0, base or 0)
     params = {"replicas": list(profile.replicas), "chats": profile.chats, "rate_per_s": profile.rate_per_s,
-              "window_s": profile.window_s, "cadence_s": DEFAULT_CADENCE_S, "jitter_s": 1.0,
+              "window_s": profile.window_s, "replica_settings": replica_defaults(),
               "throttle": "emulator default, Graph's limits: chat-message reads 20/s per app, 1/s per chat, "
                           "list/get chat 5/s per user, other 30/s; mail 10,000/10 min and 4 in flight per mailbox"}
     return {**envelope(NAME, session.profile.name, params, started_load), "rows": rows}
@@ -60,7 +60,7 @@ def markdown(result: dict[str, Any]) -> str:
     return (
         "## Delivery latency (message created in Graph → push received by the host)\n\n"
         f"{p['chats']} chats, humans posting {p['rate_per_s']}/s on average for {p['window_s']} s per run, "
-        f"default cadence {p['cadence_s']} s ± {p['jitter_s']} s, one host per replica.\n\n"
+        f"{cadence_line()}, one host per replica.\n\n"
         f"{table}\n\n{machine_line(result)}\n"
     )
 

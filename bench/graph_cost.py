@@ -2,8 +2,8 @@
 
     python -m bench.graph_cost [--quick | --tiny] [--results DIR]
 
-One replica at the default cadence watching 100 and 1,000 chats, counted by the emulator (which
-enforces the real budget: 20 chat-message requests/s and 30 other requests/s per app per tenant):
+One replica on the default settings watching 100 and 1,000 chats, counted by the emulator (which
+enforces Graph's real limits, see emulator/seed.py ThrottleBudget):
 
 - start-up: the requests of one cold start (who am I, sponsors, the first discovery sweep);
 - no host: nothing to deliver to, so only discovery and housekeeping run;
@@ -22,7 +22,8 @@ import math
 import sys
 from typing import Any
 
-from bench.profiles import CHAT_MESSAGES_BUDGET_PER_S, DEFAULT_CADENCE_S
+from bench.replica_defaults import cadence_line, replica_defaults
+from bench.profiles import CHAT_MESSAGES_BUDGET_PER_S
 from bench.replica_load import LoadRun, PhaseMeasure, load_run
 from bench.report import envelope, load_average, machine_line, markdown_table, percent
 from bench.session import BenchSession, run_standalone
@@ -95,7 +96,7 @@ async def run(session: BenchSession) -> dict[str, Any]:
     started_load = load_average()
     results = [chats_result(await load_run(session, chats)) for chats in profile.chat_counts]
     params = {
-        "chat_counts": list(profile.chat_counts), "replicas": 1, "cadence_s": DEFAULT_CADENCE_S,
+        "chat_counts": list(profile.chat_counts), "replicas": 1, "replica_settings": replica_defaults(),
         "no_host_s": profile.no_host_s, "steady_window_s": {str(c): profile.steady_window_s(c)
                                                              for c in profile.chat_counts},
         "busy_rate_per_s": profile.busy_rate_per_s,
@@ -127,8 +128,9 @@ def markdown(result: dict[str, Any]) -> str:
         + _busy_latency(r) for r in result["results"]
     )
     return (
-        "## Graph cost (one replica, default 5 s cadence, emulator counters)\n\n"
-        "The throttling budget is per app per tenant (20 chat-message requests/s, 30 other/s), so every "
+        f"## Graph cost (one replica, {cadence_line()}, emulator counters)\n\n"
+        "Graph's limits are per app per tenant (chat-message reads 20/s, any one chat 1/s, list or get chat "
+        "5/s per user, other 30/s, mail 10,000 per 10 min and 4 in flight per mailbox), so every "
         "replica of a fleet shares it. Request rates count every attempt, 429s included (Graph counts them "
         "against the budget too); *answered/s* are the chat-message reads that got data. The same-chat poll "
         "interval is how long a full sweep really takes. Warm-up = the first two cycles after a host connects."
