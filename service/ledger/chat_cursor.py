@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from service.clock import as_utc, later
 from service.ledger.json_records import (
@@ -71,6 +71,14 @@ def cursor_key(chat_id: str) -> str:
     if not chat_id:
         raise ValueError("chat_id is empty; every chat cursor belongs to one chat")
     return f"{CURSOR_PREFIX}{quote(chat_id, safe='')}.json"
+
+
+def chat_of_cursor_key(key: str) -> str | None:
+    """The chat a cursor key belongs to (``cursor_key``'s inverse); None for any other key."""
+    if not key.startswith(CURSOR_PREFIX) or not key.endswith(".json"):
+        return None
+    chat_id = unquote(key[len(CURSOR_PREFIX):-len(".json")])
+    return chat_id if chat_id and cursor_key(chat_id) == key else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,8 @@ tracer = trace.get_tracer(__name__)
 
 # A chat with more new messages than this since the last cycle surfaces only its newest ones.
 MAX_PAGES_PER_CHAT = 20
+# New watched chats beyond this many are checked for a cursor with one listing, not a read each.
+LIST_CURSORS_ABOVE = 20
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -166,7 +168,7 @@ class ChatPoller:
         if self.readers is not None:
             await self.readers.refresh(self.hub.can_take(Source.CHAT), self.monotonic())
         await self._take_hints()
-        self._want_first_sights()
+        await self._want_first_sights()
         try:
             await self._read_wanted()
         finally:
@@ -183,7 +185,7 @@ class ChatPoller:
             if outcome is ReadOutcome.UNRESOLVED:
                 log.warning("watched chats unreadable; polling none this cycle")
                 return
-            self._want_first_sights()
+            await self._want_first_sights()
         self._want_unsettled_and_behind()
         await self._read_due()
 
@@ -221,17 +223,30 @@ class ChatPoller:
                 continue
             self._wanted[hint.chat_id] = WantedRead.from_hint(hint, learned).merged(self._wanted.get(hint.chat_id))
 
-    def _want_first_sights(self) -> None:
-        """Every watched chat this replica has not looked at yet: its cursor is read (storage only),
-        and a chat without one gets its first sight now rather than when the sweep comes by — the
-        messages a cold chat receives before its first sight would surface only the newest. The
-        replica whose turn it is reads; the others find the cursor it wrote."""
+    async def _want_first_sights(self) -> None:
+        """Every watched chat this replica has not looked at yet and no replica has made the first
+        sight of: its cursor is read (storage only), and a chat without one gets its first sight now
+        rather than when the sweep comes by — the messages a cold chat receives before its first
+        sight would surface only the newest. The replica whose turn it is reads; the others find the
+        cursor it wrote. Many new chats at once (a replica starting in a fleet that knows them) are
+        checked with one listing of the cursors rather than a read each; a chat whose cursor exists
+        is read when a hint names it."""
         if len(self.watched) == self._first_sights_taken_at:
             return  # the list only grows: nothing new since (spares a set difference over 10,000 chats a cycle)
         self._first_sights_taken_at = len(self.watched)
+        new = self.watched.chats - self._states.keys()
+        seen_by_the_fleet: frozenset[str] = frozenset()
+        if len(new) > LIST_CURSORS_ABOVE:
+            try:
+                seen_by_the_fleet = await self.ledger.chats_with_cursors()
+            except StorageError as exc:
+                log.warning("chat cursors not listed; reading each new chat's cursor",
+                            extra={"chats": len(new), "error": type(exc).__name__})
         now = self.monotonic()
-        for chat_id in self.watched.chats - self._states.keys():
+        for chat_id in new:
             self.state_of(chat_id)
+            if chat_id in seen_by_the_fleet:
+                continue
             wanted = WantedRead(None, None, False, now, first_sight_only=True)
             self._wanted[chat_id] = wanted.merged(self._wanted.get(chat_id))
 

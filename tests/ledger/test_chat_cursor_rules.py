@@ -18,6 +18,7 @@ from service.ledger.chat_cursor import (
     ClaimMark,
     apply_claim,
     baseline_cursor,
+    chat_of_cursor_key,
     cursor_key,
     decide_claim,
     merge,
@@ -353,3 +354,14 @@ def test_ids_claimed_ahead_of_a_stalled_watermark_outlive_the_50_id_tail() -> No
     # once the watermark catches up, the tail shrinks back to the newest 50
     caught_up = apply_claim(ahead, [message(2)], claim_id="c", now=T0, seen_up_to=replies[-1].ts)
     assert len(caught_up.seen_ids_tail) == TAIL_SIZE
+
+
+@given(st.text(min_size=1, max_size=60))
+def test_a_cursor_key_names_its_chat_back(chat_id: str) -> None:
+    assert chat_of_cursor_key(cursor_key(chat_id)) == chat_id
+
+
+def test_keys_that_are_not_cursors_name_no_chat() -> None:
+    for key in ("chat_cursors/", "chat_cursors/.json", "watched_chats", "hints/20261201T2200.jsonl",
+                "chat_cursors/19%3Aa%40thread.v2.txt", "chat_cursors/19:a@thread.v2.json"):
+        assert chat_of_cursor_key(key) is None

@@ -15,6 +15,7 @@ from service.delivery.sponsors import SponsorGate
 from service.devstack.emulator_env import agent_user_env
 from service.graph.auth import token_provider_from_settings
 from service.graph.client import GraphClient
+from service.graph.retry_policy import RetryPolicy
 from service.ledger import InteractionLog, WatchedChats
 from service.ledger.hints import Hint, HintLog
 from service.storage.backend import MemoryBackend
@@ -74,15 +75,18 @@ class WorkerStack:
 
 async def build_stack(emulator: RunningEmulator, backend: MemoryBackend, *, is_cloud: bool,
                       replica_id: str = "test-replica",
-                      transport: httpx.AsyncBaseTransport | None = None) -> WorkerStack:
+                      transport: httpx.AsyncBaseTransport | None = None,
+                      retry_policy: RetryPolicy | None = None) -> WorkerStack:
     """``transport``: what carries the Graph requests (default: real HTTP to the emulator), for a test
-    that alters what comes back over the wire."""
+    that alters what comes back over the wire; ``retry_policy``: the Graph client's (default: the
+    service's), for a test about what happens after Graph fails rather than how long it is retried."""
     settings = settings_from_env({**agent_user_env(emulator.seed, base_url=emulator.base_url),
                                   **as_env(HAND_DRIVEN_CYCLES)})
     metrics = Metrics()
     http = httpx.AsyncClient(timeout=30, transport=transport)
     tokens = token_provider_from_settings(settings, http, metrics=metrics)
-    graph = GraphClient(settings.graph_url, tokens, http=http, metrics=metrics)
+    graph = GraphClient(settings.graph_url, tokens, http=http, metrics=metrics,
+                        retry_policy=retry_policy or RetryPolicy())
     agent = await load_agent_user(graph)
     hub = DeliveryHub(metrics=metrics)
     wired = await wire_workers(settings=settings, backend=backend, is_cloud=is_cloud, graph=graph, hub=hub,

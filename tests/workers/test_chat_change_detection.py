@@ -21,12 +21,12 @@ from worker_stack import RecordingTarget, WorkerStack, build_stack
 from emulator.faults import FaultRule as GraphFault
 from emulator.seed import Seed, build_seed
 from emulator.server import RunningEmulator, start_emulator
-from service.ledger.chat_cursor import cursor_key
+from service.ledger.chat_cursor import CURSOR_PREFIX, cursor_key
 from service.ledger.hints import PREFIX as HINTS_PREFIX, parse_hint_line
 from service.ledger.leases import LeaseRecord, lease_key, render_lease
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
-from service.workers import chat_scan, chat_sweep
+from service.workers import chat_poll, chat_scan, chat_sweep
 
 ROOMY = ROOMY_BUDGET
 
@@ -349,3 +349,53 @@ async def test_a_chat_page_with_an_unreadable_message_is_read_again_without_a_ne
         assert host.ids == [*already, posted.id]
     finally:
         await stack.aclose()
+
+
+class CursorReadCounter(LocalBackend):
+    """The store, counting reads of chat cursors."""
+
+    cursor_reads = 0
+
+    async def read_text_with_etag(self, key: str) -> tuple[str | None, str | None]:
+        if key.startswith(CURSOR_PREFIX):
+            self.cursor_reads += 1
+        return await super().read_text_with_etag(key)
+
+    async def read_text(self, key: str) -> str | None:
+        if key.startswith(CURSOR_PREFIX):
+            self.cursor_reads += 1
+        return await super().read_text(key)
+
+
+async def test_a_replica_joining_a_fleet_that_has_seen_every_chat_lists_the_cursors_instead_of_reading_each(
+        tmp_path: Path) -> None:
+    """A replica starting beside others: one listing tells it which chats had their first sight, so
+    its start costs no cursor read per chat (60,000 reads for 6 replicas at 10,000 chats), and a chat
+    it never read is still served when a hint names it."""
+    with start_emulator(build_seed(chats=chat_poll.LIST_CURSORS_ABOVE + 5, throttle=ROOMY)) as emulator:
+        store = CursorReadCounter(tmp_path / "state")
+        first = await build_stack(emulator, store, is_cloud=False)
+        try:
+            first.hub.register(RecordingTarget())
+            await first.discovery.cycle()
+            await settle(first)  # the first sight of every chat: their cursors exist
+            chats = [c.id for c in emulator.seed.chats if c.id is not None]
+            assert [c for c in chats if not await store.exists(cursor_key(c))] == []
+        finally:
+            await first.aclose()
+        joining = await build_stack(emulator, store, is_cloud=False, replica_id="joining-replica")
+        try:
+            host = RecordingTarget(target_id="joining")
+            joining.hub.register(host)
+            await joining.discovery.cycle()
+            await joining.chats.hints.poll()  # the first replica's hints are old news here
+            store.cursor_reads = 0
+            await settle(joining)
+            assert store.cursor_reads == 0  # not one per chat
+            assert joining.metrics.registry.get_sample_value("entrabot_chat_first_sights_pending") == 0
+            posted = emulator.state.post_message(chats[3], sender_id=emulator.seed.humans[0].id, content="later")
+            await joining.notify(chats[3], posted.id)
+            await settle(joining)
+            assert posted.id in host.ids
+        finally:
+            await joining.aclose()
