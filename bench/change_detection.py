@@ -84,15 +84,15 @@ from bench.change_detection_stats import (
 )
 from bench.fleet_harness import connected_hosts, idle_for
 from bench.profiles import ChangeDetectionProfile
+from bench.replica_defaults import replica_defaults
 from bench.report import envelope, load_average, machine_line, markdown_table
 from bench.session import BenchSession, run_standalone
 from bench.stats import ratio
-from service.config import Settings
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import ReplicaProcess
 
 NAME = "change_detection"
-DEFAULT_CHAT_POLL_S = float(Settings.model_fields["chat_poll_interval_s"].default)
+DEFAULT_CHAT_POLL_S = replica_defaults()["chat_poll_interval_s"]
 LATE_SLACK_S = 2.0
 LATE_THRESHOLD_S = NOTIFICATION_LATENCY_MS / 1000 + DEFAULT_CHAT_POLL_S + LATE_SLACK_S
 SWEEP_REPLICAS = 3

@@ -273,7 +273,7 @@ class ChatPoller:
         holds up none of its other chats: a cycle that slept through a later turn delayed every hint
         taken meanwhile, the first turns included (the 3-replica latency tail of the benchmark)."""
         state, wanted = self.state_of(chat_id), self._wanted[chat_id]
-        own_doubt = state.held or chat_id in self.ledger.unsettled_chats
+        own_doubt = self._in_doubt(state)
         if not own_doubt and wanted.covered_by_state(state):
             self._settle_wanted(chat_id, wanted)
             self._count_hint("covered")
@@ -331,8 +331,12 @@ class ChatPoller:
             wanted.not_before = self.monotonic() + UNRESOLVED_RETRY_S
             return None
         self._adopt(state, cursor)
-        return (cursor.value is not None and not state.held and state.chat_id not in self.ledger.unsettled_chats
+        return (cursor.value is not None and not self._in_doubt(state)
                 and wanted.covered_by_cursor(cursor.value))
+
+    def _in_doubt(self, state: ChatPollState) -> bool:
+        """A claim of this replica's own in the chat is unsettled: only its own reads settle it."""
+        return bool(state.held) or state.chat_id in self.ledger.unsettled_chats
 
     def _adopt(self, state: ChatPollState, cursor: CursorRead) -> None:
         """Take the fleet's cursor: its watermark covers only messages whose fate is decided. Not while
@@ -345,7 +349,7 @@ class ChatPoller:
             return
         if state.phase is not ChatPhase.STEADY:
             state.phase, state.watermark = ChatPhase.STEADY, cursor.value.last_ts
-        elif not state.held and state.chat_id not in self.ledger.unsettled_chats:
+        elif not self._in_doubt(state):
             state.watermark = later(state.watermark, cursor.value.last_ts)
 
     def _settle_wanted(self, chat_id: str, wanted: WantedRead, started: float | None = None) -> None:
