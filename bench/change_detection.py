@@ -22,7 +22,13 @@ Windows of each step (full profile; ``--quick`` halves them, see bench/profiles.
   since and knows every watched chat's cursor, the
   scanner lease names a live replica, and (notifications) a chat subscription exists. Bounded and not
   fatal: a fleet that never settles is measured anyway and the row says so (``steady_after_s`` null);
-- idle (15 s): nobody posts. Fleet Graph requests/s by route and the 429s, from the emulator;
+- idle (15 s): nobody posts, and nobody did for the 30 s before (a step after the first waits for
+  that: the scanner scans at its active interval for 30 s after it last found a message). Fleet Graph
+  requests/s by route and the 429s, from the emulator;
+- idle (discovery interval; full profile, ordered mode, the largest chat count, the first step): one
+  more idle window, as long as discovery's interval (120 s), so it holds one walk step of discovery
+  (10 pages) where a 15 s window holds none or a whole one: the long-run idle rate the idle target is
+  checked on besides;
 - busy (20 s posting, + ≤ 15 s drain): humans post 2 messages/s (Poisson) across the chats; the window
   runs until every message reached a host or the drain bound. Requests/s and 429s over the whole
   window, chat-message reads per delivered message, latency (Graph's createdDateTime → push received)
@@ -57,6 +63,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -83,7 +90,7 @@ from bench.change_detection_stats import (
     target_checks,
 )
 from bench.fleet_harness import connected_hosts, idle_for
-from bench.profiles import ChangeDetectionProfile
+from bench.profiles import QUIET_BEFORE_IDLE_S, ChangeDetectionProfile
 from bench.replica_defaults import replica_defaults
 from bench.report import envelope, load_average, machine_line, markdown_table
 from bench.session import BenchSession, run_standalone
@@ -96,6 +103,7 @@ DEFAULT_CHAT_POLL_S = replica_defaults()["chat_poll_interval_s"]
 LATE_SLACK_S = 2.0
 LATE_THRESHOLD_S = NOTIFICATION_LATENCY_MS / 1000 + DEFAULT_CHAT_POLL_S + LATE_SLACK_S
 SWEEP_REPLICAS = 3
+LONG_IDLE = "idle (discovery interval)"
 
 
 def window_row(mf: ModeFleet, replicas: int, live: int, name: str, window: Window, settled: dict[str, Any],
@@ -191,6 +199,7 @@ async def run(session: BenchSession) -> dict[str, Any]:
           f"waits bounded at {p.upper_bound_s() / 60:.0f} min plus fleet starts", flush=True)
     for mode in p.modes:
         for chats in p.chat_counts:
+            busy_ended = float("-inf")
             async with mode_fleet(session, mode, chats, steps[0]) as mf, httpx.AsyncClient(timeout=30) as http:
                 fleets.append({"mode": mode, "chats": chats, "replicas": steps[0],
                                "preseed_s": mf.preseeded.seconds, "cursors_written": mf.preseeded.cursors_written,
@@ -201,10 +210,16 @@ async def run(session: BenchSession) -> dict[str, Any]:
                     async with connected_hosts(members) as hosts:
                         bound = p.start_settle_max_s(chats, n) if n == steps[0] else p.settle_max_s
                         settled = await settle(mf, members, http, bound)
+                        await asyncio.sleep(max(0.0, busy_ended + QUIET_BEFORE_IDLE_S - time.monotonic()))
                         idle = await measure_window(mf, members, http, idle_for(p.idle_s))
                         rows.append(window_row(mf, n, len(members), "idle", idle, settled))
+                        if (p.long_idle_s is not None and mode == "ordered" and chats == max(p.chat_counts)
+                                and n == steps[0]):
+                            idle = await measure_window(mf, members, http, idle_for(p.long_idle_s))
+                            rows.append(window_row(mf, n, len(members), LONG_IDLE, idle, settled))
                         work = BusyWork(mf, hosts, http, p.busy_rate_per_s, p.busy_s, p.drain_max_s)
                         busy = await measure_window(mf, members, http, work)
+                        busy_ended = time.monotonic()
                         rows.append(window_row(mf, n, len(members), "busy", busy, settled, work.outcome()))
                         if (takeover is None and p.takeover_max_s is not None and mode == "ordered"
                                 and chats == smallest and n == takeover_step):
@@ -221,7 +236,7 @@ async def run(session: BenchSession) -> dict[str, Any]:
     params = {
         "modes": list(p.modes), "chat_counts": list(p.chat_counts), "replicas": steps, "idle_s": p.idle_s,
         "busy_s": p.busy_s, "busy_rate_per_s": p.busy_rate_per_s, "drain_max_s": p.drain_max_s,
-        "settle_max_s": p.settle_max_s,
+        "settle_max_s": p.settle_max_s, "quiet_before_idle_s": QUIET_BEFORE_IDLE_S, "long_idle_s": p.long_idle_s,
         "start_settle_s_per_1000_chat_replicas": p.start_settle_s_per_1000_chat_replicas,
         "notification_latency_ms": NOTIFICATION_LATENCY_MS,
         "takeover_max_s": p.takeover_max_s, "sweep_busy_s": p.sweep_busy_s,

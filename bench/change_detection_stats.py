@@ -92,7 +92,7 @@ def target_checks(rows: Sequence[Mapping[str, Any]]) -> list[TargetCheck]:
                              growth, FLEET_GROWTH_LIMIT))
     for row in rows:
         where = _where(row)
-        if row["window"] == "idle":
+        if row["window"].startswith("idle"):
             checks.append(_check("idle 429s", where, row["throttled_429"], 0))
             if row["chats"] == BIG_TENANT and row["mode"] in ("ordered", "notifications"):
                 checks.append(_check("idle Graph req/s", where, row["graph_req_per_s"], IDLE_LIMIT_REQ_PER_S))

@@ -6,10 +6,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from service.config import Settings
+from service.workers.chat_scan import ACTIVE_FOR_S
+
 # A bound for the drains and sweeps of the older benchmarks (they once ran at a 5 s poll cadence); not a
 # setting: every benchmark runs the replicas on the defaults (bench.replica_defaults describes them).
 DEFAULT_CADENCE_S = 5.0
 CHAT_MESSAGES_BUDGET_PER_S = 20  # Graph: chat-message requests per second per app per tenant
+# An idle window measures a quiet tenant: the scanner stays at its active interval this long after it
+# last found a new message, so a window right after a busy one would measure the tail of the traffic.
+QUIET_BEFORE_IDLE_S = ACTIVE_FOR_S
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,10 @@ class ChangeDetectionProfile:
     sweep_busy_s: float | None  # None: not measured
     sweep_drain_max_s: float = 60.0
     sweep_drop_fraction: float = 0.1
+    # One more idle window, at the largest chat count in ordered mode on the first (largest) step, one
+    # discovery interval long: the 15 s windows fall between or on discovery's walk steps (10 pages
+    # every 120 s), this one holds one step, its long-run share. None: not measured.
+    long_idle_s: float | None = None
     # A fleet's first step also waits for every replica to know each watched chat's cursor (one blob
     # read per chat per replica at start: 60,000 at 10,000 chats × 6 replicas, minutes on 2 cores);
     # measuring during that start would report the start, not the steady fleet.
@@ -75,6 +85,8 @@ class ChangeDetectionProfile:
         total = len(self.modes) * len(self.chat_counts) * len(self.replicas) * step
         total += len(self.modes) * sum(self.start_settle_max_s(c, max(self.replicas)) - self.settle_max_s
                                        for c in self.chat_counts)
+        total += len(self.modes) * len(self.chat_counts) * (len(self.replicas) - 1) * QUIET_BEFORE_IDLE_S
+        total += self.long_idle_s or 0.0
         total += self.takeover_max_s or 0.0
         total += (self.sweep_busy_s or 0.0) + (self.sweep_drain_max_s if self.sweep_busy_s else 0.0)
         return total
@@ -98,7 +110,7 @@ PROFILES = {
         change_detection=ChangeDetectionProfile(
             modes=("ordered", "notifications", "unordered"), chat_counts=(1000, 10_000), replicas=(6, 3, 1),
             idle_s=15, busy_s=20, busy_rate_per_s=2.0, drain_max_s=15, settle_max_s=20, takeover_max_s=60,
-            sweep_busy_s=20),
+            sweep_busy_s=20, long_idle_s=Settings.model_fields["discovery_interval_s"].default),
     ),
     "quick": Profile(
         "quick",

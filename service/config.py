@@ -32,7 +32,7 @@ import socket
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
@@ -77,7 +77,10 @@ class Settings(BaseSettings):
     chat_poll_interval_s: float = 0.5
     chat_poll_jitter_s: float = 0.1
     # The elected scanner's ordered /me/chats scan: usually one request per scan, for the whole fleet.
-    chat_scan_interval_s: float = 2.0
+    # Quiet tenant (no new message found for 30 s): within the idle budget with discovery and the sweep.
+    chat_scan_interval_s: float = 3.0
+    # For 30 s after a scan found a new message: the replies of a conversation are found sooner.
+    chat_scan_active_interval_s: float = 1.0
     # While the chat subscription is live and notifications arrive; a notification Graph drops (it
     # sends no "missed" for Teams) waits at most this long for the scan.
     chat_scan_relaxed_interval_s: float = 10.0
@@ -151,12 +154,34 @@ class Settings(BaseSettings):
 
     @field_validator("chat_poll_interval_s", "discovery_interval_s", "email_poll_interval_s",
                      "permission_request_timeout_s", "chat_scan_interval_s", "chat_scan_relaxed_interval_s",
-                     "chat_sweep_interval_s")
+                     "chat_scan_active_interval_s", "chat_sweep_interval_s")
     @classmethod
     def _positive(cls, v: float) -> float:
         if v <= 0:
             raise ValueError("must be a positive number of seconds")
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _active_scan_follows_a_shorter_quiet_one(cls, data: Any) -> Any:
+        """Only the quiet interval set, shorter than the active default: scan at it throughout."""
+        if not isinstance(data, dict) or "chat_scan_active_interval_s" in data or "chat_scan_interval_s" not in data:
+            return data
+        try:
+            quiet = float(data["chat_scan_interval_s"])
+        except (TypeError, ValueError):
+            return data  # the field's own check names it
+        if quiet < cls.model_fields["chat_scan_active_interval_s"].default:
+            return {**data, "chat_scan_active_interval_s": quiet}
+        return data
+
+    @model_validator(mode="after")
+    def _active_scan_not_slower(self) -> Settings:
+        if self.chat_scan_active_interval_s <= self.chat_scan_interval_s:
+            return self
+        raise ValueError(f"ENTRABOT_CHAT_SCAN_ACTIVE_INTERVAL_S ({self.chat_scan_active_interval_s} s) must be at "
+                         f"most ENTRABOT_CHAT_SCAN_INTERVAL_S ({self.chat_scan_interval_s} s): the scan while chats "
+                         "are active is the faster one")
 
     @field_validator("notification_client_state")
     @classmethod
@@ -185,8 +210,9 @@ def load_settings(**overrides: object) -> Settings:
         settings = Settings()
     except ValidationError as exc:
         first = exc.errors()[0]
-        name = "ENTRABOT_" + str(first["loc"][0]).upper() if first.get("loc") else "a setting"
-        raise SettingsError(f"{name}: {first['msg']}") from None
+        if not first.get("loc"):  # a rule between settings: its message names them
+            raise SettingsError(str(first["msg"]).removeprefix("Value error, ")) from None
+        raise SettingsError(f"ENTRABOT_{str(first['loc'][0]).upper()}: {first['msg']}") from None
     changes = {k: v for k, v in overrides.items() if v is not None}
     return settings.model_copy(update=changes) if changes else settings
 

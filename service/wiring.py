@@ -98,6 +98,7 @@ async def wire_workers(
     scanner = ChatScanner(graph, lease(chat_scan.ROLE, ttl=chat_scan.LEASE_TTL, margin=chat_scan.LEASE_MARGIN),
                           hint_log, watched,
                           interval_s=settings.chat_scan_interval_s,
+                          active_interval_s=settings.chat_scan_active_interval_s,
                           relaxed_interval_s=settings.chat_scan_relaxed_interval_s,
                           notifications_flowing=notifications_flowing, clock=clock, metrics=metrics)
     sweep = ChatSweep(graph, lease(chat_sweep.ROLE, ttl=chat_scan.LEASE_TTL, margin=chat_scan.LEASE_MARGIN), hint_log, chat_ledger, watched,

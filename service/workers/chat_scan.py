@@ -11,6 +11,12 @@ taking the role, it looks back ``TAKEOVER_LOOKBACK`` from the newest preview so 
 between the former holder's last scan and now are hinted too (a hint for a message a reader already
 claimed costs one blob read). Both bounds are on Graph's clock, never the replica's.
 
+Cadence: every ``interval_s`` (3 s) on a quiet tenant, every ``active_interval_s`` (1 s) for
+``ACTIVE_FOR_S`` after a scan found a new message, every ``relaxed_interval_s`` while change
+notifications arrive. An idle fleet's scan then costs 0.33 req/s, leaving room in the 0.5 req/s idle
+budget for discovery and the sweep; the first message after a quiet spell waits 1.5 s for the scan on
+average, the replies that follow it 0.5 s.
+
 Unordered tenants (Graph answered the ordering with 400): the scan walks every page at a pace of
 ``UNORDERED_PAGES_PER_S``, resuming at the page it stopped at, and hints every chat whose preview is
 newer than what this holder saw; the ordering is tried again every ``ORDERING_RETRY``.
@@ -56,9 +62,14 @@ MAX_ORDERED_PAGES = 20  # a burst of more than 1,000 changed chats between two s
 # the sweep and the tools.
 UNORDERED_PAGES_PER_S = 1.0
 ORDERING_RETRY = timedelta(hours=1)
-# With no notification for this long the scan tightens again; an idle fleet then scans every 2 s,
-# within the idle budget, and the first message after a quiet spell is found by the scan as fast.
+# With no notification for this long the scan tightens again, and the first message after a quiet
+# spell is found by the scan.
 NOTIFICATIONS_QUIET_S = 60.0
+# After a scan found a new message the tenant counts as active this long: replies in a conversation
+# come within seconds, and each is found by an active-interval scan. A quiet tenant is scanned at the
+# (longer) quiet interval, which keeps an idle fleet's Graph load inside its budget (SPEC §9: at most
+# 0.5 req/s at 10,000 chats, discovery and the sweep included).
+ACTIVE_FOR_S = 30.0
 
 
 def newest_of(chat: Chat) -> datetime | None:
@@ -75,6 +86,7 @@ class ScanResult:
     unwatched: list[str] = field(default_factory=list)
     newest: datetime | None = None
     complete: bool = False
+    pages: int = 0
 
 
 @dataclass
@@ -83,7 +95,8 @@ class ChatScanner:
     lease: Lease
     hints: HintLog
     watched: WatchedChats
-    interval_s: float = 2.0
+    interval_s: float = 3.0  # a quiet tenant (no new message for ACTIVE_FOR_S); the unordered walk's batch
+    active_interval_s: float = 1.0  # while scans find new messages
     relaxed_interval_s: float = 30.0
     # True while the fleet keeps a live chat subscription; the scan relaxes only while, besides,
     # notification hints have been arriving (``heard_notification``): a subscription whose
@@ -101,6 +114,7 @@ class ChatScanner:
     _walked_once: bool = False  # unordered mode: a whole walk done in this tenure
     _held_epoch: int | None = None
     _heard_at: float = float("-inf")  # monotonic: the last notification hint this replica took
+    _active_until: float = float("-inf")  # monotonic: a scan found a new message ACTIVE_FOR_S before
 
     async def cycle(self) -> None:
         """Renew the lease when due and scan when due; cheap to call more often than either."""
@@ -118,7 +132,12 @@ class ChatScanner:
         self._next_scan = now + (self.relaxed_interval_s if relaxed else self.interval_s)
         if not self._ordered and now >= self._ordering_retry_at:
             self._ordered, self._resume = True, None
-        await self.scan()
+        pages = await self.scan()
+        if not relaxed and self._ordered and self.monotonic() < self._active_until:
+            # Active: soon again, but at most one page per active interval, so a burst that spreads
+            # over several pages does not multiply the scanner's share of list chats' 5 req/s per user.
+            wait = min(self.interval_s, max(1, pages) * self.active_interval_s)
+            self._next_scan = min(self._next_scan, now + wait)
 
     def heard_notification(self) -> None:
         """A notification hint arrived (the chat poll of this replica took it)."""
@@ -127,9 +146,9 @@ class ChatScanner:
     def _forget(self) -> None:
         self._bound, self._seen, self._resume, self._held_epoch, self._walked_once = None, {}, None, None, False
 
-    async def scan(self) -> None:
-        """One scan; a failure waits for the next scan (no fallback that would add load to a
-        struggling Graph)."""
+    async def scan(self) -> int:
+        """One scan; returns the pages it read. A failure waits for the next scan (no fallback that
+        would add load to a struggling Graph)."""
         try:
             result = await (self._scan_ordered() if self._ordered else self._scan_unordered())
         except GraphError as exc:
@@ -139,16 +158,20 @@ class ChatScanner:
                 log.warning("Graph refused the chats ordering; scanning unordered at a paced rate",
                             extra={"status": exc.status})
                 self._count("ordering_refused")
-                return
+                return 1
             log.warning("chat scan failed; the next scan tries again", extra={"error": type(exc).__name__,
                                                                               "status": exc.status})
             self._count("failed")
-            return
+            self._active_until = float("-inf")  # a struggling Graph: back to the quiet interval
+            return 1
         if not await self._publish(result):
-            return
+            return result.pages
         if result.complete and result.newest is not None:
             self._bound = max(result.newest, self._bound) if self._bound is not None else result.newest
+        if result.hints:
+            self._active_until = self.monotonic() + ACTIVE_FOR_S
         self._count("ordered" if self._ordered else "unordered")
+        return result.pages
 
     async def _scan_ordered(self) -> ScanResult:
         # Measured on Graph's clock only (a replica's clock may be off): after the previous scan's
@@ -156,6 +179,7 @@ class ChatScanner:
         stop_before = (self._bound - SCAN_OVERLAP) if self._bound is not None else None
         result = ScanResult()
         async for page in self.graph.my_chats_pages(ordered=True, max_pages=MAX_ORDERED_PAGES):
+            result.pages += 1
             if stop_before is None:
                 top = max((t for c in page.items if (t := newest_of(c)) is not None), default=None)
                 stop_before = top - TAKEOVER_LOOKBACK if top is not None else None
@@ -174,6 +198,7 @@ class ChatScanner:
         read = 0
         async for page in self.graph.my_chats_pages(ordered=False, max_pages=pages, start=self._resume):
             read += 1
+            result.pages = read
             self._take(page.items, result, since=since)
             last_link = page.next_link
             if last_link is None:

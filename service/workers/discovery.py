@@ -39,11 +39,12 @@ from service.telemetry.metrics import Metrics
 log = logging.getLogger(__name__)
 
 ROLE = "discovery"
-# Pages per walk step: 20 pages x 50 = the 1,000 chats one step covered before the walk was paced, so
-# a fleet of that size sees every chat each interval, as before. Larger fleets resume the next
-# interval: at the default 120 s, discovery stays at or under 20 / 120 s = 0.17 list-chats req/s,
-# whatever the chat count, far inside Graph's 5 req/s per user that the chat scanner shares.
-MAX_DISCOVERY_PAGES = 20
+# Pages per walk step: 10 pages x 50 = 500 chats per interval; more chats resume the next interval
+# (1,000 chats take two, 10,000 twenty). At the default 120 s discovery stays at or under 10 / 120 s =
+# 0.083 list-chats req/s whatever the chat count, so an idle fleet (this, the 3 s scan, the sweep)
+# stays under 0.5 req/s (SPEC §9). Walking slowly costs little: a chat with a new message is added
+# at once by the scanner and the sweep; discovery adds the quiet ones and refreshes the members.
+MAX_DISCOVERY_PAGES = 10
 PAGE_GAP_S = 1.0
 # Resuming a walk an interval later relies on the @odata.nextLink staying usable. Read, not run:
 # Graph's "Paging Microsoft Graph data in your app" documents no lifetime for it; a link Graph refuses
@@ -125,7 +126,7 @@ class Discovery:
         for page_index in range(self.pages_per_walk):
             if page_index:
                 # Paced: list chats shares 5 requests a second per user with the scanner, the sweep
-                # and the tools, for the whole fleet; a burst of 20 pages took them all (429s).
+                # and the tools, for the whole fleet; an unpaced burst of 20 pages took them all (429s).
                 await asyncio.sleep(PAGE_GAP_S)
             if not await self._still_holding():
                 outcome = WalkOutcome.LEASE_LOST

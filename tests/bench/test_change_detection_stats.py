@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.change_detection import LONG_IDLE
 from bench.change_detection_fleet import choose_survivors
 from bench.change_detection_stats import (
     RSS_LIMIT_MIB,
@@ -100,3 +101,13 @@ def test_a_window_measured_before_the_fleet_was_steady_is_flagged() -> None:
                 if c.target == "idle Graph req/s"]
     assert check.where == "ordered, 10,000 chats, 1 replica(s), idle (not steady)"
     assert check.met is True  # still reported as measured: the flag tells the reader what it is worth
+
+
+def test_the_idle_window_as_long_as_discovery_s_interval_is_checked_against_the_idle_targets() -> None:
+    rows = [row("ordered", 10_000, 6, "idle", 0.35), row("ordered", 10_000, 6, LONG_IDLE, 0.52, throttled=1)]
+    checks = {(c.target, c.where): c for c in target_checks(rows)}
+    assert checks[("idle Graph req/s", "ordered, 10,000 chats, 6 replica(s), idle")].met is True
+    assert checks[("idle Graph req/s", f"ordered, 10,000 chats, 6 replica(s), {LONG_IDLE}")].met is False
+    assert checks[("idle 429s", f"ordered, 10,000 chats, 6 replica(s), {LONG_IDLE}")].met is False
+    # No 1-replica window of that name: no load ratio is made up for it.
+    assert not [c for c in checks.values() if c.target.startswith("fleet Graph load")]

@@ -56,15 +56,20 @@ async def test_dotenv_alone_configures_blob_storage(
     assert not (tmp_path / "data").exists()
 
 
-def test_a_half_blob_configuration_in_dotenv_refuses_to_start(tmp_path: Path) -> None:
+def serve_with_dotenv(tmp_path: Path, settings: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``serve`` started in ``tmp_path`` whose ``.env`` holds an agent-user setup plus ``settings``."""
     write_dotenv(tmp_path, {
         **agent_user_env(build_seed(chats=1), base_url=UNREACHABLE),
         "ENTRABOT_DATA_DIR": str(tmp_path / "data"),
-        "ENTRABOT_BLOB_ENDPOINT": "http://127.0.0.1:1/devstoreaccount1",
+        **settings,
     })
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ENTRABOT_", "AZURE_"))}
-    result = subprocess.run([sys.executable, "-m", "service.cli", "serve"], env=env, cwd=tmp_path,
-                            capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "service.cli", "serve"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_half_blob_configuration_in_dotenv_refuses_to_start(tmp_path: Path) -> None:
+    result = serve_with_dotenv(tmp_path, {"ENTRABOT_BLOB_ENDPOINT": "http://127.0.0.1:1/devstoreaccount1"})
     assert result.returncode == 2
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("entrabot-fleet: ") and "ENTRABOT_BLOB_CONTAINER" in line
@@ -139,3 +144,20 @@ def test_the_environment_is_read_only_by_the_modules_allowed_to_read_it() -> Non
     }
     assert {module: reads for module, reads in readers.items() if module not in ENVIRONMENT_READERS} == {}
     assert sorted(readers) == sorted(ENVIRONMENT_READERS)
+
+
+def test_a_quiet_scan_interval_below_the_active_default_scans_at_it_throughout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ENTRABOT_CHAT_SCAN_INTERVAL_S", "0.5")
+    settings = load_settings()
+    assert (settings.chat_scan_interval_s, settings.chat_scan_active_interval_s) == (0.5, 0.5)
+
+
+def test_an_active_scan_slower_than_the_quiet_one_refuses_to_start(tmp_path: Path) -> None:
+    result = serve_with_dotenv(tmp_path, {"ENTRABOT_CHAT_SCAN_INTERVAL_S": "2",
+                                          "ENTRABOT_CHAT_SCAN_ACTIVE_INTERVAL_S": "5"})
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert "ENTRABOT_CHAT_SCAN_ACTIVE_INTERVAL_S (5.0 s) must be at most ENTRABOT_CHAT_SCAN_INTERVAL_S (2.0 s)" in line
+    assert "Value error" not in line

@@ -399,3 +399,72 @@ async def test_a_replica_joining_a_fleet_that_has_seen_every_chat_lists_the_curs
             assert posted.id in host.ids
         finally:
             await joining.aclose()
+
+
+def _scanner_on_a_clock(stack: WorkerStack, now: list[float], *, quiet_s: float,
+                        active_s: float) -> chat_scan.ChatScanner:
+    scanner = stack.chats.roles[0]
+    assert isinstance(scanner, chat_scan.ChatScanner)
+    scanner.interval_s, scanner.active_interval_s = quiet_s, active_s
+    scanner.monotonic = lambda: now[0]
+    return scanner
+
+
+async def scans_at(stack: WorkerStack, scanner: chat_scan.ChatScanner, now: list[float],
+                   times: list[float]) -> list[float]:
+    """The times among ``times`` at which a scanner cycle scanned."""
+    scanned: list[float] = []
+    for t in times:
+        now[0] = t
+        before = scans(stack)
+        await scanner.cycle()
+        if scans(stack) > before:
+            scanned.append(t)
+    return scanned
+
+
+async def test_the_scan_quickens_while_it_finds_new_messages_and_slows_when_the_tenant_is_quiet(
+        emulator, store) -> None:
+    stack = await build_stack(emulator, store, is_cloud=False)
+    try:
+        now = [0.0]
+        scanner = _scanner_on_a_clock(stack, now, quiet_s=3.0, active_s=1.0)
+        await scans_at(stack, scanner, now, [0.0])  # the tenure's first scan (may hint the seed's chats)
+        later = chat_scan.ACTIVE_FOR_S + 10
+        assert await scans_at(stack, scanner, now, [later + d for d in (0, 1, 2, 3, 4, 5, 6)]) == [later, later + 3,
+                                                                                                 later + 6]
+        chat = emulator.seed.chats[1].id
+        assert chat is not None
+        emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content="wake up")
+        t = later + 9  # this scan finds the message: active from here
+        assert await scans_at(stack, scanner, now, [t, t + 0.5, t + 1, t + 2, t + 2.5, t + 3]) == [t, t + 1, t + 2,
+                                                                                                    t + 3]
+        # Nothing new since t: quiet again ACTIVE_FOR_S after it.
+        q = t + chat_scan.ACTIVE_FOR_S + 0.5
+        assert await scans_at(stack, scanner, now, [q, q + 1, q + 2, q + 3]) == [q, q + 3]
+    finally:
+        await stack.aclose()
+
+
+async def test_an_active_scan_that_reads_several_pages_waits_one_active_interval_per_page(store) -> None:
+    """A burst of new messages over more than one page of chats: the scanner stays at about one page
+    per active interval, not one scan per active interval (list chats allows 5 req/s per user, shared
+    with discovery, the sweep and the tools)."""
+    with start_emulator(build_seed(chats=60, throttle=ROOMY)) as emulator:
+        stack = await build_stack(emulator, store, is_cloud=False)
+        try:
+            now = [0.0]
+            scanner = _scanner_on_a_clock(stack, now, quiet_s=10.0, active_s=1.0)
+            await scans_at(stack, scanner, now, [0.0, 100.0])  # the tenure's look-back, then a quiet scan
+            for spec in emulator.seed.chats[:55]:
+                assert spec.id is not None
+                emulator.state.post_message(spec.id, sender_id=emulator.seed.humans[0].id, content="burst")
+            emulator.stats.reset()
+            t = 200.0
+            assert await scans_at(stack, scanner, now, [t, t + 1, t + 2]) == [t, t + 2]  # 2 pages: 2 s
+            # Two scans of two pages each (the emulator's 5 list-chats requests a second per user may
+            # answer one of them 429 first: four back to back here).
+            assert sum(1 for r in emulator.stats.snapshot()["recent"]
+                       if r["route"] == "/v1.0/me/chats" and r["status"] == 200) == 4
+        finally:
+            await stack.aclose()
