@@ -119,7 +119,13 @@ class Replica:
                 jitter_s=s.chat_poll_jitter_s, wake=self.hub.wait_for_change)
         email_wake: Callable[[], Awaitable[None]] = self.hub.wait_for_change
         if self.notifications is not None:
-            email_wake = first_of(self.hub.wait_for_change, self.notifications.mail_nudge.wait)
+            mail_nudge, email_poller = self.notifications.mail_nudge, wired.email_poller
+
+            async def mail_announced() -> None:
+                await mail_nudge.wait()
+                email_poller.poll_now()
+
+            email_wake = first_of(self.hub.wait_for_change, mail_announced)
             manager = self.notifications.manager(self.graph, self.agent.object_id, self.replica_id)
             sup.add("subscriptions", manager.cycle, interval_s=manager.interval_s, wake=manager.poked.wait)
         sup.add("email_poll", wired.email_poller.cycle, interval_s=s.email_poll_interval_s, wake=email_wake)

@@ -40,6 +40,7 @@ from service.workers.chat_poll import ChatPoller
 from service.workers.chat_scan import ChatScanner
 from service.workers.chat_sweep import ChatSweep
 from service.workers.discovery import ROLE as DISCOVERY_ROLE, Discovery
+from service.ledger.poll_turns import PollTurn
 from service.workers.email_poll import EmailPoller
 from service.workers.recorder import DeliveryRecorder
 
@@ -120,6 +121,8 @@ async def wire_workers(
     email_poller = EmailPoller(
         graph, EmailClaimer(backend, is_cloud=is_cloud, clock=clock, metrics=metrics), hub, agent, recorder,
         clock=clock,
+        turn=PollTurn(backend, "email_poll", replica_id, timedelta(seconds=settings.email_poll_interval_s),
+                      clock=clock),
     )
     summary = DailySummaryProducer(backend, interactions, promises=promises, clock=clock, metrics=metrics)
     tool_deps = ToolDeps(

@@ -83,6 +83,8 @@ class Discovery:
     _next_sync: float = field(default=float("-inf"))
     _next_walk: float = field(default=float("-inf"))
     _renewed_at: float = field(default=float("-inf"))
+    _held_epoch: int | None = None  # the tenure this replica walks in
+    _cycled: bool = False  # a first cycle ran (the one at the replica's start)
 
     @property
     def interval_s(self) -> float:
@@ -101,12 +103,19 @@ class Discovery:
             await self._learn_members()
         await self._load_sponsors()
         if not self.lease.held():
-            self._resume = None  # a later holder starts its walk afresh
-        elif now >= self._next_walk:
+            self._resume, self._held_epoch = None, None  # a later holder starts its walk afresh
+        elif self._held_epoch != self.lease.epoch:
+            self._held_epoch = self.lease.epoch
+            # Taken over while running: the former holder walked at most an interval and a lease ttl
+            # ago, so this tenure's first step waits an interval (a step at once doubled the fleet's
+            # discovery cost for that interval). At the replica's start it walks at once, as ever.
+            self._next_walk = now + self.interval if self._cycled else now
+        if self.lease.held() and now >= self._next_walk:
             self._next_walk = now + self.interval
             await self._walk()
         if sync:
             await self._flush_dirty()
+        self._cycled = True
 
     async def register_chat(self, chat_id: str) -> WatchOutcome:
         """A chat created by a tool: watched at once, its members learnt here and shared with the fleet."""

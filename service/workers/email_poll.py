@@ -1,4 +1,5 @@
-"""The email poll: the mailbox, every minute, through the ledger's claim → settle → hold protocol."""
+"""The email poll: the mailbox, once a minute for the whole fleet (``PollTurn``), through the ledger's
+claim → settle → hold protocol. A mail notification polls at once, whatever the turn says."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from service.graph.client import GraphClient
 from service.graph.errors import GraphError, GraphPayloadError
 from service.graph.models import MailMessage
 from service.ledger import EmailClaimer
+from service.ledger.poll_turns import PollTurn
 from service.clock import Clock, utc_now
 from service.storage.errors import StorageError
 from service.domain.agent import AgentUser
@@ -39,10 +41,22 @@ class EmailPoller:
     max_pages: int = MAX_MAIL_PAGES
     clock: Clock = utc_now
     settle_margin: timedelta = SETTLE_MARGIN
+    # The fleet's one cadence (None: this replica polls every cycle, as a lone replica would).
+    turn: PollTurn | None = None
+    _nudged: bool = False
+
+    def poll_now(self) -> None:
+        """Graph announced mail (or said it missed some): the next cycle polls even if another replica
+        polled within the interval."""
+        self._nudged = True
 
     async def cycle(self) -> None:
         # A held batch waits too: settling it would be followed by a claim no target here can take.
         if not self.hub.can_take(Source.EMAIL):
+            return
+        nudged, self._nudged = self._nudged, False
+        # A batch this replica holds is settled by this replica's cycle alone: never skipped for a turn.
+        if self.turn is not None and not nudged and self.claimer.held is None and not await self.turn.take():
             return
         result = await self.claimer.run_cycle(self._fetch)
         # The settled batch goes out before the cycle's failure is reported: the cursor is past it.

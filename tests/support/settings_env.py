@@ -17,10 +17,11 @@ from service.config import Settings
 PREFIX = "ENTRABOT_"
 
 # Harnesses whose tests drive the workers' cycles themselves, back to back, on an emulator roomy
-# enough for it: the elected scanner scans on every cycle, no read waits for another replica's turn,
-# and a chat may be read again at once. Settings field names.
+# enough for it: the elected scanner scans on every cycle, every email cycle polls (the fleet's poll
+# turn is always due), no read waits for another replica's turn, and a chat may be read again at once.
+# Settings field names.
 HAND_DRIVEN_CYCLES: dict[str, float] = {"chat_scan_interval_s": 0.001, "chat_scan_active_interval_s": 0.001,
-                                        "chat_read_spread_s": 0.0,
+                                        "email_poll_interval_s": 0.001, "chat_read_spread_s": 0.0,
                                         "chat_read_gap_s": 0.0}
 
 

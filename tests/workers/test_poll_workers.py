@@ -24,6 +24,7 @@ from service.devstack.emulator_env import agent_user_env
 from service.graph import GraphClient, new_http_client
 from service.graph.auth import token_provider_from_settings
 from service.graph.retry_policy import RetryPolicy
+from service.ledger.poll_turns import turn_key
 from service.storage.blob import BlobBackend
 from service.storage.faults import Fault, FaultyBackend
 from service.storage.faults import FaultRule as StorageFaultRule
@@ -150,6 +151,46 @@ async def test_120_mails_arriving_within_one_cycle_are_all_delivered_once(stack,
     await stack.email.cycle()
     await stack.email.cycle()
     assert sorted(target.ids) == sorted(sent) and len(target.ids) == 120
+
+
+def mailbox_reads(emulator: RunningEmulator) -> int:
+    return sum(1 for r in emulator.stats.snapshot()["recent"] if "/mailFolders/" in r["route"])
+
+
+async def test_the_fleet_polls_the_mailbox_once_an_interval_and_a_mail_notification_polls_at_once(
+        emulator, backend):
+    """Two replicas with live targets: the second finds the first's poll fresh and makes no Graph
+    request (the fleet costs Graph one mailbox poll a minute, not one per replica); a mail
+    notification makes it poll all the same."""
+    first = await build_stack(emulator, backend, is_cloud=True)
+    second = await build_stack(emulator, backend, is_cloud=True, replica_id="second-replica")
+    try:
+        await connect(first)
+        second_target = await connect(second)
+        await first.email.cycle()  # the cloud cursor starts at "now"
+        for stack in (first, second):
+            assert stack.email.turn is not None
+            stack.email.turn.interval = timedelta(minutes=1)
+        # The fleet's last poll was two minutes ago.
+        await backend.write_text(turn_key("email_poll"), json.dumps(
+            {"at": (now() - timedelta(minutes=2)).isoformat(), "by": "test"}))
+        emulator.stats.reset()
+        await first.email.cycle()
+        assert mailbox_reads(emulator) == 1
+        await second.email.cycle()
+        assert mailbox_reads(emulator) == 1  # polled by the fleet within the minute: nothing to do
+        start = now()
+        mail = emulator.state.deliver_mail(to=emulator.seed.agent_user.id, from_address="ada.partner@fabrikam.com",
+                                           subject="announced", body="b", received=start + timedelta(seconds=1))
+        second.email.clock = lambda: start + timedelta(seconds=10)  # the mail is past the settle margin
+        second.email.poll_now()  # Graph announced it
+        await second.email.cycle()
+        assert mailbox_reads(emulator) == 2 and second_target.ids == [mail.id]
+        await second.email.cycle()
+        assert mailbox_reads(emulator) == 2  # the announcement was one poll, not a standing exemption
+    finally:
+        await first.aclose()
+        await second.aclose()
 
 
 @pytest.mark.parametrize("graph_fault", [{"status": 429, "retry_after": 0}, {"status": 503}],
@@ -340,3 +381,22 @@ async def test_only_chats_whose_newest_message_moved_are_polled(stack, emulator)
     assert target.ids[-1] == posted.id
 
 
+
+
+async def test_a_held_mail_batch_is_settled_and_delivered_even_when_another_replica_has_the_poll_turn(
+    emulator: RunningEmulator, backend: BlobBackend
+) -> None:
+    """Only the replica holding a batch can settle it: skipping its cycle for the fleet's turn would
+    leave the batch undelivered until this replica won a turn again."""
+    faulty = FaultyBackend(backend)
+    stack = await build_stack(emulator, faulty, is_cloud=True)
+    try:
+        target = await connect(stack)
+        held, _ = await hold_a_mail_batch(stack, faulty)
+        assert stack.email.turn is not None
+        stack.email.turn.interval = timedelta(minutes=1)
+        await backend.write_text(turn_key("email_poll"), json.dumps({"at": now().isoformat(), "by": "another"}))
+        await stack.email.cycle()
+        assert target.ids == [held]
+    finally:
+        await stack.aclose()
