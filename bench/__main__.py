@@ -24,7 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from bench import bridge_latency, change_detection, claim_efficiency, delivery_latency, footprint, graph_cost
-from bench.report import load_average, machine, now_iso, write_atomic
+from bench.report import load_average, machine, now_iso, source_commit, write_atomic
 from bench.session import BenchSession, add_session_arguments, session_from_arguments
 
 # Graph cost and footprint share the single-replica runs, latency and claim efficiency the fleet
@@ -121,6 +121,7 @@ def summary(outcomes: list[Outcome], command: str, session: BenchSession, load_b
         "# Benchmark summary",
         "",
         f"Command: `{command}` (profile `{session.profile.name}`), finished {now_iso()} in {total_s / 60:.1f} min.",
+        f"Code: commit `{source_commit()}`." if source_commit() else "Code: not a git checkout.",
         f"Machine: {m['cpus']} CPUs, Python {m['python']}, {m['platform']}.",
         f"Load average (1/5/15 min) before {'/'.join(map(str, load_before))}, "
         f"after {'/'.join(map(str, m['load_average']))}.",

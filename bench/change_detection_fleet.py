@@ -155,8 +155,9 @@ class ModeFleet:
 
 @contextlib.asynccontextmanager
 async def mode_fleet(session: BenchSession, mode: str, chats: int, replicas: int) -> AsyncIterator[ModeFleet]:
-    """A pre-seeded fleet of ``replicas`` on the session's Azurite with its own emulator, stopped on exit."""
-    azurite = await session.azurite()
+    """A pre-seeded fleet of ``replicas`` on a fresh Azurite (one fleet runs well under Azurite's
+    10-minute garbage sweep) with its own emulator, stopped on exit."""
+    azurite = await session.fresh_azurite()
     seed = mode_seed(mode, chats)
     fleet = LocalFleet(seed, session.scratch(f"change-{mode}-{chats}"), replicas=replicas, extra_env=mode_env(mode),
                        azurite=azurite)

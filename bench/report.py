@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,25 @@ def machine() -> dict[str, Any]:
     }
 
 
+def source_commit() -> str | None:
+    """The commit whose code ran, ``+changes`` when the tree differed from it outside bench/results
+    (figures from uncommitted code are not reproducible); None outside a git checkout."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if commit is None:
+        return None
+    changes = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/results")
+    return f"{commit}+changes" if changes else commit
+
+
 def load_average() -> list[float]:
     """1, 5 and 15 minute load averages: figures taken under a high load are provisional."""
     return [round(x, 2) for x in os.getloadavg()]
@@ -39,6 +59,7 @@ def envelope(name: str, profile: str, parameters: dict[str, Any], started_load: 
     return {
         "benchmark": name,
         "when": now_iso(),
+        "commit": source_commit(),
         "profile": profile,
         "machine": {**machine(), "load_average_before": started_load},
         "parameters": parameters,
@@ -89,6 +110,7 @@ def percent(share: float | None, digits: int) -> str:
 
 def machine_line(result: dict[str, Any]) -> str:
     m = result["machine"]
-    return (f"{result['when']}, {m['cpus']} CPUs, Python {m['python']}, load average before "
+    commit = f"commit `{result['commit']}`, " if result.get("commit") else ""
+    return (f"{result['when']}, {commit}{m['cpus']} CPUs, Python {m['python']}, load average before "
             f"{'/'.join(str(x) for x in m['load_average_before'])}, after {'/'.join(str(x) for x in m['load_average'])}"
             f" (profile `{result['profile']}`)")

@@ -39,6 +39,16 @@ class BenchSession:
             self._azurite = await asyncio.to_thread(start_azurite, location=None)
         return self._azurite
 
+    async def fresh_azurite(self) -> Azurite:
+        """A new Azurite for a scenario that must not meet the last one's garbage. Azurite sweeps
+        unreferenced blob extents every 10 minutes; after a fleet's container of 10,000+ blobs was
+        deleted, a sweep held every request for 30-50 s (seen in the change-detection runs of
+        2026-12-02: hint appends timing out, every replica idle). Real Blob storage has no such pause."""
+        if self._azurite is not None:
+            self._azurite.stop()
+            self._azurite = None
+        return await self.azurite()
+
     async def scenario(self, key: Hashable, run: Callable[[], Awaitable[T]]) -> T:
         """``run()``'s result, computed once per session for the same ``key``."""
         if key not in self._scenarios:
