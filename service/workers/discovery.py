@@ -7,11 +7,12 @@ the same at 1 replica or 10. Every replica (holder or not) re-reads the watched 
 snapshot (one blob read each) at the discovery interval and reads its sponsors once.
 
 The cycle runs at the lease's renewal cadence (``interval_s``): renew, and act only while held. The
-walk is paced: at most ``pages_per_walk`` pages of 50 chats per discovery interval, resumed where the
-last one stopped (the ``@odata.nextLink`` kept in memory), so 10,000 chats (200 pages) cost the same
-request rate as 1,000 and take ten intervals to cover. Between pages the walk renews the lease when
-due and stops at once when it no longer holds it. Pages read before a failure are kept; one write for
-all new chats plus the dirty ones.
+walk is paced: at most ``pages_per_walk`` quiet pages of 50 chats per discovery interval (pages that
+find chats not yet watched go on at one a second), resumed where the last one stopped (the
+``@odata.nextLink`` kept in memory), so a steady fleet's 10,000 chats (200 pages) cost the same
+request rate as 1,000. Between pages the walk renews the lease when due and stops at once when it
+no longer holds it. Pages read before a failure are kept; one write for the new chats of each
+``REGISTER_EVERY_PAGES`` pages plus the dirty ones.
 
 Agent-user mode only (in delegated mode ``/me/chats`` is the human's).
 """
@@ -39,12 +40,17 @@ from service.telemetry.metrics import Metrics
 log = logging.getLogger(__name__)
 
 ROLE = "discovery"
-# Pages per walk step: 10 pages x 50 = 500 chats per interval; more chats resume the next interval
-# (1,000 chats take two, 10,000 twenty). At the default 120 s discovery stays at or under 10 / 120 s =
-# 0.083 list-chats req/s whatever the chat count, so an idle fleet (this, the 3 s scan, the sweep)
-# stays under 0.5 req/s (SPEC §9). Walking slowly costs little: a chat with a new message is added
-# at once by the scanner and the sweep; discovery adds the quiet ones and refreshes the members.
+# Quiet pages per walk step (pages whose chats are all watched already): 10 x 50 = 500 chats per
+# interval; more chats resume the next interval (1,000 chats take two, 10,000 twenty). At the default
+# 120 s a steady fleet's discovery stays at or under 10 / 120 s = 0.083 list-chats req/s whatever the
+# chat count, so an idle fleet (this, the 3 s scan, the sweep) stays under 0.5 req/s (SPEC §9).
+# Walking slowly costs little there: a chat with a new message is added at once by the scanner and
+# the sweep; discovery adds the quiet ones and refreshes the members. A page that finds chats not yet
+# watched (a cold start) does not count, so a new fleet's walk goes on at one page a second: 1,000
+# chats in one step of 20 s, 10,000 in 200 s, registered every ``REGISTER_EVERY_PAGES``.
 MAX_DISCOVERY_PAGES = 10
+MAX_STEP_PAGES = 400  # 20,000 chats: a bound on one step however many pages find new chats
+REGISTER_EVERY_PAGES = 20
 PAGE_GAP_S = 1.0
 # Resuming a walk an interval later relies on the @odata.nextLink staying usable. Read, not run:
 # Graph's "Paging Microsoft Graph data in your app" documents no lifetime for it; a link Graph refuses
@@ -132,7 +138,10 @@ class Discovery:
     async def _walk(self) -> None:
         chats: list[Chat] = []
         outcome = WalkOutcome.PAUSED
-        for page_index in range(self.pages_per_walk):
+        quiet_pages = 0
+        for page_index in range(MAX_STEP_PAGES):
+            if quiet_pages >= self.pages_per_walk:
+                break
             if page_index:
                 # Paced: list chats shares 5 requests a second per user with the scanner, the sweep
                 # and the tools, for the whole fleet; an unpaced burst of 20 pages took them all (429s).
@@ -151,11 +160,17 @@ class Discovery:
                 break
             if self.metrics is not None:
                 self.metrics.discovery_pages.inc()
+            known = self.watched.chats
+            if all(chat.id in known for chat in page.items):
+                quiet_pages += 1
             chats.extend(page.items)
             self._resume = page.next_link
             if page.next_link is None:
                 outcome = WalkOutcome.COMPLETE
                 break
+            if (page_index + 1) % REGISTER_EVERY_PAGES == 0:
+                await self._register(chats)  # a long cold walk: the fleet reads these chats meanwhile
+                chats = []
         if self.metrics is not None:
             self.metrics.discovery_walks.labels(outcome=outcome.value).inc()
         if not self.lease.held():

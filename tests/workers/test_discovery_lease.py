@@ -24,9 +24,10 @@ from service.graph.models import Chat
 from service.graph.pages import Page
 from service.ledger.chat_members import CHAT_MEMBERS_KEY, parse_chat_members
 from service.ledger.leases import Lease, lease_key
-from service.ledger.watched_chats import WATCHED_CHATS_KEY
+from service.ledger.watched_chats import WATCHED_CHATS_KEY, WatchedChats
 from service.storage.faults import Fault, FaultRule, FaultyBackend, Op
 from service.storage.local import LocalBackend
+from service.workers import discovery as discovery_module
 from service.workers.discovery import ROLE
 
 LIST_CHATS = "GET /v1.0/me/chats"
@@ -163,19 +164,45 @@ async def test_a_holder_that_stops_renewing_stops_walking_and_the_other_takes_ov
 
 
 @pytest.mark.parametrize("emulator", [130], indirect=True)
-async def test_a_walk_longer_than_its_page_cap_resumes_where_it_stopped_next_interval(fleet: Fleet) -> None:
+async def test_a_cold_walk_covers_every_chat_at_once_and_a_steady_one_resumes_where_it_stopped(
+        fleet: Fleet) -> None:
     every = {c.id for c in fleet.emulator.seed.chats}  # 131 chats: three pages of 50
     fleet.a.discovery.pages_per_walk = 1
+    await fleet.a.discovery.cycle()
+    # Every page found chats not watched yet, which the quiet-page cap does not count: one step.
+    assert fleet.chat_lists() == 3 and fleet.a.watched.chats == every
+    fleet.clocks.advance(INTERVAL_S)
     for step in range(1, 4):
         await fleet.a.discovery.cycle()
-        assert fleet.chat_lists() == step  # one page per interval, never the whole walk at once
+        assert fleet.chat_lists() == 3 + step  # one quiet page per interval, never the whole walk at once
         await fleet.a.discovery.cycle()  # not due yet: no page
-        assert fleet.chat_lists() == step
+        assert fleet.chat_lists() == 3 + step
         fleet.clocks.advance(INTERVAL_S)
-    assert fleet.a.watched.chats == every
     assert _metric(fleet.a, "entrabot_discovery_walks_total", outcome="paused") == 2
-    assert _metric(fleet.a, "entrabot_discovery_walks_total", outcome="complete") == 1
+    assert _metric(fleet.a, "entrabot_discovery_walks_total", outcome="complete") == 2
     assert fleet.a.discovery.gate.is_sponsor(fleet.guest_id, fleet.shared_chat)
+
+
+class WatchedAtEachPage(GraphClient):
+    """The replica's Graph client, noting how many chats the replica watches as each chats page is asked for."""
+
+    def __init__(self, graph: GraphClient, watched: WatchedChats) -> None:
+        self.__dict__.update(graph.__dict__)
+        self._watched, self.seen = watched, []
+
+    async def my_chats_page(self, next_link: str | None = None) -> Page[Chat]:
+        self.seen.append(len(self._watched.chats))
+        return await super().my_chats_page(next_link)
+
+
+@pytest.mark.parametrize("emulator", [130], indirect=True)
+async def test_a_long_cold_walk_registers_its_chats_as_it_goes(fleet: Fleet, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(discovery_module, "REGISTER_EVERY_PAGES", 1)
+    graph = WatchedAtEachPage(fleet.a.discovery.graph, fleet.a.watched)
+    fleet.a.discovery.graph = graph
+    await fleet.a.discovery.cycle()
+    assert graph.seen == [0, 50, 100]  # the fleet reads the first pages' chats while the walk goes on
+    assert len(fleet.a.watched.chats) == 131
 
 
 async def test_a_corrupt_snapshot_is_unknown_members_and_the_holder_replaces_it(
