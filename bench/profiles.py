@@ -67,7 +67,7 @@ class ChangeDetectionProfile:
     sweep_busy_s: float | None  # None: not measured
     sweep_drain_max_s: float = 60.0
     sweep_drop_fraction: float = 0.1
-    # One more idle window, at the largest chat count in ordered mode on the first (largest) step, one
+    # One more idle window, at the largest chat count in ordered mode on the first and last steps, one
     # discovery interval long: the 15 s windows fall between or on discovery's walk steps (10 pages
     # every 120 s), this one holds one step, its long-run share. None: not measured.
     long_idle_s: float | None = None
@@ -86,7 +86,7 @@ class ChangeDetectionProfile:
         total += len(self.modes) * sum(self.start_settle_max_s(c, max(self.replicas)) - self.settle_max_s
                                        for c in self.chat_counts)
         total += len(self.modes) * len(self.chat_counts) * (len(self.replicas) - 1) * QUIET_BEFORE_IDLE_S
-        total += self.long_idle_s or 0.0
+        total += 2 * (self.long_idle_s or 0.0)
         total += self.takeover_max_s or 0.0
         total += (self.sweep_busy_s or 0.0) + (self.sweep_drain_max_s if self.sweep_busy_s else 0.0)
         return total

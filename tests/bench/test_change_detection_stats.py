@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.change_detection import LONG_IDLE
+
 from bench.change_detection_fleet import choose_survivors
 from bench.change_detection_stats import (
+    LONG_IDLE,
     RSS_LIMIT_MIB,
     chat_message_reads,
     graph_reads,
@@ -111,3 +112,10 @@ def test_the_idle_window_as_long_as_discovery_s_interval_is_checked_against_the_
     assert checks[("idle 429s", f"ordered, 10,000 chats, 6 replica(s), {LONG_IDLE}")].met is False
     # No 1-replica window of that name: no load ratio is made up for it.
     assert not [c for c in checks.values() if c.target.startswith("fleet Graph load")]
+
+
+def test_where_both_fleets_had_a_long_idle_window_the_idle_load_ratio_uses_those_alone() -> None:
+    rows = [row("ordered", 10_000, 6, "idle", 0.40), row("ordered", 10_000, 1, "idle", 0.27),
+            row("ordered", 10_000, 6, LONG_IDLE, 0.46), row("ordered", 10_000, 1, LONG_IDLE, 0.45)]
+    growth = [c for c in target_checks(rows) if c.target.startswith("fleet Graph load")]
+    assert [(c.where, c.value, c.met) for c in growth] == [(f"ordered, 10,000 chats, {LONG_IDLE}", 1.022, True)]
