@@ -27,8 +27,8 @@ def machine() -> dict[str, Any]:
 
 
 def source_commit() -> str | None:
-    """The commit whose code ran, ``+changes`` when the tree differed from it outside bench/results
-    (figures from uncommitted code are not reproducible); None outside a git checkout."""
+    """The commit whose code ran, ``+changes`` when its code differed from it (documents and
+    bench/results aside: figures from uncommitted code are not reproducible); None outside a git checkout."""
     root = Path(__file__).resolve().parent.parent
 
     def git(*args: str) -> str | None:
@@ -41,7 +41,8 @@ def source_commit() -> str | None:
     commit = git("rev-parse", "--short", "HEAD")
     if commit is None:
         return None
-    changes = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/results")
+    changes = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/results",
+                  ":(exclude)*.md")
     return f"{commit}+changes" if changes else commit
 
 

@@ -21,8 +21,8 @@ def test_a_result_names_the_commit_whose_code_ran() -> None:
 
 
 def test_a_change_to_the_code_outside_the_results_is_flagged(tmp_path: Path) -> None:
-    """In a copy of the bench package inside a fresh repository: clean, then a results file changed
-    (still clean), then a code file changed (flagged)."""
+    """In a copy of the bench package inside a fresh repository: clean, then a results file and a
+    document changed (still clean: neither is code), then a code file changed (flagged)."""
     repo = tmp_path / "repo"
     shutil.copytree(Path(__file__).resolve().parents[2] / "bench", repo / "bench",
                     ignore=shutil.ignore_patterns("__pycache__"))
@@ -44,6 +44,8 @@ def test_a_change_to_the_code_outside_the_results_is_flagged(tmp_path: Path) -> 
     clean = commit_seen()
     assert re.fullmatch(r"[0-9a-f]{7,40}", clean)
     (repo / "bench" / "results" / "SUMMARY.md").write_text("re-measured\n")
+    (repo / "bench" / "NOTES.md").write_text("a document edited while the benchmark ran\n")
+    git("add", "bench/NOTES.md")
     assert commit_seen() == clean
     (repo / "bench" / "report.py").write_text((repo / "bench" / "report.py").read_text() + "\n# edited\n")
     assert commit_seen() == f"{clean}+changes"
