@@ -13,8 +13,8 @@ import time
 
 import httpx
 
-from service.graph.auth.agent_user import EXCHANGE_SCOPE
-from service.graph.auth.credentials import JWT_BEARER, BlueprintCredential
+from service.graph.auth.credentials import BlueprintCredential
+from service.graph.auth.hop_forms import agent_identity_form, blueprint_form
 from service.graph.auth.token_endpoint import TokenEndpoint, token_url
 from service.graph.auth.tokens import AccessToken
 
@@ -38,30 +38,18 @@ class AgentIdentityAppToken:
         self._endpoint = TokenEndpoint(http, token_url(authority, tenant_id), clock=time.time)
 
     async def get_token(self, scope: str) -> AccessToken:
-        async def blueprint_form() -> dict[str, str]:
+        async def hop1() -> dict[str, str]:
             fields = await self._credential.assertion_fields(
                 client_id=self._blueprint_client_id, token_url=self._endpoint.url, now=time.time()
             )
-            return {
-                "grant_type": "client_credentials",
-                "client_id": self._blueprint_client_id,
-                "scope": EXCHANGE_SCOPE,
-                "fmi_path": self._agent_identity_id,
-                **fields,
-            }
+            return blueprint_form(self._blueprint_client_id, self._agent_identity_id, fields)
 
-        t1 = await self._endpoint.exchange(1, blueprint_form)
+        t1 = await self._endpoint.exchange(1, hop1)
 
-        async def identity_form() -> dict[str, str]:
-            return {
-                "grant_type": "client_credentials",
-                "client_id": self._agent_identity_id,
-                "scope": scope,
-                "client_assertion_type": JWT_BEARER,
-                "client_assertion": t1.token,
-            }
+        async def hop2() -> dict[str, str]:
+            return agent_identity_form(self._agent_identity_id, scope, t1.token)
 
-        return await self._endpoint.exchange(2, identity_form)
+        return await self._endpoint.exchange(2, hop2)
 
     def invalidate(self, scope: str, rejected: str | None = None) -> None:
         return None  # nothing is cached

@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from pydantic import SecretStr
 
 from service.config import Settings
+from service.doctor.app_token import AgentIdentityAppToken
 from service.graph.auth import (
     STORAGE_SCOPE,
     AgentUserTokenProvider,
@@ -25,7 +26,7 @@ from service.graph.auth import (
     storage_token_provider,
     token_provider_from_settings,
 )
-from service.graph.auth.agent_user import EXCHANGE_SCOPE
+from service.graph.auth.hop_forms import EXCHANGE_SCOPE
 from service.graph.auth.credentials import JWT_BEARER
 from service.graph.errors import TokenAcquisitionError, TokenConfigurationError
 from service.telemetry.metrics import Metrics
@@ -117,6 +118,16 @@ async def test_agent_identity_app_token_is_hop_two_asked_for_graph_sharing_hop_o
     app_only.invalidate(GRAPH, first.token)
     assert (await app_only.get_token(GRAPH)).token == "T2-3"
     assert (await p.get_token(GRAPH)).token == "T3-1"  # the user token is not disturbed
+
+
+async def test_the_doctors_app_token_asks_entra_exactly_what_the_fleet_asks() -> None:
+    fleet_entra, doctor_entra = FakeEntra(), FakeEntra()
+    await provider(fleet_entra).agent_identity_tokens().get_token(GRAPH)
+    doctor = AgentIdentityAppToken(AUTHORITY, TENANT, "blueprint-app", BlueprintSecret("s3cret-value"),
+                                   "agent-identity", http=httpx.AsyncClient(transport=httpx.MockTransport(doctor_entra)))
+    await doctor.get_token(GRAPH)
+    assert doctor_entra.forms == fleet_entra.forms
+    assert [FakeEntra.hop_of(f) for f in doctor_entra.forms] == [1, 2]
 
 
 async def test_hundred_concurrent_callers_cause_one_request_per_hop() -> None:

@@ -23,13 +23,13 @@ from collections.abc import Awaitable, Callable
 import httpx
 
 from service.graph.auth.cache import SingleFlightTokenCache
-from service.graph.auth.credentials import JWT_BEARER, BlueprintCredential
+from service.graph.auth.credentials import BlueprintCredential
+from service.graph.auth.hop_forms import EXCHANGE_SCOPE, agent_identity_form, blueprint_form, user_fic_form
 from service.graph.auth.token_endpoint import TokenEndpoint, token_url
 from service.graph.auth.tokens import AccessToken, TokenProvider
 from service.graph.errors import TokenAcquisitionError
 from service.telemetry.metrics import Metrics
 
-EXCHANGE_SCOPE = "api://AzureADTokenExchange/.default"
 _T1 = ("exchange", "blueprint")
 _T2 = ("exchange", "agent identity")
 
@@ -99,13 +99,7 @@ class AgentUserTokenProvider:
             credential = await self._credential.assertion_fields(
                 client_id=self._blueprint_client_id, token_url=self._endpoint.url, now=self._clock()
             )
-            return {
-                "grant_type": "client_credentials",
-                "client_id": self._blueprint_client_id,
-                "scope": EXCHANGE_SCOPE,
-                "fmi_path": self._agent_identity_id,
-                **credential,
-            }
+            return blueprint_form(self._blueprint_client_id, self._agent_identity_id, credential)
 
         return await self._endpoint.exchange(1, form)
 
@@ -113,13 +107,7 @@ class AgentUserTokenProvider:
         t1 = await self._t1()
 
         async def form() -> dict[str, str]:
-            return {
-                "grant_type": "client_credentials",
-                "client_id": self._agent_identity_id,
-                "scope": scope,
-                "client_assertion_type": JWT_BEARER,
-                "client_assertion": t1.token,
-            }
+            return agent_identity_form(self._agent_identity_id, scope, t1.token)
 
         try:
             return await self._endpoint.exchange(2, form)
@@ -133,15 +121,7 @@ class AgentUserTokenProvider:
         t2 = await self._t2()
 
         async def form() -> dict[str, str]:
-            return {
-                "grant_type": "user_fic",
-                "client_id": self._agent_identity_id,
-                "scope": scope,
-                "client_assertion_type": JWT_BEARER,
-                "client_assertion": t1.token,
-                "user_id": self._agent_user_id,
-                "user_federated_identity_credential": t2.token,
-            }
+            return user_fic_form(self._agent_identity_id, self._agent_user_id, scope, t1.token, t2.token)
 
         try:
             return await self._endpoint.exchange(3, form)
