@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# Two pytest workers, one per core: most tests wait on processes and sockets; tests that share one
+# Docker engine are kept on one worker by their xdist_group (--dist loadgroup).
+PYTEST_WORKERS ?= -n 2 --dist loadgroup
 AZURITE_STAMP := azurite/node_modules/.installed
 TS_CLIENT_STAMP := tests/mcp/ts-client/node_modules/.installed
 
@@ -42,10 +45,10 @@ typecheck: setup
 
 test: setup system-deps
 	$(PY) -m mypy
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra $(PYTEST_WORKERS)
 
 test-fast: setup system-deps
-	$(PY) -m pytest -q -ra -m 'not slow'
+	$(PY) -m pytest -q -ra $(PYTEST_WORKERS) -m 'not slow'
 
 bench: setup
 	$(PY) -m bench

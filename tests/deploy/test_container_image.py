@@ -23,7 +23,8 @@ from image_build import build_service_image
 from emulator.seed import demo_seed_path, load_seed
 from service.devstack.azurite import Azurite, start_azurite
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+# xdist_group: every test that starts the private Docker engine runs on one pytest worker (one engine).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_group("docker")]
 
 APP_UID = 10001
 READY_WITHIN_S = 90.0
