@@ -121,15 +121,42 @@ class HandshakeEraOnly:
         if scope["type"] == "http":
             requested = next((v.decode("latin-1") for k, v in scope["headers"] if k == _PROTOCOL_HEADER), None)
             if requested is not None and requested not in PUSH_ERA_VERSIONS:
-                await _refuse_era(requested, send)
+                await _refuse_era(requested, await _request_id(receive), send)
                 return
         await self.app(scope, receive, send)
 
 
-async def _refuse_era(requested: str, send: Send) -> None:
+# The refusal is the answer to one small JSON-RPC request (server/discover, initialize): a larger
+# body is not read further, and is answered with a null id as a parse failure would be.
+_ID_READ_LIMIT = 64 * 1024
+
+
+async def _request_id(receive: Receive) -> str | int | None:
+    """The JSON-RPC id of the refused request, so the error answers it (JSON-RPC 2.0 §5: the id of
+    the request; null only when it could not be determined)."""
+    body = b""
+    while len(body) <= _ID_READ_LIMIT:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        body += message.get("body", b"")
+        if not message.get("more_body", False):
+            break
+    else:
+        return None
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None
+    request_id = request.get("id") if isinstance(request, dict) else None
+    # JSON-RPC ids are strings or numbers; a bool is an int to Python but not an id.
+    return request_id if isinstance(request_id, (str, int)) and not isinstance(request_id, bool) else None
+
+
+async def _refuse_era(requested: str, request_id: str | int | None, send: Send) -> None:
     body = {
         "jsonrpc": "2.0",
-        "id": None,
+        "id": request_id,
         "error": {
             "code": UNSUPPORTED_PROTOCOL_VERSION,
             "message": "Unsupported protocol version: this server serves the initialize handshake era only",

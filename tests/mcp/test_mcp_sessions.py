@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import pytest
 
 from service.delivery.hub import DispatchOutcome
 from tests.mcp.server_fixture import (
@@ -133,7 +134,27 @@ async def test_a_modern_era_request_is_refused_with_the_handshake_versions(
     error = response.json()["error"]
     assert error["code"] == -32022
     assert "2025-11-25" in error["data"]["supported"] and "2026-07-28" not in error["data"]["supported"]
+    assert response.json()["id"] == 1, "JSON-RPC: an error answers the request's own id"
     assert live.mcp.sessions.sessions() == []
+
+
+@pytest.mark.parametrize("request_id", ["probe-7", 0])
+async def test_the_era_refusal_echoes_the_requests_id(
+    live: LiveMcp, http: httpx.AsyncClient, request_id: str | int
+) -> None:
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}
+    response = await http.post(live.url, json=body, headers=headers)
+    assert response.status_code == 400 and response.json()["id"] == request_id
+
+
+async def test_an_unparseable_modern_era_request_is_refused_with_a_null_id(
+    live: LiveMcp, http: httpx.AsyncClient
+) -> None:
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
+               "Content-Type": "application/json"}
+    response = await http.post(live.url, content=b"{not json", headers=headers)
+    assert response.status_code == 400 and response.json()["id"] is None
 
 
 async def test_concurrent_sessions_get_their_own_pushes_only(live: LiveMcp, http: httpx.AsyncClient) -> None:
