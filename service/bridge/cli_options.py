@@ -30,7 +30,10 @@ def add_channel_options(parser: argparse.ArgumentParser) -> None:
                         help=f"the host-affinity header value (default: {AFFINITY_ENV}, else random per process)")
     parser.add_argument("--request-timeout", type=float, default=60.0, metavar="SECONDS",
                         help="how long one request to the fleet may take (default 60)")
-    parser.add_argument("--log-level", default="INFO", help="stderr log level (default INFO)")
+    # Claude Code shows every stderr line of a stdio server as "[ERROR] ... Server stderr", so by default
+    # the bridge says only what needs attention (the fleet unreachable, a refusal).
+    parser.add_argument("--log-level", default="WARNING",
+                        help="stderr log level (default WARNING; INFO adds sessions opened and streams resumed)")
 
 
 def run_channel_command(args: argparse.Namespace, config_error: type[Exception]) -> int:

@@ -63,7 +63,9 @@ def bridge_parameters(
     environ.update(env or {})
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "service.cli", "channel", "--fleet-url", fleet_url, *args],
+        # The tests read the bridge's INFO lines (sessions opened, streams resumed); users get WARNING.
+        args=["-m", "service.cli", "channel", "--fleet-url", fleet_url,
+              *(() if "--log-level" in args else ("--log-level", "INFO")), *args],
         env=environ,
         cwd=str(REPO_ROOT),
     )

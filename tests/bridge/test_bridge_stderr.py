@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
+from service.bridge.cli_options import add_channel_options
 from service.delivery.hub import DispatchOutcome
 from tests.bridge.bridge_host import bridge_host
 from tests.mcp.server_fixture import chat_message, eventually, live_mcp, mcp_settings
@@ -41,3 +43,25 @@ async def test_stderr_carries_no_message_body_no_tool_data_and_no_token_through_
     assert '"fleet session opened"' in text  # the log is there, so its silence below means something
     for secret in (BODY, push["content"], TOOL_TEXT, TOKEN, session_id):
         assert secret not in text, secret
+
+
+async def test_at_its_default_level_the_bridge_writes_nothing_to_stderr_while_all_is_well(tmp_path: Path) -> None:
+    """Claude Code shows each stderr line of a stdio server as "[ERROR] ... Server stderr": a healthy
+    start, a tool call and a push must not put one there."""
+    log = tmp_path / "bridge.log"
+    async with live_mcp(mcp_settings(mcp_static_tokens=TOKEN)) as live:
+        async with bridge_host(live.url, log, token=TOKEN, args=("--push", "--log-level", "WARNING")) as (
+            client, received,
+        ):
+            assert not (await client.call_tool("echo", {"text": "hello"})).is_error
+            await eventually(live.push_targets, "the bridge's push stream on the replica")
+            [dispatched] = await live.hub.dispatch([chat_message("m-quiet")])
+            assert dispatched.outcome is DispatchOutcome.DELIVERED
+            await eventually(lambda: received.channel, "the push on the bridge's stdout")
+    assert log.read_text() == ""
+
+
+def test_the_bridges_default_log_level_is_warning() -> None:
+    parser = argparse.ArgumentParser()
+    add_channel_options(parser)
+    assert parser.parse_args([]).log_level == "WARNING"
