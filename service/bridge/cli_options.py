@@ -22,7 +22,7 @@ def add_channel_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--permission-relay", action="store_true",
-        help="relay Claude Code's permission prompts to the fleet (declared only if the fleet offers request_permission)",
+        help="relay Claude Code's permission prompts to the fleet (declared only if the fleet declares claude/channel/permission)",
     )
     parser.add_argument("--entra-audience", metavar="AUDIENCE",
                         help=f"acquire an Entra token for this audience with azure-identity (default: {AUDIENCE_ENV})")

@@ -27,14 +27,17 @@ from pydantic import BaseModel, ConfigDict
 from service import __version__
 from service.bridge.auth import BearerAuth, TokenProvider, TokenUnavailable
 from service.bridge.config import AFFINITY_HEADER, BridgeConfig
-from service.bridge.sdk_adapter import ResumingStreamTransport, resuming_http_client
+from service.bridge.sdk_adapter import ResumingStreamTransport, resuming_http_client, send_client_notification
 from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
+from service.mcp.sdk_adapter import PERMISSION_CAPABILITY
 
 log = logging.getLogger(__name__)
 
 CHANNEL_METHOD = "notifications/claude/channel"
 PERMISSION_VERDICT_METHOD = "notifications/claude/channel/permission"
-PERMISSION_TOOL = "request_permission"
+# A fleet before the relay became a host notification offered it as this tool; the bridge never lists
+# or calls it, so a model cannot ask a sponsor through any fleet.
+LEGACY_PERMISSION_TOOL = "request_permission"
 
 # The fleet decides from clientInfo.name whether a session is a push target (ENTRABOT_PUSH_HOSTS,
 # whose default is this push name and nothing else). The bridge asks for pushes only when told the
@@ -101,6 +104,7 @@ class FleetConnection:
         self._tools_known = asyncio.Event()
         self._session_gone: anyio.Event | None = None
         self.tools: list[Tool] = []
+        self.relays_permissions = False  # the fleet declared claude/channel/permission on the last session
         self.sessions_opened = 0
         self.last_error: str | None = None
 
@@ -110,8 +114,21 @@ class FleetConnection:
     def connected(self) -> bool:
         return self._connected.is_set()
 
-    def lists_tool(self, name: str) -> bool:
-        return any(tool.name == name for tool in self.tools)
+    async def notify(self, method: str, params: dict[str, Any]) -> bool:
+        """Send a notification on the current fleet session; whether it was handed to the transport."""
+        try:
+            await asyncio.wait_for(self._connected.wait(), self.config.call_wait_s)
+        except TimeoutError:
+            return False
+        client = self._client
+        if client is None:
+            return False
+        try:
+            await send_client_notification(client, method, params)
+        except Exception as exc:  # noqa: BLE001 - a lost notification is reported, the host goes on
+            self._note(f"notification failed ({type(exc).__name__})")
+            return False
+        return True
 
     async def wait_for_tools(self, timeout_s: float) -> bool:
         """Whether the fleet's tool list is known, waiting up to ``timeout_s`` for a first session."""
@@ -182,6 +199,7 @@ class FleetConnection:
             cache=None,
         )
         async with client:
+            self.relays_permissions = PERMISSION_CAPABILITY in (client.server_capabilities.experimental or {})
             await self._set_tools(await _all_tools(client))
             self._client = client
             self.sessions_opened += 1
@@ -223,6 +241,7 @@ class FleetConnection:
 
     async def _set_tools(self, tools: list[Tool]) -> None:
         """Keep the fleet's list; tell the host when it changed (a new replica version, a first session)."""
+        tools = [tool for tool in tools if tool.name != LEGACY_PERMISSION_TOOL]
         changed = [t.model_dump() for t in tools] != [t.model_dump() for t in self.tools]
         self.tools = tools
         if changed and self.listener is not None:

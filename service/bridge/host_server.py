@@ -35,18 +35,17 @@ from service.bridge.dedupe import DedupeWindow
 from service.bridge.era_guard import Inbound, guard_handshake_era
 from service.bridge.fleet_connection import (
     CHANNEL_METHOD,
-    PERMISSION_TOOL,
+    LEGACY_PERMISSION_TOOL,
     PERMISSION_VERDICT_METHOD,
     FleetConnection,
     FleetNotification,
+    tool_error,
 )
-from service.mcp.sdk_adapter import ChannelServer
+from service.mcp.sdk_adapter import PERMISSION_CAPABILITY, PERMISSION_REQUEST_METHOD, ChannelServer
 
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "entrabot-fleet-channel"
-PERMISSION_CAPABILITY = "claude/channel/permission"
-PERMISSION_REQUEST_METHOD = "notifications/claude/channel/permission_request"
 OUTBOX_LIMIT = 10_000  # pushes held while the host has not finished its handshake
 INSTRUCTIONS = (
     "Messages from people in Microsoft Teams chats and the agent's mailbox arrive as <channel> events. "
@@ -103,7 +102,7 @@ class HostServer:
     def relays_permissions(self) -> bool:
         # Declared only when asked for and the fleet can take the request: the fleet authenticates the
         # sponsor who answers, which is what makes relaying a permission prompt acceptable at all.
-        return self._permission_relay and self._fleet.lists_tool(PERMISSION_TOOL)
+        return self._permission_relay and self._fleet.relays_permissions
 
     # --- fleet -> host ---
 
@@ -177,8 +176,9 @@ class HostServer:
         task.add_done_callback(self._relaying.discard)
 
     async def _relay_permission(self, arguments: dict[str, str]) -> None:
-        result = await self._fleet.call_tool(PERMISSION_TOOL, arguments)
-        if result.is_error:
+        # The same notification Claude Code sent, on the bridge's own fleet session: the one path to a
+        # sponsor, and one no tool call can take.
+        if not await self._fleet.notify(PERMISSION_REQUEST_METHOD, arguments):
             log.warning("permission request not relayed", extra={"request_id": arguments["request_id"]})
 
     async def _list_tools(self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None) -> ListToolsResult:
@@ -186,6 +186,9 @@ class HostServer:
         return ListToolsResult(tools=list(self._fleet.tools))
 
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
+        if params.name == LEGACY_PERMISSION_TOOL:
+            return tool_error("request_permission is not a tool: only Claude Code's own permission prompts "
+                              "reach the sponsor")
         return await self._fleet.call_tool(params.name, params.arguments)
 
 

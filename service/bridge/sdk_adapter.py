@@ -17,14 +17,18 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import httpx2
+from mcp.client import Client
+from mcp.client.session import ClientSession
 from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import LAST_EVENT_ID, StreamableHTTPTransport, StreamWriter
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared._httpx_utils import sse_within_origin
 from mcp.shared.message import SessionMessage
+from pydantic import BaseModel
 
 from service.bridge.backoff import Backoff
 
@@ -38,6 +42,21 @@ def _require(condition: bool, what: str) -> None:
 
 _require(hasattr(StreamableHTTPTransport, "handle_get_stream"), "StreamableHTTPTransport has no handle_get_stream")
 _require(hasattr(StreamableHTTPTransport, "post_writer"), "StreamableHTTPTransport has no post_writer")
+_require(hasattr(ClientSession, "send_notification"), "ClientSession has no send_notification")
+
+
+class _ClientNotification(BaseModel):
+    method: str
+    params: dict[str, Any]
+
+
+async def send_client_notification(client: Client, method: str, params: dict[str, Any]) -> None:
+    """A notification of a method the SDK does not know (``ClientNotification`` is a closed union).
+
+    ``ClientSession.send_notification`` only dumps the model it is given, so any model with ``method``
+    and ``params`` goes out as is.
+    """
+    await client.session.send_notification(_ClientNotification(method=method, params=params))  # type: ignore[arg-type]
 
 
 class ResumingStreamTransport(StreamableHTTPTransport):

@@ -33,6 +33,11 @@ from service.mcp.event_store import InMemoryEventStore
 
 CHANNEL_CAPABILITY = "claude/channel"
 """Declared under ``capabilities.experimental``; Claude Code listens for channel pushes only then."""
+PERMISSION_CAPABILITY = "claude/channel/permission"
+"""Declared by a channel server that relays Claude Code's permission prompts (Claude Code 2.1.81+)."""
+PERMISSION_REQUEST_METHOD = "notifications/claude/channel/permission_request"
+"""Claude Code → its channel server; the bridge forwards it to the fleet on its own session, the only
+way a sponsor is asked: a notification no tool call (so no model) can send."""
 
 # The newest era that keeps a session and its GET stream (2026-07-28 has neither).
 PUSH_ERA_VERSIONS: tuple[str, ...] = HANDSHAKE_PROTOCOL_VERSIONS
@@ -47,6 +52,11 @@ class ChannelServer(Server[Any]):
     with no arguments, so the experimental capability can only enter through ``get_capabilities``.
     """
 
+    def __init__(self, *args: Any, experimental: Callable[[], dict[str, dict[str, Any]]] = dict,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._experimental = experimental  # asked at each handshake: what is declared may change at start-up
+
     def get_capabilities(
         self,
         notification_options: Any = None,
@@ -55,7 +65,7 @@ class ChannelServer(Server[Any]):
         *,
         protocol_version: str | None = None,
     ) -> ServerCapabilities:
-        experimental = {**(experimental_capabilities or {}), CHANNEL_CAPABILITY: {}}
+        experimental = {**(experimental_capabilities or {}), **self._experimental(), CHANNEL_CAPABILITY: {}}
         return super().get_capabilities(
             notification_options, experimental, extensions, protocol_version=protocol_version
         )

@@ -27,9 +27,10 @@ from mcp_types import (
     CallToolResult,
     InitializeRequestParams,
     ListToolsResult,
+    NotificationParams,
     PaginatedRequestParams,
 )
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from starlette.routing import BaseRoute, Route
 
 from service import __version__
@@ -48,6 +49,8 @@ from service.mcp.auth import (
 from service.mcp.event_store import InMemoryEventStore
 from service.mcp.hosts import parse_push_hosts
 from service.mcp.sdk_adapter import (
+    PERMISSION_CAPABILITY,
+    PERMISSION_REQUEST_METHOD,
     ChannelServer,
     HandshakeEraOnly,
     PerSessionEventStoreManager,
@@ -91,8 +94,11 @@ class McpService:
             instructions=instructions,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            experimental=self._relay_capability,
         )
         self.server.middleware.append(self._track_session)
+        for method in HOST_NOTIFICATION_METHODS:
+            self.server.add_notification_handler(method, _AnyParams, partial(self._host_notification, method))
         security = transport_security_settings(settings)
         self.manager = PerSessionEventStoreManager(
             self.server,
@@ -160,19 +166,39 @@ class McpService:
         return ListToolsResult(tools=self.tools.definitions())
 
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
+        return await self.tools.call(params.name, params.arguments, self._call_of(ctx))
+
+    async def _host_notification(self, method: str, ctx: ServerRequestContext[Any, Any], params: _AnyParams) -> None:
+        await self.tools.notified(method, params.model_dump(exclude={"meta"}), self._call_of(ctx))
+
+    def _relay_capability(self) -> dict[str, dict[str, Any]]:
+        """``claude/channel/permission`` while the permission relay is registered (a channel bridge
+        then declares it to Claude Code and forwards its prompts)."""
+        return {PERMISSION_CAPABILITY: {}} if self.tools.handles(PERMISSION_REQUEST_METHOD) else {}
+
+    def _call_of(self, ctx: ServerRequestContext[Any, Any]) -> ToolCall:
         session_id = session_id_of(ctx.session)
         channel = None
         if session_id is not None:
             # Any request's session object reaches the connection's standalone (GET) stream.
             channel = SessionChannel(send=ctx.session.send_notification,  # type: ignore[arg-type]
                                      is_open=partial(self.sessions.is_streaming, session_id))
-        call = ToolCall(
+        return ToolCall(
             session=self.sessions.get(session_id) if session_id is not None else None,
             hub=self.hub,
-            request_id=ctx.request_id,
+            request_id=getattr(ctx, "request_id", None),
             channel=channel,
         )
-        return await self.tools.call(params.name, params.arguments, call)
+
+
+# Host notifications the server routes to its tool registry (which may or may not handle them).
+HOST_NOTIFICATION_METHODS = (PERMISSION_REQUEST_METHOD,)
+
+
+class _AnyParams(NotificationParams):
+    """A host notification's params as sent; the registered handler validates its own model."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 def build_mcp(settings: Settings, hub: DeliveryHub, **options: Any) -> McpService:

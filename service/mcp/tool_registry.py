@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 InT = TypeVar("InT", bound=BaseModel)
 OutT = TypeVar("OutT", bound=BaseModel)
 ToolHandler = Callable[[InT, "ToolCall"], Awaitable[OutT]]
+HostNotificationHandler = Callable[[InT, "ToolCall"], Awaitable[None]]
 
 
 class ToolError(Exception):
@@ -100,11 +101,22 @@ class RegisteredTool:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class HostNotification:
+    """A notification a host's session may send the server: never listed, so no model can reach it."""
+
+    method: str
+    params_model: type[BaseModel]
+    handler: HostNotificationHandler[Any]
+
+
 class ToolRegistry:
-    """The tools one MCP server offers; may be added to until the first host lists them."""
+    """The tools one MCP server offers, and the host notifications it handles; may be added to until
+    the first host lists them."""
 
     def __init__(self) -> None:
         self._tools: dict[str, RegisteredTool] = {}
+        self._notifications: dict[str, HostNotification] = {}
 
     def add(
         self, handler: ToolHandler[Any, Any], *, name: str | None = None, description: str | None = None
@@ -138,6 +150,37 @@ class ToolRegistry:
     def definitions(self) -> list[Tool]:
         return [tool.definition() for tool in self._tools.values()]
 
+    def add_host_notification(self, method: str, handler: HostNotificationHandler[Any]) -> None:
+        """Handle ``method`` from a host's session with ``handler(params, call)`` (params typed by its
+        annotation). Unlike a tool it is not listed: a host sends it on its own, never for its model."""
+        if method in self._notifications:
+            raise ValueError(f"a handler for {method!r} is already registered")
+        params_model, _ = _models_of(handler, returns=type(None))
+        self._notifications[method] = HostNotification(method, params_model, handler)
+
+    def handles(self, method: str) -> bool:
+        return method in self._notifications
+
+    async def notified(self, method: str, params: dict[str, Any] | None, call: ToolCall) -> None:
+        """Run the handler of a host notification. A notification has no answer, so what goes wrong is
+        logged (without the params: they are the host's data) and dropped."""
+        entry = self._notifications.get(method)
+        if entry is None:
+            log.info("host notification not handled here", extra={"method": method})
+            return
+        try:
+            args = entry.params_model.model_validate(params or {})
+        except ValidationError as exc:
+            problems = exc.errors(include_url=False, include_input=False, include_context=False)
+            log.warning("host notification refused", extra={"method": method, "problems": json.dumps(problems, default=str)})
+            return
+        try:
+            await entry.handler(args, call)
+        except ToolError as exc:
+            log.warning("host notification not acted on", extra={"method": method, "why": str(exc)})
+        except Exception:
+            log.exception("host notification handler raised", extra={"method": method})
+
     async def call(self, name: str, arguments: dict[str, Any] | None, call: ToolCall) -> CallToolResult:
         tool = self._tools.get(name)
         if tool is None:
@@ -169,8 +212,9 @@ def _error_result(text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
-def _models_of(handler: ToolHandler[Any, Any]) -> tuple[type[BaseModel], type[BaseModel]]:
-    """The input and output models, read from the handler's annotations."""
+def _models_of(handler: Callable[..., Awaitable[Any]], *, returns: type | None = None) -> tuple[type[BaseModel], Any]:
+    """The input and output models, read from the handler's annotations (``returns``: the one return
+    type a host-notification handler may have instead of a model)."""
     where = getattr(handler, "__qualname__", repr(handler))
     if not inspect.iscoroutinefunction(handler):
         raise TypeError(f"tool {where} must be an async function")
@@ -183,7 +227,10 @@ def _models_of(handler: ToolHandler[Any, Any]) -> tuple[type[BaseModel], type[Ba
         problem = f"tool {where}: its annotations do not resolve ({exc}); define its models at module level"
         raise TypeError(problem) from exc
     input_model, output_model = hints.get(params[0]), hints.get("return")
-    for role, model in (("argument", input_model), ("return", output_model)):
+    if returns is not None and output_model is not returns:
+        raise TypeError(f"handler {where} must return {returns!r}, got {output_model!r}")
+    checked = (("argument", input_model),) if returns is not None else (("argument", input_model), ("return", output_model))
+    for role, model in checked:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise TypeError(f"tool {where} must annotate its {role} type with a pydantic model, got {model!r}")
     return input_model, output_model  # type: ignore[return-value]

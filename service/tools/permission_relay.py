@@ -1,7 +1,9 @@
 """Permission relay: a host's tool-use approval asked of the agent's sponsor in Teams, answered there.
 
 The channel bridge (``entrabot-fleet channel``) forwards Claude Code's
-``notifications/claude/channel/permission_request`` by calling ``request_permission``. The fleet
+``notifications/claude/channel/permission_request`` to the fleet as that same notification on its own
+session. It is a host notification, not a tool: nothing lists it, so no model can call it and forge a
+prompt that the sponsor could not tell from Claude Code's own. The fleet
 records the request in the shared container (so every other replica leaves the sponsor's verdict
 alone), DMs each sponsor — the tool, the description and the request id, the input preview inside
 the XPIA envelope — and registers a ``PermissionTarget`` in the hub. A verified sponsor's
@@ -56,13 +58,6 @@ class PermissionRequestInput(BaseModel):
     tool_name: str = Field(min_length=1, max_length=200)
     description: str = Field(default="", max_length=2000)
     input_preview: str = Field(default="", description="Shown to the sponsor inside an external_content envelope")
-
-
-class PermissionRequestResult(BaseModel):
-    request_id: str
-    sponsors_asked: int
-    expires_at: str
-    next_action: str = Field(serialization_alias="_next_action")
 
 
 @dataclass(eq=False)
@@ -143,13 +138,13 @@ class PermissionRelay:
     ttl: timedelta
     _expiries: set[asyncio.Task[None]] = field(default_factory=set)
 
-    async def request_permission(self, args: PermissionRequestInput, call: ToolCall) -> PermissionRequestResult:
-        """Ask the agent's sponsor in Teams to approve a tool use; the verdict arrives as
-        notifications/claude/channel/permission. Called by the entrabot-fleet channel bridge, not by a model."""
+    async def ask_sponsors(self, args: PermissionRequestInput, call: ToolCall) -> None:
+        """Ask the agent's sponsor in Teams to approve a tool use; the verdict goes to the asking session
+        as notifications/claude/channel/permission. A ToolError says why nobody was asked (logged)."""
         deps = self.deps
         channel = call.channel
         if channel is None or not call.push_capable or not channel.is_open():
-            raise ToolError("request_permission needs a push host with an open stream (entrabot-fleet channel): "
+            raise ToolError("a permission request needs a push host with an open stream (entrabot-fleet channel): "
                             "the verdict is pushed, never returned")
         if call.hub.closed:
             raise ToolError("this replica is shutting down; the bridge reconnects, then ask again")
@@ -175,11 +170,8 @@ class PermissionRelay:
         task = asyncio.create_task(self._expire(target), name=f"permission-expiry-{args.request_id}")
         self._expiries.add(task)
         task.add_done_callback(self._expiries.discard)
-        log.info("permission requested", extra={"request_id": args.request_id, "sponsors_asked": asked})
-        return PermissionRequestResult(
-            request_id=args.request_id, sponsors_asked=asked, expires_at=format_ts(expires_at),
-            next_action="Wait: the sponsor's verdict arrives as notifications/claude/channel/permission.",
-        )
+        log.info("permission requested", extra={"request_id": args.request_id, "sponsors_asked": asked,
+                                                "expires_at": format_ts(expires_at)})
 
     async def _ask(self, sponsors: list[str], text: str) -> int:
         asked = 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from service.mcp.sdk_adapter import PERMISSION_REQUEST_METHOD
 from service.mcp.tool_registry import ToolRegistry
 from service.tools.chat_access import ChatAccess
 from service.tools.chats import ChatTools
@@ -35,4 +36,4 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
         registry.add(handler)
     if deps.permissions is not None and deps.settings.permission_relay_enabled:
         relay = PermissionRelay(deps, deps.permissions, timedelta(seconds=deps.settings.permission_request_timeout_s))
-        registry.add(relay.request_permission)
+        registry.add_host_notification(PERMISSION_REQUEST_METHOD, relay.ask_sponsors)

@@ -1,4 +1,4 @@
-"""An in-process replica MCP server with the demo tools, optionally plus ``request_permission``."""
+"""An in-process replica MCP server with the demo tools, optionally relaying permission requests."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.delivery.hub import DeliveryHub
 from service.devstack.uvicorn_runner import serve_app
+from service.mcp.sdk_adapter import PERMISSION_REQUEST_METHOD
 from service.mcp.server import build_mcp
 from service.mcp.tool_registry import ToolCall
 from service.telemetry.metrics import Metrics
@@ -25,13 +26,9 @@ class PermissionInput(BaseModel):
     input_preview: str
 
 
-class PermissionAck(BaseModel):
-    asked: bool
-
-
 @dataclass
 class PermissionDesk:
-    """What the fleet's ``request_permission`` tool was asked, in order, and every request's headers."""
+    """The permission requests the fleet received (as host notifications), in order, and every request's headers."""
 
     requests: list[PermissionInput] = field(default_factory=list)
     http_requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (method, headers)
@@ -51,16 +48,15 @@ class _RecordHeaders:
 
 
 @asynccontextmanager
-async def fleet_server(*, with_permission_tool: bool) -> AsyncIterator[tuple[LiveMcp, PermissionDesk]]:
+async def fleet_server(*, with_permission_relay: bool) -> AsyncIterator[tuple[LiveMcp, PermissionDesk]]:
     desk = PermissionDesk()
     tools = demo_tools()
-    if with_permission_tool:
+    if with_permission_relay:
 
-        @tools.tool(name="request_permission")
-        async def request_permission(args: PermissionInput, call: ToolCall) -> PermissionAck:
-            """Ask the agent's sponsor to allow a tool use."""
+        async def ask_sponsors(args: PermissionInput, call: ToolCall) -> None:
             desk.requests.append(args)
-            return PermissionAck(asked=True)
+
+        tools.add_host_notification(PERMISSION_REQUEST_METHOD, ask_sponsors)
 
     metrics = Metrics()
     hub = DeliveryHub(metrics=metrics)

@@ -22,6 +22,7 @@ from service.bridge.host_server import PERMISSION_CAPABILITY
 from service.mcp.sdk_adapter import CHANNEL_CAPABILITY
 from service.delivery.hub import DispatchOutcome
 from service.mcp.push_target import PushTarget
+from service.mcp.tool_registry import ToolCall
 from tests.bridge.bridge_host import bridge_host, bridge_parameters
 from tests.bridge.relay_fleet import fleet_server
 from tests.mcp.server_fixture import WAIT_BOUND_S, LiveMcp, chat_message, eventually
@@ -67,11 +68,11 @@ async def test_without_push_flag_the_bridge_is_not_a_push_target(live: LiveMcp, 
         assert live.push_targets() == []
 
 
-async def test_permission_relay_is_declared_only_when_the_fleet_lists_request_permission(tmp_path: Path) -> None:
-    async with fleet_server(with_permission_tool=False) as (live, _):
+async def test_permission_relay_is_declared_only_when_the_fleet_declares_it(tmp_path: Path) -> None:
+    async with fleet_server(with_permission_relay=False) as (live, _):
         async with bridge_host(live.url, tmp_path / "a.log", args=("--push", "--permission-relay")) as (client, _):
             assert PERMISSION_CAPABILITY not in (client.server_capabilities.experimental or {})
-    async with fleet_server(with_permission_tool=True) as (live, _):
+    async with fleet_server(with_permission_relay=True) as (live, _):
         async with bridge_host(live.url, tmp_path / "b.log", args=("--push",)) as (client, _):
             assert PERMISSION_CAPABILITY not in (client.server_capabilities.experimental or {})
         async with bridge_host(live.url, tmp_path / "c.log", args=("--push", "--permission-relay")) as (client, _):
@@ -80,14 +81,14 @@ async def test_permission_relay_is_declared_only_when_the_fleet_lists_request_pe
 
 async def test_permission_request_goes_to_the_fleet_and_verdicts_come_back_once_per_request(tmp_path: Path) -> None:
     request = {"request_id": "abcde", "tool_name": "Bash", "description": "Run tests", "input_preview": "make test"}
-    async with fleet_server(with_permission_tool=True) as (live, desk):
+    async with fleet_server(with_permission_relay=True) as (live, desk):
         async with bridge_host(live.url, tmp_path / "bridge.log", args=("--push", "--permission-relay")) as (
             client, received,
         ):
             await client.session.send_notification(
                 _Notification(method="notifications/claude/channel/permission_request", params=request)  # type: ignore[arg-type]
             )
-            await eventually(lambda: desk.requests, "request_permission called on the fleet")
+            await eventually(lambda: desk.requests, "the permission request on the fleet")
             assert [r.model_dump() for r in desk.requests] == [request]
 
             target = await _bridge_target(live)
@@ -105,7 +106,7 @@ async def test_permission_request_goes_to_the_fleet_and_verdicts_come_back_once_
 
 
 async def test_every_request_to_the_fleet_carries_the_affinity_key_and_the_token(tmp_path: Path) -> None:
-    async with fleet_server(with_permission_tool=False) as (live, desk):
+    async with fleet_server(with_permission_relay=False) as (live, desk):
         args = ("--push", "--affinity-key", "host-7")
         async with bridge_host(live.url, tmp_path / "bridge.log", args=args, token="t0ken") as (client, _):
             await client.call_tool("echo", {"text": "x"})
@@ -181,3 +182,29 @@ async def test_a_2026_probe_is_refused_naming_the_handshake_versions_then_initia
             assert process.stdin is not None
             process.stdin.close()
             await asyncio.wait_for(process.wait(), WAIT_BOUND_S)
+
+
+class _LegacyPermissionInput(BaseModel):
+    request_id: str
+
+
+class _LegacyPermissionAck(BaseModel):
+    asked: bool
+
+
+async def test_the_bridge_never_lists_or_calls_a_fleets_request_permission_tool(live: LiveMcp, tmp_path: Path) -> None:
+    """A fleet from before the relay became a host notification offered it as a tool, which a model
+    could call to DM the sponsor a forged prompt: the bridge hides it and refuses it."""
+    asked: list[str] = []
+
+    async def request_permission(args: _LegacyPermissionInput, call: ToolCall) -> _LegacyPermissionAck:
+        asked.append(args.request_id)
+        return _LegacyPermissionAck(asked=True)
+
+    live.mcp.tools.add(request_permission)
+    async with bridge_host(live.url, tmp_path / "bridge.log", args=("--push", "--permission-relay")) as (client, _):
+        assert "request_permission" not in {t.name for t in (await client.list_tools()).tools}
+        forged = await client.call_tool("request_permission", {"request_id": "qqqqq"})
+        assert forged.is_error
+        assert PERMISSION_CAPABILITY not in (client.server_capabilities.experimental or {})
+    assert asked == []

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from service.mcp.sdk_adapter import PERMISSION_REQUEST_METHOD
 from tests.tools.tool_world import ToolWorld
 
 ALL_TOOLS = {
     "send_teams_message", "read_teams_messages", "create_chat", "list_watched_chats", "watch_teams_replies",
     "wait_for_sponsor_dm", "read_email", "add_promise", "list_promises", "resolve_promise", "read_interactions",
-    "run_daily_summary", "request_permission",  # the relay is on by default (permission_relay_enabled)
+    "run_daily_summary",
 }
 CHAT_TOOLS = [
     ("send_teams_message", {"text": "hello"}),
@@ -21,6 +22,8 @@ CHAT_TOOLS = [
 async def test_every_tool_is_registered_with_a_description_and_both_schemas(world: ToolWorld) -> None:
     definitions = {d.name: d for d in world.tools.definitions()}
     assert set(definitions) == ALL_TOOLS
+    # The permission relay (on by default) is a host notification of the bridge's session, never a tool.
+    assert world.tools.handles(PERMISSION_REQUEST_METHOD)
     for definition in definitions.values():
         assert definition.description, definition.name
         assert definition.input_schema["type"] == "object"

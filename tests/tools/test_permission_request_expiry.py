@@ -1,7 +1,7 @@
 """A permission request ends at its expiry, whatever the asking host's stream was doing then.
 
 A sponsor's "yes <id>" after the request expired decides nothing (issue 15 item 2): it is an
-ordinary message, never relayed as an allow verdict. Real request_permission calls, the emulator
+ordinary message, never relayed as an allow verdict. Real permission requests, the emulator
 over HTTP, the ledgers on a LocalBackend; the test drives the chat poll's cycles and the asking
 session's stream state.
 """
@@ -44,7 +44,7 @@ async def ask(world: ToolWorld, ttl: timedelta, stream: BridgeStream) -> tuple[P
     relay = PermissionRelay(world.deps, requests, ttl)
     call = ToolCall(session=session("bridge", push=True), hub=world.hub, request_id=1,
                     channel=SessionChannel(send=stream.send, is_open=stream.is_open))
-    await relay.request_permission(
+    await relay.ask_sponsors(
         PermissionRequestInput(request_id=REQUEST_ID, tool_name="Bash", description="deploy", input_preview="make"),
         call)
     return relay, requests
