@@ -272,27 +272,34 @@ async def test_a_later_turn_waits_without_holding_up_the_replicas_other_chats(st
             roster = second.chats.readers
             assert roster is not None and roster.readers == {"test-replica", "second-replica"}
             chats = [c.id for c in emulator.seed.chats if c.id is not None]
-            ours, theirs = ([c for c in chats if roster.turn(c) == t] for t in (0, 1))
-            assert ours and theirs, "the seed's chats all have one first reader; seed more chats"
             host = hosts[1]
             delivered_before = list(host.ids)
             humans = emulator.seed.humans[0].id
-            waiting = emulator.state.post_message(theirs[0], sender_id=humans, content="the other replica's turn")
-            at_once = emulator.state.post_message(ours[0], sender_id=humans, content="our turn")
-            await second.notify(theirs[0], waiting.id)
-            await second.notify(ours[0], at_once.id)
+            # The order of turns depends on the hinted message too: post until one new message is
+            # ours to read first and one is the other replica's.
+            posted: dict[int, tuple[str, str]] = {}
+            for chat in chats:
+                message = emulator.state.post_message(chat, sender_id=humans, content=f"turn test in {chat}")
+                assert message.id is not None
+                posted.setdefault(roster.turn(chat, message.id), (chat, message.id))
+                if len(posted) == 2:
+                    break
+            assert set(posted) == {0, 1}, "every posted message had one first reader; seed more chats"
+            (ours, at_once), (theirs, waiting) = posted[0], posted[1]
+            await second.notify(theirs, waiting)
+            await second.notify(ours, at_once)
             reads_before = chat_reads(second)
 
             await asyncio.wait_for(second.chats.cycle(), timeout=30)
-            assert host.ids[len(delivered_before):] == [at_once.id]
+            assert host.ids[len(delivered_before):] == [at_once]
             assert chat_reads(second) == reads_before + 1
 
             now[0] += 61  # our turn: the cursor read finds the chat uncovered, so one more gap
             await second.chats.cycle()
-            assert host.ids[len(delivered_before):] == [at_once.id]
+            assert host.ids[len(delivered_before):] == [at_once]
             now[0] += 61
             await second.chats.cycle()
-            assert host.ids[len(delivered_before):] == [at_once.id, waiting.id]
+            assert host.ids[len(delivered_before):] == [at_once, waiting]
             assert chat_reads(second) == reads_before + 2
         finally:
             await first.aclose()
