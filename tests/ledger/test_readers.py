@@ -80,7 +80,8 @@ async def test_two_replicas_starting_together_take_turns_once_settled(any_backen
     assert {a.turn("19:x@thread.v2"), b.turn("19:x@thread.v2")} == {0, 1}
 
 
-async def test_a_corrupt_roster_is_rewritten_and_costs_nothing_but_the_turns_it_held(any_backend: MemoryBackend) -> None:
+async def test_a_corrupt_roster_is_rewritten_and_costs_nothing_but_the_turns_it_held(
+        any_backend: MemoryBackend) -> None:
     wall = Wall()
     await any_backend.write_text(ROSTER_KEY, "{not json")
     me = ReaderRoster(any_backend, "me", clock=wall)
@@ -125,7 +126,8 @@ async def test_a_heartbeat_costs_the_same_after_300_former_pods_and_their_entrie
     assert set(parse_roster(await store.read_text(ROSTER_KEY) or "")) == {"replica-0", "replica-1", "replica-2"}
 
 
-async def test_each_of_three_readers_is_first_for_a_fair_share_of_one_chats_messages(any_backend: MemoryBackend) -> None:
+async def test_each_of_three_readers_is_first_for_a_fair_share_of_one_chats_messages(
+        any_backend: MemoryBackend) -> None:
     wall = Wall()
     rosters = [ReaderRoster(any_backend, f"replica-{i}", clock=wall) for i in range(3)]
     for now_s in (0.0, 100.0):
