@@ -14,9 +14,13 @@ every pod, and every heartbeat read them all). The price is contention on one bl
 writing every 10 s are far below what one blob takes (~22 CAS updates/s measured on Azurite), and a
 heartbeat that keeps losing the race keeps its last view, which only costs turns.
 
-The order of turns depends on the hint as well as the chat, so that successive messages of one chat
-are read first by different replicas and the work is shared; every replica taking the same hint
-computes the same order.
+The order of turns depends on the chat and on the ``TURN_WINDOW`` the hinted message was written in,
+so that over time each replica is first for a fair share of every chat's messages (a fixed order per
+chat gave one replica every message of the chats where it came first: all of them, in a 3-chat
+demo). Not a new order per message: Graph allows one read a second per chat for the whole app, and
+only the first reader's own pacing keeps its successive reads of a busy chat apart, so the first
+reader changes at most once a window (an order per message id drew five per-chat 429s in the fleet's
+unordered-tenant run). Every replica taking the same hint computes the same order.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ STALE_AFTER = timedelta(seconds=25)  # two heartbeats missed, plus a little cloc
 # it reads, and each take every first turn. A replica lists again this much after it first reads, and
 # takes no turn until then.
 SETTLE_S = 2.0
+TURN_WINDOW = timedelta(seconds=30)
 _WRITE_ATTEMPTS = 3  # every replica writes the one blob each heartbeat: a lost race re-reads and retries
 
 
@@ -49,10 +54,16 @@ def turn_key(replica_id: str, chat_id: str, hint: str) -> bytes:
     return hashlib.blake2b(f"{replica_id}\0{chat_id}\0{hint}".encode(), digest_size=8).digest()
 
 
+def turn_window(newest: datetime | None) -> str:
+    """The part of a hint the turn order depends on: the window its message was written in (by the
+    message's own time, the same on every replica), or "" for a hint without one."""
+    if newest is None:
+        return ""
+    return str(int(newest.timestamp() // TURN_WINDOW.total_seconds()))
+
+
 def turn_of(me: str, readers: frozenset[str], chat_id: str, hint: str = "") -> int:
-    """This replica's place among the readers for ``chat_id`` and the hint (0: first). ``hint`` names
-    what was hinted (the message id, else its time), so that each message of a chat draws its own order:
-    a fixed order per chat gave one replica every message of a chat where it came first."""
+    """This replica's place among the readers for ``chat_id`` and ``hint`` (its ``turn_window``; 0: first)."""
     ahead = {r for r in readers if r != me}
     mine = turn_key(me, chat_id, hint)
     return sum(1 for r in ahead if turn_key(r, chat_id, hint) < mine)
@@ -141,8 +152,9 @@ class ReaderRoster:
         """Whether this replica has been reading long enough for its view of the others to hold."""
         return now_s >= self._settled_at
 
-    def turn(self, chat_id: str, hint: str = "") -> int:
-        return turn_of(self.replica_id, self.readers, chat_id, hint)
+    def turn(self, chat_id: str, newest: datetime | None = None) -> int:
+        """This replica's turn for a hint of ``chat_id`` whose message was written at ``newest``."""
+        return turn_of(self.replica_id, self.readers, chat_id, turn_window(newest))
 
 
 def _parse_or_empty(text: str) -> dict[str, ReaderEntry]:

@@ -40,7 +40,7 @@ from service.graph.errors import GraphError
 from service.graph.models import ChatMessage
 from service.ledger import Candidate, ChatClaimOutcome, ChatLedger, ReadOutcome, WatchedChats
 from service.ledger.cas import UpdateOutcome
-from service.clock import Clock, format_timestamp, later, utc_now
+from service.clock import Clock, later, utc_now
 from service.ledger.chat_claims import CursorRead
 from service.ledger.hints import Hint, HintReader
 from service.ledger.readers import ReaderRoster
@@ -365,11 +365,11 @@ class ChatPoller:
             self.metrics.chat_hints.labels(outcome=outcome).inc()
 
     def _turn(self, chat_id: str, wanted: WantedRead) -> int:
-        """This replica's turn among the fleet's readers for the chat and what was hinted (0: read at once)."""
+        """This replica's turn among the fleet's readers for the chat and when the hinted message was
+        written (0: read at once)."""
         if self.readers is None or self.read_spread_s <= 0:
             return 0
-        hinted = wanted.message_id or (format_timestamp(wanted.newest) if wanted.newest is not None else "")
-        return self.readers.turn(chat_id, hinted)
+        return self.readers.turn(chat_id, wanted.newest)
 
     async def _each(self, items: Sequence[T], work: Callable[[T], Awaitable[R]]) -> list[R]:
         """``work`` over every item, at most ``concurrency`` at a time; results in the items' order."""

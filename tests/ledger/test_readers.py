@@ -7,7 +7,16 @@ from datetime import UTC, datetime, timedelta
 
 from pathlib import Path
 
-from service.ledger.readers import ROSTER_KEY, ReaderEntry, ReaderRoster, parse_roster, render_roster, turn_of
+from service.ledger.readers import (
+    ROSTER_KEY,
+    TURN_WINDOW,
+    ReaderEntry,
+    ReaderRoster,
+    parse_roster,
+    render_roster,
+    turn_of,
+    turn_window,
+)
 from service.storage.backend import MemoryBackend
 from service.storage.local import LocalBackend
 
@@ -135,9 +144,23 @@ async def test_each_of_three_readers_is_first_for_a_fair_share_of_one_chats_mess
         for roster in rosters:
             await roster.refresh(True, now_s)
     firsts = {r.replica_id: 0 for r in rosters}
-    for n in range(300):
-        hinted = f"17{n:011d}"  # successive message ids of one busy chat
-        turns = {r.replica_id: r.turn("19:busy@thread.v2", hinted) for r in rosters}
+    for n in range(300):  # a busy chat's messages, one every 11 s
+        written = T0 + timedelta(seconds=11 * n)
+        turns = {r.replica_id: r.turn("19:busy@thread.v2", written) for r in rosters}
         assert sorted(turns.values()) == [0, 1, 2]  # one first, and the same order on every replica
         firsts[min(turns, key=turns.__getitem__)] += 1
     assert all(70 <= count <= 130 for count in firsts.values()), firsts  # a third is 100
+
+
+def test_the_first_reader_of_a_chat_changes_at_most_once_a_window() -> None:
+    """Graph allows one read a second per chat: only the first reader's own pacing spaces its reads,
+    so messages a second apart must not each go to another replica first."""
+    readers = frozenset({"a", "b", "c"})
+
+    def first(at: datetime) -> str:
+        return next(r for r in readers if turn_of(r, readers, "19:busy@thread.v2", turn_window(at)) == 0)
+
+    seconds = int(TURN_WINDOW.total_seconds()) * 20
+    firsts = [first(T0 + timedelta(seconds=s)) for s in range(seconds)]
+    changes = sum(1 for before, after in zip(firsts, firsts[1:]) if before != after)
+    assert 0 < changes <= 20

@@ -22,7 +22,7 @@ from emulator.faults import FaultRule as GraphFault
 from emulator.seed import Seed, build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.ledger.chat_cursor import CURSOR_PREFIX, cursor_key
-from service.ledger.hints import PREFIX as HINTS_PREFIX, parse_hint_line
+from service.ledger.hints import PREFIX as HINTS_PREFIX, Hint, HintLog, parse_hint_line
 from service.ledger.leases import LeaseRecord, lease_key, render_lease
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
@@ -272,34 +272,28 @@ async def test_a_later_turn_waits_without_holding_up_the_replicas_other_chats(st
             roster = second.chats.readers
             assert roster is not None and roster.readers == {"test-replica", "second-replica"}
             chats = [c.id for c in emulator.seed.chats if c.id is not None]
+            hinted_at = datetime.now(UTC)  # the turn order depends on the hinted message's time too
+            ours, theirs = ([c for c in chats if roster.turn(c, hinted_at) == t] for t in (0, 1))
+            assert ours and theirs, "the seed's chats all have one first reader; seed more chats"
             host = hosts[1]
             delivered_before = list(host.ids)
             humans = emulator.seed.humans[0].id
-            # The order of turns depends on the hinted message too: post until one new message is
-            # ours to read first and one is the other replica's.
-            posted: dict[int, tuple[str, str]] = {}
-            for chat in chats:
-                message = emulator.state.post_message(chat, sender_id=humans, content=f"turn test in {chat}")
-                assert message.id is not None
-                posted.setdefault(roster.turn(chat, message.id), (chat, message.id))
-                if len(posted) == 2:
-                    break
-            assert set(posted) == {0, 1}, "every posted message had one first reader; seed more chats"
-            (ours, at_once), (theirs, waiting) = posted[0], posted[1]
-            await second.notify(theirs, waiting)
-            await second.notify(ours, at_once)
+            waiting = emulator.state.post_message(theirs[0], sender_id=humans, content="the other replica's turn")
+            at_once = emulator.state.post_message(ours[0], sender_id=humans, content="our turn")
+            await HintLog(second.backend).add([Hint(theirs[0], hinted_at, waiting.id, "notification"),
+                                               Hint(ours[0], hinted_at, at_once.id, "notification")])
             reads_before = chat_reads(second)
 
             await asyncio.wait_for(second.chats.cycle(), timeout=30)
-            assert host.ids[len(delivered_before):] == [at_once]
+            assert host.ids[len(delivered_before):] == [at_once.id]
             assert chat_reads(second) == reads_before + 1
 
             now[0] += 61  # our turn: the cursor read finds the chat uncovered, so one more gap
             await second.chats.cycle()
-            assert host.ids[len(delivered_before):] == [at_once]
+            assert host.ids[len(delivered_before):] == [at_once.id]
             now[0] += 61
             await second.chats.cycle()
-            assert host.ids[len(delivered_before):] == [at_once, waiting]
+            assert host.ids[len(delivered_before):] == [at_once.id, waiting.id]
             assert chat_reads(second) == reads_before + 2
         finally:
             await first.aclose()
