@@ -87,8 +87,8 @@ class Settings(BaseSettings):
     # The safety sweep reads one page of 50 chats' previews per interval (a rotation over 1,000 chats
     # takes 20 intervals) and hints the chats whose cursor is behind.
     chat_sweep_interval_s: float = 20.0
-    # Replicas taking the same hint reach the chat one turn after the other (an order per chat, from
-    # the readers/ roster), this far apart, so the first one's claim spares the others a Graph read:
+    # Replicas taking the same hint reach the chat one turn after the other (an order per chat and
+    # hinted message, from the readers/roster.json roster), this far apart, so the first one's claim spares the others a Graph read:
     # longer than a hint poll (0.5 s) plus a read and a claim, and than Graph's one read a second per chat.
     chat_read_spread_s: float = Field(default=1.6, ge=0.0, le=5.0)
     # Graph allows one request a second per chat for the whole app (SPEC §9): a replica reads one chat

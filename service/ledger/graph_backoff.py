@@ -6,7 +6,8 @@ One small record, key ``graph/backoff.json``: ``{"until", "written_at", "status"
 - **Writing**: the Graph client announces each hold it took from a Retry-After (``announce``, never
   blocking a request); this replica's backoff loop, woken at once, stores it with ``if_absent`` or
   ``If-Match`` only when it ends later than the stored one. A lost race re-reads and tries again; a write
-  whose outcome is unknown is settled by the next read; a corrupt record is overwritten. Nothing here
+  whose outcome is unknown is settled by the next read; a corrupt or implausible record (one that holds
+  no one, below) is overwritten by the next real hold. Nothing here
   raises into a worker: the worst case is a replica pacing itself on its own answers alone.
 - **Reading**: the same loop reads the record every ``READ_EVERY_S`` (one blob read a second per
   replica) and the client holds until ``held_until()`` before each request.
@@ -87,9 +88,14 @@ def implausible(record: BackoffRecord, now: datetime, *, max_hold: timedelta, ma
     return None
 
 
-def extends(stored: BackoffRecord | CorruptBackoff | None, mine: BackoffRecord) -> bool:
-    """Whether ``mine`` must be written over ``stored`` (the rule: a hold only ever grows)."""
-    return not isinstance(stored, BackoffRecord) or mine.until > stored.until
+def extends(stored: BackoffRecord | CorruptBackoff | None, mine: BackoffRecord, now: datetime, *,
+            max_hold: timedelta, max_skew: timedelta) -> bool:
+    """Whether ``mine`` must be written over ``stored`` (the rule: a hold only ever grows). A stored
+    record that holds no one (corrupt or implausible) is no hold to grow from: a real hold replaces it,
+    or a far-future ``until`` would keep every later hold from being shared."""
+    if not isinstance(stored, BackoffRecord):
+        return True
+    return implausible(stored, now, max_hold=max_hold, max_skew=max_skew) is not None or mine.until > stored.until
 
 
 class FleetBackoff:
@@ -151,7 +157,8 @@ class FleetBackoff:
     async def _publish(self, mine: BackoffRecord) -> None:
         update = await update_value(
             self._backend, BACKOFF_KEY, parse=parse_stored,
-            change=lambda stored: render_backoff(mine) if extends(stored, mine) else None,
+            change=lambda stored: render_backoff(mine) if extends(
+                stored, mine, self._clock(), max_hold=self._max_hold, max_skew=self._max_skew) else None,
             attempts=_WRITE_ATTEMPTS, ledger="graph_backoff", metrics=self._metrics,
         )
         if update.outcome is UpdateOutcome.UNRESOLVED:

@@ -10,8 +10,10 @@ Shape, chosen for many cheap writers and cheap readers: one append blob per minu
 ``hints/<YYYYMMDDTHHMM>.jsonl`` (UTC, by the writer's clock), one JSON object per line. A writer adds a
 batch with one atomic append (no read, no race, no retry); a reader reads the current and the previous
 minute's blob and takes the lines past what it has already seen, so one poll costs two small reads
-whatever the number of writers or chats. Blobs of minutes past are never read again; a Blob lifecycle
-rule deletes them (deploy/bicep).
+whatever the number of writers or chats. Blobs of minutes past are never read again; on Azure the
+storage account's lifecycle rule ``delete-old-hint-segments`` (deploy/bicep/modules/storage.bicep)
+deletes them a day or two after their last append. Azurite has no lifecycle management, so a local
+or demo store keeps its segments (1,440 a day) for as long as the store lives.
 """
 
 from __future__ import annotations

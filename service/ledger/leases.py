@@ -11,6 +11,14 @@ So a holder that cannot renew stops acting before anyone else may start.
 
 Key ``leases/<role>.json``: ``{"role", "holder", "epoch", "expires_at", "renewed_at"}``. The epoch
 grows with every change of holder, so work stamped with it can be told apart from a former holder's.
+
+A record that cannot be trusted (it does not parse, names another role, or expires further ahead than
+any holder could have written) is nobody's lease — but it is not absent either, so it cannot be
+created over. Left alone it would take the role from every replica for good; taken at once, it would
+let a replica take a role whose record a holder is just rewriting. So a replica notes the record's
+ETag when it first sees it so, and takes it over with If-Match on that ETag once the same ETag has stood
+for a whole ``ttl`` (no holder renewed it in a lease lifetime): If-Match lets only one replica win.
+Its epoch is one past the highest this replica knows of (the record's own, when one can be read).
 """
 
 from __future__ import annotations
@@ -52,6 +60,14 @@ class LeaseRecord:
         return now >= self.expires_at
 
 
+@dataclass(frozen=True, slots=True)
+class UnreadableLease:
+    """A stored value that is no lease record; ``epoch`` is the one it names, when one can be read."""
+
+    reason: str
+    epoch: int = 0
+
+
 def parse_lease(text: str) -> LeaseRecord:
     obj = load_object(text, _WHAT)
     epoch = obj.get("epoch")
@@ -68,6 +84,31 @@ def render_lease(record: LeaseRecord) -> str:
                        "renewed_at": format_timestamp(record.renewed_at)}, sort_keys=True)
 
 
+def parse_stored(text: str) -> LeaseRecord | UnreadableLease:
+    """Never raises, so an unreadable record still reads with its ETag and can be taken over."""
+    try:
+        return parse_lease(text)
+    except CorruptValueError as exc:
+        return UnreadableLease(str(exc), _salvaged_epoch(text))
+
+
+def _salvaged_epoch(text: str) -> int:
+    try:
+        epoch = json.loads(text).get("epoch")
+    except (ValueError, AttributeError):
+        return 0
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch > 0 else 0
+
+
+def untrusted(record: LeaseRecord, role: str, now: datetime, *, ttl: timedelta, margin: timedelta) -> str | None:
+    """Why a parsed record cannot be anyone's lease, or None when it may be."""
+    if record.role != role:
+        return f"it names the role {record.role!r}"
+    if record.expires_at > now + ttl + margin:
+        return "it expires further ahead than any holder writes (a wrong clock, or a bug)"
+    return None
+
+
 class LeaseStep(str, Enum):
     """What one acquire-or-renew attempt did."""
 
@@ -77,6 +118,7 @@ class LeaseStep(str, Enum):
     HELD_ELSEWHERE = "held_elsewhere"  # someone else holds an unexpired lease
     LOST = "lost"  # a race, or a write whose outcome is unknown: not ours (for now)
     UNRESOLVED = "unresolved"  # the record could not be read or parsed
+    TAKEN_UNREADABLE = "taken_unreadable"  # a record unreadable for a whole ttl, taken with If-Match
 
 
 def decide_step(current: LeaseRecord | None, *, me: str, our_etag: str | None, read_etag: str | None,
@@ -113,10 +155,12 @@ class Lease:
     _valid_until: float = field(default=float("-inf"))
     _next_attempt: float = field(default=float("-inf"))
     _in_doubt: str | None = None  # the record of a write whose outcome is unknown, as rendered
+    _unreadable: tuple[str, float] | None = None  # (ETag, monotonic first seen) of an untrusted record
 
     def __post_init__(self) -> None:
         if self.margin >= self.ttl:
             raise ValueError("a lease's margin must be shorter than its ttl")
+        self._publish()  # 0 from the start: a role no replica holds shows as such on every replica
 
     @property
     def renew_every(self) -> timedelta:
@@ -158,11 +202,18 @@ class Lease:
 
     async def acquire_or_renew(self) -> LeaseStep:
         started = self.monotonic()
-        read = await read_parsed(self.backend, lease_key(self.role), parse_lease)
+        read = await read_parsed(self.backend, lease_key(self.role), parse_stored)
         if read.outcome is ReadOutcome.UNRESOLVED:
             return self._lose(LeaseStep.UNRESOLVED)
+        stored = read.value
+        if stored is not None and read.etag is not None:
+            why = stored.reason if isinstance(stored, UnreadableLease) else untrusted(
+                stored, self.role, self.clock(), ttl=self.ttl, margin=self.margin)
+            if why is not None:
+                return await self._take_unreadable(stored, read.etag, why, started)
+        self._unreadable = None
         now = self.clock()
-        current = read.value if read.outcome is ReadOutcome.PRESENT else None
+        current = stored if isinstance(stored, LeaseRecord) else None
         self.last_known = current
         if self._in_doubt is not None and current is not None and render_lease(current) == self._in_doubt:
             # Our uncertain write did land (only we write our holder id with that epoch and
@@ -173,12 +224,31 @@ class Lease:
         if step is LeaseStep.HELD_ELSEWHERE:
             return self._lose(step)
         epoch = 1 if current is None else current.epoch + (0 if step is LeaseStep.RENEWED else 1)
+        return await self._write(step, epoch, None if current is None else read.etag, now, started)
+
+    async def _take_unreadable(self, stored: LeaseRecord | UnreadableLease, etag: str, why: str,
+                               started: float) -> LeaseStep:
+        """An untrusted record: wait until the same ETag stood for a ttl, then take it with If-Match on it."""
+        if self._unreadable is None or self._unreadable[0] != etag:
+            log.warning("lease record cannot be trusted; taking it over if it stays so for a lease lifetime",
+                        extra={"role": self.role, "why": why, "ttl_s": self.ttl.total_seconds()})
+            self._count("unreadable")
+            self._unreadable = (etag, started)
+        if started - self._unreadable[1] < self.ttl.total_seconds():
+            return self._lose(LeaseStep.UNRESOLVED)
+        known = max(stored.epoch, self.last_known.epoch if self.last_known is not None else 0)
+        step = await self._write(LeaseStep.TAKEN_UNREADABLE, known + 1, etag, self.clock(), started)
+        self._unreadable = None
+        return step
+
+    async def _write(self, step: LeaseStep, epoch: int, etag: str | None, now: datetime, started: float) -> LeaseStep:
+        """Write our record (``if_absent`` when ``etag`` is None, else If-Match on it) and hold from ``started``."""
         record = LeaseRecord(self.role, self.holder, epoch, now + self.ttl, now)
         try:
-            if current is None:
-                etag = await self.backend.write_text(lease_key(self.role), render_lease(record), if_absent=True)
+            if etag is None:
+                new_etag = await self.backend.write_text(lease_key(self.role), render_lease(record), if_absent=True)
             else:
-                etag = await self.backend.write_text(lease_key(self.role), render_lease(record), if_match=read.etag)
+                new_etag = await self.backend.write_text(lease_key(self.role), render_lease(record), if_match=etag)
         except ConcurrencyError:
             self._count("conflict")
             return self._lose(LeaseStep.LOST)
@@ -190,7 +260,7 @@ class Lease:
             self._in_doubt = render_lease(record)
             return step
         was_held = self.held()
-        self._etag, self.epoch, self.last_known = etag, epoch, record
+        self._etag, self.epoch, self.last_known = new_etag, epoch, record
         self._valid_until = started + (self.ttl - self.margin).total_seconds()
         self._publish()
         if step is not LeaseStep.RENEWED or not was_held:

@@ -50,10 +50,14 @@ class Metrics:
             ["kind", "outcome"], registry=r,
         )
         self.lease_held = Gauge(
-            "entrabot_lease_held", "1 while this replica holds the fleet-singleton role's lease", ["role"], registry=r
+            "entrabot_lease_held",
+            "1 while this replica holds the fleet-singleton role's lease, 0 for every other role it knows",
+            ["role"], registry=r
         )
         self.lease_events = Counter(
-            "entrabot_lease_events", "Lease changes: acquired, taken_over, lost, conflict", ["role", "event"],
+            "entrabot_lease_events",
+            "Lease changes: acquired, taken_over, lost, conflict; unreadable (a record that cannot be trusted "
+            "seen), taken_unreadable (taken over after it stood a lease lifetime)", ["role", "event"],
             registry=r,
         )
         # Discovery, on the "discovery" lease holder only: its paced walk of /me/chats.

@@ -279,7 +279,7 @@ class ChatPoller:
             self._count_hint("covered")
             return None
         # Our own claim in doubt is ours to settle: no other replica reads the chat for it.
-        turn = 0 if own_doubt else self._turn(chat_id)
+        turn = 0 if own_doubt else self._turn(chat_id, wanted)
         if turn and wanted.turn_waits == 0:
             wanted.turn_waits = 1
             wanted.not_before = max(wanted.not_before, self.monotonic() + turn * self.read_spread_s)
@@ -364,11 +364,12 @@ class ChatPoller:
         if self.metrics is not None:
             self.metrics.chat_hints.labels(outcome=outcome).inc()
 
-    def _turn(self, chat_id: str) -> int:
-        """This replica's turn among the fleet's readers for the chat (0: read at once)."""
+    def _turn(self, chat_id: str, wanted: WantedRead) -> int:
+        """This replica's turn among the fleet's readers for the chat and when the hinted message was
+        written (0: read at once)."""
         if self.readers is None or self.read_spread_s <= 0:
             return 0
-        return self.readers.turn(chat_id)
+        return self.readers.turn(chat_id, wanted.newest)
 
     async def _each(self, items: Sequence[T], work: Callable[[T], Awaitable[R]]) -> list[R]:
         """``work`` over every item, at most ``concurrency`` at a time; results in the items' order."""

@@ -4,6 +4,7 @@ would check), and the resources carry the properties the fleet's security and co
 from __future__ import annotations
 
 import functools
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,9 @@ from bicep_symbols import load_symbols
 from chart_rendering import MCP_AUTH, NAMESPACE, RELEASE, REQUIRED, merge, render
 from deploy_facts import BICEP_DIR
 from pycep import BicepParser
+
+from service.ledger.hints import PREFIX as HINTS_PREFIX
+from service.ledger.hints import segment_key
 
 BICEP_FILES = sorted(BICEP_DIR.rglob("*.bicep"))
 BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
@@ -99,6 +103,21 @@ def test_ledger_blobs_keep_no_soft_deleted_copies_or_versions() -> None:
     assert properties["deleteRetentionPolicy"] == {"enabled": False}
     assert properties["isVersioningEnabled"] is False
     assert properties["changeFeed"] == {"enabled": False}
+
+
+def test_hint_segments_are_deleted_by_a_lifecycle_rule_and_nothing_else_is() -> None:
+    policy = resource(BICEP_DIR / "modules/storage.bicep", "lifecycle")
+    assert policy["type"] == "Microsoft.Storage/storageAccounts/managementPolicies"
+    assert policy["config"]["name"] == "default"  # the one name Azure accepts for an account's policy
+    rules = policy["config"]["properties"]["policy"]["rules"]
+    assert len(rules) == 1 and rules[0]["enabled"] is True and rules[0]["type"] == "Lifecycle"
+    filters, actions = rules[0]["definition"]["filters"], rules[0]["definition"]["actions"]
+    # The rule covers exactly the segments hints.py writes (append blobs under its prefix) in our container.
+    assert filters["prefixMatch"] == [f"${{containerName}}/{HINTS_PREFIX}"]
+    assert filters["blobTypes"] == ["appendBlob"]
+    assert segment_key(datetime(2026, 12, 1, 12, 0, tzinfo=UTC)).startswith(HINTS_PREFIX)
+    # A reader reads the current and the previous minute only: a day's margin deletes nothing in use.
+    assert actions == {"baseBlob": {"delete": {"daysAfterModificationGreaterThan": 1}}}
 
 
 def test_blob_data_contributor_is_granted_on_the_container_only() -> None:

@@ -11,6 +11,8 @@ Modes:
 * ``chat``: a chat of ``total`` messages that appear over time; each cycle this replica sees a few
   more (its own pace, so replicas' batches interleave) and claims everything past its watermark.
 * ``chat_once``: every replica offers the same messages of a brand-new chat, once.
+* ``lease``: keeps one role's lease for ``run_s`` seconds (real clocks, ttl ``ttl_s``) and reports the
+  wall-clock span in which it held the role and each lease step it took.
 * ``email``: one mailbox of ``total`` mails arriving in bursts on a schedule shared by every process,
   polled through the EmailClaimer.
 Faults fire while messages are still arriving; then the store heals and the replica runs until
@@ -34,9 +36,11 @@ from typing import Any
 from service.ledger.chat_claims import ChatLedger
 from service.ledger.chat_cursor import Candidate
 from service.ledger.email_claims import EmailClaimer, EmailCycleOutcome, EmailState
+from service.ledger.leases import Lease
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultPlan, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
+from service.telemetry.metrics import Metrics
 
 BASE = datetime(2026, 11, 29, 10, 0, tzinfo=timezone.utc)
 CONNECTION_ENV = "ENTRABOT_TEST_BLOB_CONNECTION_STRING"
@@ -173,6 +177,23 @@ async def run_email(spec: dict[str, Any], faulty: FaultyBackend, rng: random.Ran
     }
 
 
+async def run_lease(spec: dict[str, Any], store: MemoryBackend) -> dict[str, Any]:
+    ttl = timedelta(seconds=spec["ttl_s"])
+    metrics = Metrics()
+    lease = Lease(store, spec["role"], spec["holder"], ttl=ttl, margin=ttl / 4, metrics=metrics)
+    held: list[float] = []  # wall-clock moments this replica acted in the role
+    deadline = time.monotonic() + spec["run_s"]
+    while time.monotonic() < deadline:
+        if await lease.keep():
+            held.append(time.time())
+        await asyncio.sleep(0.05)
+    events = {sample.labels["event"]: sample.value for family in metrics.registry.collect()
+              if family.name == "entrabot_lease_events" for sample in family.samples
+              if sample.name.endswith("_total")}
+    return {"holder": spec["holder"], "events": events, "held_from": held[0] if held else None,
+            "held_to": held[-1] if held else None, "holding": lease.held()}
+
+
 async def main(spec: dict[str, Any]) -> None:
     store = await open_store(spec)
     key = "poll_state/*" if spec["mode"] == "email" else "chat_cursors/*"
@@ -182,7 +203,9 @@ async def main(spec: dict[str, Any]) -> None:
         print("ready", flush=True)
         await asyncio.to_thread(sys.stdin.readline)
         started = time.perf_counter()
-        if spec["mode"] == "chat":
+        if spec["mode"] == "lease":
+            result = await run_lease(spec, store)
+        elif spec["mode"] == "chat":
             result = await run_chat(spec, faulty, rng)
         elif spec["mode"] == "chat_once":
             result = await run_chat_once(spec, faulty)

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from process_race import race_processes
 
+from service.ledger.leases import lease_key, parse_lease
 from service.ledger.email_cursor import (
     EMAIL_CURSOR_KEY,
     EmailCursor,
@@ -128,3 +129,21 @@ async def test_four_replicas_claim_every_mail_exactly_once_despite_faults_and_a_
     stats = {k: v for k, v in results[0].items() if k != "claimed"}
     assert results[0]["hold_cycles"] >= 2, stats  # the scripted hold happened ...
     assert all(r["early_deliveries"] == 0 for r in results)  # ... and nothing left a hold early
+
+
+async def test_replica_processes_take_back_a_role_whose_record_stays_unparseable_exactly_one_of_them(
+        fleet: Fleet) -> None:
+    """Three processes keep one role's lease (ttl 4 s) over a record that does not parse: one of them,
+    and only one, takes it over once it stood a lease lifetime, and no two ever act in the role at once."""
+    await fleet.store.write_text(lease_key("scanner"), '{"role": "scanner", "holder": "gone", "epoch"')
+    specs = [{"mode": "lease", "role": "scanner", "holder": f"replica-{n}", "ttl_s": 4.0, "run_s": 12.0, "seed": n}
+             for n in range(3)]
+    results = await race(fleet, specs)
+    takers = [r["holder"] for r in results if r["events"].get("taken_unreadable")]
+    assert len(takers) == 1, results
+    spans = sorted((r["held_from"], r["held_to"]) for r in results if r["held_from"] is not None)
+    assert spans, results
+    assert all(earlier[1] < later[0] for earlier, later in zip(spans, spans[1:])), spans  # never two at once
+    assert sum(r["holding"] for r in results) <= 1
+    stored = parse_lease(await fleet.store.read_text(lease_key("scanner")) or "")
+    assert stored.holder in {r["holder"] for r in results}

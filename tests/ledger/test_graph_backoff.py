@@ -47,8 +47,12 @@ def test_a_record_round_trips_and_anything_else_reads_as_corrupt() -> None:
 
 
 def test_a_hold_only_grows_and_an_implausible_one_holds_no_one() -> None:
-    assert extends(None, record(5)) and extends(CorruptBackoff("x"), record(5))
-    assert extends(record(5), record(6)) and not extends(record(6), record(5)) and not extends(record(5), record(5))
+    def grows(stored: BackoffRecord | CorruptBackoff | None, mine: BackoffRecord) -> bool:
+        return extends(stored, mine, T0, max_hold=HOLD, max_skew=SKEW)
+
+    assert grows(None, record(5)) and grows(CorruptBackoff("x"), record(5))
+    assert grows(record(5), record(6)) and not grows(record(6), record(5)) and not grows(record(5), record(5))
+    assert grows(record(10**8), record(5))  # an implausible hold is replaced by a shorter real one
     assert implausible(record(60), T0, max_hold=HOLD, max_skew=SKEW) is None
     assert implausible(record(3600), T0, max_hold=HOLD, max_skew=SKEW) is not None  # longer than any Retry-After
     assert implausible(record(3610, written_s=3600), T0, max_hold=HOLD, max_skew=SKEW) is not None  # a clock ahead
@@ -123,6 +127,26 @@ async def test_an_unreadable_store_raises_nothing_adopts_nothing_and_a_learnt_ho
     faulty.heal()
     await reader.cycle()
     assert reader.held_until() == (T0 + timedelta(seconds=40)).timestamp()
+
+
+@pytest.mark.parametrize("bogus", [
+    render_backoff(record(10**8)),  # a hold of three years
+    render_backoff(record(10**8 + 10, written_s=10**8)),  # written by a clock three years ahead
+    '{"until": "9999-12-31T23:59:59Z"',  # torn
+])
+async def test_a_real_hold_replaces_an_implausible_or_corrupt_record_and_every_replica_holds(
+    any_backend: MemoryBackend, bogus: str
+) -> None:
+    clock = FakeClock(T0)
+    await any_backend.write_text(BACKOFF_KEY, bogus)
+    writer, reader = (FleetBackoff(any_backend, f"replica-{n}", clock=clock) for n in "ab")
+    await reader.cycle()
+    assert reader.held_until() == 0.0  # the bogus record holds no one
+    writer.announce((T0 + timedelta(seconds=20)).timestamp(), 429, "me/chats")
+    await writer.cycle()
+    assert (await stored(any_backend)).until == T0 + timedelta(seconds=20)
+    await reader.cycle()
+    assert reader.held_until() == writer.held_until() == (T0 + timedelta(seconds=20)).timestamp()
 
 
 async def test_a_hold_over_before_it_could_be_stored_is_not_written(local_store: LocalBackend) -> None:

@@ -4,6 +4,7 @@ and a holder that cannot renew stops acting at once."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from datetime import timedelta
 
 import pytest
@@ -13,6 +14,7 @@ from service.ledger.leases import Lease, LeaseRecord, LeaseStep, decide_step, le
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
+from service.telemetry.metrics import Metrics
 
 TTL = timedelta(seconds=30)
 
@@ -86,8 +88,8 @@ async def test_a_holder_whose_record_was_overwritten_loses_the_race_and_stops(an
     clocks = Clocks()
     a = lease(any_backend, "a", clocks)
     await a.acquire_or_renew()
-    # An operator (or a replica with a badly skewed clock) rewrites the record.
-    forged = LeaseRecord("scanner", "b", 7, T0 + TTL * 10, T0)
+    # An operator (or another replica) rewrites the record.
+    forged = LeaseRecord("scanner", "b", 7, T0 + TTL, T0)
     from service.ledger.leases import render_lease  # noqa: PLC0415
 
     await any_backend.write_text(lease_key("scanner"), render_lease(forged))
@@ -138,3 +140,55 @@ async def test_a_released_lease_is_taken_over_at_once_and_the_releaser_has_stopp
     clocks.advance(0.001)
     assert await b.acquire_or_renew() is LeaseStep.TAKEN_OVER
     assert b.held() and b.epoch == 2
+
+
+@pytest.mark.parametrize("stuck", [
+    "{not json",  # torn
+    '{"role": "scanner", "holder": "b", "epoch": 4, "expires_at": "9999-01-01T00:00:00Z", '
+    '"renewed_at": "2026-12-01T12:00:00Z"}',  # held until the year 9999
+    '{"role": "sweep", "holder": "b", "epoch": 4, "expires_at": "2026-12-01T12:00:30Z", '
+    '"renewed_at": "2026-12-01T12:00:00Z"}',  # another role's record
+])
+async def test_a_record_unreadable_for_a_lease_lifetime_is_taken_over_by_exactly_one_replica(
+        any_backend: MemoryBackend, stuck: str) -> None:
+    clocks = Clocks()
+    metrics = Metrics()
+    leases = [Lease(any_backend, "scanner", f"replica-{i}", ttl=TTL, clock=clocks.wall, monotonic=clocks.mono,
+                    metrics=metrics) for i in range(3)]
+    await any_backend.write_text(lease_key("scanner"), stuck)
+    step = leases[0].renew_every.total_seconds()
+    elapsed, holders_seen = 0.0, []
+    while elapsed <= (TTL + leases[0].renew_every).total_seconds():
+        await asyncio.gather(*(x.acquire_or_renew() for x in leases))
+        holders_seen.append(sum(x.held() for x in leases))
+        clocks.advance(step)
+        elapsed += step
+    assert max(holders_seen) == 1 and holders_seen[-1] == 1  # never two, and one by ttl + a renewal
+    assert holders_seen[0] == 0  # not taken at first sight: a holder may be rewriting it
+    holder = next(x for x in leases if x.held())
+    stored = parse_lease(await any_backend.read_text(lease_key("scanner")) or "")
+    assert stored.holder == holder.holder and stored.role == "scanner" and stored.expires_at < T0 + TTL * 3
+    assert holder.epoch is not None and holder.epoch > (4 if '"epoch": 4' in stuck else 0)
+    taken = metrics.registry.get_sample_value("entrabot_lease_events_total",
+                                              {"role": "scanner", "event": "taken_unreadable"})
+    assert taken == 1
+
+
+async def test_a_record_rewritten_within_the_lifetime_restarts_the_wait(any_backend: MemoryBackend) -> None:
+    clocks = Clocks()
+    a = lease(any_backend, "a", clocks)
+    await any_backend.write_text(lease_key("scanner"), "{not json")
+    await a.acquire_or_renew()
+    clocks.advance(TTL.total_seconds() - 1)
+    await any_backend.write_text(lease_key("scanner"), "{still not json")  # someone is writing it
+    assert await a.acquire_or_renew() is LeaseStep.UNRESOLVED
+    clocks.advance(2)
+    assert await a.acquire_or_renew() is LeaseStep.UNRESOLVED and not a.held()
+    clocks.advance(TTL.total_seconds())
+    assert await a.acquire_or_renew() is LeaseStep.TAKEN_UNREADABLE and a.held()
+
+
+def test_every_role_a_replica_knows_is_exported_as_not_held_before_any_attempt(tmp_path: Path) -> None:
+    metrics = Metrics()
+    Lease(LocalBackend(tmp_path), "subscriptions", "a", metrics=metrics)
+    assert metrics.registry.get_sample_value("entrabot_lease_held", {"role": "subscriptions"}) == 0

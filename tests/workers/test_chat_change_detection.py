@@ -22,7 +22,7 @@ from emulator.faults import FaultRule as GraphFault
 from emulator.seed import Seed, build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.ledger.chat_cursor import CURSOR_PREFIX, cursor_key
-from service.ledger.hints import PREFIX as HINTS_PREFIX, parse_hint_line
+from service.ledger.hints import PREFIX as HINTS_PREFIX, Hint, HintLog, parse_hint_line
 from service.ledger.leases import LeaseRecord, lease_key, render_lease
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
@@ -272,15 +272,16 @@ async def test_a_later_turn_waits_without_holding_up_the_replicas_other_chats(st
             roster = second.chats.readers
             assert roster is not None and roster.readers == {"test-replica", "second-replica"}
             chats = [c.id for c in emulator.seed.chats if c.id is not None]
-            ours, theirs = ([c for c in chats if roster.turn(c) == t] for t in (0, 1))
+            hinted_at = datetime.now(UTC)  # the turn order depends on the hinted message's time too
+            ours, theirs = ([c for c in chats if roster.turn(c, hinted_at) == t] for t in (0, 1))
             assert ours and theirs, "the seed's chats all have one first reader; seed more chats"
             host = hosts[1]
             delivered_before = list(host.ids)
             humans = emulator.seed.humans[0].id
             waiting = emulator.state.post_message(theirs[0], sender_id=humans, content="the other replica's turn")
             at_once = emulator.state.post_message(ours[0], sender_id=humans, content="our turn")
-            await second.notify(theirs[0], waiting.id)
-            await second.notify(ours[0], at_once.id)
+            await HintLog(second.backend).add([Hint(theirs[0], hinted_at, waiting.id, "notification"),
+                                               Hint(ours[0], hinted_at, at_once.id, "notification")])
             reads_before = chat_reads(second)
 
             await asyncio.wait_for(second.chats.cycle(), timeout=30)

@@ -95,6 +95,45 @@ resource container 'Microsoft.Storage/storageAccounts/blobServices/containers@20
   }
 }
 
+// Change hints are one append blob a minute under hints/ (service/ledger/hints.py), never read once
+// their minute and the next are past: 1,440 a day, kept forever without this rule. Lifecycle runs
+// about once a day, so a segment goes one to two days after its last append. Azurite has no
+// lifecycle management: local and demo runs keep their segments (their stores are throwaway).
+// Rule shape read, not run (learn.microsoft.com, lifecycle-management-policy-structure: prefixMatch
+// starts with the container name; append blobs take the delete action only).
+resource lifecycle 'Microsoft.Storage/storageAccounts/managementPolicies@2023-05-01' = {
+  parent: storageAccount
+  name: 'default'
+  properties: {
+    policy: {
+      rules: [
+        {
+          name: 'delete-old-hint-segments'
+          enabled: true
+          type: 'Lifecycle'
+          definition: {
+            filters: {
+              blobTypes: [
+                'appendBlob'
+              ]
+              prefixMatch: [
+                '${containerName}/hints/'
+              ]
+            }
+            actions: {
+              baseBlob: {
+                delete: {
+                  daysAfterModificationGreaterThan: 1
+                }
+              }
+            }
+          }
+        }
+      ]
+    }
+  }
+}
+
 // Scoped to the container, not the account: the identity can touch nothing else.
 resource containerDataContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   name: guid(container.id, dataContributorPrincipalId, blobDataContributorRoleId)
