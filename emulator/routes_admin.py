@@ -111,6 +111,17 @@ async def tenant(request: Request) -> dict[str, Any]:
     }
 
 
+@router.delete("/agent_identities/{identity_id}/sponsors/{sponsor_id}")
+async def remove_sponsor(identity_id: str, sponsor_id: str, request: Request) -> dict[str, str]:
+    """What an admin removing a sponsor in Entra does: the next sponsors list no longer names them."""
+    ctx = context_of(request)
+    try:
+        ctx.seed = ctx.seed.without_sponsor(identity_id, sponsor_id)
+    except LookupError as exc:
+        raise bad_request(str(exc)) from exc
+    return {"removed": sponsor_id}
+
+
 @router.post("/faults", status_code=201)
 async def add_fault(rule: FaultRule, request: Request) -> dict[str, Any]:
     return {"id": context_of(request).faults.add(rule), **rule.model_dump()}
