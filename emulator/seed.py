@@ -243,16 +243,27 @@ class Seed(_Model):
     def sponsors(self) -> tuple[SeedUser, ...]:
         return tuple(self.find_user(s) for s in self.agent_identity.sponsors)  # type: ignore[misc]
 
+    def with_sponsor(self, identity_id: str, user_ref: str) -> Seed:
+        """This tenant with user ``user_ref`` (id or UPN) a sponsor of the agent identity (LookupError: no such one)."""
+        identity, user = self.find_agent_identity(identity_id), self.find_user(user_ref)
+        if identity is None or user is None:
+            raise LookupError(f"no agent identity {identity_id!r} or no user {user_ref!r} in this tenant")
+        if user.id in identity.sponsors:
+            return self
+        return self._with_identity(identity.model_copy(update={"sponsors": identity.sponsors + (user.id,)}))
+
+    def _with_identity(self, edited: AgentIdentity) -> Seed:
+        return self.model_copy(update={"agent_identities": tuple(
+            edited if a.id == edited.id else a for a in self.agent_identities)})
+
     def without_sponsor(self, identity_id: str, sponsor_id: str) -> Seed:
         """This tenant with ``sponsor_id`` no longer a sponsor of the agent identity (LookupError: it was not one)."""
         identity = self.find_agent_identity(identity_id)
         if identity is None or sponsor_id not in identity.sponsors + identity.group_sponsors:
             raise LookupError(f"{sponsor_id!r} is not a sponsor of agent identity {identity_id!r}")
-        edited = identity.model_copy(update={
+        return self._with_identity(identity.model_copy(update={
             "sponsors": tuple(s for s in identity.sponsors if s != sponsor_id),
-            "group_sponsors": tuple(s for s in identity.group_sponsors if s != sponsor_id)})
-        return self.model_copy(update={"agent_identities": tuple(
-            edited if a.id == identity_id else a for a in self.agent_identities)})
+            "group_sponsors": tuple(s for s in identity.group_sponsors if s != sponsor_id)}))
 
     def model_post_init(self, __context: Any) -> None:
         # Built once so lookups stay O(1) for 1,000-chat seeds.

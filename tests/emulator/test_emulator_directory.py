@@ -93,3 +93,7 @@ def test_an_admin_removes_a_sponsor_and_the_next_list_omits_them(emu: RunningEmu
     assert response.json()["value"] == []
     again = http.delete(f"{emu.admin_url}/agent_identities/{identity}/sponsors/{ada}")
     assert again.status_code == 400 and "is not a sponsor" in again.text
+    http.post(f"{emu.admin_url}/agent_identities/{identity}/sponsors", json={"user": ada}).raise_for_status()
+    response = http.get(f"{emu.graph_url}/servicePrincipals/{identity}/sponsors",
+                        headers=bearer(entra.identity_app_token()))
+    assert response.json()["value"] == [{"id": ada}]
