@@ -8,7 +8,9 @@ request per replica per interval; resolved references are kept, see sponsor_dire
 While the list is unreadable the last one read stands for at most ``stale_after_s`` after it was read
 (a Graph hiccup does not silence every sponsor at once), then the gate is emptied: no sponsor at all —
 every message enveloped, no wait answered, no verdict accepted — until a read succeeds. Never having
-read it is the same as that. Each outcome is counted in ``entrabot_sponsor_reads{outcome}``.
+read it is the same as that. The gate itself drops a list ``stale_after_s`` after it was read, so a
+refresh loop that died (visible in /readyz) fails closed too. Each outcome is counted in
+``entrabot_sponsor_reads{outcome}``.
 """
 
 from __future__ import annotations
@@ -77,7 +79,8 @@ class SponsorRefresher:
         except GraphError as exc:
             return self._unreadable(now, exc)
         self._read_at = now
-        self.gate.replace_sponsors(read.sponsors)
+        # The gate drops the list by itself once stale, should this refresher stop running.
+        self.gate.replace_sponsors(read.sponsors, expires_at=self.gate.monotonic() + self.stale_after_s)
         return RefreshOutcome.READ
 
     def _unreadable(self, now: float, exc: GraphError) -> RefreshOutcome:

@@ -55,6 +55,7 @@ async def stack(emulator: RunningEmulator, tmp_path: Path) -> AsyncIterator[Work
 def clock(stack: WorkerStack) -> DrivenClock:
     driven = DrivenClock()
     refresher(stack).monotonic = driven
+    stack.discovery.gate.monotonic = driven
     return driven
 
 
@@ -184,3 +185,16 @@ async def test_an_unresolved_reference_is_no_sponsor_until_a_later_refresh_resol
     clock.now += refresher(stack).interval_s
     await stack.discovery.cycle()
     assert stack.discovery.gate.sponsor_ids == {ada.id}
+
+
+async def test_a_list_no_refresh_follows_stops_counting_at_the_stale_bound(
+        stack: WorkerStack, emulator: RunningEmulator, clock: DrivenClock) -> None:
+    # The refresh loop stopped (a dead discovery loop): nothing replaces the list, yet it expires.
+    ada = emulator.seed.sponsors[0]
+    gate = stack.discovery.gate
+    await refresher(stack).refresh()
+    clock.now += refresher(stack).stale_after_s - 1
+    assert gate.is_directory_sponsor(ada.id)
+    clock.now += 1
+    assert not gate.is_sponsor(ada.id) and not gate.is_directory_sponsor(ada.id)
+    assert gate.sponsor_ids == frozenset()
