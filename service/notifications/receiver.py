@@ -11,7 +11,8 @@ does not answer in time the receiver answers 503 and Graph delivers the batch ag
 
 The route is unauthenticated, so what a caller can make it hold is bounded before anything is read: a
 declared ``Content-Length`` over the limit is refused with 413 unread, any body (chunked too) is read
-only up to the limit plus one byte, and at most ``max_concurrent`` requests are handled at once (the
+no further than the chunk that passes the limit (one socket read; uvicorn pauses reading while 64 KiB
+waits unread: its source, read, not measured), and at most ``max_concurrent`` requests are handled at once (the
 next answers 503 with ``Retry-After``, which Graph retries: "Receive change notifications through
 webhooks" — read, not run).
 
@@ -153,7 +154,7 @@ class NotificationReceiver:
 
 
 async def _bounded_body(request: Request, limit: int) -> bytes:
-    """The body, read no further than ``limit`` + 1 bytes (raises _BodyTooLarge past ``limit``).
+    """The body, read no further than the chunk that passes ``limit`` (then raises _BodyTooLarge).
 
     Starlette's ``Request.body()`` reads everything the caller sends; there is no size option, so the
     stream is read here with a running count. A declared length over the limit is refused unread.
