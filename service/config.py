@@ -192,6 +192,14 @@ class Settings(BaseSettings):
                          f"most ENTRABOT_CHAT_SCAN_INTERVAL_S ({self.chat_scan_interval_s} s): the scan while chats "
                          "are active is the faster one")
 
+    @model_validator(mode="after")
+    def _sponsor_list_outlives_a_refresh(self) -> Settings:
+        if self.sponsor_stale_after_s > self.sponsor_refresh_interval_s:
+            return self
+        raise ValueError(f"ENTRABOT_SPONSOR_STALE_AFTER_S ({self.sponsor_stale_after_s} s) must be longer than "
+                         f"ENTRABOT_SPONSOR_REFRESH_INTERVAL_S ({self.sponsor_refresh_interval_s} s), or the "
+                         "sponsors would stop counting between two good reads")
+
     @field_validator("notification_client_state")
     @classmethod
     def _client_state_fits_graph(cls, v: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
