@@ -111,6 +111,32 @@ async def tenant(request: Request) -> dict[str, Any]:
     }
 
 
+class SponsorToAdd(_Body):
+    user: str  # id or UPN
+
+
+@router.post("/agent_identities/{identity_id}/sponsors", status_code=201)
+async def add_sponsor(identity_id: str, body: SponsorToAdd, request: Request) -> dict[str, str]:
+    """What an admin adding a user sponsor in Entra does: the next sponsors list names them."""
+    ctx = context_of(request)
+    try:
+        ctx.seed = ctx.seed.with_sponsor(identity_id, body.user)
+    except LookupError as exc:
+        raise bad_request(str(exc)) from exc
+    return {"added": body.user}
+
+
+@router.delete("/agent_identities/{identity_id}/sponsors/{sponsor_id}")
+async def remove_sponsor(identity_id: str, sponsor_id: str, request: Request) -> dict[str, str]:
+    """What an admin removing a sponsor in Entra does: the next sponsors list no longer names them."""
+    ctx = context_of(request)
+    try:
+        ctx.seed = ctx.seed.without_sponsor(identity_id, sponsor_id)
+    except LookupError as exc:
+        raise bad_request(str(exc)) from exc
+    return {"removed": sponsor_id}
+
+
 @router.post("/faults", status_code=201)
 async def add_fault(rule: FaultRule, request: Request) -> dict[str, Any]:
     return {"id": context_of(request).faults.add(rule), **rule.model_dump()}

@@ -63,8 +63,12 @@ async def sponsors(identity_id: str, request: Request,
     if identity is None:
         raise not_found(f"Resource '{identity_id}' does not exist or one of its queried reference-property objects "
                         "are not present.", "Request_ResourceNotFound")
-    # The documented answer is a collection of directoryObject: each sponsor's type and id, not its
-    # profile (a client reads a user's UPN and mail from /users/{id}).
-    value = [{"@odata.type": "#microsoft.graph.user", "id": ref_user.id, "deletedDateTime": None}
-             for ref in identity.sponsors if (ref_user := ctx.seed.find_user(ref)) is not None]
+    # The documented answer is a collection of directoryObject: each sponsor's id (and, in the "typed"
+    # shape, its type), not its profile (a client reads a user's UPN and mail from /users/{id}).
+    refs = [("#microsoft.graph.user", ref_user.id)
+            for ref in identity.sponsors if (ref_user := ctx.seed.find_user(ref)) is not None]
+    refs += [("#microsoft.graph.group", group) for group in identity.group_sponsors]
+    typed = ctx.seed.sponsors_shape == "typed"
+    value = [{"@odata.type": kind, "id": ref_id, "deletedDateTime": None} if typed else {"id": ref_id}
+             for kind, ref_id in refs]
     return JSONResponse({"@odata.context": f"{ctx.graph_base(request)}/$metadata#directoryObjects", "value": value})

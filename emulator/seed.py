@@ -136,6 +136,8 @@ class AgentIdentity(_Model):
     display_name: str
     blueprint_app_id: str
     sponsors: tuple[str, ...] = ()  # user ids
+    # Sponsors that are not users (Graph allows groups): listed with the users, never a user to /users/{id}.
+    group_sponsors: tuple[str, ...] = ()
     delegated_scopes: tuple[str, ...] = DEFAULT_DELEGATED_SCOPES
     app_roles: tuple[str, ...] = ()
 
@@ -178,6 +180,10 @@ class Seed(_Model):
     # "List agentIdentity sponsors" takes an app-only token with AgentIdentity.ReadWrite.All only (delegated:
     # not supported). True restores the emulator's old, kinder answer to delegated tokens.
     sponsors_delegated: bool = False
+    # How "List agentIdentity sponsors" names each sponsor. "id_only" (the default): {"id"} alone, the
+    # shape Microsoft's own entrabot code reports ("returns only id regardless of $select"); "typed":
+    # with "@odata.type" as well, as a directoryObject collection may carry.
+    sponsors_shape: Literal["id_only", "typed"] = "id_only"
     random_seed: int | None = None  # makes fault injection reproducible
     subscriptions: SubscriptionPolicy = SubscriptionPolicy()  # change-notification rules
     users: tuple[SeedUser, ...]
@@ -237,6 +243,28 @@ class Seed(_Model):
     def sponsors(self) -> tuple[SeedUser, ...]:
         return tuple(self.find_user(s) for s in self.agent_identity.sponsors)  # type: ignore[misc]
 
+    def with_sponsor(self, identity_id: str, user_ref: str) -> Seed:
+        """This tenant with user ``user_ref`` (id or UPN) a sponsor of the agent identity (LookupError: no such one)."""
+        identity, user = self.find_agent_identity(identity_id), self.find_user(user_ref)
+        if identity is None or user is None:
+            raise LookupError(f"no agent identity {identity_id!r} or no user {user_ref!r} in this tenant")
+        if user.id in identity.sponsors:
+            return self
+        return self._with_identity(identity.model_copy(update={"sponsors": identity.sponsors + (user.id,)}))
+
+    def _with_identity(self, edited: AgentIdentity) -> Seed:
+        return self.model_copy(update={"agent_identities": tuple(
+            edited if a.id == edited.id else a for a in self.agent_identities)})
+
+    def without_sponsor(self, identity_id: str, sponsor_id: str) -> Seed:
+        """This tenant with ``sponsor_id`` no longer a sponsor of the agent identity (LookupError: it was not one)."""
+        identity = self.find_agent_identity(identity_id)
+        if identity is None or sponsor_id not in identity.sponsors + identity.group_sponsors:
+            raise LookupError(f"{sponsor_id!r} is not a sponsor of agent identity {identity_id!r}")
+        return self._with_identity(identity.model_copy(update={
+            "sponsors": tuple(s for s in identity.sponsors if s != sponsor_id),
+            "group_sponsors": tuple(s for s in identity.group_sponsors if s != sponsor_id)}))
+
     def model_post_init(self, __context: Any) -> None:
         # Built once so lookups stay O(1) for 1,000-chat seeds.
         for u in self.users:
@@ -270,6 +298,10 @@ class Seed(_Model):
             for sponsor in identity.sponsors:
                 if self.find_user(sponsor) is None:
                     problems.append(f"agent identity {identity.id}: sponsor {sponsor!r} is not a user")
+            for group in identity.group_sponsors:
+                if self.find_user(group) is not None:
+                    problems.append(f"agent identity {identity.id}: group sponsor {group!r} is a user; list it "
+                                    "under sponsors")
         for user in self.users:
             if user.agent_identity_id and self.find_agent_identity(user.agent_identity_id) is None:
                 problems.append(f"user {user.id}: agent_identity_id {user.agent_identity_id!r} "

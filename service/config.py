@@ -96,6 +96,12 @@ class Settings(BaseSettings):
     chat_read_gap_s: float = Field(default=1.1, ge=0.0, le=10.0)
     chat_poll_concurrency: int = 8
     discovery_interval_s: float = 120.0
+    # Every replica re-reads the agent identity's sponsors this often: a removed sponsor stops counting
+    # (messages enveloped, no wait answered, no verdict taken) within one interval, fleet-wide.
+    sponsor_refresh_interval_s: float = Field(default=120.0, gt=0.0)
+    # While the sponsor list is unreadable, the last one read is kept this long after it was read, then
+    # dropped: no sponsor at all (fail closed) until a read succeeds again.
+    sponsor_stale_after_s: float = Field(default=600.0, gt=0.0)
     email_poll_interval_s: float = 60.0
     first_sight_max_age_h: float = 24.0
 
@@ -135,6 +141,9 @@ class Settings(BaseSettings):
     # Where lifecycle notifications go (reauthorizationRequired, subscriptionRemoved, missed);
     # the notification URL when unset.
     notification_lifecycle_url: str | None = None
+    # Webhook requests handled at once by one replica; more are answered 503 with Retry-After (Graph
+    # retries), so an unauthenticated caller cannot pile up open requests.
+    notification_max_concurrent: int = Field(default=32, ge=1, le=1000)
     log_level: str = "INFO"
 
     @field_validator(
@@ -182,6 +191,14 @@ class Settings(BaseSettings):
         raise ValueError(f"ENTRABOT_CHAT_SCAN_ACTIVE_INTERVAL_S ({self.chat_scan_active_interval_s} s) must be at "
                          f"most ENTRABOT_CHAT_SCAN_INTERVAL_S ({self.chat_scan_interval_s} s): the scan while chats "
                          "are active is the faster one")
+
+    @model_validator(mode="after")
+    def _sponsor_list_outlives_a_refresh(self) -> Settings:
+        if self.sponsor_stale_after_s > self.sponsor_refresh_interval_s:
+            return self
+        raise ValueError(f"ENTRABOT_SPONSOR_STALE_AFTER_S ({self.sponsor_stale_after_s} s) must be longer than "
+                         f"ENTRABOT_SPONSOR_REFRESH_INTERVAL_S ({self.sponsor_refresh_interval_s} s), or the "
+                         "sponsors would stop counting between two good reads")
 
     @field_validator("notification_client_state")
     @classmethod

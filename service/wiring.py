@@ -14,6 +14,7 @@ from datetime import timedelta
 from service.config import Settings
 from service.delivery.hub import DeliveryHub
 from service.delivery.sent_messages import SentMessages
+from service.delivery.sponsor_refresh import SponsorRefresher
 from service.delivery.sponsors import SponsorGate
 from service.graph.client import GraphClient
 from service.ledger import (
@@ -115,8 +116,11 @@ async def wire_workers(
     )
     discovery = Discovery(
         graph, watched, gate, lease(DISCOVERY_ROLE),
-        ChatMembers(backend, metrics=metrics), agent_identity_id=settings.agent_identity_id, directory=directory,
-        interval=settings.discovery_interval_s, metrics=metrics,
+        ChatMembers(backend, metrics=metrics), interval=settings.discovery_interval_s, metrics=metrics,
+        sponsors=SponsorRefresher(
+            gate, graph, settings.agent_identity_id, directory, interval_s=settings.sponsor_refresh_interval_s,
+            stale_after_s=settings.sponsor_stale_after_s, metrics=metrics,
+        ) if settings.agent_identity_id else None,
     )
     email_poller = EmailPoller(
         graph, EmailClaimer(backend, is_cloud=is_cloud, clock=clock, metrics=metrics), hub, agent, recorder,

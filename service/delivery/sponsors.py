@@ -14,7 +14,8 @@ only a sponsor's own directory account (``is_directory_sponsor``) may decide a p
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -74,21 +75,29 @@ class SponsorGate:
 
     Pure state, no I/O: ``refresh_chat`` when a chat is added (and when its members are re-read),
     ``forget_chat`` when it stops being watched, ``replace_sponsors`` when the sponsor list is re-read.
+    A list given with ``expires_at`` counts until then (on ``monotonic``) and not after, whether or not
+    anyone replaces it: a refresh loop that stopped cannot leave a removed sponsor counting.
     """
 
-    def __init__(self, sponsors: Iterable[Sponsor], *, tenant_id: str | None) -> None:
+    def __init__(self, sponsors: Iterable[Sponsor], *, tenant_id: str | None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         """``tenant_id``: the agent's own tenant id, the GUID Graph shows as a member's tenantId (a tenant's
         domain name never equals it); without it no member ever matches by address."""
         self._tenant_id = normalise_identifier(tenant_id)
+        self.monotonic = monotonic
         self._members: dict[str, tuple[_Member, ...]] = {}
         self._aliases: dict[str, frozenset[str]] = {}
         self.replace_sponsors(sponsors)
 
     @property
     def sponsor_ids(self) -> frozenset[str]:
-        return self._sponsor_ids
+        return frozenset() if self._expired() else self._sponsor_ids
 
-    def replace_sponsors(self, sponsors: Iterable[Sponsor]) -> None:
+    def _expired(self) -> bool:
+        return self._expires_at is not None and self.monotonic() >= self._expires_at
+
+    def replace_sponsors(self, sponsors: Iterable[Sponsor], *, expires_at: float | None = None) -> None:
+        self._expires_at = expires_at
         sponsors = tuple(sponsors)
         self._sponsor_ids = frozenset(
             oid for s in sponsors if (oid := normalise_identifier(s.object_id)) is not None
@@ -136,7 +145,7 @@ class SponsorGate:
         directory sponsor id counts everywhere. Without it, any watched chat's evidence counts.
         """
         sender = normalise_identifier(sender_id)
-        if sender is None:
+        if sender is None or self._expired():
             return False
         if sender in self._sponsor_ids:
             return True
@@ -148,4 +157,4 @@ class SponsorGate:
         """Whether ``sender_id`` is a sponsor's own object id (the directory's), never an account matched by
         address: only this may decide a permission request, the most dangerous imperative a message carries."""
         sender = normalise_identifier(sender_id)
-        return sender is not None and sender in self._sponsor_ids
+        return sender is not None and sender in self.sponsor_ids

@@ -9,6 +9,13 @@ nudge the email poll for mail, hand lifecycle events to the subscription manager
 only after the hints are stored, so a notification is never acknowledged and then lost. If the store
 does not answer in time the receiver answers 503 and Graph delivers the batch again.
 
+The route is unauthenticated, so what a caller can make it hold is bounded before anything is read: a
+declared ``Content-Length`` over the limit is refused with 413 unread, any body (chunked too) is read
+no further than the chunk that passes the limit (one socket read; uvicorn pauses reading while 64 KiB
+waits unread: its source, read, not measured), and at most ``max_concurrent`` requests are handled at once (the
+next answers 503 with ``Retry-After``, which Graph retries: "Receive change notifications through
+webhooks" — read, not run).
+
 A notification is only a hint: nothing is claimed or delivered from it without reading Graph, so a
 forged or replayed notification can cost a read, never a delivery.
 """
@@ -19,7 +26,7 @@ import asyncio
 import hmac
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 from starlette.requests import Request
@@ -38,6 +45,13 @@ NOTIFICATIONS_PATH = "/graph/notifications"
 MAX_BODY_BYTES = 1_000_000  # Graph batches up to 1,000 small items; anything larger is not Graph
 MAX_VALIDATION_TOKEN_CHARS = 4096
 HINT_WRITE_BUDGET_S = 2.0  # inside Graph's 3 s, leaving time for the answer to travel
+BUSY_RETRY_AFTER_S = 1
+# The echo is the caller's text sent back as text/plain: a browser must not sniff it into HTML.
+_ECHO_HEADERS = {"X-Content-Type-Options": "nosniff"}
+
+
+class _BodyTooLarge(Exception):
+    pass
 
 
 @dataclass
@@ -48,20 +62,37 @@ class NotificationReceiver:
     on_lifecycle: Callable[[ChangeNotification], Awaitable[None]] | None = None
     clock: Clock = utc_now
     metrics: Metrics | None = None
+    max_concurrent: int = 32  # ENTRABOT_NOTIFICATION_MAX_CONCURRENT
+    _in_flight: int = field(default=0, init=False)
 
     def routes(self) -> list[Route]:
         return [Route(NOTIFICATIONS_PATH, self.endpoint, methods=["POST"])]
 
     async def endpoint(self, request: Request) -> Response:
+        if self._in_flight >= self.max_concurrent:
+            self._count("batch", "busy")
+            return PlainTextResponse("busy", status_code=503, headers={"Retry-After": str(BUSY_RETRY_AFTER_S)})
+        # One event loop per process: the check above and this increment run without a yield between them.
+        self._in_flight += 1
+        try:
+            return await self._handle(request)
+        finally:
+            self._in_flight -= 1
+
+    async def _handle(self, request: Request) -> Response:
         token = request.query_params.get("validationToken")
         if token is not None:
             if len(token) > MAX_VALIDATION_TOKEN_CHARS:
                 return PlainTextResponse("validation token too long", status_code=400)
             self._count("validation", "echoed")
-            return PlainTextResponse(token, status_code=200)
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            return PlainTextResponse("payload too large", status_code=413)
+            return PlainTextResponse(token, status_code=200, headers=_ECHO_HEADERS)
+        try:
+            body = await _bounded_body(request, MAX_BODY_BYTES)
+        except _BodyTooLarge:
+            self._count("batch", "too_large")
+            return PlainTextResponse(f"payload too large: at most {MAX_BODY_BYTES} bytes", status_code=413)
+        except ValueError:
+            return PlainTextResponse("Content-Length must be a non-negative integer", status_code=400)
         try:
             batch = NotificationBatch.model_validate_json(body)
         except ValidationError:
@@ -120,3 +151,25 @@ class NotificationReceiver:
     def _count(self, kind: str, outcome: str) -> None:
         if self.metrics is not None:
             self.metrics.graph_notifications.labels(kind=kind, outcome=outcome).inc()
+
+
+async def _bounded_body(request: Request, limit: int) -> bytes:
+    """The body, read no further than the chunk that passes ``limit`` (then raises _BodyTooLarge).
+
+    Starlette's ``Request.body()`` reads everything the caller sends; there is no size option, so the
+    stream is read here with a running count. A declared length over the limit is refused unread.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise ValueError(declared)
+        if int(declared) > limit:
+            raise _BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -56,7 +56,8 @@ class Notifications:
         assert state is not None  # Settings refuses a notification URL without it
         self.receiver = NotificationReceiver(HintLog(self.backend, clock=self.clock), state.get_secret_value(),
                                              on_mail=self._on_mail, on_lifecycle=self._on_lifecycle,
-                                             clock=self.clock, metrics=self.metrics)
+                                             clock=self.clock, metrics=self.metrics,
+                                             max_concurrent=self.settings.notification_max_concurrent)
 
     async def chat_subscription_live(self) -> bool:
         """Whether the fleet's chat subscription is live (the manager's record, read at most every

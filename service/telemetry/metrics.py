@@ -64,6 +64,10 @@ class Metrics:
         self.discovery_pages = Counter(
             "entrabot_discovery_pages", "Pages of GET /me/chats read by discovery (the lease holder)", registry=r,
         )
+        self.sponsor_reads = Counter(
+            "entrabot_sponsor_reads", "Sponsor list refreshes by outcome: read, kept_stale (unreadable, last list "
+            "kept), failed_closed (unreadable too long: no sponsor), no_directory", ["outcome"], registry=r,
+        )
         self.discovery_walks = Counter(
             "entrabot_discovery_walks", "Discovery walk steps by outcome: complete (reached the last page), paused "
             "(page cap reached, resumed next cycle), failed, lease_lost", ["outcome"], registry=r,

@@ -4,7 +4,9 @@ their members into the shared members snapshot that every replica's SponsorGate 
 Graph's budget is per app per tenant (SPEC §9), so the walk is a fleet-singleton role: only the
 replica holding the ``discovery`` lease walks ``/me/chats?$expand=members``; the fleet costs Graph
 the same at 1 replica or 10. Every replica (holder or not) re-reads the watched list and the members
-snapshot (one blob read each) at the discovery interval and reads its sponsors once.
+snapshot (one blob read each) at the discovery interval, and has its SponsorRefresher re-read the
+sponsors when due (every sponsor refresh interval): this cycle runs on every replica, only the walk is
+the holder's.
 
 The cycle runs at the lease's renewal cadence (``interval_s``): renew, and act only while held. The
 walk is paced: at most ``pages_per_walk`` quiet pages of 50 chats per discovery interval (pages that
@@ -27,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from service.delivery.sponsor_directory import read_sponsors
+from service.delivery.sponsor_refresh import SponsorRefresher
 from service.delivery.sponsors import SponsorGate
 from service.graph.client import GraphClient
 from service.graph.errors import GraphConnectionError, GraphError, GraphServerError, GraphThrottled
@@ -74,17 +76,14 @@ class Discovery:
     gate: SponsorGate
     lease: Lease  # role "discovery": only its holder walks /me/chats
     members: ChatMembers
-    agent_identity_id: str | None = None
-    # The agent identity's app-only client: Graph lists sponsors to no delegated token (see
-    # service.delivery.sponsor_directory). Without it, no sponsor is ever recognised.
-    directory: GraphClient | None = None
+    # Re-reads the sponsors into the gate when due; None (no agent identity): no sponsor is ever recognised.
+    sponsors: SponsorRefresher | None = None
     # How often the holder takes a walk step, and every replica re-reads the watched list and the
     # members snapshot (ENTRABOT_DISCOVERY_INTERVAL_S).
     interval: float = 120.0
     pages_per_walk: int = MAX_DISCOVERY_PAGES
     metrics: Metrics | None = None
     monotonic: Callable[[], float] = time.monotonic
-    _sponsors_loaded: bool = False
     _resume: str | None = None  # where the paced walk goes on; None: from the first page
     _next_sync: float = field(default=float("-inf"))
     _next_walk: float = field(default=float("-inf"))
@@ -107,7 +106,8 @@ class Discovery:
             if await self.watched.load() is ReadOutcome.UNRESOLVED:
                 log.warning("watched chat list unreadable; discovery will merge into it next sweep")
             await self._learn_members()
-        await self._load_sponsors()
+        if self.sponsors is not None:
+            await self.sponsors.refresh_if_due()
         if not self.lease.held():
             self._resume, self._held_epoch = None, None  # a later holder starts its walk afresh
         elif self._held_epoch != self.lease.epoch:
@@ -208,20 +208,3 @@ class Discovery:
     async def _flush_dirty(self) -> None:
         if self.watched.dirty:
             await self.watched.add()
-
-    async def _load_sponsors(self) -> None:
-        if self._sponsors_loaded or not self.agent_identity_id:
-            return
-        if self.directory is None:
-            log.warning("sponsors unreadable: no app-only Graph client for the agent identity; sponsor waits "
-                        "cannot be satisfied")
-            return
-        try:
-            read = await read_sponsors(self.directory, self.graph, self.agent_identity_id)
-        except GraphError as exc:
-            log.warning("sponsors unreadable; sponsor waits cannot be satisfied until they load",
-                        extra={"error": type(exc).__name__, "status": exc.status})
-            return
-        self.gate.replace_sponsors(read.sponsors)
-        # An incomplete read (a profile unreadable) is used as it is and read again next sweep.
-        self._sponsors_loaded = read.complete

@@ -40,9 +40,8 @@ def test_sponsors_answer_the_identitys_app_only_token_with_directory_object_refe
                  f"/servicePrincipals/{identity}/sponsors", f"/agentIdentities/{identity}/sponsors"):
         response = http.get(emu.graph_url + path, headers=app_only)
         assert response.status_code == 200, response.text
-        # References, as the documented directoryObject collection: type and id, no profile.
-        assert response.json()["value"] == [
-            {"@odata.type": "#microsoft.graph.user", "id": emu.seed.humans[0].id, "deletedDateTime": None}]
+        # References, by default in the shape Microsoft's entrabot code reports: the id alone, no profile.
+        assert response.json()["value"] == [{"id": emu.seed.humans[0].id}]
     assert_graph_error(http.get(emu.graph_url + "/servicePrincipals/nope/sponsors", headers=app_only), 404,
                        "Request_ResourceNotFound")
 
@@ -63,3 +62,38 @@ def test_seed_switch_lets_a_delegated_token_read_sponsors(seed: Seed, signing_ke
         response = http.get(f"{emu.graph_url}/servicePrincipals/{lenient.agent_identity.id}/sponsors", headers=agent)
         assert response.status_code == 200, response.text
         assert [u["id"] for u in response.json()["value"]] == [lenient.humans[0].id]
+
+
+def test_seed_switch_gives_sponsor_references_their_type(seed: Seed, signing_key: rsa.RSAPrivateKey,
+                                                         http: httpx.Client) -> None:
+    group = "6a0c0000-0000-4000-8000-0000000a0c00"
+    identity = seed.agent_identity.model_copy(update={"group_sponsors": (group,)})
+    typed = Seed.model_validate({**seed.model_dump(), "sponsors_shape": "typed",
+                                 "agent_identities": [identity.model_dump()]})
+    with start_emulator(typed, signing_key=signing_key) as emu:
+        app_only = bearer(Entra(emu, http).identity_app_token())
+        response = http.get(f"{emu.graph_url}/servicePrincipals/{typed.agent_identity.id}/sponsors", headers=app_only)
+        assert response.status_code == 200, response.text
+        assert response.json()["value"] == [
+            {"@odata.type": "#microsoft.graph.user", "id": typed.humans[0].id, "deletedDateTime": None},
+            {"@odata.type": "#microsoft.graph.group", "id": group, "deletedDateTime": None}]
+        # A group's id is no user's: /users/{id} (as the agent user resolves references) does not find it.
+        agent = bearer(Entra(emu, http).agent_token())
+        assert_graph_error(http.get(f"{emu.graph_url}/users/{group}", headers=agent), 404,
+                           "Request_ResourceNotFound")
+
+
+def test_an_admin_removes_a_sponsor_and_the_next_list_omits_them(emu: RunningEmulator, http: httpx.Client,
+                                                                 entra: Entra) -> None:
+    identity, ada = emu.seed.agent_identity.id, emu.seed.humans[0].id
+    removed = http.delete(f"{emu.admin_url}/agent_identities/{identity}/sponsors/{ada}")
+    assert removed.status_code == 200, removed.text
+    response = http.get(f"{emu.graph_url}/servicePrincipals/{identity}/sponsors",
+                        headers=bearer(entra.identity_app_token()))
+    assert response.json()["value"] == []
+    again = http.delete(f"{emu.admin_url}/agent_identities/{identity}/sponsors/{ada}")
+    assert again.status_code == 400 and "is not a sponsor" in again.text
+    http.post(f"{emu.admin_url}/agent_identities/{identity}/sponsors", json={"user": ada}).raise_for_status()
+    response = http.get(f"{emu.graph_url}/servicePrincipals/{identity}/sponsors",
+                        headers=bearer(entra.identity_app_token()))
+    assert response.json()["value"] == [{"id": ada}]

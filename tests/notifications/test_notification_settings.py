@@ -45,3 +45,16 @@ def test_the_lifecycle_url_defaults_to_the_notification_url() -> None:
     assert Settings(notification_url=URL, notification_client_state=state,
                     notification_lifecycle_url=other).lifecycle_url == other
     assert Settings().lifecycle_url is None
+
+
+def test_a_webhook_concurrency_bound_below_one_is_refused_naming_the_setting(tmp_path: Path) -> None:
+    result = run_serve(tmp_path, ENTRABOT_NOTIFICATION_MAX_CONCURRENT="0")
+    assert result.returncode != 0
+    assert "ENTRABOT_NOTIFICATION_MAX_CONCURRENT" in result.stderr.strip().splitlines()[-1]
+
+
+def test_a_sponsor_list_that_would_expire_between_refreshes_is_refused_naming_both_settings(tmp_path: Path) -> None:
+    result = run_serve(tmp_path, ENTRABOT_SPONSOR_REFRESH_INTERVAL_S="120", ENTRABOT_SPONSOR_STALE_AFTER_S="60")
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert "ENTRABOT_SPONSOR_STALE_AFTER_S" in last and "ENTRABOT_SPONSOR_REFRESH_INTERVAL_S" in last

@@ -3,7 +3,9 @@ mail nudges, lifecycle events, and a 503 (so Graph retries) when the store canno
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,11 +15,11 @@ from pydantic import SecretStr
 from starlette.applications import Starlette
 
 from service.config import Settings
-from service.devstack.uvicorn_runner import serve_app
+from service.devstack.uvicorn_runner import RunningServer, serve_app
 from service.ledger.hints import HintLog, HintReader
 from service.notifications.lifecycle_log import read_events
 from service.notifications.payloads import ChangeNotification
-from service.notifications.receiver import NOTIFICATIONS_PATH, NotificationReceiver
+from service.notifications.receiver import MAX_BODY_BYTES, NOTIFICATIONS_PATH, NotificationReceiver
 from service.notifications.wiring import Notifications
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
@@ -30,12 +32,13 @@ NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
 class Harness:
-    def __init__(self, backend: MemoryBackend) -> None:
+    def __init__(self, backend: MemoryBackend, max_concurrent: int = 32) -> None:
         self.mail_nudges = 0
         self.lifecycle: list[ChangeNotification] = []
         self.reader = HintReader(backend, clock=lambda: NOW)
         self.receiver = NotificationReceiver(HintLog(backend, clock=lambda: NOW), SECRET, on_mail=self._mail,
-                                             on_lifecycle=self._lifecycle, clock=lambda: NOW)
+                                             on_lifecycle=self._lifecycle, clock=lambda: NOW,
+                                             max_concurrent=max_concurrent)
 
     def _mail(self) -> None:
         self.mail_nudges += 1
@@ -138,3 +141,93 @@ async def test_a_lifecycle_event_is_recorded_for_the_manager_before_the_answer_o
         assert (await client.post(NOTIFICATIONS_PATH, json={"value": [item]})).status_code == 202
     events, _ = await read_events(store, 0)
     assert [(e.subscription_id, e.event) for e in events] == [("s1", "subscriptionRemoved")]
+
+
+# --- what an unauthenticated caller can make the webhook hold -------------------------------------
+
+# A guard against a hung test, not a timing claim: a server that waits for the whole body never answers.
+SOCKET_GUARD_S = 30.0
+
+
+def _head(framing: str) -> str:
+    return (f"POST {NOTIFICATIONS_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"{framing}\r\n\r\n")
+
+
+@contextlib.asynccontextmanager
+async def _raw_request(server: RunningServer, head: str,
+                       body: bytes) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """Send a request head and the first part of its body, and leave the connection open meanwhile."""
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    try:
+        writer.write(head.encode() + body)
+        await writer.drain()
+        yield reader, writer
+    finally:
+        writer.close()
+
+
+async def _status(reader: asyncio.StreamReader) -> int:
+    line = await asyncio.wait_for(reader.readline(), SOCKET_GUARD_S)
+    return int(line.split()[1])
+
+
+@pytest.fixture
+async def raw_served(store: FaultyBackend) -> AsyncIterator[tuple[Harness, RunningServer]]:
+    harness = Harness(store, max_concurrent=1)
+    async with serve_app(Starlette(routes=harness.receiver.routes())) as server:
+        yield harness, server
+
+
+async def test_a_declared_body_over_the_limit_is_refused_without_reading_it(
+        raw_served: tuple[Harness, RunningServer]) -> None:
+    _, server = raw_served
+    head = _head(f"Content-Length: {100 * 1024 * 1024}")
+    async with _raw_request(server, head, b"x" * 65536) as (reader, _):  # nowhere near the declared 100 MB
+        assert await _status(reader) == 413
+
+
+async def test_a_chunked_body_is_cut_off_past_the_limit(raw_served: tuple[Harness, RunningServer]) -> None:
+    _, server = raw_served
+    head = _head("Transfer-Encoding: chunked")
+    chunk = b"x" * 100_000
+    sent = 0
+    async with _raw_request(server, head, b"") as (reader, writer):
+        # Past the limit by one chunk, and the body never ends: only a cut-off answers.
+        while sent <= MAX_BODY_BYTES:
+            writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            await writer.drain()
+            sent += len(chunk)
+        assert await _status(reader) == 413
+
+
+async def test_requests_over_the_concurrency_bound_are_told_to_retry(
+        raw_served: tuple[Harness, RunningServer]) -> None:
+    harness, server = raw_served
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=SOCKET_GUARD_S) as client:
+        # The first request stays open mid-body, holding the only slot.
+        async with _raw_request(server, _head("Transfer-Encoding: chunked"), b"2\r\n{\"\r\n"):
+            busy = await _post_until(client, lambda status: status == 503)
+            assert busy.headers["retry-after"] == "1"
+            assert await harness.reader.poll() == []  # refused, so Graph retries: nothing half-taken
+        # The held request's connection is gone: its slot frees.
+        assert (await _post_until(client, lambda status: status != 503)).status_code == 202
+
+
+async def _post_until(client: httpx.AsyncClient, done: Callable[[int], bool]) -> httpx.Response:
+    """Post a notification until the answer's status is ``done`` (bounded: the server takes a connection's
+    request in, or lets it go, a moment after the socket call returns)."""
+    for _ in range(100):
+        response = await client.post(NOTIFICATIONS_PATH, json={"value": [chat_item("m1")]})
+        if done(response.status_code):
+            return response
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"still {response.status_code} after 100 tries")
+
+
+async def test_the_validation_echo_forbids_content_sniffing(
+        served: tuple[Harness, httpx.AsyncClient]) -> None:
+    _, client = served
+    response = await client.post(NOTIFICATIONS_PATH, params={"validationToken": "<html><script>x</script>"})
+    assert response.status_code == 200
+    assert response.headers["x-content-type-options"] == "nosniff"

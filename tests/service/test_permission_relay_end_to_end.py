@@ -3,13 +3,16 @@
 Replica 1 holds the asking (bridge) session, replica 2 an ordinary push host; both poll the sponsor's
 chat. The verdict must reach the bridge as ``notifications/claude/channel/permission`` and never be
 delivered as an ordinary message by either replica; a stranger's "yes <id>" or a wrong id decides
-nothing and is delivered as the ordinary message it is.
+nothing and is delivered as the ordinary message it is. And a sponsor removed in Entra while the fleet
+runs loses every sponsor power on both replicas within the refresh bound: their "yes <id>" decides
+nothing and their messages arrive enveloped.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import httpx
@@ -74,11 +77,25 @@ def replicas(azurite: Azurite, emulator: RunningEmulator, tmp_path_factory: pyte
              ) -> Iterator[list[ReplicaProcess]]:
     fleet = LocalFleet(emulator.seed, tmp_path_factory.mktemp("relay"), replicas=2, azurite=azurite,
                        emulator=emulator, extra_env={"ENTRABOT_CHAT_POLL_INTERVAL_S": "1",
-                                                     "ENTRABOT_CHAT_POLL_JITTER_S": "0"})
+                                                     "ENTRABOT_CHAT_POLL_JITTER_S": "0",
+                                                     "ENTRABOT_SPONSOR_REFRESH_INTERVAL_S": "1"})
     fleet.start()
     yield fleet.members
     for member in fleet.members:
         member.terminate()
+
+
+@contextlib.asynccontextmanager
+async def _bridge_session(url: str, saw: list[tuple[str, dict[str, Any]]]
+                          ) -> AsyncIterator[tuple[Client, httpx2.AsyncClient]]:
+    """A channel bridge's session (push and permission relay) recording what it is sent into ``saw``."""
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {DEV_TOKEN}"},
+                                  timeout=httpx2.Timeout(30.0, read=300.0)) as http, Client(
+        streamable_http_client(url, http_client=http), mode="legacy",
+        extensions=[_Recorder(lambda m, p: saw.append((m, p)))],
+        client_info=Implementation(name=BRIDGE_PUSH_CLIENT_NAME, version="1.0"), read_timeout_seconds=BOUND_S,
+    ) as bridge:
+        yield bridge, http
 
 
 async def until(check: Callable[[], bool], what: str) -> None:
@@ -108,12 +125,8 @@ async def test_a_sponsors_verdict_reaches_the_asking_bridge_and_nothing_else_dec
         return [p for m, p in bridge_saw if m == PERMISSION_METHOD]
 
     try:
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {DEV_TOKEN}"},
-                                      timeout=httpx2.Timeout(30.0, read=300.0)) as http, Client(
-            streamable_http_client(replicas[0].mcp_url, http_client=http), mode="legacy",
-            extensions=[_Recorder(lambda m, p: bridge_saw.append((m, p)))],
-            client_info=Implementation(name=BRIDGE_PUSH_CLIENT_NAME, version="1.0"), read_timeout_seconds=BOUND_S,
-        ) as bridge, httpx.AsyncClient(timeout=30) as graph:
+        async with _bridge_session(replicas[0].mcp_url, bridge_saw) as (bridge, http), httpx.AsyncClient(
+                timeout=30) as graph:
             traffic = HumanTraffic(seed, emulator.base_url, graph)
             await until(lambda: other.connected_to is not None, "the other host to connect")
             # Let the bridge's push stream open: a first ordinary message reaching some host proves both poll.
@@ -182,6 +195,55 @@ async def test_no_host_or_model_can_reach_the_permission_relay_as_a_tool(emulato
         await asyncio.sleep(3)  # the fleet would have asked within a second or two
         for request_id in ("qqqqq", "rrrrr"):
             assert await _dm_chat_or_none(traffic, sponsor, request_id) is None, f"the sponsor was asked {request_id}"
+
+
+async def test_a_removed_sponsor_decides_nothing_and_is_enveloped_on_every_replica(
+        emulator: RunningEmulator, replicas: list[ReplicaProcess]) -> None:
+    # Last in this module: it removes Ada (and adds her back at the end) on the shared fleet.
+    seed = emulator.seed
+    ada = seed.sponsors[0]
+    bridge_saw: list[tuple[str, dict[str, Any]]] = []
+    stop = asyncio.Event()
+    other = ChannelHost("other", [replicas[1].mcp_url], token=DEV_TOKEN)
+    other_task = asyncio.create_task(other.run(stop))
+
+    def ordinary(message_id: str) -> list[str]:
+        return [p["content"] for m, p in bridge_saw if m == CHANNEL_METHOD and p["meta"]["message_id"] == message_id
+                ] + [p.content for p in other.pushes if p.message_id == message_id]
+
+    sponsors_admin = f"{emulator.admin_url}/agent_identities/{seed.agent_identity.id}/sponsors"
+    try:
+        async with _bridge_session(replicas[0].mcp_url, bridge_saw) as (bridge, http), httpx.AsyncClient(
+                timeout=30) as graph:
+            traffic = HumanTraffic(seed, emulator.base_url, graph)
+            await until(lambda: other.connected_to is not None, "the other host to connect")
+            await send_client_notification(bridge, PERMISSION_REQUEST_METHOD, {
+                "request_id": "pqrst", "tool_name": "Bash", "description": "Deploy", "input_preview": "make deploy"})
+            dm_chat = await _asked_in(traffic, ada, "pqrst")
+
+            (await graph.delete(f"{sponsors_admin}/{ada.id}")).raise_for_status()
+            for replica in replicas:
+                await _until_no_sponsor(replica, http)
+
+            yes = await traffic.post_chat(ada, dm_chat, "yes pqrst")
+            await until(lambda: bool(ordinary(yes.message_id)), "the former sponsor's yes as an ordinary message")
+            assert [p for m, p in bridge_saw if m == PERMISSION_METHOD] == []
+            assert all("[external_content" in content for content in ordinary(yes.message_id))
+    finally:
+        stop.set()
+        await other_task
+        async with httpx.AsyncClient(timeout=30) as restore:
+            (await restore.post(sponsors_admin, json={"user": ada.id})).raise_for_status()
+
+
+async def _until_no_sponsor(replica: ReplicaProcess, http: httpx2.AsyncClient) -> None:
+    """Until ``replica`` knows no sponsor: its sponsor wait refuses at once (it waits while one is known)."""
+    async with Client(streamable_http_client(replica.mcp_url, http_client=http), mode="legacy",
+                      client_info=Implementation(name="copilot-cli", version="1.0"),
+                      read_timeout_seconds=BOUND_S) as client:
+        async with asyncio.timeout(BOUND_S):
+            while not (await client.call_tool("wait_for_sponsor_dm", {"timeout_s": 0.5})).is_error:
+                pass
 
 
 async def until_async(read: Callable[[], Awaitable[Any]], check: Callable[[Any], bool], what: str) -> Any:

@@ -1,0 +1,97 @@
+"""SponsorRefresher: every replica re-reads the agent identity's sponsors on a bounded cadence.
+
+A sponsor's powers — a message delivered bare (outside the XPIA envelope), a sponsor wait answered, a
+tool-use verdict taken — come from the gate's sponsor list, so a person removed in Entra must lose
+them everywhere within a known time: each replica re-reads the list every ``interval_s`` (it is one
+request per replica per interval; resolved references are kept, see sponsor_directory).
+
+While the list is unreadable the last one read stands for at most ``stale_after_s`` after it was read
+(a Graph hiccup does not silence every sponsor at once), then the gate is emptied: no sponsor at all —
+every message enveloped, no wait answered, no verdict accepted — until a read succeeds. Never having
+read it is the same as that. The gate itself drops a list ``stale_after_s`` after it was read, so a
+refresh loop that died (visible in /readyz) fails closed too. Each outcome is counted in
+``entrabot_sponsor_reads{outcome}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from service.delivery.sponsor_directory import SponsorResolutions, read_sponsors
+from service.delivery.sponsors import SponsorGate
+from service.graph.client import GraphClient
+from service.graph.errors import GraphError
+from service.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+class RefreshOutcome(str, Enum):
+    READ = "read"  # the list was read and the gate now holds it
+    KEPT_STALE = "kept_stale"  # unreadable; the last list, younger than stale_after_s, still stands
+    FAILED_CLOSED = "failed_closed"  # unreadable for too long (or never read): no sponsor at all
+    NO_DIRECTORY = "no_directory"  # no app-only client for the agent identity: no sponsor at all
+
+
+@dataclass
+class SponsorRefresher:
+    gate: SponsorGate
+    graph: GraphClient  # the agent user's: resolves references to users
+    agent_identity_id: str
+    # The agent identity's app-only client: Graph lists sponsors to no delegated token (see
+    # service.delivery.sponsor_directory). Without it, no sponsor is ever recognised.
+    directory: GraphClient | None
+    interval_s: float = 120.0  # ENTRABOT_SPONSOR_REFRESH_INTERVAL_S
+    stale_after_s: float = 600.0  # ENTRABOT_SPONSOR_STALE_AFTER_S
+    metrics: Metrics | None = None
+    monotonic: Callable[[], float] = time.monotonic
+    _resolutions: SponsorResolutions = field(default_factory=SponsorResolutions)
+    _next_read: float = float("-inf")
+    _read_at: float | None = None  # when the list the gate holds was read
+
+    async def refresh_if_due(self) -> RefreshOutcome | None:
+        """Re-read when an interval has passed since the last attempt; None when not due."""
+        now = self.monotonic()
+        if now < self._next_read:
+            return None
+        self._next_read = now + self.interval_s
+        return await self.refresh()
+
+    async def refresh(self) -> RefreshOutcome:
+        outcome = await self._read()
+        if self.metrics is not None:
+            self.metrics.sponsor_reads.labels(outcome=outcome.value).inc()
+        return outcome
+
+    async def _read(self) -> RefreshOutcome:
+        if self.directory is None:
+            log.warning("sponsors unreadable: no app-only Graph client for the agent identity; no sponsor is "
+                        "recognised (set the agent identity's blueprint credentials)")
+            self.gate.replace_sponsors(())
+            return RefreshOutcome.NO_DIRECTORY
+        now = self.monotonic()
+        try:
+            read = await read_sponsors(self.directory, self.graph, self.agent_identity_id, self._resolutions)
+        except GraphError as exc:
+            return self._unreadable(now, exc)
+        self._read_at = now
+        # The gate drops the list by itself once stale, should this refresher stop running.
+        self.gate.replace_sponsors(read.sponsors, expires_at=self.gate.monotonic() + self.stale_after_s)
+        return RefreshOutcome.READ
+
+    def _unreadable(self, now: float, exc: GraphError) -> RefreshOutcome:
+        fields = {"error": type(exc).__name__, "status": exc.status}
+        if self._read_at is not None and now - self._read_at < self.stale_after_s:
+            log.warning("sponsor list unreadable; keeping the one read %.0f s ago (dropped after %.0f s)",
+                        now - self._read_at, self.stale_after_s, extra=fields)
+            return RefreshOutcome.KEPT_STALE
+        log.warning("sponsor list unreadable for too long (or never read); no sponsor is recognised until it "
+                    "is read: every message enveloped, no sponsor wait answered, no permission verdict taken",
+                    extra=fields)
+        self._read_at = None
+        self.gate.replace_sponsors(())
+        return RefreshOutcome.FAILED_CLOSED
