@@ -128,6 +128,9 @@ class Settings(BaseSettings):
     # (service.mcp.hosts.BRIDGE_PUSH_CLIENT_NAME); Claude Code straight over HTTP gets the tools.
     push_hosts: str = "claude-code-channel-bridge"
     sponsor_wait_timeout_s: float = 600.0
+    # send_teams_message with wait_for_reply omitted waits this long at most on a non-push host: within
+    # the 60 s request timeout most MCP clients default to, so a posted message is never reported failed.
+    send_reply_wait_s: float = Field(default=45.0, gt=0.0)
     # Tool-use approvals asked of the sponsor in Teams for hosts behind the channel bridge; a verdict
     # after this long decides nothing.
     permission_relay_enabled: bool = True

@@ -14,14 +14,22 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import anyio
 import httpx2
 from mcp.client import Client
 from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.shared.exceptions import MCPError
-from mcp_types import PARSE_ERROR, REQUEST_TIMEOUT, CallToolResult, Implementation, TextContent, Tool
+from mcp_types import (
+    PARSE_ERROR,
+    REQUEST_TIMEOUT,
+    CallToolResult,
+    Implementation,
+    RequestParamsMeta,
+    TextContent,
+    Tool,
+)
 from pydantic import BaseModel, ConfigDict
 
 from service import __version__
@@ -30,6 +38,7 @@ from service.bridge.config import AFFINITY_HEADER, BridgeConfig
 from service.bridge.sdk_adapter import ResumingStreamTransport, resuming_http_client, send_client_notification
 from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 from service.mcp.sdk_adapter import PERMISSION_CAPABILITY
+from service.mcp.tool_registry import TIME_BUDGET_META_KEY
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +157,11 @@ class FleetConnection:
         if client is None:
             return tool_error(f"the fleet session was lost ({self.last_error or 'reconnecting'}); retrying")
         try:
-            return await client.call_tool(name, arguments)
+            # The fleet's tools that wait (a sponsor wait after a send) end within this, so a posted
+            # message is never reported as a timed-out call.
+            # RequestParamsMeta is an open map (extra_items=Any), which mypy's TypedDict cannot spell yet.
+            meta = cast(RequestParamsMeta, {TIME_BUDGET_META_KEY: self.config.request_timeout_s})
+            return await client.call_tool(name, arguments, meta=meta)
         except MCPError as exc:
             return tool_error(exc.error.message)
         except Exception as exc:  # noqa: BLE001 - any transport failure is an answer the host can read

@@ -58,7 +58,7 @@ from service.mcp.sdk_adapter import (
     session_id_of,
 )
 from service.mcp.sessions import SessionRegistry, SessionTrafficObserver
-from service.mcp.tool_registry import SessionChannel, ToolCall, ToolRegistry
+from service.mcp.tool_registry import SessionChannel, ToolCall, ToolRegistry, time_budget_of
 from service.mcp.transport_security import HostOriginGuard, transport_security_settings
 from service.telemetry.metrics import Metrics
 
@@ -166,7 +166,8 @@ class McpService:
         return ListToolsResult(tools=self.tools.definitions())
 
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
-        return await self.tools.call(params.name, params.arguments, self._call_of(ctx))
+        call = self._call_of(ctx, time_budget_s=time_budget_of(params.meta))
+        return await self.tools.call(params.name, params.arguments, call)
 
     async def _host_notification(self, method: str, ctx: ServerRequestContext[Any, Any], params: _AnyParams) -> None:
         await self.tools.notified(method, params.model_dump(exclude={"meta"}), self._call_of(ctx))
@@ -176,7 +177,7 @@ class McpService:
         then declares it to Claude Code and forwards its prompts)."""
         return {PERMISSION_CAPABILITY: {}} if self.tools.handles(PERMISSION_REQUEST_METHOD) else {}
 
-    def _call_of(self, ctx: ServerRequestContext[Any, Any]) -> ToolCall:
+    def _call_of(self, ctx: ServerRequestContext[Any, Any], *, time_budget_s: float | None = None) -> ToolCall:
         session_id = session_id_of(ctx.session)
         channel = None
         if session_id is not None:
@@ -188,6 +189,7 @@ class McpService:
             hub=self.hub,
             request_id=getattr(ctx, "request_id", None),
             channel=channel,
+            time_budget_s=time_budget_s,
         )
 
 

@@ -34,6 +34,17 @@ from service.mcp.sessions import SessionState
 
 log = logging.getLogger(__name__)
 
+TIME_BUDGET_META_KEY = "dev.entrabot/time_budget_s"
+"""A tools/call ``_meta`` key: the seconds the caller will wait for the result (sent by the bridge)."""
+
+
+def time_budget_of(meta: Any) -> float | None:
+    """The caller's time budget from a request's ``_meta``, when it is a positive number."""
+    value = meta.get(TIME_BUDGET_META_KEY) if isinstance(meta, dict) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return None
+
 InT = TypeVar("InT", bound=BaseModel)
 OutT = TypeVar("OutT", bound=BaseModel)
 ToolHandler = Callable[[InT, "ToolCall"], Awaitable[OutT]]
@@ -60,6 +71,9 @@ class ToolCall:
     hub: DeliveryHub
     request_id: str | int | None
     channel: SessionChannel | None = None
+    # How long the host waits for this call's answer, when it says so (the channel bridge does, in the
+    # request's _meta): a tool that may wait must answer well within it, never let the host time out.
+    time_budget_s: float | None = None
 
     @property
     def session_id(self) -> str | None:

@@ -130,9 +130,17 @@ class ConversationTools:
                      else "Sent without waiting. Call wait_for_sponsor_dm only if the operator asks you to wait "
                      "for a reply.")
             return SendResult(**sent, wait=WaitOutcome.NOT_WAITED, next_action=after)
-        waited = await self.waiter.wait(call, args.timeout_s)
+        # An implicit wait (wait_for_reply omitted) is short: a host that times out the call would
+        # report a posted message as a failed send and invite a duplicate.
+        default_s = deps.settings.send_reply_wait_s if args.wait_for_reply is None else None
+        waited = await self.waiter.wait(call, args.timeout_s, default_s=default_s)
+        next_action = waited.next_action
+        if waited.reply is None:
+            next_action = (f"Posted: message {posted.id} is in chat {args.chat_id}; do not send it again. "
+                           f"No sponsor reply yet ({waited.outcome.value} after {waited.timeout_s:g} s). "
+                           + waited.next_action)
         return SendResult(**sent, wait=waited.outcome, wait_timeout_s=waited.timeout_s, sponsor_reply=waited.reply,
-                          next_action=waited.next_action)
+                          next_action=next_action)
 
     async def wait_for_sponsor_dm(self, args: WaitInput, call: ToolCall) -> SponsorWaitResult:
         """Block until a sponsor of the agent writes in any watched chat, or until the timeout.

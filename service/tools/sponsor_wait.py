@@ -126,13 +126,25 @@ class WaitResult:
         return "This server is shutting down; reconnect, then call wait_for_sponsor_dm if you still need the reply."
 
 
+def budget_margin_s(budget_s: float) -> float:
+    """Room left in the host's budget for the result's way back (and a slow hop or two)."""
+    return max(2.0, 0.1 * budget_s)
+
+
 @dataclass(frozen=True)
 class SponsorWaiter:
     gate: SponsorGate
     max_timeout_s: float
 
-    def timeout_for(self, requested_s: float | None) -> float:
-        return self.max_timeout_s if requested_s is None else min(requested_s, self.max_timeout_s)
+    def timeout_for(self, requested_s: float | None, *, default_s: float | None = None,
+                    budget_s: float | None = None) -> float:
+        """The wait: what was asked (else ``default_s``, else the cap), within the cap, and ending well
+        inside the host's time budget when it gave one, so the answer reaches it before it gives up."""
+        wanted = requested_s if requested_s is not None else (default_s if default_s is not None else self.max_timeout_s)
+        timeout = min(wanted, self.max_timeout_s)
+        if budget_s is not None:
+            timeout = min(timeout, max(0.0, budget_s - budget_margin_s(budget_s)))
+        return timeout
 
     def precondition(self, call: ToolCall) -> WaitOutcome | None:
         """Why a wait could never be satisfied right now, or None when it can go ahead."""
@@ -142,8 +154,8 @@ class SponsorWaiter:
             return WaitOutcome.NO_SPONSORS
         return None
 
-    async def wait(self, call: ToolCall, requested_s: float | None) -> WaitResult:
-        timeout_s = self.timeout_for(requested_s)
+    async def wait(self, call: ToolCall, requested_s: float | None, *, default_s: float | None = None) -> WaitResult:
+        timeout_s = self.timeout_for(requested_s, default_s=default_s, budget_s=call.time_budget_s)
         blocked = self.precondition(call)
         if blocked is not None:
             return WaitResult(blocked, timeout_s)

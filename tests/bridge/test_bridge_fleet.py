@@ -164,3 +164,26 @@ async def test_bridge_fails_over_on_sigkill_without_duplicates_and_loses_nothing
             print(f"SIGTERM of {second.name}: sent {len(sent_term)}, all delivered; "
                   f"whole run duplicates {len(final.duplicates)}")
             assert not final.duplicates and not final.unexplained and not final.unexpected
+
+
+@pytest.mark.timeout(300)
+async def test_a_send_through_a_tools_only_bridge_is_never_reported_failed_by_the_bridges_timeout(
+    azurite: Azurite, tmp_path: Path
+) -> None:
+    """Claude Code through a tools-only bridge: send_teams_message with wait_for_reply omitted waits for a
+    sponsor (the host takes no pushes). The wait must end inside the bridge's request timeout with
+    "posted, no reply yet", never as `Request 'tools/call' timed out` for a message that is in the chat."""
+    async with bridge_fleet(azurite, tmp_path / "fleet", replicas=1, chats=2) as stack:
+        args = ("--request-timeout", "8")  # tools only: no --push
+        async with bridge_host(stack.balancer.url(), tmp_path / "bridge.log", token=DEV_TOKEN, args=args) as (
+            client, _,
+        ):
+            chat_id, _members = stack.chats()[0]
+            result = await client.call_tool("send_teams_message", {"chat_id": chat_id, "text": "Release is out."})
+            assert not result.is_error, result.content
+            assert result.structured_content is not None
+            out = result.structured_content
+            assert out["wait"] == "timeout" and out["wait_timeout_s"] <= 8
+            assert "do not send it again" in out["_next_action"]
+            assert stack.fleet.emulator is not None
+            assert out["message_id"] in [m.id for m in stack.fleet.emulator.state.messages(chat_id)]

@@ -16,9 +16,12 @@ import pytest
 
 from emulator.server import RunningEmulator
 from service.delivery.hub import TargetKind
+from service.delivery.sponsors import SponsorGate
 from service.ledger import Direction, InteractionQuery
 from service.ledger.chat_cursor import cursor_key
-from tests.tools.tool_world import RecordingPushTarget, ToolWorld, tool_world
+from service.mcp.tool_registry import ToolCall
+from service.tools.sponsor_wait import SponsorWaiter
+from tests.tools.tool_world import RecordingPushTarget, ToolWorld, session, tool_world
 
 ENVELOPE_CLOSE = "</external_content>"
 
@@ -112,6 +115,45 @@ async def test_the_requested_timeout_is_capped_by_the_server(emu: RunningEmulato
     async with tool_world(emu, tmp_path, sponsor_wait_timeout_s=0.2) as world:
         out = await world.ok("wait_for_sponsor_dm", {"timeout_s": 3600})
         assert out["outcome"] == "timeout" and out["timeout_s"] == 0.2
+
+
+async def test_an_implicit_wait_after_a_send_is_short_and_says_the_message_was_posted(
+    emu: RunningEmulator, tmp_path: Path
+) -> None:
+    """wait_for_reply omitted on a non-push host: the wait is ENTRABOT_SEND_REPLY_WAIT_S, not the
+    sponsor-wait cap, so a host's request timeout never turns a posted message into a failed send."""
+    async with tool_world(emu, tmp_path, sponsor_wait_timeout_s=600.0, send_reply_wait_s=0.3) as world:
+        out = await world.ok("send_teams_message", {"chat_id": world.chat(1), "text": "Deploy done."})
+        assert out["wait"] == "timeout" and out["wait_timeout_s"] == 0.3
+        assert out["_next_action"].startswith(f"Posted: message {out['message_id']} is in chat {world.chat(1)}")
+        assert "do not send it again" in out["_next_action"]
+        assert [m.id for m in world.emu.state.messages(world.chat(1))] == [out["message_id"]]
+
+
+async def test_a_wait_ends_inside_the_time_budget_the_host_gave(world: ToolWorld) -> None:
+    call = ToolCall(session=session("budgeted", push=False), hub=world.hub, request_id=1, time_budget_s=2.5)
+    started = asyncio.get_running_loop().time()
+    result = await world.tools.call("wait_for_sponsor_dm", {"timeout_s": 300}, call)
+    assert not result.is_error and result.structured_content is not None
+    assert result.structured_content["outcome"] == "timeout"
+    assert result.structured_content["timeout_s"] == 0.5  # 2.5 s less the margin left for the answer's way back
+    assert asyncio.get_running_loop().time() - started < 2.5
+
+
+@pytest.mark.parametrize(("requested", "default", "budget", "expected"), [
+    (None, None, None, 600.0),  # the cap
+    (None, 45.0, None, 45.0),  # an implicit wait's default
+    (3600.0, None, None, 600.0),  # never past the cap
+    (None, 45.0, 60.0, 45.0),  # fits the budget already
+    (None, None, 60.0, 54.0),  # the budget less 10 %
+    (None, None, 10.0, 8.0),  # less at least 2 s
+    (None, None, 1.0, 0.0),  # no room: answer at once
+])
+def test_the_wait_is_the_ask_within_the_cap_and_the_hosts_budget(
+    requested: float | None, default: float | None, budget: float | None, expected: float
+) -> None:
+    waiter = SponsorWaiter(SponsorGate((), tenant_id="t"), max_timeout_s=600.0)
+    assert waiter.timeout_for(requested, default_s=default, budget_s=budget) == pytest.approx(expected)
 
 
 async def test_cancelling_a_wait_unregisters_it_and_a_later_reply_is_not_lost(world: ToolWorld) -> None:
