@@ -22,7 +22,7 @@ from service.tools.teams_reads import TeamsReadTools
 def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
     """Add every tool to ``registry`` (before any host lists them); their state lives in these objects."""
     access = ChatAccess(deps.graph, deps.watched)
-    conversation = ConversationTools(deps, access, SponsorWaiter(deps.gate, deps.settings.sponsor_wait_timeout_s))
+    conversation = ConversationTools(deps, access, SponsorWaiter(deps.gate, deps.settings.sponsor_wait_timeout_s, deps.clock))
     reads = TeamsReadTools(deps, access, ReplyWatches())
     chats = ChatTools(deps, access)
     promises = PromiseTools(deps)

@@ -21,10 +21,12 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from enum import Enum
 
 from pydantic import BaseModel, Field
 
+from service.clock import Clock, utc_now
 from service.delivery.hub import TargetKind
 from service.delivery.message import InboundMessage, Source
 from service.delivery.push import format_ts, meta_value
@@ -91,17 +93,29 @@ class SponsorReply(BaseModel):
     ts: str
     verified_sponsor: bool
     content: str = Field(description="A verified sponsor's text, outside any envelope (anything else is enveloped)")
+    age_s: float = Field(description="How long before the wait ended the sponsor wrote it")
+    predates_wait: bool = Field(
+        description="Written before the wait began (backlog): not an answer to what was just sent"
+    )
 
 
-def sponsor_reply(message: InboundMessage) -> SponsorReply:
+# A message Teams stamped this little before the wait began was written while the call was on its way.
+BACKLOG_GRACE = timedelta(seconds=5)
+
+
+def sponsor_reply(message: InboundMessage, *, wait_began: datetime | None = None,
+                  now: datetime | None = None) -> SponsorReply:
     sender = meta_value(message.sender_name.strip() or message.sender_id)
     verified = message.source is Source.CHAT and message.sender_is_sponsor
     if verified:
         content = bare_for_tool_result(message.body, max_chars=MAX_ITEM_CHARS)
     else:  # unreachable through SponsorWaitTarget; kept so a wider target can never unwrap a stranger
         content = wrap_external(message.body, source=EnvelopeSource.TEAMS, sender=sender, max_chars=MAX_ITEM_CHARS)
+    now = now or utc_now()
+    predates = wait_began is not None and message.created < wait_began - BACKLOG_GRACE
     return SponsorReply(chat_id=message.chat_id, message_id=message.message_id, sender_id=meta_value(message.sender_id),
-                        sender=sender, ts=format_ts(message.created), verified_sponsor=verified, content=content)
+                        sender=sender, ts=format_ts(message.created), verified_sponsor=verified, content=content,
+                        age_s=round(max(0.0, (now - message.created).total_seconds()), 1), predates_wait=predates)
 
 
 @dataclass(frozen=True)
@@ -112,6 +126,11 @@ class WaitResult:
 
     @property
     def next_action(self) -> str:
+        if self.reply is not None and self.reply.predates_wait:
+            return (f"This is backlog, not an answer: the sponsor wrote it {_age(self.reply.age_s)} ago, before this "
+                    f"wait began, in chat_id {self.reply.chat_id} (which may differ from the chat you last wrote to). "
+                    "Read it as an older request that may already be handled; check read_teams_messages(chat_id) "
+                    "before acting on it, and answer in that chat_id only if it still needs an answer.")
         if self.reply is not None:
             return (f"Answer the sponsor in chat_id {self.reply.chat_id}: that is the chat this reply came from, "
                     "which may differ from the chat you last wrote to. Call send_teams_message with that chat_id.")
@@ -126,6 +145,14 @@ class WaitResult:
         return "This server is shutting down; reconnect, then call wait_for_sponsor_dm if you still need the reply."
 
 
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def budget_margin_s(budget_s: float) -> float:
     """Room left in the host's budget for the result's way back (and a slow hop or two)."""
     return max(2.0, 0.1 * budget_s)
@@ -135,6 +162,7 @@ def budget_margin_s(budget_s: float) -> float:
 class SponsorWaiter:
     gate: SponsorGate
     max_timeout_s: float
+    clock: Clock = utc_now
 
     def timeout_for(self, requested_s: float | None, *, default_s: float | None = None,
                     budget_s: float | None = None) -> float:
@@ -156,6 +184,7 @@ class SponsorWaiter:
 
     async def wait(self, call: ToolCall, requested_s: float | None, *, default_s: float | None = None) -> WaitResult:
         timeout_s = self.timeout_for(requested_s, default_s=default_s, budget_s=call.time_budget_s)
+        began = self.clock()
         blocked = self.precondition(call)
         if blocked is not None:
             return WaitResult(blocked, timeout_s)
@@ -170,4 +199,4 @@ class SponsorWaiter:
             return WaitResult(WaitOutcome.TIMEOUT, timeout_s)
         log.info("sponsor wait answered", extra={**logged, "chat_id": message.chat_id,
                                                  "message_id": message.message_id})
-        return WaitResult(WaitOutcome.REPLY, timeout_s, sponsor_reply(message))
+        return WaitResult(WaitOutcome.REPLY, timeout_s, sponsor_reply(message, wait_began=began, now=self.clock()))

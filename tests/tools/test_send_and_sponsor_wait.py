@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from service.ledger import Direction, InteractionQuery
 from service.ledger.chat_cursor import cursor_key
 from service.mcp.tool_registry import ToolCall
 from service.tools.sponsor_wait import SponsorWaiter
+from tests.tools.test_sponsor_wait_takes_one import bootstrap_every_chat
 from tests.tools.tool_world import RecordingPushTarget, ToolWorld, session, tool_world
 
 ENVELOPE_CLOSE = "</external_content>"
@@ -95,6 +97,38 @@ async def test_non_push_send_returns_the_sponsor_reply_from_another_chat_with_th
     assert any(reply_id in line for line in logged)
     for body in ("Shall I ship?", "Ship it.", "Not me you are waiting for."):
         assert not any(body in line for line in logged), body
+
+
+async def test_a_sponsor_message_older_than_the_wait_is_handed_over_as_backlog_not_as_an_answer(
+    world: ToolWorld,
+) -> None:
+    """History present: Ada wrote in another chat while no host was connected. A non-push send then
+    gets it, but told its age and that it predates the send: not a reply to act on as one."""
+    sent_to, old_chat = world.chat(0), world.chat(2)
+    await bootstrap_every_chat(world)
+    old_id = await world.inject(old_chat, "Ada", "Please rotate the keys.")
+    world.clock.pinned = datetime.now(timezone.utc) + timedelta(hours=2)  # the send comes two hours later
+    task = asyncio.create_task(world.call("send_teams_message", {"chat_id": sent_to, "text": "Deploying now."}))
+    await world.until_waiting()
+    await world.poller.cycle()
+    out = (await _finish(task)).structured_content
+    assert out is not None and out["wait"] == "reply"
+    reply = out["sponsor_reply"]
+    assert reply["message_id"] == old_id and reply["chat_id"] == old_chat
+    assert reply["predates_wait"] is True and reply["age_s"] >= 7000
+    assert out["_next_action"].startswith("This is backlog, not an answer")
+    assert "2.0 h" in out["_next_action"] and old_chat in out["_next_action"]
+
+
+async def test_a_reply_written_during_the_wait_is_an_answer(world: ToolWorld) -> None:
+    task = asyncio.create_task(world.call("wait_for_sponsor_dm", {"timeout_s": 30}))
+    await world.until_waiting()
+    await world.poller.cycle()
+    await world.inject(world.chat(0), "Ada", "Yes, go ahead.")
+    await world.poller.cycle()
+    out = (await _finish(task)).structured_content
+    assert out is not None and out["sponsor_reply"]["predates_wait"] is False
+    assert out["_next_action"].startswith("Answer the sponsor")
 
 
 async def test_a_sponsor_wait_that_gets_no_reply_times_out_without_an_error(world: ToolWorld) -> None:
