@@ -11,7 +11,11 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shlex
 import sys
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +25,7 @@ import pytest
 
 from service.devstack.fleet import DEV_TOKEN
 from tests.bridge.fleet_stack import BridgeFleet
-from tests.support.claude_home import ClaudeHome, claude_environment, seed_claude_home
+from tests.support.claude_home import CLAUDE_CODE_VERSION, ClaudeHome, claude_environment, seed_claude_home
 from tests.support.fake_anthropic import API_KEY, FakeAnthropic
 from tests.support.loopback_netns import loopback_only
 
@@ -107,3 +111,52 @@ def write_token_file(path: Path) -> Path:
 
 def debug_log(home: ClaudeHome) -> str:
     return home.debug_log.read_text(errors="replace") if home.debug_log.exists() else "(no debug log)"
+
+
+@dataclass
+class InteractiveClaude:
+    """One interactive Claude Code in a detached tmux session."""
+
+    session: str
+    home: ClaudeHome
+
+    async def tmux(self, *args: str) -> str:
+        process = await asyncio.create_subprocess_exec("tmux", *args, stdout=asyncio.subprocess.PIPE,
+                                                       stderr=asyncio.subprocess.STDOUT)
+        out, _ = await process.communicate()
+        return out.decode(errors="replace")
+
+    async def screen(self) -> str:
+        return await self.tmux("capture-pane", "-p", "-t", self.session)
+
+    async def confirm_channels(self, timeout_s: float = 60.0) -> None:
+        """Answer the development-channels confirmation (Enter) until Claude Code registers the channel."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while CHANNEL_REGISTERED not in debug_log(self.home):
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(
+                    f"Claude Code {CLAUDE_CODE_VERSION} never logged {CHANNEL_REGISTERED!r} (channels flag, or the "
+                    f"confirmation changed?); screen:\n{await self.screen()}\n{debug_log(self.home)[-3000:]}")
+            await self.tmux("send-keys", "-t", self.session, "Enter")
+            await asyncio.sleep(1.5)
+
+
+CHANNEL_REGISTERED = "Channel notifications registered"
+
+
+@asynccontextmanager
+async def interactive_claude(stack: ClaudeStack, home: ClaudeHome, *args: str) -> AsyncIterator[InteractiveClaude]:
+    """``claude ARGS`` in tmux; its environment goes through a launcher script (tmux's own server
+    environment would leak in otherwise)."""
+    env = {**stack.environment(home), "TERM": "screen-256color"}
+    launcher = home.home / "launch.sh"
+    launcher.write_text("#!/bin/sh\nexec env -i " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " "
+                        + " ".join(shlex.quote(a) for a in stack.command(*args, home=home)) + "\n")
+    launcher.chmod(0o700)
+    claude = InteractiveClaude(f"claude-{uuid.uuid4().hex[:8]}", home)
+    await claude.tmux("new-session", "-d", "-s", claude.session, "-x", "200", "-y", "50", "-c", str(home.project),
+                      str(launcher))
+    try:
+        yield claude
+    finally:
+        await claude.tmux("kill-session", "-t", claude.session)

@@ -116,8 +116,11 @@ Condition = Callable[[RecordedRequest], bool]
 
 @dataclass(frozen=True)
 class Cue:
+    """When ``when`` holds, answer ``then``: fixed blocks, or blocks made from the request (say, a reply
+    to the chat id a ``<channel`` block named)."""
+
     when: Condition
-    then: Sequence[Block]
+    then: Sequence[Block] | Callable[[RecordedRequest], Sequence[Block]]
 
 
 def on_user_text(marker: str) -> Condition:
@@ -148,7 +151,7 @@ class ScriptedModel:
         self.requests.append(request)
         for cue in self.cues:
             if cue.when(request):
-                return cue.then
+                return cue.then(request) if callable(cue.then) else cue.then
         return (Text(DEFAULT_TEXT),)
 
     def agent_requests(self) -> list[RecordedRequest]:
