@@ -84,16 +84,19 @@ class ClaudeStack:
         assert process.returncode is not None
         return process.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
-    async def open_sessions(self) -> float:
-        """MCP sessions open across the fleet's replicas, from each one's /metrics."""
-        total = 0.0
+    async def sessions_by_replica(self) -> dict[str, float]:
+        """MCP sessions open on each live replica, from its /metrics."""
+        counts: dict[str, float] = {}
         async with httpx.AsyncClient(timeout=10) as http:
             for member in self.fleet.fleet.members:
-                if not member.alive:
-                    continue
-                found = SESSIONS_METRIC.search((await http.get(f"{member.base_url}/metrics")).text)
-                total += float(found.group(1)) if found else 0.0
-        return total
+                if member.alive:
+                    found = SESSIONS_METRIC.search((await http.get(f"{member.base_url}/metrics")).text)
+                    counts[member.name] = float(found.group(1)) if found else 0.0
+        return counts
+
+    async def open_sessions(self) -> float:
+        """MCP sessions open across the fleet's replicas."""
+        return sum((await self.sessions_by_replica()).values())
 
 
 def fixed_on_h_bridge(defect: str) -> pytest.MarkDecorator:
