@@ -10,10 +10,11 @@ STAMP  := $(VENV)/.installed
 PYTEST_WORKERS ?= -n 2 --dist loadgroup
 AZURITE_STAMP := azurite/node_modules/.installed
 TS_CLIENT_STAMP := tests/mcp/ts-client/node_modules/.installed
+CLAUDE_CODE_STAMP := tests/claude_code/host/node_modules/.installed
 
 .PHONY: setup system-deps demo serve typecheck test test-fast bench lock clean
 
-setup: $(STAMP) $(AZURITE_STAMP) $(TS_CLIENT_STAMP)
+setup: $(STAMP) $(AZURITE_STAMP) $(TS_CLIENT_STAMP) $(CLAUDE_CODE_STAMP)
 
 # Runtime dependencies exactly as the image gets them (the hashed lock), then the test extras.
 $(STAMP): pyproject.toml requirements.lock
@@ -29,6 +30,11 @@ $(AZURITE_STAMP): azurite/package.json azurite/package-lock.json
 
 $(TS_CLIENT_STAMP): tests/mcp/ts-client/package.json tests/mcp/ts-client/package-lock.json
 	cd tests/mcp/ts-client && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# The real Claude Code the tests drive (tests/claude_code): ~400 MB through its platform package.
+$(CLAUDE_CODE_STAMP): tests/claude_code/host/package.json tests/claude_code/host/package-lock.json
+	cd tests/claude_code/host && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 demo: $(STAMP) $(AZURITE_STAMP)

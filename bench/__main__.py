@@ -23,14 +23,22 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from bench import bridge_latency, change_detection, claim_efficiency, delivery_latency, footprint, graph_cost
+from bench import (
+    bridge_latency,
+    change_detection,
+    claim_efficiency,
+    claude_code_latency,
+    delivery_latency,
+    footprint,
+    graph_cost,
+)
 from bench.report import load_average, machine, now_iso, source_commit, write_atomic
 from bench.session import BenchSession, add_session_arguments, session_from_arguments
 
 # Graph cost and footprint share the single-replica runs, latency and claim efficiency the fleet
 # runs: each pair runs back to back so a session reuses what the first one measured.
 FLEET_BENCHMARKS: tuple[ModuleType, ...] = (graph_cost, footprint, delivery_latency, claim_efficiency,
-                                             bridge_latency, change_detection)
+                                             bridge_latency, change_detection, claude_code_latency)
 CLAIM_LEDGER = "claim_ledger"
 NAMES = [m.NAME for m in FLEET_BENCHMARKS] + [CLAIM_LEDGER]
 BUSY_LOAD_PER_CPU = 0.5  # a 1-minute load above this per CPU before the run: someone else is using the machine

@@ -15,7 +15,8 @@ from bench.__main__ import main as run_benchmarks
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-FLEET_BENCHMARKS = ("graph_cost", "footprint", "delivery_latency", "claim_efficiency", "change_detection")
+FLEET_BENCHMARKS = ("graph_cost", "footprint", "delivery_latency", "claim_efficiency", "change_detection",
+                    "claude_code_latency")
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def test_runner_writes_every_result_and_a_summary_naming_each(tiny_results: Path
         assert (tiny_results / f"{name}.json").is_file()
         assert (tiny_results / f"{name}.md").read_text().startswith("## ")
     for heading in ("## Graph cost", "## Footprint", "## Delivery latency", "## Claim efficiency",
-                    "## Change detection"):
+                    "## Change detection", "## The real Claude Code"):
         assert heading in summary
     assert "Command: `python -m bench --tiny" in summary
     assert "FAILED" not in summary
@@ -112,3 +113,12 @@ def test_delivery_latency_standalone_main_writes_one_sample_per_delivered_messag
     written = result(tmp_path, "delivery_latency")
     assert written["rows"] == out["rows"]
     assert (tmp_path / "delivery_latency.md").read_text().startswith("## Delivery latency")
+
+
+def test_claude_code_latency_times_every_post_to_the_model_in_both_modes(tiny_results: Path) -> None:
+    data = result(tiny_results, "claude_code_latency")
+    samples = data["parameters"]["samples"]
+    assert set(data["modes"]) == {"ordered", "notifications"}
+    for mode in data["modes"].values():
+        assert mode["post_to_model_s"]["count"] == mode["post_to_claude_code_s"]["count"] == samples
+        assert mode["claude_code_to_model_s"]["count"] == samples

@@ -67,12 +67,15 @@ def assert_enveloped_push(push: dict[str, Any], posted: Posted) -> None:
 
 
 @asynccontextmanager
-async def bridge_fleet(azurite: Azurite, workdir: Path, *, replicas: int, chats: int = 3) -> AsyncIterator[BridgeFleet]:
+async def bridge_fleet(azurite: Azurite, workdir: Path, *, replicas: int, chats: int = 3, seed: Seed | None = None,
+                       env: dict[str, str] | None = None) -> AsyncIterator[BridgeFleet]:
+    """A fleet for bridge tests; a benchmark passes its own ``seed`` and ``env`` (the service defaults)."""
     # Failover and delivery, not limits: relaxed, as two replicas polling every second would starve
     # a chat under the 1 read/s per-chat limit.
-    seed = build_seed(chats=chats, humans=3, throttle=ThrottleBudget.relaxed(), random_seed=11)
-    env = {"ENTRABOT_CHAT_POLL_INTERVAL_S": "1.0", "ENTRABOT_CHAT_POLL_JITTER_S": "0.2",
-           "ENTRABOT_EMAIL_POLL_INTERVAL_S": "5.0"}
+    seed = seed or build_seed(chats=chats, humans=3, throttle=ThrottleBudget.relaxed(), random_seed=11)
+    if env is None:
+        env = {"ENTRABOT_CHAT_POLL_INTERVAL_S": "1.0", "ENTRABOT_CHAT_POLL_JITTER_S": "0.2",
+               "ENTRABOT_EMAIL_POLL_INTERVAL_S": "5.0"}
     fleet = LocalFleet(seed, workdir, replicas=replicas, azurite=azurite, extra_env=env)
     ledger = LedgerReader(BlobBackend.from_connection_string(azurite.connection_string, fleet.container))
     try:

@@ -1,0 +1,56 @@
+"""The README's two recipes connect the real Claude Code to the fleet through the bridge, and leave no
+fleet session behind when Claude Code exits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.claude_code.claude_kit import ClaudeStack, debug_log, fixed_on_h_bridge
+from tests.mcp.server_fixture import eventually
+from tests.support.claude_home import CLAUDE_CODE_VERSION
+
+pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite, pytest.mark.asyncio(loop_scope="module")]
+
+
+def _connected(listing: str) -> bool:
+    return any(line.startswith("entrabot:") and "Connected" in line for line in listing.splitlines())
+
+
+async def test_the_readme_mcp_json_recipe_connects(claude_stack: ClaudeStack, tmp_path: Path) -> None:
+    home = claude_stack.home(tmp_path)
+    home.mcp_json({"entrabot": claude_stack.bridge_server("--push")})
+    code, out, err = await claude_stack.run(home, "mcp", "list")
+    assert code == 0, f"claude {CLAUDE_CODE_VERSION} mcp list failed: {err}"
+    assert _connected(out), (f"Claude Code {CLAUDE_CODE_VERSION} no longer shows the .mcp.json bridge as "
+                             f"Connected:\n{out}\n{debug_log(home)[-3000:]}")
+
+
+async def test_the_readme_claude_mcp_add_recipe_connects(claude_stack: ClaudeStack, tmp_path: Path) -> None:
+    home = claude_stack.home(tmp_path)
+    server = claude_stack.bridge_server("--push")
+    code, _, err = await claude_stack.run(
+        home, "mcp", "add", "entrabot", "-e", f"ENTRABOT_BRIDGE_TOKEN_FILE={server['env']['ENTRABOT_BRIDGE_TOKEN_FILE']}",
+        "--", server["command"], *server["args"])
+    assert code == 0, f"claude {CLAUDE_CODE_VERSION} mcp add no longer takes the README's form: {err}"
+    code, out, err = await claude_stack.run(home, "mcp", "list")
+    assert code == 0 and _connected(out), (
+        f"Claude Code {CLAUDE_CODE_VERSION} no longer shows the `claude mcp add` bridge as Connected:\n{out}{err}")
+
+
+@fixed_on_h_bridge("a fleet session left open after Claude Code stops the bridge")
+async def test_the_bridge_closes_its_fleet_session_when_claude_mcp_list_exits(
+    claude_stack: ClaudeStack, tmp_path: Path
+) -> None:
+    # Claude Code stops a stdio server with SIGINT, then SIGTERM 0.1 s later, stdin still open
+    # (TOOLCHAIN.md): the bridge must still end its fleet session on the way out.
+    home = claude_stack.home(tmp_path)
+    home.mcp_json({"entrabot": claude_stack.bridge_server("--push")})
+    code, out, _ = await claude_stack.run(home, "mcp", "list")
+    assert code == 0 and _connected(out)
+
+    async def closed() -> bool:
+        return await claude_stack.open_sessions() == 0  # the module's tests run one Claude Code at a time
+
+    await eventually(closed, "no fleet session left open after `claude mcp list`", timeout_s=15)
