@@ -99,13 +99,6 @@ class ClaudeStack:
         return sum((await self.sessions_by_replica()).values())
 
 
-def fixed_on_h_bridge(defect: str) -> pytest.MarkDecorator:
-    """A test of a bridge defect that branch h-bridge fixes: it fails on the code before that fix. Strict,
-    so once the fix is merged the test passes, the mark turns it red, and whoever merged drops the mark."""
-    return pytest.mark.xfail(strict=True, reason=f"bridge defect: {defect} (fixed on h-bridge; drop this mark "
-                                                 "when merged)")
-
-
 def write_token_file(path: Path) -> Path:
     path.write_text(DEV_TOKEN)
     os.chmod(path, 0o600)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.claude_code.claude_kit import ClaudeStack, debug_log, fixed_on_h_bridge
+from tests.claude_code.claude_kit import ClaudeStack, debug_log
 from tests.mcp.server_fixture import eventually
 from tests.support.claude_home import CLAUDE_CODE_VERSION
 
@@ -39,7 +39,6 @@ async def test_the_readme_claude_mcp_add_recipe_connects(claude_stack: ClaudeSta
         f"Claude Code {CLAUDE_CODE_VERSION} no longer shows the `claude mcp add` bridge as Connected:\n{out}{err}")
 
 
-@fixed_on_h_bridge("a fleet session left open after Claude Code stops the bridge")
 async def test_the_bridge_closes_its_fleet_session_when_claude_mcp_list_exits(
     claude_stack: ClaudeStack, tmp_path: Path
 ) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.claude_code.claude_kit import ClaudeStack, debug_log, fixed_on_h_bridge
+from tests.claude_code.claude_kit import ClaudeStack, debug_log
 from tests.mcp.server_fixture import eventually
 from tests.support.claude_home import CLAUDE_CODE_VERSION
 from tests.support.fake_anthropic import Cue, Text, ToolUse, after_tool, on_user_text, tool_search
@@ -55,7 +55,6 @@ async def test_claude_p_posts_to_teams_through_the_bridge(claude_stack: ClaudeSt
     assert "Posted." in out
 
 
-@fixed_on_h_bridge("send_teams_message with wait_for_reply omitted times out on a tools-only bridge")
 async def test_send_without_wait_for_reply_on_a_tools_only_bridge_answers_within_the_request_timeout(
     claude_stack: ClaudeStack, tmp_path: Path
 ) -> None:
@@ -74,7 +73,6 @@ async def test_send_without_wait_for_reply_on_a_tools_only_bridge_answers_within
     assert chat_id in result, f"the tool result does not report the post: {result}"
 
 
-@fixed_on_h_bridge("a fleet session left open after Claude Code stops the bridge")
 async def test_the_bridge_closes_its_fleet_session_when_claude_p_exits(claude_stack: ClaudeStack, tmp_path: Path) -> None:
     home = claude_stack.home(tmp_path)
     home.mcp_json({"entrabot": claude_stack.bridge_server("--push")})
@@ -88,7 +86,6 @@ async def test_the_bridge_closes_its_fleet_session_when_claude_p_exits(claude_st
     await eventually(closed, "no fleet session left open after `claude -p`", timeout_s=15)
 
 
-@fixed_on_h_bridge("the model is offered request_permission")
 async def test_the_model_cannot_reach_request_permission(claude_stack: ClaudeStack, tmp_path: Path) -> None:
     # request_permission is the bridge's own way to relay Claude Code's prompts: a model that could call
     # it could ask the sponsor anything in the host's name.
