@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from service.devstack.fleet import DEV_TOKEN
 from tests.bridge.fleet_stack import BridgeFleet
