@@ -579,7 +579,7 @@ class ChatPoller:
             state.held.clear()  # nothing in doubt any more: what was held was settled as lost
         if messages:
             dispatches = await self.hub.dispatch(messages)
-            await self.recorder.delivered(messages, dispatches)
+            await self.recorder.delivered(dispatches)
 
 
 def _log_chat_failure(chat_id: str, exc: GraphError | StorageError) -> None:
