@@ -1,6 +1,6 @@
 """One replica's object graph: settings → backend → Graph → ledger → workers → MCP, and its lifecycle.
 
-``build_replica`` makes the clients; ``Replica.start`` has ``service.wiring.wire_workers`` build the
+``build_replica`` makes the clients (``service.replica_clients.build_clients``, as the harnesses do); ``Replica.start`` has ``service.wiring.wire_workers`` build the
 workers and tool dependencies (the same function the test harnesses call) and schedules the loops.
 Nothing reaches these objects through a global: the app factory holds a ``Replica``.
 """
@@ -21,6 +21,7 @@ from service.delivery.hub import DeliveryHub
 from service.delivery.sponsors import SponsorGate
 from service.graph.auth import storage_token_provider, token_provider_from_settings
 from service.graph.client import GraphClient
+from service.replica_clients import build_clients
 from service.graph.errors import (
     GraphConnectionError,
     GraphError,
@@ -70,11 +71,11 @@ class Replica:
     http: httpx.AsyncClient
     graph: GraphClient
     hub: DeliveryHub
+    gate: SponsorGate  # empty until discovery reads the sponsors
     mcp: McpService
     metrics: Metrics
     replica_id: str
     clock: Clock = utc_now
-    gate: SponsorGate = field(init=False)  # the sponsors are read at start; the tenant is the settings'
     directory: GraphClient | None = None  # the agent identity's app-only Graph client (sponsors)
     notifications: Notifications | None = None  # Graph change notifications, when a URL is set
     graph_backoff: FleetBackoff | None = None  # the fleet's shared Graph hold, read and written by a loop
@@ -89,7 +90,6 @@ class Replica:
     _owned: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.gate = SponsorGate((), tenant_id=self.settings.tenant_id)
         self.supervisor = Supervisor(metrics=self.metrics)
         self.corrupt_cursors = CorruptCursors(self.metrics)
 
@@ -236,14 +236,12 @@ def build_replica(
     if backend is None:
         is_cloud = isinstance(choose_backend(settings), BlobChoice)
         backend = get_backend(settings, storage_token_provider=storage_token_provider(tokens), metrics=metrics)
-    hub = DeliveryHub(metrics=metrics)
     rid = replica_id or settings.replica_id or default_replica_id()
-    graph_backoff = FleetBackoff(backend, rid, metrics=metrics)  # on real time, like the Graph client's holds
-    graph = GraphClient(settings.graph_url, tokens, http=http, metrics=metrics, shared_hold=graph_backoff)
-    directory = graph.with_tokens(tokens.agent_identity_tokens())
-    mcp = build_mcp(settings, hub, metrics=metrics, http_client=http)
+    clients = build_clients(settings, backend, http, replica_id=rid, metrics=metrics, tokens=tokens)
+    mcp = build_mcp(settings, clients.hub, metrics=metrics, http_client=http)
     return Replica(
-        settings=settings, backend=backend, is_cloud=bool(is_cloud), http=http, graph=graph, hub=hub, mcp=mcp,
-        metrics=metrics, replica_id=rid, clock=clock, directory=directory, graph_backoff=graph_backoff,
+        settings=settings, backend=backend, is_cloud=bool(is_cloud), http=http, graph=clients.graph,
+        hub=clients.hub, gate=clients.gate, mcp=mcp, metrics=metrics, replica_id=rid, clock=clock,
+        directory=clients.directory, graph_backoff=clients.graph_backoff,
         notifications=notifications_from_settings(settings, backend, metrics, clock),
     )

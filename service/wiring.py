@@ -39,6 +39,7 @@ from service.domain.agent import AgentUser
 from service.workers import chat_scan, chat_sweep
 from service.workers.chat_poll import ChatPoller
 from service.workers.chat_scan import ChatScanner
+from service.workers.chat_state import OfferedMessage
 from service.workers.chat_sweep import ChatSweep
 from service.workers.discovery import ROLE as DISCOVERY_ROLE, Discovery
 from service.ledger.poll_turns import PollTurn
@@ -91,7 +92,7 @@ async def wire_workers(
     recorder = DeliveryRecorder(interactions, replica_id, clock=clock)
     sent = SentMessages()
     permissions = PermissionRequests(backend, replica_id, clock=clock, metrics=metrics)
-    chat_ledger = ChatLedger(backend, clock=clock, metrics=metrics, corrupt=corrupt_cursors)
+    chat_ledger = ChatLedger[OfferedMessage](backend, clock=clock, metrics=metrics, corrupt=corrupt_cursors)
     hint_log = HintLog(backend, clock=clock)
 
     def lease(role: str, ttl: timedelta = Lease.ttl, margin: timedelta = Lease.margin) -> Lease:

@@ -34,3 +34,8 @@ def test_the_lower_layers_do_not_import_the_workers_the_tools_or_mcp() -> None:
 
 def test_the_clock_depends_on_nothing_in_the_service() -> None:
     assert sorted(m for m in imported_modules("clock.py") if m.startswith("service")) == []
+
+
+def test_the_one_source_enum_depends_on_nothing_in_the_service() -> None:
+    # delivery, ledger, notifications and tools all spell "chat or mail" with it: it must stay a leaf.
+    assert sorted(m for m in imported_modules("domain/source.py") if m.startswith("service")) == []

@@ -59,10 +59,16 @@ class DispatchOutcome(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class Dispatch:
-    message_id: str
+    """One claimed message's hand-off; it carries the message, so what records it needs nothing else."""
+
+    message: InboundMessage
     outcome: DispatchOutcome
     target_id: str | None = None
     channel: str | None = None
+
+    @property
+    def message_id(self) -> str:
+        return self.message.message_id
 
 
 @dataclass
@@ -190,7 +196,7 @@ class DeliveryHub:
                     "claimed message had no live target",
                     extra={"chat_id": message.chat_id, "message_id": message.message_id},
                 )
-                return Dispatch(message.message_id, DispatchOutcome.NO_TARGET)
+                return Dispatch(message, DispatchOutcome.NO_TARGET)
             tried.add(target.target_id)
             try:
                 ok = await target.deliver(message)
@@ -201,7 +207,7 @@ class DeliveryHub:
                 if message.source is Source.CHAT:
                     self._sticky[message.chat_id] = target.target_id
                 self._count(message, target.kind.value, DispatchOutcome.DELIVERED.value)
-                return Dispatch(message.message_id, DispatchOutcome.DELIVERED, target.target_id, target.kind.value)
+                return Dispatch(message, DispatchOutcome.DELIVERED, target.target_id, target.kind.value)
             self._count(message, target.kind.value, "failed")
 
     def _choose(self, message: InboundMessage, *, exclude: set[str]) -> DeliveryTarget | None:

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from enum import Enum
+
+from service.domain.source import Source
 
 EMAIL_CHAT_ID = "email"  # the push meta chat_id for mail (SPEC §5)
 
-
-class Source(str, Enum):
-    CHAT = "chat"
-    EMAIL = "email"
+__all__ = ["EMAIL_CHAT_ID", "InboundMessage", "Source"]
 
 
 @dataclass(frozen=True, slots=True)

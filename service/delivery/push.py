@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from service.delivery.message import EMAIL_CHAT_ID, InboundMessage, Source
 from service.delivery.xpia import (
     DEFAULT_PUSH_MAX_CHARS,
-    EnvelopeSource,
     bare_for_channel,
     find_envelope_words,
     neutralise,
@@ -99,10 +98,6 @@ class ChannelPush(Notification[ChannelParams, Literal["notifications/claude/chan
         return self
 
 
-def _envelope_source(message: InboundMessage) -> EnvelopeSource:
-    return EnvelopeSource.EMAIL if message.source is Source.EMAIL else EnvelopeSource.TEAMS
-
-
 def _text_for_envelope(message: InboundMessage) -> str:
     """What goes inside the envelope: for mail the subject too, which the sender wrote as well."""
     if message.source is Source.EMAIL:
@@ -131,7 +126,7 @@ def build_channel_push(message: InboundMessage, *, max_chars: int = DEFAULT_PUSH
     else:
         content = wrap_for_channel(
             _text_for_envelope(message),
-            source=_envelope_source(message),
+            source=message.source,
             sender=_sender_label(message),
             max_chars=max_chars,
         )
@@ -151,7 +146,7 @@ def build_tool_result_item(message: InboundMessage, *, max_chars: int | None = N
     Filters and counts work on the metadata directly; only ``content`` comes from the sender.
     """
     return {
-        "source": _envelope_source(message).value,
+        "source": message.source.envelope_word,
         "chat_id": EMAIL_CHAT_ID if message.source is Source.EMAIL else message.chat_id,
         "message_id": message.message_id,
         "sender_id": message.sender_id,
@@ -159,7 +154,7 @@ def build_tool_result_item(message: InboundMessage, *, max_chars: int | None = N
         "created": format_ts(message.created),
         "content": wrap_external(
             _text_for_envelope(message),
-            source=_envelope_source(message),
+            source=message.source,
             sender=_sender_label(message),
             max_chars=max_chars,
         ),

@@ -29,10 +29,11 @@ import re
 import unicodedata
 import urllib.parse
 from collections.abc import Callable, Iterator
-from enum import Enum
 from functools import lru_cache
 
 from disarm import skeleton_key
+
+from service.domain.source import Source
 
 ENVELOPE_WORD = "external_content"
 # What a forged envelope word becomes: plain words with no letter that reads as "x", so it can never be
@@ -78,11 +79,6 @@ _LINE_BREAK_RE = re.compile(r"\r\n?|[\u2028\u2029\x85\x0b\x0c]")
 _NAMED_LATIN_LETTER = re.compile(
     r"\b(?:LATIN\b.*\bLETTER (?:SMALL CAPITAL )?|REGIONAL INDICATOR SYMBOL LETTER )([A-Z])\b"
 )
-
-
-class EnvelopeSource(str, Enum):
-    TEAMS = "teams"
-    EMAIL = "email"
 
 
 def _named_letter(char: str) -> str:
@@ -276,23 +272,23 @@ def _bounded(head: str, raw_body: str, tail: str, max_chars: int | None, prepare
 
 
 def wrap_external(
-    body: str, *, source: EnvelopeSource, sender: str, max_chars: int | None = None
+    body: str, *, source: Source, sender: str, max_chars: int | None = None
 ) -> str:
     """The tool-result form: ``<external_content sender="…" source="…">\\n…\\n</external_content>``.
 
     The body keeps its text (angle brackets included); only envelope words are replaced.
     """
     # sender before source: the fixed word "source" separates the attacker's value from the body
-    head = f'<{ENVELOPE_WORD} sender="{_attribute(sender)}" source="{source.value}">\n'
+    head = f'<{ENVELOPE_WORD} sender="{_attribute(sender)}" source="{source.envelope_word}">\n'
     tail = f"\n</{ENVELOPE_WORD}>"
     return _bounded(head, body, tail, max_chars, lambda text: neutralise(_clean_text(text)))
 
 
 def wrap_for_channel(
-    body: str, *, source: EnvelopeSource, sender: str, max_chars: int = DEFAULT_PUSH_MAX_CHARS
+    body: str, *, source: Source, sender: str, max_chars: int = DEFAULT_PUSH_MAX_CHARS
 ) -> str:
     """The push form: ``[external_content sender="…" source=…]\\n…\\n[/external_content]``, no angle brackets."""
-    head = f'[{ENVELOPE_WORD} sender="{_attribute(sender)}" source={source.value}]\n'
+    head = f'[{ENVELOPE_WORD} sender="{_attribute(sender)}" source={source.envelope_word}]\n'
     tail = f"\n[/{ENVELOPE_WORD}]"
     return _bounded(head, body, tail, max_chars, sanitise_for_push)
 

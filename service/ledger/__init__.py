@@ -25,7 +25,7 @@ from service.clock import Clock, utc_now
 from service.ledger.daily_summary import Summary, build_summary, day_window, render_html, summary_due
 from service.ledger.email_claims import EmailClaimer, EmailCycle, EmailCycleOutcome, EmailState
 from service.ledger.email_cursor import EMAIL_CURSOR_KEY, EmailCursor, MailLike
-from service.ledger.interactions import Channel, Direction, Interaction, InteractionLog, InteractionQuery
+from service.ledger.interactions import Direction, Interaction, InteractionLog, InteractionQuery
 from service.ledger.local_poll_state import note_ignored_local_poll_state
 from service.ledger.promises import Promise, PromiseLedger, PromiseStatus, PromiseWriteOutcome
 from service.ledger.reads import ReadOutcome
@@ -34,7 +34,7 @@ from service.ledger.summary_production import DailySummaryProducer, SummaryOutco
 from service.ledger.watched_chats import WatchedChats, WatchOutcome
 
 __all__ = [
-    "Candidate", "Channel", "ChatClaim", "ChatClaimOutcome", "ChatCursor", "ChatLedger", "ClaimProblem", "Clock",
+    "Candidate", "ChatClaim", "ChatClaimOutcome", "ChatCursor", "ChatLedger", "ClaimProblem", "Clock",
     "CursorRead", "DailySummaryProducer", "Direction", "EMAIL_CURSOR_KEY", "EmailClaimer", "EmailCursor",
     "EmailCycle", "EmailCycleOutcome", "EmailState", "Interaction", "InteractionLog", "InteractionQuery",
     "MailLike", "Promise", "PromiseLedger", "PromiseStatus", "PromiseWriteOutcome", "ReadOutcome", "Settlement",

@@ -47,8 +47,12 @@ What the caller passes:
 * One call per chat at a time (``ChatLedger`` serializes them): the memory of an unsettled write
   has one slot per chat.
 
-What it gets back: ``ids`` to push (oldest first, whatever the outcome: they may include a batch
-settled from an earlier call), and whether it may advance its own watermark past ``candidates``.
+What it gets back: the messages to push (``won``, oldest first, whatever the outcome: they may include
+a batch settled from an earlier call), and whether it may advance its own watermark past ``candidates``.
+
+The ledger is generic over the offered message (``Offer``: anything that names its ``Candidate``), as
+``EmailClaimer[M]`` is over the mail: the message offered is the message won, and a claim in doubt keeps
+its messages here, in the one memory of unsettled writes, so nothing is joined again by id after it settles.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ import logging
 import uuid
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 from datetime import datetime
 from enum import Enum
 
@@ -93,6 +98,16 @@ LEDGER = "chat"
 CursorRead = Read[ChatCursor]
 
 
+class Offer(Protocol):
+    """A message offered for a claim: what the cursor rules need of it is its ``Candidate``."""
+
+    @property
+    def candidate(self) -> Candidate: ...
+
+
+M = TypeVar("M", bound=Offer)
+
+
 class ChatClaimOutcome(str, Enum):
     CLAIMED = "claimed"  # this replica won at least one candidate
     NOTHING_NEW = "nothing_new"  # no candidates were offered, or a first sight found the chat no longer new
@@ -119,13 +134,17 @@ _PROBLEM_OF_READ = {
 
 
 @dataclass(frozen=True)
-class ChatClaim:
+class ChatClaim(Generic[M]):
     chat_id: str
     outcome: ChatClaimOutcome
-    ids: tuple[str, ...] = ()  # won by this replica: push these, oldest first, whatever the outcome
+    won: tuple[M, ...] = ()  # won by this replica: push these, oldest first, whatever the outcome
     problem: ClaimProblem | None = None
     settled: Settlement | None = None  # how an earlier unsettled write settled at the start of this call
     writes: int = 0  # conditional writes sent, retries included
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(m.candidate.id for m in self.won)
 
     @property
     def may_advance(self) -> bool:
@@ -134,11 +153,15 @@ class ChatClaim:
 
 
 @dataclass(frozen=True)
-class UnsettledChatClaim:
-    """A claim write whose outcome is not known yet, and the ids it would win."""
+class UnsettledChatClaim(Generic[M]):
+    """A claim write whose outcome is not known yet, and the messages it would win."""
 
     write: ClaimWrite
-    ids: tuple[str, ...]
+    messages: tuple[M, ...]
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(m.candidate.id for m in self.messages)
 
 
 async def resolve_cursor(backend: MemoryBackend, chat_id: str) -> CursorRead:
@@ -151,23 +174,23 @@ def _new_claim_id() -> str:
 
 
 @dataclass
-class _ClaimRun:
+class _ClaimRun(Generic[M]):
     """The shell's bookkeeping for one call; every decision is made by the pure core."""
 
     backend: MemoryBackend
     chat_id: str
-    unsettled: MutableMapping[str, UnsettledChatClaim]
+    unsettled: MutableMapping[str, UnsettledChatClaim[M]]
     settle_rounds: int
     metrics: Metrics | None = None
-    carried: tuple[str, ...] = ()
+    carried: tuple[M, ...] = ()
     settled: Settlement | None = None
     writes: int = 0
 
     def result(
-        self, outcome: ChatClaimOutcome, won: Sequence[str] = (), problem: ClaimProblem | None = None
-    ) -> ChatClaim:
+        self, outcome: ChatClaimOutcome, won: Sequence[M] = (), problem: ClaimProblem | None = None
+    ) -> ChatClaim[M]:
         return ChatClaim(
-            self.chat_id, outcome, ids=(*self.carried, *won), problem=problem, settled=self.settled,
+            self.chat_id, outcome, won=(*self.carried, *won), problem=problem, settled=self.settled,
             writes=self.writes,
         )
 
@@ -191,18 +214,19 @@ class _ClaimRun:
             return None
         del self.unsettled[self.chat_id]
         if result.settlement is Settlement.OURS:
-            self.carried = pending.ids
-            log.info("earlier claim on chat %s settled as ours: %d message(s) to push", self.chat_id, len(pending.ids))
+            self.carried = pending.messages
+            log.info("earlier claim on chat %s settled as ours: %d message(s) to push", self.chat_id,
+                     len(pending.messages))
         return result.read
 
 
 async def claim_delivery(
     backend: MemoryBackend,
     chat_id: str,
-    candidates: Sequence[Candidate],
+    candidates: Sequence[M],
     last_ts: datetime | None = None,
     *,
-    unsettled: MutableMapping[str, UnsettledChatClaim],
+    unsettled: MutableMapping[str, UnsettledChatClaim[M]],
     clock: Clock = utc_now,
     metrics: Metrics | None = None,
     max_attempts: int = CLAIM_MAX_ATTEMPTS,
@@ -210,7 +234,7 @@ async def claim_delivery(
     new_claim_id: Callable[[], str] = _new_claim_id,
     advance_watermark: bool = True,
     new_chat: bool = False,
-) -> ChatClaim:
+) -> ChatClaim[M]:
     """Claim ``candidates`` for this replica (see the module docstring for the whole contract).
 
     ``advance_watermark=False``: the candidates lie beyond a message this replica cannot take (a
@@ -228,7 +252,7 @@ async def claim_delivery(
     with tracer.start_as_current_span("ledger.claim_delivery") as span:
         span.set_attribute("entrabot.chat_id", chat_id)
         span.set_attribute("entrabot.candidates", len(candidates))
-        run = _ClaimRun(backend, chat_id, unsettled, settle_rounds, metrics)
+        run: _ClaimRun[M] = _ClaimRun(backend, chat_id, unsettled, settle_rounds, metrics)
         claim = await _claim(run, candidates, last_ts, clock, metrics, max_attempts, new_claim_id, advance_watermark,
                              new_chat)
         span.set_attribute("entrabot.claim.outcome", claim.outcome.value)
@@ -245,8 +269,8 @@ async def claim_delivery(
 
 
 async def _claim(
-    run: _ClaimRun,
-    candidates: Sequence[Candidate],
+    run: _ClaimRun[M],
+    candidates: Sequence[M],
     last_ts: datetime | None,
     clock: Clock,
     metrics: Metrics | None,
@@ -254,7 +278,7 @@ async def _claim(
     new_claim_id: Callable[[], str],
     advance_watermark: bool = True,
     new_chat: bool = False,
-) -> ChatClaim:
+) -> ChatClaim[M]:
     earlier = await run.settle_earlier()
     if run.settled is Settlement.UNKNOWN:
         return run.result(ChatClaimOutcome.UNRESOLVED, problem=ClaimProblem.UNSETTLED)
@@ -268,19 +292,21 @@ async def _claim(
             return run.result(ChatClaimOutcome.UNRESOLVED, problem=_PROBLEM_OF_READ[read.reason])
         if new_chat and read.value is not None:
             return run.result(ChatClaimOutcome.NOTHING_NEW)  # no longer new: another replica's cursor rules
-        decision = decide_claim(read.value, candidates)
+        decision = decide_claim(read.value, [m.candidate for m in candidates])
         if not decision.claimable:
             return run.result(ChatClaimOutcome.LOST)
         if attempts == max_attempts:
             return run.result(ChatClaimOutcome.UNRESOLVED, problem=ClaimProblem.EXHAUSTED)
         attempts += 1
-        ids = tuple(c.id for c in decision.claimable)
+        # decide_claim orders the distinct candidates; each is mapped back to the message it names.
+        offered = {m.candidate.id: m for m in reversed(candidates)}  # the first of an id wins, as there
+        won = tuple(offered[c.id] for c in decision.claimable)
         claim_id = new_claim_id()
         cursor = apply_claim(read.value, decision.claimable, claim_id=claim_id, now=clock(), seen_up_to=last_ts,
                              advance=advance_watermark)
         write = ClaimWrite(cursor_key(run.chat_id), render_chat_cursor(cursor), read.etag, claim_id)
         # Remembered before it is sent: if this call dies mid-write, the next one settles it.
-        run.unsettled[run.chat_id] = UnsettledChatClaim(write, ids)
+        run.unsettled[run.chat_id] = UnsettledChatClaim(write, won)
         result = await write_claim(run.backend, write, run.read_back, rounds=run.settle_rounds)
         run.writes += result.writes
         if result.failed:
@@ -291,7 +317,7 @@ async def _claim(
             return run.result(ChatClaimOutcome.UNRESOLVED, problem=ClaimProblem.UNKNOWN_OUTCOME)
         del run.unsettled[run.chat_id]
         if result.settlement is Settlement.OURS:
-            return run.result(ChatClaimOutcome.CLAIMED, ids)
+            return run.result(ChatClaimOutcome.CLAIMED, won)
         assert result.read is not None  # LOST is always decided on a read
         read = result.read
 
@@ -340,8 +366,9 @@ async def _create_cursor(
     )
 
 
-class ChatLedger:
-    """The per-replica face of the chat ledger: one backend, one memory of unsettled writes."""
+class ChatLedger(Generic[M]):
+    """The per-replica face of the chat ledger: one backend, one memory of unsettled writes (and of the
+    messages each would win)."""
 
     def __init__(
         self,
@@ -356,7 +383,7 @@ class ChatLedger:
         self.corrupt = corrupt if corrupt is not None else CorruptCursors(metrics)
         self._clock = clock
         self._metrics = metrics
-        self._unsettled: dict[str, UnsettledChatClaim] = {}
+        self._unsettled: dict[str, UnsettledChatClaim[M]] = {}
         # One claim per chat at a time: two concurrent calls would overwrite each other's memory
         # of an unsettled write.
         self._chat_locks: dict[str, asyncio.Lock] = {}
@@ -379,12 +406,12 @@ class ChatLedger:
     async def claim(
         self,
         chat_id: str,
-        candidates: Sequence[Candidate],
+        candidates: Sequence[M],
         last_ts: datetime | None = None,
         *,
         advance_watermark: bool = True,
         new_chat: bool = False,
-    ) -> ChatClaim:
+    ) -> ChatClaim[M]:
         async with self._chat_locks.setdefault(chat_id, asyncio.Lock()):
             claim = await claim_delivery(
                 self._backend, chat_id, candidates, last_ts,

@@ -91,6 +91,11 @@ class Candidate:
     def __post_init__(self) -> None:
         object.__setattr__(self, "ts", as_utc(self.ts))
 
+    @property
+    def candidate(self) -> Candidate:
+        """A bare candidate is its own offer (``chat_claims.Offer``): the ledger's tests claim these."""
+        return self
+
 
 @dataclass(frozen=True, slots=True)
 class ClaimMark:

@@ -16,6 +16,7 @@ from enum import Enum
 from typing import Any
 
 from service.clock import Clock, as_utc, utc_now
+from service.domain.source import Source
 from service.ledger.json_records import (
     ExtraFields,
     extra_fields,
@@ -42,11 +43,6 @@ class Direction(str, Enum):
     OUT = "out"
 
 
-class Channel(str, Enum):
-    CHAT = "chat"
-    EMAIL = "email"
-
-
 class Action(str, Enum):
     """The actions the service logs; records from other writers may carry others."""
 
@@ -60,7 +56,7 @@ class Action(str, Enum):
 class Interaction:
     ts: datetime
     direction: Direction
-    channel: Channel
+    channel: Source
     action: str
     chat_id: str | None = None
     message_id: str | None = None
@@ -94,7 +90,7 @@ def interaction_from_json(obj: dict[str, Any]) -> Interaction:
     return Interaction(
         ts=require_timestamp(obj, "ts", _WHAT),
         direction=_enum(obj, "direction", Direction),
-        channel=_enum(obj, "channel", Channel),
+        channel=_enum(obj, "channel", Source),
         action=require_str(obj, "action", _WHAT),
         chat_id=optional_str(obj, "chat_id", _WHAT),
         message_id=optional_str(obj, "message_id", _WHAT),

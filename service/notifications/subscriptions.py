@@ -42,6 +42,7 @@ from service.graph.client import GraphClient
 from service.graph.errors import GraphError, GraphNotFound
 from service.graph.subscription_model import GraphSubscription
 from service.clock import Clock, format_timestamp, utc_now
+from service.domain.source import Source
 from service.ledger.json_records import load_object, require_str, require_timestamp
 from service.ledger.leases import Lease
 from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed
@@ -64,16 +65,11 @@ CHAT_MAX_LIFETIME = timedelta(minutes=4320)
 MAIL_MAX_LIFETIME = timedelta(minutes=10080)
 
 
-class Kind(str, Enum):
-    CHAT = "chat"
-    MAIL = "mail"
-
-
 @dataclass(frozen=True, slots=True)
 class Wanted:
     """A subscription the settings ask for."""
 
-    kind: Kind
+    kind: Source
     resource: str
     change_type: str
     lifetime: timedelta
@@ -89,9 +85,9 @@ class Wanted:
 def wanted_subscriptions(agent_user_id: str, notification_url: str, lifecycle_url: str) -> tuple[Wanted, ...]:
     user = agent_user_id.replace("'", "''")
     return (
-        Wanted(Kind.CHAT, f"/users/{user}/chats/getAllMessages", "created,updated",
+        Wanted(Source.CHAT, f"/users/{user}/chats/getAllMessages", "created,updated",
                CHAT_MAX_LIFETIME - CLOCK_ALLOWANCE, notification_url, lifecycle_url),
-        Wanted(Kind.MAIL, f"/users/{user}/mailFolders('Inbox')/messages", "created",
+        Wanted(Source.EMAIL, f"/users/{user}/mailFolders('Inbox')/messages", "created",
                MAIL_MAX_LIFETIME - CLOCK_ALLOWANCE, notification_url, lifecycle_url),
     )
 
@@ -108,7 +104,7 @@ class Kept:
 
 @dataclass(frozen=True)
 class SubscriptionsRecord:
-    kept: Mapping[Kind, Kept] = field(default_factory=dict)
+    kept: Mapping[Source, Kept] = field(default_factory=dict)
     lifecycle_offset: int = 0  # characters of notifications/lifecycle.jsonl already acted on
 
 
@@ -120,11 +116,12 @@ def parse_record(text: str) -> SubscriptionsRecord:
     subs = obj.get("subscriptions", {})
     if not isinstance(subs, dict):
         raise CorruptValueError(f"{_WHAT}: field 'subscriptions' must be an object")
-    kept: dict[Kind, Kept] = {}
+    kept: dict[Source, Kept] = {}
     for name, entry in subs.items():
-        if name not in {k.value for k in Kind} or not isinstance(entry, dict):
+        kind = Source.from_subscription_name(name)
+        if kind is None or not isinstance(entry, dict):
             continue  # a kind from a newer version: left alone, not guessed at
-        kept[Kind(name)] = Kept(require_str(entry, "id", _WHAT), require_str(entry, "resource", _WHAT),
+        kept[kind] = Kept(require_str(entry, "id", _WHAT), require_str(entry, "resource", _WHAT),
                                 require_timestamp(entry, "expires_at", _WHAT),
                                 require_str(entry, "notification_url", _WHAT))
     return SubscriptionsRecord(kept, offset)
@@ -133,9 +130,9 @@ def parse_record(text: str) -> SubscriptionsRecord:
 def render_record(record: SubscriptionsRecord) -> str:
     return json.dumps({
         "lifecycle_offset": record.lifecycle_offset,
-        "subscriptions": {kind.value: {"id": k.id, "resource": k.resource, "expires_at": format_timestamp(k.expires_at),
+        "subscriptions": {kind.subscription_name: {"id": k.id, "resource": k.resource, "expires_at": format_timestamp(k.expires_at),
                                        "notification_url": k.notification_url}
-                          for kind, k in sorted(record.kept.items(), key=lambda item: item[0].value)},
+                          for kind, k in sorted(record.kept.items(), key=lambda item: item[0].subscription_name)},
     }, sort_keys=True)
 
 
@@ -154,7 +151,7 @@ class Decision:
     current: Kept | None = None
 
 
-def decide(wanted: Iterable[Wanted], kept: Mapping[Kind, Kept], events: Iterable[LifecycleEvent],
+def decide(wanted: Iterable[Wanted], kept: Mapping[Source, Kept], events: Iterable[LifecycleEvent],
            now: datetime) -> list[Decision]:
     """What to do for each wanted subscription (pure: the rules the tests pin). Events about a
     subscription the record does not keep are a former one's and change nothing."""
@@ -181,9 +178,9 @@ def decide(wanted: Iterable[Wanted], kept: Mapping[Kind, Kept], events: Iterable
     return decisions
 
 
-def mail_missed(kept: Mapping[Kind, Kept], events: Iterable[LifecycleEvent]) -> bool:
+def mail_missed(kept: Mapping[Source, Kept], events: Iterable[LifecycleEvent]) -> bool:
     """Graph dropped Inbox notifications (``missed``): read the mail rather than wait for the poll."""
-    mail = kept.get(Kind.MAIL)
+    mail = kept.get(Source.EMAIL)
     return any(e.event == "missed" and (mail is None or e.subscription_id == mail.id) for e in events)
 
 
@@ -267,7 +264,7 @@ class SubscriptionManager:
         except GraphError as exc:
             # Tried again next cycle; until then the polls carry the load (notifications are only hints).
             log.warning("subscription %s failed", decision.action.value,
-                        extra={"resource": w.kind.value, "error": type(exc).__name__, "status": exc.status})
+                        extra={"resource": w.kind.subscription_name, "error": type(exc).__name__, "status": exc.status})
             self._count(w.kind, "failed")
             return None
 
@@ -277,7 +274,7 @@ class SubscriptionManager:
             "lifecycleNotificationUrl": w.lifecycle_url, "resource": w.resource,
             "expirationDateTime": format_timestamp(self.clock() + w.lifetime), "clientState": self.client_state,
         })
-        log.info("subscription %s", action, extra={"resource": w.kind.value, "subscription_id": sub.id,
+        log.info("subscription %s", action, extra={"resource": w.kind.subscription_name, "subscription_id": sub.id,
                                                     "reason": reason})
         return self._counted(w, action, self._kept(sub, w))
 
@@ -316,15 +313,15 @@ class SubscriptionManager:
             # Left to expire (at most the lifetime asked for); it only sends hints nobody needs.
             log.info("subscription not deleted", extra={"subscription_id": sub_id, "error": type(exc).__name__})
 
-    def _publish(self, kept: Mapping[Kind, Kept]) -> None:
+    def _publish(self, kept: Mapping[Source, Kept]) -> None:
         if self.metrics is not None:
             now = self.clock()
-            for kind in Kind:
+            for kind in Source:
                 current = kept.get(kind)
-                self.metrics.notification_subscriptions.labels(resource=kind.value).set(
+                self.metrics.notification_subscriptions.labels(resource=kind.subscription_name).set(
                     1 if current is not None and current.expires_at > now else 0)
 
-    def _count(self, kind: Kind, action: str) -> None:
+    def _count(self, kind: Source, action: str) -> None:
         if self.metrics is not None:
-            self.metrics.notification_subscription_changes.labels(resource=kind.value, action=action).inc()
+            self.metrics.notification_subscription_changes.labels(resource=kind.subscription_name, action=action).inc()
 

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from service.domain.source import Source
 from service.config import Settings
 from service.graph.client import GraphClient
 from service.clock import Clock, utc_now
@@ -25,7 +26,6 @@ from service.notifications.receiver import NotificationReceiver
 from service.notifications.subscriptions import (
     RECORD_KEY,
     ROLE,
-    Kind,
     SubscriptionManager,
     parse_record,
     wanted_subscriptions,
@@ -67,7 +67,7 @@ class Notifications:
         if now - self._live_checked_at >= LIVE_CHECK_S:
             self._live_checked_at = now
             read = await read_parsed(self.backend, RECORD_KEY, parse_record)
-            kept = read.value.kept.get(Kind.CHAT) if read.outcome is ReadOutcome.PRESENT and read.value else None
+            kept = read.value.kept.get(Source.CHAT) if read.outcome is ReadOutcome.PRESENT and read.value else None
             self._live = kept is not None and kept.expires_at > self.clock() + LIVE_MARGIN
         return self._live
 

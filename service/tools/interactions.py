@@ -13,8 +13,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from service.delivery.push import meta_value
-from service.delivery.xpia import EnvelopeSource, wrap_external
-from service.ledger import Channel, Direction, Interaction, InteractionQuery
+from service.delivery.xpia import wrap_external
+from service.ledger import Direction, Interaction, InteractionQuery
 from service.clock import as_utc, format_timestamp
 from service.ledger.interactions import MAX_QUERY_DAYS
 from service.mcp.tool_registry import ToolCall, ToolError
@@ -59,8 +59,7 @@ def interaction_item(record: Interaction, *, with_body: bool) -> InteractionItem
     content = None
     text = "\n\n".join(part for part in (record.summary, record.body or "") if part)
     if with_body and text:
-        source = EnvelopeSource.EMAIL if record.channel is Channel.EMAIL else EnvelopeSource.TEAMS
-        content = wrap_external(text, source=source, sender=record.sender or "unknown", max_chars=MAX_ITEM_CHARS)
+        content = wrap_external(text, source=record.channel, sender=record.sender or "unknown", max_chars=MAX_ITEM_CHARS)
     return InteractionItem(
         ts=format_timestamp(record.ts), direction=record.direction.value, channel=record.channel.value,
         action=meta_value(record.action), chat_id=record.chat_id, message_id=record.message_id,

@@ -39,7 +39,8 @@ from service.delivery.hub import TargetKind
 from service.delivery.message import InboundMessage, Source
 from service.delivery.permission_verdict import REQUEST_ID_PATTERN, parse_verdict, verdict_push
 from service.delivery.push import format_ts
-from service.delivery.xpia import EnvelopeSource, neutralise, wrap_for_channel
+from service.delivery.xpia import neutralise, wrap_for_channel
+from service.domain.source import Source
 from service.graph.errors import GraphError
 from service.clock import Clock
 from service.ledger.permission_requests import PermissionRequests, ReserveOutcome
@@ -121,7 +122,7 @@ class PermissionTarget:
 def sponsor_prompt(args: PermissionRequestInput) -> str:
     """The DM text. Tool name and description come from the host's model, so they are defanged; the
     input preview may quote anything the agent read, so it goes inside the envelope."""
-    preview = wrap_for_channel(args.input_preview[:MAX_PREVIEW_CHARS], source=EnvelopeSource.TEAMS,
+    preview = wrap_for_channel(args.input_preview[:MAX_PREVIEW_CHARS], source=Source.CHAT,
                                sender="permission request input")
     return (
         f"Permission request {args.request_id}: the agent wants to run {neutralise(args.tool_name)}.\n"

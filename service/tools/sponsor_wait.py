@@ -31,7 +31,8 @@ from service.delivery.hub import TargetKind
 from service.delivery.message import InboundMessage, Source
 from service.delivery.push import format_ts, meta_value
 from service.delivery.sponsors import SponsorGate
-from service.delivery.xpia import EnvelopeSource, bare_for_tool_result, wrap_external
+from service.delivery.xpia import bare_for_tool_result, wrap_external
+from service.domain.source import Source
 from service.mcp.tool_registry import ToolCall
 from service.telemetry.logging import session_ref
 from service.tools.message_items import MAX_ITEM_CHARS
@@ -110,7 +111,7 @@ def sponsor_reply(message: InboundMessage, *, wait_began: datetime | None = None
     if verified:
         content = bare_for_tool_result(message.body, max_chars=MAX_ITEM_CHARS)
     else:  # unreachable through SponsorWaitTarget; kept so a wider target can never unwrap a stranger
-        content = wrap_external(message.body, source=EnvelopeSource.TEAMS, sender=sender, max_chars=MAX_ITEM_CHARS)
+        content = wrap_external(message.body, source=Source.CHAT, sender=sender, max_chars=MAX_ITEM_CHARS)
     now = now or utc_now()
     predates = wait_began is not None and message.created < wait_began - BACKLOG_GRACE
     return SponsorReply(chat_id=message.chat_id, message_id=message.message_id, sender_id=meta_value(message.sender_id),

@@ -38,7 +38,7 @@ from service.delivery.sponsors import SponsorGate
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError
 from service.graph.models import ChatMessage
-from service.ledger import Candidate, ChatClaimOutcome, ChatLedger, ReadOutcome, WatchedChats
+from service.ledger import Candidate, ChatLedger, ReadOutcome, WatchedChats
 from service.ledger.cas import UpdateOutcome
 from service.clock import Clock, later, utc_now
 from service.ledger.chat_claims import CursorRead
@@ -87,7 +87,7 @@ R = TypeVar("R")
 @dataclass
 class ChatPoller:
     graph: GraphClient
-    ledger: ChatLedger
+    ledger: ChatLedger[OfferedMessage]
     watched: WatchedChats
     hub: DeliveryHub
     agent: AgentUser
@@ -251,11 +251,11 @@ class ChatPoller:
             self._wanted[chat_id] = wanted.merged(self._wanted.get(chat_id))
 
     def _want_unsettled_and_behind(self) -> None:
-        """Chats this replica must read again without a hint: a claim of its own still in doubt (held
-        messages), and a read that left a message for a target it did not have, once its targets
+        """Chats this replica must read again without a hint: a claim of its own still in doubt (its
+        write unsettled, kept with its messages by the ledger), and a read that left a message for a target it did not have, once its targets
         changed or a while later."""
         now = self.monotonic()
-        for chat_id in self.ledger.unsettled_chats | {c for c, s in self._states.items() if s.held}:
+        for chat_id in self.ledger.unsettled_chats:
             if chat_id not in self._wanted:
                 self._wanted[chat_id] = WantedRead(None, None, False, now, now + RETRY_S)
         generation = self.hub.generation
@@ -336,7 +336,7 @@ class ChatPoller:
 
     def _in_doubt(self, state: ChatPollState) -> bool:
         """A claim of this replica's own in the chat is unsettled: only its own reads settle it."""
-        return bool(state.held) or state.chat_id in self.ledger.unsettled_chats
+        return state.chat_id in self.ledger.unsettled_chats
 
     def _adopt(self, state: ChatPollState, cursor: CursorRead) -> None:
         """Take the fleet's cursor: its watermark covers only messages whose fate is decided. Not while
@@ -463,7 +463,7 @@ class ChatPoller:
             await self._bootstrap(state, [newest])
             return ReadMiss.DECIDED
         offered = OfferedMessage(newest, chat_inbound(newest, state.chat_id, self.gate))
-        return ChatRead(state, (offered,), {newest.id: offered}, first_sight=True)
+        return ChatRead(state, (offered,), first_sight=True)
 
     async def _claim_first_sight(self, read: ChatRead, takeable: frozenset[str]) -> datetime | None:
         """Claim the newest message; its creation time when no target here could take it."""
@@ -472,10 +472,8 @@ class ChatPoller:
             return newest.created  # a replica holding a target that can take it will surface it
         # Only into a chat that still has no cursor: a replica that wrote one meanwhile may have left
         # messages between its watermark and this one unclaimed, for its own host.
-        claim = await self.ledger.claim(state.chat_id, [newest.candidate], newest.created, new_chat=True)
-        if claim.outcome is ChatClaimOutcome.UNRESOLVED and newest.inbound is not None:
-            state.held[newest.id] = newest.inbound
-        await self._deliver(state, claim.ids, read)
+        claim = await self.ledger.claim(state.chat_id, [newest], newest.created, new_chat=True)
+        await self._deliver(claim.won)
         if claim.may_advance:
             state.phase = ChatPhase.NEEDS_RESOLUTION  # adopt whatever the fleet's cursor now says
         return None
@@ -512,9 +510,8 @@ class ChatPoller:
         ordered = [m for m in oldest_first(list(fetched.values()))
                    if state.watermark is None or m.created_date_time >= state.watermark]
         humans = {m.id for m in self._humans(ordered)}
-        by_id = {m.id: OfferedMessage(m, chat_inbound(m, state.chat_id, self.gate) if m.id in humans else None)
-                 for m in fetched.values()}
-        return ChatRead(state, tuple(by_id[m.id] for m in ordered), by_id)
+        return ChatRead(state, tuple(OfferedMessage(m, chat_inbound(m, state.chat_id, self.gate) if m.id in humans
+                                                    else None) for m in ordered))
 
     async def _claim_steady(self, read: ChatRead, takeable: frozenset[str]) -> datetime | None:
         """Claim what our targets can take; the newest creation time among the messages they could
@@ -526,14 +523,11 @@ class ChatPoller:
                 # Only system or own messages: nothing to claim, and nothing anyone else must deliver.
                 state.watermark = later(state.watermark, offer.seen_up_to)
             return offer.left
-        claim = await self.ledger.claim(
-            state.chat_id, [m.candidate for m in offer.candidates], offer.seen_up_to,
-            advance_watermark=not offer.blocked,
-        )
-        if claim.outcome is ChatClaimOutcome.UNRESOLVED:
-            # If the uncertain write turns out ours, a later call returns these ids: keep their text.
-            state.held.update({m.id: m.inbound for m in offer.candidates if m.inbound is not None})
-        await self._deliver(state, claim.ids, read)
+        # If the write's outcome is unknown, the ledger keeps these messages with it and returns them
+        # from the call that settles it as ours.
+        claim = await self.ledger.claim(state.chat_id, offer.candidates, offer.seen_up_to,
+                                        advance_watermark=not offer.blocked)
+        await self._deliver(claim.won)
         if claim.may_advance:
             state.watermark = later(state.watermark, offer.seen_up_to)
         return offer.left
@@ -567,20 +561,13 @@ class ChatPoller:
             sent_message_ids=self.sent_message_ids,
         )
 
-    async def _deliver(self, state: ChatPollState, ids: tuple[str, ...], read: ChatRead) -> None:
-        """Push what the claim made ours: messages of this read, or held ones of an earlier claim whose
+    async def _deliver(self, won: Sequence[OfferedMessage]) -> None:
+        """Push what the claim made ours: messages of this read, or those of an earlier claim whose
         uncertain write this claim settled as ours."""
-        messages: list[InboundMessage] = []
-        for message_id in ids:
-            offered = read.by_id.get(message_id)
-            known = state.held.pop(message_id, None) if offered is None or offered.inbound is None else offered.inbound
-            if known is not None:
-                messages.append(known)
-        if state.chat_id not in self.ledger.unsettled_chats:
-            state.held.clear()  # nothing in doubt any more: what was held was settled as lost
+        messages = [m.inbound for m in won if m.inbound is not None]
         if messages:
             dispatches = await self.hub.dispatch(messages)
-            await self.recorder.delivered(messages, dispatches)
+            await self.recorder.delivered(dispatches)
 
 
 def _log_chat_failure(chat_id: str, exc: GraphError | StorageError) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set as AbstractSet
-from dataclasses import dataclass, field
+from collections.abc import Sequence, Set as AbstractSet
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
 
@@ -37,8 +37,6 @@ class ChatPollState:
     # Registered by create_chat: its newest message surfaces on first sight whatever its age. The
     # fleet learns it from the cursor create_chat writes; this flag covers only a failed write.
     surface_newest_regardless_of_age: bool = False
-    # Messages offered in a claim whose write is in doubt; delivered if it settles as ours.
-    held: dict[str, InboundMessage] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,12 +66,10 @@ class ChatRead:
     """What one chat offers for a claim this cycle, read before anything is claimed.
 
     ``messages``: the messages past the watermark, oldest first (at first sight, the newest alone).
-    ``by_id``: everything Graph returned (a settled earlier claim may name one of them).
     """
 
     state: ChatPollState
     messages: tuple[OfferedMessage, ...]
-    by_id: Mapping[str, OfferedMessage]
     first_sight: bool = False
     started: float | None = None  # when the read began (monotonic): a hint learned later still wants a read
 

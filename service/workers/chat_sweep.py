@@ -34,6 +34,7 @@ from service.ledger.watched_chats import WatchedChats
 from service.storage.errors import StorageError
 from service.telemetry.metrics import Metrics
 from service.workers.chat_scan import newest_of
+from service.workers.chat_state import OfferedMessage
 from service.workers.hint_publish import Published, publish_hints
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ class ChatSweep:
     graph: GraphClient
     lease: Lease
     hints: HintLog
-    ledger: ChatLedger
+    ledger: ChatLedger[OfferedMessage]
     watched: WatchedChats
     interval_s: float = 20.0  # one page of 50 chats per interval
     clock: Clock = utc_now

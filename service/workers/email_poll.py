@@ -74,7 +74,7 @@ class EmailPoller:
             return
         messages = [mail_inbound(m) for m in mails]
         dispatches = await self.hub.dispatch(messages)
-        await self.recorder.delivered(messages, dispatches)
+        await self.recorder.delivered(dispatches)
 
     @staticmethod
     def _report(error: Exception) -> None:

@@ -7,11 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from service.delivery.hub import Dispatch, DispatchOutcome
-from service.delivery.message import InboundMessage, Source
 from service.clock import Clock, utc_now
-from service.ledger.interactions import Action, Channel, Direction, Interaction, InteractionLog
-
-_CHANNEL = {Source.CHAT: Channel.CHAT, Source.EMAIL: Channel.EMAIL}
+from service.ledger.interactions import Action, Direction, Interaction, InteractionLog
 
 
 @dataclass
@@ -20,18 +17,15 @@ class DeliveryRecorder:
     replica_id: str
     clock: Clock = utc_now
 
-    async def delivered(self, messages: Sequence[InboundMessage], dispatches: Sequence[Dispatch]) -> None:
-        by_id = {m.message_id: m for m in messages}
+    async def delivered(self, dispatches: Sequence[Dispatch]) -> None:
         for dispatch in dispatches:
-            message = by_id.get(dispatch.message_id)
-            if message is None:
-                continue
+            message = dispatch.message
             delivered = dispatch.outcome is DispatchOutcome.DELIVERED
             await self.log.record(
                 Interaction(
                     ts=self.clock(),
                     direction=Direction.IN,
-                    channel=_CHANNEL[message.source],
+                    channel=message.source,
                     action=Action.DELIVERED.value if delivered else Action.RECEIVED.value,
                     chat_id=message.chat_id,
                     message_id=message.message_id,

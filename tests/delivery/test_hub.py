@@ -122,3 +122,21 @@ def test_a_closed_hub_claims_nothing():
     hub.register(FakeTarget("p"))
     hub.close()
     assert not hub.can_take(Source.CHAT) and hub.claimable([msg("1")]) == []
+
+
+async def test_each_dispatch_carries_the_message_it_handed_over_or_could_not() -> None:
+    hub = DeliveryHub()
+    mail = msg("m1", chat="email", source=Source.EMAIL)
+    [nobody] = await hub.dispatch([mail])
+    assert nobody.outcome is DispatchOutcome.NO_TARGET and nobody.message is mail
+    hub.register(FakeTarget("a"))
+    chat = msg("c1")
+    [handed] = await hub.dispatch([chat])
+    assert handed.outcome is DispatchOutcome.DELIVERED and handed.message is chat
+
+
+def test_one_source_keeps_the_words_stored_records_and_envelopes_already_use() -> None:
+    assert [(s.value, s.envelope_word, s.subscription_name) for s in Source] == [
+        ("chat", "teams", "chat"), ("email", "email", "mail")]
+    assert Source.from_subscription_name("mail") is Source.EMAIL
+    assert Source.from_subscription_name("channel") is None  # a kind from a newer version

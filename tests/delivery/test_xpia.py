@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from service.domain.source import Source
 from service.delivery.xpia import (
     DEFANGED_WORD,
     MIN_MAX_CHARS,
     TRUNCATION_NOTICE,
-    EnvelopeSource,
     bare_for_channel,
     find_envelope_words,
     neutralise,
@@ -80,11 +80,11 @@ def assert_one_envelope(out: str, *, opening: str, closing: str) -> None:
 
 
 def tool_result(body: str, sender: str = "Mallory") -> str:
-    return wrap_external(body, source=EnvelopeSource.TEAMS, sender=sender)
+    return wrap_external(body, source=Source.CHAT, sender=sender)
 
 
 def push(body: str, sender: str = "Mallory", max_chars: int = 8_000) -> str:
-    return wrap_for_channel(body, source=EnvelopeSource.EMAIL, sender=sender, max_chars=max_chars)
+    return wrap_for_channel(body, source=Source.EMAIL, sender=sender, max_chars=max_chars)
 
 
 # --- the corpus, as a body and as a sender name ---
@@ -195,7 +195,7 @@ def test_max_chars_below_the_minimum_is_refused_with_the_minimum() -> None:
 
 def test_longest_sender_name_still_fits_the_minimum() -> None:
     sender = "external_content" * 50  # every word replaced: the name grows as much as it can
-    out = wrap_external("body " * 1_000, source=EnvelopeSource.TEAMS, sender=sender, max_chars=MIN_MAX_CHARS)
+    out = wrap_external("body " * 1_000, source=Source.CHAT, sender=sender, max_chars=MIN_MAX_CHARS)
     assert len(out) <= MIN_MAX_CHARS and "body" in out
 
 
@@ -220,7 +220,7 @@ def test_control_characters_and_bidi_overrides_are_dropped() -> None:
 
 
 def test_email_source_is_named_in_the_envelope() -> None:
-    out = wrap_external("hi", source=EnvelopeSource.EMAIL, sender="a@b.example")
+    out = wrap_external("hi", source=Source.EMAIL, sender="a@b.example")
     assert out.startswith('<external_content sender="a@b.example" source="email">')
 
 

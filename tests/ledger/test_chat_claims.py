@@ -7,7 +7,7 @@ write is settled, so its messages are pushed exactly once.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 from ledger_helpers import (
@@ -27,6 +27,7 @@ from service.ledger.chat_claims import (
     resolve_cursor,
 )
 from service.ledger.chat_cursor import (
+    Candidate,
     ChatCursor,
     ClaimMark,
     cursor_key,
@@ -225,6 +226,29 @@ async def test_an_unknown_write_is_settled_first_next_cycle_and_pushed_then(stor
     assert second.outcome is ChatClaimOutcome.CLAIMED and second.ids == ids(1, 4)
     third = await ledger.claim(CHAT, messages(1, 4))
     assert third.ids == () and ledger.unsettled_chats == frozenset()
+
+
+@dataclass(frozen=True)
+class Posted:
+    """An offered message as a worker holds it: its candidate and what a host would be handed."""
+
+    candidate: Candidate
+    text: str
+
+
+async def test_a_claim_in_doubt_keeps_its_messages_and_returns_them_when_it_settles_as_ours(
+    store: MemoryBackend,
+) -> None:
+    faulty = FaultyBackend(store)
+    faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1), FaultRule(Fault.READ_FAILS, skip=1, times=3))
+    ledger: ChatLedger[Posted] = ChatLedger(faulty)
+    offered = [Posted(c, f"text {n}") for n, c in enumerate(messages(1, 2), start=1)]
+    assert (await ledger.claim(CHAT, offered)).problem is ClaimProblem.UNKNOWN_OUTCOME
+    # The next read no longer carries them (edited away, past a page): the ledger still has them.
+    settled = await ledger.claim(CHAT, [Posted(message(3), "text 3")])
+    assert settled.settled is Settlement.OURS
+    assert [p.text for p in settled.won] == ["text 1", "text 2", "text 3"]
+    assert settled.won[0] is offered[0]
 
 
 async def test_an_unsettled_write_blocks_new_claims_on_that_chat_until_it_settles(store: MemoryBackend) -> None:

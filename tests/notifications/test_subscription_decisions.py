@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from service.domain.source import Source
 from service.ledger.reads import CorruptValueError
 from service.notifications.lifecycle_log import (
     LifecycleEvent,
@@ -18,7 +19,6 @@ from service.notifications.lifecycle_log import (
 from service.notifications.subscriptions import (
     Action,
     Kept,
-    Kind,
     SubscriptionsRecord,
     decide,
     mail_missed,
@@ -33,8 +33,8 @@ URL = "https://agent.example.com/graph/notifications"
 CHAT, MAIL = wanted_subscriptions("agent-1", URL, URL)
 
 
-def kept(kind: Kind, sub_id: str, *, left: timedelta, url: str = URL) -> Kept:
-    resource = CHAT.resource if kind is Kind.CHAT else MAIL.resource
+def kept(kind: Source, sub_id: str, *, left: timedelta, url: str = URL) -> Kept:
+    resource = CHAT.resource if kind is Source.CHAT else MAIL.resource
     return Kept(sub_id, resource, NOW + left, url)
 
 
@@ -42,7 +42,7 @@ def event(sub_id: str, name: str) -> LifecycleEvent:
     return LifecycleEvent(sub_id, name, NOW)
 
 
-def actions(kept_now: dict[Kind, Kept], events: tuple[LifecycleEvent, ...] = ()) -> dict[Kind, Action]:
+def actions(kept_now: dict[Source, Kept], events: tuple[LifecycleEvent, ...] = ()) -> dict[Source, Action]:
     return {d.wanted.kind: d.action for d in decide((CHAT, MAIL), kept_now, events, NOW)}
 
 
@@ -54,53 +54,53 @@ def test_the_wanted_subscriptions_are_the_agents_chats_and_inbox_within_graphs_l
 
 
 def test_nothing_kept_means_both_are_created() -> None:
-    assert actions({}) == {Kind.CHAT: Action.CREATE, Kind.MAIL: Action.CREATE}
+    assert actions({}) == {Source.CHAT: Action.CREATE, Source.EMAIL: Action.CREATE}
 
 
 def test_a_fresh_subscription_is_left_alone_and_one_past_half_its_lifetime_is_renewed() -> None:
-    fresh = {Kind.CHAT: kept(Kind.CHAT, "c", left=CHAT.lifetime - timedelta(minutes=5)),
-             Kind.MAIL: kept(Kind.MAIL, "m", left=MAIL.lifetime / 2 - timedelta(minutes=1))}
-    assert actions(fresh) == {Kind.MAIL: Action.RENEW}
+    fresh = {Source.CHAT: kept(Source.CHAT, "c", left=CHAT.lifetime - timedelta(minutes=5)),
+             Source.EMAIL: kept(Source.EMAIL, "m", left=MAIL.lifetime / 2 - timedelta(minutes=1))}
+    assert actions(fresh) == {Source.EMAIL: Action.RENEW}
 
 
 def test_an_expired_subscription_is_recreated_since_graph_deletes_it_without_notice() -> None:
-    assert actions({Kind.CHAT: kept(Kind.CHAT, "c", left=timedelta(0)),
-                    Kind.MAIL: kept(Kind.MAIL, "m", left=MAIL.lifetime)})[Kind.CHAT] is Action.RECREATE
+    assert actions({Source.CHAT: kept(Source.CHAT, "c", left=timedelta(0)),
+                    Source.EMAIL: kept(Source.EMAIL, "m", left=MAIL.lifetime)})[Source.CHAT] is Action.RECREATE
 
 
 def test_subscription_removed_recreates_and_reauthorization_required_reauthorizes() -> None:
-    now_kept = {Kind.CHAT: kept(Kind.CHAT, "c", left=CHAT.lifetime),
-                Kind.MAIL: kept(Kind.MAIL, "m", left=MAIL.lifetime)}
+    now_kept = {Source.CHAT: kept(Source.CHAT, "c", left=CHAT.lifetime),
+                Source.EMAIL: kept(Source.EMAIL, "m", left=MAIL.lifetime)}
     assert actions(now_kept, (event("c", "subscriptionRemoved"), event("m", "reauthorizationRequired"))) == {
-        Kind.CHAT: Action.RECREATE, Kind.MAIL: Action.REAUTHORIZE}
+        Source.CHAT: Action.RECREATE, Source.EMAIL: Action.REAUTHORIZE}
 
 
 def test_a_renewal_due_answers_reauthorization_too() -> None:
-    due = {Kind.CHAT: kept(Kind.CHAT, "c", left=timedelta(hours=1))}
-    assert actions(due, (event("c", "reauthorizationRequired"),))[Kind.CHAT] is Action.RENEW
+    due = {Source.CHAT: kept(Source.CHAT, "c", left=timedelta(hours=1))}
+    assert actions(due, (event("c", "reauthorizationRequired"),))[Source.CHAT] is Action.RENEW
 
 
 def test_events_about_a_former_subscription_change_nothing() -> None:
-    now_kept = {Kind.CHAT: kept(Kind.CHAT, "c2", left=CHAT.lifetime),
-                Kind.MAIL: kept(Kind.MAIL, "m", left=MAIL.lifetime)}
+    now_kept = {Source.CHAT: kept(Source.CHAT, "c2", left=CHAT.lifetime),
+                Source.EMAIL: kept(Source.EMAIL, "m", left=MAIL.lifetime)}
     assert actions(now_kept, (event("c1", "subscriptionRemoved"), event("c1", "reauthorizationRequired"))) == {}
 
 
 def test_a_subscription_for_another_url_is_recreated() -> None:
-    moved = {Kind.CHAT: kept(Kind.CHAT, "c", left=CHAT.lifetime, url="https://old.example.com/graph/notifications"),
-             Kind.MAIL: kept(Kind.MAIL, "m", left=MAIL.lifetime)}
-    assert actions(moved) == {Kind.CHAT: Action.RECREATE}
+    moved = {Source.CHAT: kept(Source.CHAT, "c", left=CHAT.lifetime, url="https://old.example.com/graph/notifications"),
+             Source.EMAIL: kept(Source.EMAIL, "m", left=MAIL.lifetime)}
+    assert actions(moved) == {Source.CHAT: Action.RECREATE}
 
 
 def test_only_a_missed_on_the_kept_inbox_nudges_an_email_cycle() -> None:
-    now_kept = {Kind.MAIL: kept(Kind.MAIL, "m", left=MAIL.lifetime)}
+    now_kept = {Source.EMAIL: kept(Source.EMAIL, "m", left=MAIL.lifetime)}
     assert mail_missed(now_kept, [event("m", "missed")])
     assert not mail_missed(now_kept, [event("old", "missed"), event("m", "reauthorizationRequired")])
 
 
 def test_the_record_round_trips_and_a_corrupt_one_is_refused() -> None:
-    record = SubscriptionsRecord({Kind.CHAT: kept(Kind.CHAT, "c", left=CHAT.lifetime),
-                                  Kind.MAIL: kept(Kind.MAIL, "m", left=MAIL.lifetime)}, lifecycle_offset=42)
+    record = SubscriptionsRecord({Source.CHAT: kept(Source.CHAT, "c", left=CHAT.lifetime),
+                                  Source.EMAIL: kept(Source.EMAIL, "m", left=MAIL.lifetime)}, lifecycle_offset=42)
     assert parse_record(render_record(record)) == record
     with pytest.raises(CorruptValueError):
         parse_record('{"lifecycle_offset": -1, "subscriptions": {}}')

@@ -18,6 +18,7 @@ from starlette.applications import Starlette
 from emulator.faults import FaultRule
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
+from service.domain.source import Source
 from service.config import Settings
 from service.devstack.uvicorn_runner import serve_app
 from service.clock import utc_now
@@ -27,7 +28,6 @@ from service.notifications.receiver import NOTIFICATIONS_PATH
 from service.notifications.subscriptions import (
     RECORD_KEY,
     ROLE,
-    Kind,
     SubscriptionManager,
     parse_record,
     render_record,
@@ -95,7 +95,7 @@ async def test_the_holder_subscribes_once_and_keeps_what_it_made(world) -> None:
     live = world.live()
     assert set(live) == {"userChats", "inbox"}
     record = parse_record(await world.backend.read_text(RECORD_KEY) or "")
-    assert {k: v.id for k, v in record.kept.items()} == {Kind.CHAT: live["userChats"], Kind.MAIL: live["inbox"]}
+    assert {k: v.id for k, v in record.kept.items()} == {Source.CHAT: live["userChats"], Source.EMAIL: live["inbox"]}
     assert world.changes("chat", "created") == 1 and world.changes("mail", "created") == 1
 
 
@@ -105,13 +105,13 @@ async def test_a_subscription_gone_at_renewal_is_created_again(world) -> None:
     gone = world.live()["userChats"]
     await world.stack.graph.delete_subscription(gone)  # Graph lost it without telling anyone
     record = parse_record(await world.backend.read_text(RECORD_KEY) or "")
-    due = replace(record.kept[Kind.CHAT], expires_at=record.kept[Kind.CHAT].expires_at - timedelta(days=2))
-    await world.backend.write_text(RECORD_KEY, render_record(replace(record, kept={**record.kept, Kind.CHAT: due})))
+    due = replace(record.kept[Source.CHAT], expires_at=record.kept[Source.CHAT].expires_at - timedelta(days=2))
+    await world.backend.write_text(RECORD_KEY, render_record(replace(record, kept={**record.kept, Source.CHAT: due})))
     await manager.cycle()
     assert world.live()["userChats"] != gone
     assert world.changes("chat", "recreated") == 1
     kept = parse_record(await world.backend.read_text(RECORD_KEY) or "").kept
-    assert kept[Kind.CHAT].id == world.live()["userChats"]
+    assert kept[Source.CHAT].id == world.live()["userChats"]
 
 
 async def test_a_missed_on_the_inbox_nudges_one_email_cycle(world) -> None:

@@ -11,16 +11,16 @@ import httpx
 from emulator.server import RunningEmulator
 from service.delivery.hub import DeliveryHub, TargetKind
 from service.delivery.message import InboundMessage
-from service.delivery.sponsors import SponsorGate
 from service.devstack.emulator_env import agent_user_env
-from service.graph.auth import token_provider_from_settings
 from service.graph.client import GraphClient
 from service.graph.retry_policy import RetryPolicy
 from service.ledger import InteractionLog, WatchedChats
+from service.ledger.graph_backoff import FleetBackoff
 from service.ledger.hints import Hint, HintLog
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 from service.domain.agent import load_agent_user
+from service.replica_clients import build_clients
 from service.workers.chat_poll import ChatPoller
 from service.workers.discovery import Discovery
 from service.workers.email_poll import EmailPoller
@@ -63,6 +63,7 @@ class WorkerStack:
     interactions: InteractionLog
     metrics: Metrics
     backend: MemoryBackend
+    graph_backoff: FleetBackoff
 
     async def notify(self, chat_id: str, message_id: str | None = None) -> None:
         """What the notification receiver writes when Graph reports a change in ``chat_id``."""
@@ -84,13 +85,11 @@ async def build_stack(emulator: RunningEmulator, backend: MemoryBackend, *, is_c
                                   **as_env(HAND_DRIVEN_CYCLES)})
     metrics = Metrics()
     http = httpx.AsyncClient(timeout=30, transport=transport)
-    tokens = token_provider_from_settings(settings, http, metrics=metrics)
-    graph = GraphClient(settings.graph_url, tokens, http=http, metrics=metrics,
-                        retry_policy=retry_policy or RetryPolicy())
-    agent = await load_agent_user(graph)
-    hub = DeliveryHub(metrics=metrics)
-    wired = await wire_workers(settings=settings, backend=backend, is_cloud=is_cloud, graph=graph, hub=hub,
-                               agent=agent, gate=SponsorGate((), tenant_id=settings.tenant_id), replica_id=replica_id, metrics=metrics,
-                               directory=graph.with_tokens(tokens.agent_identity_tokens()))
-    return WorkerStack(emulator, http, graph, hub, wired.chat_poller, wired.email_poller, wired.discovery,
-                       wired.watched, wired.interactions, metrics, backend)
+    clients = build_clients(settings, backend, http, replica_id=replica_id, metrics=metrics,
+                            retry_policy=retry_policy)
+    agent = await load_agent_user(clients.graph)
+    wired = await wire_workers(settings=settings, backend=backend, is_cloud=is_cloud, graph=clients.graph,
+                               hub=clients.hub, agent=agent, gate=clients.gate, replica_id=replica_id,
+                               metrics=metrics, directory=clients.directory)
+    return WorkerStack(emulator, http, clients.graph, clients.hub, wired.chat_poller, wired.email_poller,
+                       wired.discovery, wired.watched, wired.interactions, metrics, backend, clients.graph_backoff)

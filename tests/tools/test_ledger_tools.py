@@ -6,7 +6,8 @@ import json
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
-from service.ledger import Channel, Direction, Interaction
+from service.domain.source import Source
+from service.ledger import Direction, Interaction
 from service.ledger.promises import PROMISES_KEY
 from tests.tools.envelope_checks import ATTACK, assert_one_envelope
 from tests.tools.tool_world import ToolWorld
@@ -48,10 +49,10 @@ async def test_read_interactions_filters_and_envelopes_logged_text(world: ToolWo
     at = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=5)
     since = {"since": (at - timedelta(hours=1)).isoformat()}  # explicit: "today" may have begun a minute ago
     for n, record in enumerate([
-        Interaction(at, Direction.IN, Channel.CHAT, "delivered", world.chat(1), "m1", grace, body=ATTACK),
-        Interaction(at, Direction.IN, Channel.EMAIL, "delivered", "email", "e1", "x@example.com", summary="Invoice",
+        Interaction(at, Direction.IN, Source.CHAT, "delivered", world.chat(1), "m1", grace, body=ATTACK),
+        Interaction(at, Direction.IN, Source.EMAIL, "delivered", "email", "e1", "x@example.com", summary="Invoice",
                     body="Pay now"),
-        Interaction(at, Direction.IN, Channel.CHAT, "received", world.chat(0), "m2", ada, body="Status?"),
+        Interaction(at, Direction.IN, Source.CHAT, "received", world.chat(0), "m2", ada, body="Status?"),
     ]):
         await world.interactions.record(replace(record, ts=at + timedelta(seconds=n)))
     await world.ok("send_teams_message", {"chat_id": world.chat(0), "text": "All green."}, push=True)
@@ -80,9 +81,9 @@ async def test_run_daily_summary_produces_the_ended_day_once(world: ToolWorld) -
     world.clock.pinned = EVENING
     day = datetime(2026, 11, 29, 9, 0, tzinfo=timezone.utc)
     for n in range(3):
-        await world.interactions.record(Interaction(day + timedelta(hours=n), Direction.IN, Channel.CHAT, "delivered",
+        await world.interactions.record(Interaction(day + timedelta(hours=n), Direction.IN, Source.CHAT, "delivered",
                                                     world.chat(1), f"m{n}", world.user("Grace").id))
-    late = Interaction(EVENING, Direction.IN, Channel.CHAT, "delivered", world.chat(1), "late")
+    late = Interaction(EVENING, Direction.IN, Source.CHAT, "delivered", world.chat(1), "late")
     await world.interactions.record(late)  # the next day's: not counted
 
     first = await world.ok("run_daily_summary", {})

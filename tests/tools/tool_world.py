@@ -1,7 +1,7 @@
 """One replica's tool dependencies, built for real around a Graph emulator served over HTTP.
 
-The replica's own wiring (``service.wiring.wire_workers``) around a GraphClient with the three-hop
-agent-user token, a LocalBackend, a DeliveryHub and a settable clock, minus the supervisor: a test
+The replica's own wiring (``service.replica_clients.build_clients``, ``service.wiring.wire_workers``)
+around a GraphClient with the three-hop agent-user token, a LocalBackend, a DeliveryHub and a settable clock, minus the supervisor: a test
 drives ``poller.cycle()`` itself while a tool waits.
 """
 
@@ -25,14 +25,15 @@ from emulator.server import RunningEmulator
 from service.config import Settings
 from service.delivery.hub import DeliveryHub, TargetKind
 from service.delivery.message import InboundMessage
-from service.delivery.sponsors import SponsorGate
-from service.graph import GraphClient, new_http_client
+from service.graph import new_http_client
 from service.graph.auth import AgentUserTokenProvider, BlueprintSecret
 from service.graph.retry_policy import RetryPolicy
 from service.ledger import InteractionLog, PromiseLedger, WatchedChats
 from service.mcp.sessions import SessionState
 from service.mcp.tool_registry import ToolCall, ToolRegistry
+from service.replica_clients import build_clients
 from service.storage.local import LocalBackend
+from service.telemetry.metrics import Metrics
 from service.tools.deps import ToolDeps
 from service.tools.registry import register_tools
 from service.domain.agent import AgentUser, load_agent_user
@@ -166,13 +167,14 @@ async def tool_world(emu: RunningEmulator, data_dir: Path, **settings: Any) -> A
             emu.authority, seed.tenant_id, seed.blueprint.app_id, BlueprintSecret(BLUEPRINT_SECRET),
             seed.agent_identity.id, seed.agent_user.id, http=http,
         )
-        graph = GraphClient(emu.graph_url, tokens, http=http, retry_policy=FAST_BACKOFF)
         backend = LocalBackend(data_dir / "state")
-        hub = DeliveryHub()
-        agent = await load_agent_user(graph)
-        wired = await wire_workers(settings=config, backend=backend, is_cloud=False, graph=graph, hub=hub,
-                                   agent=agent, gate=SponsorGate((), tenant_id=config.tenant_id), replica_id="replica-test", clock=clock,
-                                   directory=graph.with_tokens(tokens.agent_identity_tokens()))
+        clients = build_clients(config, backend, http, replica_id="replica-test", metrics=Metrics(), tokens=tokens,
+                                retry_policy=FAST_BACKOFF)
+        hub = clients.hub
+        agent = await load_agent_user(clients.graph)
+        wired = await wire_workers(settings=config, backend=backend, is_cloud=False, graph=clients.graph, hub=hub,
+                                   agent=agent, gate=clients.gate, replica_id="replica-test", clock=clock,
+                                   directory=clients.directory)
         tools = ToolRegistry()
         register_tools(tools, wired.tool_deps)
         await wired.discovery.cycle()  # as the replica does before its loops: sponsors, members, watched chats

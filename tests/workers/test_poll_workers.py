@@ -7,6 +7,7 @@ import dataclasses
 import json
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta, timezone
@@ -21,9 +22,10 @@ from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.delivery.hub import TargetKind
 from service.devstack.emulator_env import agent_user_env
-from service.graph import GraphClient, new_http_client
+from service.graph import GraphClient, GraphServerError, new_http_client
 from service.graph.auth import token_provider_from_settings
 from service.graph.retry_policy import RetryPolicy
+from service.ledger.graph_backoff import FleetBackoff
 from service.ledger.poll_turns import turn_key
 from service.storage.blob import BlobBackend
 from service.storage.faults import Fault, FaultyBackend
@@ -83,6 +85,25 @@ async def connect(stack: WorkerStack) -> RecordingTarget:
     stack.hub.register(target)
     await stack.discovery.cycle()
     return target
+
+
+async def test_a_worker_stacks_retry_after_holds_the_other_replicas_of_the_fleet(
+    emulator: RunningEmulator, backend: BlobBackend
+) -> None:
+    """The harness builds its Graph client as the replica does (``build_clients``), fleet hold included."""
+    stack = await build_stack(emulator, backend, is_cloud=True, retry_policy=RetryPolicy(max_attempts=1))
+    try:
+        await stack.graph.get_me()  # tokens and connections first: the fault below is the next request
+        emulator.context.faults.add(FaultRule(status=503, route_pattern="^/v1.0/me$", count=1, retry_after=30))
+        with pytest.raises(GraphServerError):
+            await stack.graph.get_me()
+        await asyncio.wait_for(stack.graph_backoff.announced(), timeout=5)
+        await stack.graph_backoff.cycle()  # what the replica's backoff loop does when woken
+        other = FleetBackoff(backend, "replica-b")
+        await other.cycle()
+        assert other.held_until() > time.time()
+    finally:
+        await stack.aclose()
 
 
 async def test_a_burst_of_120_messages_between_two_cycles_is_delivered_once_in_order(stack, emulator):

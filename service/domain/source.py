@@ -1,0 +1,32 @@
+"""Where a message comes from: a Teams chat or the agent's mailbox — the one spelling of "chat or mail".
+
+The value (``chat`` / ``email``) is what the interaction log stores and the hub and push use. Two older
+vocabularies stay on the wire and in stored records, so each is a property here rather than an enum of
+its own: the XPIA envelope says ``teams`` for a chat (the word hosts' prompts were written against), and
+the subscriptions record and its metric label say ``mail`` (alerts are written against those label
+values; tests/deploy checks them).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Source(str, Enum):
+    CHAT = "chat"
+    EMAIL = "email"
+
+    @property
+    def envelope_word(self) -> str:
+        """The ``source=`` word of the external-content envelope."""
+        return "teams" if self is Source.CHAT else "email"
+
+    @property
+    def subscription_name(self) -> str:
+        """The key of its change-notification subscription in the stored record, and its metric label."""
+        return "chat" if self is Source.CHAT else "mail"
+
+    @classmethod
+    def from_subscription_name(cls, name: str) -> Source | None:
+        """The source a stored subscription key names; None for a key from another version."""
+        return next((s for s in cls if s.subscription_name == name), None)

@@ -1,0 +1,59 @@
+"""The client half of one replica: its Graph clients, the fleet's shared Graph hold, the hub and the gate.
+
+``build_replica`` and every test harness that builds a replica call ``build_clients``, so a part added
+here (the fleet back-off hold was one the harness copies had left out) is in the tests too. No I/O:
+the backend check, the agent lookup and the loops belong to ``Replica.start``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx
+
+from service.config import Settings
+from service.delivery.hub import DeliveryHub
+from service.delivery.sponsors import SponsorGate
+from service.graph.auth import AgentUserTokenProvider, token_provider_from_settings
+from service.graph.client import GraphClient
+from service.graph.retry_policy import RetryPolicy
+from service.ledger.graph_backoff import FleetBackoff
+from service.storage.backend import MemoryBackend
+from service.telemetry.metrics import Metrics
+
+
+@dataclass(frozen=True)
+class ReplicaClients:
+    """What the workers talk through. ``directory`` is the agent identity's app-only Graph client (the
+    sponsors); the gate starts empty and is filled by discovery."""
+
+    tokens: AgentUserTokenProvider
+    graph: GraphClient
+    directory: GraphClient
+    graph_backoff: FleetBackoff
+    hub: DeliveryHub
+    gate: SponsorGate
+
+
+def build_clients(
+    settings: Settings,
+    backend: MemoryBackend,
+    http: httpx.AsyncClient,
+    *,
+    replica_id: str,
+    metrics: Metrics,
+    tokens: AgentUserTokenProvider | None = None,
+    retry_policy: RetryPolicy | None = None,
+) -> ReplicaClients:
+    """``tokens``: the provider, when the caller needed it before the backend (Blob tokens) or built it
+    from other credentials; ``retry_policy``: the Graph client's (default: the service's)."""
+    tokens = tokens or token_provider_from_settings(settings, http, metrics=metrics)
+    # On real time, like the Graph client's own holds: a Retry-After is a wall-clock promise.
+    graph_backoff = FleetBackoff(backend, replica_id, metrics=metrics)
+    graph = GraphClient(settings.graph_url, tokens, http=http, metrics=metrics, shared_hold=graph_backoff,
+                        retry_policy=retry_policy)
+    return ReplicaClients(
+        tokens=tokens, graph=graph, directory=graph.with_tokens(tokens.agent_identity_tokens()),
+        graph_backoff=graph_backoff, hub=DeliveryHub(metrics=metrics),
+        gate=SponsorGate((), tenant_id=settings.tenant_id),
+    )
