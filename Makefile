@@ -5,8 +5,8 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-# Two pytest workers, one per core: most tests wait on processes and sockets; tests that share one
-# Docker engine are kept on one worker by their xdist_group (--dist loadgroup).
+# Two pytest workers, one per core: most tests wait on processes and sockets. Each module's tests stay
+# on one worker, in order (tests/conftest.py), and so do tests sharing one Docker engine (--dist loadgroup).
 PYTEST_WORKERS ?= -n 2 --dist loadgroup
 AZURITE_STAMP := azurite/node_modules/.installed
 TS_CLIENT_STAMP := tests/mcp/ts-client/node_modules/.installed

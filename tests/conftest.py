@@ -75,3 +75,13 @@ async def any_backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIt
         await backend.aclose()
         if azurite is not None:
             await _drop_container(azurite, name)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test`` runs two workers, ``--dist loadgroup``), each module's tests stay
+    on one worker, in order, as when run alone: many modules share one fleet per module and some end
+    with a test that changes it ("last in this module"). A group a test names itself (one Docker engine,
+    the Claude Code tests) spans modules."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))

@@ -25,3 +25,4 @@ async def claude_stack(azurite: Azurite, tmp_path_factory: pytest.TempPathFactor
         stack = ClaudeStack(fleet, api, root / "sockets", write_token_file(root / "fleet-token"))
         async with unix_forwards(stack.sockets, stack.ports()):
             yield stack
+
