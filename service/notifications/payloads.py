@@ -67,5 +67,17 @@ def chat_message_of(notification: ChangeNotification) -> ChatMessageRef | None:
     return ChatMessageRef(chat, message) if chat else None
 
 
+# Read, not run: Graph's chatMessage subscriptions offer created, updated and deleted; a reaction and an
+# edit both arrive as ``updated``. Only ``created`` (or a change type we do not know) can bring a message.
+_CHANGES_WITHOUT_NEW_MESSAGES = frozenset({"updated", "deleted"})
+
+
+def may_bring_a_new_message(notification: ChangeNotification) -> bool:
+    """False only for a change that cannot yield a new message (an edit, a reaction, a deletion), which
+    therefore makes no hint that forces a read; an unknown or missing change type may (fail closed)."""
+    kinds = {k.strip().lower() for k in (notification.change_type or "").split(",") if k.strip()}
+    return not kinds or not kinds <= _CHANGES_WITHOUT_NEW_MESSAGES
+
+
 def is_mail(notification: ChangeNotification) -> bool:
     return bool(_MAIL.search(notification.resource or ""))

@@ -35,7 +35,13 @@ from starlette.routing import Route
 
 from service.clock import Clock, utc_now
 from service.ledger.hints import Hint, HintLog
-from service.notifications.payloads import ChangeNotification, NotificationBatch, chat_message_of, is_mail
+from service.notifications.payloads import (
+    ChangeNotification,
+    NotificationBatch,
+    chat_message_of,
+    is_mail,
+    may_bring_a_new_message,
+)
 from service.storage.errors import StorageError
 from service.telemetry.metrics import Metrics
 
@@ -113,6 +119,9 @@ class NotificationReceiver:
                 lifecycle.append(item)
                 self._count("lifecycle", item.lifecycle_event)
             elif (ref := chat_message_of(item)) is not None:
+                if not may_bring_a_new_message(item):
+                    self._count("chat", "no_new_message")  # an edit or a reaction: nothing to read for
+                    continue
                 # The message exists by now; its creation time is not in a basic notification, so the
                 # hint says "something at least as new as this moment" and the reader reads the chat.
                 hints.append(Hint(ref.chat_id, now, ref.message_id, "notification"))

@@ -511,7 +511,7 @@ class ChatPoller:
                    if state.watermark is None or m.created_date_time >= state.watermark]
         humans = {m.id for m in self._humans(ordered)}
         return ChatRead(state, tuple(OfferedMessage(m, chat_inbound(m, state.chat_id, self.gate) if m.id in humans
-                                                    else None) for m in ordered))
+                                                    else None) for m in ordered), complete=complete)
 
     async def _claim_steady(self, read: ChatRead, takeable: frozenset[str]) -> datetime | None:
         """Claim what our targets can take; the newest creation time among the messages they could
@@ -521,7 +521,7 @@ class ChatPoller:
         if not offer.candidates:
             if not offer.blocked:
                 # Only system or own messages: nothing to claim, and nothing anyone else must deliver.
-                state.watermark = later(state.watermark, offer.seen_up_to)
+                await self._record_decided(read, offer.seen_up_to)
             return offer.left
         # If the write's outcome is unknown, the ledger keeps these messages with it and returns them
         # from the call that settles it as ours.
@@ -531,6 +531,21 @@ class ChatPoller:
         if claim.may_advance:
             state.watermark = later(state.watermark, offer.seen_up_to)
         return offer.left
+
+    async def _record_decided(self, read: ChatRead, seen_up_to: datetime | None) -> None:
+        """Record messages nobody delivers (the agent's own replies, system messages) in the fleet's
+        cursor, as a claim of them: its watermark and ids then cover the hints they raise, so the other
+        replicas take them from the cursor instead of each reading the chat (issue 23 item 8). The same
+        compare-and-swap and settling rules as any claim; only after a complete read, so the watermark
+        never passes a person's message beyond the page budget that some replica must still deliver."""
+        state = read.state
+        if seen_up_to is None or not read.complete:
+            state.watermark = later(state.watermark, seen_up_to)
+            return
+        claim = await self.ledger.claim(state.chat_id, read.messages, seen_up_to)
+        await self._deliver(claim.won)  # what an earlier claim in doubt settled as ours; never these
+        if claim.may_advance:
+            state.watermark = later(state.watermark, seen_up_to)
 
     # --- helpers ---
 

@@ -71,6 +71,7 @@ class ChatRead:
     state: ChatPollState
     messages: tuple[OfferedMessage, ...]
     first_sight: bool = False
+    complete: bool = True  # every page since the watermark was read (not cut by the page budget)
     started: float | None = None  # when the read began (monotonic): a hint learned later still wants a read
 
     @property

@@ -85,6 +85,17 @@ async def test_a_chat_message_notification_is_a_hint_stored_before_the_answer(se
         (CHAT, "m1", "notification"), (CHAT, "m2", "notification")]
 
 
+async def test_an_edit_or_a_reaction_makes_no_hint_but_an_unknown_change_type_does(
+    served: tuple[Harness, httpx.AsyncClient],
+) -> None:
+    harness, client = served
+    items = [{**chat_item("edited"), "changeType": "updated"}, {**chat_item("gone"), "changeType": "deleted"},
+             {**chat_item("odd"), "changeType": "somethingNew"}, {**chat_item("bare"), "changeType": None},
+             {**chat_item("both"), "changeType": "created,updated"}]
+    assert (await client.post(NOTIFICATIONS_PATH, json={"value": items})).status_code == 202
+    assert [h.message_id for h in await harness.reader.poll() or []] == ["odd", "bare", "both"]
+
+
 async def test_an_item_without_our_client_state_is_dropped(served) -> None:
     harness, client = served
     response = await client.post(NOTIFICATIONS_PATH, json={"value": [chat_item("m1", "forged"),
