@@ -4,17 +4,18 @@
 #   debootstrap    the image test's base image (no registry is reachable to pull one)
 #   prometheus     promtool, to check deploy/prometheus/prometheus.yml and unit-test alerts.yml
 #   docker-compose `docker-compose config`, to check docker-compose.yml
+#   tmux, iproute2 the real Claude Code tests: an interactive session in tmux, a loopback-only namespace (ip)
 # Needs root (or sudo). Installing starts no Docker daemon on /var/run/docker.sock where no init
 # system runs services (as on CI); where one does, see the warning at the end.
 set -euo pipefail
 
-declare -A package_of=([dockerd]=docker.io [debootstrap]=debootstrap [docker-compose]=docker-compose [promtool]=prometheus)
+declare -A package_of=([dockerd]=docker.io [debootstrap]=debootstrap [docker-compose]=docker-compose [promtool]=prometheus [tmux]=tmux [ip]=iproute2)
 missing=()
-for command in dockerd debootstrap docker-compose promtool; do
+for command in dockerd debootstrap docker-compose promtool tmux ip; do
   command -v "$command" >/dev/null 2>&1 || missing+=("${package_of[$command]}")
 done
 if [ "${#missing[@]}" -eq 0 ]; then
-  echo "ci-setup: docker.io, debootstrap, docker-compose and prometheus are already installed"
+  echo "ci-setup: docker.io, debootstrap, docker-compose, prometheus, tmux and iproute2 are already installed"
   exit 0
 fi
 
