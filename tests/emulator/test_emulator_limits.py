@@ -1,5 +1,6 @@
 """Graph's documented limits over real HTTP, counted on a throttling clock that stands still: exactly the
-requests over each budget are answered 429 with Retry-After (fractional where the wait is), a 429
+requests over each budget are answered 429 with Retry-After (whole seconds as Graph answers, or the
+exact fractional wait when the emulator is started so; these counting tests ask for it), a 429
 counts against the window, and the admin API reports every limit's figures and counts."""
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ def limited(signing_key: rsa.RSAPrivateKey, ticks: ManualMonotonic) -> Iterator[
     """Start an emulator with Graph's default limits (or ``throttle``) on the manual throttling clock."""
     running: list[RunningEmulator] = []
 
-    def start(chats: int = 3, throttle: ThrottleBudget | None = None) -> RunningEmulator:
+    def start(chats: int = 3, throttle: ThrottleBudget | None = None, fractional: bool = True) -> RunningEmulator:
         seed = build_seed(chats=chats, humans=3, history=1, throttle=throttle)
-        emu = start_emulator(seed, signing_key=signing_key, throttle_clock=ticks)
+        emu = start_emulator(seed, signing_key=signing_key, throttle_clock=ticks, fractional_retry_after=fractional)
         running.append(emu)
         return emu
 
@@ -131,6 +132,19 @@ def test_mail_beyond_its_ten_minute_budget_per_mailbox_is_429(limited: Start, ht
     assert _throttled(http.get(f"{emu.graph_url}/me/messages", headers=ada)) == 0.5
     ticks.advance(0.5)
     assert http.get(f"{emu.graph_url}/me/messages", headers=ada).status_code == 200
+
+
+def test_retry_after_is_whole_seconds_unless_fractional_waits_are_asked_for(
+        limited: Start, http: httpx.Client, ticks: ManualMonotonic) -> None:
+    # Live tenants answer whole seconds (5, 41, 315 s seen), and Microsoft's Graph SDK reads no other form.
+    emu = limited(throttle=ThrottleBudget(mail_per_10_min=2), fractional=False)
+    ada = bearer(Entra(emu, http).human_token(emu.seed.humans[0].user_principal_name))
+    url = f"{emu.graph_url}/me/messages"
+    assert [http.get(url, headers=ada).status_code for _ in range(2)] == [200, 200]
+    ticks.advance(0.25)
+    assert http.get(url, headers=ada).headers["Retry-After"] == "600"  # 599.75 s, rounded up
+    ticks.advance(599.5)
+    assert http.get(url, headers=ada).headers["Retry-After"] == "1"  # 0.25 s, rounded up
 
 
 def test_a_mailbox_serves_at_most_4_concurrent_requests_per_app(limited: Start, http: httpx.Client) -> None:
