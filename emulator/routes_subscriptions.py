@@ -92,7 +92,7 @@ async def renew(sub_id: str, request: Request, caller: Caller = Depends(graph_ca
     engine = ctx.subscriptions
     sub = _find(ctx, sub_id, caller)
     body = await json_object(request)
-    unknown = set(body) - {"expirationDateTime", "notificationUrl"}
+    unknown = body.names_other_than({"expirationDateTime", "notificationUrl"})
     if unknown:
         raise bad_request(f"Only expirationDateTime and notificationUrl can be updated, not {sorted(unknown)}.",
                           "InvalidRequest")
