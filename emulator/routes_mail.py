@@ -44,7 +44,8 @@ async def get_message(message_id: str, request: Request,
     message = ctx.state.mail_item(user_id, message_id)
     if message is None:
         raise not_found("The specified object was not found in the store.", "ErrorItemNotFound")
-    return JSONResponse(shapes.mail_message(message, folder_id=ctx.state.folder_id(user_id, message.folder)))
+    return JSONResponse({"@odata.context": ctx.odata_context(request, "users", user_id, "messages", entity=True),
+                         **shapes.mail_message(message, folder_id=ctx.state.folder_id(user_id, message.folder))})
 
 
 @router.post("/me/sendMail", status_code=202)
@@ -78,7 +79,7 @@ def _list(request: Request, caller: Caller, folder: Folder | None) -> JSONRespon
     page = items[query.skip: query.skip + query.top]
     value = [shapes.select(shapes.mail_message(m, folder_id=ctx.state.folder_id(user_id, m.folder)), query.select)
              for m in page]
-    context = f"{ctx.graph_base(request)}/$metadata#users('{user_id}')/messages"
+    context = ctx.odata_context(request, "users", user_id, "messages")
     if query.select:
         context += f"({','.join(query.select)})"
     body: dict[str, Any] = {"@odata.context": context}
