@@ -77,7 +77,9 @@ def _list(request: Request, caller: Caller, folder: Folder | None) -> JSONRespon
     items = [m for m in ctx.state.mailbox(user_id, folder) if all(_matches(m, c) for c in query.clauses)]
     _sort(items, query)
     page = items[query.skip: query.skip + query.top]
-    value = [shapes.select(shapes.mail_message(m, folder_id=ctx.state.folder_id(user_id, m.folder)), query.select)
+    with_headers = "internetMessageHeaders" in (query.select or ())
+    value = [shapes.select(shapes.mail_message(m, folder_id=ctx.state.folder_id(user_id, m.folder),
+                                               headers=with_headers), query.select)
              for m in page]
     context = ctx.odata_context(request, "users", user_id, "messages")
     if query.select:

@@ -115,6 +115,20 @@ def test_one_property_sent_in_two_cases_is_400(emu: RunningEmulator, http: httpx
     assert "'message' and 'Message'" in response.json()["error"]["message"]
 
 
+def test_internet_message_headers_are_returned_only_when_selected(emu: RunningEmulator, http: httpx.Client,
+                                                                  agent: dict[str, str]) -> None:
+    http.post(emu.admin_url + "/mail", json={"to": emu.seed.agent_user.id, "from": "news@fabrikam.com",
+                                             "subject": "digest", "headers": {"Precedence": "bulk",
+                                                                              "List-Unsubscribe": "<mailto:x@y>"}})
+    url = emu.graph_url + "/me/mailFolders/inbox/messages"
+    (plain,) = [m for m in http.get(url, headers=agent).json()["value"] if m["subject"] == "digest"]
+    assert "internetMessageHeaders" not in plain
+    selected = http.get(url, headers=agent, params={"$select": "subject,internetMessageHeaders"}).json()
+    (mail,) = [m for m in selected["value"] if m["subject"] == "digest"]
+    assert mail["internetMessageHeaders"] == [{"name": "Precedence", "value": "bulk"},
+                                              {"name": "List-Unsubscribe", "value": "<mailto:x@y>"}]
+
+
 def test_sent_mail_is_in_me_messages_but_not_in_the_inbox(emu: RunningEmulator, http: httpx.Client,
                                                           agent: dict[str, str]) -> None:
     http.post(emu.graph_url + "/me/sendMail", headers=agent, json={"message": {
