@@ -89,6 +89,28 @@ def test_one_chat_is_read_at_most_once_a_second_and_a_429_counts_against_it(
         "requests": 1, "window_s": 1.0, "scope": "app and chat", "admitted": 4, "throttled": 3}
 
 
+def test_one_chats_read_limit_is_counted_per_app_so_another_app_reads_it_while_the_agents_is_throttled(
+        limited: Start, http: httpx.Client) -> None:
+    emu = limited()
+    chat = emu.seed.chats[0]
+    url = f"{emu.graph_url}/chats/{chat.id}/messages"
+    agent = bearer(Entra(emu, http).agent_token())
+    assert http.get(url, headers=agent).status_code == 200
+    assert _throttled(http.get(url, headers=agent)) == 1.0
+
+    def app_token(client_id: str) -> dict[str, str]:
+        # v2.0 tokens name their app in azp only (no appid): two such apps are two apps.
+        minted = http.post(emu.admin_url + "/tokens/api", json={
+            "audience": "https://graph.microsoft.com", "client_id": client_id, "scp": "Chat.Read",
+            "user_id": chat.members[0] if chat.members[0] != emu.seed.agent_user.id else chat.members[1]})
+        return bearer(minted.json()["access_token"])
+
+    first, second = app_token("11111111-0000-0000-0000-000000000001"), app_token("11111111-0000-0000-0000-000000000002")
+    assert http.get(url, headers=first).status_code == 200  # another app: its own second of this chat
+    assert _throttled(http.get(url, headers=first)) == 1.0
+    assert http.get(url, headers=second).status_code == 200
+
+
 def test_list_and_get_chat_beyond_5_a_second_per_user_are_429(limited: Start, http: httpx.Client,
                                                               ticks: ManualMonotonic) -> None:
     emu = limited()
