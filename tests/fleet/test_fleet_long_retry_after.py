@@ -13,6 +13,7 @@ import asyncio
 import json
 
 import pytest
+from fleet_checks import assert_each_message_delivered_once
 
 from service.devstack.azurite import Azurite
 from service.devstack.fleet_run import FleetPlan, FleetResult, FleetRun
@@ -66,14 +67,8 @@ def test_a_30_s_retry_after_holds_the_whole_fleet_and_loses_nothing(run: FleetRe
     holds = run.ledger_metrics.get("graph_holds", {})
     assert holds.get("throttled", 0) > 0 and holds.get("fleet", 0) > 0, holds
 
-    account = run.account
-    assert not account.duplicates, f"delivered more than once: {dict(account.duplicates)}"
-    assert not account.unexpected, f"pushed but never sent by the run: {account.unexpected}"
-    assert not account.unexplained, (
-        f"{len(account.unexplained)} message(s) never delivered: {run.summary()['unexplained_losses']}; "
-        f"replica logs in {run.workdir}"
-    )
-    assert account.delivered == account.sent
+    assert_each_message_delivered_once(run)
+    assert run.account.delivered == run.account.sent
 
 
 @pytest.mark.timeout(420)
