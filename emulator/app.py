@@ -38,12 +38,13 @@ _STATE_ERRORS = {"not_found": (404, "NotFound"), "forbidden": (403, "Forbidden")
 
 def create_app(seed: Seed | Path | str | dict[str, Any], *, clock: Clock | None = None,
                base_url: str | None = None, signing_key: RSAPrivateKey | None = None,
-               throttle_clock: Callable[[], float] | None = None) -> FastAPI:
+               throttle_clock: Callable[[], float] | None = None, fractional_retry_after: bool = False) -> FastAPI:
     """An emulator for ``seed``. ``clock`` drives token lifetimes and message times (default: the
     system clock); ``base_url`` fixes the issuer and link host (default: each request's Host);
     ``signing_key`` is the tenant's token key (default: a fresh one; tests share one to start faster);
     ``throttle_clock`` is the monotonic clock of the throttling windows (default: time.monotonic; a
-    ``ManualMonotonic`` makes limit tests count instead of time)."""
+    ``ManualMonotonic`` makes limit tests count instead of time); ``fractional_retry_after`` answers a
+    throttled request's exact wait instead of Graph's whole seconds (see emulator.throttle)."""
     tenant = load_seed(seed)
     clock = clock or SystemClock()
     tokens = TokenService(clock, tenant.token_lifetime_s, signing_key)
@@ -53,7 +54,8 @@ def create_app(seed: Seed | Path | str | dict[str, Any], *, clock: Clock | None 
     ctx = EmulatorContext(
         seed=tenant, clock=clock, state=state, tokens=tokens,
         grantor=TokenGrantor(tenant, tokens, clock),
-        throttle=Throttle(tenant.throttle, *([throttle_clock] if throttle_clock else [])),
+        throttle=Throttle(tenant.throttle, *([throttle_clock] if throttle_clock else []),
+                          fractional_retry_after=fractional_retry_after),
         faults=FaultInjector(tenant.random_seed), stats=RequestStats(), subscriptions=subscriptions,
         base_url=base_url.rstrip("/") if base_url else None, holds=Holds(),
     )

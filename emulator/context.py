@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from starlette.requests import HTTPConnection
 
@@ -37,6 +38,15 @@ class EmulatorContext:
 
     def graph_base(self, request: HTTPConnection) -> str:
         return self.base(request) + "/v1.0"
+
+    def odata_context(self, request: HTTPConnection, entity_set: str, key: str | None = None,
+                      navigation: str | None = None, *, entity: bool = False) -> str:
+        """The ``@odata.context`` Graph puts on an answer: ``…/$metadata#chats('19%3A…')/messages`` for a
+        collection, with ``/$entity`` after it for one entity (read, not run: the response examples of
+        Graph's Get user, Get chat, Get chatMessage and Get message pages; the key is percent-encoded)."""
+        fragment = entity_set + (f"('{quote(key, safe='')}')" if key is not None else "")
+        fragment += f"/{navigation}" if navigation else ""
+        return f"{self.graph_base(request)}/$metadata#{fragment}" + ("/$entity" if entity else "")
 
     def issuer(self, request: HTTPConnection) -> str:
         return f"{self.base(request)}/{self.seed.tenant_id}/v2.0"

@@ -84,7 +84,10 @@ def authenticate(request: Request, ctx: EmulatorContext) -> Caller:
         raise err
     is_user = claims.get("idtyp") == "user"
     return Caller(
-        app_id=str(claims.get("appid", "")),
+        # The calling app, which Graph's limits are counted per: appid in v1.0 tokens, azp in v2.0 ones
+        # (read, not run: the Microsoft identity platform's access token claims reference). An app named
+        # in neither would be counted with every other such app, so only a token without both is "".
+        app_id=str(claims.get("appid") or claims.get("azp") or ""),
         user_id=str(claims["oid"]) if is_user else None,
         scopes=frozenset(str(claims.get("scp", "")).split()) if is_user else frozenset(),
         roles=frozenset(claims.get("roles", [])) if not is_user else frozenset(),

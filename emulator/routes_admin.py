@@ -82,6 +82,7 @@ class InjectMail(_Body):
     body: str = ""
     content_type: Literal["text", "html"] = "text"
     received: str | None = None
+    headers: dict[str, str] = {}  # internetMessageHeaders, name -> value
 
 
 class AdvanceClock(_Body):
@@ -274,7 +275,7 @@ async def inject_mail(body: InjectMail, request: Request) -> JSONResponse:
     ctx = context_of(request)
     message = ctx.state.deliver_mail(to=body.to, from_address=body.from_address, from_name=body.from_name,
                                      subject=body.subject, body=body.body, content_type=body.content_type,
-                                     received=_time(body.received, ctx))
+                                     received=_time(body.received, ctx), headers=body.headers)
     return JSONResponse(shapes.mail_message(message, folder_id=ctx.state.folder_id(message.owner_id, "inbox")),
                         status_code=201)
 

@@ -55,7 +55,7 @@ async def list_chats(request: Request, caller: Caller = Depends(graph_caller("ch
                     include_unknown_enum_members=prefer_all)
         for c in page
     ]
-    body: dict[str, Any] = {"@odata.context": f"{ctx.graph_base(request)}/$metadata#chats", "@odata.count": len(value),
+    body: dict[str, Any] = {"@odata.context": ctx.odata_context(request, "chats"), "@odata.count": len(value),
                             "value": value}
     if len(ordered) > len(page):
         last = page[-1]
@@ -85,7 +85,8 @@ async def create_chat(request: Request, caller: Caller = Depends(graph_caller("o
     if topic is not None and not isinstance(topic, str):
         raise bad_request("topic must be a string.")
     chat, _ = ctx.state.create_chat(chat_type, member_ids, topic=topic, initiator=user_id)
-    return JSONResponse(shapes.chat(chat, tenant_id=ctx.seed.tenant_id), status_code=201)
+    return JSONResponse({"@odata.context": ctx.odata_context(request, "chats", entity=True),
+                         **shapes.chat(chat, tenant_id=ctx.seed.tenant_id)}, status_code=201)
 
 
 @router.get("/chats/{chat_id}")
@@ -98,7 +99,8 @@ async def get_chat(chat_id: str, request: Request, caller: Caller = Depends(grap
     if expand - {"members"}:
         raise bad_request(f"Parsing OData Select and Expand failed: Could not find a property named "
                           f"'{sorted(expand - {'members'})[0]}' on type 'microsoft.graph.chat'.")
-    return JSONResponse(shapes.chat(chat, tenant_id=ctx.seed.tenant_id, members="members" in expand))
+    return JSONResponse({"@odata.context": ctx.odata_context(request, "chats", entity=True),
+                         **shapes.chat(chat, tenant_id=ctx.seed.tenant_id, members="members" in expand)})
 
 
 @router.get("/chats/{chat_id}/members")
@@ -107,7 +109,7 @@ async def list_members(chat_id: str, request: Request,
     ctx = context_of(request)
     chat = _readable(request, caller, chat_id, extra_scopes={"ChatMember.Read", "ChatMember.ReadWrite"})
     value = [shapes.member(chat.id, m, ctx.seed.tenant_id) for m in chat.members]
-    return JSONResponse({"@odata.context": f"{ctx.graph_base(request)}/$metadata#chats('{chat.id}')/members",
+    return JSONResponse({"@odata.context": ctx.odata_context(request, "chats", chat.id, "members"),
                          "@odata.count": len(value), "value": value})
 
 
@@ -126,7 +128,8 @@ async def add_member(chat_id: str, request: Request,
     except ValueError:
         raise bad_request(f"visibleHistoryStartDateTime '{visible}' is not an ISO-8601 instant.") from None
     member = ctx.state.add_member(chat_id, new_member, initiator=user_id, visible_history_start=since)
-    return JSONResponse(shapes.member(chat_id, member, ctx.seed.tenant_id), status_code=201)
+    return JSONResponse({"@odata.context": ctx.odata_context(request, "chats", chat_id, "members", entity=True),
+                         **shapes.member(chat_id, member, ctx.seed.tenant_id)}, status_code=201)
 
 
 def _readable(request: Request, caller: Caller, chat_id: str, extra_scopes: set[str] | None = None) -> Chat:

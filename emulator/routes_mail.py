@@ -44,7 +44,8 @@ async def get_message(message_id: str, request: Request,
     message = ctx.state.mail_item(user_id, message_id)
     if message is None:
         raise not_found("The specified object was not found in the store.", "ErrorItemNotFound")
-    return JSONResponse(shapes.mail_message(message, folder_id=ctx.state.folder_id(user_id, message.folder)))
+    return JSONResponse({"@odata.context": ctx.odata_context(request, "users", user_id, "messages", entity=True),
+                         **shapes.mail_message(message, folder_id=ctx.state.folder_id(user_id, message.folder))})
 
 
 @router.post("/me/sendMail", status_code=202)
@@ -76,9 +77,11 @@ def _list(request: Request, caller: Caller, folder: Folder | None) -> JSONRespon
     items = [m for m in ctx.state.mailbox(user_id, folder) if all(_matches(m, c) for c in query.clauses)]
     _sort(items, query)
     page = items[query.skip: query.skip + query.top]
-    value = [shapes.select(shapes.mail_message(m, folder_id=ctx.state.folder_id(user_id, m.folder)), query.select)
+    with_headers = "internetMessageHeaders" in (query.select or ())
+    value = [shapes.select(shapes.mail_message(m, folder_id=ctx.state.folder_id(user_id, m.folder),
+                                               headers=with_headers), query.select)
              for m in page]
-    context = f"{ctx.graph_base(request)}/$metadata#users('{user_id}')/messages"
+    context = ctx.odata_context(request, "users", user_id, "messages")
     if query.select:
         context += f"({','.join(query.select)})"
     body: dict[str, Any] = {"@odata.context": context}

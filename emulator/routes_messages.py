@@ -47,7 +47,7 @@ async def list_messages(chat_id: str, request: Request,
     value = [shapes.chat_message(m, tenant_id=ctx.seed.tenant_id, include_unknown_enum_members=prefer_all)
              for m in page]
     body: dict[str, Any] = {
-        "@odata.context": f"{ctx.graph_base(request)}/$metadata#chats('{chat_id}')/messages",
+        "@odata.context": ctx.odata_context(request, "chats", chat_id, "messages"),
         "@odata.count": len(value), "value": value,
     }
     if len(items) > len(page):
@@ -67,8 +67,9 @@ async def get_message(chat_id: str, message_id: str, request: Request,
     message = next((m for m in ctx.state.messages(chat_id) if m.id == message_id), None)
     if message is None:
         raise not_found(f"Message '{message_id}' was not found in chat '{chat_id}'.")
-    return JSONResponse(shapes.chat_message(message, tenant_id=ctx.seed.tenant_id,
-                                            include_unknown_enum_members=include_unknown_enum_members(request)))
+    return JSONResponse({"@odata.context": ctx.odata_context(request, "chats", chat_id, "messages", entity=True),
+                         **shapes.chat_message(message, tenant_id=ctx.seed.tenant_id,
+                                               include_unknown_enum_members=include_unknown_enum_members(request))})
 
 
 @router.post("/chats/{chat_id}/messages", status_code=201)
@@ -87,6 +88,7 @@ async def post_message(chat_id: str, request: Request,
     ctx.state.readable_chat(chat_id, user_id)
     message = ctx.state.post_message(chat_id, sender_id=user_id, content=item["content"],
                                      content_type=content_type)  # type: ignore[arg-type]
-    return JSONResponse(shapes.chat_message(message, tenant_id=ctx.seed.tenant_id,
-                                            include_unknown_enum_members=include_unknown_enum_members(request)),
+    return JSONResponse({"@odata.context": ctx.odata_context(request, "chats", chat_id, "messages", entity=True),
+                         **shapes.chat_message(message, tenant_id=ctx.seed.tenant_id,
+                                               include_unknown_enum_members=include_unknown_enum_members(request))},
                         status_code=201)

@@ -75,7 +75,7 @@ async def list_subscriptions(request: Request, caller: Caller = Depends(graph_ca
     ctx = context_of(request)
     ctx.subscriptions.bind()
     mine = [s for s in ctx.subscriptions.active() if _owned(s, caller)]
-    return JSONResponse({"@odata.context": f"{ctx.graph_base(request)}/$metadata#subscriptions",
+    return JSONResponse({"@odata.context": ctx.odata_context(request, "subscriptions"),
                          "value": [_shape(s, ctx, request) for s in mine]})
 
 
@@ -92,7 +92,7 @@ async def renew(sub_id: str, request: Request, caller: Caller = Depends(graph_ca
     engine = ctx.subscriptions
     sub = _find(ctx, sub_id, caller)
     body = await json_object(request)
-    unknown = set(body) - {"expirationDateTime", "notificationUrl"}
+    unknown = body.names_other_than({"expirationDateTime", "notificationUrl"})
     if unknown:
         raise bad_request(f"Only expirationDateTime and notificationUrl can be updated, not {sorted(unknown)}.",
                           "InvalidRequest")
@@ -176,7 +176,7 @@ def _find(ctx: EmulatorContext, sub_id: str, caller: Caller) -> Subscription:
 def _shape(sub: Subscription, ctx: EmulatorContext, request: Request, *, entity: bool = False) -> dict[str, Any]:
     body: dict[str, Any] = {}
     if entity:
-        body["@odata.context"] = f"{ctx.graph_base(request)}/$metadata#subscriptions/$entity"
+        body["@odata.context"] = ctx.odata_context(request, "subscriptions", entity=True)
     body.update({
         "id": sub.id, "resource": sub.resource, "applicationId": sub.app_id, "changeType": sub.change_type_text,
         "clientState": sub.client_state, "notificationUrl": sub.notification_url,

@@ -167,6 +167,8 @@ class SeedMail(_Model):
     body: str = ""
     content_type: Literal["text", "html"] = "text"
     received: SeedTime | None = None
+    # internetMessageHeaders, name -> value: e.g. {"Auto-Submitted": "auto-generated"} for a robot's mail.
+    headers: dict[str, str] = {}
 
 
 class Seed(_Model):

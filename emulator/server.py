@@ -93,13 +93,15 @@ def _url(host: str, port: int) -> str:
 
 def start_emulator(seed: Seed | Path | str | dict[str, Any], *, host: str = "127.0.0.1", port: int = 0,
                    clock: Clock | None = None, signing_key: RSAPrivateKey | None = None,
-                   throttle_clock: Callable[[], float] | None = None) -> RunningEmulator:
+                   throttle_clock: Callable[[], float] | None = None,
+                   fractional_retry_after: bool = False) -> RunningEmulator:
     """Serve ``seed`` on ``host:port`` (0: any free port) and return once it answers (see create_app
-    for ``clock``, ``signing_key`` and ``throttle_clock``)."""
+    for ``clock``, ``signing_key``, ``throttle_clock`` and ``fractional_retry_after``)."""
     tenant = load_seed(seed)
     sock = _bind(host, port)
     base_url = _url(host, sock.getsockname()[1])
-    app = create_app(tenant, clock=clock, base_url=base_url, signing_key=signing_key, throttle_clock=throttle_clock)
+    app = create_app(tenant, clock=clock, base_url=base_url, signing_key=signing_key, throttle_clock=throttle_clock,
+                     fractional_retry_after=fractional_retry_after)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=30)
     server = uvicorn.Server(config)
     # uvicorn.Server.run makes its own event loop, so the emulator's loop is private to this thread.
@@ -118,7 +120,7 @@ def start_emulator(seed: Seed | Path | str | dict[str, Any], *, host: str = "127
 
 
 def serve(seed_path: Path | str, host: str = "127.0.0.1", port: int = 8088, *,
-          public_url: str | None = None) -> None:
+          public_url: str | None = None, fractional_retry_after: bool = False) -> None:
     """Serve in the foreground until interrupted. ``public_url`` fixes the issuer and link host; without
     it (or a concrete ``host``) they follow each request's Host header, as behind docker compose."""
     tenant = load_seed(seed_path)
@@ -126,7 +128,7 @@ def serve(seed_path: Path | str, host: str = "127.0.0.1", port: int = 8088, *,
     actual = sock.getsockname()[1]
     wildcard = host in ("0.0.0.0", "::", "")
     base_url = public_url or (None if wildcard else _url(host, actual))
-    app = create_app(tenant, base_url=base_url)
+    app = create_app(tenant, base_url=base_url, fractional_retry_after=fractional_retry_after)
     shown = base_url or _url("127.0.0.1" if host != "::" else "::1", actual)
     print(f"Graph emulator for tenant {tenant.tenant_id} listening on {_url(host or '0.0.0.0', actual)}\n"
           f"  ENTRABOT_GRAPH_URL={shown}/v1.0\n  ENTRABOT_AUTHORITY={shown}\n"

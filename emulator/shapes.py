@@ -143,8 +143,10 @@ def _recipient(a: Address) -> dict[str, Any]:
     return {"emailAddress": {"name": a.name, "address": a.address}}
 
 
-def mail_message(m: MailMessage, *, folder_id: str) -> dict[str, Any]:
-    return {
+def mail_message(m: MailMessage, *, folder_id: str, headers: bool = False) -> dict[str, Any]:
+    """Graph's message; ``headers``: with internetMessageHeaders, which Graph returns "only on applying
+    a $select query option" (read, not run: the message resource page), as [{"name", "value"}]."""
+    shape: dict[str, Any] = {
         "@odata.etag": f'W/"{m.change_key}"',
         "id": m.id,
         "createdDateTime": outlook_time(m.received),
@@ -177,6 +179,9 @@ def mail_message(m: MailMessage, *, folder_id: str) -> dict[str, Any]:
         "replyTo": [],
         "flag": {"flagStatus": "notFlagged"},
     }
+    if headers:
+        shape["internetMessageHeaders"] = [{"name": name, "value": value} for name, value in m.headers]
+    return shape
 
 
 MAIL_PROPERTIES = frozenset({
@@ -184,7 +189,7 @@ MAIL_PROPERTIES = frozenset({
     "sentDateTime", "hasAttachments", "internetMessageId", "subject", "bodyPreview", "importance",
     "parentFolderId", "conversationId", "conversationIndex", "isDeliveryReceiptRequested",
     "isReadReceiptRequested", "isRead", "isDraft", "webLink", "inferenceClassification", "body", "sender",
-    "from", "toRecipients", "ccRecipients", "bccRecipients", "replyTo", "flag",
+    "from", "toRecipients", "ccRecipients", "bccRecipients", "replyTo", "flag", "internetMessageHeaders",
 })
 
 

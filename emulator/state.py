@@ -14,6 +14,7 @@ import secrets
 import threading
 import uuid
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -114,6 +115,7 @@ class MailMessage:
     conversation_id: str
     change_key: str
     is_read: bool
+    headers: tuple[tuple[str, str], ...] = ()  # internetMessageHeaders, in the order they arrived
 
     @property
     def body_preview(self) -> str:
@@ -170,7 +172,7 @@ class TenantState:
         for mail in seed.mail:
             self.deliver_mail(to=mail.to, from_address=mail.from_address, from_name=mail.from_name,
                               subject=mail.subject, body=mail.body, content_type=mail.content_type,
-                              received=resolve_time(mail.received, now))
+                              received=resolve_time(mail.received, now), headers=mail.headers)
 
     def _user(self, ref: str) -> SeedUser:
         user = self.seed.find_user(ref)
@@ -415,8 +417,9 @@ class TenantState:
 
     def deliver_mail(self, *, to: str, from_address: str, from_name: str | None = None, subject: str = "",
                      body: str = "", content_type: Literal["text", "html"] = "text",
-                     received: datetime | None = None) -> MailMessage:
-        """Mail arriving from anywhere (the admin API and seeds use this)."""
+                     received: datetime | None = None, headers: Mapping[str, str] | None = None) -> MailMessage:
+        """Mail arriving from anywhere (the admin API and seeds use this), with the internet headers
+        its sender's system wrote (``Auto-Submitted``, ``Precedence``, ``List-Unsubscribe``…)."""
         user = self._user(to)
         at = (received or self._clock.now()).replace(microsecond=0)
         sender = Address(from_name or from_address, from_address)
@@ -424,7 +427,7 @@ class TenantState:
             return self._store(user.id, "inbox", subject, body, content_type, sender,
                                (Address(user.display_name, user.address),), (), at,
                                f"<{secrets.token_hex(12)}@{from_address.rpartition('@')[2] or 'external'}>",
-                               _outlook_id("AAQkA"), is_read=False)
+                               _outlook_id("AAQkA"), is_read=False, headers=tuple((headers or {}).items()))
 
     def _address(self, ref: str) -> Address:
         user = self.seed.find_user(ref)
@@ -432,9 +435,11 @@ class TenantState:
 
     def _store(self, owner: str, folder: Folder, subject: str, body: str, content_type: Literal["text", "html"],
                sender: Address, to: tuple[Address, ...], cc: tuple[Address, ...], at: datetime,
-               internet_id: str, conversation: str, *, is_read: bool) -> MailMessage:
+               internet_id: str, conversation: str, *, is_read: bool,
+               headers: tuple[tuple[str, str], ...] = ()) -> MailMessage:
         message = MailMessage(_outlook_id(), owner, folder, subject, body, content_type, sender, to, cc, at, at,
-                              internet_id, conversation, "CQAAABYAAA" + secrets.token_urlsafe(24), is_read)
+                              internet_id, conversation, "CQAAABYAAA" + secrets.token_urlsafe(24), is_read,
+                              headers)
         self._mail[owner][message.id] = message
         self._changed(MailChange("created", owner, folder, message.id, message.change_key))
         return message

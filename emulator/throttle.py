@@ -6,8 +6,11 @@ The figures come from the seed's ``ThrottleBudget`` (Microsoft's "Microsoft Grap
 throttling limits" page, Teams and Outlook sections). As Graph does, a request is evaluated against
 every limit that covers it, the first one exhausted throttles it, and a rejected request counts
 against the windows too: a client that ignores Retry-After and keeps hammering stays throttled; one
-that waits as told gets through. Retry-After is the exact time until the window has room, in
-fractional seconds (Graph's own throttling guidance allows a client to see any delay there).
+that waits as told gets through. Retry-After is the time until the window has room, rounded up to
+whole seconds as live tenants answer (5, 41, 315 s seen; Microsoft's Graph SDK's retry handler reads
+whole seconds only); ``fractional_retry_after`` answers the exact fractional wait instead, for tests
+and harnesses that would otherwise sleep a whole second per throttle (read, not run: Graph's
+"Microsoft Graph throttling guidance" page gives Retry-After as a number of seconds).
 
 Windows run on a monotonic clock (real request rates by default), never on the tenant clock tests
 move; a test passes ``emulator.clock.ManualMonotonic`` to count requests without timing them.
@@ -74,8 +77,10 @@ class _Counters:
 
 
 class Throttle:
-    def __init__(self, budget: ThrottleBudget, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, budget: ThrottleBudget, monotonic: Callable[[], float] = time.monotonic, *,
+                 fractional_retry_after: bool = False) -> None:
         self._limits = limits_of(budget)
+        self._fractional = fractional_retry_after
         self._monotonic = monotonic
         self._windows: dict[tuple[str, LimitName, str], deque[float]] = defaultdict(deque)
         self._in_flight: dict[tuple[str, str], int] = defaultdict(int)
@@ -107,7 +112,7 @@ class Throttle:
                     self._in_flight[(app_id, slot.key)] += 1
                     self._counters["mail_concurrency"].admitted += 1
             if waits:
-                return max(waits)
+                return max(waits) if self._fractional else float(math.ceil(max(waits)))
             for charge, _ in windowed:
                 self._counters[charge.limit].admitted += 1
             return None

@@ -120,20 +120,21 @@ def _under(domain: str, parents: Sequence[str]) -> bool:
     return any(domain == parent or domain.endswith("." + parent) for parent in parents)
 
 
-def _header(headers: Mapping[str, str], name: str) -> str:
-    for key, value in headers.items():
-        if key.lower() == name:
-            return value.strip().lower()
-    return ""
+def _values(headers: Mapping[str, str], name: str) -> list[str]:
+    """Every comma-separated value of the header ``name`` (any case), trimmed and lower-cased."""
+    return [part.strip().lower() for key, value in headers.items() if key.lower() == name
+            for part in value.split(",") if part.strip()]
 
 
 def _automated_by_headers(headers: Mapping[str, str]) -> bool:
-    auto_submitted = _header(headers, "auto-submitted")  # RFC 3834
-    if auto_submitted and auto_submitted != "no":
+    # RFC 3834: any value but "no" marks an automatic message (auto-generated, auto-replied…).
+    if any(value != "no" for value in _values(headers, "auto-submitted")):
         return True
-    if _header(headers, "precedence") in {"bulk", "junk", "auto_reply"}:
+    if {"bulk", "junk", "auto_reply"} & set(_values(headers, "precedence")):
         return True
-    return bool(_header(headers, "x-autoreply") or _header(headers, "x-autorespond"))
+    # RFC 2369: an unsubscribe link is what newsletters and list mail carry, not a person's letter.
+    names = {key.lower() for key in headers}
+    return bool(names & {"x-autoreply", "x-autorespond", "list-unsubscribe"})
 
 
 def mail_noise(

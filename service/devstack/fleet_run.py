@@ -54,7 +54,9 @@ from service.devstack.delivery_account import (
 from service.devstack.fault_proxy import FaultProxy, ProxyRule, ProxyStats
 from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
 from service.devstack.graph_load import GraphLoad, graph_load
-from service.devstack.graph_outage import GraphOutage, OutageWindow, fleet_reads, rate, run_outage
+from service.devstack.graph_outage import (
+    GraphOutage, OutageWindow, fleet_reads, limit_throttles, rate, run_outage,
+)
 from service.devstack.traffic import HumanTraffic
 from service.ledger.chat_cursor import CURSOR_PREFIX, ChatCursor, parse_chat_cursor
 from service.clock import parse_timestamp, utc_now
@@ -216,6 +218,8 @@ class FleetResult:
     # the most recent requests only: it is complete from ``graph_log_from`` on.
     graph_reads: list[float] = field(default_factory=list)
     graph_log_from: float = 0.0
+    # When Graph's limits (not an injected fault) answered a replica's read with 429, from the same log.
+    limit_throttles: list[float] = field(default_factory=list)
     outage: OutageWindow | None = None
     takeovers: list[TakeoverRecord] = field(default_factory=list)
     # The emulator's notification delivery counters (sent, dropped, duplicated...), with notifications on.
@@ -416,6 +420,7 @@ class FleetRun:
             final_stop_s=final_stop, host_connections={h.name: h.connections for h in self.hosts},
             interactions=interactions, ledger_metrics=metrics, traffic_began=traffic_began,
             graph_reads=fleet_reads(graph_log), graph_log_from=graph_log[0].monotonic if graph_log else 0.0,
+            limit_throttles=limit_throttles(graph_log),
             outage=outage.result() if outage is not None else None,
             takeovers=list(self._takeovers), notification_stats=notification_stats, graph_load=load,
             startup_graph_load=startup_load,

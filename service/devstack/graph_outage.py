@@ -29,10 +29,16 @@ class GraphOutage:
     duration_s: float = 30.0
     status: int = 503
     retry_after_s: int = 5
+    # At most this many reads are refused (None: every read for duration_s). One is what a single
+    # replica's 429 looks like; the other replicas can then only learn the hold from the fleet's record.
+    reads: int | None = None
 
     def fault_rule(self) -> dict[str, object]:
-        return {"status": self.status, "retry_after": self.retry_after_s, "method": "GET",
-                "route_pattern": GRAPH_PATHS, "error_rate": 1.0}
+        rule: dict[str, object] = {"status": self.status, "retry_after": self.retry_after_s, "method": "GET",
+                                   "route_pattern": GRAPH_PATHS, "error_rate": 1.0}
+        if self.reads is not None:
+            rule["count"] = self.reads
+        return rule
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,13 @@ async def run_outage(outage: GraphOutage, admin_url: str, http: httpx.AsyncClien
 def fleet_reads(records: Sequence[RequestRecord]) -> list[float]:
     """When each Graph read arrived (monotonic): the replicas' requests, not the people's posts."""
     return sorted(r.monotonic for r in records if r.method == "GET" and r.path.startswith("/v1.0/"))
+
+
+def limit_throttles(records: Sequence[RequestRecord]) -> list[float]:
+    """When each 429 that the emulator's Graph limits (not an injected fault) answered a replica's read
+    was sent (monotonic): a fleet that rushes back after a hold shows up here as a burst."""
+    return sorted(r.monotonic for r in records
+                  if r.method == "GET" and r.path.startswith("/v1.0/") and r.status == 429 and not r.fault)
 
 
 def rate(times: Sequence[float], start: float, end: float) -> float:

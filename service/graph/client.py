@@ -286,8 +286,11 @@ class GraphClient:
     def list_mail(
         self, since: datetime | None, *, top: int = MAX_TOP, folder: str = "inbox", max_pages: int = 10
     ) -> AsyncGenerator[Page[MailMessage], None]:
-        """Pages of ``folder``'s mail received after ``since`` (all when None), newest first."""
-        params: dict[str, str | int] = {"$top": _check_top(top), "$orderby": "receivedDateTime desc"}
+        """Pages of ``folder``'s mail received after ``since`` (all when None), newest first, with their
+        internet headers, which the automated-mail filter reads: Graph returns internetMessageHeaders only
+        when $select names it, and then only what $select names (read, not run: the message resource)."""
+        params: dict[str, str | int] = {"$top": _check_top(top), "$orderby": "receivedDateTime desc",
+                                        "$select": MailMessage.graph_select()}
         if since is not None:
             params["$filter"] = f"receivedDateTime gt {graph_timestamp(since)}"
         url, route = self._url("me/mailFolders/{}/messages", folder, params=params)

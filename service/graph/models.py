@@ -182,6 +182,11 @@ def _unwrap_recipient(value: Any) -> Any:
     return value
 
 
+class InternetMessageHeader(GraphModel):
+    name: str
+    value: str = ""
+
+
 class MailMessage(GraphModel):
     id: str
     subject: str | None = None
@@ -191,6 +196,9 @@ class MailMessage(GraphModel):
     body: ItemBody = Field(default_factory=ItemBody)
     body_preview: str = ""
     internet_message_id: str | None = None
+    # RFC 5322 headers (Auto-Submitted, Precedence, List-Unsubscribe…); Graph returns them only when
+    # $select names internetMessageHeaders (read, not run: Graph's message resource page).
+    internet_message_headers: tuple[InternetMessageHeader, ...] = ()
 
     @model_validator(mode="before")
     @classmethod
@@ -207,7 +215,25 @@ class MailMessage(GraphModel):
             data["toRecipients"] = [_unwrap_recipient(r) for r in recipients]
         if data.get("bodyPreview") is None:
             data.pop("bodyPreview", None)
+        if data.get("internetMessageHeaders") is None:
+            data.pop("internetMessageHeaders", None)
         return data
+
+    @classmethod
+    def graph_select(cls) -> str:
+        """The $select naming every property this model reads, so a $select (needed for the headers)
+        drops none of them."""
+        return ",".join(str(f.validation_alias or f.alias) for f in cls.model_fields.values())
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The internet headers as name → value; a repeated name keeps every value, comma-joined (as
+        RFC 9110 combines field lines), so no repeat can hide an ``Auto-Submitted`` behind another."""
+        combined: dict[str, str] = {}
+        for header in self.internet_message_headers:
+            key = next((k for k in combined if k.lower() == header.name.lower()), header.name)
+            combined[key] = f"{combined[key]}, {header.value}" if key in combined else header.value
+        return combined
 
 
     @property

@@ -72,7 +72,7 @@ def teams_item(message: ChatMessage, chat_id: str, *, agent: AgentUser, gate: Sp
 def email_item(mail: MailMessage, *, agent: AgentUser) -> EmailItem:
     inbound = mail_inbound(mail)
     item = build_tool_result_item(inbound, max_chars=MAX_ITEM_CHARS)
-    noise = mail_noise(inbound.sender_id, mail.subject, agent_addresses=agent.addresses)
+    noise = mail_noise(inbound.sender_id, mail.subject, mail.headers, agent_addresses=agent.addresses)
     return EmailItem(
         message_id=inbound.message_id,
         sender_address=meta_value(inbound.sender_id),

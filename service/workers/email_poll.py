@@ -67,7 +67,7 @@ class EmailPoller:
     async def _deliver(self, batch: Sequence[MailMessage]) -> None:
         mails = [
             m for m in batch
-            if not is_noise_mail(m.sender.address if m.sender else None, m.subject,
+            if not is_noise_mail(m.sender.address if m.sender else None, m.subject, m.headers,
                                  agent_addresses=self.agent.addresses)
         ]
         if not mails:

@@ -143,7 +143,8 @@ def test_mail_without_a_sender_address_is_noise() -> None:
 
 @pytest.mark.parametrize(
     "headers",
-    [{"Auto-Submitted": "auto-replied"}, {"auto-submitted": "auto-generated"}, {"Precedence": "bulk"}, {"X-Autoreply": "yes"}],
+    [{"Auto-Submitted": "auto-replied"}, {"auto-submitted": "auto-generated"}, {"Precedence": "bulk"}, {"X-Autoreply": "yes"},
+     {"List-Unsubscribe": "<mailto:leave@lists.example>"}, {"Auto-Submitted": "no, auto-generated"}],
 )
 def test_auto_replies_and_bulk_mail_are_noise_by_their_headers(headers: dict[str, str]) -> None:
     assert mail_noise("carol@contoso.example", "Out of office", headers) is MailNoise.AUTOMATED

@@ -1,5 +1,6 @@
 """Graph's documented limits over real HTTP, counted on a throttling clock that stands still: exactly the
-requests over each budget are answered 429 with Retry-After (fractional where the wait is), a 429
+requests over each budget are answered 429 with Retry-After (whole seconds as Graph answers, or the
+exact fractional wait when the emulator is started so; these counting tests ask for it), a 429
 counts against the window, and the admin API reports every limit's figures and counts."""
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ def limited(signing_key: rsa.RSAPrivateKey, ticks: ManualMonotonic) -> Iterator[
     """Start an emulator with Graph's default limits (or ``throttle``) on the manual throttling clock."""
     running: list[RunningEmulator] = []
 
-    def start(chats: int = 3, throttle: ThrottleBudget | None = None) -> RunningEmulator:
+    def start(chats: int = 3, throttle: ThrottleBudget | None = None, fractional: bool = True) -> RunningEmulator:
         seed = build_seed(chats=chats, humans=3, history=1, throttle=throttle)
-        emu = start_emulator(seed, signing_key=signing_key, throttle_clock=ticks)
+        emu = start_emulator(seed, signing_key=signing_key, throttle_clock=ticks, fractional_retry_after=fractional)
         running.append(emu)
         return emu
 
@@ -88,6 +89,28 @@ def test_one_chat_is_read_at_most_once_a_second_and_a_429_counts_against_it(
         "requests": 1, "window_s": 1.0, "scope": "app and chat", "admitted": 4, "throttled": 3}
 
 
+def test_one_chats_read_limit_is_counted_per_app_so_another_app_reads_it_while_the_agents_is_throttled(
+        limited: Start, http: httpx.Client) -> None:
+    emu = limited()
+    chat = emu.seed.chats[0]
+    url = f"{emu.graph_url}/chats/{chat.id}/messages"
+    agent = bearer(Entra(emu, http).agent_token())
+    assert http.get(url, headers=agent).status_code == 200
+    assert _throttled(http.get(url, headers=agent)) == 1.0
+
+    def app_token(client_id: str) -> dict[str, str]:
+        # v2.0 tokens name their app in azp only (no appid): two such apps are two apps.
+        minted = http.post(emu.admin_url + "/tokens/api", json={
+            "audience": "https://graph.microsoft.com", "client_id": client_id, "scp": "Chat.Read",
+            "user_id": chat.members[0] if chat.members[0] != emu.seed.agent_user.id else chat.members[1]})
+        return bearer(minted.json()["access_token"])
+
+    first, second = app_token("11111111-0000-0000-0000-000000000001"), app_token("11111111-0000-0000-0000-000000000002")
+    assert http.get(url, headers=first).status_code == 200  # another app: its own second of this chat
+    assert _throttled(http.get(url, headers=first)) == 1.0
+    assert http.get(url, headers=second).status_code == 200
+
+
 def test_list_and_get_chat_beyond_5_a_second_per_user_are_429(limited: Start, http: httpx.Client,
                                                               ticks: ManualMonotonic) -> None:
     emu = limited()
@@ -131,6 +154,19 @@ def test_mail_beyond_its_ten_minute_budget_per_mailbox_is_429(limited: Start, ht
     assert _throttled(http.get(f"{emu.graph_url}/me/messages", headers=ada)) == 0.5
     ticks.advance(0.5)
     assert http.get(f"{emu.graph_url}/me/messages", headers=ada).status_code == 200
+
+
+def test_retry_after_is_whole_seconds_unless_fractional_waits_are_asked_for(
+        limited: Start, http: httpx.Client, ticks: ManualMonotonic) -> None:
+    # Live tenants answer whole seconds (5, 41, 315 s seen), and Microsoft's Graph SDK reads no other form.
+    emu = limited(throttle=ThrottleBudget(mail_per_10_min=2), fractional=False)
+    ada = bearer(Entra(emu, http).human_token(emu.seed.humans[0].user_principal_name))
+    url = f"{emu.graph_url}/me/messages"
+    assert [http.get(url, headers=ada).status_code for _ in range(2)] == [200, 200]
+    ticks.advance(0.25)
+    assert http.get(url, headers=ada).headers["Retry-After"] == "600"  # 599.75 s, rounded up
+    ticks.advance(599.5)
+    assert http.get(url, headers=ada).headers["Retry-After"] == "1"  # 0.25 s, rounded up
 
 
 def test_a_mailbox_serves_at_most_4_concurrent_requests_per_app(limited: Start, http: httpx.Client) -> None:

@@ -88,6 +88,47 @@ def test_send_mail_lands_in_the_recipients_inbox(emu: RunningEmulator, http: htt
     assert mail["receivedDateTime"].endswith("Z") and len(mail["id"]) > 100
 
 
+def test_send_mail_property_names_match_in_any_case_as_graph_binds_them(
+        emu: RunningEmulator, http: httpx.Client, agent: dict[str, str], entra: Entra) -> None:
+    ada = emu.seed.humans[0]
+    # The body exactly as Microsoft's Graph SDK for Python serializes SendMailPostRequestBody.
+    response = http.post(emu.graph_url + "/me/sendMail", headers=agent, json={
+        "Message": {"Subject": "From the SDK", "Body": {"ContentType": "Text", "Content": "PascalCase names."},
+                    "ToRecipients": [{"EmailAddress": {"Address": ada.user_principal_name}}]},
+        "SaveToSentItems": False,
+    })
+    assert response.status_code == 202
+    inbox = http.get(emu.graph_url + "/me/mailFolders/inbox/messages",
+                     headers=bearer(entra.human_token(ada.user_principal_name))).json()["value"]
+    (mail,) = [m for m in inbox if m["subject"] == "From the SDK"]
+    assert mail["bodyPreview"] == "PascalCase names."
+    sent = http.get(emu.graph_url + "/me/messages", headers=agent).json()["value"]
+    assert "From the SDK" not in [m["subject"] for m in sent]  # SaveToSentItems: false was read too
+
+
+def test_one_property_sent_in_two_cases_is_400(emu: RunningEmulator, http: httpx.Client,
+                                               agent: dict[str, str]) -> None:
+    to = [{"emailAddress": {"address": "someone@example.org"}}]
+    response = http.post(emu.graph_url + "/me/sendMail", headers=agent, json={
+        "message": {"subject": "a", "toRecipients": to}, "Message": {"subject": "b", "toRecipients": to}})
+    assert_graph_error(response, 400, "BadRequest")
+    assert "'message' and 'Message'" in response.json()["error"]["message"]
+
+
+def test_internet_message_headers_are_returned_only_when_selected(emu: RunningEmulator, http: httpx.Client,
+                                                                  agent: dict[str, str]) -> None:
+    http.post(emu.admin_url + "/mail", json={"to": emu.seed.agent_user.id, "from": "news@fabrikam.com",
+                                             "subject": "digest", "headers": {"Precedence": "bulk",
+                                                                              "List-Unsubscribe": "<mailto:x@y>"}})
+    url = emu.graph_url + "/me/mailFolders/inbox/messages"
+    (plain,) = [m for m in http.get(url, headers=agent).json()["value"] if m["subject"] == "digest"]
+    assert "internetMessageHeaders" not in plain
+    selected = http.get(url, headers=agent, params={"$select": "subject,internetMessageHeaders"}).json()
+    (mail,) = [m for m in selected["value"] if m["subject"] == "digest"]
+    assert mail["internetMessageHeaders"] == [{"name": "Precedence", "value": "bulk"},
+                                              {"name": "List-Unsubscribe", "value": "<mailto:x@y>"}]
+
+
 def test_sent_mail_is_in_me_messages_but_not_in_the_inbox(emu: RunningEmulator, http: httpx.Client,
                                                           agent: dict[str, str]) -> None:
     http.post(emu.graph_url + "/me/sendMail", headers=agent, json={"message": {

@@ -32,6 +32,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from fleet_checks import assert_each_message_delivered_once
 
 from emulator.notification_faults import NotificationFaultRule
 from service.devstack.azurite import Azurite
@@ -96,16 +97,6 @@ def _scanner_takeover_bound(plan: FleetPlan, tmp_path: Path) -> timedelta:
     return chat_scan.LEASE_TTL + lease.renew_every + cycle
 
 
-def _assert_exactly_once(result: FleetResult) -> None:
-    account = result.account
-    assert not account.duplicates, f"delivered more than once: {dict(account.duplicates)}"
-    assert not account.unexpected, f"pushed but never sent by the run: {account.unexpected}"
-    assert not account.unexplained, (
-        f"{len(account.unexplained)} message(s) never delivered: {result.summary()['unexplained_losses']}; "
-        f"replica logs in {result.workdir}"
-    )
-
-
 @pytest.mark.timeout(420)
 def test_the_scanner_lease_moves_to_a_live_replica_after_expiry_and_within_its_bound_when_its_holder_is_killed(
     notified_run: FleetResult, tmp_path: Path
@@ -139,7 +130,7 @@ def test_every_message_reaches_one_host_once_with_notifications_dropped_and_doub
     assert stats.get("sent", 0) > 0 and stats.get("dropped", 0) > 0 and stats.get("duplicated", 0) > 0, stats
     assert result.kills, "the scanner's replica was not killed"
 
-    _assert_exactly_once(result)
+    assert_each_message_delivered_once(result)
     # A claim the killed replica had won and not pushed is the one loss the design accepts (issue 7);
     # the scanner's death itself loses nothing.
     lost = len(account.lost_at_sigkill)
@@ -162,7 +153,7 @@ def test_an_unordered_tenant_without_notifications_gets_every_message_delivered_
     assert load is not None and load.by_route.get("GET /v1.0/me/chats", {}).get("200", 0) > 0, load
     assert result.notification_stats is None
 
-    _assert_exactly_once(result)
+    assert_each_message_delivered_once(result)
     assert result.account.delivered == result.account.sent
 
 

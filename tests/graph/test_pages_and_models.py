@@ -141,3 +141,19 @@ def test_chat_with_expanded_members_and_preview_is_read() -> None:
     (item,) = chat.items
     assert item.members[0].user_id == "u-1"
     assert item.last_message_preview is not None and item.last_message_preview.id == "m9"
+
+
+def test_a_repeated_mail_header_keeps_every_value_so_none_hides_behind_another() -> None:
+    mail = MailMessage.model_validate({
+        "id": "m1", "receivedDateTime": "2026-11-20T12:00:00Z",
+        "internetMessageHeaders": [{"name": "Auto-Submitted", "value": "no"},
+                                   {"name": "auto-submitted", "value": "auto-generated"},
+                                   {"name": "Received", "value": "from mx.example"}],
+    })
+    assert mail.headers == {"Auto-Submitted": "no, auto-generated", "Received": "from mx.example"}
+
+
+def test_the_mail_select_names_every_property_the_model_reads() -> None:
+    assert MailMessage.graph_select().split(",") == [
+        "id", "subject", "from", "toRecipients", "receivedDateTime", "body", "bodyPreview", "internetMessageId",
+        "internetMessageHeaders"]

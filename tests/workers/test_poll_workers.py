@@ -421,3 +421,23 @@ async def test_a_held_mail_batch_is_settled_and_delivered_even_when_another_repl
         assert target.ids == [held]
     finally:
         await stack.aclose()
+
+
+async def test_a_mail_whose_headers_say_automated_is_not_pushed_while_a_persons_is(stack, emulator):
+    target = await connect(stack)
+    await stack.email.cycle()  # the cloud cursor starts at "now"
+    start, agent = now(), emulator.seed.agent_user.id
+
+    def mail(subject: str, seconds: int, headers: dict[str, str]) -> str:
+        # Every sender looks like a person's address: only the internet headers tell them apart.
+        return emulator.state.deliver_mail(to=agent, from_address="ada.partner@fabrikam.com", subject=subject,
+                                           body="b", received=start + timedelta(seconds=seconds),
+                                           headers=headers).id
+
+    person = mail("can we talk", 1, {"Message-ID": "<1@fabrikam.com>", "Auto-Submitted": "no"})
+    mail("out of office", 2, {"Auto-Submitted": "auto-replied"})
+    mail("weekly digest", 3, {"Precedence": "bulk"})
+    mail("newsletter", 4, {"List-Unsubscribe": "<mailto:leave@fabrikam.com>"})
+    stack.email.clock = lambda: start + timedelta(minutes=1)
+    await stack.email.cycle()
+    assert target.ids == [person]
