@@ -54,6 +54,16 @@ class Endpoint:
         return f"{self.authority}/{self.tenant_id}/v2.0"
 
 
+def v1_issuer(tenant_id: str) -> str:
+    """The issuer of v1.0 access tokens: Entra's STS for the tenant, whichever endpoint issued them.
+
+    Azure Storage, a Microsoft API, takes v1.0 tokens, so its tokens carry this issuer (read, not run:
+    learn.microsoft.com/entra/identity-platform/access-tokens, "v1.0 ... iss https://sts.windows.net/{tid}/").
+    Azurite's ``--oauth basic`` accepts only issuers under https://sts.windows.net/ and a few sovereign
+    clouds (azurite/node_modules/azurite/dist/src/common/utils/constants.js, VALID_ISSUE_PREFIXES)."""
+    return f"https://sts.windows.net/{tenant_id}/"
+
+
 @dataclass(frozen=True)
 class _Scope:
     resource: str  # the token audience
@@ -398,6 +408,8 @@ class TokenGrantor:
             "aud": audience, "iss": ep.issuer, "tid": self._seed.tenant_id, "appid": app_id, "azp": app_id,
             "appidacr": acr, "oid": app_id, "sub": app_id, "idtyp": "app", "ver": "2.0",
         }
+        if audience == STORAGE_AUDIENCE:
+            claims.update(iss=v1_issuer(self._seed.tenant_id), ver="1.0")
         if roles and audience != TOKEN_EXCHANGE_AUDIENCE:
             claims["roles"] = list(roles)
         return claims
@@ -420,7 +432,9 @@ class TokenGrantor:
                                  "and resource.")
             granted = scope.names
         return {
-            "aud": scope.resource, "iss": ep.issuer, "tid": self._seed.tenant_id, "oid": user.id,
+            "aud": scope.resource,
+            "iss": v1_issuer(self._seed.tenant_id) if scope.resource == STORAGE_AUDIENCE else ep.issuer,
+            "tid": self._seed.tenant_id, "oid": user.id,
             "sub": b64url(hashlib.sha256(f"{user.id}/{app_id}".encode()).digest()[:24]),
             "upn": user.user_principal_name, "unique_name": user.user_principal_name, "name": user.display_name,
             "given_name": user.given_name, "family_name": user.surname, "idtyp": "user", "appid": app_id,

@@ -68,10 +68,12 @@ def authenticate(request: Request, ctx: EmulatorContext) -> Caller:
         claims = ctx.tokens.decode(token)
     except InvalidToken:
         raise unauthenticated("Access token validation failure. Invalid signature.") from None
-    if claims.get("iss") != ctx.issuer(request) or claims.get("tid") != ctx.seed.tenant_id:
-        raise unauthenticated("Access token validation failure. Invalid issuer.")
+    # The audience first: a token for another resource (Storage's, with its v1 issuer) is refused for
+    # being someone else's, not for an issuer Graph never expected of it.
     if claims.get("aud") not in (GRAPH_AUDIENCE, GRAPH_AUDIENCE + "/", GRAPH_APP_ID):
         raise unauthenticated("Access token validation failure. Invalid audience.")
+    if claims.get("iss") != ctx.issuer(request) or claims.get("tid") != ctx.seed.tenant_id:
+        raise unauthenticated("Access token validation failure. Invalid issuer.")
     now = ctx.clock.now().timestamp()
     if float(claims.get("nbf", 0)) > now:
         raise unauthenticated("Lifetime validation failed, the token is not yet valid.")

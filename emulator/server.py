@@ -87,22 +87,27 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _url(host: str, port: int) -> str:
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+def _url(host: str, port: int, scheme: str = "http") -> str:
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 def start_emulator(seed: Seed | Path | str | dict[str, Any], *, host: str = "127.0.0.1", port: int = 0,
                    clock: Clock | None = None, signing_key: RSAPrivateKey | None = None,
                    throttle_clock: Callable[[], float] | None = None,
-                   fractional_retry_after: bool = False) -> RunningEmulator:
+                   fractional_retry_after: bool = False,
+                   tls: tuple[Path, Path] | None = None) -> RunningEmulator:
     """Serve ``seed`` on ``host:port`` (0: any free port) and return once it answers (see create_app
-    for ``clock``, ``signing_key``, ``throttle_clock`` and ``fractional_retry_after``)."""
+    for ``clock``, ``signing_key``, ``throttle_clock`` and ``fractional_retry_after``). ``tls``
+    (certificate, key PEM files) serves HTTPS, for clients that accept only an https authority
+    (azure-identity)."""
     tenant = load_seed(seed)
     sock = _bind(host, port)
-    base_url = _url(host, sock.getsockname()[1])
+    base_url = _url(host, sock.getsockname()[1], "https" if tls else "http")
     app = create_app(tenant, clock=clock, base_url=base_url, signing_key=signing_key, throttle_clock=throttle_clock,
                      fractional_retry_after=fractional_retry_after)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=30)
+    cert, key = (str(tls[0]), str(tls[1])) if tls else (None, None)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=30,
+                            ssl_certfile=cert, ssl_keyfile=key)
     server = uvicorn.Server(config)
     # uvicorn.Server.run makes its own event loop, so the emulator's loop is private to this thread.
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="graph-emulator", daemon=True)

@@ -15,10 +15,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
+from opentelemetry import trace
+
 from service.delivery.message import InboundMessage, Source
 from service.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
 
 
 class TargetKind(str, Enum):
@@ -183,7 +186,12 @@ class DeliveryHub:
         """
         results: list[Dispatch] = []
         for message in sorted(messages, key=_delivery_order):
-            results.append(await self._dispatch_one(message))
+            with tracer.start_as_current_span("delivery.push", attributes={
+                    "entrabot.source": message.source.value, "entrabot.chat_id": message.chat_id,
+                    "entrabot.message_id": message.message_id}) as span:
+                dispatch = await self._dispatch_one(message)
+                span.set_attribute("entrabot.delivery.outcome", dispatch.outcome.value)
+            results.append(dispatch)
         return results
 
     async def _dispatch_one(self, message: InboundMessage) -> Dispatch:

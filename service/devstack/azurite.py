@@ -36,8 +36,9 @@ class Azurite:
 
     @property
     def connection_string(self) -> str:
+        scheme = self.blob_endpoint.split(":", 1)[0]
         return (
-            f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};"
+            f"DefaultEndpointsProtocol={scheme};AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};"
             f"BlobEndpoint={self.blob_endpoint};"
         )
 
@@ -62,14 +63,32 @@ def docker_engine_available() -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class AzuriteOAuth:
+    """Serve HTTPS with this certificate and accept bearer tokens (``--oauth basic``, which needs HTTPS).
+
+    What "basic" checks, read in its source (dist/src/blob/authentication/BlobTokenAuthenticator.js):
+    the token decodes as a JWT (the signature is not verified), nbf and exp are present and now lies
+    between them, iss starts with https://sts.windows.net/ (or a sovereign cloud's STS), and aud is
+    https://storage.azure.com, Storage's app id or the account's blob URL. It checks no scope or role,
+    so any token of that shape reaches every container. Azure Storage also verifies the signature
+    against the tenant's keys and authorizes the caller by RBAC (Storage Blob Data roles).
+    """
+
+    cert: Path
+    key: Path
+
+
 def start_azurite(
-    *, prefer_docker: bool = True, port: int = 0, location: Path | None = None, settings: DevstackSettings | None = None
+    *, prefer_docker: bool = True, port: int = 0, location: Path | None = None, settings: DevstackSettings | None = None,
+    oauth: AzuriteOAuth | None = None,
 ) -> Azurite:
-    """Start Azurite and return once it accepts connections (``settings``: the environment's and ``.env``'s)."""
+    """Start Azurite and return once it accepts connections (``settings``: the environment's and ``.env``'s).
+    With ``oauth``, the npm build only (the container would need the certificate mounted)."""
     settings = settings or load_devstack_settings()
-    if prefer_docker and not settings.azurite_no_docker and docker_engine_available():
+    if oauth is None and prefer_docker and not settings.azurite_no_docker and docker_engine_available():
         return _start_container()
-    return _start_npm(settings.azurite_dir, port=port, location=location)
+    return _start_npm(settings.azurite_dir, port=port, location=location, oauth=oauth)
 
 
 def _start_container() -> Azurite:
@@ -82,7 +101,7 @@ def _start_container() -> Azurite:
     return Azurite(f"http://{host}:{port}/{ACCOUNT}", "docker", _stop=container.stop)
 
 
-def _start_npm(npm_dir: Path, *, port: int, location: Path | None) -> Azurite:
+def _start_npm(npm_dir: Path, *, port: int, location: Path | None, oauth: AzuriteOAuth | None = None) -> Azurite:
     binary = npm_dir / "node_modules" / ".bin" / "azurite-blob"
     node = shutil.which("node")
     if node is None:
@@ -96,6 +115,8 @@ def _start_npm(npm_dir: Path, *, port: int, location: Path | None) -> Azurite:
         "--skipApiVersionCheck", "--loose", "--disableTelemetry",
     ]
     args += ["--location", str(location)] if location else ["--inMemoryPersistence"]
+    if oauth is not None:
+        args += ["--cert", str(oauth.cert), "--key", str(oauth.key), "--oauth", "basic"]
     # Spawn node itself (not a shell) so the PID we signal is Azurite's.
     proc = subprocess.Popen(
         [node, str(script), *args], cwd=npm_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -19,14 +19,12 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 from emulator.seed import Seed
 from emulator.server import RunningEmulator, start_emulator
 from service.devstack.azurite import Azurite, start_azurite
 from service.devstack.dev_environment import replica_environment
 from service.devstack.emulator_env import agent_user_env
-from service.devstack.processes import terminate
+from service.devstack.processes import terminate, wait_until_answering
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
@@ -94,17 +92,10 @@ class ReplicaProcess:
             self.proc.wait()
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.alive:
-                raise RuntimeError(f"{self.name} exited during start-up; its log:\n{self.log_tail()}")
-            try:
-                if httpx.get(f"{self.base_url}/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"{self.name} was not ready within {timeout:.0f} s; its log:\n{self.log_tail()}")
+        if self.proc is None:
+            raise RuntimeError(f"{self.name} was never started")
+        wait_until_answering(f"{self.base_url}/readyz", self.proc, what=self.name, timeout=timeout,
+                             log_tail=self.log_tail)
 
     def log_tail(self, lines: int = 30) -> str:
         try:

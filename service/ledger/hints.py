@@ -14,6 +14,9 @@ whatever the number of writers or chats. Blobs of minutes past are never read ag
 storage account's lifecycle rule ``delete-old-hint-segments`` (deploy/bicep/modules/storage.bicep)
 deletes them a day or two after their last append. Azurite has no lifecycle management, so a local
 or demo store keeps its segments (1,440 a day) for as long as the store lives.
+
+A hint carries its writer's trace (``p``, a W3C traceparent, when tracing is on), so the read, claim and
+push it leads to on whichever replica join the trace of the scan or notification that found the change.
 """
 
 from __future__ import annotations
@@ -21,14 +24,18 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+
+from opentelemetry import trace
 
 from service.clock import Clock, as_utc, format_timestamp, parse_timestamp, utc_now
 from service.storage.backend import MemoryBackend
 from service.storage.errors import StorageError
+from service.telemetry.tracing import traceparent_now
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
 
 PREFIX = "hints/"
 SEGMENT = timedelta(minutes=1)
@@ -44,6 +51,7 @@ class Hint:
     newest: datetime  # the newest message time the writer saw (creation time)
     message_id: str | None = None
     source: str = "scan"  # scan | notification | sweep: for metrics and debugging only
+    traceparent: str | None = None  # the writer's span (W3C trace context), set by HintLog.add
 
 
 def render_hints(hints: Iterable[Hint]) -> str:
@@ -52,6 +60,8 @@ def render_hints(hints: Iterable[Hint]) -> str:
         record = {"c": h.chat_id, "t": format_timestamp(h.newest), "s": h.source}
         if h.message_id is not None:
             record["m"] = h.message_id
+        if h.traceparent is not None:
+            record["p"] = h.traceparent
         lines.append(json.dumps(record, separators=(",", ":"), sort_keys=True) + "\n")
     return "".join(lines)
 
@@ -68,7 +78,9 @@ def parse_hint_line(line: str) -> Hint | None:
     if not isinstance(chat_id, str) or not chat_id or not (message_id is None or isinstance(message_id, str)):
         return None
     source = obj.get("s")
-    return Hint(chat_id, newest, message_id, source if isinstance(source, str) else "unknown")
+    traceparent = obj.get("p")  # only ever a trace link: one that is not a string is dropped, not the hint
+    return Hint(chat_id, newest, message_id, source if isinstance(source, str) else "unknown",
+                traceparent if isinstance(traceparent, str) else None)
 
 
 @dataclass
@@ -79,10 +91,14 @@ class HintLog:
     clock: Clock = utc_now
 
     async def add(self, hints: Iterable[Hint]) -> None:
-        """One atomic append; raises StorageError (the caller decides whether to answer Graph 5xx)."""
-        text = render_hints(hints)
-        if text:
-            await self.backend.append_text(segment_key(self.clock()), text)
+        """One atomic append; raises StorageError (the caller decides whether to answer Graph 5xx).
+        Each hint carries this write's span, the parent of what its readers do with it."""
+        with tracer.start_as_current_span("hints.add") as span:
+            parent = traceparent_now()
+            text = render_hints(h if h.traceparent is not None else replace(h, traceparent=parent) for h in hints)
+            span.set_attribute("entrabot.hints", text.count("\n"))
+            if text:
+                await self.backend.append_text(segment_key(self.clock()), text)
 
 
 @dataclass

@@ -78,8 +78,10 @@ class BlobBackend:
         *,
         owned_credential: AsyncTokenCredential | None = None,
         metrics: Metrics | None = None,
+        bearer: bool = False,
     ) -> None:
         self._service = service
+        self._bearer = bearer
         self._container_name = validate_container_name(container)
         self._container = service.get_container_client(container)
         self._owned_credential = owned_credential
@@ -128,7 +130,8 @@ class BlobBackend:
         """OAuth with an azure-core credential (DefaultAzureCredential for AKS workload identity)."""
         url = parse_endpoint(endpoint, require_https=True)
         service = BlobServiceClient(url, credential=credential, **options.client_kwargs())
-        return cls(service, container, owned_credential=credential if close_credential else None, metrics=metrics)
+        return cls(service, container, owned_credential=credential if close_credential else None, metrics=metrics,
+                   bearer=True)
 
     @classmethod
     def from_token_provider(
@@ -168,7 +171,8 @@ class BlobBackend:
             yield
             outcome = "ok"
         except AzureError as exc:
-            error = storage_error_from(exc, op, BlobTarget(self.endpoint, self._container_name, key))
+            target = BlobTarget(self.endpoint, self._container_name, key, self._bearer)
+            error = storage_error_from(exc, op, target)
             outcome = outcome_label(error)
             raise error from exc
         except Exception as exc:  # e.g. a StorageError from the token adapter; recorded, not altered

@@ -37,6 +37,11 @@ class BlobClientOptions:
     # A CA bundle to trust in addition to the system store (an endpoint behind a private CA).
     ca_bundle: str | None = None
 
+    def credential_kwargs(self) -> dict[str, Any]:
+        """For an azure-identity credential's own pipeline: trust the same CA bundle (an authority
+        behind the private CA, as the emulator is in tests)."""
+        return {"connection_verify": self.ca_bundle} if self.ca_bundle else {}
+
     def client_kwargs(self) -> dict[str, Any]:
         return {
             "transport": SendOnceTransport(

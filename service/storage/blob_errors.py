@@ -31,6 +31,7 @@ from service.storage.errors import (
 
 BLOB_NOT_FOUND = "BlobNotFound"
 CONTAINER_NOT_FOUND = "ContainerNotFound"
+AUTHENTICATION_FAILED = "AuthenticationFailed"
 INVALID_BLOB_TYPE = "InvalidBlobType"
 _RETRYABLE_STATUSES = frozenset({408, 429})
 
@@ -60,6 +61,7 @@ class BlobTarget:
     endpoint: str
     container: str
     key: str | None = None
+    bearer: bool = False  # the client authenticates with a token (not a shared key or SAS)
 
     def subject(self, op: BlobOp) -> str:
         return f"{op.value} of {self.key!r}" if self.key is not None else op.value
@@ -133,6 +135,15 @@ def _from_status(exc: HttpResponseError, status: int, op: BlobOp, target: BlobTa
         return StorageError(
             f"{target.key!r} is not an append blob (it was written with write_text); a key is either "
             "appended to or written whole, never both"
+        )
+    if status == 403 and code == AUTHENTICATION_FAILED and target.bearer:
+        # Azure answers a refused token (expired, wrong audience or issuer) with 401; Azurite's OAuth
+        # with 403 AuthenticationFailed ("Lifetime validation failed. The token is expired."). Without
+        # a shared key in play, either way the token must be refreshed; an identity that lacks its
+        # role gets 403 AuthorizationPermissionMismatch, which stays a configuration error below.
+        return TokenExpiredError(
+            f"Blob endpoint {target.endpoint} refused the storage token for the {subject} (HTTP 403 {code}): "
+            "it expired or was rejected; refresh it and retry"
         )
     if status == 403:
         return BackendMisconfiguredError(

@@ -130,7 +130,7 @@ def get_backend(
     from azure.identity.aio import DefaultAzureCredential  # ~0.4 s import only replicas on AKS pay
 
     return BlobBackend.from_credential(
-        choice.endpoint, choice.container, DefaultAzureCredential(), close_credential=True,
+        choice.endpoint, choice.container, DefaultAzureCredential(**options.credential_kwargs()), close_credential=True,
         options=options, metrics=metrics,
     )
 

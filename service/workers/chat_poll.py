@@ -22,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -47,6 +48,7 @@ from service.ledger.readers import ReaderRoster
 from service.ledger.permission_requests import PermissionRequests, Standing
 from service.storage.errors import StorageError
 from service.telemetry.metrics import Metrics
+from service.telemetry.tracing import context_from_traceparent
 from service.domain.agent import AgentUser
 from service.domain.inbound import chat_inbound
 from service.domain.message_order import oldest_first
@@ -196,10 +198,33 @@ class ChatPoller:
             return
         with tracer.start_as_current_span("chat_poll.cycle") as span:
             span.set_attribute("entrabot.chats", len(due))
-            deferred = [r for r in await self._each(due, self._poll_wanted) if r is not None]
+            deferred = [r for r in await self._each(due, self._poll_wanted_traced) if r is not None]
             if deferred:
                 takeable = await self._takeable(m for read in deferred for m in read.inbound)
-                await self._each(deferred, lambda read: self._claim_chat(read, takeable))
+                await self._each(deferred, lambda read: self._claim_deferred(read, takeable))
+
+    async def _poll_wanted_traced(self, chat_id: str) -> ChatRead | None:
+        with self._chat_span("chat_poll.chat", chat_id):
+            return await self._poll_wanted(chat_id)
+
+    async def _claim_deferred(self, read: ChatRead, takeable: frozenset[str]) -> None:
+        with self._chat_span("chat_poll.claim_allotted", read.state.chat_id):
+            await self._claim_chat(read, takeable)
+
+    @contextmanager
+    def _chat_span(self, name: str, chat_id: str) -> Iterator[None]:
+        """One chat's work as a child of the hint that asked for it, whichever replica wrote it, and
+        linked to this cycle's span. A child rather than a link: the trace then shows the change found,
+        the hint, the cursor and Graph reads, the claim and the push as one (where a message's time
+        went); a cycle serves many chats, so it is the link. Without a hint's trace (our own doubt,
+        tracing off at the writer) the cycle stays the parent."""
+        wanted = self._wanted.get(chat_id)
+        parent = context_from_traceparent(wanted.traceparent if wanted is not None else None)
+        cycle = trace.get_current_span().get_span_context()
+        links = [trace.Link(cycle)] if parent is not None and cycle.is_valid else []
+        with tracer.start_as_current_span(name, context=parent, links=links,
+                                          attributes={"entrabot.chat_id": chat_id}):
+            yield
 
     # --- what to read: hints (SPEC §9), and the chats this replica must look at again itself ---
 

@@ -35,6 +35,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from opentelemetry import trace
+
 from service.clock import Clock, utc_now
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError
@@ -46,6 +48,7 @@ from service.telemetry.metrics import Metrics
 from service.workers.hint_publish import Published, publish_hints
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
 
 ROLE = "chat_scanner"
 # Short: while no replica scans, every chat message waits for the sweep, and a scanner that acts for
@@ -132,7 +135,8 @@ class ChatScanner:
         self._next_scan = now + (self.relaxed_interval_s if relaxed else self.interval_s)
         if not self._ordered and now >= self._ordering_retry_at:
             self._ordered, self._resume = True, None
-        pages = await self.scan()
+        with tracer.start_as_current_span("chat_scan.scan", attributes={"entrabot.ordered": self._ordered}):
+            pages = await self.scan()  # its hints carry this trace to the replicas that read them
         if not relaxed and self._ordered and self.monotonic() < self._active_until:
             # Active: soon again, but at most one page per active interval, so a burst that spreads
             # over several pages does not multiply the scanner's share of list chats' 5 req/s per user.

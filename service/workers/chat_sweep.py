@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from opentelemetry import trace
+
 from service.clock import Clock, utc_now
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError
@@ -38,6 +40,7 @@ from service.workers.chat_state import OfferedMessage
 from service.workers.hint_publish import Published, publish_hints
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
 
 ROLE = "chat_sweep"
 BUSY_PAGE_S = 2.0
@@ -67,7 +70,8 @@ class ChatSweep:
             self._resume, self._held_epoch = None, self.lease.epoch
         if now < self._next_page:
             return
-        found = await self.sweep_page()
+        with tracer.start_as_current_span("chat_sweep.page"):
+            found = await self.sweep_page()  # its hints carry this trace to the replicas that read them
         # A page that found work (a cold fleet's chats without cursors, or messages a lost hint hid)
         # is followed at the fast pace; a quiet page at the slow one.
         self._next_page = now + (min(self.interval_s, BUSY_PAGE_S) if found else self.interval_s)

@@ -50,12 +50,15 @@ class WantedRead:
     # turn, then one more gap after a cursor read that found the chat still uncovered); how many of
     # them are done. Kept as ``not_before`` so the wait holds up no other chat's read.
     turn_waits: int = 0
+    # The hint's trace (its writer's span): the read, claim and push it leads to join that trace.
+    traceparent: str | None = None
 
     @classmethod
     def from_hint(cls, hint: Hint, learned_at: float) -> WantedRead:
         preview = hint.source in PREVIEW_SOURCES and hint.message_id is not None
         first_sight_only = hint.source == "sweep" and hint.message_id is None
-        return cls(hint.newest, hint.message_id, preview, learned_at, first_sight_only=first_sight_only)
+        return cls(hint.newest, hint.message_id, preview, learned_at, first_sight_only=first_sight_only,
+                   traceparent=hint.traceparent)
 
     def merged(self, earlier: WantedRead | None) -> WantedRead:
         """One want per chat: the newest of what was seen, learned at the latest moment (the read must
@@ -64,14 +67,16 @@ class WantedRead:
             return self
         if earlier.newest is None or (self.newest is not None and self.newest >= earlier.newest):
             newest, message_id, is_preview = self.newest, self.message_id, self.is_preview
+            traceparent = self.traceparent or earlier.traceparent
         else:
             newest, message_id, is_preview = earlier.newest, earlier.message_id, earlier.is_preview
+            traceparent = earlier.traceparent or self.traceparent
         # The turn already waited is kept: a chat hinted again and again must not push a later turn's
         # read back each time (the first in turn reads each new hint at once anyway).
         return WantedRead(newest, message_id, is_preview, max(self.learned_at, earlier.learned_at),
                           max(self.not_before, earlier.not_before),
                           first_sight_only=self.first_sight_only and earlier.first_sight_only,
-                          turn_waits=max(self.turn_waits, earlier.turn_waits))
+                          turn_waits=max(self.turn_waits, earlier.turn_waits), traceparent=traceparent)
 
     def covered_by_state(self, state: ChatPollState) -> bool:
         """This replica's own view already covers it (no I/O)."""

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
 import pytest
+from eventually import eventually
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import start_emulator
@@ -22,17 +22,6 @@ from service.ledger.chat_cursor import cursor_key
 from service.storage.blob import BlobBackend
 
 pytestmark = pytest.mark.azurite
-
-WAIT_S = 60.0
-
-
-async def eventually(what: str, check: Callable[[], Awaitable[bool]]) -> None:
-    """Poll ``check`` until it holds (bounded): a condition, not a sleep."""
-    deadline = asyncio.get_running_loop().time() + WAIT_S
-    while not await check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"not within {WAIT_S:.0f} s: {what}")
-        await asyncio.sleep(0.2)
 
 
 def test_a_corrupt_cursor_is_visible_without_failing_readiness_and_repair_chat_resumes_it_without_replay(
