@@ -3,13 +3,17 @@ fleet session behind when Claude Code exits."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.claude_code.claude_kit import ClaudeStack, debug_log
+from tests.claude_code.claude_kit import REPO_ROOT, ClaudeStack, debug_log
 from tests.mcp.server_fixture import eventually
 from tests.support.claude_home import CLAUDE_CODE_VERSION
+from tests.support.loopback_netns import loopback_only, namespace_available
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite, pytest.mark.asyncio(loop_scope="module")]
 
@@ -53,3 +57,26 @@ async def test_the_bridge_closes_its_fleet_session_when_claude_mcp_list_exits(
         return await claude_stack.open_sessions() == 0  # the module's tests run one Claude Code at a time
 
     await eventually(closed, "no fleet session left open after `claude mcp list`", timeout_s=15)
+
+
+async def test_claude_code_runs_where_only_the_fleet_and_the_model_api_are_reachable(
+    claude_stack: ClaudeStack, tmp_path: Path
+) -> None:
+    if not namespace_available():
+        pytest.skip("not root with unshare -n: Claude Code runs on the host network, given loopback addresses only")
+    emulator = claude_stack.fleet.fleet.emulator
+    assert emulator is not None
+    probe = ("import socket, sys\n"
+             "def reach(port):\n"
+             "    try:\n"
+             "        socket.create_connection(('127.0.0.1', port), timeout=3).close(); return 1\n"
+             "    except OSError:\n"
+             "        return 0\n"
+             "print(*[reach(int(p)) for p in sys.argv[1:]])\n")
+    emulator_port = int(emulator.base_url.rsplit(":", 1)[1].split("/")[0])
+    ports = [claude_stack.fleet.balancer.port, claude_stack.api.port, emulator_port]
+    process = await asyncio.create_subprocess_exec(
+        *loopback_only([sys.executable, "-c", probe, *map(str, ports)], claude_stack.sockets, claude_stack.ports()),
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, stdout=asyncio.subprocess.PIPE)
+    out, _ = await process.communicate()
+    assert out.decode().split() == ["1", "1", "0"], "inside the namespace: the fleet and the API only"
