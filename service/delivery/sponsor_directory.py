@@ -39,12 +39,6 @@ class NotAUser(Enum):
     RESOLVED = "not_a_user"
 
 
-@dataclass(frozen=True)
-class SponsorRead:
-    sponsors: tuple[Sponsor, ...]
-    complete: bool  # False: some reference was not resolved, or a user's profile was unreadable
-
-
 @dataclass
 class SponsorResolutions:
     """What each sponsor reference turned out to be, kept across refreshes (one process's, no I/O)."""
@@ -53,7 +47,7 @@ class SponsorResolutions:
 
 
 async def read_sponsors(directory: GraphClient, graph: GraphClient, agent_identity_id: str,
-                        resolutions: SponsorResolutions | None = None) -> SponsorRead:
+                        resolutions: SponsorResolutions | None = None) -> tuple[Sponsor, ...]:
     """The sponsors: the list through ``directory`` (app-only), the references resolved through ``graph``.
 
     Raises GraphError when the list itself is unreadable. A typed user reference whose profile cannot
@@ -63,20 +57,18 @@ async def read_sponsors(directory: GraphClient, graph: GraphClient, agent_identi
     known = resolutions if resolutions is not None else SponsorResolutions()
     refs = await directory.list_sponsors(agent_identity_id)
     sponsors: list[Sponsor] = []
-    complete = True
     for ref in refs:
         resolved = known.by_id.get(ref.id)
         if resolved is None:
             resolved = await _resolve(graph, ref)
-            if resolved is None:
-                complete = False
+            if resolved is None:  # asked again at the next read
                 if ref.odata_type == USER_TYPE:
                     sponsors.append(Sponsor(ref.id))
                 continue
             known.by_id[ref.id] = resolved
         if isinstance(resolved, Sponsor):
             sponsors.append(resolved)
-    return SponsorRead(tuple(sponsors), complete)
+    return tuple(sponsors)
 
 
 async def _resolve(graph: GraphClient, ref: DirectoryObjectRef) -> Sponsor | NotAUser | None:

@@ -51,7 +51,6 @@ class SponsorRefresher:
     monotonic: Callable[[], float] = time.monotonic
     _resolutions: SponsorResolutions = field(default_factory=SponsorResolutions)
     _next_read: float = float("-inf")
-    _read_at: float | None = None  # when the list the gate holds was read
 
     async def refresh_if_due(self) -> RefreshOutcome | None:
         """Re-read when an interval has passed since the last attempt; None when not due."""
@@ -73,25 +72,23 @@ class SponsorRefresher:
                         "recognised (set the agent identity's blueprint credentials)")
             self.gate.replace_sponsors(())
             return RefreshOutcome.NO_DIRECTORY
-        now = self.monotonic()
         try:
-            read = await read_sponsors(self.directory, self.graph, self.agent_identity_id, self._resolutions)
+            sponsors = await read_sponsors(self.directory, self.graph, self.agent_identity_id, self._resolutions)
         except GraphError as exc:
-            return self._unreadable(now, exc)
-        self._read_at = now
-        # The gate drops the list by itself once stale, should this refresher stop running.
-        self.gate.replace_sponsors(read.sponsors, expires_at=self.gate.monotonic() + self.stale_after_s)
+            return self._unreadable(exc)
+        # The gate drops the list by itself once stale, should this refresher stop running; whether the
+        # last list still stands is the gate's to say, so the two can never disagree.
+        self.gate.replace_sponsors(sponsors, expires_at=self.gate.monotonic() + self.stale_after_s)
         return RefreshOutcome.READ
 
-    def _unreadable(self, now: float, exc: GraphError) -> RefreshOutcome:
+    def _unreadable(self, exc: GraphError) -> RefreshOutcome:
         fields = {"error": type(exc).__name__, "status": exc.status}
-        if self._read_at is not None and now - self._read_at < self.stale_after_s:
-            log.warning("sponsor list unreadable; keeping the one read %.0f s ago (dropped after %.0f s)",
-                        now - self._read_at, self.stale_after_s, extra=fields)
+        if self.gate.holds_read_list():
+            log.warning("sponsor list unreadable; keeping the last one read (dropped %.0f s after it was read)",
+                        self.stale_after_s, extra=fields)
             return RefreshOutcome.KEPT_STALE
         log.warning("sponsor list unreadable for too long (or never read); no sponsor is recognised until it "
                     "is read: every message enveloped, no sponsor wait answered, no permission verdict taken",
                     extra=fields)
-        self._read_at = None
         self.gate.replace_sponsors(())
         return RefreshOutcome.FAILED_CLOSED

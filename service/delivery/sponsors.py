@@ -96,6 +96,10 @@ class SponsorGate:
     def _expired(self) -> bool:
         return self._expires_at is not None and self.monotonic() >= self._expires_at
 
+    def holds_read_list(self) -> bool:
+        """Whether a list given with an expiry still stands (a read list younger than its bound)."""
+        return self._expires_at is not None and not self._expired()
+
     def replace_sponsors(self, sponsors: Iterable[Sponsor], *, expires_at: float | None = None) -> None:
         self._expires_at = expires_at
         sponsors = tuple(sponsors)

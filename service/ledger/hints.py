@@ -95,8 +95,9 @@ class HintLog:
         Each hint carries this write's span, the parent of what its readers do with it."""
         with tracer.start_as_current_span("hints.add") as span:
             parent = traceparent_now()
-            text = render_hints(h if h.traceparent is not None else replace(h, traceparent=parent) for h in hints)
-            span.set_attribute("entrabot.hints", text.count("\n"))
+            stamped = [h if h.traceparent is not None else replace(h, traceparent=parent) for h in hints]
+            span.set_attribute("entrabot.hints", len(stamped))
+            text = render_hints(stamped)
             if text:
                 await self.backend.append_text(segment_key(self.clock()), text)
 

@@ -30,7 +30,7 @@ import httpx
 import pytest
 import yaml
 from deploy_facts import DASHBOARD, PROMETHEUS_ALERTS
-from eventually import eventually
+from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 from live_prometheus import Alert, LivePrometheus
 
 from emulator.seed import ThrottleBudget, build_seed
@@ -161,7 +161,7 @@ async def _scenarios(fleet: LocalFleet, prometheus: LivePrometheus, proxy: Fault
     async def all_scraped() -> bool:
         return len(await prometheus.query(http, "up == 1")) == len(fleet.members)
 
-    await eventually("Prometheus scrapes every replica", all_scraped)
+    await eventually(all_scraped, "Prometheus scrapes every replica", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
     rules = await prometheus.rules_loaded(http)
     stop_host = asyncio.Event()
     host = ChannelHost("host", [m.mcp_url for m in fleet.members], token=DEV_TOKEN)
@@ -203,12 +203,12 @@ async def _alert_course(prometheus: LivePrometheus, http: httpx.AsyncClient, nam
     began = time.monotonic()
     await fault_on()
     try:
-        await eventually(f"{name} pending on the fault", pending)
+        await eventually(pending, f"{name} pending on the fault", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
         course.pending_after_s = round(time.monotonic() - began, 1)
     finally:
         await fault_off()
     ended = time.monotonic()
-    await eventually(f"{name} resolved after the fault", gone, wait_s=RESOLVE_WAIT_S)
+    await eventually(gone, f"{name} resolved after the fault", timeout_s=RESOLVE_WAIT_S, poll_s=SLOW_POLL_S)
     course.resolved, course.resolved_after_s = True, round(time.monotonic() - ended, 1)
     return course
 
@@ -246,7 +246,7 @@ async def _kill_the_scanner(fleet: LocalFleet, prometheus: LivePrometheus, http:
     async def scanner_known() -> bool:
         return await store.read_text(lease_key(chat_scan.ROLE)) is not None
 
-    await eventually("a replica holds the scanner lease", scanner_known)
+    await eventually(scanner_known, "a replica holds the scanner lease", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
     text = await store.read_text(lease_key(chat_scan.ROLE))
     assert text is not None
     holder = parse_lease(text).holder
@@ -263,7 +263,7 @@ async def _kill_the_scanner(fleet: LocalFleet, prometheus: LivePrometheus, http:
         takeover.successor = next(iter(holders), None)
         return takeover.successor is not None
 
-    await eventually("another replica reports holding the scanner lease", held_elsewhere)
+    await eventually(held_elsewhere, "another replica reports holding the scanner lease", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
     return takeover
 
 
@@ -274,7 +274,7 @@ async def _one_delivery(fleet: LocalFleet, host: ChannelHost, http: httpx.AsyncC
     async def connected() -> bool:
         return host.connected_to is not None
 
-    await eventually("the host is connected", connected)
+    await eventually(connected, "the host is connected", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
     [chat, *_] = fleet.emulator.state.chats_of(fleet.seed.agent_user.id)
     posted = await HumanTraffic(fleet.seed, fleet.emulator.base_url, http).post_chat(
         fleet.seed.humans[0], chat.id, "a message for the dashboards")
@@ -282,7 +282,7 @@ async def _one_delivery(fleet: LocalFleet, host: ChannelHost, http: httpx.AsyncC
     async def delivered() -> bool:
         return any(p.message_id == posted.message_id for p in host.pushes)
 
-    await eventually("the message is pushed", delivered)
+    await eventually(delivered, "the message is pushed", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
 
 
 # --- what Prometheus said ---

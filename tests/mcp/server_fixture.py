@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,6 +16,7 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
+from eventually import WAIT_BOUND_S, eventually  # the waits these tests and their importers share
 from pydantic import BaseModel
 
 from service.config import Settings
@@ -29,7 +29,6 @@ from service.mcp.tool_registry import ToolCall, ToolRegistry
 from service.telemetry.metrics import Metrics
 
 PUSH_METHOD = "notifications/claude/channel"
-WAIT_BOUND_S = 10.0  # every wait in these tests ends by itself within this bound
 
 
 def mcp_settings(**overrides: Any) -> Settings:
@@ -159,20 +158,6 @@ def chat_message(message_id: str, *, chat_id: str = "19:demo@thread.v2", body: s
         created=datetime.now(UTC),
         body=body,
     )
-
-
-async def eventually(check: Callable[[], Any], what: str, *, timeout_s: float = WAIT_BOUND_S) -> Any:
-    """Poll ``check`` until it returns something truthy; fail naming ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if isinstance(value, Awaitable):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from eventually import eventually
+from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import start_emulator
@@ -68,7 +68,7 @@ async def _scenario(fleet: LocalFleet, base_url: str, mcp_url: str, env: dict[st
         async def stall_seen() -> bool:
             return (await readyz())["corrupt_chat_cursors"]["count"] == 1
 
-        await eventually("the replica reports the corrupt cursor", stall_seen)
+        await eventually(stall_seen, "the replica reports the corrupt cursor", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
         body = await readyz()
         assert body["ready"] is True and body["problems"] == []
         assert body["corrupt_chat_cursors"]["chat_ids"] == [stalled.id]
@@ -80,7 +80,7 @@ async def _scenario(fleet: LocalFleet, base_url: str, mcp_url: str, env: dict[st
         async def delivered(message_id: str) -> bool:
             return any(p.message_id == message_id for p in host.pushes)
 
-        await eventually("the healthy chat is still served", lambda: delivered(elsewhere.message_id))
+        await eventually(lambda: delivered(elsewhere.message_id), "the healthy chat is still served", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
         assert not any(p.chat_id == stalled.id for p in host.pushes)
 
         result = await asyncio.to_thread(
@@ -92,11 +92,11 @@ async def _scenario(fleet: LocalFleet, base_url: str, mcp_url: str, env: dict[st
         async def stall_cleared() -> bool:
             return (await readyz())["corrupt_chat_cursors"]["count"] == 0
 
-        await eventually("the replica sees the repaired cursor", stall_cleared)
+        await eventually(stall_cleared, "the replica sees the repaired cursor", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
         assert await gauge() == "0.0"
 
         after = await traffic.post_chat(ada, stalled.id, "posted after the repair")
-        await eventually("the repaired chat is served again", lambda: delivered(after.message_id))
+        await eventually(lambda: delivered(after.message_id), "the repaired chat is served again", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
         # What the chat held at the repair (history, and the message posted during the stall) is
         # never pushed; what came after is, once.
         from_stalled = [p.message_id for p in host.pushes if p.chat_id == stalled.id]

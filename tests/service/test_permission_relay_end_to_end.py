@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx
 import httpx2
 import pytest
+from eventually import eventually
 from mcp.client import Client
 from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.client.streamable_http import streamable_http_client
@@ -163,8 +164,8 @@ async def test_a_sponsors_verdict_reaches_the_asking_bridge_and_nothing_else_dec
 
             await send_client_notification(bridge, PERMISSION_REQUEST_METHOD, {
                 "request_id": "fghij", "tool_name": "Write", "description": "Edit a file", "input_preview": "x"})
-            await until_async(lambda: _newest_text(traffic, ada, dm_chat), lambda text: "fghij" in text,
-                              "the second request in the sponsor's chat")
+            await eventually(lambda: _asked_in_newest(traffic, ada, dm_chat, "fghij"),
+                             "the second request in the sponsor's chat", timeout_s=BOUND_S, poll_s=0.2)
             deny = await traffic.post_chat(ada, dm_chat, "no fghij")
             await until(lambda: len(verdicts()) == 2, "the deny verdict")
             assert verdicts()[1] == {"request_id": "fghij", "behavior": "deny"}
@@ -246,21 +247,15 @@ async def _until_no_sponsor(replica: ReplicaProcess, http: httpx2.AsyncClient) -
                 pass
 
 
-async def until_async(read: Callable[[], Awaitable[Any]], check: Callable[[Any], bool], what: str) -> Any:
-    try:
-        async with asyncio.timeout(BOUND_S):
-            while not check(value := await read()):
-                await asyncio.sleep(0.2)
-            return value
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
-
-
 async def _asked_in(traffic: HumanTraffic, sponsor: Any, request_id: str) -> str:
     """The 1:1 chat where the agent asked ``sponsor`` about ``request_id``, once the fleet has asked."""
-    chat: str = await until_async(lambda: _dm_chat_or_none(traffic, sponsor, request_id), lambda c: c is not None,
-                                  f"the sponsor asked about {request_id}")
+    chat: str = await eventually(lambda: _dm_chat_or_none(traffic, sponsor, request_id),
+                                 f"the sponsor asked about {request_id}", timeout_s=BOUND_S, poll_s=0.2)
     return chat
+
+
+async def _asked_in_newest(traffic: HumanTraffic, sponsor: Any, chat_id: str, request_id: str) -> bool:
+    return request_id in await _newest_text(traffic, sponsor, chat_id)
 
 
 async def _dm_chat_or_none(traffic: HumanTraffic, sponsor: Any, request_id: str) -> str | None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from eventually import eventually
+from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 from otlp_receiver import OtlpReceiver, ReceivedSpan, otlp_receiver
 
 from emulator.seed import ThrottleBudget, build_seed
@@ -66,7 +66,7 @@ async def _message_traced(fleet: LocalFleet, receiver: OtlpReceiver) -> None:
                     holders[role] = parse_lease(text).holder
             return holders.keys() == ROLE_SPANS.keys()
 
-        await eventually("replicas hold the scanner and the sweep leases", roles_held)
+        await eventually(roles_held, "replicas hold the scanner and the sweep leases", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
         # The host connects to a replica holding neither: the hint crosses processes.
         reader = next(m for m in fleet.members if m.name not in holders.values())
         pushed = await _post_and_deliver(fleet, reader, store, chat.id)
@@ -76,7 +76,7 @@ async def _message_traced(fleet: LocalFleet, receiver: OtlpReceiver) -> None:
     async def push_exported() -> bool:
         return _push_span(receiver, pushed) is not None
 
-    await eventually("the push's span reaches the receiver", push_exported)
+    await eventually(push_exported, "the push's span reaches the receiver", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
     push = _push_span(receiver, pushed)
     assert push is not None and push.replica == reader.name
     chain = receiver.ancestors(push)
@@ -87,8 +87,7 @@ async def _message_traced(fleet: LocalFleet, receiver: OtlpReceiver) -> None:
         chain = receiver.ancestors(push)
         return bool(chain) and chain[-1].name in ROLE_SPANS.values()
 
-    await eventually(f"the push's ancestors reach the scan or the sweep: {[(s.name, s.replica) for s in chain]}",
-                     whole_trace_exported)
+    await eventually(whole_trace_exported, f"the push's ancestors reach the scan or the sweep: {[(s.name, s.replica) for s in chain]}", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
     [hint] = [s for s in chain if s.name == "hints.add"]
     [writer_role] = [role for role, span in ROLE_SPANS.items() if span == chain[-1].name]
     assert hint.replica == chain[-1].replica == holders[writer_role] != push.replica
@@ -116,7 +115,7 @@ async def _post_and_deliver(fleet: LocalFleet, reader: ReplicaProcess, store: Bl
         async def steady() -> bool:
             return host.connected_to is not None and await store.read_text(cursor_key(chat_id)) is not None
 
-        await eventually("the host is connected and the chat has its cursor", steady)
+        await eventually(steady, "the host is connected and the chat has its cursor", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
         async with httpx.AsyncClient(timeout=30) as http:
             posted = await HumanTraffic(fleet.seed, fleet.emulator.base_url, http).post_chat(
                 fleet.seed.humans[0], chat_id, "a message to follow")
@@ -124,7 +123,7 @@ async def _post_and_deliver(fleet: LocalFleet, reader: ReplicaProcess, store: Bl
         async def delivered() -> bool:
             return any(p.message_id == posted.message_id for p in host.pushes)
 
-        await eventually("the message is pushed", delivered)
+        await eventually(delivered, "the message is pushed", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
         return posted.message_id
     finally:
         stop.set()
