@@ -40,6 +40,7 @@ from service.workers import chat_scan, chat_sweep
 from service.workers.chat_poll import ChatPoller
 from service.workers.chat_scan import ChatScanner
 from service.workers.chat_state import OfferedMessage
+from service.workers.conversation_reader import ChatMessagesReader
 from service.workers.chat_sweep import ChatSweep
 from service.workers.discovery import ROLE as DISCOVERY_ROLE, Discovery
 from service.ledger.poll_turns import PollTurn
@@ -107,8 +108,8 @@ async def wire_workers(
     sweep = ChatSweep(graph, lease(chat_sweep.ROLE, ttl=chat_scan.LEASE_TTL, margin=chat_scan.LEASE_MARGIN), hint_log, chat_ledger, watched,
                       interval_s=settings.chat_sweep_interval_s, clock=clock, metrics=metrics)
     chat_poller = ChatPoller(
-        graph=graph, ledger=chat_ledger, watched=watched, hub=hub, agent=agent, recorder=recorder,
-        hints=HintReader(backend, clock=clock), gate=gate, metrics=metrics, clock=clock,
+        conversations=ChatMessagesReader(graph, gate), ledger=chat_ledger, watched=watched, hub=hub, agent=agent,
+        recorder=recorder, hints=HintReader(backend, clock=clock), metrics=metrics, clock=clock,
         concurrency=settings.chat_poll_concurrency,
         first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h), sent_message_ids=sent,
         permissions=permissions, roles=(scanner, sweep), readers=ReaderRoster(backend, replica_id, clock=clock),

@@ -7,9 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
 
+from service.clock import later
 from service.delivery.message import InboundMessage
 from service.graph.models import ChatMessage
+from service.ledger import ReadOutcome
+from service.ledger.chat_claims import CursorRead
 from service.ledger.chat_cursor import Candidate
+from service.workers.chat_wants import Behind, WantedRead
 
 
 class ChatPhase(str, Enum):
@@ -27,7 +31,8 @@ class ReadMiss(Enum):
 
 @dataclass
 class ChatPollState:
-    """What this replica knows about one chat between cycles."""
+    """Everything this replica knows about one chat between cycles: one object per chat (the ChatBook
+    holds them), so a chat's phase, its want and its last read are never looked up in separate maps."""
 
     chat_id: str
     phase: ChatPhase = ChatPhase.NEEDS_RESOLUTION
@@ -37,6 +42,30 @@ class ChatPollState:
     # Registered by create_chat: its newest message surfaces on first sight whatever its age. The
     # fleet learns it from the cursor create_chat writes; this flag covers only a failed write.
     surface_newest_regardless_of_age: bool = False
+    # Why the chat must be read (a hint, a doubt of our own); set and cleared through the ChatBook,
+    # which indexes the chats that have one.
+    wanted: WantedRead | None = None
+    # A read left a message for a target this replica did not have (ChatBook.reconsider_behind).
+    behind: Behind | None = None
+    read_at: float = float("-inf")  # monotonic: this replica's last Graph read of the chat
+
+    def covers(self, wanted: WantedRead) -> bool:
+        """This replica's own steady view already covers the want (no I/O)."""
+        return self.phase is ChatPhase.STEADY and wanted.covered_by_watermark(self.watermark)
+
+    def adopt(self, cursor: CursorRead, *, in_doubt: bool) -> None:
+        """Take the fleet's cursor: its watermark covers only messages whose fate is decided. Not while
+        a claim of ours is in doubt here: its settlement needs the chat read from our watermark."""
+        if cursor.outcome is ReadOutcome.ABSENT:
+            if self.phase is not ChatPhase.STEADY:
+                self.phase = ChatPhase.NOT_BOOTSTRAPPED
+            return
+        if cursor.value is None:
+            return
+        if self.phase is not ChatPhase.STEADY:
+            self.phase, self.watermark = ChatPhase.STEADY, cursor.value.last_ts
+        elif not in_doubt:
+            self.watermark = later(self.watermark, cursor.value.last_ts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,6 @@ from typing import Protocol
 from service.ledger.chat_cursor import ChatCursor
 from service.ledger.hints import Hint
 from service.ledger.leases import Lease
-from service.workers.chat_state import ChatPhase, ChatPollState
 
 # Hint sources whose time and id (when it has one) are the chat's newest message (a preview); a
 # notification's hint carries the time it was received, so it can only say "look".
@@ -78,10 +77,9 @@ class WantedRead:
                           first_sight_only=self.first_sight_only and earlier.first_sight_only,
                           turn_waits=max(self.turn_waits, earlier.turn_waits), traceparent=traceparent)
 
-    def covered_by_state(self, state: ChatPollState) -> bool:
-        """This replica's own view already covers it (no I/O)."""
-        return (state.phase is ChatPhase.STEADY and self.newest is not None and state.watermark is not None
-                and state.watermark >= self.newest and self.is_preview)
+    def covered_by_watermark(self, watermark: datetime | None) -> bool:
+        """This replica's own steady watermark for the chat already covers it (no I/O)."""
+        return self.is_preview and self.newest is not None and watermark is not None and watermark >= self.newest
 
     def covered_by_cursor(self, cursor: ChatCursor) -> bool:
         """The fleet's cursor covers it. A preview is covered when the fleet's watermark reached it

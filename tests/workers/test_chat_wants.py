@@ -26,7 +26,7 @@ def test_a_notification_is_covered_once_its_message_is_recorded_whatever_its_tim
     assert not wanted.covered_by_cursor(ChatCursor(last_ts=T0 + timedelta(hours=2)))  # its time is receipt time
     assert wanted.covered_by_cursor(ChatCursor(last_ts=T0, seen_ids_tail=("m7",)))
     state = ChatPollState("c", phase=ChatPhase.STEADY, watermark=T0 + timedelta(hours=2))
-    assert not wanted.covered_by_state(state)  # no local shortcut for a notification
+    assert not state.covers(wanted)  # no local shortcut for a notification
 
 
 def test_merging_keeps_the_newest_seen_and_the_latest_learned() -> None:

@@ -1,0 +1,56 @@
+"""Reading what is new in one conversation: the seam between the chat poll's rules and Graph's routes.
+
+The poll's rules (hints, turns, the shared cursor, first sight, claims) hold for any conversation whose
+messages Graph lists by lastModifiedDateTime and whose newest can be asked for by creation time; what
+differs between kinds of conversation is the route and how a message becomes an InboundMessage. Teams
+chats are the one kind today (ChatMessagesReader). A second kind — a team channel's messages, say —
+would be a reader beside this one, handed to a ChatPoller of its own with its own ledger and watched
+list; the poll, the book and the claim steps would not change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from service.delivery.message import InboundMessage
+from service.delivery.sponsors import SponsorGate
+from service.domain.inbound import chat_inbound
+from service.graph.client import GraphClient
+from service.graph.models import ChatMessage
+from service.graph.pages import Page
+
+
+class ConversationReader(Protocol):
+    async def newest(self, conversation_id: str) -> ChatMessage | None:
+        """The most recently created message (deleted ones included), or None when there is none."""
+        ...
+
+    def changed_since(self, conversation_id: str, since: datetime | None, *,
+                      max_pages: int) -> AsyncIterator[Page[ChatMessage]]:
+        """Pages of the messages modified after ``since`` (every message when None)."""
+        ...
+
+    def inbound(self, message: ChatMessage, conversation_id: str) -> InboundMessage:
+        """A person's message as the delivery layer gets it."""
+        ...
+
+
+@dataclass(frozen=True)
+class ChatMessagesReader:
+    """Teams chats: ``/chats/{id}/messages`` (the routes' Graph rules are on GraphClient's methods)."""
+
+    graph: GraphClient
+    gate: SponsorGate | None = None  # who counts as a sponsor in which chat (None: nobody)
+
+    async def newest(self, conversation_id: str) -> ChatMessage | None:
+        return await self.graph.get_newest_chat_message(conversation_id)
+
+    def changed_since(self, conversation_id: str, since: datetime | None, *,
+                      max_pages: int) -> AsyncIterator[Page[ChatMessage]]:
+        return self.graph.list_chat_messages(conversation_id, since=since, max_pages=max_pages)
+
+    def inbound(self, message: ChatMessage, conversation_id: str) -> InboundMessage:
+        return chat_inbound(message, conversation_id, self.gate)
