@@ -32,9 +32,9 @@ from bench.session import BenchSession, run_standalone
 from bench.stats import summarize
 from tests.bridge.fleet_stack import bridge_fleet
 from tests.claude_code.claude_kit import ClaudeStack, interactive_claude, write_token_file
-from tests.support.claude_home import CLAUDE_CODE_VERSION
-from tests.support.fake_anthropic import fake_anthropic
-from tests.support.loopback_netns import unix_forwards
+from claude_home import CLAUDE_CODE_VERSION
+from fake_anthropic import fake_anthropic
+from loopback_netns import unix_forwards
 
 NAME = "claude_code_latency"
 MODES = ("ordered", "notifications")

@@ -11,9 +11,9 @@ import pytest_asyncio
 from service.devstack.azurite import Azurite
 from tests.bridge.fleet_stack import bridge_fleet
 from tests.claude_code.claude_kit import CLAUDE_BIN, ClaudeStack, write_token_file
-from tests.support.claude_home import CLAUDE_CODE_VERSION
-from tests.support.fake_anthropic import fake_anthropic
-from tests.support.loopback_netns import unix_forwards
+from claude_home import CLAUDE_CODE_VERSION
+from fake_anthropic import fake_anthropic
+from loopback_netns import unix_forwards
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -12,8 +12,8 @@ import pytest
 
 from tests.claude_code.claude_kit import REPO_ROOT, ClaudeStack, debug_log
 from tests.mcp.server_fixture import eventually
-from tests.support.claude_home import CLAUDE_CODE_VERSION
-from tests.support.loopback_netns import loopback_only, namespace_available
+from claude_home import CLAUDE_CODE_VERSION
+from loopback_netns import loopback_only, namespace_available
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite, pytest.mark.asyncio(loop_scope="module")]
 

@@ -11,8 +11,8 @@ import pytest
 
 from tests.claude_code.claude_kit import ClaudeStack, InteractiveClaude, interactive_claude
 from tests.mcp.server_fixture import eventually
-from tests.support.claude_home import CLAUDE_CODE_VERSION
-from tests.support.fake_anthropic import Cue, RecordedRequest, Text, ToolUse, after_tool, on_user_text
+from claude_home import CLAUDE_CODE_VERSION
+from fake_anthropic import Cue, RecordedRequest, Text, ToolUse, after_tool, on_user_text
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite, pytest.mark.asyncio(loop_scope="module")]
 

@@ -10,8 +10,8 @@ import pytest
 
 from tests.claude_code.claude_kit import ClaudeStack, debug_log
 from tests.mcp.server_fixture import eventually
-from tests.support.claude_home import CLAUDE_CODE_VERSION
-from tests.support.fake_anthropic import Cue, Text, ToolUse, after_tool, on_user_text, tool_search
+from claude_home import CLAUDE_CODE_VERSION
+from fake_anthropic import Cue, Text, ToolUse, after_tool, on_user_text, tool_search
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite, pytest.mark.asyncio(loop_scope="module")]
 
