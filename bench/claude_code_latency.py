@@ -30,6 +30,11 @@ from bench.change_detection_fleet import NOTIFICATION_LATENCY_MS, mode_env, mode
 from bench.report import envelope, load_average, machine_line, markdown_table
 from bench.session import BenchSession, run_standalone
 from bench.stats import summarize
+
+# This benchmark drives the test harness, whose modules import tests/support by the bare names pytest's
+# `pythonpath` setting gives them; outside pytest that folder goes on the path here.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+
 from tests.bridge.fleet_stack import bridge_fleet
 from tests.claude_code.claude_kit import ClaudeStack, interactive_claude, write_token_file
 from claude_home import CLAUDE_CODE_VERSION
