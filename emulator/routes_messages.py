@@ -1,16 +1,17 @@
-"""Graph v1.0 chat messages: list a chat's messages with Graph's query rules, get one, and post one."""
+"""Graph v1.0 chat messages: list a chat's messages with Graph's query rules, get one, post one, and
+update or soft-delete one's own."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from emulator import shapes
 from emulator.bodies import json_object
 from emulator.context import context_of
-from emulator.errors import bad_request, not_found
+from emulator.errors import bad_request, forbidden, not_found
 from emulator.graph_auth import Caller, graph_caller, include_unknown_enum_members
 from emulator.odata import encode_token, parse_chat_messages_query
 from emulator.paging import next_link
@@ -72,21 +73,63 @@ async def get_message(chat_id: str, message_id: str, request: Request,
                                                include_unknown_enum_members=include_unknown_enum_members(request))})
 
 
-@router.post("/chats/{chat_id}/messages", status_code=201)
-async def post_message(chat_id: str, request: Request,
-                       caller: Caller = Depends(graph_caller("chat_messages"))) -> JSONResponse:
-    ctx = context_of(request)
-    user_id = caller.me()
-    caller.require({"ChatMessage.Send", "Chat.ReadWrite"})
-    body = await json_object(request)
+def _message_body(body: dict[str, Any]) -> tuple[str, str]:
+    """The ``body`` of a chatMessage being posted or updated: (content, contentType lower-cased)."""
     item = body.get("body")
     if not isinstance(item, dict) or not isinstance(item.get("content"), str) or not item["content"].strip():
         raise bad_request("Missing body content: send {\"body\": {\"contentType\": \"text\", \"content\": \"...\"}}.")
     content_type = str(item.get("contentType", "text")).lower()
     if content_type not in ("text", "html"):
         raise bad_request(f"Invalid contentType '{item.get('contentType')}': use 'text' or 'html'.")
+    return item["content"], content_type
+
+
+@router.patch("/chats/{chat_id}/messages/{message_id}", status_code=204)
+async def update_message(chat_id: str, message_id: str, request: Request,
+                         caller: Caller = Depends(graph_caller("chat_messages"))) -> Response:
+    """"Update chatMessage" (read, not run): delegated Chat.ReadWrite; with a user's token the body may be
+    changed, by its sender only; 204 No Content. Other properties are not modelled and refused."""
+    ctx = context_of(request)
+    user_id = caller.me()
+    caller.require({"Chat.ReadWrite"})
+    body = await json_object(request)
+    unknown = sorted(set(body) - {"body"})
+    if unknown:
+        raise bad_request(f"Updating {', '.join(unknown)} is not supported here; send only body.")
+    content, content_type = _message_body(body)
     ctx.state.readable_chat(chat_id, user_id)
-    message = ctx.state.post_message(chat_id, sender_id=user_id, content=item["content"],
+    ctx.state.own_message(chat_id, message_id, user_id)
+    ctx.state.edit_message(chat_id, message_id, content, content_type)  # type: ignore[arg-type]
+    return Response(status_code=204)
+
+
+@router.post("/users/{user_id}/chats/{chat_id}/messages/{message_id}/softDelete", status_code=204)
+async def soft_delete_message(user_id: str, chat_id: str, message_id: str, request: Request,
+                              caller: Caller = Depends(graph_caller("chat_messages"))) -> Response:
+    """"chatMessage: softDelete" (read, not run): delegated Chat.ReadWrite only, application not supported;
+    POST /users/{userId}/chats/{chatsId}/messages/{chatMessageId}/softDelete, 204 No Content. Deleting a
+    message already deleted answers 204 again here (Graph's page does not say)."""
+    ctx = context_of(request)
+    me = caller.me()
+    caller.require({"Chat.ReadWrite"})
+    if user_id != me:
+        raise forbidden(f"Only the signed-in user's own chats can be used: '{user_id}' is not the caller.")
+    ctx.state.readable_chat(chat_id, me)
+    message = ctx.state.own_message(chat_id, message_id, me)
+    if message.deleted is None:
+        ctx.state.delete_message(chat_id, message_id)
+    return Response(status_code=204)
+
+
+@router.post("/chats/{chat_id}/messages", status_code=201)
+async def post_message(chat_id: str, request: Request,
+                       caller: Caller = Depends(graph_caller("chat_messages"))) -> JSONResponse:
+    ctx = context_of(request)
+    user_id = caller.me()
+    caller.require({"ChatMessage.Send", "Chat.ReadWrite"})
+    content, content_type = _message_body(await json_object(request))
+    ctx.state.readable_chat(chat_id, user_id)
+    message = ctx.state.post_message(chat_id, sender_id=user_id, content=content,
                                      content_type=content_type)  # type: ignore[arg-type]
     return JSONResponse({"@odata.context": ctx.odata_context(request, "chats", chat_id, "messages", entity=True),
                          **shapes.chat_message(message, tenant_id=ctx.seed.tenant_id,

@@ -299,12 +299,14 @@ class TenantState:
                           created=at, message_type="systemEventMessage",
                           event_detail=_members_added_detail(user_ids, initiator, self.seed.tenant_id))
 
-    def edit_message(self, chat_id: str, message_id: str, content: str) -> ChatMessage:
+    def edit_message(self, chat_id: str, message_id: str, content: str,
+                     content_type: Literal["text", "html"] | None = None) -> ChatMessage:
         """An edit moves lastModifiedDateTime, so an old message reappears to lastModified filters."""
         with self._lock:
             message = self._message(chat_id, message_id)
             now = self._later_than(message.last_modified)
-            edited = replace(message, content=content, last_modified=now, last_edited=now)
+            edited = replace(message, content=content, content_type=content_type or message.content_type,
+                             last_modified=now, last_edited=now)
             self._messages[chat_id][message_id] = edited
             self._changed(ChatMessageChange("updated", chat_id, message_id, self._member_ids(chat_id)))
             return edited
@@ -346,6 +348,16 @@ class TenantState:
             self._messages[chat_id][message_id] = reacted
             self._changed(ChatMessageChange("updated", chat_id, message_id, self._member_ids(chat_id)))
             return reacted
+
+    def own_message(self, chat_id: str, message_id: str, user_id: str) -> ChatMessage:
+        """The message, when ``user_id`` sent it and it is not deleted: a signed-in user may change only
+        their own messages (Graph answers 403 for anyone else's, read, not run)."""
+        with self._lock:
+            message = self._message(chat_id, message_id)
+            if message.sender is None or message.sender.user_id != user_id:
+                raise StateError("forbidden", f"User '{user_id}' did not send message '{message_id}'; "
+                                              "only the sender may update or delete it.")
+            return message
 
     def _message(self, chat_id: str, message_id: str) -> ChatMessage:
         message = self._messages.get(chat_id, {}).get(message_id)

@@ -93,6 +93,11 @@ class SponsorGate:
     def sponsor_ids(self) -> frozenset[str]:
         return frozenset() if self._expired() else self._sponsor_ids
 
+    @property
+    def sponsors(self) -> tuple[Sponsor, ...]:
+        """The sponsors as read (with their names, for showing); none once the list has expired."""
+        return () if self._expired() else self._sponsors
+
     def _expired(self) -> bool:
         return self._expires_at is not None and self.monotonic() >= self._expires_at
 
@@ -102,7 +107,7 @@ class SponsorGate:
 
     def replace_sponsors(self, sponsors: Iterable[Sponsor], *, expires_at: float | None = None) -> None:
         self._expires_at = expires_at
-        sponsors = tuple(sponsors)
+        sponsors = self._sponsors = tuple(sponsors)
         self._sponsor_ids = frozenset(
             oid for s in sponsors if (oid := normalise_identifier(s.object_id)) is not None
         )

@@ -281,6 +281,27 @@ class GraphClient:
         response = await self._request("POST", url, route=route, json=body, idempotent=False)
         return self._parse_one(response, ChatMessage, "chat message", route)
 
+    async def get_chat_message(self, chat_id: str, message_id: str) -> ChatMessage:
+        return await self._get_one(ChatMessage, "chat message", "chats/{}/messages/{}", chat_id, message_id)
+
+    async def update_chat_message(
+        self, chat_id: str, message_id: str, content: str, content_type: Literal["text", "html"] = "text"
+    ) -> None:
+        """Replace the body of a message the agent user sent. Retried like a read: the same body sent
+        twice leaves the message as once. Graph's "Update chatMessage" (read, not run here): with a
+        user's token (Chat.ReadWrite) the sender may change the body; 204 No Content."""
+        url, route = self._url("chats/{}/messages/{}", chat_id, message_id)
+        body = {"body": {"contentType": content_type, "content": content}}
+        await self._request("PATCH", url, route=route, json=body, idempotent=True)
+
+    async def soft_delete_chat_message(self, user_id: str, chat_id: str, message_id: str) -> None:
+        """Soft-delete a message the agent user sent (it stays listed with deletedDateTime set). Graph's
+        "chatMessage: softDelete" (read, not run here): POST
+        /users/{userId}/chats/{chatsId}/messages/{chatMessageId}/softDelete, delegated Chat.ReadWrite only,
+        204 No Content. Not retried blindly; the caller reads the message back to settle a lost answer."""
+        url, route = self._url("users/{}/chats/{}/messages/{}/softDelete", user_id, chat_id, message_id)
+        await self._request("POST", url, route=route, idempotent=False)
+
     # --- mail --------------------------------------------------------------------------------
 
     def list_mail(

@@ -50,6 +50,8 @@ class Action(str, Enum):
     DELIVERED = "delivered"
     SENT = "sent"
     REPLIED = "replied"
+    EDITED = "edited"  # the agent replaced the text of one of its own messages
+    DELETED = "deleted"  # the agent soft-deleted one of its own messages
 
 
 @dataclass(frozen=True)

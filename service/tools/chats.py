@@ -15,7 +15,7 @@ from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
-from service.tools.ids import UserRef
+from service.tools.ids import NamesAChat, UserRef
 
 MAX_MEMBERS = 20
 MAX_TOPIC_CHARS = 250
@@ -60,6 +60,22 @@ class CreateChatResult(BaseModel):
     next_action: str = Field(serialization_alias="_next_action")
 
 
+class ChatMemberRow(BaseModel):
+    user_id: str | None = Field(description="The member's object id (None for a member Graph shows without one)")
+    display_name: str | None
+    email: str | None
+    roles: list[str]
+    is_agent: bool = Field(description="The agent user itself")
+    is_sponsor: bool = Field(description="A sponsor of the agent: their messages count as instructions")
+    external: bool = Field(description="From another tenant (a federated or guest account)")
+
+
+class ChatMembersResult(BaseModel):
+    chat_id: str
+    members: list[ChatMemberRow]
+    count: int
+
+
 class WatchedChat(BaseModel):
     chat_id: str
     topic: str | None = Field(description="Known only for chats this replica created or looked up")
@@ -72,7 +88,7 @@ class WatchedChatsResult(BaseModel):
     unsaved: int = Field(description="Chats not yet written to the shared list (retried every discovery sweep)")
 
 
-def _meta_or_none(text: str | None) -> str | None:
+def meta_or_none(text: str | None) -> str | None:
     """A name or topic someone chose, made safe to show outside an envelope."""
     return meta_value(text) if text else None
 
@@ -112,12 +128,29 @@ class ChatTools:
         await deps.chat_poller.register_created_chat(chat.id)
         outcome = await deps.discovery.register_chat(chat.id)
         return CreateChatResult(
-            chat_id=chat.id, chat_type=chat.chat_type, topic=_meta_or_none(chat.topic),
-            members=[ChatMemberInfo(user_id=u.id, user_principal_name=_meta_or_none(u.user_principal_name),
-                                    display_name=_meta_or_none(u.display_name)) for u in people],
+            chat_id=chat.id, chat_type=chat.chat_type, topic=meta_or_none(chat.topic),
+            members=[ChatMemberInfo(user_id=u.id, user_principal_name=meta_or_none(u.user_principal_name),
+                                    display_name=meta_or_none(u.display_name)) for u in people],
             watched=outcome is not WatchOutcome.FAILED,
             next_action=f"Post in it with send_teams_message(chat_id={chat.id!r}).",
         )
+
+    async def list_chat_members(self, args: NamesAChat, call: ToolCall) -> ChatMembersResult:
+        """The people in one Teams chat: who they are, which of them are the agent's sponsors, who is external."""
+        deps = self.deps
+        await self.access.check(args.chat_id)
+        try:
+            members = await deps.graph.list_chat_members(args.chat_id)
+        except GraphError as exc:
+            raise graph_tool_error(exc, f"listing the members of chat {args.chat_id}") from None
+        tenant = deps.settings.tenant_id
+        rows = [ChatMemberRow(
+            user_id=m.user_id, display_name=meta_or_none(m.display_name), email=meta_or_none(m.email),
+            roles=[meta_value(r) for r in m.roles], is_agent=m.user_id == deps.agent.object_id,
+            is_sponsor=deps.gate.is_sponsor(m.user_id, args.chat_id),
+            external=bool(tenant and m.tenant_id and m.tenant_id.lower() != tenant.lower()),
+        ) for m in members]
+        return ChatMembersResult(chat_id=args.chat_id, members=rows, count=len(rows))
 
     async def list_watched_chats(self, args: NoArguments, call: ToolCall) -> WatchedChatsResult:
         """The Teams chats the agent watches: every chat_id you may use (there is no default chat)."""
@@ -129,7 +162,7 @@ class ChatTools:
         return WatchedChatsResult(chats=chats, count=len(chats), list_readable=readable, unsaved=len(watched.dirty))
 
     def _topic(self, chat_id: str) -> str | None:
-        return _meta_or_none(self.access.topic(chat_id))
+        return meta_or_none(self.access.topic(chat_id))
 
     async def _resolve(self, refs: list[str]) -> list[User]:
         users: dict[str, User] = {}

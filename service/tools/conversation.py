@@ -8,7 +8,6 @@ is the same wait on its own, for when the operator asks the agent to block.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 
@@ -16,10 +15,10 @@ from pydantic import BaseModel, Field, field_validator
 
 from service.delivery.push import format_ts
 from service.graph.errors import GraphError, GraphUnavailable
-from service.domain.source import Source
-from service.ledger.interactions import Action, Direction, Interaction
+from service.ledger.interactions import Action
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess, ChatStanding
+from service.tools.chat_out import MAX_TEXT_CHARS, as_posted, record_chat_out
 from service.tools.ids import NamesAChat
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
@@ -27,9 +26,6 @@ from service.tools.sponsor_wait import SponsorReply, SponsorWaiter, WaitOutcome,
 
 log = logging.getLogger(__name__)
 
-# Delegated mode posts as the signed-in human; the prefix tells people which messages the agent wrote.
-DELEGATED_PREFIX = "[EntraBot] "
-MAX_TEXT_CHARS = 28_000  # Teams refuses chat messages much over ~28 KB
 UNCONFIRMED_SEND = "send_unconfirmed"  # interaction action for a post whose outcome Graph left unknown
 
 _TIMEOUT_DESCRIPTION = (
@@ -100,7 +96,7 @@ class ConversationTools:
         deps = self.deps
         delegated = deps.settings.auth_mode == "delegated"
         standing = await self.access.check(args.chat_id)
-        content = DELEGATED_PREFIX + args.text if delegated else args.text
+        content = as_posted(deps, args.text)
         try:
             posted = await deps.graph.send_chat_message(args.chat_id, content)
         except GraphUnavailable as exc:
@@ -157,9 +153,4 @@ class ConversationTools:
                                  next_action=waited.next_action)
 
     async def _record(self, chat_id: str, message_id: str | None, content: str, action: str) -> bool:
-        deps = self.deps
-        return await deps.interactions.record(Interaction(
-            ts=deps.clock(), direction=Direction.OUT, channel=Source.CHAT, action=action, chat_id=chat_id,
-            message_id=message_id, sender=deps.agent.object_id, body=content,
-            extra=(("replica", json.dumps(deps.replica_id)),),
-        ))
+        return await record_chat_out(self.deps, chat_id, message_id, action, content)

@@ -73,6 +73,16 @@ def _mail_token(value: str) -> str:
 MailId = Annotated[str, Field(max_length=MAX_ID_CHARS), AfterValidator(_mail_token)]
 
 
+def _chat_message_token(value: str) -> str:
+    return one_token(value, what="message_id", where="send_teams_message's result or the message you received")
+
+
+ChatMessageId = Annotated[
+    str, Field(min_length=1, max_length=MAX_ID_CHARS, description="The Teams message id, e.g. 1733140000123"),
+    AfterValidator(_chat_message_token),
+]
+
+
 class NamesAChat(BaseModel):
     """Input of a tool that acts on one chat; ``chat_id`` is required (and schema-required)."""
 

@@ -12,12 +12,14 @@ from service.tools.conversation import ConversationTools
 from service.tools.deps import ToolDeps
 from service.tools.interactions import InteractionTools
 from service.tools.mail import MailTools
+from service.tools.own_messages import OwnMessageTools
 from service.tools.permission_relay import PermissionRelay
 from service.tools.promises import PromiseTools
 from service.tools.reply_watch import ReplyWatches
 from service.tools.sponsor_wait import SponsorWaiter
 from service.tools.summary import SummaryTools
 from service.tools.teams_reads import TeamsReadTools
+from service.tools.whoami import WhoamiTool
 
 def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
     """Add every tool to ``registry`` (before any host lists them); their state lives in these objects."""
@@ -26,11 +28,13 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
     reads = TeamsReadTools(deps, access, ReplyWatches())
     chats = ChatTools(deps, access)
     promises = PromiseTools(deps)
+    own = OwnMessageTools(deps, access)
     handlers = (
         conversation.send_teams_message, reads.read_teams_messages, chats.create_chat, chats.list_watched_chats,
         reads.watch_teams_replies, conversation.wait_for_sponsor_dm, MailTools(deps).read_email,
         promises.add_promise, promises.list_promises, promises.resolve_promise,
         InteractionTools(deps).read_interactions, SummaryTools(deps).run_daily_summary,
+        own.edit_teams_message, own.delete_teams_message, chats.list_chat_members, WhoamiTool(deps).whoami,
     )
     for handler in handlers:
         registry.add(handler)

@@ -104,3 +104,4 @@ def test_every_fleet_role_is_in_the_architecture_page() -> None:
     assert len(roles) >= 4
     missing = sorted(r for r in roles if f"`{r}`" not in roles_section)
     assert not missing, f"fleet roles not described in docs/architecture.md: {missing}"
+

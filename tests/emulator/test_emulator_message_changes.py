@@ -105,3 +105,32 @@ def test_reacting_needs_a_member_and_a_live_message(emu: RunningEmulator, http: 
     assert http.post(url, json={"user": emu.seed.humans[1].id}).status_code == 400
     assert http.post(f"{emu.admin_url}/chats/{chat}/messages/1/reactions",
                      json={"user": emu.seed.humans[1].id}).status_code == 404
+
+
+def test_the_sender_alone_updates_or_soft_deletes_a_message_through_graphs_routes(
+        emu: RunningEmulator, http: httpx.Client, agent: dict[str, str]) -> None:
+    chat = emu.seed.chats[1].id
+    me = emu.seed.agent_user.id
+    posted = http.post(f"{emu.graph_url}/chats/{chat}/messages", headers=agent,
+                       json={"body": {"contentType": "text", "content": "first draft"}})
+    assert posted.status_code == 201, posted.text
+    mine, theirs = posted.json()["id"], _oldest(emu, chat)
+
+    edit = {"body": {"contentType": "html", "content": "<p>second draft</p>"}}
+    assert http.patch(f"{emu.graph_url}/chats/{chat}/messages/{mine}", headers=agent, json=edit).status_code == 204
+    (shown,) = [m for m in _messages(emu, http, agent, chat) if m["id"] == mine]
+    assert shown["body"] == {"contentType": "html", "content": "<p>second draft</p>"} and shown["lastEditedDateTime"]
+    assert_graph_error(http.patch(f"{emu.graph_url}/chats/{chat}/messages/{theirs}", headers=agent, json=edit),
+                       403, "Forbidden")
+    assert_graph_error(http.patch(f"{emu.graph_url}/chats/{chat}/messages/{mine}", headers=agent,
+                                  json={**edit, "importance": "urgent"}), 400, "BadRequest")
+
+    delete = f"{emu.graph_url}/users/{me}/chats/{chat}/messages/{{}}/softDelete"
+    assert_graph_error(http.post(delete.format(theirs), headers=agent), 403, "Forbidden")
+    other_user = emu.seed.humans[0].id
+    assert_graph_error(http.post(f"{emu.graph_url}/users/{other_user}/chats/{chat}/messages/{mine}/softDelete",
+                                 headers=agent), 403, "Forbidden")
+    assert http.post(delete.format(mine), headers=agent).status_code == 204
+    (gone,) = [m for m in _messages(emu, http, agent, chat) if m["id"] == mine]
+    assert gone["deletedDateTime"] and gone["body"]["content"] == ""
+    assert http.post(delete.format(mine), headers=agent).status_code == 204  # again: still deleted, no error

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from service.mcp.sdk_adapter import PERMISSION_REQUEST_METHOD
@@ -10,18 +13,28 @@ from tests.tools.tool_world import ToolWorld
 ALL_TOOLS = {
     "send_teams_message", "read_teams_messages", "create_chat", "list_watched_chats", "watch_teams_replies",
     "wait_for_sponsor_dm", "read_email", "add_promise", "list_promises", "resolve_promise", "read_interactions",
-    "run_daily_summary",
+    "run_daily_summary", "edit_teams_message", "delete_teams_message", "list_chat_members", "whoami",
 }
 CHAT_TOOLS = [
     ("send_teams_message", {"text": "hello"}),
     ("read_teams_messages", {}),
     ("watch_teams_replies", {}),
+    ("edit_teams_message", {"message_id": "1733140000000", "text": "fixed"}),
+    ("delete_teams_message", {"message_id": "1733140000000"}),
+    ("list_chat_members", {}),
 ]
+
+
+def documented_tools() -> set[str]:
+    """The tools docs/tools.md lists, one row each (a row may name several)."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "tools.md").read_text()
+    rows = re.findall(r"^\| (`[a-z_]+`(?:, `[a-z_]+`)*) \|", page, re.M)
+    return {name for row in rows for name in re.findall(r"`([a-z_]+)`", row)}
 
 
 async def test_every_tool_is_registered_with_a_description_and_both_schemas(world: ToolWorld) -> None:
     definitions = {d.name: d for d in world.tools.definitions()}
-    assert set(definitions) == ALL_TOOLS
+    assert set(definitions) == ALL_TOOLS == documented_tools()
     # The permission relay (on by default) is a host notification of the bridge's session, never a tool.
     assert world.tools.handles(PERMISSION_REQUEST_METHOD)
     for definition in definitions.values():
