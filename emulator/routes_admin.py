@@ -7,6 +7,9 @@ Unauthenticated: the emulator is a local dev tool.
 
 from __future__ import annotations
 
+import base64
+import binascii
+
 from datetime import datetime
 from typing import Any, Literal
 
@@ -57,12 +60,18 @@ class InjectChat(_Body):
     created: str | None = None  # ISO-8601 or relative ("-7d")
 
 
+class PastedImage(_Body):
+    content_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp"] = "image/png"
+    data_base64: str = Field(min_length=4)
+
+
 class InjectMessage(_Body):
     from_user: str | None = None
     content: str = ""
     content_type: Literal["text", "html"] = "text"
     created: str | None = None
     message_type: Literal["message", "systemEventMessage", "chatEvent"] = "message"
+    images: list[PastedImage] = Field(default_factory=list, max_length=10)  # hosted contents, as Teams pastes them
 
 
 class EditMessage(_Body):
@@ -244,6 +253,12 @@ async def inject_message(chat_id: str, body: InjectMessage, request: Request) ->
     message = ctx.state.post_message(chat_id, sender_id=sender.id if sender else None, content=body.content,
                                      content_type=body.content_type, created=_time(body.created, ctx),
                                      message_type=body.message_type)
+    if body.images:
+        try:
+            images = [(i.content_type, base64.b64decode(i.data_base64, validate=True)) for i in body.images]
+        except binascii.Error:
+            raise bad_request("images[].data_base64 is not base64") from None
+        message = ctx.state.attach_images(chat_id, message.id, images)
     return JSONResponse(shapes.chat_message(message, tenant_id=ctx.seed.tenant_id,
                                             include_unknown_enum_members=True), status_code=201)
 

@@ -73,6 +73,33 @@ async def get_message(chat_id: str, message_id: str, request: Request,
                                                include_unknown_enum_members=include_unknown_enum_members(request))})
 
 
+@router.get("/chats/{chat_id}/messages/{message_id}/hostedContents")
+async def list_hosted_contents(chat_id: str, message_id: str, request: Request,
+                               caller: Caller = Depends(graph_caller("chat_messages"))) -> JSONResponse:
+    """"List hostedContents" (read, not run): delegated Chat.Read or Chat.ReadWrite; the objects only,
+    contentBytes null — the bytes come from .../hostedContents/{id}/$value."""
+    ctx = context_of(request)
+    caller.require(MESSAGE_READ, CHAT_READ_ALL)
+    ctx.state.readable_chat(chat_id, caller.user_id)
+    value = [{"id": h.id, "contentType": h.content_type, "contentBytes": None}
+             for h in ctx.state.hosted_contents(chat_id, message_id)]
+    return JSONResponse({"@odata.context": ctx.odata_context(request, "chats", chat_id,
+                                                             f"messages('{message_id}')/hostedContents"),
+                         "@odata.count": len(value), "value": value})
+
+
+@router.get("/chats/{chat_id}/messages/{message_id}/hostedContents/{hosted_id}/$value")
+async def hosted_content_value(chat_id: str, message_id: str, hosted_id: str, request: Request,
+                               caller: Caller = Depends(graph_caller("chat_messages"))) -> Response:
+    ctx = context_of(request)
+    caller.require(MESSAGE_READ, CHAT_READ_ALL)
+    ctx.state.readable_chat(chat_id, caller.user_id)
+    hosted = next((h for h in ctx.state.hosted_contents(chat_id, message_id) if h.id == hosted_id), None)
+    if hosted is None:
+        raise not_found(f"Hosted content '{hosted_id}' was not found in message '{message_id}'.")
+    return Response(hosted.data, media_type=hosted.content_type)
+
+
 def _message_body(body: dict[str, Any]) -> tuple[str, str]:
     """The ``body`` of a chatMessage being posted or updated: (content, contentType lower-cased)."""
     item = body.get("body")

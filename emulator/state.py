@@ -14,8 +14,8 @@ import secrets
 import threading
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -93,6 +93,15 @@ class ChatMessage:
 
 
 @dataclass(frozen=True)
+class HostedContent:
+    """An image pasted into a chat message: Graph's chatMessageHostedContent, bytes and all."""
+
+    id: str
+    content_type: str
+    data: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
 class Address:
     name: str
     address: str
@@ -135,6 +144,7 @@ class TenantState:
         self._lock = threading.RLock()
         self._chats: dict[str, Chat] = {}
         self._messages: dict[str, dict[str, ChatMessage]] = defaultdict(dict)
+        self._hosted: dict[tuple[str, str], tuple[HostedContent, ...]] = {}
         self._chats_of: dict[str, set[str]] = defaultdict(set)
         self._mail: dict[str, dict[str, MailMessage]] = defaultdict(dict)
         self._folder_ids = {
@@ -373,6 +383,27 @@ class TenantState:
         now = truncate_ms(self._clock.now())
         return now if now > at else from_epoch_ms(epoch_ms(at) + 1)
 
+    def attach_images(self, chat_id: str, message_id: str, images: Sequence[tuple[str, bytes]]) -> ChatMessage:
+        """Images pasted into a message as it is posted: hosted contents, and an <img> each in its HTML
+        body. The src is the public Graph URL, as Teams writes it; a client lists the hosted contents on
+        its own Graph origin rather than following a URL someone's message carries."""
+        with self._lock:
+            message = self._message(chat_id, message_id)
+            hosted = tuple(HostedContent(_hosted_id(message_id, n), kind, data)
+                           for n, (kind, data) in enumerate(images, start=1))
+            self._hosted[(chat_id, message_id)] = hosted
+            tags = "".join(f'<img src="https://graph.microsoft.com/v1.0/chats/{chat_id}/messages/{message_id}'
+                           f'/hostedContents/{h.id}/$value" alt="image">' for h in hosted)
+            content = message.content if message.content_type == "html" else html.escape(message.content)
+            pasted = replace(message, content=f"<p>{content}</p>{tags}", content_type="html")
+            self._messages[chat_id][message_id] = pasted
+            return pasted
+
+    def hosted_contents(self, chat_id: str, message_id: str) -> tuple[HostedContent, ...]:
+        with self._lock:
+            self._message(chat_id, message_id)
+            return self._hosted.get((chat_id, message_id), ())
+
     def messages(self, chat_id: str) -> list[ChatMessage]:
         with self._lock:
             return list(self._messages.get(chat_id, {}).values())
@@ -472,3 +503,7 @@ def _members_added_detail(user_ids: list[str], initiator: str | None, tenant_id:
             "userIdentityType": "aadUser", "tenantId": tenant_id}},
     }
 
+
+def _hosted_id(message_id: str, n: int) -> str:
+    # Teams' ids are base64 of a descriptor; opaque to clients, and so here.
+    return base64.urlsafe_b64encode(f"id=x_{message_id}_{n},type=1".encode()).decode().rstrip("=")

@@ -36,7 +36,7 @@ from service.graph.errors import (
     GraphThrottled,
 )
 from service.graph.http_pool import new_http_client
-from service.graph.models import Chat, ChatMember, ChatMessage, DirectoryObjectRef, MailMessage, User
+from service.graph.models import Chat, ChatMember, ChatMessage, DirectoryObjectRef, HostedContent, MailMessage, User
 from service.graph.pacing import GraphPacing, PacingRules, SharedHold
 from service.graph.pages import Page, parse_item, parse_page
 from service.graph.subscription_model import GraphSubscription
@@ -283,6 +283,22 @@ class GraphClient:
 
     async def get_chat_message(self, chat_id: str, message_id: str) -> ChatMessage:
         return await self._get_one(ChatMessage, "chat message", "chats/{}/messages/{}", chat_id, message_id)
+
+    async def list_hosted_contents(self, chat_id: str, message_id: str) -> list[HostedContent]:
+        """The images pasted into a message ("List hostedContents", v1.0, delegated Chat.Read; read, not run)."""
+        url, route = self._url("chats/{}/messages/{}/hostedContents", chat_id, message_id)
+        return await self._collect(url, route, HostedContent, "hosted content", max_pages=2)
+
+    async def get_hosted_content_bytes(self, chat_id: str, message_id: str, hosted_id: str, *,
+                                       max_bytes: int) -> tuple[bytes, str | None]:
+        """One pasted image's bytes and Content-Type. Refused (GraphPayloadError) when Graph declares or
+        sends more than ``max_bytes``; the answer is read whole, which a cap of a few MB keeps cheap."""
+        url, route = self._url("chats/{}/messages/{}/hostedContents/{}/$value", chat_id, message_id, hosted_id)
+        response = await self._request("GET", url, route=route, idempotent=True)
+        declared = response.headers.get("Content-Length")
+        if (declared is not None and declared.isdigit() and int(declared) > max_bytes) or len(response.content) > max_bytes:
+            raise GraphPayloadError(f"the hosted content on {route} is larger than {max_bytes} bytes")
+        return response.content, response.headers.get("Content-Type")
 
     async def update_chat_message(
         self, chat_id: str, message_id: str, content: str, content_type: Literal["text", "html"] = "text"

@@ -137,6 +137,13 @@ class ChatMessagePreview(GraphModel):
         return _sender_from_identity_set(v)
 
 
+class HostedContent(GraphModel):
+    """A chatMessageHostedContent as listed (an image pasted into a message); its bytes come separately."""
+
+    id: str
+    content_type: str | None = None
+
+
 class ChatMember(GraphModel):
     """An aadUserConversationMember: ``id`` is the membership id, ``user_id`` the member's object id."""
 

@@ -22,12 +22,12 @@ import typing
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from mcp.shared.exceptions import MCPError
 from mcp.shared.tool_name_validation import validate_tool_name
-from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, Tool
-from pydantic import BaseModel, ValidationError
+from mcp_types import INVALID_PARAMS, CallToolResult, ImageContent, TextContent, Tool
+from pydantic import BaseModel, PrivateAttr, ValidationError
 
 from service.delivery.hub import DeliveryHub, DeliveryTarget
 from service.mcp.sessions import SessionState
@@ -49,6 +49,21 @@ InT = TypeVar("InT", bound=BaseModel)
 OutT = TypeVar("OutT", bound=BaseModel)
 ToolHandler = Callable[[InT, "ToolCall"], Awaitable[OutT]]
 HostNotificationHandler = Callable[[InT, "ToolCall"], Awaitable[None]]
+
+
+class WithMedia(BaseModel):
+    """A result that carries media (images) beside its structured content. The blocks go out as content
+    after the JSON text and never into the structured content, which stays small and schema-shaped."""
+
+    _media: list[ImageContent] = PrivateAttr(default_factory=list)
+
+    @property
+    def media(self) -> list[ImageContent]:
+        return self._media
+
+    def with_image(self, data: str, mime_type: str) -> Self:
+        self._media.append(ImageContent(type="image", data=data, mime_type=mime_type))
+        return self
 
 
 class ToolError(Exception):
@@ -216,8 +231,9 @@ class ToolRegistry:
             log.error("tool returned the wrong type", extra={"tool": name, "returned": type(result).__name__})
             return _error_result(f"{name} failed inside the server; the error is in the server log")
         structured = result.model_dump(mode="json", by_alias=True)
+        media = result.media if isinstance(result, WithMedia) else []
         return CallToolResult(
-            content=[TextContent(type="text", text=json.dumps(structured, ensure_ascii=False))],
+            content=[TextContent(type="text", text=json.dumps(structured, ensure_ascii=False)), *media],
             structured_content=structured,
         )
 

@@ -10,6 +10,7 @@ from service.tools.chat_access import ChatAccess
 from service.tools.chats import ChatTools
 from service.tools.conversation import ConversationTools
 from service.tools.deps import ToolDeps
+from service.tools.images import ImageTools
 from service.tools.interactions import InteractionTools
 from service.tools.mail import MailTools
 from service.tools.own_messages import OwnMessageTools
@@ -35,6 +36,7 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
         promises.add_promise, promises.list_promises, promises.resolve_promise,
         InteractionTools(deps).read_interactions, SummaryTools(deps).run_daily_summary,
         own.edit_teams_message, own.delete_teams_message, chats.list_chat_members, WhoamiTool(deps).whoami,
+        ImageTools(deps, access).view_image,
     )
     for handler in handlers:
         registry.add(handler)

@@ -4,6 +4,7 @@ pushes for messages a seeded human posts through Graph; a non-push host gets the
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import shutil
 import subprocess
@@ -160,3 +161,24 @@ async def test_a_non_push_host_gets_the_sponsors_reply_from_another_chat(emulato
     assert out["wait"] == "reply" and out["sponsor_reply"]["chat_id"] == reply_in
     assert out["sponsor_reply"]["message_id"] == reply_id and out["sponsor_reply"]["verified_sponsor"] is True
     assert reply_in in out["_next_action"]
+
+
+async def test_an_image_a_person_pasted_reaches_the_python_client_as_image_content(emulator, replica) -> None:
+    chat = chat_of(emulator, 1)
+    grace = emulator.seed.humans[1]
+    png = bytes.fromhex("89504e470d0a1a0a") + b"entrabot-test-image"
+    async with httpx.AsyncClient(timeout=30) as http:
+        response = await http.post(f"{emulator.admin_url}/chats/{chat}/messages", json={
+            "from_user": grace.id, "content": "the error I get",
+            "images": [{"content_type": "image/png", "data_base64": base64.b64encode(png).decode()}]})
+        assert response.status_code == 201, response.text
+    message_id = response.json()["id"]
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {DEV_TOKEN}"}) as http, Client(
+        streamable_http_client(replica.mcp_url, http_client=http), mode="legacy",
+        client_info=Implementation(name="copilot-cli", version="1.0"), read_timeout_seconds=BOUND_S,
+    ) as client:
+        result = await client.call_tool("view_image", {"chat_id": chat, "message_id": message_id})
+    assert not result.is_error, result.content
+    [_, image] = result.content
+    assert image.type == "image" and image.mime_type == "image/png" and base64.b64decode(image.data) == png
+    assert result.structured_content["message"]["content"].startswith("<external_content")

@@ -14,6 +14,7 @@ ALL_TOOLS = {
     "send_teams_message", "read_teams_messages", "create_chat", "list_watched_chats", "watch_teams_replies",
     "wait_for_sponsor_dm", "read_email", "add_promise", "list_promises", "resolve_promise", "read_interactions",
     "run_daily_summary", "edit_teams_message", "delete_teams_message", "list_chat_members", "whoami",
+    "view_image",
 }
 CHAT_TOOLS = [
     ("send_teams_message", {"text": "hello"}),
@@ -22,6 +23,7 @@ CHAT_TOOLS = [
     ("edit_teams_message", {"message_id": "1733140000000", "text": "fixed"}),
     ("delete_teams_message", {"message_id": "1733140000000"}),
     ("list_chat_members", {}),
+    ("view_image", {"message_id": "1733140000000"}),
 ]
 
 
