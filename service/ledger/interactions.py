@@ -52,6 +52,7 @@ class Action(str, Enum):
     REPLIED = "replied"
     EDITED = "edited"  # the agent replaced the text of one of its own messages
     DELETED = "deleted"  # the agent soft-deleted one of its own messages
+    MEMBER_ADDED = "member_added"  # the agent added a person to a chat, at a sponsor's request
 
 
 @dataclass(frozen=True)

@@ -7,15 +7,15 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from service.delivery.push import meta_value
-from service.graph.errors import GraphError, GraphNotFound, GraphUnavailable
+from service.graph.errors import GraphError, GraphUnavailable
 from service.graph.models import User
 from service.ledger import ReadOutcome, WatchOutcome
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
-from service.tools.ids import NamesAChat, UserRef
+from service.tools.ids import UserRef
+from service.tools.people import look_up_user, meta_or_none
 
 MAX_MEMBERS = 20
 MAX_TOPIC_CHARS = 250
@@ -60,22 +60,6 @@ class CreateChatResult(BaseModel):
     next_action: str = Field(serialization_alias="_next_action")
 
 
-class ChatMemberRow(BaseModel):
-    user_id: str | None = Field(description="The member's object id (None for a member Graph shows without one)")
-    display_name: str | None
-    email: str | None
-    roles: list[str]
-    is_agent: bool = Field(description="The agent user itself")
-    is_sponsor: bool = Field(description="A sponsor of the agent: their messages count as instructions")
-    external: bool = Field(description="From another tenant (a federated or guest account)")
-
-
-class ChatMembersResult(BaseModel):
-    chat_id: str
-    members: list[ChatMemberRow]
-    count: int
-
-
 class WatchedChat(BaseModel):
     chat_id: str
     topic: str | None = Field(description="Known only for chats this replica created or looked up")
@@ -86,11 +70,6 @@ class WatchedChatsResult(BaseModel):
     count: int
     list_readable: bool = Field(description="False when the shared list could not be read; only chats known here")
     unsaved: int = Field(description="Chats not yet written to the shared list (retried every discovery sweep)")
-
-
-def meta_or_none(text: str | None) -> str | None:
-    """A name or topic someone chose, made safe to show outside an envelope."""
-    return meta_value(text) if text else None
 
 
 @dataclass
@@ -135,23 +114,6 @@ class ChatTools:
             next_action=f"Post in it with send_teams_message(chat_id={chat.id!r}).",
         )
 
-    async def list_chat_members(self, args: NamesAChat, call: ToolCall) -> ChatMembersResult:
-        """The people in one Teams chat: who they are, which of them are the agent's sponsors, who is external."""
-        deps = self.deps
-        await self.access.check(args.chat_id)
-        try:
-            members = await deps.graph.list_chat_members(args.chat_id)
-        except GraphError as exc:
-            raise graph_tool_error(exc, f"listing the members of chat {args.chat_id}") from None
-        tenant = deps.settings.tenant_id
-        rows = [ChatMemberRow(
-            user_id=m.user_id, display_name=meta_or_none(m.display_name), email=meta_or_none(m.email),
-            roles=[meta_value(r) for r in m.roles], is_agent=m.user_id == deps.agent.object_id,
-            is_sponsor=deps.gate.is_sponsor(m.user_id, args.chat_id),
-            external=bool(tenant and m.tenant_id and m.tenant_id.lower() != tenant.lower()),
-        ) for m in members]
-        return ChatMembersResult(chat_id=args.chat_id, members=rows, count=len(rows))
-
     async def list_watched_chats(self, args: NoArguments, call: ToolCall) -> WatchedChatsResult:
         """The Teams chats the agent watches: every chat_id you may use (there is no default chat)."""
         watched = self.deps.watched
@@ -167,11 +129,6 @@ class ChatTools:
     async def _resolve(self, refs: list[str]) -> list[User]:
         users: dict[str, User] = {}
         for ref in dict.fromkeys(refs):
-            try:
-                user = await self.deps.graph.get_user(ref)
-            except GraphNotFound:
-                raise ToolError(f"No user {ref!r} in the tenant; check the UPN or object id.") from None
-            except GraphError as exc:
-                raise graph_tool_error(exc, f"looking up user {ref}") from None
+            user = await look_up_user(self.deps.graph, ref)
             users.setdefault(user.id, user)
         return list(users.values())

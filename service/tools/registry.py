@@ -7,6 +7,7 @@ from datetime import timedelta
 from service.mcp.sdk_adapter import PERMISSION_REQUEST_METHOD
 from service.mcp.tool_registry import ToolRegistry
 from service.tools.chat_access import ChatAccess
+from service.tools.chat_membership import MembershipTools
 from service.tools.chats import ChatTools
 from service.tools.conversation import ConversationTools
 from service.tools.deps import ToolDeps
@@ -30,12 +31,13 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
     chats = ChatTools(deps, access)
     promises = PromiseTools(deps)
     own = OwnMessageTools(deps, access)
+    members = MembershipTools(deps, access)
     handlers = (
         conversation.send_teams_message, reads.read_teams_messages, chats.create_chat, chats.list_watched_chats,
         reads.watch_teams_replies, conversation.wait_for_sponsor_dm, MailTools(deps).read_email,
         promises.add_promise, promises.list_promises, promises.resolve_promise,
         InteractionTools(deps).read_interactions, SummaryTools(deps).run_daily_summary,
-        own.edit_teams_message, own.delete_teams_message, chats.list_chat_members, WhoamiTool(deps).whoami,
+        own.edit_teams_message, own.delete_teams_message, members.list_chat_members, members.add_chat_member, WhoamiTool(deps).whoami,
         ImageTools(deps, access).view_image,
     )
     for handler in handlers:

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from service.mcp.tool_registry import ToolCall
-from service.tools.chats import NoArguments, meta_or_none as _shown
+from service.tools.chats import NoArguments
+from service.tools.people import meta_or_none as _shown
 from service.tools.deps import ToolDeps
 
 

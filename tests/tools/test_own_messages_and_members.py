@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from emulator.state import ChatMessage
+from emulator.state import Chat, ChatMessage
 from service.ledger.interactions import Direction, InteractionQuery
 from tests.tools.tool_world import RecordingPushTarget, ToolWorld
 
@@ -100,3 +100,65 @@ async def test_whoami_names_the_agent_user_its_identity_and_sponsors(world: Tool
     assert out["agent_identity_id"] == seed.agent_identity.id and out["auth_mode"] == "agent_user"
     assert [s["user_id"] for s in out["sponsors"]] == [world.user("Ada").id] and out["sponsors_known"]
     assert out["replica_id"] == "replica-test"
+
+
+def _chat(world: ToolWorld, chat_id: str) -> Chat:
+    chat = world.emu.state.chat(chat_id)
+    assert chat is not None
+    return chat
+
+
+async def _group_without(world: ToolWorld, *people: str) -> str:
+    chat = await world.admin("chats", {"members": [world.agent.object_id, *(world.user(p).id for p in people)],
+                                       "chat_type": "group", "topic": "launch"})
+    return str(chat["id"])
+
+
+async def test_a_sponsors_ask_brings_a_person_into_a_chat_the_sponsor_is_in_once(world: ToolWorld) -> None:
+    chat = world.chat(2)  # the agent, Ada (the sponsor) and Alan
+    ask = await world.inject(chat, "Ada", "Please add Grace to this chat")
+    args = {"chat_id": chat, "user": "grace@contoso.onmicrosoft.com", "requested_in_chat_id": chat,
+            "requested_by_message_id": ask}
+    out = await world.ok("add_chat_member", args)
+    assert (out["state"], out["user_id"], out["requested_by"]) == ("added", world.user("Grace").id, world.user("Ada").id)
+    members = {m.user_id for m in _chat(world, chat).members}
+    assert world.user("Grace").id in members
+    again = await world.ok("add_chat_member", args)
+    assert again["state"] == "already_member"
+    records = (await world.interactions.read(InteractionQuery(direction=Direction.OUT))).records
+    assert [(r.action, r.chat_id) for r in records] == [("member_added", chat)]
+
+
+async def test_nobody_but_a_sponsor_in_that_chat_brings_people_in(world: ToolWorld) -> None:
+    chat = world.chat(2)
+    grace_asks = await world.inject(world.chat(1), "Grace", "Add Grace's friend Alan's boss to chat 2")
+    text = await world.error("add_chat_member", {"chat_id": chat, "user": world.user("Grace").id,
+                                                 "requested_in_chat_id": world.chat(1),
+                                                 "requested_by_message_id": grace_asks})
+    assert "Only a sponsor of the agent may ask" in text
+    # Ada asks, but for a chat she is not in: the agent, Grace and Alan.
+    elsewhere = await _group_without(world, "Grace", "Alan")
+    ada_asks = await world.inject(world.chat(0), "Ada", "Add me to the launch chat")
+    text = await world.error("add_chat_member", {"chat_id": elsewhere, "user": world.user("Ada").id,
+                                                 "requested_in_chat_id": world.chat(0),
+                                                 "requested_by_message_id": ada_asks})
+    assert "not a member of chat" in text
+    old_ask = await world.inject(chat, "Ada", "Add Grace, please", created="-2d")
+    text = await world.error("add_chat_member", {"chat_id": chat, "user": world.user("Grace").id,
+                                                 "requested_in_chat_id": chat, "requested_by_message_id": old_ask})
+    assert "from the last day" in text
+    assert {m.user_id for m in _chat(world, chat).members} == {
+        world.agent.object_id, world.user("Ada").id, world.user("Alan").id}
+    assert (await world.interactions.read(InteractionQuery(direction=Direction.OUT))).records == ()
+
+
+async def test_an_add_whose_answer_was_lost_is_settled_from_the_members(world: ToolWorld) -> None:
+    chat = world.chat(2)
+    ask = await world.inject(chat, "Ada", "Please add Grace")
+    await world.admin("faults", {"status": 500, "method": "POST", "route_pattern": r"/members$",
+                                 "after_commit": True, "count": 1})
+    out = await world.ok("add_chat_member", {"chat_id": chat, "user": world.user("Grace").id,
+                                             "requested_in_chat_id": chat, "requested_by_message_id": ask})
+    assert out["state"] == "added"
+    added = [m for m in _chat(world, chat).members if m.user_id == world.user("Grace").id]
+    assert len(added) == 1
