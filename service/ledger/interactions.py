@@ -53,6 +53,8 @@ class Action(str, Enum):
     EDITED = "edited"  # the agent replaced the text of one of its own messages
     DELETED = "deleted"  # the agent soft-deleted one of its own messages
     MEMBER_ADDED = "member_added"  # the agent added a person to a chat, at a sponsor's request
+    PERMISSION_ASKED = "permission_asked"  # the sponsors were asked in Teams to approve a tool use
+    VERDICT_RELAYED = "verdict_relayed"  # a sponsor's allow or deny went back to the host that asked
 
 
 @dataclass(frozen=True)

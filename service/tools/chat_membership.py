@@ -24,7 +24,7 @@ from service.graph.models import ChatMember, ChatMessage, User
 from service.ledger.interactions import Action
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess
-from service.tools.chat_out import record_chat_out
+from service.tools.action_log import record_action
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
 from service.tools.ids import ChatId, ChatMessageId, NamesAChat, UserRef
@@ -102,7 +102,8 @@ class MembershipTools:
         if any(m.user_id == person.id for m in members):
             return self._result(args, person, "already_member", sponsor, logged=False)
         await self._add(args.chat_id, person)
-        logged = await record_chat_out(deps, args.chat_id, None, Action.MEMBER_ADDED.value, None)
+        logged = await record_action(deps, call, action=Action.MEMBER_ADDED.value, chat_id=args.chat_id,
+                                     summary=f"added {person.id} at the request of sponsor {sponsor}")
         return self._result(args, person, "added", sponsor, logged=logged)
 
     async def _sponsor_who_asked(self, args: AddMemberInput) -> str:

@@ -18,7 +18,8 @@ from service.graph.errors import GraphError, GraphUnavailable
 from service.ledger.interactions import Action
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess, ChatStanding
-from service.tools.chat_out import MAX_TEXT_CHARS, as_posted, record_chat_out
+from service.tools.action_log import record_action
+from service.tools.chat_out import MAX_TEXT_CHARS, as_posted
 from service.tools.ids import NamesAChat
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
@@ -102,7 +103,7 @@ class ConversationTools:
         except GraphUnavailable as exc:
             if not exc.outcome_unknown:
                 raise graph_tool_error(exc, f"posting to chat {args.chat_id}") from None
-            await self._record(args.chat_id, None, content, UNCONFIRMED_SEND)
+            await self._record(call, args.chat_id, None, content, UNCONFIRMED_SEND)
             log.warning("chat message send outcome unknown", extra={"chat_id": args.chat_id, "status": exc.status})
             raise ToolError(
                 f"The message MAY have been posted to chat {args.chat_id}: Microsoft Graph failed after receiving "
@@ -114,7 +115,7 @@ class ConversationTools:
         if delegated:
             # Before any await: Graph shows it as the human's, so only its id keeps it out of the poll.
             deps.sent_messages.record(posted.id)
-        logged = await self._record(args.chat_id, posted.id, content, Action.SENT.value)
+        logged = await self._record(call, args.chat_id, posted.id, content, Action.SENT.value)
         log.info("chat message sent", extra={"chat_id": args.chat_id, "message_id": posted.id})
         if standing is ChatStanding.READABLE:
             await deps.discovery.register_chat(args.chat_id)  # so replies in it are polled too
@@ -152,5 +153,6 @@ class ConversationTools:
         return SponsorWaitResult(outcome=waited.outcome, timeout_s=waited.timeout_s, sponsor_reply=waited.reply,
                                  next_action=waited.next_action)
 
-    async def _record(self, chat_id: str, message_id: str | None, content: str, action: str) -> bool:
-        return await record_chat_out(self.deps, chat_id, message_id, action, content)
+    async def _record(self, call: ToolCall, chat_id: str, message_id: str | None, content: str, action: str) -> bool:
+        return await record_action(self.deps, call, action=action, chat_id=chat_id, message_id=message_id,
+                                   content=content)

@@ -6,6 +6,7 @@ inside an ``<external_content>`` envelope; ids, times and directions stay outsid
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -45,6 +46,9 @@ class InteractionItem(BaseModel):
     chat_id: str | None
     message_id: str | None
     sender: str | None
+    host: str | None = Field(default=None, description="For the agent's actions: the host that asked (client/version)")
+    session: str | None = Field(default=None, description="For the agent's actions: the MCP session that asked")
+    replica: str | None = Field(default=None, description="The replica that acted or delivered")
     content: str | None = Field(description="Logged summary and text inside an <external_content> envelope")
 
 
@@ -64,7 +68,19 @@ def interaction_item(record: Interaction, *, with_body: bool) -> InteractionItem
         ts=format_timestamp(record.ts), direction=record.direction.value, channel=record.channel.value,
         action=meta_value(record.action), chat_id=record.chat_id, message_id=record.message_id,
         sender=meta_value(record.sender) if record.sender else None, content=content,
+        **{name: meta_value(value) for name, value in _extra_strings(record).items()
+           if name in ("host", "session", "replica")},
     )
+
+
+def _extra_strings(record: Interaction) -> dict[str, str]:
+    """The record's string-valued extra fields (who asked, which replica), decoded."""
+    out: dict[str, str] = {}
+    for name, text in record.extra:
+        value = json.loads(text)
+        if isinstance(value, str) and value:
+            out[name] = value
+    return out
 
 
 @dataclass

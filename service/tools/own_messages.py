@@ -28,7 +28,8 @@ from service.tools.chat_access import ChatAccess
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
 from service.tools.ids import ChatMessageId, NamesAChat
-from service.tools.chat_out import MAX_TEXT_CHARS, as_posted, record_chat_out
+from service.tools.action_log import record_action
+from service.tools.chat_out import MAX_TEXT_CHARS, as_posted
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class OwnMessageTools:
             await self.deps.graph.update_chat_message(args.chat_id, args.message_id, content, args.content_type)
         except GraphError as exc:
             raise graph_tool_error(exc, f"editing message {args.message_id} in chat {args.chat_id}") from None
-        logged = await self._record(args.chat_id, args.message_id, Action.EDITED, content)
+        logged = await self._record(call, args.chat_id, args.message_id, Action.EDITED, content)
         log.info("chat message edited", extra={"chat_id": args.chat_id, "message_id": args.message_id})
         return OwnMessageResult(chat_id=args.chat_id, message_id=args.message_id, state="edited",
                                 interaction_logged=logged,
@@ -103,7 +104,7 @@ class OwnMessageTools:
             if settled.deleted_date_time is None:
                 raise ToolError(f"Message {args.message_id} was not deleted: Microsoft Graph failed, and the "
                                 "message read back afterwards is still there. Try delete_teams_message again.") from None
-        logged = await self._record(args.chat_id, args.message_id, Action.DELETED, None)
+        logged = await self._record(call, args.chat_id, args.message_id, Action.DELETED, None)
         log.info("chat message deleted", extra={"chat_id": args.chat_id, "message_id": args.message_id})
         return self._deleted(args, "deleted", logged=logged)
 
@@ -133,5 +134,7 @@ class OwnMessageTools:
         return OwnMessageResult(chat_id=args.chat_id, message_id=args.message_id, state=state,
                                 interaction_logged=logged, next_action="Deleted; it cannot be edited any more.")
 
-    async def _record(self, chat_id: str, message_id: str, action: Action, content: str | None) -> bool:
-        return await record_chat_out(self.deps, chat_id, message_id, action.value, content)
+    async def _record(self, call: ToolCall, chat_id: str, message_id: str, action: Action,
+                      content: str | None) -> bool:
+        return await record_action(self.deps, call, action=action.value, chat_id=chat_id, message_id=message_id,
+                                   content=content)

@@ -45,6 +45,8 @@ from service.graph.errors import GraphError
 from service.clock import Clock
 from service.ledger.permission_requests import PermissionRequests, ReserveOutcome
 from service.mcp.tool_registry import ToolCall, ToolError
+from service.ledger.interactions import Action
+from service.tools.action_log import record_action
 from service.tools.deps import ToolDeps
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,7 @@ class PermissionTarget:
     expires_at: datetime
     clock: Clock
     send_timeout_s: float = SEND_TIMEOUT_S
+    on_relayed: Callable[[InboundMessage], Awaitable[None]] | None = None  # the audit trail's record
     _done: bool = False
 
     @property
@@ -116,6 +119,8 @@ class PermissionTarget:
         log.info("permission verdict relayed", extra={"request_id": self.request_id, "behavior": verdict.behavior,
                                                       "chat_id": message.chat_id, "message_id": message.message_id})
         await self.on_decided(self.request_id)
+        if self.on_relayed is not None:
+            await self.on_relayed(message)
         return True
 
 
@@ -160,14 +165,23 @@ class PermissionRelay:
             raise ToolError(f"a permission request {args.request_id} is already pending")
         if reserved is ReserveOutcome.UNRESOLVED:
             raise ToolError("the shared store could not record the request; nobody was asked, try again")
+        async def relayed(message: InboundMessage) -> None:
+            verdict = parse_verdict(message.body)
+            await record_action(deps, call, action=Action.VERDICT_RELAYED.value, chat_id=message.chat_id,
+                                message_id=message.message_id,
+                                summary=f"{verdict.behavior if verdict else 'verdict'} {args.request_id} from "
+                                        f"sponsor {message.sender_id}")
+
         target = PermissionTarget(args.request_id, channel.send, channel.is_open, self._decided, expires_at,
-                                  deps.clock)
+                                  deps.clock, on_relayed=relayed)
         call.hub.register(target)
         asked = await self._ask(sponsors, sponsor_prompt(args))
         if not asked:
             call.hub.unregister(target.target_id)
             await self._decided(args.request_id)
             raise ToolError("no sponsor could be reached in Teams; answer the request locally")
+        await record_action(deps, call, action=Action.PERMISSION_ASKED.value, chat_id=None,
+                            summary=f"{args.request_id}: {neutralise(args.tool_name)}, {asked} sponsor(s) asked")
         task = asyncio.create_task(self._expire(target), name=f"permission-expiry-{args.request_id}")
         self._expiries.add(task)
         task.add_done_callback(self._expiries.discard)

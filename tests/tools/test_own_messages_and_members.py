@@ -34,6 +34,10 @@ async def test_the_agent_edits_its_own_message_and_nobody_gets_it_as_new(world: 
     assert push.received == []  # the agent's own message, edited, is nobody's to deliver
     records = (await world.interactions.read(InteractionQuery(direction=Direction.OUT))).records
     assert [(r.action, r.message_id) for r in records] == [("sent", posted), ("edited", posted)]
+    trail = (await world.ok("read_interactions", {"direction": "out"}))["records"]
+    # Who asked, for each action: the host and session of the call (claude-code/1.0, a push host here).
+    assert [(r["action"], r["host"], r["session"], r["replica"]) for r in trail] == [
+        ("sent", "claude-code/1.0", "session-1", "replica-test"), ("edited", "codex/1.0", "session-1", "replica-test")]
 
 
 async def test_another_persons_message_is_neither_edited_nor_deleted(world: ToolWorld) -> None:

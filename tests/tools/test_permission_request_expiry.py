@@ -85,3 +85,20 @@ async def test_a_reply_after_the_recorded_expiry_decides_nothing_before_the_repl
     _, requests = await ask(world, timedelta(minutes=10), stream)
     world.clock.pinned = world.clock() + timedelta(minutes=10, seconds=1)
     await late_yes_is_an_ordinary_message(world, stream, requests)
+
+
+async def test_the_ask_and_the_relayed_verdict_are_in_the_audit_trail_with_the_bridge_that_asked(
+        world: ToolWorld) -> None:
+    await bootstrap_every_chat(world)
+    stream = BridgeStream()
+    await ask(world, timedelta(minutes=10), stream)
+    yes = await world.inject(world.chat(0), "Ada", f"yes {REQUEST_ID}")
+    await world.poller.cycle()
+    assert len(stream.pushed) == 1  # the verdict went back to the asking session
+    out = await world.ok("read_interactions", {"direction": "out"})
+    trail = [(r["action"], r["message_id"], r["host"], r["session"], r["replica"]) for r in out["records"]
+             if r["action"] in ("permission_asked", "verdict_relayed")]
+    assert trail == [("permission_asked", None, "claude-code/1.0", "bridge", "replica-test"),
+                     ("verdict_relayed", yes, "claude-code/1.0", "bridge", "replica-test")]
+    relayed = next(r for r in out["records"] if r["action"] == "verdict_relayed")
+    assert "allow" in relayed["content"] and REQUEST_ID in relayed["content"]
