@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field, field_validator
 
 from service.delivery.push import format_ts
-from service.graph.errors import GraphError, GraphUnavailable
+from service.graph.errors import GraphError
 from service.ledger.interactions import Action
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess, ChatStanding
 from service.tools.action_log import record_action
 from service.tools.chat_out import MAX_TEXT_CHARS, as_posted
+from service.tools.chat_send import ChatSender, PostOutcome, SendUnknown
 from service.tools.ids import NamesAChat
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
@@ -58,6 +59,8 @@ class SendResult(BaseModel):
     posted_at: str
     posted_as: str = Field(description="agent_user, or signed_in_user (delegated mode, text prefixed [EntraBot])")
     interaction_logged: bool
+    post_outcome: PostOutcome = Field(description="posted; or, after Graph lost its answer, found_after_lost_answer "
+                                      "(it had posted) or posted_after_check (it had not, and was posted once)")
     wait: WaitOutcome
     wait_timeout_s: float | None = None
     sponsor_reply: SponsorReply | None = Field(
@@ -99,19 +102,18 @@ class ConversationTools:
         standing = await self.access.check(args.chat_id)
         content = as_posted(deps, args.text)
         try:
-            posted = await deps.graph.send_chat_message(args.chat_id, content)
-        except GraphUnavailable as exc:
-            if not exc.outcome_unknown:
-                raise graph_tool_error(exc, f"posting to chat {args.chat_id}") from None
+            sent_once = await ChatSender(deps.graph, deps.agent.object_id, deps.clock).post(args.chat_id, content)
+        except SendUnknown:
             await self._record(call, args.chat_id, None, content, UNCONFIRMED_SEND)
-            log.warning("chat message send outcome unknown", extra={"chat_id": args.chat_id, "status": exc.status})
+            log.warning("chat message send outcome unknown after settling", extra={"chat_id": args.chat_id})
             raise ToolError(
                 f"The message MAY have been posted to chat {args.chat_id}: Microsoft Graph failed after receiving "
-                "it, so nobody can tell. Do not resend blindly; check with read_teams_messages(chat_id) whether it "
-                "is there first."
+                "it, twice, and reading the chat back could not tell. Do not resend blindly; check with "
+                "read_teams_messages(chat_id) whether it is there first."
             ) from None
         except GraphError as exc:
             raise graph_tool_error(exc, f"posting to chat {args.chat_id}") from None
+        posted = sent_once.message
         if delegated:
             # Before any await: Graph shows it as the human's, so only its id keeps it out of the poll.
             deps.sent_messages.record(posted.id)
@@ -122,6 +124,7 @@ class ConversationTools:
         sent = {
             "chat_id": args.chat_id, "message_id": posted.id, "posted_at": format_ts(posted.created_date_time),
             "posted_as": "signed_in_user" if delegated else "agent_user", "interaction_logged": logged,
+            "post_outcome": sent_once.outcome,
         }
         if not should_wait(args.wait_for_reply, call.push_capable):
             after = ("Sent. Replies reach you as channel messages; do not poll for them." if call.push_capable

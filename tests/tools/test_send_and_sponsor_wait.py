@@ -18,6 +18,7 @@ import pytest
 from emulator.server import RunningEmulator
 from service.delivery.hub import TargetKind
 from service.delivery.sponsors import SponsorGate
+from service.devstack.fault_proxy import FaultProxy, ProxyFault, ProxyRule
 from service.ledger import Direction, InteractionQuery
 from service.ledger.chat_cursor import cursor_key
 from service.mcp.tool_registry import ToolCall
@@ -236,15 +237,49 @@ async def test_without_a_known_sponsor_the_explicit_wait_refuses_and_send_does_n
         assert world.hub.live_targets() == []
 
 
-async def test_a_send_whose_outcome_graph_lost_says_it_may_have_been_posted(world: ToolWorld) -> None:
+async def test_a_send_whose_answer_graph_lost_is_found_in_the_chat_and_not_posted_again(world: ToolWorld) -> None:
     chat = world.chat(1)
     await world.admin("faults", {"status": 500, "method": "POST", "route_pattern": r"/chats/.*/messages$",
                                  "after_commit": True, "count": 1})
-    text = await world.error("send_teams_message", {"chat_id": chat, "text": "Deploying now."}, push=True)
+    out = await world.ok("send_teams_message", {"chat_id": chat, "text": "Deploying now."}, push=True)
+    assert out["post_outcome"] == "found_after_lost_answer"
+    assert [(m.id, m.content) for m in world.emu.state.messages(chat)] == [(out["message_id"], "Deploying now.")]
+    records = (await world.interactions.read(InteractionQuery(direction=Direction.OUT))).records
+    assert [(r.action, r.chat_id, r.message_id) for r in records] == [("sent", chat, out["message_id"])]
+
+
+async def test_a_send_graph_refused_with_a_504_is_checked_then_posted_once(world: ToolWorld) -> None:
+    chat = world.chat(1)
+    await world.admin("faults", {"status": 504, "method": "POST", "route_pattern": r"/chats/.*/messages$",
+                                 "count": 1})
+    out = await world.ok("send_teams_message", {"chat_id": chat, "text": "Ship it."}, push=True)
+    assert out["post_outcome"] == "posted_after_check"
+    assert [m.content for m in world.emu.state.messages(chat)] == ["Ship it."]
+
+
+async def test_a_send_that_cannot_be_settled_says_it_may_have_been_posted(world: ToolWorld) -> None:
+    chat = world.chat(1)
+    await world.admin("faults", {"status": 500, "method": "POST", "route_pattern": r"/chats/.*/messages$",
+                                 "after_commit": True, "count": 1})
+    await world.admin("faults", {"status": 403, "method": "GET", "route_pattern": r"/chats/.*/messages$"})
+    text = await world.error("send_teams_message", {"chat_id": chat, "text": "Pay the invoice."}, push=True)
     assert "MAY have been posted" in text and "Do not resend blindly" in text
-    assert [m.content for m in world.emu.state.messages(chat)] == ["Deploying now."]  # it was, once
+    assert [m.content for m in world.emu.state.messages(chat)] == ["Pay the invoice."]  # it was, once
     records = (await world.interactions.read(InteractionQuery(direction=Direction.OUT))).records
     assert [(r.action, r.chat_id, r.message_id) for r in records] == [("send_unconfirmed", chat, None)]
+
+
+async def test_a_send_whose_connection_was_reset_after_graph_took_it_posts_once(
+        emu: RunningEmulator, tmp_path: Path) -> None:
+    with FaultProxy(emu.base_url) as proxy:
+        proxy.add(ProxyRule(ProxyFault.COMMIT_THEN_DROP, methods=frozenset({"POST"}), path=r"/chats/.*/messages$",
+                            times=1))
+        async with tool_world(emu, tmp_path, graph_url=f"{proxy.base_url}/v1.0") as world:
+            chat = world.chat(2)
+            out = await world.ok("send_teams_message", {"chat_id": chat, "text": "Rolling back."}, push=True)
+        assert proxy.stats().commit_then_drop == 1
+    assert out["post_outcome"] == "found_after_lost_answer"
+    assert [m.content for m in emu.state.messages(chat)] == ["Rolling back."]
 
 
 async def test_wait_for_reply_overrides_what_the_host_would_get(world: ToolWorld) -> None:

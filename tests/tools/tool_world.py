@@ -159,8 +159,8 @@ async def tool_world(emu: RunningEmulator, data_dir: Path, **settings: Any) -> A
     seed = emu.seed
     clock = SettableClock()
     defaults: dict[str, Any] = {"agent_identity_id": seed.agent_identity.id, "sponsor_wait_timeout_s": 30.0,
-                                **HAND_DRIVEN_CYCLES}
-    config = Settings(_env_file=None, data_dir=data_dir, graph_url=emu.graph_url, authority=emu.authority,
+                                "graph_url": emu.graph_url, **HAND_DRIVEN_CYCLES}
+    config = Settings(_env_file=None, data_dir=data_dir, authority=emu.authority,
                       tenant_id=seed.tenant_id, **{**defaults, **settings})
     async with new_http_client() as http:
         tokens = AgentUserTokenProvider(
