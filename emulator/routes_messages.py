@@ -10,13 +10,13 @@ from fastapi.responses import JSONResponse, Response
 
 from emulator import shapes
 from emulator.bodies import json_object
-from emulator.context import context_of
+from emulator.context import EmulatorContext, context_of
 from emulator.errors import bad_request, forbidden, not_found
 from emulator.graph_auth import Caller, graph_caller, include_unknown_enum_members
 from emulator.odata import encode_token, parse_chat_messages_query
 from emulator.paging import next_link
 from emulator.routes_chats import CHAT_READ_ALL
-from emulator.state import ChatMessage
+from emulator.state import ChatMessage, Mention
 from emulator.timestamps import epoch_ms
 
 router = APIRouter(prefix="/v1.0")
@@ -100,6 +100,33 @@ async def hosted_content_value(chat_id: str, message_id: str, hosted_id: str, re
     return Response(hosted.data, media_type=hosted.content_type)
 
 
+def _mentions(ctx: EmulatorContext, raw: object, content: str, content_type: str) -> list[Mention]:
+    """Graph's mentions on a new message, checked as "Send chatMessage in a chat" describes them (read,
+    not run): each {id, mentionText, mentioned: {user: {id, userIdentityType}}} is matched by an
+    <at id="N">mentionText</at> in an HTML body, and names a user of the tenant."""
+    if raw is None or raw == []:
+        return []
+    if not isinstance(raw, list):
+        raise bad_request("mentions must be a list of chatMessageMention objects.")
+    if content_type != "html":
+        raise bad_request("A message with mentions needs an HTML body with an <at id=\"N\"> tag for each.")
+    out: list[Mention] = []
+    for item in raw:
+        user = item.get("mentioned", {}).get("user") if isinstance(item, dict) else None
+        if not isinstance(item, dict) or not isinstance(item.get("id"), int) or not isinstance(user, dict):
+            raise bad_request("Each mention needs an integer id and mentioned.user.")
+        text = item.get("mentionText")
+        found = ctx.seed.find_user(str(user.get("id", "")))
+        if found is None:
+            raise bad_request(f"Mentioned user '{user.get('id')}' was not found.")
+        if f'<at id="{item["id"]}">{text}</at>' not in content:
+            raise bad_request(f"Mention {item['id']} has no matching <at id=\"{item['id']}\">{text}</at> in the body.")
+        out.append(Mention(item["id"], str(text), found.id, found.display_name))
+    if len({m.id for m in out}) != len(out):
+        raise bad_request("Mention ids must be unique within a message.")
+    return out
+
+
 def _message_body(body: dict[str, Any]) -> tuple[str, str]:
     """The ``body`` of a chatMessage being posted or updated: (content, contentType lower-cased)."""
     item = body.get("body")
@@ -154,9 +181,11 @@ async def post_message(chat_id: str, request: Request,
     ctx = context_of(request)
     user_id = caller.me()
     caller.require({"ChatMessage.Send", "Chat.ReadWrite"})
-    content, content_type = _message_body(await json_object(request))
+    body = await json_object(request)
+    content, content_type = _message_body(body)
     ctx.state.readable_chat(chat_id, user_id)
-    message = ctx.state.post_message(chat_id, sender_id=user_id, content=content,
+    mentions = _mentions(ctx, body.get("mentions"), content, content_type)
+    message = ctx.state.post_message(chat_id, sender_id=user_id, content=content, mentions=mentions,
                                      content_type=content_type)  # type: ignore[arg-type]
     return JSONResponse({"@odata.context": ctx.odata_context(request, "chats", chat_id, "messages", entity=True),
                          **shapes.chat_message(message, tenant_id=ctx.seed.tenant_id,

@@ -71,7 +71,9 @@ def chat_message(m: ChatMessage, *, tenant_id: str, include_unknown_enum_members
         "from": _sender(m, tenant_id),
         "body": {"contentType": m.content_type, "content": m.content},
         "attachments": [],
-        "mentions": [],
+        "mentions": [{"id": x.id, "mentionText": x.text,
+                      "mentioned": {"application": None, "device": None, "conversation": None,
+                                    "user": _identity(x.user_id, x.display_name, tenant_id)}} for x in m.mentions],
         "reactions": [_reaction(r, tenant_id) for r in m.reactions],
         "messageHistory": [],
     }

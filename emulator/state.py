@@ -90,6 +90,17 @@ class ChatMessage:
     last_edited: datetime | None = None
     deleted: datetime | None = None
     reactions: tuple[Reaction, ...] = ()
+    mentions: tuple[Mention, ...] = ()
+
+
+@dataclass(frozen=True)
+class Mention:
+    """A chatMessageMention: ``<at id="N">text</at>`` in the HTML body names user ``user_id``."""
+
+    id: int
+    text: str
+    user_id: str
+    display_name: str | None
 
 
 @dataclass(frozen=True)
@@ -273,7 +284,7 @@ class TenantState:
     def post_message(self, chat_id: str, *, sender_id: str | None, content: str,
                      content_type: Literal["text", "html"] = "text", created: datetime | None = None,
                      message_type: MessageType = "message",
-                     event_detail: dict[str, Any] | None = None) -> ChatMessage:
+                     event_detail: dict[str, Any] | None = None, mentions: Sequence[Mention] = ()) -> ChatMessage:
         sender = None
         if sender_id is not None:
             user = self._user(sender_id)
@@ -295,7 +306,7 @@ class TenantState:
                                                          self.seed.tenant_id)
                 sender = None
             message = ChatMessage(str(ms), chat_id, message_type, at, at, sender, content, content_type,
-                                  event_detail)
+                                  event_detail, mentions=tuple(mentions))
             existing[message.id] = message
             self._changed(ChatMessageChange("created", chat_id, message.id, tuple(m.user_id for m in chat.members)))
             if at > chat.last_updated:

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Literal, NamedTuple, TypeVar
 from urllib.parse import quote, urlencode
@@ -36,7 +36,9 @@ from service.graph.errors import (
     GraphThrottled,
 )
 from service.graph.http_pool import new_http_client
-from service.graph.models import Chat, ChatMember, ChatMessage, DirectoryObjectRef, HostedContent, MailMessage, User
+from service.graph.models import (
+    Chat, ChatMember, ChatMessage, DirectoryObjectRef, HostedContent, MailMessage, OutboundMention, User,
+)
 from service.graph.pacing import GraphPacing, PacingRules, SharedHold
 from service.graph.pages import Page, parse_item, parse_page
 from service.graph.subscription_model import GraphSubscription
@@ -272,12 +274,15 @@ class GraphClient:
         return page.items[0] if page.items else None
 
     async def send_chat_message(
-        self, chat_id: str, content: str, content_type: Literal["text", "html"] = "text"
+        self, chat_id: str, content: str, content_type: Literal["text", "html"] = "text",
+        mentions: Sequence[OutboundMention] = (),
     ) -> ChatMessage:
         """Post a message as the agent user. Never re-sent after a 5xx or a lost answer: the error
         then has ``outcome_unknown`` set, because the message may have been posted."""
         url, route = self._url("chats/{}/messages", chat_id)
-        body = {"body": {"contentType": content_type, "content": content}}
+        body: dict[str, Any] = {"body": {"contentType": content_type, "content": content}}
+        if mentions:
+            body["mentions"] = [m.to_graph() for m in mentions]
         response = await self._request("POST", url, route=route, json=body, idempotent=False)
         return self._parse_one(response, ChatMessage, "chat message", route)
 

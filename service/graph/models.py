@@ -8,6 +8,8 @@ invalid; ``service.graph.pages`` skips such items instead of failing the whole p
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
@@ -135,6 +137,21 @@ class ChatMessagePreview(GraphModel):
     @classmethod
     def _sender(cls, v: Any) -> Any:
         return _sender_from_identity_set(v)
+
+
+@dataclass(frozen=True)
+class OutboundMention:
+    """A person @mentioned in a message the agent posts: ``<at id="{id}">{text}</at>`` in its HTML."""
+
+    id: int
+    text: str
+    user_id: str
+
+    def to_graph(self) -> dict[str, Any]:
+        # "Send chatMessage in a chat", example with mentions (read, not run): the user's identity type
+        # is aadUser, and the tag's text must equal mentionText.
+        return {"id": self.id, "mentionText": self.text,
+                "mentioned": {"user": {"id": self.user_id, "userIdentityType": "aadUser"}}}
 
 
 class HostedContent(GraphModel):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
@@ -28,7 +28,7 @@ from service.clock import Clock
 from service.delivery.filters import html_to_text
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError, GraphUnavailable
-from service.graph.models import ChatMessage
+from service.graph.models import ChatMessage, OutboundMention
 
 LOOK_BACK = timedelta(minutes=1)
 SETTLE_PAGES = 3  # the agent's message is among the newest: a busy chat's first pages hold it
@@ -59,12 +59,13 @@ class ChatSender:
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     pause_s: float = SETTLE_PAUSE_S
 
-    async def post(self, chat_id: str, content: str, content_type: Literal["text", "html"] = "text") -> Posted:
+    async def post(self, chat_id: str, content: str, content_type: Literal["text", "html"] = "text",
+                   mentions: Sequence[OutboundMention] = ()) -> Posted:
         """Post once; GraphError for a failure that posted nothing, SendUnknown when nobody can tell."""
         for attempt in range(2):
             started = self.clock()
             try:
-                message = await self.graph.send_chat_message(chat_id, content, content_type)
+                message = await self.graph.send_chat_message(chat_id, content, content_type, mentions)
                 return Posted(message, PostOutcome.POSTED if attempt == 0 else PostOutcome.POSTED_AFTER_CHECK)
             except GraphUnavailable as exc:
                 if not exc.outcome_unknown:

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
 from service.delivery.push import format_ts
 from service.graph.errors import GraphError
+from service.graph.models import ChatMember
 from service.ledger.interactions import Action
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess, ChatStanding
 from service.tools.action_log import record_action
 from service.tools.chat_out import MAX_TEXT_CHARS, as_posted
 from service.tools.chat_send import ChatSender, PostOutcome, SendUnknown
-from service.tools.ids import NamesAChat
+from service.tools.mentions import MAX_MENTIONS, Composed, MentionError, compose, member_for
+from service.tools.ids import NamesAChat, UserRef
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
 from service.tools.sponsor_wait import SponsorReply, SponsorWaiter, WaitOutcome, WaitResult
@@ -37,7 +40,11 @@ _TIMEOUT_DESCRIPTION = (
 
 
 class SendInput(NamesAChat):
-    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="The message to post, as plain text")
+    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS,
+                      description="The message to post; write @{0}, @{1}… where the people in mentions go")
+    content_type: Literal["text", "html"] = Field(default="text", description="html keeps Teams formatting")
+    mentions: list[UserRef] = Field(default_factory=list, max_length=MAX_MENTIONS,
+                                    description="UPNs or object ids of chat members to @mention, in @{n} order")
     wait_for_reply: bool | None = Field(
         default=None,
         description="Wait for a sponsor's reply after posting. Omitted: wait only on hosts that cannot receive "
@@ -100,9 +107,11 @@ class ConversationTools:
         deps = self.deps
         delegated = deps.settings.auth_mode == "delegated"
         standing = await self.access.check(args.chat_id)
-        content = as_posted(deps, args.text)
+        composed = await self._compose(args)
+        content = composed.content
         try:
-            sent_once = await ChatSender(deps.graph, deps.agent.object_id, deps.clock).post(args.chat_id, content)
+            sent_once = await ChatSender(deps.graph, deps.agent.object_id, deps.clock).post(
+                args.chat_id, content, composed.content_type, composed.mentions)
         except SendUnknown:
             await self._record(call, args.chat_id, None, content, UNCONFIRMED_SEND)
             log.warning("chat message send outcome unknown after settling", extra={"chat_id": args.chat_id})
@@ -155,6 +164,29 @@ class ConversationTools:
             raise ToolError(waited.next_action)
         return SponsorWaitResult(outcome=waited.outcome, timeout_s=waited.timeout_s, sponsor_reply=waited.reply,
                                  next_action=waited.next_action)
+
+    async def _compose(self, args: SendInput) -> Composed:
+        """The body as posted: mentions placed (members of the chat only), the delegated prefix, the cap."""
+        mentioned: list[ChatMember] = []
+        if args.mentions:
+            try:
+                members = await self.deps.graph.list_chat_members(args.chat_id)
+            except GraphError as exc:
+                raise graph_tool_error(exc, f"listing the members of chat {args.chat_id} to mention them") from None
+            for ref in args.mentions:
+                member = member_for(ref, members)
+                if member is None or not member.user_id:
+                    raise ToolError(f"{ref} is not a member of chat {args.chat_id}; only members can be mentioned "
+                                    "(list_chat_members shows them). Nothing was posted.")
+                mentioned.append(member)
+        try:
+            composed = compose(as_posted(self.deps, args.text), args.content_type, mentioned)
+        except MentionError as exc:
+            raise ToolError(f"{exc}. Nothing was posted.") from None
+        if len(composed.content) > MAX_TEXT_CHARS:
+            raise ToolError(f"The message is {len(composed.content)} characters as posted; Teams takes at most "
+                            f"{MAX_TEXT_CHARS}. Shorten it or split it. Nothing was posted.")
+        return composed
 
     async def _record(self, call: ToolCall, chat_id: str, message_id: str | None, content: str, action: str) -> bool:
         return await record_action(self.deps, call, action=action, chat_id=chat_id, message_id=message_id,

@@ -211,3 +211,23 @@ def test_burst_of_posts_in_one_millisecond_gets_unique_increasing_ids(emu: Runni
     assert len(ids) == len(set(ids)) == 16
     base = int(clock.now().timestamp() * 1000)
     assert sorted(int(i) for i in ids) == list(range(base, base + 16))
+
+
+def test_a_mention_needs_its_at_tag_in_an_html_body(emu: RunningEmulator, http: httpx.Client,
+                                                    agent: dict[str, str]) -> None:
+    chat = emu.seed.chats[1].id
+    ada = emu.seed.humans[0]
+    mention = {"id": 0, "mentionText": ada.display_name, "mentioned": {"user": {"id": ada.id,
+                                                                                "userIdentityType": "aadUser"}}}
+    tagged = f'<at id="0">{ada.display_name}</at> please look'
+    ok = http.post(_url(emu, chat), headers=agent, json={"body": {"contentType": "html", "content": tagged},
+                                                          "mentions": [mention]})
+    assert ok.status_code == 201, ok.text
+    [shown] = ok.json()["mentions"]
+    assert shown["mentionText"] == ada.display_name and shown["mentioned"]["user"]["id"] == ada.id
+    untagged = http.post(_url(emu, chat), headers=agent, json={"body": {"contentType": "html", "content": "hi"},
+                                                                "mentions": [mention]})
+    assert_graph_error(untagged, 400, "BadRequest")
+    as_text = http.post(_url(emu, chat), headers=agent, json={"body": {"contentType": "text", "content": tagged},
+                                                               "mentions": [mention]})
+    assert_graph_error(as_text, 400, "BadRequest")
