@@ -3,7 +3,8 @@
 Every replica appends to the same day file (``append_text`` is atomic, so concurrent appenders
 never lose a line). The log is the agent's own memory, so a record may carry the message body; it
 is stored in the file only. ``Interaction.__repr__`` leaves the body out, and nothing here puts a
-body or a summary into a process log line.
+body or a summary into a process log line. Lines the single-host system wrote (its own field names,
+``inbound``/``outbound``, ``teams_dm``…) read back too: ``single_host_records`` renames them first.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from service.ledger.json_records import (
     with_extra,
 )
 from service.ledger.reads import CorruptValueError, Read, ReadOutcome, read_parsed
+from service.ledger.single_host_records import fleet_interaction_fields
 from service.storage.backend import MemoryBackend
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,19 @@ class Direction(str, Enum):
     OUT = "out"
 
 
+class Channel(str, Enum):
+    """Where the interaction happened: a Teams chat or the mailbox (a message's ``Source``), or the
+    single-host system's ``terminal`` (the agent's own CLI side), which the fleet reads but never writes."""
+
+    CHAT = "chat"
+    EMAIL = "email"
+    TERMINAL = "terminal"
+
+    @classmethod
+    def of(cls, source: Source) -> Channel:
+        return cls(source.value)
+
+
 class Action(str, Enum):
     """The actions the service logs; records from other writers may carry others."""
 
@@ -56,7 +71,7 @@ class Action(str, Enum):
 class Interaction:
     ts: datetime
     direction: Direction
-    channel: Source
+    channel: Channel
     action: str
     chat_id: str | None = None
     message_id: str | None = None
@@ -83,14 +98,15 @@ def _enum(obj: dict[str, Any], name: str, kind: type[Enum]) -> Any:
         raise CorruptValueError(f"{_WHAT}: field {name!r} must be one of {[k.value for k in kind]}") from None
 
 
-def interaction_from_json(obj: dict[str, Any]) -> Interaction:
+def interaction_from_json(record: dict[str, Any]) -> Interaction:
+    obj = fleet_interaction_fields(record)
     summary = obj.get("summary", "")
     if not isinstance(summary, str):
         raise CorruptValueError(f"{_WHAT}: field 'summary' must be a string")
     return Interaction(
         ts=require_timestamp(obj, "ts", _WHAT),
         direction=_enum(obj, "direction", Direction),
-        channel=_enum(obj, "channel", Source),
+        channel=_enum(obj, "channel", Channel),
         action=require_str(obj, "action", _WHAT),
         chat_id=optional_str(obj, "chat_id", _WHAT),
         message_id=optional_str(obj, "message_id", _WHAT),

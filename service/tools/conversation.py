@@ -16,8 +16,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from service.delivery.push import format_ts
 from service.graph.errors import GraphError, GraphUnavailable
-from service.domain.source import Source
-from service.ledger.interactions import Action, Direction, Interaction
+from service.ledger.interactions import Action, Channel, Direction, Interaction
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess, ChatStanding
 from service.tools.ids import NamesAChat
@@ -159,7 +158,7 @@ class ConversationTools:
     async def _record(self, chat_id: str, message_id: str | None, content: str, action: str) -> bool:
         deps = self.deps
         return await deps.interactions.record(Interaction(
-            ts=deps.clock(), direction=Direction.OUT, channel=Source.CHAT, action=action, chat_id=chat_id,
+            ts=deps.clock(), direction=Direction.OUT, channel=Channel.CHAT, action=action, chat_id=chat_id,
             message_id=message_id, sender=deps.agent.object_id, body=content,
             extra=(("replica", json.dumps(deps.replica_id)),),
         ))
