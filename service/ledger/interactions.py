@@ -31,6 +31,7 @@ from service.ledger.json_records import (
 from service.ledger.reads import CorruptValueError, Read, ReadOutcome, read_parsed
 from service.ledger.single_host_records import fleet_interaction_fields
 from service.storage.backend import MemoryBackend
+from service.storage.errors import NotAppendableError
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +193,10 @@ class InteractionLog:
         key = interaction_key(as_utc(interaction.ts).date())
         try:
             await self._backend.append_text(key, render_interaction(interaction))
+        except NotAppendableError as exc:
+            # Every record of that day would fail alike; the message names the key and the fix (no body).
+            log.warning("the interaction is not logged: %s", exc)
+            return False
         except Exception as exc:  # noqa: BLE001 - the log is memory, not delivery: report and go on
             log.warning("could not append to %s (%s); the interaction is not logged", key, type(exc).__name__)
             return False
