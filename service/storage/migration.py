@@ -58,6 +58,17 @@ def is_excluded(rel: str, prefix: str) -> bool:
     return rel in ROOT_POLL_STATE_KEYS or rel.startswith(ROOT_POLL_STATE_DIRS)
 
 
+def source_overlapping(sources: Iterable[tuple[Path, str]], store_root: Path) -> Path | None:
+    """The first source root that is, holds or lies inside a local store's root, if any: copying it
+    into that store would copy the store into itself."""
+    store = store_root.expanduser().resolve()
+    for root, _ in sources:
+        source = Path(root).expanduser().resolve()
+        if source == store or source.is_relative_to(store) or store.is_relative_to(source):
+            return source
+    return None
+
+
 @dataclass(frozen=True)
 class SourcePlan:
     """The files of one source root that are candidates for copying, under their target prefix."""
