@@ -33,7 +33,7 @@ from service.clock import format_timestamp, parse_timestamp
 _DIRECTIONS = {"inbound": "in", "outbound": "out"}
 _EMAIL, _TERMINAL, _CHAT = "email", "terminal", "chat"
 # "teams_unknown" is its label for a chat id of a kind it did not recognise: every teams_* is a chat.
-_TEAMS_PREFIX = "teams_"
+_TEAMS_CHANNELS_START = "teams_"
 # A single-host record without ``action`` says only which way it went.
 _ACTION_BY_DIRECTION = {"in": "received", "out": "sent"}
 
@@ -74,7 +74,7 @@ def fleet_promise_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
 def _channel(word: Any) -> Any:
     if word in (_EMAIL, _TERMINAL):
         return word
-    if isinstance(word, str) and word.startswith(_TEAMS_PREFIX):
+    if isinstance(word, str) and word.startswith(_TEAMS_CHANNELS_START):
         return _CHAT
     return word  # not a channel either system writes: the parser calls the record corrupt
 
