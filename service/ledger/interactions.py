@@ -31,7 +31,7 @@ from service.ledger.json_records import (
 from service.ledger.reads import CorruptValueError, Read, ReadOutcome, read_parsed
 from service.ledger.single_host_records import fleet_interaction_fields
 from service.storage.backend import MemoryBackend
-from service.storage.errors import NotAppendableError
+from service.storage.log_append import extend_log
 
 log = logging.getLogger(__name__)
 
@@ -189,18 +189,20 @@ class InteractionLog:
         self._clock = clock
 
     async def record(self, interaction: Interaction) -> bool:
-        """Append one record to its day's file; False (and a warning) when the append failed."""
+        """Append one record to its day's file; False (and a warning) when the append failed.
+
+        A day file the single-host system (or an earlier ``migrate``) wrote whole takes no appends; the
+        record is then written with the file by compare-and-swap (``extend_log``).
+        """
         key = interaction_key(as_utc(interaction.ts).date())
         try:
-            await self._backend.append_text(key, render_interaction(interaction))
-        except NotAppendableError as exc:
-            # Every record of that day would fail alike; the message names the key and the fix (no body).
-            log.warning("the interaction is not logged: %s", exc)
-            return False
+            added = await extend_log(self._backend, key, render_interaction(interaction))
         except Exception as exc:  # noqa: BLE001 - the log is memory, not delivery: report and go on
             log.warning("could not append to %s (%s); the interaction is not logged", key, type(exc).__name__)
             return False
-        return True
+        if not added:
+            log.warning("%s kept changing under every rewrite; the interaction is not logged", key)
+        return added
 
     async def read_day(self, day: date) -> Read[DayLog]:
         return await read_parsed(self._backend, interaction_key(day), parse_day_log)

@@ -3,19 +3,19 @@
 Replicas append to the interaction log (``interactions/<day>.jsonl``), the hints (``hints/``) and the
 lifecycle log (``notifications/lifecycle.jsonl``). On Blob an append needs an append blob; a key
 written whole is a block blob, and every append to it fails ("not an append blob") — which is what
-an earlier ``migrate`` did to the day it ran: that UTC day's interactions were never logged.
+an earlier ``migrate`` did to the day it ran: that UTC day's interactions were not logged.
 
 So a log is copied with appends, and a log already present at the target is not simply skipped:
 
 * absent → CREATE: appended whole (the first append creates the append blob);
-* appendable → APPEND the local lines it lacks (NOTHING when it has them all). A replica may have
-  started the day's file before ``migrate`` ran; its lines stay, ours join them;
 * a block blob holding only lines of the local copy (what the earlier ``migrate`` wrote) → CONVERT:
   recreated as an empty append blob with If-Match on the ETag just read, then the local lines are
   appended. A crash in between leaves an append blob missing lines, which the next run APPENDs:
   the local copy, never deleted, is what makes that safe;
-* a block blob with lines the local copy lacks → CONFLICT: left alone and reported, since recreating
-  it could lose them.
+* otherwise APPEND the local lines it lacks (NOTHING when it has them all). A replica may have started
+  the day's file before ``migrate`` ran; its lines stay, ours join them. A block blob with lines the
+  local copy lacks (the service extended it, ``log_append``) is not recreated, since a crash could
+  lose those: the lines are added by compare-and-swap, and it stays a block blob until its day ends.
 
 Lines are compared as text, so a rerun appends nothing twice. Two ``migrate`` runs at once could both
 append the same missing line; ``migrate`` is an operator's one-off, run once at a time.
@@ -30,6 +30,7 @@ from typing import Protocol, runtime_checkable
 
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError, StorageError
+from service.storage.log_append import extend_log, log_lines
 
 # Matched at the container root only: under a prefix such as claude_memory/ a .jsonl file is content.
 APPEND_LOG_PREFIXES = ("interactions/", "hints/")
@@ -60,19 +61,12 @@ class LogCopyAction(str, Enum):
     APPEND = "append"
     CONVERT = "convert"
     NOTHING = "nothing"
-    CONFLICT = "conflict"
 
 
 @dataclass(frozen=True)
 class LogCopyPlan:
     action: LogCopyAction
     lines: tuple[str, ...] = ()  # to append, each ending in "\n"
-    foreign_lines: int = 0  # CONFLICT: lines at the target that the local copy lacks
-
-
-def log_lines(text: str) -> tuple[str, ...]:
-    """The non-blank lines of a log, each ending in one "\\n" (a torn last line gets its newline)."""
-    return tuple(line + "\n" for line in text.splitlines() if line.strip())
 
 
 def plan_log_copy(local: str, stored: str | None, *, appendable: bool) -> LogCopyPlan:
@@ -81,13 +75,10 @@ def plan_log_copy(local: str, stored: str | None, *, appendable: bool) -> LogCop
     if stored is None:
         return LogCopyPlan(LogCopyAction.CREATE, lines)
     present = set(log_lines(stored))
-    if appendable:
-        missing = tuple(line for line in lines if line not in present)
-        return LogCopyPlan(LogCopyAction.APPEND, missing) if missing else LogCopyPlan(LogCopyAction.NOTHING)
-    foreign = len(present - set(lines))
-    if foreign:
-        return LogCopyPlan(LogCopyAction.CONFLICT, foreign_lines=foreign)
-    return LogCopyPlan(LogCopyAction.CONVERT, lines)
+    if not appendable and present <= set(lines):
+        return LogCopyPlan(LogCopyAction.CONVERT, lines)
+    missing = tuple(line for line in lines if line not in present)
+    return LogCopyPlan(LogCopyAction.APPEND, missing) if missing else LogCopyPlan(LogCopyAction.NOTHING)
 
 
 def append_batches(lines: Iterable[str], limit: int = MAX_APPEND_BYTES) -> Iterator[str]:
@@ -112,7 +103,7 @@ async def copy_append_log(
     stored, etag = (await target.read_text_with_etag(key)) if present else (None, None)
     appendable = stored is None or not isinstance(target, AppendTypeRepair) or await target.accepts_appends(key)
     plan = plan_log_copy(local, stored, appendable=appendable)
-    if dry_run or plan.action in (LogCopyAction.NOTHING, LogCopyAction.CONFLICT):
+    if dry_run or plan.action is LogCopyAction.NOTHING:
         return plan
     if plan.action is LogCopyAction.CONVERT:
         assert isinstance(target, AppendTypeRepair)  # only a store with key types plans a conversion
@@ -120,7 +111,8 @@ async def copy_append_log(
     if plan.action is LogCopyAction.CREATE and not plan.lines:
         await target.append_text(key, "")  # an empty log still becomes an appendable key
     for batch in append_batches(plan.lines):
-        await target.append_text(key, batch)
+        if not await extend_log(target, key, batch):
+            raise StorageError(f"{key} kept changing while migrate added its lines; run migrate again")
     return plan
 
 

@@ -130,7 +130,7 @@ async def migrate_local_to_backend(
                 with report.outcome_of(key):
                     content = await asyncio.to_thread(read_text_under, plan.root, rel)
                     copied = await copy_append_log(target, key, content, present=key in present, dry_run=dry_run)
-                    record_log_copy(report, key, copied, plan.root / rel)
+                    record_log_copy(report, key, copied)
             elif key in present:
                 report.skipped.append(key)
             else:
@@ -146,19 +146,13 @@ async def migrate_local_to_backend(
     return report
 
 
-def record_log_copy(report: TransferReport, key: str, copied: LogCopyPlan, local_path: Path) -> None:
+def record_log_copy(report: TransferReport, key: str, copied: LogCopyPlan) -> None:
     if copied.action is LogCopyAction.CREATE:
         report.copied.append(key)
-    elif copied.action in (LogCopyAction.APPEND, LogCopyAction.CONVERT):
-        report.repaired.append(key)
     elif copied.action is LogCopyAction.NOTHING:
         report.skipped.append(key)
     else:
-        report.errors.append((key, (
-            f"stored as a block blob, which replicas cannot append to, and it holds {copied.foreign_lines} "
-            f"line(s) that {local_path} lacks, so it was left alone; add those lines to {local_path} and "
-            "run migrate again to recreate it as an append blob"
-        )))
+        report.repaired.append(key)
 
 
 async def _present_keys(target: MemoryBackend, prefix: str, report: TransferReport) -> frozenset[str]:

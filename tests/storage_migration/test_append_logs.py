@@ -1,14 +1,15 @@
 """Migrated logs stay appendable: the day of the migration logs its later interactions (issue 24, item 6).
 
 The service's own interaction log writes after ``migrate`` and reads everything back. On Blob
-(Azurite) the log must be an append blob for that; a log an earlier ``migrate`` wrote whole (a block
-blob) is recreated appendable by running ``migrate`` again.
+(Azurite) a log is an append blob for that; a day file written whole (a block blob: the single-host
+system's, or an earlier ``migrate``'s) still takes records, by compare-and-swap, and running
+``migrate`` again recreates it appendable when the local copy holds all its lines.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import logging
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -29,13 +30,9 @@ from service.notifications.lifecycle_log import LIFECYCLE_KEY
 from service.storage.backend import MemoryBackend
 from service.storage.blob import BlobBackend
 from service.storage.errors import ConcurrencyError
-from service.storage.log_migration import (
-    LogCopyAction,
-    append_batches,
-    is_append_log,
-    log_lines,
-    plan_log_copy,
-)
+from service.storage.faults import Fault, FaultRule, FaultyBackend, Op
+from service.storage.log_append import log_lines
+from service.storage.log_migration import LogCopyAction, append_batches, is_append_log, plan_log_copy
 from service.storage.migration import migrate_local_to_backend
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=timezone.utc)
 DAY_KEY = interaction_key(T0.date())
@@ -85,18 +82,13 @@ async def test_a_log_a_replica_started_before_the_migration_gets_the_local_lines
 
 @pytest.mark.azurite
 async def test_a_log_an_earlier_migrate_wrote_whole_is_recreated_appendable_by_migrating_again(
-    blob_backend: BlobBackend, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    blob_backend: BlobBackend, tmp_path: Path
 ):
     source = local_day(tmp_path, "before-1", "before-2")
     await blob_backend.write_text(DAY_KEY, (source / DAY_KEY).read_text(), if_absent=True)  # the old migrate
-    log = InteractionLog(blob_backend)
-    with caplog.at_level(logging.WARNING, logger="service.ledger.interactions"):
-        refused = await log.record(record(30, "lost-before-the-repair"))
-    assert not refused
-    assert "entrabot-fleet migrate" in caplog.text and DAY_KEY in caplog.text
 
     report = await migrate_local_to_backend([(source, "")], blob_backend)
-    logged = await log.record(record(31, "after-the-repair"))
+    logged = await InteractionLog(blob_backend).record(record(31, "after-the-repair"))
 
     assert report.repaired == [DAY_KEY] and report.ok
     assert await blob_backend.accepts_appends(DAY_KEY)
@@ -105,20 +97,45 @@ async def test_a_log_an_earlier_migrate_wrote_whole_is_recreated_appendable_by_m
 
 
 @pytest.mark.azurite
-async def test_a_block_blob_with_lines_the_local_copy_lacks_is_reported_and_left_alone(
+async def test_a_day_file_stored_whole_takes_records_by_compare_and_swap_each_once(blob_backend: BlobBackend):
+    # What the single-host system's Blob backend left (its append read the file and wrote it back
+    # whole), and what an earlier migrate left: a block blob, which refuses appends.
+    await blob_backend.write_text(DAY_KEY, json.dumps({  # in the single-host shape (single_host_records)
+        "id": "0b6f", "ts": T0.isoformat(), "channel": "teams_dm", "direction": "inbound", "sender": "Ada",
+        "summary": "hi", "content_ref": "single-host"}) + "\n")
+    logs = [InteractionLog(blob_backend) for _ in range(3)]  # three replicas
+
+    logged = await asyncio.gather(*(logs[n % 3].record(record(1 + n, f"replica-{n}")) for n in range(6)))
+
+    assert all(logged)
+    assert await logged_ids(blob_backend) == ["single-host", *(f"replica-{n}" for n in range(6))]
+    assert not await blob_backend.accepts_appends(DAY_KEY)  # until its day ends; tomorrow's file appends
+
+
+@pytest.mark.azurite
+async def test_a_rewrite_whose_answer_was_lost_is_not_written_twice(blob_backend: BlobBackend):
+    await blob_backend.write_text(DAY_KEY, render_interaction(record(0, "single-host")))
+    faulty = FaultyBackend(blob_backend)
+    faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, ops=frozenset({Op.WRITE}), times=1))
+
+    assert await InteractionLog(faulty).record(record(1, "answer-lost"))
+
+    assert await logged_ids(blob_backend) == ["single-host", "answer-lost"]
+
+
+@pytest.mark.azurite
+async def test_a_whole_stored_log_the_service_extended_gets_the_local_lines_and_keeps_its_own(
     blob_backend: BlobBackend, tmp_path: Path
 ):
-    source = local_day(tmp_path, "before-1")
-    stored = (source / DAY_KEY).read_text() + json.dumps({"only": "in the cloud"}) + "\n"
-    await blob_backend.write_text(DAY_KEY, stored)
+    source = local_day(tmp_path, "before-1", "before-2")
+    await blob_backend.write_text(DAY_KEY, (source / DAY_KEY).read_text().splitlines(keepends=True)[0])
+    assert await InteractionLog(blob_backend).record(record(30, "logged-meanwhile"))
 
     report = await migrate_local_to_backend([(source, "")], blob_backend)
 
-    [(key, message)] = report.errors
-    assert key == DAY_KEY and "1 line(s)" in message and str(source / DAY_KEY) in message
-    assert not report.ok
-    assert await blob_backend.read_text(DAY_KEY) == stored
-    assert not await blob_backend.accepts_appends(DAY_KEY)
+    # Recreating it could lose the line only the cloud holds: the local line is added by compare-and-swap.
+    assert report.repaired == [DAY_KEY] and report.ok
+    assert await logged_ids(blob_backend) == ["before-1", "before-2", "logged-meanwhile"]
 
 
 @pytest.mark.azurite
@@ -172,7 +189,8 @@ def test_every_log_the_service_appends_to_is_migrated_as_a_log() -> None:
         ("a\nb\n", "b\nz\n", True, LogCopyAction.APPEND, ("a\n",)),
         ("a\nb\n", "a\nb\n", True, LogCopyAction.NOTHING, ()),
         ("a\nb\n", "a\n", False, LogCopyAction.CONVERT, ("a\n", "b\n")),
-        ("a\n", "a\nz\n", False, LogCopyAction.CONFLICT, ()),
+        ("a\nb\n", "a\nz\n", False, LogCopyAction.APPEND, ("b\n",)),  # z only in the cloud: kept
+        ("a\n", "a\nz\n", False, LogCopyAction.NOTHING, ()),
         ("a\n\nb", "", True, LogCopyAction.APPEND, ("a\n", "b\n")),  # a torn last line gets its newline
     ],
 )
