@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from service.config import Settings, SettingsError, load_settings
 from service.storage.backend import MemoryBackend
+from service.storage.claude_code_memory import ClaudeMemory, ClaudeMemoryError, locate_claude_memory
 from service.storage.errors import StorageError
-from service.storage.migration import normalize_prefix
+from service.storage.local import LocalBackend
+from service.storage.migration import normalize_prefix, source_overlapping
 from service.storage.persona import PERSONA_PREFIX
 from service.storage.transfer import Progress, TransferReport
 
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
 
 PROG = "entrabot-fleet"
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
-DEFAULT_PERSONA_ROOT = Path("~/.claude/memory")
+PERSONA_DEFAULT = "Claude Code's auto-memory directory of the --project folder"
 
 
 class ConfigurationError(Exception):
@@ -87,6 +89,35 @@ def progress_bar(description: str, *, quiet: bool) -> Iterator[Progress]:
         yield update
 
 
+def claude_memory_or_exit(project: Path | None, *, instead: str) -> ClaudeMemory:
+    """Claude Code's auto-memory directory for ``project`` (default: the working directory)."""
+    try:
+        return locate_claude_memory(project or Path.cwd(), home=Path.home())
+    except ClaudeMemoryError as exc:
+        raise ConfigurationError(f"{exc}; or pass {instead}") from exc
+
+
+def say_which_persona_directory(found: ClaudeMemory | None) -> None:
+    """The default was worked out, not given: say which directory it is and why."""
+    if found is not None:
+        absent = "" if found.directory.is_dir() else " (absent: nothing there yet)"
+        print(f"persona memory: {found.directory}{absent}, {found.why}")
+
+
+def refuse_copy_into_itself(target: MemoryBackend, sources: Sequence[tuple[Path, str]], *, instead: str) -> None:
+    """Without Blob settings the target is the local data directory, often the very source."""
+    if not isinstance(target, LocalBackend):
+        return
+    source = source_overlapping(sources, target.root)
+    if source is not None:
+        raise ConfigurationError(
+            f"the settings resolve to the local data directory {target.root} (ENTRABOT_BLOB_ENDPOINT and "
+            f"ENTRABOT_BLOB_CONTAINER unset, or ENTRABOT_KEEP_MEMORY_LOCAL=true), and {source} is that "
+            f"directory or overlaps it, so this would copy it into itself; nothing written. Set "
+            f"ENTRABOT_BLOB_ENDPOINT and ENTRABOT_BLOB_CONTAINER to copy into the container, or pass {instead}"
+        )
+
+
 def print_report(report: TransferReport, *, dry_run: bool = False) -> int:
     """Every rejection and error on stderr, the summary on stdout; the exit code for the report."""
     for key, message in report.rejected:
@@ -113,6 +144,15 @@ def parse_source(text: str) -> tuple[Path, str]:
         raise argparse.ArgumentTypeError(f"{text!r}: bad prefix: {exc}") from None
 
 
+def add_project_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--project", type=Path, metavar="DIR",
+        help="the folder Claude Code runs in for this agent, whose auto-memory directory "
+        "(~/.claude/projects/<project>/memory, or its autoMemoryDirectory setting) is the default "
+        "persona directory (default: the working directory)",
+    )
+
+
 def configure_migrate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--source",
@@ -120,8 +160,9 @@ def configure_migrate(parser: argparse.ArgumentParser) -> None:
         type=parse_source,
         metavar="DIR[:PREFIX]",
         help="a local directory to copy, under an optional key prefix (repeatable; default: "
-        f"ENTRABOT_DATA_DIR at the container root, and {DEFAULT_PERSONA_ROOT} under {PERSONA_PREFIX})",
+        f"ENTRABOT_DATA_DIR at the container root, and {PERSONA_DEFAULT} under {PERSONA_PREFIX})",
     )
+    add_project_option(parser)
     parser.add_argument("--dry-run", action="store_true", help="read and check every file, write nothing")
 
 
@@ -134,11 +175,21 @@ async def migrate(args: argparse.Namespace) -> int:
     from service.storage.resolution import data_dir
 
     settings = settings_or_exit()
-    # data_dir() is the directory the backend resolution would use for local state.
-    sources = args.source or [(data_dir(settings), ""), (DEFAULT_PERSONA_ROOT.expanduser(), PERSONA_PREFIX)]
+    instead = "--source DIR[:PREFIX] for each directory to copy"
+    sources = args.source
+    if sources and args.project is not None:
+        raise ConfigurationError("--project only chooses the default persona directory; with --source, "
+                                 f"name it as DIR:{PERSONA_PREFIX}")
+    persona: ClaudeMemory | None = None
+    if not sources:
+        # data_dir() is the directory the backend resolution would use for local state.
+        persona = claude_memory_or_exit(args.project, instead=instead)
+        sources = [(data_dir(settings), ""), (persona.directory, PERSONA_PREFIX)]
     target = await open_target(settings)
     try:
+        refuse_copy_into_itself(target, sources, instead=instead)
         print(f"target: {target.describe()}")
+        say_which_persona_directory(persona)
         with progress_bar("migrate", quiet=args.quiet) as progress:
             report = await migrate_local_to_backend(sources, target, progress=progress, dry_run=args.dry_run)
     finally:
@@ -154,10 +205,10 @@ def configure_persona(parser: argparse.ArgumentParser) -> None:
     root.add_argument(
         "--root",
         type=Path,
-        default=DEFAULT_PERSONA_ROOT,
         metavar="DIR",
-        help=f"the local persona-memory directory (default: {DEFAULT_PERSONA_ROOT})",
+        help=f"the local persona-memory directory (default: {PERSONA_DEFAULT})",
     )
+    add_project_option(root)
     actions = parser.add_subparsers(dest="persona_action", metavar="{push,pull}", required=True)
     push = actions.add_parser(
         "push",
@@ -183,10 +234,17 @@ def run_persona(args: argparse.Namespace) -> int:
 async def persona(args: argparse.Namespace) -> int:
     from service.storage.persona import PersonaBackend
 
-    target = await open_target(settings_or_exit())
+    settings = settings_or_exit()
+    if args.root is not None and args.project is not None:
+        raise ConfigurationError("pass --root or --project, not both: --project only chooses the default --root")
+    found = None if args.root is not None else claude_memory_or_exit(args.project, instead="--root DIR")
+    root = found.directory if found is not None else args.root.expanduser()
+    target = await open_target(settings)
     try:
+        refuse_copy_into_itself(target, [(root, PERSONA_PREFIX)], instead="--root DIR outside it")
         print(f"target: {target.describe()} ({PERSONA_PREFIX})")
-        backend = PersonaBackend(target, local_root=args.root)
+        say_which_persona_directory(found)
+        backend = PersonaBackend(target, local_root=root)
         if args.persona_action == "push" and args.file is not None:
             report = await backend.push_one(args.file.expanduser().absolute())
         else:

@@ -14,7 +14,8 @@ A cycle, every branch a named ``EmailCycleOutcome``:
 2. Read the cursor. UNRESOLVED → SKIPPED_UNREADABLE: no Graph call, no initialization, no local
    fallback. ABSENT → initialize it with if_absent: at "now" on a cloud backend; on a local backend
    adopting the legacy ``email_cursor.txt`` once (that file stays in place). The first cycle after
-   initialization fetches.
+   initialization fetches. ``start_cursor`` does this step alone, for a replica that has no
+   delivery target yet: the cursor starts at the container's first boot, not at the first host.
 3. Fetch mail newer than the cursor. Nothing newer → NOTHING_NEW.
 4. Claim: write the advanced cursor (newest time, our claim id first among the last 32) with
    If-Match, *before* anything is pushed. The batch is held before the write is sent, so a call
@@ -100,6 +101,20 @@ class EmailCycleOutcome(str, Enum):
     FAILED = "failed"  # the cycle raised after settling (see ``EmailCycle.error``); nothing new claimed
 
 
+class CursorStart(str, Enum):
+    """What ``EmailClaimer.start_cursor`` found."""
+
+    PRESENT = "present"  # there already, or another replica created it just now
+    CREATED = "created"
+    UNKNOWN = "unknown"  # unreadable, or the create's outcome is unknown: ask again next cycle
+
+
+_STARTED = {
+    EmailCycleOutcome.INITIALIZED: CursorStart.CREATED,
+    EmailCycleOutcome.INIT_LOST: CursorStart.PRESENT,
+}
+
+
 @dataclass(frozen=True)
 class HeldClaim(Generic[M]):
     write: ClaimWrite
@@ -152,6 +167,22 @@ class EmailClaimer(Generic[M]):
     @property
     def held(self) -> HeldClaim[M] | None:
         return self._held
+
+    async def start_cursor(self) -> CursorStart:
+        """Create the cursor if it is missing, as a first cycle would, without asking the mailbox.
+
+        The seed starts the cursor "on a container's first boot" (storage-and-memory, "Poll state"), so
+        mail that arrives before any host connects is pushed once one does. Nothing is claimed, so a
+        replica with no delivery target may do this.
+        """
+        async with self._cycle_lock:
+            read = await read_email_cursor(self._backend)
+            if read.outcome is ReadOutcome.PRESENT:
+                return CursorStart.PRESENT
+            if read.outcome is ReadOutcome.UNRESOLVED:
+                log.warning("email cursor unreadable (%s); creating it is tried again next cycle", read.why)
+                return CursorStart.UNKNOWN
+            return _STARTED.get(await self._initialize(), CursorStart.UNKNOWN)
 
     async def run_cycle(self, fetch: MailFetcher[M]) -> EmailCycle[M]:
         """One poll: settle, read, fetch, claim. ``fetch(since)`` is called at most once."""

@@ -3,7 +3,8 @@
 Every replica appends to the same day file (``append_text`` is atomic, so concurrent appenders
 never lose a line). The log is the agent's own memory, so a record may carry the message body; it
 is stored in the file only. ``Interaction.__repr__`` leaves the body out, and nothing here puts a
-body or a summary into a process log line.
+body or a summary into a process log line. Lines the single-host system wrote (its own field names,
+``inbound``/``outbound``, ``teams_dm``…) read back too: ``single_host_records`` renames them first.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from service.ledger.json_records import (
     with_extra,
 )
 from service.ledger.reads import CorruptValueError, Read, ReadOutcome, read_parsed
+from service.ledger.single_host_records import fleet_interaction_fields
 from service.storage.backend import MemoryBackend
+from service.storage.log_append import extend_log
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,19 @@ _WHAT = "interaction record"
 class Direction(str, Enum):
     IN = "in"
     OUT = "out"
+
+
+class Channel(str, Enum):
+    """Where the interaction happened: a Teams chat or the mailbox (a message's ``Source``), or the
+    single-host system's ``terminal`` (the agent's own CLI side), which the fleet reads but never writes."""
+
+    CHAT = "chat"
+    EMAIL = "email"
+    TERMINAL = "terminal"
+
+    @classmethod
+    def of(cls, source: Source) -> Channel:
+        return cls(source.value)
 
 
 class Action(str, Enum):
@@ -61,7 +77,7 @@ class Action(str, Enum):
 class Interaction:
     ts: datetime
     direction: Direction
-    channel: Source
+    channel: Channel
     action: str
     chat_id: str | None = None
     message_id: str | None = None
@@ -88,14 +104,15 @@ def _enum(obj: dict[str, Any], name: str, kind: type[Enum]) -> Any:
         raise CorruptValueError(f"{_WHAT}: field {name!r} must be one of {[k.value for k in kind]}") from None
 
 
-def interaction_from_json(obj: dict[str, Any]) -> Interaction:
+def interaction_from_json(record: dict[str, Any]) -> Interaction:
+    obj = fleet_interaction_fields(record)
     summary = obj.get("summary", "")
     if not isinstance(summary, str):
         raise CorruptValueError(f"{_WHAT}: field 'summary' must be a string")
     return Interaction(
         ts=require_timestamp(obj, "ts", _WHAT),
         direction=_enum(obj, "direction", Direction),
-        channel=_enum(obj, "channel", Source),
+        channel=_enum(obj, "channel", Channel),
         action=require_str(obj, "action", _WHAT),
         chat_id=optional_str(obj, "chat_id", _WHAT),
         message_id=optional_str(obj, "message_id", _WHAT),
@@ -177,14 +194,20 @@ class InteractionLog:
         self._clock = clock
 
     async def record(self, interaction: Interaction) -> bool:
-        """Append one record to its day's file; False (and a warning) when the append failed."""
+        """Append one record to its day's file; False (and a warning) when the append failed.
+
+        A day file the single-host system (or an earlier ``migrate``) wrote whole takes no appends; the
+        record is then written with the file by compare-and-swap (``extend_log``).
+        """
         key = interaction_key(as_utc(interaction.ts).date())
         try:
-            await self._backend.append_text(key, render_interaction(interaction))
+            added = await extend_log(self._backend, key, render_interaction(interaction))
         except Exception as exc:  # noqa: BLE001 - the log is memory, not delivery: report and go on
             log.warning("could not append to %s (%s); the interaction is not logged", key, type(exc).__name__)
             return False
-        return True
+        if not added:
+            log.warning("%s kept changing under every rewrite; the interaction is not logged", key)
+        return added
 
     async def read_day(self, day: date) -> Read[DayLog]:
         return await read_parsed(self._backend, interaction_key(day), parse_day_log)

@@ -4,7 +4,8 @@ Every write reads the file with its ETag, folds it, applies one change, compacts
 with If-Match (if_absent for the first), retrying once on a conflict. Compaction keeps every open
 promise and those resolved within the retention window (14 days), one line each. A line that is not
 a promise record makes the file unwritable rather than silently dropped: rewriting would lose it,
-so writes answer UNRESOLVED until someone fixes or removes that line (reads skip it).
+so writes answer UNRESOLVED until someone fixes or removes that line (reads skip it). A record the
+single-host system wrote (``description``, ``due_by``) reads as one of ours (``single_host_records``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from service.ledger.json_records import (
     with_extra,
 )
 from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed
+from service.ledger.single_host_records import fleet_promise_fields
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 
@@ -69,7 +71,8 @@ class Promise:
         return with_extra(obj, self.extra)
 
 
-def promise_from_json(obj: dict[str, Any]) -> Promise:
+def promise_from_json(record: dict[str, Any]) -> Promise:
+    obj = fleet_promise_fields(record)
     status = obj.get("status", PromiseStatus.OPEN.value)
     if status not in (PromiseStatus.OPEN.value, PromiseStatus.RESOLVED.value):
         raise CorruptValueError(f"{_WHAT}: field 'status' must be 'open' or 'resolved'")

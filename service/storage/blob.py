@@ -23,7 +23,7 @@ from typing import Any
 from azure.core import MatchConditions
 from azure.core.credentials_async import AsyncTokenCredential
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError, ResourceNotFoundError
-from azure.storage.blob import ContentSettings
+from azure.storage.blob import BlobProperties, BlobType, ContentSettings
 from azure.storage.blob.aio import BlobClient, BlobServiceClient
 from opentelemetry import trace
 
@@ -248,17 +248,39 @@ class BlobBackend:
             if exc.status_code not in (409, 412):
                 raise
 
+    # --- append-type repair (service.storage.log_migration.AppendTypeRepair) ---
+
+    async def accepts_appends(self, key: str) -> bool:
+        """False when ``key`` is a block or page blob; an absent key would be created as an append blob."""
+        properties = await self._properties(key)
+        return properties is None or bool(properties.blob_type == BlobType.APPENDBLOB)
+
+    async def recreate_appendable(self, key: str, *, if_match: str) -> None:
+        """Replace ``key`` with an empty append blob, only while its ETag is still ``if_match``.
+
+        Put Blob replaces a blob of any type (Azurite does the same: tests/storage_migration), so the
+        If-Match is what keeps a concurrent change from being lost.
+        """
+        blob = self._blob(key)
+        async with self._call(BlobOp.IF_MATCH, key):
+            await blob.create_append_blob(
+                content_settings=_TEXT, etag=if_match, match_condition=MatchConditions.IfNotModified, **_SEND_ONCE
+            )
+
     async def exists(self, key: str) -> bool:
+        return await self._properties(key) is not None
+
+    async def _properties(self, key: str) -> BlobProperties | None:
+        """The blob's properties, None when it is absent."""
         blob = self._blob(key)
         async with self._call(BlobOp.EXISTS, key):
             try:
-                await blob.get_blob_properties()
+                return await blob.get_blob_properties()
             except ResourceNotFoundError as exc:
                 # Not BlobClient.exists(): it answers False for a missing container as well.
                 if is_blob_not_found(exc):
-                    return False
+                    return None
                 raise
-        return True
 
     async def list(self, prefix: str = "") -> list[str]:
         async with self._call(BlobOp.LIST):

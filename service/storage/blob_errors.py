@@ -24,6 +24,7 @@ from service.storage.errors import (
     BackendMisconfiguredError,
     BackendUnavailableError,
     ConcurrencyError,
+    NotAppendableError,
     StorageError,
     TokenExpiredError,
     TransientStorageError,
@@ -132,9 +133,11 @@ def _from_status(exc: HttpResponseError, status: int, op: BlobOp, target: BlobTa
     if op is BlobOp.IF_MATCH and status in (404, 412):
         return ConcurrencyError(f"{target.key!r}: ETag no longer matches (HTTP {status} {code})")
     if op is BlobOp.APPEND and code == INVALID_BLOB_TYPE:
-        return StorageError(
-            f"{target.key!r} is not an append blob (it was written with write_text); a key is either "
-            "appended to or written whole, never both"
+        # The known causes: the single-host system, and `migrate` before it kept logs append blobs.
+        return NotAppendableError(
+            f"{target.key!r} is a block blob, not an append blob, so nothing can be appended to it (the "
+            "single-host system and older versions of `entrabot-fleet migrate` wrote logs whole); running "
+            "`entrabot-fleet migrate` with the local copy recreates it as an append blob"
         )
     if status == 403 and code == AUTHENTICATION_FAILED and target.bearer:
         # Azure answers a refused token (expired, wrong audience or issuer) with 401; Azurite's OAuth

@@ -15,6 +15,13 @@ class ConcurrencyError(StorageError):
     """A conditional write lost: the ETag moved (If-Match) or the key already exists (if_absent)."""
 
 
+class NotAppendableError(StorageError):
+    """An append to a key stored as something that cannot be appended to (on Blob: a block blob).
+
+    Not transient: every append to that key fails the same way until it is recreated appendable.
+    """
+
+
 class TokenExpiredError(StorageError):
     """The store answered 401: the credential must be refreshed before retrying."""
 

@@ -3,6 +3,7 @@
 The local copy stays in place as the rollback path (``ENTRABOT_KEEP_MEMORY_LOCAL=true``). Root-level
 poll state is not copied: a machine's cursors may be stale or belong to another agent, and a copied
 cursor reads back as PRESENT, bypassing the 24-hour first-sight gate and replaying old messages.
+The logs replicas append to are copied so that they stay appendable (``log_migration``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from service.storage.backend import MemoryBackend
 from service.storage.errors import StorageError
 from service.storage.keys import validate_key
 from service.storage.local_tree import list_tree, read_text_under
+from service.storage.log_migration import LogCopyAction, LogCopyPlan, copy_append_log, is_append_log
 from service.storage.transfer import (
     DEFAULT_CONCURRENCY,
     Progress,
@@ -54,6 +56,17 @@ def is_excluded(rel: str, prefix: str) -> bool:
     if prefix:
         return False
     return rel in ROOT_POLL_STATE_KEYS or rel.startswith(ROOT_POLL_STATE_DIRS)
+
+
+def source_overlapping(sources: Iterable[tuple[Path, str]], store_root: Path) -> Path | None:
+    """The first source root that is, holds or lies inside a local store's root, if any: copying it
+    into that store would copy the store into itself."""
+    store = store_root.expanduser().resolve()
+    for root, _ in sources:
+        source = Path(root).expanduser().resolve()
+        if source == store or source.is_relative_to(store) or store.is_relative_to(source):
+            return source
+    return None
 
 
 @dataclass(frozen=True)
@@ -100,8 +113,10 @@ async def migrate_local_to_backend(
     """Copy every file of every ``(local_root, key_prefix)`` source into ``target``.
 
     Keys already present are skipped; every write is a conditional create, so a replica writing the
-    same key meanwhile is never overwritten. Sources are copied one after another, so when two map to
-    the same key the first source wins. ``dry_run`` reads and checks every file but writes nothing.
+    same key meanwhile is never overwritten. Logs the replicas append to are the exception: they are
+    copied as appendable keys and merged line by line into what is there (``log_migration``). Sources
+    are copied one after another, so when two map to the same key the first source wins (a log takes
+    the lines of both). ``dry_run`` reads and checks every file but writes nothing.
     """
     report = TransferReport()
     plans = await asyncio.to_thread(plan_sources, list(sources), report)
@@ -111,7 +126,12 @@ async def migrate_local_to_backend(
 
         async def copy_one(rel: str, plan: SourcePlan = plan, present: frozenset[str] = present) -> None:
             key = plan.prefix + rel
-            if key in present:
+            if is_append_log(rel, plan.prefix):
+                with report.outcome_of(key):
+                    content = await asyncio.to_thread(read_text_under, plan.root, rel)
+                    copied = await copy_append_log(target, key, content, present=key in present, dry_run=dry_run)
+                    record_log_copy(report, key, copied)
+            elif key in present:
                 report.skipped.append(key)
             else:
                 with report.outcome_of(key):
@@ -124,6 +144,15 @@ async def migrate_local_to_backend(
         await for_each_bounded(plan.files, copy_one, limit=concurrency)
     report.sort()
     return report
+
+
+def record_log_copy(report: TransferReport, key: str, copied: LogCopyPlan) -> None:
+    if copied.action is LogCopyAction.CREATE:
+        report.copied.append(key)
+    elif copied.action is LogCopyAction.NOTHING:
+        report.skipped.append(key)
+    else:
+        report.repaired.append(key)
 
 
 async def _present_keys(target: MemoryBackend, prefix: str, report: TransferReport) -> frozenset[str]:

@@ -28,13 +28,15 @@ Progress = Callable[[int, int], None]
 class TransferReport:
     """The outcome of a copy, key by key.
 
-    ``copied``: written (or, in a dry run, would be). ``skipped``: already present at the destination,
-    or another writer created it first. ``excluded``: deliberately not copied (poll state, lock files).
+    ``copied``: written (or, in a dry run, would be). ``repaired``: a log already at the destination that
+    was missing local lines or could not take appends (see ``log_migration``). ``skipped``: already
+    present at the destination, or another writer created it first. ``excluded``: deliberately not copied (poll state, lock files).
     ``rejected``: a path or key that leads outside its root. ``errors``: (key, message) for a file that
     could not be read or written.
     """
 
     copied: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     excluded: list[str] = field(default_factory=list)
     rejected: list[tuple[str, str]] = field(default_factory=list)
@@ -47,13 +49,15 @@ class TransferReport:
 
     def sort(self) -> None:
         """Order every list by key, so reports of concurrent copies read the same run after run."""
-        for name in ("copied", "skipped", "excluded", "rejected", "errors"):
+        for name in ("copied", "repaired", "skipped", "excluded", "rejected", "errors"):
             getattr(self, name).sort()
 
     def summary(self, *, dry_run: bool = False) -> str:
         copied = "would copy" if dry_run else "copied"
+        # Only migration repairs, and rarely: the line stays as it was when there is nothing to say.
+        repaired = f", {'would repair' if dry_run else 'repaired'} {len(self.repaired)}" if self.repaired else ""
         return (
-            f"{copied} {len(self.copied)}, skipped {len(self.skipped)} (already present), "
+            f"{copied} {len(self.copied)}{repaired}, skipped {len(self.skipped)} (already present), "
             f"excluded {len(self.excluded)}, rejected {len(self.rejected)}, errors {len(self.errors)}"
         )
 

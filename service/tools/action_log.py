@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import json
 
-from service.domain.source import Source
-from service.ledger.interactions import Direction, Interaction
+from service.ledger.interactions import Channel, Direction, Interaction
 from service.mcp.tool_registry import ToolCall
 from service.tools.deps import ToolDeps
 
@@ -28,7 +27,7 @@ def who_asked(call: ToolCall | None) -> tuple[tuple[str, str], ...]:
 
 async def record_action(deps: ToolDeps, call: ToolCall | None, *, action: str, chat_id: str | None,
                         message_id: str | None = None, content: str | None = None, summary: str = "",
-                        channel: Source = Source.CHAT) -> bool:
+                        channel: Channel = Channel.CHAT) -> bool:
     """One audit record; False when the log is unwritable (the action itself has happened)."""
     extra = (*who_asked(call), ("replica", json.dumps(deps.replica_id)))
     return await deps.interactions.record(Interaction(

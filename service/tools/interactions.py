@@ -17,7 +17,8 @@ from service.delivery.push import meta_value
 from service.delivery.xpia import wrap_external
 from service.ledger import Direction, Interaction, InteractionQuery
 from service.clock import as_utc, format_timestamp
-from service.ledger.interactions import MAX_QUERY_DAYS
+from service.domain.source import Source
+from service.ledger.interactions import MAX_QUERY_DAYS, Channel
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.ids import ChatId
 from service.tools.deps import ToolDeps
@@ -59,11 +60,18 @@ class ReadInteractionsResult(BaseModel):
     unreadable_days: list[str] = Field(description="Days whose log could not be read: the answer is partial")
 
 
+def envelope_source(channel: Channel) -> Source:
+    """The envelope names two sources. A single-host ``terminal`` record (the agent's notes from its own
+    CLI side) is fenced like a chat message rather than left bare; the item's ``channel`` says which."""
+    return Source.EMAIL if channel is Channel.EMAIL else Source.CHAT
+
+
 def interaction_item(record: Interaction, *, with_body: bool) -> InteractionItem:
     content = None
     text = "\n\n".join(part for part in (record.summary, record.body or "") if part)
     if with_body and text:
-        content = wrap_external(text, source=record.channel, sender=record.sender or "unknown", max_chars=MAX_ITEM_CHARS)
+        content = wrap_external(text, source=envelope_source(record.channel), sender=record.sender or "unknown",
+                                max_chars=MAX_ITEM_CHARS)
     return InteractionItem(
         ts=format_timestamp(record.ts), direction=record.direction.value, channel=record.channel.value,
         action=meta_value(record.action), chat_id=record.chat_id, message_id=record.message_id,

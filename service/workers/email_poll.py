@@ -15,6 +15,7 @@ from service.graph.client import GraphClient
 from service.graph.errors import GraphError, GraphPayloadError
 from service.graph.models import MailMessage
 from service.ledger import EmailClaimer
+from service.ledger.email_claims import CursorStart
 from service.ledger.poll_turns import PollTurn
 from service.clock import Clock, utc_now
 from service.storage.errors import StorageError
@@ -44,6 +45,7 @@ class EmailPoller:
     # The fleet's one cadence (None: this replica polls every cycle, as a lone replica would).
     turn: PollTurn | None = None
     _nudged: bool = False
+    _cursor_started: bool = False
 
     def poll_now(self) -> None:
         """Graph announced mail (or said it missed some): the next cycle polls even if another replica
@@ -53,6 +55,7 @@ class EmailPoller:
     async def cycle(self) -> None:
         # A held batch waits too: settling it would be followed by a claim no target here can take.
         if not self.hub.can_take(Source.EMAIL):
+            await self._start_cursor()
             return
         nudged, self._nudged = self._nudged, False
         # A batch this replica holds is settled by this replica's cycle alone: never skipped for a turn.
@@ -63,6 +66,13 @@ class EmailPoller:
         await self._deliver(result.deliver)
         if result.error is not None:
             self._report(result.error)
+
+    async def _start_cursor(self) -> None:
+        """Until the cursor is known to exist, create it: mail from the container's first boot on is then
+        pushed when the first host connects, not only mail from that moment (the seed's rule)."""
+        if self._cursor_started or self.claimer.held is not None:
+            return
+        self._cursor_started = await self.claimer.start_cursor() is not CursorStart.UNKNOWN
 
     async def _deliver(self, batch: Sequence[MailMessage]) -> None:
         mails = [

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from service.delivery.hub import Dispatch, DispatchOutcome
 from service.clock import Clock, utc_now
-from service.ledger.interactions import Action, Direction, Interaction, InteractionLog
+from service.ledger.interactions import Action, Channel, Direction, Interaction, InteractionLog
 
 
 @dataclass
@@ -25,7 +25,7 @@ class DeliveryRecorder:
                 Interaction(
                     ts=self.clock(),
                     direction=Direction.IN,
-                    channel=message.source,
+                    channel=Channel.of(message.source),
                     action=Action.DELIVERED.value if delivered else Action.RECEIVED.value,
                     chat_id=message.chat_id,
                     message_id=message.message_id,

@@ -9,7 +9,7 @@ from datetime import date, datetime, timedelta, timezone
 from ledger_helpers import FakeClock, RecordingBackend
 
 from service.ledger.daily_summary import SUMMARY_OFFSET, build_summary, day_window, render_html, summary_due
-from service.domain.source import Source
+from service.ledger.interactions import Channel
 from service.ledger.interactions import Direction, Interaction, InteractionLog
 from service.ledger.promises import Promise, PromiseLedger, PromiseStatus
 from service.ledger.summary_production import DailySummaryProducer, SummaryOutcome, summary_keys
@@ -28,7 +28,7 @@ def event(
     hours: float, *, direction: Direction = Direction.IN, chat: str = "chat-1", sender: str = "ana"
 ) -> Interaction:
     return Interaction(
-        ts=START + timedelta(hours=hours), direction=direction, channel=Source.CHAT, action="received",
+        ts=START + timedelta(hours=hours), direction=direction, channel=Channel.CHAT, action="received",
         chat_id=chat, sender=sender,
     )
 

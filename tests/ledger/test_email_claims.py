@@ -13,7 +13,7 @@ from itertools import count
 import pytest
 from ledger_helpers import T0, CancelledAfterCommit, CountingMailbox, FakeClock, Mail, RecordingBackend, mail, sample
 
-from service.ledger.email_claims import EmailClaimer, EmailCycleOutcome, EmailState
+from service.ledger.email_claims import CursorStart, EmailClaimer, EmailCycleOutcome, EmailState
 from service.ledger.email_cursor import (
     EMAIL_CURSOR_KEY,
     LEGACY_EMAIL_CURSOR_KEY,
@@ -131,6 +131,44 @@ class SiblingCreatesFirst:
 async def test_a_cursor_created_by_another_replica_first_is_kept(store: MemoryBackend) -> None:
     cycle = await claimer(SiblingCreatesFirst(store)).run_cycle(CountingMailbox().fetch)  # type: ignore[arg-type]
     assert cycle.outcome is EmailCycleOutcome.INIT_LOST
+    assert (await stored(store)).ts == T0 - timedelta(minutes=1)
+
+
+# --- starting the cursor before any host (no mailbox call, no claim) ---
+
+
+async def test_starting_creates_a_missing_cursor_at_now_and_asks_no_mailbox(store: MemoryBackend, clock: FakeClock) -> None:
+    email = claimer(store, clock=clock)
+    assert await email.start_cursor() is CursorStart.CREATED
+    assert await stored(store) == EmailCursor(clock())
+    clock.advance(minutes=10)  # the first host connects later: mail since the boot is new
+    mailbox = CountingMailbox([mail(5)])
+    assert (await email.run_cycle(mailbox.fetch)).deliver == (mail(5),)
+
+
+async def test_starting_leaves_a_present_cursor_alone(store: MemoryBackend, clock: FakeClock) -> None:
+    await seed_cursor(store, T0 - timedelta(days=2), "claim-1")
+    recording = RecordingBackend(store)
+    assert await claimer(recording, clock=clock).start_cursor() is CursorStart.PRESENT
+    assert recording.writes == [] and await stored(store) == EmailCursor(T0 - timedelta(days=2), ("claim-1",))
+
+
+async def test_starting_over_an_unreadable_cursor_writes_nothing_and_is_tried_again(store: MemoryBackend) -> None:
+    faulty = FaultyBackend(store)
+    faulty.add(FaultRule(Fault.READ_FAILS, times=1))
+    assert await claimer(faulty).start_cursor() is CursorStart.UNKNOWN
+    assert not await store.exists(EMAIL_CURSOR_KEY)
+    assert await claimer(faulty).start_cursor() is CursorStart.CREATED
+
+
+async def test_starting_on_a_local_backend_adopts_the_legacy_cursor(store: MemoryBackend, clock: FakeClock) -> None:
+    await store.write_text(LEGACY_EMAIL_CURSOR_KEY, render_email_cursor(EmailCursor(T0 - timedelta(hours=1))))
+    assert await claimer(store, is_cloud=False, clock=clock).start_cursor() is CursorStart.CREATED
+    assert (await stored(store)).ts == T0 - timedelta(hours=1)
+
+
+async def test_starting_when_another_replica_created_it_first_keeps_theirs(store: MemoryBackend) -> None:
+    assert await claimer(SiblingCreatesFirst(store)).start_cursor() is CursorStart.PRESENT  # type: ignore[arg-type]
     assert (await stored(store)).ts == T0 - timedelta(minutes=1)
 
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from ledger_helpers import T0, FakeClock
 
-from service.domain.source import Source
+from service.ledger.interactions import Channel
 from service.ledger.interactions import (
     Action,
     Direction,
@@ -26,7 +26,7 @@ from service.storage.faults import Fault, FaultRule, FaultyBackend
 def event(minutes: int, *, direction: Direction = Direction.IN, chat: str = "chat-1", sender: str = "ana",
           action: str = Action.RECEIVED.value, body: str | None = None) -> Interaction:
     return Interaction(
-        ts=T0 + timedelta(minutes=minutes), direction=direction, channel=Source.CHAT, action=action,
+        ts=T0 + timedelta(minutes=minutes), direction=direction, channel=Channel.CHAT, action=action,
         chat_id=chat, message_id=f"m{minutes}", sender=sender, summary=f"event {minutes}", body=body,
     )
 

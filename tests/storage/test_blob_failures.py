@@ -27,6 +27,7 @@ from service.storage import (
     TransientStorageError,
     assert_backend_config,
 )
+from service.storage.errors import NotAppendableError
 from service.storage.blob_errors import BlobOp, BlobTarget, storage_error_from
 from service.telemetry.metrics import Metrics
 
@@ -93,7 +94,7 @@ async def test_appending_to_a_key_written_whole_is_refused(azurite: Azurite, con
     async with BlobBackend.from_connection_string(azurite.connection_string, container_name) as backend:
         await backend.ensure_container()
         await backend.write_text("promises.jsonl", "{}\n")
-        with pytest.raises(StorageError, match="is not an append blob") as raised:
+        with pytest.raises(NotAppendableError, match="not an append blob") as raised:
             await backend.append_text("promises.jsonl", "{}\n")
         assert not isinstance(raised.value, ConcurrencyError)
         assert await backend.read_text("promises.jsonl") == "{}\n"

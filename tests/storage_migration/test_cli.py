@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from service.storage.blob import BlobBackend
+from service.storage.claude_code_memory import plain_slug
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("entrabot-fleet")
 Result = subprocess.CompletedProcess[str]
@@ -55,6 +56,10 @@ def azurite_like_connection() -> Callable[[int], tuple[str, str]]:
         )
 
     return build
+
+
+def claude_memory_of(home: Path, project: Path) -> Path:
+    return home / ".claude" / "projects" / plain_slug(project.resolve()) / "memory"
 
 
 def local_env(store: Path) -> dict[str, str]:
@@ -115,7 +120,10 @@ async def test_migrate_default_sources_land_in_azurite(
 ):
     data = tmp_path / "data"
     write_tree(data, {"promises.jsonl": "p\n", "chat_cursors/x.json": "{}"})
-    write_tree(home / ".claude" / "memory", {"profile.md": "me", "chat_cursors/x.json": "persona note"})
+    # The working directory's auto memory, where Claude Code keeps it (tests/storage_migration/
+    # test_claude_code_memory.py); the ~/.claude/memory an earlier version read is not it.
+    write_tree(claude_memory_of(home, tmp_path), {"profile.md": "me", "chat_cursors/x.json": "persona note"})
+    write_tree(home / ".claude" / "memory", {"not-claude-codes.md": "left alone"})
     blob = BlobBackend.from_connection_string(azurite.connection_string, container_name)
     try:
         await blob.ensure_container()
@@ -125,6 +133,7 @@ async def test_migrate_default_sources_land_in_azurite(
         first, second = cli("migrate", env=env), cli("migrate", env=env)
 
         assert first.returncode == 0, first.stderr
+        assert f"persona memory: {claude_memory_of(home, tmp_path)}, Claude Code's directory" in first.stdout
         assert await blob.list() == [
             "claude_memory/chat_cursors/x.json",  # under a prefix, poll-state names are content
             "claude_memory/profile.md",
@@ -156,6 +165,51 @@ def test_migrate_dry_run_writes_nothing(cli, tmp_path, write_tree):
     assert result.returncode == 0, result.stderr
     assert "would copy 1," in result.stdout
     assert not (store / "claude_memory").exists()
+
+
+def test_migrate_without_blob_settings_refuses_to_copy_the_data_directory_into_itself(
+    cli, home, write_tree, snapshot
+):
+    data = home / ".entrabot" / "data"  # the default ENTRABOT_DATA_DIR
+    write_tree(data, {"promises.jsonl": "p\n", "notes/a.md": "a"})
+
+    result = cli("migrate")
+
+    assert_one_config_line(result, str(data), "ENTRABOT_BLOB_ENDPOINT", "ENTRABOT_BLOB_CONTAINER", "into itself")
+    assert stored(snapshot, data) == {"promises.jsonl": b"p\n", "notes/a.md": b"a"}
+
+
+def test_migrate_refuses_a_source_inside_the_local_store_it_would_copy_into(cli, tmp_path, write_tree, snapshot):
+    store = tmp_path / "store"
+    write_tree(store, {"claude_memory/profile.md": "me"})
+
+    result = cli("migrate", "--source", f"{store / 'claude_memory'}:claude_memory", env=local_env(store))
+
+    assert_one_config_line(result, str(store), "into itself")
+    assert stored(snapshot, store) == {"claude_memory/profile.md": b"me"}
+
+
+def test_persona_push_defaults_to_claude_codes_auto_memory_of_the_project(
+    cli, home, tmp_path, write_tree, snapshot
+):
+    project = tmp_path / "agent project"
+    project.mkdir()
+    write_tree(claude_memory_of(home, project), {"MEMORY.md": "- index", "people.md": "alice"})
+    store = tmp_path / "store"
+
+    result = cli("persona", "push", "--project", str(project), env=local_env(store))
+
+    assert result.returncode == 0, result.stderr
+    assert f"persona memory: {claude_memory_of(home, project)}, Claude Code's directory for the project" in result.stdout
+    assert stored(snapshot, store) == {"claude_memory/MEMORY.md": b"- index", "claude_memory/people.md": b"alice"}
+
+
+def test_persona_says_when_the_project_has_no_auto_memory_yet(cli, home, tmp_path):
+    result = cli("persona", "push", env=local_env(tmp_path / "store"))
+
+    assert result.returncode == 0, result.stderr
+    assert f"persona memory: {claude_memory_of(home, tmp_path)} (absent: nothing there yet)" in result.stdout
+    assert "copied 0," in result.stdout
 
 
 @pytest.mark.parametrize(

@@ -263,13 +263,19 @@ class PeakWrites:
         self._gate = asyncio.Event()
 
     async def write_text(self, key: str, content: str, **conditions) -> str:
+        return await self._held(self._inner.write_text(key, content, **conditions))
+
+    async def append_text(self, key: str, content: str) -> None:
+        await self._held(self._inner.append_text(key, content))  # how logs are copied
+
+    async def _held(self, write):
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         if self.in_flight >= self._hold:
             self._gate.set()
         try:
             await self._gate.wait()
-            return await self._inner.write_text(key, content, **conditions)
+            return await write
         finally:
             self.in_flight -= 1
 

@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
-from service.domain.source import Source
+from service.ledger.interactions import Channel
 from service.ledger import Direction, Interaction
 from service.ledger.promises import PROMISES_KEY
 from tests.tools.envelope_checks import ATTACK, assert_one_envelope
@@ -49,10 +49,10 @@ async def test_read_interactions_filters_and_envelopes_logged_text(world: ToolWo
     at = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=5)
     since = {"since": (at - timedelta(hours=1)).isoformat()}  # explicit: "today" may have begun a minute ago
     for n, record in enumerate([
-        Interaction(at, Direction.IN, Source.CHAT, "delivered", world.chat(1), "m1", grace, body=ATTACK),
-        Interaction(at, Direction.IN, Source.EMAIL, "delivered", "email", "e1", "x@example.com", summary="Invoice",
+        Interaction(at, Direction.IN, Channel.CHAT, "delivered", world.chat(1), "m1", grace, body=ATTACK),
+        Interaction(at, Direction.IN, Channel.EMAIL, "delivered", "email", "e1", "x@example.com", summary="Invoice",
                     body="Pay now"),
-        Interaction(at, Direction.IN, Source.CHAT, "received", world.chat(0), "m2", ada, body="Status?"),
+        Interaction(at, Direction.IN, Channel.CHAT, "received", world.chat(0), "m2", ada, body="Status?"),
     ]):
         await world.interactions.record(replace(record, ts=at + timedelta(seconds=n)))
     await world.ok("send_teams_message", {"chat_id": world.chat(0), "text": "All green."}, push=True)
@@ -77,13 +77,37 @@ async def test_read_interactions_filters_and_envelopes_logged_text(world: ToolWo
     assert {r["content"] for r in bare["records"]} == {None}
 
 
+async def test_read_interactions_returns_single_host_lines_each_in_one_envelope(world: ToolWorld) -> None:
+    at = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=5)
+    key = f"interactions/{at.date().isoformat()}.jsonl"
+    for n, (channel, direction, summary) in enumerate([
+        ("teams_dm", "inbound", ATTACK), ("email", "inbound", "Invoice"), ("terminal", "outbound", "noted a promise"),
+    ]):
+        # The single-host system's shape (service/ledger/single_host_records.py), appended as it did.
+        await world.backend.append_text(key, json.dumps({
+            "id": f"sh{n}", "ts": (at + timedelta(seconds=n)).isoformat(), "channel": channel, "direction": direction,
+            "sender": "entrabot-agent" if direction == "outbound" else "Ada", "summary": summary,
+            "content_ref": f"ref{n}", "metadata": {"chat_id": world.chat(0)} if channel == "teams_dm" else {},
+        }) + "\n")
+
+    out = await world.ok("read_interactions", {"since": (at - timedelta(hours=1)).isoformat()})
+
+    assert out["skipped_lines"] == 0
+    assert [(r["message_id"], r["channel"], r["direction"]) for r in out["records"]] == [
+        ("ref0", "chat", "in"), ("ref1", "email", "in"), ("ref2", "terminal", "out"),
+    ]
+    assert out["records"][0]["chat_id"] == world.chat(0)
+    for record, source in zip(out["records"], ["teams", "email", "teams"]):
+        assert_one_envelope(record["content"], source)
+
+
 async def test_run_daily_summary_produces_the_ended_day_once(world: ToolWorld) -> None:
     world.clock.pinned = EVENING
     day = datetime(2026, 11, 29, 9, 0, tzinfo=timezone.utc)
     for n in range(3):
-        await world.interactions.record(Interaction(day + timedelta(hours=n), Direction.IN, Source.CHAT, "delivered",
+        await world.interactions.record(Interaction(day + timedelta(hours=n), Direction.IN, Channel.CHAT, "delivered",
                                                     world.chat(1), f"m{n}", world.user("Grace").id))
-    late = Interaction(EVENING, Direction.IN, Source.CHAT, "delivered", world.chat(1), "late")
+    late = Interaction(EVENING, Direction.IN, Channel.CHAT, "delivered", world.chat(1), "late")
     await world.interactions.record(late)  # the next day's: not counted
 
     first = await world.ok("run_daily_summary", {})

@@ -26,6 +26,7 @@ from service.graph import GraphClient, GraphServerError, new_http_client
 from service.graph.auth import token_provider_from_settings
 from service.graph.retry_policy import RetryPolicy
 from service.ledger.graph_backoff import FleetBackoff
+from service.ledger.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
 from service.ledger.poll_turns import turn_key
 from service.storage.blob import BlobBackend
 from service.storage.faults import Fault, FaultyBackend
@@ -351,6 +352,26 @@ async def test_with_no_delivery_target_the_replica_makes_no_message_poll_calls(s
     await stack.email.cycle()
     assert message_polls(emulator) == 0
     assert not any(r["route"].startswith("/v1.0/me/mailFolders") for r in emulator.stats.snapshot()["recent"])
+
+
+async def test_mail_that_arrives_before_the_first_host_is_delivered_when_one_connects(stack, emulator, backend):
+    boot = now().replace(microsecond=0)
+    await stack.email.cycle()  # no target yet: the cursor starts now all the same, at the container's first boot
+    cursor = parse_email_cursor(await backend.read_text(EMAIL_CURSOR_KEY) or "")
+    assert boot <= cursor.ts <= now() and cursor.claim_ids == ()
+    emulator.stats.reset()
+    sent = [emulator.state.deliver_mail(to=emulator.seed.agent_user.id, from_address="ada.partner@fabrikam.com",
+                                        subject=f"before any host {i}", body="hello",
+                                        received=boot + timedelta(seconds=1 + i)).id for i in range(3)]
+    stack.email.clock = lambda: boot + timedelta(minutes=1)
+    await stack.email.cycle()  # still no target: no mailbox call, nothing claimed
+    assert mailbox_reads(emulator) == 0
+
+    target = await connect(stack)
+    stack.email.clock = lambda: boot + timedelta(minutes=10)  # the host connected ten minutes after the boot
+    await stack.email.cycle()
+
+    assert target.ids == sent
 
 
 @pytest.mark.parametrize("emulator", [130], indirect=True)
