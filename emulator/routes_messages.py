@@ -3,6 +3,7 @@ update or soft-delete one's own."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -16,7 +17,7 @@ from emulator.graph_auth import Caller, graph_caller, include_unknown_enum_membe
 from emulator.odata import encode_token, parse_chat_messages_query
 from emulator.paging import next_link
 from emulator.routes_chats import CHAT_READ_ALL
-from emulator.state import ChatMessage, Mention
+from emulator.state import CardAttachment, ChatMessage, Mention
 from emulator.timestamps import epoch_ms
 
 router = APIRouter(prefix="/v1.0")
@@ -127,6 +128,37 @@ def _mentions(ctx: EmulatorContext, raw: object, content: str, content_type: str
     return out
 
 
+CARD_TYPES = frozenset({"application/vnd.microsoft.card.adaptive", "application/vnd.microsoft.card.thumbnail",
+                        "application/vnd.microsoft.card.hero"})
+
+
+def _cards(raw: object, content: str, content_type: str) -> list[CardAttachment]:
+    """Card attachments on a new message, as "Send chatMessage in a chat" and "Working with Teams messaging
+    APIs" describe them (read, not run): each {id, contentType, content: the card JSON as a string} is
+    placed by an <attachment id="…"></attachment> in an HTML body. Files are not modelled."""
+    if raw is None or raw == []:
+        return []
+    if not isinstance(raw, list) or content_type != "html":
+        raise bad_request("attachments must be a list, with an HTML body placing each by <attachment id=\"…\">.")
+    out: list[CardAttachment] = []
+    for item in raw:
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not isinstance(item.get("content"), str):
+            raise bad_request("Each attachment needs a string id and its card as a JSON string in content.")
+        kind = str(item.get("contentType", ""))
+        if kind not in CARD_TYPES:
+            raise bad_request(f"Attachment contentType '{kind}' is not a card type this emulator takes.")
+        try:
+            card = json.loads(item["content"])
+        except json.JSONDecodeError:
+            raise bad_request(f"Attachment {item['id']}: content is not valid JSON.") from None
+        if kind.endswith("adaptive") and (not isinstance(card, dict) or card.get("type") != "AdaptiveCard"):
+            raise bad_request(f"Attachment {item['id']}: an Adaptive Card's type must be AdaptiveCard.")
+        if f'<attachment id="{item["id"]}"></attachment>' not in content:
+            raise bad_request(f"Attachment {item['id']} is not placed in the body by <attachment id=\"{item['id']}\">.")
+        out.append(CardAttachment(item["id"], kind, item["content"]))
+    return out
+
+
 def _message_body(body: dict[str, Any]) -> tuple[str, str]:
     """The ``body`` of a chatMessage being posted or updated: (content, contentType lower-cased)."""
     item = body.get("body")
@@ -185,8 +217,9 @@ async def post_message(chat_id: str, request: Request,
     content, content_type = _message_body(body)
     ctx.state.readable_chat(chat_id, user_id)
     mentions = _mentions(ctx, body.get("mentions"), content, content_type)
+    attachments = _cards(body.get("attachments"), content, content_type)
     message = ctx.state.post_message(chat_id, sender_id=user_id, content=content, mentions=mentions,
-                                     content_type=content_type)  # type: ignore[arg-type]
+                                     attachments=attachments, content_type=content_type)  # type: ignore[arg-type]
     return JSONResponse({"@odata.context": ctx.odata_context(request, "chats", chat_id, "messages", entity=True),
                          **shapes.chat_message(message, tenant_id=ctx.seed.tenant_id,
                                                include_unknown_enum_members=include_unknown_enum_members(request))},

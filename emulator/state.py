@@ -91,6 +91,16 @@ class ChatMessage:
     deleted: datetime | None = None
     reactions: tuple[Reaction, ...] = ()
     mentions: tuple[Mention, ...] = ()
+    attachments: tuple[CardAttachment, ...] = ()
+
+
+@dataclass(frozen=True)
+class CardAttachment:
+    """A card a message carries: ``<attachment id="…">`` in its HTML body, the card's JSON as a string."""
+
+    id: str
+    content_type: str
+    content: str
 
 
 @dataclass(frozen=True)
@@ -284,7 +294,8 @@ class TenantState:
     def post_message(self, chat_id: str, *, sender_id: str | None, content: str,
                      content_type: Literal["text", "html"] = "text", created: datetime | None = None,
                      message_type: MessageType = "message",
-                     event_detail: dict[str, Any] | None = None, mentions: Sequence[Mention] = ()) -> ChatMessage:
+                     event_detail: dict[str, Any] | None = None, mentions: Sequence[Mention] = (),
+                     attachments: Sequence[CardAttachment] = ()) -> ChatMessage:
         sender = None
         if sender_id is not None:
             user = self._user(sender_id)
@@ -306,7 +317,7 @@ class TenantState:
                                                          self.seed.tenant_id)
                 sender = None
             message = ChatMessage(str(ms), chat_id, message_type, at, at, sender, content, content_type,
-                                  event_detail, mentions=tuple(mentions))
+                                  event_detail, mentions=tuple(mentions), attachments=tuple(attachments))
             existing[message.id] = message
             self._changed(ChatMessageChange("created", chat_id, message.id, tuple(m.user_id for m in chat.members)))
             if at > chat.last_updated:

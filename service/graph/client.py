@@ -37,7 +37,7 @@ from service.graph.errors import (
 )
 from service.graph.http_pool import new_http_client
 from service.graph.models import (
-    Chat, ChatMember, ChatMessage, DirectoryObjectRef, HostedContent, MailMessage, OutboundMention, User,
+    Chat, ChatMember, ChatMessage, DirectoryObjectRef, HostedContent, MailMessage, OutboundCard, OutboundMention, User,
 )
 from service.graph.pacing import GraphPacing, PacingRules, SharedHold
 from service.graph.pages import Page, parse_item, parse_page
@@ -275,7 +275,7 @@ class GraphClient:
 
     async def send_chat_message(
         self, chat_id: str, content: str, content_type: Literal["text", "html"] = "text",
-        mentions: Sequence[OutboundMention] = (),
+        mentions: Sequence[OutboundMention] = (), cards: Sequence[OutboundCard] = (),
     ) -> ChatMessage:
         """Post a message as the agent user. Never re-sent after a 5xx or a lost answer: the error
         then has ``outcome_unknown`` set, because the message may have been posted."""
@@ -283,6 +283,8 @@ class GraphClient:
         body: dict[str, Any] = {"body": {"contentType": content_type, "content": content}}
         if mentions:
             body["mentions"] = [m.to_graph() for m in mentions]
+        if cards:
+            body["attachments"] = [c.to_graph() for c in cards]
         response = await self._request("POST", url, route=route, json=body, idempotent=False)
         return self._parse_one(response, ChatMessage, "chat message", route)
 

@@ -154,6 +154,18 @@ class OutboundMention:
                 "mentioned": {"user": {"id": self.user_id, "userIdentityType": "aadUser"}}}
 
 
+@dataclass(frozen=True)
+class OutboundCard:
+    """A card the agent posts: placed by ``<attachment id="{id}"></attachment>`` in the message's HTML."""
+
+    id: str
+    content_type: str
+    content: str  # the card as a JSON string, as Graph takes it
+
+    def to_graph(self) -> dict[str, Any]:
+        return {"id": self.id, "contentType": self.content_type, "content": self.content}
+
+
 class HostedContent(GraphModel):
     """A chatMessageHostedContent as listed (an image pasted into a message); its bytes come separately."""
 

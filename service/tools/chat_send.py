@@ -28,7 +28,7 @@ from service.clock import Clock
 from service.delivery.filters import html_to_text
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError, GraphUnavailable
-from service.graph.models import ChatMessage, OutboundMention
+from service.graph.models import ChatMessage, OutboundCard, OutboundMention
 
 LOOK_BACK = timedelta(minutes=1)
 SETTLE_PAGES = 3  # the agent's message is among the newest: a busy chat's first pages hold it
@@ -47,6 +47,19 @@ class Posted:
     outcome: PostOutcome
 
 
+@dataclass(frozen=True)
+class Wanted:
+    """What the sent message looks like when read back: its text, and the ids of the cards it carries
+    (a card's body is only its placeholder, so the ids tell one card message from another)."""
+
+    text: str
+    card_ids: frozenset[str] = frozenset()
+
+    def is_in(self, message: ChatMessage) -> bool:
+        return (_comparable(message.body.content, message.body.content_type) == self.text
+                and self.card_ids <= {a.id for a in message.attachments if a.id})
+
+
 class SendUnknown(Exception):
     """Graph failed after receiving the message, twice, and reading the chat could not tell."""
 
@@ -60,22 +73,23 @@ class ChatSender:
     pause_s: float = SETTLE_PAUSE_S
 
     async def post(self, chat_id: str, content: str, content_type: Literal["text", "html"] = "text",
-                   mentions: Sequence[OutboundMention] = ()) -> Posted:
+                   mentions: Sequence[OutboundMention] = (), cards: Sequence[OutboundCard] = ()) -> Posted:
         """Post once; GraphError for a failure that posted nothing, SendUnknown when nobody can tell."""
+        wanted = Wanted(_comparable(content, content_type), frozenset(c.id for c in cards))
         for attempt in range(2):
             started = self.clock()
             try:
-                message = await self.graph.send_chat_message(chat_id, content, content_type, mentions)
+                message = await self.graph.send_chat_message(chat_id, content, content_type, mentions, cards)
                 return Posted(message, PostOutcome.POSTED if attempt == 0 else PostOutcome.POSTED_AFTER_CHECK)
             except GraphUnavailable as exc:
                 if not exc.outcome_unknown:
                     raise
-            found = await self._find(chat_id, _comparable(content, content_type), started)
+            found = await self._find(chat_id, wanted, started)
             if found is not None:
                 return Posted(found, PostOutcome.FOUND_AFTER_LOST_ANSWER)
         raise SendUnknown(chat_id)
 
-    async def _find(self, chat_id: str, wanted: str, started: datetime) -> ChatMessage | None:
+    async def _find(self, chat_id: str, wanted: Wanted, started: datetime) -> ChatMessage | None:
         """The agent's message with this text created since the attempt, looked for twice; None when
         both looks are complete and it is not there. A failed read cannot prove absence: SendUnknown."""
         for look in range(2):
@@ -89,14 +103,13 @@ class ChatSender:
                 return found
         return None
 
-    async def _look(self, chat_id: str, wanted: str, since: datetime) -> ChatMessage | None:
+    async def _look(self, chat_id: str, wanted: Wanted, since: datetime) -> ChatMessage | None:
         async for page in self.graph.list_chat_messages(chat_id, since=since, max_pages=SETTLE_PAGES):
             if page.skipped:
                 raise SendUnknown(chat_id)  # an unreadable message may be ours
             for message in page.items:
                 sender = message.sender.id if message.sender is not None else None
-                if (sender == self.agent_id and message.created_date_time >= since
-                        and _comparable(message.body.content, message.body.content_type) == wanted):
+                if sender == self.agent_id and message.created_date_time >= since and wanted.is_in(message):
                     return message
             if page.next_link is None:
                 return None

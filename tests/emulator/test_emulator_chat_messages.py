@@ -231,3 +231,19 @@ def test_a_mention_needs_its_at_tag_in_an_html_body(emu: RunningEmulator, http: 
     as_text = http.post(_url(emu, chat), headers=agent, json={"body": {"contentType": "text", "content": tagged},
                                                                "mentions": [mention]})
     assert_graph_error(as_text, 400, "BadRequest")
+
+
+def test_a_card_attachment_must_be_placed_in_an_html_body(emu: RunningEmulator, http: httpx.Client,
+                                                          agent: dict[str, str]) -> None:
+    chat = emu.seed.chats[1].id
+    card = {"id": "c1", "contentType": "application/vnd.microsoft.card.adaptive",
+            "content": '{"type": "AdaptiveCard", "version": "1.5", "body": []}'}
+    placed = {"contentType": "html", "content": '<attachment id="c1"></attachment>'}
+    ok = http.post(_url(emu, chat), headers=agent, json={"body": placed, "attachments": [card]})
+    assert ok.status_code == 201, ok.text
+    assert ok.json()["attachments"][0]["content"] == card["content"]
+    for body, attachments in (({"contentType": "html", "content": "no placeholder"}, [card]),
+                              (placed, [{**card, "content": "{not json"}]),
+                              (placed, [{**card, "contentType": "application/pdf"}])):
+        assert_graph_error(http.post(_url(emu, chat), headers=agent, json={"body": body, "attachments": attachments}),
+                           400, "BadRequest")
