@@ -16,6 +16,7 @@ from service.tools.images import ImageTools
 from service.tools.interactions import InteractionTools
 from service.tools.mail import MailTools
 from service.tools.own_messages import OwnMessageTools
+from service.tools.placeholders import PlaceholderTools
 from service.tools.permission_relay import PermissionRelay
 from service.tools.promises import PromiseTools
 from service.tools.reply_watch import ReplyWatches
@@ -33,6 +34,7 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
     promises = PromiseTools(deps)
     own = OwnMessageTools(deps, access)
     members = MembershipTools(deps, access)
+    placeholders = PlaceholderTools(deps, access, own)
     handlers = (
         conversation.send_teams_message, reads.read_teams_messages, chats.create_chat, chats.list_watched_chats,
         reads.watch_teams_replies, conversation.wait_for_sponsor_dm, MailTools(deps).read_email,
@@ -40,6 +42,7 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
         InteractionTools(deps).read_interactions, SummaryTools(deps).run_daily_summary,
         own.edit_teams_message, own.delete_teams_message, members.list_chat_members, members.add_chat_member, WhoamiTool(deps).whoami,
         ImageTools(deps, access).view_image, CardTools(deps, access).send_adaptive_card,
+        placeholders.post_placeholder, placeholders.update_placeholder, placeholders.resolve_placeholder,
     )
     for handler in handlers:
         registry.add(handler)

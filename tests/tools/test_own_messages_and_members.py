@@ -166,3 +166,24 @@ async def test_an_add_whose_answer_was_lost_is_settled_from_the_members(world: T
     assert out["state"] == "added"
     added = [m for m in _chat(world, chat).members if m.user_id == world.user("Grace").id]
     assert len(added) == 1
+
+
+async def test_a_placeholder_is_posted_updated_and_becomes_the_answer_in_one_message(world: ToolWorld) -> None:
+    chat = world.chat(1)
+    posted = await world.ok("post_placeholder", {"chat_id": chat}, push=True)
+    assert posted["state"] == "posted" and posted["post_outcome"] == "posted"
+    message_id = posted["message_id"]
+    assert _message(world, chat, message_id).content == "\u23f3 Working on it…"
+    await world.ok("update_placeholder", {"chat_id": chat, "message_id": message_id, "status": "Running the tests"})
+    assert _message(world, chat, message_id).content == "\u23f3 Running the tests"
+    done = await world.ok("resolve_placeholder", {"chat_id": chat, "message_id": message_id,
+                                                  "final_text": "All 40 tests pass."})
+    assert done["state"] == "resolved"
+    assert [m.content for m in world.emu.state.messages(chat)] == ["All 40 tests pass."]
+
+    other = (await world.ok("post_placeholder", {"chat_id": chat, "status": "Looking"}, push=True))["message_id"]
+    gone = await world.ok("resolve_placeholder", {"chat_id": chat, "message_id": other})
+    assert gone["state"] == "withdrawn" and _message(world, chat, other).deleted is not None
+    theirs = await world.inject(chat, "Grace", "not a placeholder")
+    text = await world.error("update_placeholder", {"chat_id": chat, "message_id": theirs, "status": "x"})
+    assert "was not posted by the agent" in text
