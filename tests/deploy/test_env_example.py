@@ -3,13 +3,13 @@ and only settings the service knows."""
 
 from __future__ import annotations
 
-from deploy_facts import REPO_ROOT, unknown_settings
 from dotenv import dotenv_values
 
 from emulator.seed import demo_seed_path, load_seed
 from service.config import Settings
 from service.devstack.emulator_env import agent_user_env
 from service.mcp.auth import check_auth_config
+from tests.deploy.deploy_facts import REPO_ROOT, unknown_settings
 
 ENV_EXAMPLE = REPO_ROOT / ".env.example"
 EMULATOR_URL = "http://127.0.0.1:8088"  # `entrabot-fleet emulator`'s default address

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from emulator_testkit import Entra, assert_graph_error, bearer
 
 from emulator import ManualClock, RunningEmulator, ThrottleBudget, build_seed, start_emulator
+from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 
 @pytest.fixture

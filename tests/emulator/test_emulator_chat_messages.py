@@ -8,10 +8,10 @@ import threading
 from datetime import timedelta
 
 import httpx
-from emulator_testkit import Entra, assert_graph_error, bearer
 
 from emulator import ManualClock, RunningEmulator
 from emulator.timestamps import teams_time
+from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 
 def _url(emu: RunningEmulator, chat_id: str, query: str = "") -> str:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric import rsa
-from emulator_testkit import Entra, assert_graph_error, bearer
 
 from emulator import ManualClock, RunningEmulator, Seed, start_emulator
+from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 MEMBER = "#microsoft.graph.aadUserConversationMember"
 ORDERED = "/me/chats?$orderby=lastMessagePreview/createdDateTime desc"

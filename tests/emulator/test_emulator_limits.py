@@ -13,11 +13,11 @@ from typing import Any
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from emulator_testkit import Entra, assert_graph_error, bearer
 
 from emulator import (
     ManualMonotonic, RunningEmulator, ThrottleBudget, build_seed, demo_seed_path, load_seed, start_emulator,
 )
+from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 Start = Callable[..., RunningEmulator]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import httpx
-from emulator_testkit import Entra, assert_graph_error, bearer
 
 from emulator import ManualClock, RunningEmulator
 from emulator.timestamps import outlook_time
+from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 
 def _deliver(emu: RunningEmulator, http: httpx.Client, n: int, *, minutes_apart: int = 1) -> None:

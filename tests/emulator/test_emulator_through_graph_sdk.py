@@ -8,7 +8,6 @@ from typing import Any
 
 import httpx
 from azure.core.credentials import AccessToken
-from emulator_testkit import Entra, bearer
 from kiota_authentication_azure.azure_identity_authentication_provider import AzureIdentityAuthenticationProvider
 from msgraph.graph_request_adapter import GraphRequestAdapter
 from msgraph.graph_service_client import GraphServiceClient
@@ -21,6 +20,7 @@ from msgraph.generated.models.recipient import Recipient
 from msgraph.generated.users.item.send_mail.send_mail_post_request_body import SendMailPostRequestBody
 
 from emulator import RunningEmulator
+from tests.emulator.emulator_testkit import Entra, bearer
 
 
 class _EmulatorToken:

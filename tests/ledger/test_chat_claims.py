@@ -10,14 +10,6 @@ import asyncio
 from dataclasses import dataclass, replace
 
 import pytest
-from ledger_helpers import (
-    CancelledAfterCommit,
-    FakeClock,
-    RecordingBackend,
-    message,
-    messages,
-    sample,
-)
 
 from service.ledger.cas import UpdateOutcome
 from service.ledger.chat_claims import (
@@ -40,6 +32,14 @@ from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.telemetry.metrics import Metrics
+from tests.ledger.ledger_helpers import (
+    CancelledAfterCommit,
+    FakeClock,
+    RecordingBackend,
+    message,
+    messages,
+    sample,
+)
 
 CHAT = "19:meeting_abc@thread.v2"
 KEY = cursor_key(CHAT)

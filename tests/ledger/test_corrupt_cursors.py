@@ -3,14 +3,13 @@ finds it: the first read of the chat, or a claim of a chat polled for a while.""
 
 from __future__ import annotations
 
-from ledger_helpers import messages
-
 from service.ledger.chat_claims import ChatClaimOutcome, ChatLedger, ClaimProblem
 from service.ledger.chat_cursor import cursor_key
 from service.ledger.reads import ReadOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.telemetry.metrics import Metrics
+from tests.ledger.ledger_helpers import messages
 
 CHAT = "19:stalled@thread.v2"
 OTHER = "19:fine@thread.v2"

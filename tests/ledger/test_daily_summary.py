@@ -6,8 +6,6 @@ import asyncio
 import json
 from datetime import date, datetime, timedelta, timezone
 
-from ledger_helpers import FakeClock, RecordingBackend
-
 from service.ledger.daily_summary import SUMMARY_OFFSET, build_summary, day_window, render_html, summary_due
 from service.domain.source import Source
 from service.ledger.interactions import Direction, Interaction, InteractionLog
@@ -15,6 +13,7 @@ from service.ledger.promises import Promise, PromiseLedger, PromiseStatus
 from service.ledger.summary_production import DailySummaryProducer, SummaryOutcome, summary_keys
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
+from tests.ledger.ledger_helpers import FakeClock, RecordingBackend
 
 DAY = date(2026, 11, 28)
 START = datetime(2026, 11, 28, tzinfo=timezone.utc)

@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 from itertools import count
 
 import pytest
-from ledger_helpers import T0, CancelledAfterCommit, CountingMailbox, FakeClock, Mail, RecordingBackend, mail, sample
 
 from service.ledger.email_claims import EmailClaimer, EmailCycleOutcome, EmailState
 from service.ledger.email_cursor import (
@@ -25,6 +24,9 @@ from service.ledger.settle import Settlement
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.telemetry.metrics import Metrics
+from tests.ledger.ledger_helpers import (
+    T0, CancelledAfterCommit, CountingMailbox, FakeClock, Mail, RecordingBackend, mail, sample,
+)
 
 
 async def seed_cursor(store: MemoryBackend, at: datetime = T0, *claim_ids: str) -> None:

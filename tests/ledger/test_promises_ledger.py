@@ -6,7 +6,6 @@ import json
 from datetime import timedelta
 
 import pytest
-from ledger_helpers import T0, FakeClock, RecordingBackend
 
 from service.ledger.promises import (
     PROMISES_KEY,
@@ -22,6 +21,7 @@ from service.ledger.promises import (
 from service.ledger.reads import CorruptValueError, ReadOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
+from tests.ledger.ledger_helpers import T0, FakeClock, RecordingBackend
 
 
 def record(pid: str, status: str = "open", **fields: object) -> str:

@@ -31,7 +31,7 @@ from service.storage.blob_errors import BlobOp, BlobTarget, storage_error_from
 from service.telemetry.metrics import Metrics
 
 from settings_env import settings_from_env
-from storage_fakes import FakeBlobEndpoint, TlsFiles, answer, drop_connection, never_answer, storage_error
+from tests.storage.storage_fakes import FakeBlobEndpoint, TlsFiles, answer, drop_connection, never_answer, storage_error
 
 StartFake = Callable[..., Awaitable[FakeBlobEndpoint]]
 FAST = BlobClientOptions(read_retries=2, read_retry_backoff_s=0.01, connect_timeout_s=2, read_timeout_s=2)
