@@ -102,7 +102,7 @@ async def test_a_loser_writes_nothing(store: MemoryBackend) -> None:
     clock = FakeClock(local(17, 5))
     assert await DailySummaryProducer(store, InteractionLog(store), clock=clock).produce(DAY) is SummaryOutcome.PRODUCED
     recording = RecordingBackend(store)
-    late = DailySummaryProducer(recording, InteractionLog(recording), clock=clock)  # type: ignore[arg-type]
+    late = DailySummaryProducer(recording, InteractionLog(recording), clock=clock)
     assert await late.produce(DAY) is SummaryOutcome.ALREADY_DONE and recording.writes == []
 
 
@@ -161,5 +161,5 @@ async def test_promise_counts_come_from_the_promises_ledger(store: MemoryBackend
 
 async def test_nothing_is_produced_outside_the_due_window(store: MemoryBackend) -> None:
     recording = RecordingBackend(store)
-    producer = DailySummaryProducer(recording, InteractionLog(recording), clock=FakeClock(local(12, 0)))  # type: ignore[arg-type]
+    producer = DailySummaryProducer(recording, InteractionLog(recording), clock=FakeClock(local(12, 0)))
     assert await producer.run_if_due() is SummaryOutcome.NOT_DUE and recording.writes == []
