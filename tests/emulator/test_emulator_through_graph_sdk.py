@@ -20,7 +20,7 @@ from msgraph.generated.models.recipient import Recipient
 from msgraph.generated.users.item.send_mail.send_mail_post_request_body import SendMailPostRequestBody
 
 from emulator import RunningEmulator
-from tests.emulator.emulator_testkit import Entra, bearer
+from tests.emulator.emulator_testkit import Entra, bearer, seeded_chat_id
 
 
 class _EmulatorToken:
@@ -66,7 +66,7 @@ async def test_the_sdks_pascal_case_send_mail_is_delivered(emu: RunningEmulator,
 
 async def test_the_sdk_reads_a_chat_message_it_sent(emu: RunningEmulator, entra: Entra) -> None:
     client = _sdk(emu, entra.agent_token())
-    chat = emu.seed.chats[0].id
+    chat = seeded_chat_id(emu.seed, 0)
     assert chat is not None
     sent = await client.chats.by_chat_id(chat).messages.post(
         ChatMessage(body=ItemBody(content_type=BodyType.Text, content="hello from the SDK")))
