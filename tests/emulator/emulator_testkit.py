@@ -62,14 +62,6 @@ class Entra:
                              password=PASSWORD, scope=scope))["access_token"]
 
 
-def seeded_chat_id(seed: Seed, n: int) -> str:
-    """The id of the seed's n-th chat: build_seed and the demo seed name every chat (only a hand-written
-    seed may leave ids to the emulator)."""
-    chat_id = seed.chats[n].id
-    assert chat_id is not None, f"chat {n} of the seed has no id"
-    return chat_id
-
-
 def _ok(response: httpx.Response) -> dict[str, Any]:
     assert response.status_code == 200, response.text
     return response.json()

@@ -10,7 +10,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from emulator import ManualClock, RunningEmulator, ThrottleBudget, build_seed, start_emulator
-from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer, seeded_chat_id
+from seed_ids import seeded_chat_id
+from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ import httpx
 
 from emulator import ManualClock, RunningEmulator
 from emulator.timestamps import teams_time
-from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer, seeded_chat_id
+from seed_ids import seeded_chat_id
+from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 
 def _url(emu: RunningEmulator, chat_id: str, query: str = "") -> str:

@@ -8,7 +8,8 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from emulator import ManualClock, RunningEmulator, Seed, start_emulator
-from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer, seeded_chat_id
+from seed_ids import seeded_chat_id
+from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 MEMBER = "#microsoft.graph.aadUserConversationMember"
 ORDERED = "/me/chats?$orderby=lastMessagePreview/createdDateTime desc"

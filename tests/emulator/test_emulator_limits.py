@@ -17,7 +17,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from emulator import (
     ManualMonotonic, RunningEmulator, ThrottleBudget, build_seed, demo_seed_path, load_seed, start_emulator,
 )
-from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer, seeded_chat_id
+from seed_ids import seeded_chat_id
+from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 Start = Callable[..., RunningEmulator]
 

@@ -12,7 +12,8 @@ import httpx
 
 from emulator import ManualClock, RunningEmulator
 from emulator.timestamps import teams_time
-from tests.emulator.emulator_testkit import assert_graph_error, seeded_chat_id
+from seed_ids import seeded_chat_id
+from tests.emulator.emulator_testkit import assert_graph_error
 
 NEWEST_BY_CREATION = "?$orderby=createdDateTime desc&$top=1"
 

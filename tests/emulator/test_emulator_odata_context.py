@@ -8,7 +8,7 @@ from urllib.parse import quote
 import httpx
 
 from emulator import RunningEmulator
-from tests.emulator.emulator_testkit import seeded_chat_id
+from seed_ids import seeded_chat_id
 
 
 def test_single_entities_name_their_entity_set_and_entity(emu: RunningEmulator, http: httpx.Client,

@@ -20,7 +20,8 @@ from msgraph.generated.models.recipient import Recipient
 from msgraph.generated.users.item.send_mail.send_mail_post_request_body import SendMailPostRequestBody
 
 from emulator import RunningEmulator
-from tests.emulator.emulator_testkit import Entra, bearer, seeded_chat_id
+from seed_ids import seeded_chat_id
+from tests.emulator.emulator_testkit import Entra, bearer
 
 
 class _EmulatorToken:
