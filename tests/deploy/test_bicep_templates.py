@@ -4,6 +4,7 @@ would check), and the resources carry the properties the fleet's security and co
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 
 
 @functools.cache
-def parsed(path: Path) -> dict[str, Any]:
+def parsed(path: Path) -> Mapping[str, Any]:  # read as plain JSON, not as pycep's TypedDicts
     return BicepParser().parse(file_path=path)
 
 

@@ -29,6 +29,6 @@ def test_env_example_names_the_emulator_demo_tenant_and_its_agent_user() -> None
 def test_env_example_sets_only_known_settings_that_the_service_accepts() -> None:
     values = example()
     assert unknown_settings(values) == []
-    settings = Settings(_env_file=ENV_EXAMPLE)  # type: ignore[call-arg]
+    settings = Settings(_env_file=ENV_EXAMPLE)
     check_auth_config(settings)  # /mcp on loopback with a token: serve starts
     assert settings.agent_user_id == values["ENTRABOT_AGENT_USER_ID"]
