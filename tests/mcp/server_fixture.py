@@ -180,7 +180,7 @@ def initialize_body(client_name: str, request_id: int = 1) -> dict[str, Any]:
 @dataclass(frozen=True)
 class SseEvent:
     id: str | None
-    data: dict[str, Any] | None
+    data: dict[str, Any]
 
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[SseEvent]:

@@ -243,7 +243,7 @@ async def test_a_failing_token_provider_is_token_expired_and_sends_nothing(
 def http_error(status: int, code: str | None) -> HttpResponseError:
     error = HttpResponseError(message=f"HTTP {status}")
     error.status_code = status
-    error.error_code = code
+    setattr(error, "error_code", code)  # azure-storage sets it on what it raises; azure-core does not declare it
     return error
 
 
