@@ -69,7 +69,7 @@ class _Arrivals(ClientExtension):
 
 @asynccontextmanager
 async def _replica() -> AsyncIterator[tuple[str, DeliveryHub]]:
-    settings = Settings(_env_file=None, host="127.0.0.1", mcp_allowed_hosts="127.0.0.1,localhost")  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, host="127.0.0.1", mcp_allowed_hosts="127.0.0.1,localhost")
     hub = DeliveryHub()
     mcp = build_mcp(settings, hub, tools=ToolRegistry())
 

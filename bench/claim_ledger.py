@@ -54,7 +54,7 @@ async def replica(spec: dict[str, Any]) -> dict[str, Any]:
     from service.storage.blob import BlobBackend
 
     store = BlobBackend.from_connection_string(os.environ[CONNECTION_ENV], spec["container"])
-    ledger = ChatLedger(store)
+    ledger = ChatLedger[Candidate](store)
     chats = {f"bench-chat-{c}": chat_messages(c, spec["per_chat"]) for c in range(spec["chats"])}
     watermark = dict.fromkeys(chats, 0)
     claimed: list[str] = []

@@ -87,7 +87,7 @@ async def bridge_host(
     with open(stderr_path, "a", encoding="utf-8") as errlog:
         client = Client(
             stdio_client(bridge_parameters(fleet_url, token=token, args=args, env=env), errlog=errlog),
-            mode=mode,  # type: ignore[arg-type]
+            mode=mode,
             extensions=[_Listener(received)],
             client_info=Implementation(name="claude-code", version="test"),
             read_timeout_seconds=60,

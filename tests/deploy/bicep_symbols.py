@@ -219,6 +219,7 @@ def _identifier(node: Tree | Token) -> str | None:
 def _walk_expression_text(expression: str, symbols: BicepSymbols, scope: frozenset[str], line: int) -> None:
     tree = _parser().parse(f"var interpolation = {expression}\n")
     var = tree.children[0]
+    assert isinstance(var, Tree)  # the snippet's one statement, the var declaration
     before = len(symbols.references)
     _walk(var.children[-1], symbols, scope)
     # Lines inside the snippet are relative to it: report the string's own line.

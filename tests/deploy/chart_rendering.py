@@ -8,7 +8,8 @@ from typing import Any
 
 import helm_python
 import yaml
-from deploy_facts import CHART_DIR
+
+from tests.deploy.deploy_facts import CHART_DIR
 
 RELEASE = "entrabot-fleet"
 NAMESPACE = "entrabot"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -27,10 +28,10 @@ def settings_env_names() -> frozenset[str]:
     return frozenset(f"{prefix}{name}".upper() for name in Settings.model_fields)
 
 
-def unknown_settings(names: object) -> list[str]:
+def unknown_settings(names: Iterable[str]) -> list[str]:
     """The ENTRABOT_* names among ``names`` that service/config.py does not read."""
     known = settings_env_names()
-    return sorted(n for n in names if str(n).startswith("ENTRABOT_") and n not in known)  # type: ignore[union-attr]
+    return sorted(n for n in names if str(n).startswith("ENTRABOT_") and n not in known)
 
 
 def assert_is_cli_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:

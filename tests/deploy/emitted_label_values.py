@@ -15,11 +15,10 @@ from enum import Enum
 from pathlib import Path
 from types import ModuleType
 
-from deploy_facts import REPO_ROOT
-
 from service.delivery import hub
 from service.ledger import chat_claims, email_claims, summary_production
 from service.storage import blob
+from tests.deploy.deploy_facts import REPO_ROOT
 
 SERIES_SUFFIXES = ("_total", "_bucket", "_count", "_sum", "_created")
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import httpx
 import yaml
-from deploy_facts import PROMETHEUS_ALERTS, PROMETHEUS_CONFIG
 
 from service.devstack.fleet import free_port
 from service.devstack.processes import terminate, wait_until_answering
+from tests.deploy.deploy_facts import PROMETHEUS_ALERTS, PROMETHEUS_CONFIG
 
 READY_TIMEOUT_S = 30.0
 INTERVAL = "1s"  # scrape and rule evaluation: the compose file's 15 s would make a test wait minutes

@@ -8,10 +8,10 @@ import inspect
 import re
 
 import pytest
-from deploy_facts import REPO_ROOT
 
 from service.graph import client
 from service.notifications.subscriptions import Wanted, wanted_subscriptions
+from tests.deploy.deploy_facts import REPO_ROOT
 
 AZURE_DOC = REPO_ROOT / "docs" / "azure.md"
 

@@ -4,25 +4,26 @@ would check), and the resources carry the properties the fleet's security and co
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from bicep_symbols import load_symbols
-from chart_rendering import MCP_AUTH, NAMESPACE, RELEASE, REQUIRED, merge, render
-from deploy_facts import BICEP_DIR
 from pycep import BicepParser
 
 from service.ledger.hints import PREFIX as HINTS_PREFIX
 from service.ledger.hints import segment_key
+from tests.deploy.bicep_symbols import load_symbols
+from tests.deploy.chart_rendering import MCP_AUTH, NAMESPACE, RELEASE, REQUIRED, merge, render
+from tests.deploy.deploy_facts import BICEP_DIR
 
 BICEP_FILES = sorted(BICEP_DIR.rglob("*.bicep"))
 BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 
 
 @functools.cache
-def parsed(path: Path) -> dict[str, Any]:
+def parsed(path: Path) -> Mapping[str, Any]:  # read as plain JSON, not as pycep's TypedDicts
     return BicepParser().parse(file_path=path)
 
 

@@ -16,12 +16,12 @@ import docker
 import httpx
 import pytest
 from azure.storage.blob import BlobServiceClient
-from deploy_facts import DATA_DIR
-from docker_engine import Engine, EngineUnavailable, start_engine
-from image_build import build_service_image
 
 from emulator.seed import demo_seed_path, load_seed
 from service.devstack.azurite import Azurite, start_azurite
+from tests.deploy.deploy_facts import DATA_DIR
+from tests.deploy.docker_engine import Engine, EngineUnavailable, start_engine
+from tests.deploy.image_build import build_service_image
 
 # xdist_group: every test that starts the private Docker engine runs on one pytest worker (one engine).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_group("docker")]

@@ -8,10 +8,11 @@ import tomllib
 from importlib import metadata
 
 import pytest
-from deploy_facts import REPO_ROOT
 from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
+
+from tests.deploy.deploy_facts import REPO_ROOT
 
 
 def declared() -> list[Requirement]:

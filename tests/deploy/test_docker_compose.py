@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 import yaml
 from compose_spec import PyCompose
-from deploy_facts import (
+
+from emulator.seed import demo_seed_path, load_seed
+from tests.deploy.deploy_facts import (
     COMPOSE_FILE,
     DASHBOARD,
     DATA_DIR,
@@ -20,8 +22,6 @@ from deploy_facts import (
     assert_is_cli_command,
     unknown_settings,
 )
-
-from emulator.seed import demo_seed_path, load_seed
 
 SERVICE_IMAGE = "entrabot-fleet:local"
 REPLICAS = ("replica-1", "replica-2", "replica-3")

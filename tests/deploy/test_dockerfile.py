@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from deploy_facts import DOCKERFILE, REPO_ROOT, assert_is_cli_command
 from docker.utils.build import exclude_paths
+
+from tests.deploy.deploy_facts import DOCKERFILE, REPO_ROOT, assert_is_cli_command
 
 HADOLINT = Path(sys.executable).parent / "hadolint"
 # What the legacy builder accepts on COPY/ADD; anything else (--chmod, --link, --mount...) needs BuildKit.

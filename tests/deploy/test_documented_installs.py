@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_rendering import NAMESPACE, RELEASE, TENANT_ID, merge, render
-from deploy_facts import REPO_ROOT
+
+from tests.deploy.chart_rendering import NAMESPACE, RELEASE, TENANT_ID, merge, render
+from tests.deploy.deploy_facts import REPO_ROOT
 
 DOCUMENTS = (REPO_ROOT / "deploy" / "README.md", REPO_ROOT / "docs" / "azure.md")
 GUID = "6d2e8f10-0000-4a1b-8000-00000000d0c5"

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import re
 
-from deploy_facts import REPO_ROOT
-
 from service.config import Settings
 from service.mcp.access_policy import token_client_id
 from service.mcp.auth import entra_issuer, entra_jwks_url
+from tests.deploy.deploy_facts import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "entra-app-registration.md"
 TENANT = "<tenant>"  # the doc's placeholder

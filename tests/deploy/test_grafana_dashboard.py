@@ -15,8 +15,9 @@ from typing import Any
 import jsonschema
 import promql_parser
 import pytest
-from deploy_facts import CHART_DIR, DASHBOARD, GRAFANA_DIR
-from exported_metrics import TARGET_LABELS, exported_series
+
+from tests.deploy.deploy_facts import CHART_DIR, DASHBOARD, GRAFANA_DIR
+from tests.deploy.exported_metrics import TARGET_LABELS, exported_series
 
 SCHEMA_DIR = GRAFANA_DIR / "schema"
 # Grafana's built-in interval variables are not PromQL durations; any duration parses the same.

@@ -9,7 +9,8 @@ import helm_python
 import kubernetes_validate
 import pytest
 import yaml
-from chart_rendering import (
+
+from tests.deploy.chart_rendering import (
     ALL_FEATURES,
     CLIENT_ID,
     FULLNAME,
@@ -21,7 +22,7 @@ from chart_rendering import (
     merge,
     render,
 )
-from deploy_facts import CHART_DIR, DASHBOARD, DATA_DIR, PROMETHEUS_ALERTS, REPO_ROOT, unknown_settings
+from tests.deploy.deploy_facts import CHART_DIR, DASHBOARD, DATA_DIR, PROMETHEUS_ALERTS, REPO_ROOT, unknown_settings
 
 KUBERNETES_VERSIONS = ("1.29", "1.30", "1.31", "1.32", "1.33")
 FEDERATED_TOKEN_FILE = "/var/run/secrets/azure/tokens/azure-identity-token"

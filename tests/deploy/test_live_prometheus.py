@@ -29,9 +29,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from deploy_facts import DASHBOARD, PROMETHEUS_ALERTS
 from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
-from live_prometheus import Alert, LivePrometheus
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import start_emulator
@@ -43,6 +41,8 @@ from service.devstack.traffic import HumanTraffic
 from service.ledger.leases import lease_key, parse_lease
 from service.storage.blob import BlobBackend
 from service.workers import chat_scan
+from tests.deploy.deploy_facts import DASHBOARD, PROMETHEUS_ALERTS
+from tests.deploy.live_prometheus import Alert, LivePrometheus
 
 pytestmark = [
     pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite,

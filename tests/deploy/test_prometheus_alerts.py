@@ -12,11 +12,11 @@ from typing import Any
 import promql_parser
 import pytest
 import yaml
-from deploy_facts import PROMETHEUS_ALERTS, PROMETHEUS_CONFIG
-from emitted_label_values import LABEL_SOURCES, emitted_label_values, family, module_path, modules_setting
-from exported_metrics import TARGET_LABELS, exported_series
 
 from service.ledger.email_claims import EmailCycleOutcome
+from tests.deploy.deploy_facts import PROMETHEUS_ALERTS, PROMETHEUS_CONFIG
+from tests.deploy.emitted_label_values import LABEL_SOURCES, emitted_label_values, family, module_path, modules_setting
+from tests.deploy.exported_metrics import TARGET_LABELS, exported_series
 
 RULE_TESTS = Path(__file__).parent / "prometheus_rules" / "alerts_test.yml"
 NEEDED_ALERTS = {

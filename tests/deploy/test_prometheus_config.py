@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 import yaml
-from deploy_facts import PROMETHEUS_CONFIG
+
+from tests.deploy.deploy_facts import PROMETHEUS_CONFIG
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="Debian's prometheus (promtool) is not installed")

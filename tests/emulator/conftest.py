@@ -9,13 +9,13 @@ from datetime import datetime, timezone
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from emulator_testkit import SIBLING_IDENTITY, Entra, bearer
 
 from emulator import ManualClock, RunningEmulator, Seed, ThrottleBudget, build_seed, start_emulator
 from emulator.dev_credentials import (
     DevCertificate, DevIssuer, make_certificate, make_issuer, with_blueprint_credentials,
 )
 from emulator.seed import AgentIdentity
+from tests.emulator.emulator_testkit import SIBLING_IDENTITY, Entra, bearer
 
 
 @pytest.fixture(scope="session")

@@ -13,11 +13,11 @@ from typing import Any
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from emulator_testkit import Entra
-from notification_receiver import Receiver
 
 from emulator import ManualClock, RunningEmulator, Seed, start_emulator
 from emulator.subscription_policy import SubscriptionPolicy
+from tests.emulator.emulator_testkit import Entra
+from tests.emulator.notification_receiver import Receiver
 
 # Graph's rules, with the waits that would make tests slow shortened (10 s handshake, 4 h retry window);
 # the 3 s reply timeout stays, so a loaded machine does not turn a normal reply into a retry.
@@ -141,7 +141,7 @@ def admin(emu: RunningEmulator, http: httpx.Client) -> Admin:
 
 def entra_app_token(entra: Entra) -> str:
     """An app-only Graph token of the agent identity (roles from the seed)."""
-    from emulator_testkit import GRAPH_SCOPE, JWT_BEARER
+    from tests.emulator.emulator_testkit import GRAPH_SCOPE, JWT_BEARER
     t1 = entra.t1().json()["access_token"]
     response = entra.post(grant_type="client_credentials", client_id=entra.seed.agent_identity.id,
                           scope=GRAPH_SCOPE, client_assertion_type=JWT_BEARER, client_assertion=t1)

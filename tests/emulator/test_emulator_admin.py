@@ -8,9 +8,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from emulator_testkit import Entra, assert_graph_error, bearer
 
 from emulator import ManualClock, RunningEmulator, ThrottleBudget, build_seed, start_emulator
+from seed_ids import seeded_chat_id
+from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 
 @pytest.fixture
@@ -63,7 +64,7 @@ def test_fault_with_count_fails_that_many_requests_then_stops(emu: RunningEmulat
 def test_fault_route_pattern_limits_which_requests_fail(emu: RunningEmulator, http: httpx.Client,
                                                         agent: dict[str, str]) -> None:
     http.post(emu.admin_url + "/faults", json={"status": 500, "route_pattern": r"/messages$"})
-    chat = emu.seed.chats[0].id
+    chat = seeded_chat_id(emu.seed, 0)
     failed = http.get(f"{emu.graph_url}/chats/{chat}/messages", headers=agent)
     assert_graph_error(failed, 500, "InternalServerError")
     assert http.get(emu.graph_url + "/me/chats", headers=agent).status_code == 200
@@ -73,14 +74,15 @@ def test_fault_route_pattern_limits_which_requests_fail(emu: RunningEmulator, ht
 
 def test_fault_after_commit_applies_the_write_but_loses_the_response(emu: RunningEmulator, http: httpx.Client,
                                                                      agent: dict[str, str]) -> None:
-    chat = emu.seed.chats[0].id
+    chat = seeded_chat_id(emu.seed, 0)
     before = len(emu.state.messages(chat))
     http.post(emu.admin_url + "/faults", json={"status": 504, "method": "POST", "after_commit": True, "count": 1})
     response = http.post(f"{emu.graph_url}/chats/{chat}/messages", json={"body": {"content": "did it land?"}},
                          headers=agent)
     assert response.status_code == 504
     assert len(emu.state.messages(chat)) == before + 1
-    assert emu.state.last_message(chat).content == "did it land?"
+    last = emu.state.last_message(chat)
+    assert last is not None and last.content == "did it land?"
 
 
 def test_faults_on_the_token_endpoint_use_entra_error_shape(emu: RunningEmulator, http: httpx.Client,
@@ -122,7 +124,7 @@ def test_requests_answered_by_a_fault_or_throttle_are_counted_under_their_route(
 
 def test_injected_history_keeps_its_creation_time(emu: RunningEmulator, http: httpx.Client, agent: dict[str, str],
                                                   clock: ManualClock) -> None:
-    chat = emu.seed.chats[0].id
+    chat = seeded_chat_id(emu.seed, 0)
     old = http.post(f"{emu.admin_url}/chats/{chat}/messages",
                     json={"from_user": emu.seed.humans[0].user_principal_name, "content": "a week ago",
                           "created": "-7d"}).json()

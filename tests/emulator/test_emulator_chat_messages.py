@@ -8,10 +8,11 @@ import threading
 from datetime import timedelta
 
 import httpx
-from emulator_testkit import Entra, assert_graph_error, bearer
 
 from emulator import ManualClock, RunningEmulator
 from emulator.timestamps import teams_time
+from seed_ids import seeded_chat_id
+from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 
 def _url(emu: RunningEmulator, chat_id: str, query: str = "") -> str:
@@ -19,14 +20,14 @@ def _url(emu: RunningEmulator, chat_id: str, query: str = "") -> str:
 
 
 def test_messages_top_above_50_is_400(emu: RunningEmulator, http: httpx.Client, agent: dict[str, str]) -> None:
-    chat = emu.seed.chats[1].id
+    chat = seeded_chat_id(emu.seed, 1)
     error = assert_graph_error(http.get(_url(emu, chat, "?$top=51"), headers=agent), 400, "BadRequest")
     assert "The limit of '50' for Top query has been exceeded" in error["message"]
     assert http.get(_url(emu, chat, "?$top=50"), headers=agent).status_code == 200
 
 
 def test_messages_orderby_ascending_is_400(emu: RunningEmulator, http: httpx.Client, agent: dict[str, str]) -> None:
-    chat = emu.seed.chats[1].id
+    chat = seeded_chat_id(emu.seed, 1)
     for order in ("createdDateTime asc", "lastModifiedDateTime", "lastModifiedDateTime asc"):
         error = assert_graph_error(http.get(_url(emu, chat, f"?$orderby={order}"), headers=agent), 400, "BadRequest")
         assert "Ascending" in error["message"]
@@ -34,13 +35,13 @@ def test_messages_orderby_ascending_is_400(emu: RunningEmulator, http: httpx.Cli
 
 def test_messages_orderby_other_property_is_400(emu: RunningEmulator, http: httpx.Client,
                                                 agent: dict[str, str]) -> None:
-    response = http.get(_url(emu, emu.seed.chats[1].id, "?$orderby=id desc"), headers=agent)
+    response = http.get(_url(emu, seeded_chat_id(emu.seed, 1), "?$orderby=id desc"), headers=agent)
     assert "QueryOptions to order by" in assert_graph_error(response, 400, "BadRequest")["message"]
 
 
 def test_messages_come_newest_first_in_both_orders(emu: RunningEmulator, http: httpx.Client,
                                                    agent: dict[str, str]) -> None:
-    chat = emu.seed.chats[1].id
+    chat = seeded_chat_id(emu.seed, 1)
     for order in ("", "?$orderby=lastModifiedDateTime desc", "?$orderby=createdDateTime desc"):
         ids = [m["id"] for m in http.get(_url(emu, chat, order), headers=agent).json()["value"]]
         assert ids == sorted(ids, key=int, reverse=True) and len(ids) == 3
@@ -49,7 +50,8 @@ def test_messages_come_newest_first_in_both_orders(emu: RunningEmulator, http: h
 def test_messages_filter_without_orderby_is_400(emu: RunningEmulator, http: httpx.Client,
                                                 agent: dict[str, str], clock: ManualClock) -> None:
     since = teams_time(clock.now() - timedelta(hours=1))
-    response = http.get(_url(emu, emu.seed.chats[1].id, f"?$filter=lastModifiedDateTime gt {since}"), headers=agent)
+    chat = seeded_chat_id(emu.seed, 1)
+    response = http.get(_url(emu, chat, f"?$filter=lastModifiedDateTime gt {since}"), headers=agent)
     assert_graph_error(response, 400, "BadRequest")
 
 
@@ -58,21 +60,22 @@ def test_messages_filter_on_a_property_other_than_the_orderby_is_400(emu: Runnin
                                                                      clock: ManualClock) -> None:
     since = teams_time(clock.now() - timedelta(hours=1))
     query = f"?$orderby=createdDateTime desc&$filter=lastModifiedDateTime gt {since}"
-    assert_graph_error(http.get(_url(emu, emu.seed.chats[1].id, query), headers=agent), 400, "BadRequest")
+    assert_graph_error(http.get(_url(emu, seeded_chat_id(emu.seed, 1), query), headers=agent), 400, "BadRequest")
 
 
 def test_messages_filter_operators_graph_refuses_are_400(emu: RunningEmulator, http: httpx.Client,
                                                           agent: dict[str, str], clock: ManualClock) -> None:
     since = teams_time(clock.now() - timedelta(hours=1))
+    chat = seeded_chat_id(emu.seed, 1)
     for query in (f"?$orderby=createdDateTime desc&$filter=createdDateTime gt {since}",
                   f"?$orderby=lastModifiedDateTime desc&$filter=lastModifiedDateTime ge {since}"):
-        error = assert_graph_error(http.get(_url(emu, emu.seed.chats[1].id, query), headers=agent), 400, "BadRequest")
+        error = assert_graph_error(http.get(_url(emu, chat, query), headers=agent), 400, "BadRequest")
         assert "operationKind" in error["message"]
 
 
 def test_messages_filter_on_last_modified_with_matching_orderby(emu: RunningEmulator, http: httpx.Client,
                                                                  agent: dict[str, str], clock: ManualClock) -> None:
-    chat = emu.seed.chats[1].id
+    chat = seeded_chat_id(emu.seed, 1)
     newest_two = sorted(emu.state.messages(chat), key=lambda m: int(m.id))[-2:]
     since = teams_time(newest_two[0].created - timedelta(milliseconds=1))
     query = f"?$orderby=lastModifiedDateTime desc&$filter=lastModifiedDateTime gt {since}"
@@ -86,7 +89,7 @@ def test_messages_filter_on_last_modified_with_matching_orderby(emu: RunningEmul
 
 def test_an_edited_old_message_reappears_to_a_last_modified_filter(emu: RunningEmulator, http: httpx.Client,
                                                                    agent: dict[str, str], clock: ManualClock) -> None:
-    chat = emu.seed.chats[1].id
+    chat = seeded_chat_id(emu.seed, 1)
     oldest = min(emu.state.messages(chat), key=lambda m: int(m.id))
     watermark = teams_time(clock.now())
     clock.advance(5)
@@ -100,7 +103,7 @@ def test_an_edited_old_message_reappears_to_a_last_modified_filter(emu: RunningE
 def test_messages_page_past_three_pages_with_next_link(emu: RunningEmulator, http: httpx.Client,
                                                        agent: dict[str, str]) -> None:
     seed = emu.seed
-    chat = seed.chats[1].id
+    chat = seeded_chat_id(seed, 1)
     for n in range(7):
         emu.state.post_message(chat, sender_id=seed.humans[0].id, content=f"burst {n}")
     url: str | None = _url(emu, chat, "?$top=3&$orderby=createdDateTime desc")
@@ -117,7 +120,7 @@ def test_messages_page_past_three_pages_with_next_link(emu: RunningEmulator, htt
 
 def test_paging_does_not_repeat_when_messages_arrive_between_pages(emu: RunningEmulator, http: httpx.Client,
                                                                    agent: dict[str, str]) -> None:
-    chat = emu.seed.chats[1].id
+    chat = seeded_chat_id(emu.seed, 1)
     first = http.get(_url(emu, chat, "?$top=2"), headers=agent).json()
     emu.state.post_message(chat, sender_id=emu.seed.humans[0].id, content="arrived mid-sweep")
     second = http.get(first["@odata.nextLink"], headers=agent).json()
@@ -127,7 +130,7 @@ def test_paging_does_not_repeat_when_messages_arrive_between_pages(emu: RunningE
 
 def test_system_messages_read_as_unknown_future_value_without_prefer(emu: RunningEmulator, http: httpx.Client,
                                                                      agent: dict[str, str]) -> None:
-    chat = emu.seed.chats[1].id
+    chat = seeded_chat_id(emu.seed, 1)
     injected = http.post(f"{emu.admin_url}/chats/{chat}/messages",
                          json={"message_type": "systemEventMessage", "from_user": emu.seed.humans[0].id}).json()
     plain = http.get(_url(emu, chat), headers=agent).json()["value"]
@@ -161,7 +164,7 @@ def test_non_member_cannot_read_or_post_and_unknown_chat_is_404(emu: RunningEmul
 
 def test_post_message_as_the_token_user_identified_by_object_id(emu: RunningEmulator, http: httpx.Client,
                                                                 agent: dict[str, str]) -> None:
-    chat = emu.seed.chats[1].id
+    chat = seeded_chat_id(emu.seed, 1)
     response = http.post(_url(emu, chat), json={"body": {"contentType": "text", "content": "On it."}},
                          headers=agent)
     assert response.status_code == 201
@@ -175,14 +178,14 @@ def test_post_message_as_the_token_user_identified_by_object_id(emu: RunningEmul
 
 
 def test_post_message_without_content_is_400(emu: RunningEmulator, http: httpx.Client, agent: dict[str, str]) -> None:
-    response = http.post(_url(emu, emu.seed.chats[1].id), json={"body": {"content": ""}}, headers=agent)
+    response = http.post(_url(emu, seeded_chat_id(emu.seed, 1)), json={"body": {"content": ""}}, headers=agent)
     assert_graph_error(response, 400, "BadRequest")
 
 
 def test_a_human_posts_with_their_own_token_and_the_agent_reads_it(emu: RunningEmulator, http: httpx.Client,
                                                                     ada: dict[str, str],
                                                                     agent: dict[str, str]) -> None:
-    chat = emu.seed.chats[0].id
+    chat = seeded_chat_id(emu.seed, 0)
     sent = http.post(_url(emu, chat), json={"body": {"content": "Status please"}}, headers=ada).json()
     newest = http.get(_url(emu, chat, "?$top=1"), headers=agent).json()["value"][0]
     assert newest["id"] == sent["id"] and newest["from"]["user"]["id"] == emu.seed.humans[0].id
@@ -191,7 +194,7 @@ def test_a_human_posts_with_their_own_token_and_the_agent_reads_it(emu: RunningE
 def test_burst_of_posts_in_one_millisecond_gets_unique_increasing_ids(emu: RunningEmulator, http: httpx.Client,
                                                                       agent: dict[str, str],
                                                                       clock: ManualClock) -> None:
-    chat = emu.seed.chats[1].id  # the manual clock stands still: every post lands in the same millisecond
+    chat = seeded_chat_id(emu.seed, 1)  # the manual clock stands still: every post lands in the same millisecond
     ids: list[str] = []
     lock = threading.Lock()
 

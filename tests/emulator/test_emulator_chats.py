@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric import rsa
-from emulator_testkit import Entra, assert_graph_error, bearer
 
 from emulator import ManualClock, RunningEmulator, Seed, start_emulator
+from seed_ids import seeded_chat_id
+from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 MEMBER = "#microsoft.graph.aadUserConversationMember"
 ORDERED = "/me/chats?$orderby=lastMessagePreview/createdDateTime desc"
@@ -120,6 +121,7 @@ def test_list_chats_expands_members_and_last_message_preview(emu: RunningEmulato
     assert chat["members"][0]["@odata.type"] == MEMBER
     preview = chat["lastMessagePreview"]
     newest = emu.state.last_message(chat["id"])
+    assert newest is not None and newest.sender is not None
     assert preview["id"] == newest.id and preview["from"]["user"]["id"] == newest.sender.user_id
     assert "members" not in http.get(emu.graph_url + "/me/chats", headers=agent).json()["value"][0]
 
@@ -179,7 +181,7 @@ def test_get_chat_for_a_non_member_is_403_and_unknown_chat_is_404(emu: RunningEm
 def test_members_list_and_add_to_a_group_chat(emu: RunningEmulator, http: httpx.Client,
                                               agent: dict[str, str]) -> None:
     seed = emu.seed
-    chat_id = seed.chats[1].id
+    chat_id = seeded_chat_id(seed, 1)
     before = http.get(f"{emu.graph_url}/chats/{chat_id}/members", headers=agent).json()["value"]
     newcomer = next(u for u in seed.humans if u.id not in {m["userId"] for m in before})
     added = http.post(f"{emu.graph_url}/chats/{chat_id}/members", json=_member(emu, newcomer.id), headers=agent)
@@ -190,7 +192,7 @@ def test_members_list_and_add_to_a_group_chat(emu: RunningEmulator, http: httpx.
 
 def test_members_cannot_be_added_to_a_one_on_one_chat(emu: RunningEmulator, http: httpx.Client,
                                                       agent: dict[str, str]) -> None:
-    chat_id = emu.seed.chats[0].id
+    chat_id = seeded_chat_id(emu.seed, 0)
     body = _member(emu, emu.seed.humans[2].id)
     assert_graph_error(http.post(f"{emu.graph_url}/chats/{chat_id}/members", json=body, headers=agent), 400,
                        "BadRequest")

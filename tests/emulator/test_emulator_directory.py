@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric import rsa
-from emulator_testkit import SIBLING_IDENTITY, Entra, assert_graph_error, bearer
 
 from emulator import RunningEmulator, Seed, start_emulator
+from tests.emulator.emulator_testkit import SIBLING_IDENTITY, Entra, assert_graph_error, bearer
 
 
 def test_me_is_the_token_user(emu: RunningEmulator, http: httpx.Client, agent: dict[str, str]) -> None:

@@ -7,12 +7,12 @@ from datetime import datetime, timedelta, timezone
 
 import httpx
 import jwt
-from emulator_testkit import (
-    EXCHANGE_SCOPE, GRAPH_SCOPE, JWT_BEARER, SECRET, SIBLING_IDENTITY, Entra, assert_entra_error,
-)
 
 from emulator import ManualClock, RunningEmulator
 from emulator.dev_credentials import DevCertificate, DevIssuer, make_certificate, make_issuer
+from tests.emulator.emulator_testkit import (
+    EXCHANGE_SCOPE, GRAPH_SCOPE, JWT_BEARER, SECRET, SIBLING_IDENTITY, Entra, assert_entra_error,
+)
 
 
 def _claims(token: str) -> dict:

@@ -4,9 +4,9 @@ missing scopes; each answered with Graph's error body."""
 from __future__ import annotations
 
 import httpx
-from emulator_testkit import SECRET, Entra, assert_graph_error, bearer
 
 from emulator import ManualClock, RunningEmulator
+from tests.emulator.emulator_testkit import SECRET, Entra, assert_graph_error, bearer
 
 
 def test_missing_token_is_401_invalid_authentication_token(emu: RunningEmulator, http: httpx.Client) -> None:

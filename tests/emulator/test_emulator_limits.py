@@ -13,11 +13,12 @@ from typing import Any
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from emulator_testkit import Entra, assert_graph_error, bearer
 
 from emulator import (
     ManualMonotonic, RunningEmulator, ThrottleBudget, build_seed, demo_seed_path, load_seed, start_emulator,
 )
+from seed_ids import seeded_chat_id
+from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 Start = Callable[..., RunningEmulator]
 
@@ -117,7 +118,7 @@ def test_list_and_get_chat_beyond_5_a_second_per_user_are_429(limited: Start, ht
     entra = Entra(emu, http)
     # Ada and Grace sign in through the same public client app: one app, two users.
     ada, grace = (bearer(entra.human_token(u.user_principal_name)) for u in emu.seed.humans[:2])
-    chat = emu.seed.chats[1].id
+    chat = seeded_chat_id(emu.seed, 1)
     urls = [f"{emu.graph_url}/me/chats"] * 3 + [f"{emu.graph_url}/chats/{chat}"] * 3
     codes = [http.get(url, headers=ada).status_code for url in urls]
     assert codes == [200] * 5 + [429]

@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import httpx
-from emulator_testkit import Entra, assert_graph_error, bearer
 
 from emulator import ManualClock, RunningEmulator
 from emulator.timestamps import outlook_time
+from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 
 def _deliver(emu: RunningEmulator, http: httpx.Client, n: int, *, minutes_apart: int = 1) -> None:
@@ -57,15 +57,16 @@ def test_filter_on_received_time_with_orderby_returns_newer_mail_newest_first(em
 
 def test_mail_pages_with_skip_next_link(emu: RunningEmulator, http: httpx.Client, agent: dict[str, str]) -> None:
     _deliver(emu, http, 7)
-    url: str | None = emu.graph_url + "/me/messages?$top=2&$select=subject,receivedDateTime"
+    url = emu.graph_url + "/me/messages?$top=2&$select=subject,receivedDateTime"
     subjects: list[str] = []
     for _ in range(10):
         body = http.get(url, headers=agent).json()
         subjects += [m["subject"] for m in body["value"]]
         assert all(set(m) <= {"id", "@odata.etag", "subject", "receivedDateTime"} for m in body["value"])
-        url = body.get("@odata.nextLink")
-        if url is None:
+        next_link = body.get("@odata.nextLink")
+        if next_link is None:
             break
+        url = next_link
         assert url.startswith(emu.graph_url + "/me/messages?") and "$skip=" in url
     assert subjects == [f"alert {k}" for k in range(6, -1, -1)]
 

@@ -9,10 +9,11 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
-from emulator_testkit import assert_graph_error
 
 from emulator import ManualClock, RunningEmulator
 from emulator.timestamps import teams_time
+from seed_ids import seeded_chat_id
+from tests.emulator.emulator_testkit import assert_graph_error
 
 NEWEST_BY_CREATION = "?$orderby=createdDateTime desc&$top=1"
 
@@ -36,7 +37,7 @@ def _changed_since(emu: RunningEmulator, http: httpx.Client, agent: dict[str, st
 
 def test_a_reaction_moves_last_modified_but_not_created(emu: RunningEmulator, http: httpx.Client,
                                                         agent: dict[str, str], clock: ManualClock) -> None:
-    chat = emu.seed.chats[1].id
+    chat = seeded_chat_id(emu.seed, 1)
     oldest = _oldest(emu, chat)
     before = next(m for m in _messages(emu, http, agent, chat) if m["id"] == oldest)
     watermark = teams_time(clock.now())
@@ -58,7 +59,7 @@ def test_a_reaction_moves_last_modified_but_not_created(emu: RunningEmulator, ht
 def test_a_soft_deleted_message_stays_listed_with_its_body_emptied(emu: RunningEmulator, http: httpx.Client,
                                                                    agent: dict[str, str],
                                                                    clock: ManualClock) -> None:
-    chat = emu.seed.chats[1].id
+    chat = seeded_chat_id(emu.seed, 1)
     oldest = _oldest(emu, chat)
     watermark = teams_time(clock.now())
     clock.advance(5)
@@ -73,7 +74,7 @@ def test_a_soft_deleted_message_stays_listed_with_its_body_emptied(emu: RunningE
 
 def test_an_edit_moves_last_modified_but_keeps_created_order(emu: RunningEmulator, http: httpx.Client,
                                                              agent: dict[str, str], clock: ManualClock) -> None:
-    chat = emu.seed.chats[1].id
+    chat = seeded_chat_id(emu.seed, 1)
     oldest = _oldest(emu, chat)
     clock.advance(5)
     response = http.patch(f"{emu.admin_url}/chats/{chat}/messages/{oldest}", json={"content": "edited"})
@@ -86,7 +87,7 @@ def test_an_edit_moves_last_modified_but_keeps_created_order(emu: RunningEmulato
 
 def test_created_date_time_filters_only_with_lt(emu: RunningEmulator, http: httpx.Client,
                                                 agent: dict[str, str], clock: ManualClock) -> None:
-    chat = emu.seed.chats[1].id
+    chat = seeded_chat_id(emu.seed, 1)
     since = teams_time(clock.now() - timedelta(days=30))
     response = http.get(f"{emu.graph_url}/chats/{chat}/messages?$orderby=createdDateTime desc"
                         f"&$filter=createdDateTime gt {since}", headers=agent)
@@ -95,8 +96,10 @@ def test_created_date_time_filters_only_with_lt(emu: RunningEmulator, http: http
 
 def test_reacting_needs_a_member_and_a_live_message(emu: RunningEmulator, http: httpx.Client,
                                                     agent: dict[str, str]) -> None:
-    chat = emu.seed.chats[1].id
-    members = {m.user_id for m in emu.state.chat(chat).members}  # type: ignore[union-attr]
+    chat = seeded_chat_id(emu.seed, 1)
+    seeded = emu.state.chat(chat)
+    assert seeded is not None
+    members = {m.user_id for m in seeded.members}
     outsider = next(u for u in emu.seed.users if u.id not in members)
     oldest = _oldest(emu, chat)
     url = f"{emu.admin_url}/chats/{chat}/messages/{oldest}/reactions"

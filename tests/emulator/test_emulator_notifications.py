@@ -8,13 +8,13 @@ from typing import Any
 
 import httpx
 import pytest
-from emulator_testkit import Entra, bearer
-from notification_receiver import Receiver, Reply
-from subscription_kit import (  # noqa: F401  (fixtures)
-    FAST, Admin, Subscriber, admin, chat_id, agent_subscriber, emu, receiver,
-)
 
 from emulator import RunningEmulator, Seed
+from tests.emulator.emulator_testkit import Entra, bearer
+from tests.emulator.notification_receiver import Receiver, Reply
+from tests.emulator.subscription_kit import (  # noqa: F401  (fixtures)
+    FAST, Admin, Subscriber, admin, chat_id, agent_subscriber, emu, receiver,
+)
 
 
 def _all_chats(seed: Seed) -> str:

@@ -8,12 +8,13 @@ from urllib.parse import quote
 import httpx
 
 from emulator import RunningEmulator
+from seed_ids import seeded_chat_id
 
 
 def test_single_entities_name_their_entity_set_and_entity(emu: RunningEmulator, http: httpx.Client,
                                                           agent: dict[str, str]) -> None:
     metadata = emu.graph_url + "/$metadata#"
-    chat = emu.seed.chats[0].id
+    chat = seeded_chat_id(emu.seed, 0)
     messages = f"{metadata}chats('{quote(chat, safe='')}')/messages"
     posted = http.post(f"{emu.graph_url}/chats/{chat}/messages", headers=agent,
                        json={"body": {"contentType": "text", "content": "hello"}})

@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from emulator_testkit import Entra, bearer
 
 from emulator import ThrottleBudget, build_seed, demo_seed_path, load_seed, start_emulator
+from tests.emulator.emulator_testkit import Entra, bearer
 
 REPO = Path(__file__).resolve().parents[2]
 

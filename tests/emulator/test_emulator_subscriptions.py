@@ -7,14 +7,14 @@ from __future__ import annotations
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from emulator_testkit import Entra, assert_graph_error, bearer
-from notification_receiver import Receiver
-from subscription_kit import (  # noqa: F401  (fixtures)
-    FAST, Admin, Subscriber, admin, chat_id, agent_subscriber, emu, entra_app_token, receiver, seed_with,
-)
 
 from emulator import ManualClock, RunningEmulator, Seed, build_seed, start_emulator
 from emulator.subscription_policy import SubscriptionPolicy
+from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
+from tests.emulator.notification_receiver import Receiver
+from tests.emulator.subscription_kit import (  # noqa: F401  (fixtures)
+    FAST, Admin, Subscriber, admin, chat_id, agent_subscriber, emu, entra_app_token, receiver, seed_with,
+)
 
 
 def _all_chats(seed: Seed) -> str:

@@ -8,7 +8,6 @@ from typing import Any
 
 import httpx
 from azure.core.credentials import AccessToken
-from emulator_testkit import Entra, bearer
 from kiota_authentication_azure.azure_identity_authentication_provider import AzureIdentityAuthenticationProvider
 from msgraph.graph_request_adapter import GraphRequestAdapter
 from msgraph.graph_service_client import GraphServiceClient
@@ -21,6 +20,8 @@ from msgraph.generated.models.recipient import Recipient
 from msgraph.generated.users.item.send_mail.send_mail_post_request_body import SendMailPostRequestBody
 
 from emulator import RunningEmulator
+from seed_ids import seeded_chat_id
+from tests.emulator.emulator_testkit import Entra, bearer
 
 
 class _EmulatorToken:
@@ -66,7 +67,7 @@ async def test_the_sdks_pascal_case_send_mail_is_delivered(emu: RunningEmulator,
 
 async def test_the_sdk_reads_a_chat_message_it_sent(emu: RunningEmulator, entra: Entra) -> None:
     client = _sdk(emu, entra.agent_token())
-    chat = emu.seed.chats[0].id
+    chat = seeded_chat_id(emu.seed, 0)
     assert chat is not None
     sent = await client.chats.by_chat_id(chat).messages.post(
         ChatMessage(body=ItemBody(content_type=BodyType.Text, content="hello from the SDK")))

@@ -13,11 +13,11 @@ import asyncio
 import json
 
 import pytest
-from fleet_checks import assert_each_message_delivered_once
 
 from service.devstack.azurite import Azurite
 from service.devstack.fleet_run import FleetPlan, FleetResult, FleetRun
 from service.devstack.graph_outage import GraphOutage
+from tests.fleet.fleet_checks import assert_each_message_delivered_once
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]
 

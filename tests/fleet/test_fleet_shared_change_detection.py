@@ -32,7 +32,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from fleet_checks import assert_each_message_delivered_once
 
 from emulator.notification_faults import NotificationFaultRule
 from service.devstack.azurite import Azurite
@@ -40,6 +39,7 @@ from service.devstack.fleet_run import Disruption, DisruptionKind, FleetPlan, Fl
 from service.ledger.leases import Lease
 from service.storage.local import LocalBackend
 from service.workers import chat_scan
+from tests.fleet.fleet_checks import assert_each_message_delivered_once
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]
 

@@ -410,7 +410,7 @@ async def test_every_client_call_works_against_the_emulator(tenant: Tenant) -> N
 async def test_settings_for_the_demo_tenant_build_a_working_agent_user_client() -> None:
     demo = load_seed(demo_seed_path())
     async with running_tenant(demo) as tenant:
-        settings = Settings(  # type: ignore[call-arg]
+        settings = Settings(
             _env_file=None,
             authority=tenant.emulator.authority,
             graph_url=tenant.emulator.graph_url,

@@ -7,12 +7,14 @@ import base64
 import hashlib
 from collections import Counter
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs
 
 import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import SecretStr
 
 from service.config import Settings
@@ -21,6 +23,7 @@ from service.graph.auth import (
     STORAGE_SCOPE,
     AgentUserTokenProvider,
     BlueprintCertificate,
+    BlueprintCredential,
     BlueprintFederatedTokenFile,
     BlueprintSecret,
     storage_token_provider,
@@ -75,7 +78,8 @@ class Clock:
 
 
 def provider(
-    entra: FakeEntra, credential: object | None = None, *, clock: Clock | None = None, metrics: Metrics | None = None
+    entra: FakeEntra, credential: BlueprintCredential | None = None, *, clock: Clock | None = None,
+    metrics: Metrics | None = None,
 ) -> AgentUserTokenProvider:
     return AgentUserTokenProvider(
         AUTHORITY, TENANT, "blueprint-app", credential or BlueprintSecret("s3cret-value"), "agent-identity",
@@ -254,12 +258,14 @@ async def test_certificate_assertion_is_rs256_with_sha256_thumbprint_and_fresh_j
     assert len(assertions) == 2 and all(f.get("client_assertion_type") == JWT_BEARER for f in entra.forms)
     der = certificate.certificate.public_bytes(serialization.Encoding.DER)
     thumb = base64.urlsafe_b64encode(hashlib.sha256(der).digest()).rstrip(b"=").decode()
+    public_key = certificate.certificate.public_key()
+    assert isinstance(public_key, rsa.RSAPublicKey)  # the dev certificate's key signs RS256
     claims = []
     for assertion in assertions:
         header = jwt.get_unverified_header(assertion)
         assert header["alg"] == "RS256" and header["x5t#S256"] == thumb
         claims.append(jwt.decode(
-            assertion, certificate.certificate.public_key(), algorithms=["RS256"], audience=TOKEN_URL,
+            assertion, public_key, algorithms=["RS256"], audience=TOKEN_URL,
             options={"verify_exp": False, "verify_nbf": False, "verify_iat": False},
         ))
     assert all(c["iss"] == c["sub"] == "blueprint-app" and c["exp"] > c["nbf"] for c in claims)
@@ -302,13 +308,13 @@ async def test_storage_adapter_returns_token_and_expiry_for_the_storage_scope() 
     assert entra.forms[-1]["scope"] == STORAGE_SCOPE
 
 
-def settings(**values: object) -> Settings:
-    base: dict[str, object] = {
+def settings(**values: Any) -> Settings:
+    base: dict[str, Any] = {
         "tenant_id": TENANT, "blueprint_client_id": "bp", "agent_identity_id": "ai", "agent_user_id": "au",
         "blueprint_client_secret": SecretStr("x"),
     }
     base.update(values)
-    return Settings(_env_file=None, **base)  # type: ignore[call-arg]
+    return Settings(_env_file=None, **base)
 
 
 def test_settings_missing_identity_ids_name_every_variable() -> None:

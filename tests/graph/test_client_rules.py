@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 
 import httpx
@@ -15,6 +15,7 @@ from service.graph.errors import (
     GraphAuthError,
     GraphBadRequest,
     GraphConnectionError,
+    GraphError,
     GraphForbidden,
     GraphNotFound,
     GraphPayloadError,
@@ -276,7 +277,8 @@ async def test_lost_answer_on_send_is_not_resent() -> None:
 
 
 async def test_refused_connection_on_send_is_retried_because_nothing_left() -> None:
-    attempts = iter([httpx.ConnectError("refused"), httpx.Response(201, json=msg("new"))])
+    attempts: Iterator[httpx.ConnectError | httpx.Response] = iter(
+        [httpx.ConnectError("refused"), httpx.Response(201, json=msg("new"))])
 
     def handler(request: httpx.Request) -> httpx.Response:
         answer = next(attempts)
@@ -292,7 +294,9 @@ async def test_refused_connection_on_send_is_retried_because_nothing_left() -> N
 @pytest.mark.parametrize(
     ("status", "error"), [(400, GraphBadRequest), (404, GraphNotFound)]
 )
-async def test_client_errors_map_to_typed_errors_with_code_and_request_id(status: int, error: type) -> None:
+async def test_client_errors_map_to_typed_errors_with_code_and_request_id(
+    status: int, error: type[GraphError]
+) -> None:
     client, recorder, _ = make_client(lambda r: graph_error(status, "SomeCode"))
     with pytest.raises(error) as caught:
         await client.get_chat(CHAT)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ledger_helpers import FakeClock
 
 from service.storage.backend import MemoryBackend
 from service.storage.local import LocalBackend
+from tests.ledger.ledger_helpers import FakeClock
 
 
 @pytest.fixture

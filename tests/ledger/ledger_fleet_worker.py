@@ -84,7 +84,7 @@ def fault_plan(spec: dict[str, Any], key: str) -> FaultPlan:
 
 async def run_chat(spec: dict[str, Any], faulty: FaultyBackend, rng: random.Random) -> dict[str, Any]:
     everything = chat_messages(spec["total"])
-    ledger = ChatLedger(faulty)
+    ledger = ChatLedger[Candidate](faulty)
     chat = spec["chat_id"]
     visible = watermark = cycles = 0
     claimed: list[str] = []
@@ -112,7 +112,7 @@ async def run_chat(spec: dict[str, Any], faulty: FaultyBackend, rng: random.Rand
 
 
 async def run_chat_once(spec: dict[str, Any], faulty: FaultyBackend) -> dict[str, Any]:
-    ledger = ChatLedger(faulty)
+    ledger = ChatLedger[Candidate](faulty)
     claim = await ledger.claim(spec["chat_id"], chat_messages(spec["total"]))
     return {"claimed": list(claim.ids), "outcomes": {claim.outcome.value: 1}, "cycles": 1, "done": claim.may_advance}
 

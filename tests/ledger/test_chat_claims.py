@@ -10,14 +10,6 @@ import asyncio
 from dataclasses import dataclass, replace
 
 import pytest
-from ledger_helpers import (
-    CancelledAfterCommit,
-    FakeClock,
-    RecordingBackend,
-    message,
-    messages,
-    sample,
-)
 
 from service.ledger.cas import UpdateOutcome
 from service.ledger.chat_claims import (
@@ -40,6 +32,14 @@ from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.telemetry.metrics import Metrics
+from tests.ledger.ledger_helpers import (
+    CancelledAfterCommit,
+    FakeClock,
+    RecordingBackend,
+    message,
+    messages,
+    sample,
+)
 
 CHAT = "19:meeting_abc@thread.v2"
 KEY = cursor_key(CHAT)
@@ -60,7 +60,7 @@ async def test_a_new_chat_is_claimed_with_if_absent_and_marked_bootstrapped(
     store: MemoryBackend, clock: FakeClock
 ) -> None:
     recording = RecordingBackend(store)
-    claim = await ChatLedger(recording, clock=clock).claim(CHAT, messages(1, 3))
+    claim = await ChatLedger[Candidate](recording, clock=clock).claim(CHAT, messages(1, 3))
     assert claim.outcome is ChatClaimOutcome.CLAIMED and claim.ids == ids(1, 3)
     assert [(w.if_absent, w.if_match) for w in recording.writes_to(KEY)] == [(True, None)]
     cursor = await stored_cursor(store)
@@ -68,32 +68,32 @@ async def test_a_new_chat_is_claimed_with_if_absent_and_marked_bootstrapped(
 
 
 async def test_a_replica_offering_messages_another_claimed_wins_none_and_may_advance(store: MemoryBackend) -> None:
-    await ChatLedger(store).claim(CHAT, messages(1, 3))
-    claim = await ChatLedger(store).claim(CHAT, messages(1, 3))
+    await ChatLedger[Candidate](store).claim(CHAT, messages(1, 3))
+    claim = await ChatLedger[Candidate](store).claim(CHAT, messages(1, 3))
     assert claim.outcome is ChatClaimOutcome.LOST and claim.ids == () and claim.may_advance
 
 
 async def test_overlapping_offers_split_the_messages_without_overlap(store: MemoryBackend) -> None:
-    first = await ChatLedger(store).claim(CHAT, messages(1, 3))
-    second = await ChatLedger(store).claim(CHAT, messages(2, 6))
+    first = await ChatLedger[Candidate](store).claim(CHAT, messages(1, 3))
+    second = await ChatLedger[Candidate](store).claim(CHAT, messages(2, 6))
     assert first.ids == ids(1, 3) and second.ids == ids(4, 6)
     recording = RecordingBackend(store)
-    await ChatLedger(recording).claim(CHAT, messages(7, 7))
+    await ChatLedger[Candidate](recording).claim(CHAT, messages(7, 7))
     assert recording.writes_to(KEY)[0].if_match is not None  # every later write is an If-Match
 
 
 async def test_no_candidates_means_nothing_new_without_touching_the_store(store: MemoryBackend) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS))
-    claim = await ChatLedger(faulty).claim(CHAT, [])
+    claim = await ChatLedger[Candidate](faulty).claim(CHAT, [])
     assert claim.outcome is ChatClaimOutcome.NOTHING_NEW and claim.may_advance
     assert faulty.injected[Fault.READ_FAILS] == 0
 
 
 async def test_a_burst_over_50_is_claimed_whole_and_stays_claimed(store: MemoryBackend) -> None:
     burst = messages(1, 120)
-    first = await ChatLedger(store).claim(CHAT, burst)
-    again = await ChatLedger(store).claim(CHAT, burst)
+    first = await ChatLedger[Candidate](store).claim(CHAT, burst)
+    again = await ChatLedger[Candidate](store).claim(CHAT, burst)
     assert first.ids == ids(1, 120)
     assert again.outcome is ChatClaimOutcome.LOST and again.ids == ()
     assert len((await stored_cursor(store)).seen_ids_tail) == 50
@@ -105,7 +105,7 @@ async def test_a_burst_over_50_is_claimed_whole_and_stays_claimed(store: MemoryB
 async def test_an_unreadable_cursor_claims_nothing_and_loses_nothing(store: MemoryBackend) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS, times=1))
-    ledger = ChatLedger(faulty)
+    ledger = ChatLedger[Candidate](faulty)
     claim = await ledger.claim(CHAT, messages(1, 3))
     assert claim.outcome is ChatClaimOutcome.UNRESOLVED and claim.problem is ClaimProblem.READ_FAILED
     assert claim.ids == () and not claim.may_advance
@@ -116,31 +116,31 @@ async def test_an_unreadable_cursor_claims_nothing_and_loses_nothing(store: Memo
 
 async def test_a_corrupt_cursor_claims_nothing_and_is_never_overwritten(store: MemoryBackend) -> None:
     await store.write_text(KEY, '{"last_ts": "not a time", "seen_ids_tail": []}')
-    claim = await ChatLedger(store).claim(CHAT, messages(1, 3))
+    claim = await ChatLedger[Candidate](store).claim(CHAT, messages(1, 3))
     assert claim.outcome is ChatClaimOutcome.UNRESOLVED and claim.problem is ClaimProblem.CORRUPT
     assert await store.read_text(KEY) == '{"last_ts": "not a time", "seen_ids_tail": []}'
 
 
 async def test_an_error_page_instead_of_the_cursor_claims_nothing(store: MemoryBackend) -> None:
-    await ChatLedger(store).claim(CHAT, messages(1, 1))
+    await ChatLedger[Candidate](store).claim(CHAT, messages(1, 1))
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_CORRUPT, times=1))
-    claim = await ChatLedger(faulty).claim(CHAT, messages(2, 3))
+    claim = await ChatLedger[Candidate](faulty).claim(CHAT, messages(2, 3))
     assert claim.problem is ClaimProblem.CORRUPT and claim.ids == ()
     assert (await stored_cursor(store)).seen_ids_tail == ids(1, 1)
 
 
 async def test_a_cursor_without_an_etag_claims_nothing(store: MemoryBackend) -> None:
-    await ChatLedger(store).claim(CHAT, messages(1, 1))
+    await ChatLedger[Candidate](store).claim(CHAT, messages(1, 1))
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_MISSING_ETAG, times=1))
-    claim = await ChatLedger(faulty).claim(CHAT, messages(2, 3))
+    claim = await ChatLedger[Candidate](faulty).claim(CHAT, messages(2, 3))
     assert claim.problem is ClaimProblem.NO_ETAG and not claim.may_advance
 
 
 async def test_resolve_cursor_classifies_absent_present_and_unresolved(store: MemoryBackend) -> None:
     assert (await resolve_cursor(store, CHAT)).outcome is ReadOutcome.ABSENT
-    await ChatLedger(store).claim(CHAT, messages(1, 1))
+    await ChatLedger[Candidate](store).claim(CHAT, messages(1, 1))
     present = await resolve_cursor(store, CHAT)
     assert present.outcome is ReadOutcome.PRESENT and present.etag is not None
     faulty = FaultyBackend(store)
@@ -172,10 +172,10 @@ class SiblingTouchesFirst:
 
 
 async def test_exhausted_retries_claim_nothing_and_keep_the_messages_for_later(store: MemoryBackend) -> None:
-    await ChatLedger(store).claim(CHAT, messages(1, 1))
+    await ChatLedger[Candidate](store).claim(CHAT, messages(1, 1))
     racing = SiblingTouchesFirst(store)
     metrics = Metrics()
-    ledger = ChatLedger(racing, metrics=metrics)  # type: ignore[arg-type]
+    ledger = ChatLedger[Candidate](racing, metrics=metrics)
     claim = await ledger.claim(CHAT, messages(2, 4))
     assert claim.outcome is ChatClaimOutcome.UNRESOLVED and claim.problem is ClaimProblem.EXHAUSTED
     assert claim.ids == () and not claim.may_advance and claim.writes == 4
@@ -194,7 +194,7 @@ async def test_a_committed_write_whose_response_was_lost_is_settled_as_ours_and_
     faulty = FaultyBackend(recording)
     faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1))
     metrics = Metrics()
-    ledger = ChatLedger(faulty, metrics=metrics)
+    ledger = ChatLedger[Candidate](faulty, metrics=metrics)
     claim = await ledger.claim(CHAT, messages(1, 3))
     assert claim.outcome is ChatClaimOutcome.CLAIMED and claim.ids == ids(1, 3)
     assert len(recording.writes_to(KEY)) == 1 and ledger.unsettled_chats == frozenset()
@@ -206,7 +206,7 @@ async def test_a_committed_write_whose_response_was_lost_is_settled_as_ours_and_
 async def test_a_conflict_reported_for_a_write_that_committed_is_settled_as_ours(store: MemoryBackend) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1, error=ConcurrencyError))
-    claim = await ChatLedger(faulty).claim(CHAT, messages(1, 3))
+    claim = await ChatLedger[Candidate](faulty).claim(CHAT, messages(1, 3))
     assert claim.outcome is ChatClaimOutcome.CLAIMED and claim.ids == ids(1, 3)
 
 
@@ -214,12 +214,12 @@ async def test_an_unknown_write_is_settled_first_next_cycle_and_pushed_then(stor
     faulty = FaultyBackend(store)
     # The claim's read succeeds, its write commits but the answer is lost, and the three read-backs fail.
     faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1), FaultRule(Fault.READ_FAILS, skip=1, times=3))
-    ledger = ChatLedger(faulty)
+    ledger = ChatLedger[Candidate](faulty)
     first = await ledger.claim(CHAT, messages(1, 3))
     assert first.outcome is ChatClaimOutcome.UNRESOLVED and first.problem is ClaimProblem.UNKNOWN_OUTCOME
     assert first.ids == () and not first.may_advance and ledger.unsettled_chats == {CHAT}
     # The stored cursor already says 1..3 are claimed: only our settling can push them now.
-    sibling = await ChatLedger(store).claim(CHAT, messages(1, 3))
+    sibling = await ChatLedger[Candidate](store).claim(CHAT, messages(1, 3))
     assert sibling.outcome is ChatClaimOutcome.LOST and sibling.ids == ()
     second = await ledger.claim(CHAT, messages(1, 4))
     assert second.settled is Settlement.OURS
@@ -254,7 +254,7 @@ async def test_a_claim_in_doubt_keeps_its_messages_and_returns_them_when_it_sett
 async def test_an_unsettled_write_blocks_new_claims_on_that_chat_until_it_settles(store: MemoryBackend) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1), FaultRule(Fault.READ_FAILS, skip=1, times=6))
-    ledger = ChatLedger(faulty)
+    ledger = ChatLedger[Candidate](faulty)
     await ledger.claim(CHAT, messages(1, 3))
     still = await ledger.claim(CHAT, messages(1, 5))
     assert still.outcome is ChatClaimOutcome.UNRESOLVED and still.problem is ClaimProblem.UNSETTLED
@@ -264,9 +264,9 @@ async def test_an_unsettled_write_blocks_new_claims_on_that_chat_until_it_settle
 async def test_an_unknown_write_that_never_landed_leaves_its_messages_claimable(store: MemoryBackend) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.WRITE_FAILS, times=1), FaultRule(Fault.READ_FAILS, skip=1, times=3))
-    ledger = ChatLedger(faulty)
+    ledger = ChatLedger[Candidate](faulty)
     assert (await ledger.claim(CHAT, messages(1, 3))).problem is ClaimProblem.UNKNOWN_OUTCOME
-    sibling = await ChatLedger(store).claim(CHAT, messages(1, 2))
+    sibling = await ChatLedger[Candidate](store).claim(CHAT, messages(1, 2))
     assert sibling.ids == ids(1, 2)
     settled = await ledger.claim(CHAT, messages(1, 3))
     assert settled.settled is Settlement.LOST
@@ -276,14 +276,14 @@ async def test_an_unknown_write_that_never_landed_leaves_its_messages_claimable(
 async def test_a_late_commit_after_a_timeout_is_never_a_duplicate(store: MemoryBackend) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.WRITE_COMMITS_LATE, times=1, delay_s=0.05))
-    mine = await ChatLedger(faulty).claim(CHAT, messages(1, 3))
+    mine = await ChatLedger[Candidate](faulty).claim(CHAT, messages(1, 3))
     await faulty.drain()
-    theirs = await ChatLedger(store).claim(CHAT, messages(1, 3))
+    theirs = await ChatLedger[Candidate](store).claim(CHAT, messages(1, 3))
     assert mine.ids == ids(1, 3) and theirs.ids == ()
 
 
 async def test_a_claim_cancelled_mid_write_is_settled_and_pushed_on_the_next_call(store: MemoryBackend) -> None:
-    ledger = ChatLedger(CancelledAfterCommit(store))  # type: ignore[arg-type]
+    ledger = ChatLedger[Candidate](CancelledAfterCommit(store))
     with pytest.raises(asyncio.CancelledError):
         await ledger.claim(CHAT, messages(1, 2))
     assert ledger.unsettled_chats == {CHAT}
@@ -295,7 +295,7 @@ async def test_a_claim_cancelled_mid_write_is_settled_and_pushed_on_the_next_cal
 
 
 async def test_a_baseline_is_written_only_for_an_absent_cursor(store: MemoryBackend, clock: FakeClock) -> None:
-    ledger = ChatLedger(store, clock=clock)
+    ledger = ChatLedger[Candidate](store, clock=clock)
     first = await ledger.bootstrap(CHAT, messages(1, 3))
     assert first.outcome is UpdateOutcome.WRITTEN
     again = await ledger.bootstrap(CHAT, messages(1, 9))
@@ -311,21 +311,21 @@ async def test_a_baseline_is_written_only_for_an_absent_cursor(store: MemoryBack
 async def test_a_created_chat_cursor_makes_its_newest_message_claimable_for_any_replica_and_nothing_older(
     store: MemoryBackend, clock: FakeClock
 ) -> None:
-    maker, other = ChatLedger(store, clock=clock), ChatLedger(store, clock=clock)
+    maker, other = ChatLedger[Candidate](store, clock=clock), ChatLedger[Candidate](store, clock=clock)
     assert (await maker.start_created_chat(CHAT, message(5))).outcome is UpdateOutcome.WRITTEN
     claim = await other.claim(CHAT, messages(1, 6))  # a replica that never saw the create_chat call
     assert claim.outcome is ChatClaimOutcome.CLAIMED and claim.ids == ids(5, 6)
 
 
 async def test_a_created_chat_never_moves_a_cursor_the_fleet_already_has(store: MemoryBackend) -> None:
-    ledger = ChatLedger(store)
+    ledger = ChatLedger[Candidate](store)
     await ledger.bootstrap(CHAT, messages(1, 5))
     assert (await ledger.start_created_chat(CHAT, message(3))).outcome is UpdateOutcome.ALREADY
     assert (await ledger.claim(CHAT, messages(1, 6))).ids == ids(6, 6)
 
 
 async def test_an_empty_created_chat_takes_its_first_message(store: MemoryBackend) -> None:
-    ledger = ChatLedger(store)
+    ledger = ChatLedger[Candidate](store)
     await ledger.start_created_chat(CHAT, None)
     assert (await ledger.claim(CHAT, messages(1, 1))).ids == ids(1, 1)
 
@@ -335,8 +335,8 @@ async def test_an_empty_created_chat_takes_its_first_message(store: MemoryBacken
 
 async def test_claims_are_counted_by_outcome(store: MemoryBackend) -> None:
     metrics = Metrics()
-    await ChatLedger(store, metrics=metrics).claim(CHAT, messages(1, 3))
-    await ChatLedger(store, metrics=metrics).claim(CHAT, messages(1, 3))
+    await ChatLedger[Candidate](store, metrics=metrics).claim(CHAT, messages(1, 3))
+    await ChatLedger[Candidate](store, metrics=metrics).claim(CHAT, messages(1, 3))
     assert sample(metrics, "entrabot_claims_total", ledger="chat", outcome="claimed") == 1
     assert sample(metrics, "entrabot_claims_total", ledger="chat", outcome="lost") == 1
     assert sample(metrics, "entrabot_claimed_messages_total", ledger="chat") == 3

@@ -9,7 +9,6 @@ from datetime import timedelta
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ledger_helpers import T0, message, messages
 
 from service.ledger.chat_cursor import (
     TAIL_SIZE,
@@ -26,6 +25,7 @@ from service.ledger.chat_cursor import (
     render_chat_cursor,
 )
 from service.ledger.reads import CorruptValueError
+from tests.ledger.ledger_helpers import T0, message, messages
 
 # --- strategies: Teams-shaped messages, three per millisecond so equal timestamps happen ---
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledger_helpers import T0, RecordingBackend
-
 from service.ledger.email_cursor import EMAIL_CURSOR_KEY, EmailCursor, parse_email_cursor, render_email_cursor
 from service.ledger.reads import Read, ReadOutcome, UnresolvedReason, read_parsed
 from service.ledger.settle import ClaimWrite, Settlement, decide_settle, settle_uncertain_write, write_claim
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
+from tests.ledger.ledger_helpers import T0, RecordingBackend
 
 OURS_ID = "claim-ours"
 EXPECTED = '"etag-before"'

@@ -6,8 +6,6 @@ import asyncio
 import json
 from datetime import date, datetime, timedelta, timezone
 
-from ledger_helpers import FakeClock, RecordingBackend
-
 from service.ledger.daily_summary import SUMMARY_OFFSET, build_summary, day_window, render_html, summary_due
 from service.ledger.interactions import Channel
 from service.ledger.interactions import Direction, Interaction, InteractionLog
@@ -15,6 +13,7 @@ from service.ledger.promises import Promise, PromiseLedger, PromiseStatus
 from service.ledger.summary_production import DailySummaryProducer, SummaryOutcome, summary_keys
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
+from tests.ledger.ledger_helpers import FakeClock, RecordingBackend
 
 DAY = date(2026, 11, 28)
 START = datetime(2026, 11, 28, tzinfo=timezone.utc)
@@ -103,7 +102,7 @@ async def test_a_loser_writes_nothing(store: MemoryBackend) -> None:
     clock = FakeClock(local(17, 5))
     assert await DailySummaryProducer(store, InteractionLog(store), clock=clock).produce(DAY) is SummaryOutcome.PRODUCED
     recording = RecordingBackend(store)
-    late = DailySummaryProducer(recording, InteractionLog(recording), clock=clock)  # type: ignore[arg-type]
+    late = DailySummaryProducer(recording, InteractionLog(recording), clock=clock)
     assert await late.produce(DAY) is SummaryOutcome.ALREADY_DONE and recording.writes == []
 
 
@@ -162,5 +161,5 @@ async def test_promise_counts_come_from_the_promises_ledger(store: MemoryBackend
 
 async def test_nothing_is_produced_outside_the_due_window(store: MemoryBackend) -> None:
     recording = RecordingBackend(store)
-    producer = DailySummaryProducer(recording, InteractionLog(recording), clock=FakeClock(local(12, 0)))  # type: ignore[arg-type]
+    producer = DailySummaryProducer(recording, InteractionLog(recording), clock=FakeClock(local(12, 0)))
     assert await producer.run_if_due() is SummaryOutcome.NOT_DUE and recording.writes == []

@@ -7,7 +7,6 @@ from datetime import timedelta
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from ledger_helpers import T0, Mail, mail
 
 from service.ledger.email_cursor import (
     CLAIM_IDS_KEPT,
@@ -19,6 +18,7 @@ from service.ledger.email_cursor import (
     render_email_cursor,
 )
 from service.ledger.reads import CorruptValueError
+from tests.ledger.ledger_helpers import T0, Mail, mail
 
 
 def test_the_format_is_a_timestamp_line_then_claim_ids_newest_first() -> None:

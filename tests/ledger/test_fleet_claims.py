@@ -28,10 +28,9 @@ from service.ledger.email_cursor import (
 )
 from service.storage.backend import MemoryBackend
 from service.storage.local import LocalBackend
+from tests.ledger.ledger_fleet_worker import BASE, CONNECTION_ENV, Mail, chat_messages
 
 WORKER = Path(__file__).with_name("ledger_fleet_worker.py")
-sys.path.insert(0, str(WORKER.parent))
-from ledger_fleet_worker import BASE, CONNECTION_ENV, Mail, chat_messages  # noqa: E402
 
 pytestmark = pytest.mark.slow
 CHAT = "19:fleet-race@thread.v2"

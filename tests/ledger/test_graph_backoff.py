@@ -8,7 +8,6 @@ import logging
 from datetime import timedelta
 
 import pytest
-from ledger_helpers import T0, FakeClock
 
 from service.ledger.graph_backoff import (
     BACKOFF_KEY,
@@ -25,6 +24,7 @@ from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
 from service.telemetry.metrics import Metrics
+from tests.ledger.ledger_helpers import T0, FakeClock
 
 HOLD = timedelta(seconds=60)
 SKEW = timedelta(seconds=30)

@@ -8,7 +8,6 @@ import logging
 from datetime import timedelta
 
 import pytest
-from ledger_helpers import T0, FakeClock
 
 from service.ledger.interactions import Channel
 from service.ledger.interactions import (
@@ -21,6 +20,7 @@ from service.ledger.interactions import (
 )
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
+from tests.ledger.ledger_helpers import T0, FakeClock
 
 
 def event(minutes: int, *, direction: Direction = Direction.IN, chat: str = "chat-1", sender: str = "ana",

@@ -6,7 +6,6 @@ import json
 from datetime import timedelta
 
 import pytest
-from ledger_helpers import T0, FakeClock, RecordingBackend
 
 from service.ledger.promises import (
     PROMISES_KEY,
@@ -22,6 +21,7 @@ from service.ledger.promises import (
 from service.ledger.reads import CorruptValueError, ReadOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
+from tests.ledger.ledger_helpers import T0, FakeClock, RecordingBackend
 
 
 def record(pid: str, status: str = "open", **fields: object) -> str:
@@ -113,14 +113,14 @@ class SiblingWritesFirst:
 
 
 async def test_a_conflict_is_retried_once_and_both_promises_survive(store: MemoryBackend, clock: FakeClock) -> None:
-    ledger = PromiseLedger(SiblingWritesFirst(store, times=1), clock=clock)  # type: ignore[arg-type]
+    ledger = PromiseLedger(SiblingWritesFirst(store, times=1), clock=clock)
     assert (await ledger.add("mine")).outcome is PromiseWriteOutcome.WRITTEN
     texts = {p.text for p in fold_promises(await store.read_text(PROMISES_KEY) or "")}
     assert texts == {"mine", "promise sibling-0"}
 
 
 async def test_a_second_conflict_gives_up_without_writing(store: MemoryBackend) -> None:
-    ledger = PromiseLedger(SiblingWritesFirst(store, times=2))  # type: ignore[arg-type]
+    ledger = PromiseLedger(SiblingWritesFirst(store, times=2))
     assert (await ledger.add("mine")).outcome is PromiseWriteOutcome.CONFLICTED
     assert "mine" not in {p.text for p in fold_promises(await store.read_text(PROMISES_KEY) or "")}
 

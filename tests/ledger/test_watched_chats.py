@@ -7,7 +7,6 @@ import logging
 from pathlib import Path
 
 import pytest
-from ledger_helpers import RecordingBackend, sample
 
 from service.ledger.local_poll_state import note_ignored_local_poll_state
 from service.ledger.reads import ReadOutcome
@@ -15,6 +14,7 @@ from service.ledger.watched_chats import WATCHED_CHATS_KEY, WatchedChats, WatchO
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.telemetry.metrics import Metrics
+from tests.ledger.ledger_helpers import RecordingBackend, sample
 
 
 async def test_an_absent_list_loads_as_absent_and_a_present_one_is_learned(store: MemoryBackend) -> None:

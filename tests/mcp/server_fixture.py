@@ -16,7 +16,8 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
-from eventually import WAIT_BOUND_S, eventually  # the waits these tests and their importers share
+from eventually import WAIT_BOUND_S as WAIT_BOUND_S  # the waits these tests and their importers share
+from eventually import eventually as eventually
 from pydantic import BaseModel
 
 from service.config import Settings
@@ -179,7 +180,7 @@ def initialize_body(client_name: str, request_id: int = 1) -> dict[str, Any]:
 @dataclass(frozen=True)
 class SseEvent:
     id: str | None
-    data: dict[str, Any] | None
+    data: dict[str, Any]
 
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[SseEvent]:

@@ -19,7 +19,13 @@ async def replay(store: SessionEventStore, last_event_id: str) -> tuple[str | No
         got.append(event)
 
     stream = await store.replay_events_after(last_event_id, collect)
-    return stream, [e.message.params["n"] for e in got]  # type: ignore[union-attr]
+    return stream, [pushed_n(e) for e in got]
+
+
+def pushed_n(event: EventMessage) -> int:
+    message = event.message
+    assert isinstance(message, JSONRPCNotification) and message.params is not None
+    return message.params["n"]
 
 
 async def test_replay_sends_only_the_later_events_of_the_same_stream_in_order() -> None:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from service.delivery.hub import DispatchOutcome, TargetKind
 from service.mcp.sdk_adapter import CHANNEL_CAPABILITY
 from tests.mcp.server_fixture import WAIT_BOUND_S, LiveMcp, chat_message, eventually, live_mcp, mcp_settings
+from tool_results import result_text
 
 
 @pytest.fixture
@@ -116,7 +117,7 @@ async def test_invalid_arguments_come_back_as_a_tool_error_naming_the_field(live
     async with claude_code_client(live, ChannelListener(), mode="legacy") as client:
         result = await client.call_tool("echo", {"txt": "typo"})
         assert result.is_error
-        text = result.content[0].text
+        text = result_text(result)
         assert "text" in text and "Field required" in text
         assert "typo" not in text  # the rejected value is the host's data, not echoed into errors
 

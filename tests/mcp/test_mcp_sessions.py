@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
 import pytest
@@ -80,7 +81,8 @@ async def test_a_non_push_host_with_a_stream_is_not_a_push_target(live: LiveMcp,
         assert stream.status_code == 200
         await eventually(lambda: live.mcp.sessions.is_streaming(session_id), "the stream to be seen")
         assert live.hub.live_targets() == []
-        assert live.mcp.sessions.get(session_id).push_capable is False
+        state = live.mcp.sessions.get(session_id)
+        assert state is not None and state.push_capable is False
 
 
 async def test_delete_ends_the_session_and_its_id_then_answers_404(live: LiveMcp, http: httpx.AsyncClient) -> None:
@@ -142,7 +144,7 @@ async def test_a_modern_era_request_is_refused_with_the_handshake_versions(
 async def test_the_era_refusal_echoes_the_requests_id(
     live: LiveMcp, http: httpx.AsyncClient, request_id: str | int
 ) -> None:
-    body = {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": {}}
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": {}}
     headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28"}
     response = await http.post(live.url, json=body, headers=headers)
     assert response.status_code == 400 and response.json()["id"] == request_id
@@ -173,6 +175,7 @@ async def test_concurrent_sessions_get_their_own_pushes_only(live: LiveMcp, http
         assert got_one.data["params"]["meta"]["message_id"] == by_target[f"push:{first}"]
         assert got_two.data["params"]["meta"]["message_id"] == by_target[f"push:{second}"]
         # Each session's history is its own: an event id of one session resumes nothing in the other.
+        assert got_one.id is not None
         stolen = {**session_headers(second), "Accept": "text/event-stream", "Last-Event-ID": got_one.id}
         async with http.stream("GET", live.url, headers=stolen) as resumed:
             body = await asyncio.wait_for(resumed.aread(), 5)

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from service.delivery.hub import DeliveryHub
 from service.mcp.tool_registry import ToolCall, ToolError, ToolRegistry
+from tool_results import result_text
 
 
 class Question(BaseModel):
@@ -37,6 +38,7 @@ def test_schemas_come_from_the_models_and_the_description_from_the_docstring() -
     assert definition.name == "read_chat"
     assert definition.description == "Read the newest messages of a chat."
     assert definition.input_schema["type"] == "object" and definition.input_schema["required"] == ["chat_id"]
+    assert definition.output_schema is not None
     assert set(definition.output_schema["properties"]) == {"chat_id", "count"}
 
 
@@ -50,7 +52,7 @@ async def test_a_result_is_structured_content_and_the_same_json_as_text() -> Non
     result = await tools.call("read_teams_messages", {"chat_id": "19:x"}, no_session_call())
     assert not result.is_error
     assert result.structured_content == {"chat_id": "19:x", "count": 10}
-    assert json.loads(result.content[0].text) == result.structured_content
+    assert json.loads(result_text(result)) == result.structured_content
 
 
 async def test_tool_errors_and_crashes_are_error_results_not_protocol_failures() -> None:
@@ -65,9 +67,9 @@ async def test_tool_errors_and_crashes_are_error_results_not_protocol_failures()
     tools.add(refuses)
     tools.add(crashes)
     refused = await tools.call("refuses", {"chat_id": "19:x"}, no_session_call())
-    assert refused.is_error and refused.content[0].text == "chat 19:x is not watched; call list_chats first"
+    assert refused.is_error and result_text(refused) == "chat 19:x is not watched; call list_chats first"
     crashed = await tools.call("crashes", {"chat_id": "19:x"}, no_session_call())
-    assert crashed.is_error and "secret" not in crashed.content[0].text
+    assert crashed.is_error and "secret" not in result_text(crashed)
 
 
 async def _untyped(args, call):  # noqa: ANN001 - the point of the test

@@ -108,6 +108,7 @@ def test_each_admitted_session_gets_its_own_event_history() -> None:
     assert isinstance(first, StreamableHTTPServerTransport) and isinstance(second, StreamableHTTPServerTransport), (
         sdk_changed("_admit_session no longer returns the new session's transport")
     )
+    assert first.mcp_session_id is not None and second.mcp_session_id is not None
     assert first._event_store is stores.for_session(first.mcp_session_id)
     assert second._event_store is stores.for_session(second.mcp_session_id)
     assert first._event_store is not second._event_store

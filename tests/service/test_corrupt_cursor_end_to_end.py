@@ -7,6 +7,7 @@ import asyncio
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -55,10 +56,10 @@ async def _scenario(fleet: LocalFleet, base_url: str, mcp_url: str, env: dict[st
     async with httpx.AsyncClient(timeout=30) as http:
         traffic = HumanTraffic(seed, fleet.emulator.base_url, http)
 
-        async def readyz() -> dict:  # type: ignore[type-arg]
+        async def readyz() -> dict[str, Any]:
             response = await http.get(f"{base_url}/readyz")
             assert response.status_code == 200, response.text  # a stalled chat never fails readiness
-            return response.json()  # type: ignore[no-any-return]
+            return response.json()
 
         async def gauge() -> str:
             text = (await http.get(f"{base_url}/metrics")).text

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import httpx
@@ -57,7 +57,7 @@ class _Recorder(ClientExtension):
         return [NotificationBinding(method=m, params_type=_AnyParams, handler=self._for(m))
                 for m in (PERMISSION_METHOD, CHANNEL_METHOD)]
 
-    def _for(self, method: str):  # type: ignore[no-untyped-def]
+    def _for(self, method: str) -> Callable[[_AnyParams], Awaitable[None]]:
         async def handle(params: _AnyParams) -> None:
             self._record(method, params.model_dump())
         return handle

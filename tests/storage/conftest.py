@@ -12,10 +12,12 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
-from storage_fakes import FakeBlobEndpoint, Handler, TlsFiles, self_signed_loopback_tls, serve_fake_blob_endpoint
 
 from service.storage import BlobBackend, MemoryBackend, get_backend
 from settings_env import settings_from_env
+from tests.storage.storage_fakes import (
+    FakeBlobEndpoint, Handler, TlsFiles, self_signed_loopback_tls, serve_fake_blob_endpoint,
+)
 
 StartFake = Callable[..., Awaitable[FakeBlobEndpoint]]
 

@@ -32,7 +32,7 @@ from service.storage.blob_errors import BlobOp, BlobTarget, storage_error_from
 from service.telemetry.metrics import Metrics
 
 from settings_env import settings_from_env
-from storage_fakes import FakeBlobEndpoint, TlsFiles, answer, drop_connection, never_answer, storage_error
+from tests.storage.storage_fakes import FakeBlobEndpoint, TlsFiles, answer, drop_connection, never_answer, storage_error
 
 StartFake = Callable[..., Awaitable[FakeBlobEndpoint]]
 FAST = BlobClientOptions(read_retries=2, read_retry_backoff_s=0.01, connect_timeout_s=2, read_timeout_s=2)
@@ -244,7 +244,7 @@ async def test_a_failing_token_provider_is_token_expired_and_sends_nothing(
 def http_error(status: int, code: str | None) -> HttpResponseError:
     error = HttpResponseError(message=f"HTTP {status}")
     error.status_code = status
-    error.error_code = code
+    setattr(error, "error_code", code)  # azure-storage sets it on what it raises; azure-core does not declare it
     return error
 
 

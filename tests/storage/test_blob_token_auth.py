@@ -23,8 +23,20 @@ from pathlib import Path
 import httpx
 import jwt
 import pytest
-from storage_fakes import TlsFiles
-from test_storage_contract import (  # noqa: F401 - the contract's tests, run here on token-authenticated backends
+
+from emulator.dev_credentials import DevIssuer, make_issuer, with_blueprint_credentials
+from emulator.seed import build_seed
+from emulator.server import RunningEmulator, start_emulator
+from service.devstack.azurite import Azurite, AzuriteOAuth, start_azurite
+from service.devstack.emulator_env import agent_user_env
+from service.graph.auth import storage_token_provider, token_provider_from_settings
+from service.graph.auth.tokens import GRAPH_SCOPE
+from service.storage import BlobBackend, BlobClientOptions, MemoryBackend, TokenExpiredError, get_backend
+from service.storage.token_credential import TokenProvider
+from settings_env import settings_from_env
+from tests.storage.storage_fakes import TlsFiles
+# The contract's tests, run here on token-authenticated backends.
+from tests.storage.test_storage_contract import (  # noqa: F401
     test_absent_key_reads_as_none_and_does_not_exist,
     test_append_changes_the_etag,
     test_append_creates_the_key_and_extends_it,
@@ -42,17 +54,6 @@ from test_storage_contract import (  # noqa: F401 - the contract's tests, run he
     test_unconditional_write_overwrites,
     test_written_key_reads_back_with_the_etag_the_write_returned,
 )
-
-from emulator.dev_credentials import DevIssuer, make_issuer, with_blueprint_credentials
-from emulator.seed import build_seed
-from emulator.server import RunningEmulator, start_emulator
-from service.devstack.azurite import Azurite, AzuriteOAuth, start_azurite
-from service.devstack.emulator_env import agent_user_env
-from service.graph.auth import storage_token_provider, token_provider_from_settings
-from service.graph.auth.tokens import GRAPH_SCOPE
-from service.storage import BlobBackend, BlobClientOptions, MemoryBackend, TokenExpiredError, get_backend
-from service.storage.token_credential import TokenProvider
-from settings_env import settings_from_env
 
 pytestmark = pytest.mark.azurite
 

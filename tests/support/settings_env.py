@@ -8,6 +8,7 @@ service would build from it, without reading ``.env``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
@@ -52,5 +53,8 @@ class _MappingOnlySettings(Settings):
 
 
 def settings_from_env(env: Mapping[str, str]) -> Settings:
-    fields = {name.removeprefix(PREFIX).lower(): value for name, value in env.items() if name.startswith(PREFIX)}
+    # Any: which fields the names are is known only at run time, where the model parses and checks them.
+    fields: dict[str, Any] = {
+        name.removeprefix(PREFIX).lower(): value for name, value in env.items() if name.startswith(PREFIX)
+    }
     return _MappingOnlySettings(**fields)

@@ -11,7 +11,6 @@ from pathlib import Path
 import httpx
 import pytest
 from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
-from otlp_receiver import OtlpReceiver, ReceivedSpan, otlp_receiver
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import start_emulator
@@ -23,6 +22,7 @@ from service.ledger.chat_cursor import cursor_key
 from service.ledger.leases import lease_key, parse_lease
 from service.storage.blob import BlobBackend
 from service.workers import chat_scan, chat_sweep
+from tests.telemetry.otlp_receiver import OtlpReceiver, ReceivedSpan, otlp_receiver
 
 pytestmark = [pytest.mark.azurite, pytest.mark.slow]
 

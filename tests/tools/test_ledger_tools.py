@@ -72,7 +72,8 @@ async def test_read_interactions_filters_and_envelopes_logged_text(world: ToolWo
     assert everything["count"] == 4 and everything["unreadable_days"] == []
     attack, mail = everything["records"][0], everything["records"][1]
     assert_one_envelope(attack["content"], "teams")
-    assert_one_envelope(mail["content"], "email") and "Invoice\n\nPay now" in mail["content"]
+    assert_one_envelope(mail["content"], "email")
+    assert "Invoice\n\nPay now" in mail["content"]
     bare = await world.ok("read_interactions", {**since, "include_bodies": False})
     assert {r["content"] for r in bare["records"]} == {None}
 

@@ -45,7 +45,9 @@ async def test_every_tool_is_registered_with_a_description_and_both_schemas(worl
         assert definition.input_schema["type"] == "object"
         assert definition.output_schema is not None
     assert "chat_id" in definitions["send_teams_message"].input_schema["required"]
-    send_out = definitions["send_teams_message"].output_schema["properties"]
+    send_schema = definitions["send_teams_message"].output_schema
+    assert send_schema is not None
+    send_out = send_schema["properties"]
     assert "_next_action" in send_out and "sponsor_reply" in send_out
 
 

@@ -25,6 +25,7 @@ from service.mcp.tool_registry import ToolCall
 from service.tools.sponsor_wait import SponsorWaiter
 from tests.tools.test_sponsor_wait_takes_one import bootstrap_every_chat
 from tests.tools.tool_world import RecordingPushTarget, ToolWorld, session, tool_world
+from tool_results import result_text
 
 ENVELOPE_CLOSE = "</external_content>"
 
@@ -75,7 +76,7 @@ async def test_non_push_send_returns_the_sponsor_reply_from_another_chat_with_th
     await world.poller.cycle()
     result = await _finish(task)
 
-    assert not result.is_error, result.content[0].text
+    assert not result.is_error, result_text(result)
     out = result.structured_content
     assert out["chat_id"] == sent_to and out["wait"] == "reply"
     reply = out["sponsor_reply"]
@@ -139,7 +140,7 @@ async def test_a_sponsor_wait_that_gets_no_reply_times_out_without_an_error(worl
     await world.inject(world.chat(1), "Grace", "Only a colleague writes.")
     await world.poller.cycle()
     result = await _finish(task)
-    assert not result.is_error, result.content[0].text
+    assert not result.is_error, result_text(result)
     out = result.structured_content
     assert out["outcome"] == "timeout" and out["sponsor_reply"] is None
     assert "Do not wait again in a loop" in out["_next_action"]

@@ -15,6 +15,7 @@ import pytest
 
 from service.ledger.chat_cursor import cursor_key
 from tests.tools.tool_world import RecordingPushTarget, ToolWorld
+from tool_results import result_text
 
 SAME_CHAT = (0, 0)
 TWO_CHATS = (0, 1)  # Ada's oneOnOne, then the group chat with Ada and Grace
@@ -45,7 +46,7 @@ async def wait_once(world: ToolWorld, session_id: str) -> dict[str, Any]:
     await world.until_waiting()
     await world.poller.cycle()
     result = await asyncio.wait_for(task, timeout=15)
-    assert not result.is_error, result.content[0].text
+    assert not result.is_error, result_text(result)
     assert result.structured_content is not None
     return result.structured_content
 

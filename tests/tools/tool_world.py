@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 from mcp_types import CallToolResult
 from settings_env import HAND_DRIVEN_CYCLES
+from tool_results import result_text
 
 from emulator.seed import Seed, SeedUser, build_seed
 from emulator.server import RunningEmulator
@@ -124,16 +125,16 @@ class ToolWorld:
     async def ok(self, name: str, arguments: dict[str, Any] | None = None, **how: Any) -> dict[str, Any]:
         """The structured result of a call that must succeed."""
         result = await self.call(name, arguments, **how)
-        assert not result.is_error, result.content[0].text
+        assert not result.is_error, result_text(result)
         assert result.structured_content is not None
-        assert json.loads(result.content[0].text) == result.structured_content
+        assert json.loads(result_text(result)) == result.structured_content
         return result.structured_content
 
     async def error(self, name: str, arguments: dict[str, Any] | None = None, **how: Any) -> str:
         """The error text of a call that must fail."""
         result = await self.call(name, arguments, **how)
         assert result.is_error, result.structured_content
-        return result.content[0].text
+        return result_text(result)
 
     async def admin(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         response = await self.http.post(f"{self.emu.admin_url}/{path}", json=body)

@@ -188,7 +188,8 @@ class WatchedAtEachPage(GraphClient):
 
     def __init__(self, graph: GraphClient, watched: WatchedChats) -> None:
         self.__dict__.update(graph.__dict__)
-        self._watched, self.seen = watched, []
+        self._watched = watched
+        self.seen: list[int] = []
 
     async def my_chats_page(self, next_link: str | None = None) -> Page[Chat]:
         self.seen.append(len(self._watched.chats))

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone
 
 import httpx
 import pytest
+from seed_ids import seeded_chat_id
 from settings_env import settings_from_env
 from worker_stack import RecordingTarget, WorkerStack, build_stack
 
@@ -21,6 +22,7 @@ from emulator.faults import FaultRule
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.delivery.hub import TargetKind
+from service.delivery.message import InboundMessage
 from service.devstack.emulator_env import agent_user_env
 from service.graph import GraphClient, GraphServerError, new_http_client
 from service.graph.auth import token_provider_from_settings
@@ -69,7 +71,7 @@ def human(emulator: RunningEmulator, index: int = 0) -> str:
 
 
 def chat_ids(emulator: RunningEmulator) -> list[str]:
-    return [c.id for c in emulator.seed.chats]
+    return [seeded_chat_id(emulator.seed, n) for n in range(len(emulator.seed.chats))]
 
 
 def message_polls(emulator: RunningEmulator) -> int:
@@ -385,7 +387,7 @@ async def test_130_chats_are_discovered_across_three_pages(stack, emulator):
 
 
 class SponsorWait(RecordingTarget):
-    def accepts(self, message) -> bool:  # type: ignore[no-untyped-def]
+    def accepts(self, message: InboundMessage) -> bool:
         return message.source.value == "chat" and message.sender_is_sponsor
 
 

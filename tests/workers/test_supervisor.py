@@ -44,7 +44,8 @@ async def test_a_crashed_loop_is_visible_and_does_not_stop_the_others():
     sup.add("healthy", healthy, interval_s=0.01)
     await asyncio.wait_for(sup.run(), timeout=10)
     broken_status, healthy_status = sup.statuses
-    assert broken_status.state is LoopState.FAILED and "RuntimeError: bug" in broken_status.error
+    assert broken_status.state is LoopState.FAILED
+    assert broken_status.error is not None and "RuntimeError: bug" in broken_status.error
     assert healthy_status.state is LoopState.STOPPED and len(seen) == 5
     assert metrics.loop_cycles.labels("broken", "crashed")._value.get() == 1
 
