@@ -218,7 +218,7 @@ def test_burst_of_posts_in_one_millisecond_gets_unique_increasing_ids(emu: Runni
 
 def test_a_mention_needs_its_at_tag_in_an_html_body(emu: RunningEmulator, http: httpx.Client,
                                                     agent: dict[str, str]) -> None:
-    chat = emu.seed.chats[1].id
+    chat = seeded_chat_id(emu.seed, 1)
     ada = emu.seed.humans[0]
     mention = {"id": 0, "mentionText": ada.display_name, "mentioned": {"user": {"id": ada.id,
                                                                                 "userIdentityType": "aadUser"}}}
@@ -238,7 +238,7 @@ def test_a_mention_needs_its_at_tag_in_an_html_body(emu: RunningEmulator, http: 
 
 def test_a_card_attachment_must_be_placed_in_an_html_body(emu: RunningEmulator, http: httpx.Client,
                                                           agent: dict[str, str]) -> None:
-    chat = emu.seed.chats[1].id
+    chat = seeded_chat_id(emu.seed, 1)
     card = {"id": "c1", "contentType": "application/vnd.microsoft.card.adaptive",
             "content": '{"type": "AdaptiveCard", "version": "1.5", "body": []}'}
     placed = {"contentType": "html", "content": '<attachment id="c1"></attachment>'}

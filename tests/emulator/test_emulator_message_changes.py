@@ -112,7 +112,7 @@ def test_reacting_needs_a_member_and_a_live_message(emu: RunningEmulator, http: 
 
 def test_the_sender_alone_updates_or_soft_deletes_a_message_through_graphs_routes(
         emu: RunningEmulator, http: httpx.Client, agent: dict[str, str]) -> None:
-    chat = emu.seed.chats[1].id
+    chat = seeded_chat_id(emu.seed, 1)
     me = emu.seed.agent_user.id
     posted = http.post(f"{emu.graph_url}/chats/{chat}/messages", headers=agent,
                        json={"body": {"contentType": "text", "content": "first draft"}})

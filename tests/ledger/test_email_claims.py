@@ -170,7 +170,7 @@ async def test_starting_on_a_local_backend_adopts_the_legacy_cursor(store: Memor
 
 
 async def test_starting_when_another_replica_created_it_first_keeps_theirs(store: MemoryBackend) -> None:
-    assert await claimer(SiblingCreatesFirst(store)).start_cursor() is CursorStart.PRESENT  # type: ignore[arg-type]
+    assert await claimer(SiblingCreatesFirst(store)).start_cursor() is CursorStart.PRESENT
     assert (await stored(store)).ts == T0 - timedelta(minutes=1)
 
 

@@ -11,7 +11,7 @@ import json
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ledger_helpers import T0, FakeClock
+from tests.ledger.ledger_helpers import T0, FakeClock
 
 from service.ledger.interactions import (
     Action,

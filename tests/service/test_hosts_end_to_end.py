@@ -167,14 +167,14 @@ async def test_an_image_a_person_pasted_reaches_the_python_client_as_image_conte
     chat = chat_of(emulator, 1)
     grace = emulator.seed.humans[1]
     png = bytes.fromhex("89504e470d0a1a0a") + b"entrabot-test-image"
-    async with httpx.AsyncClient(timeout=30) as http:
-        response = await http.post(f"{emulator.admin_url}/chats/{chat}/messages", json={
+    async with httpx.AsyncClient(timeout=30) as admin:
+        response = await admin.post(f"{emulator.admin_url}/chats/{chat}/messages", json={
             "from_user": grace.id, "content": "the error I get",
             "images": [{"content_type": "image/png", "data_base64": base64.b64encode(png).decode()}]})
         assert response.status_code == 201, response.text
     message_id = response.json()["id"]
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {DEV_TOKEN}"}) as http, Client(
-        streamable_http_client(replica.mcp_url, http_client=http), mode="legacy",
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {DEV_TOKEN}"}) as mcp_http, Client(
+        streamable_http_client(replica.mcp_url, http_client=mcp_http), mode="legacy",
         client_info=Implementation(name="copilot-cli", version="1.0"), read_timeout_seconds=BOUND_S,
     ) as client:
         result = await client.call_tool("view_image", {"chat_id": chat, "message_id": message_id})

@@ -26,7 +26,7 @@ from service.devstack.fleet import DEV_TOKEN, LocalFleet
 from service.devstack.traffic import HumanTraffic
 from service.ledger.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
 from service.storage.blob import BlobBackend
-from tests.support.eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
+from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 
 pytestmark = [pytest.mark.azurite, pytest.mark.slow]
 

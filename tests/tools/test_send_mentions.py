@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.tools.tool_world import ToolWorld
 
 
@@ -29,7 +31,7 @@ async def test_html_goes_out_as_html(world: ToolWorld) -> None:
 async def test_mentions_that_do_not_fit_post_nothing(world: ToolWorld) -> None:
     chat = world.chat(1)
     alan = world.user("Alan")  # not in chat 1
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"text": "hi @{0}", "mentions": [alan.id]}, "is not a member of chat"),
         ({"text": "hi @{1}", "mentions": [world.user("Ada").id]}, "@{1} has no person"),
         ({"text": "hi all", "mentions": [world.user("Ada").id]}, "is never placed in the text"),

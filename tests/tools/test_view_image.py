@@ -5,7 +5,8 @@ from __future__ import annotations
 import base64
 import json
 
-from mcp_types import ImageContent
+from mcp_types import ImageContent, TextContent
+from tool_results import result_text
 
 from service.tools import images
 from tests.tools.tool_world import ToolWorld
@@ -25,9 +26,9 @@ async def test_a_pasted_image_comes_back_as_image_content_beside_its_enveloped_m
     chat = world.chat(1)
     message_id = await _pasted(world, chat, ("image/png", PIXEL), ("image/gif", OTHER))
     result = await world.call("view_image", {"chat_id": chat, "message_id": message_id, "index": 1})
-    assert not result.is_error, result.content[0].text
+    assert not result.is_error, result_text(result)
     text, image = result.content
-    assert isinstance(image, ImageContent)
+    assert isinstance(image, ImageContent) and isinstance(text, TextContent)
     assert (base64.b64decode(image.data), image.mime_type) == (OTHER, "image/gif")
     out = result.structured_content
     assert out is not None and json.loads(text.text) == out and "data" not in json.dumps(out)
@@ -40,7 +41,8 @@ async def test_a_pasted_image_comes_back_as_image_content_beside_its_enveloped_m
     assert content.startswith("<external_content") and content.count("</external_content>") == 1  # not closed early
 
     first = await world.call("view_image", {"chat_id": chat, "message_id": message_id})
-    assert base64.b64decode(first.content[1].data) == PIXEL  # type: ignore[union-attr]
+    shown = first.content[1]
+    assert isinstance(shown, ImageContent) and base64.b64decode(shown.data) == PIXEL
 
 
 async def test_what_cannot_be_shown_is_refused_with_what_to_do(world: ToolWorld) -> None:
