@@ -1,4 +1,12 @@
-"""A push-capable MCP session as a delivery target of the hub: claimed messages go out on its GET stream."""
+"""A push-capable MCP session as a delivery target of the hub: claimed messages go out on its GET stream.
+
+``ServerSession.send_notification`` hands the push to the session's transport (its
+``message_router``) through a zero-buffer anyio stream. A send the timeout cuts short may still have
+handed it over: anyio completes such a hand-over in the receiving task, and the sender can be
+cancelled in the same turn and raise all the same (``MemoryObjectSendStream.send``). Whether the
+session has the push is then unknown, and the answer is ``Handover.IN_DOUBT``: the hub offers it to
+no other host.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +15,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
 import anyio
-from mcp.server.session import ServerSession
 from pydantic import BaseModel
 
-from service.delivery.hub import TargetKind
+from service.delivery.hub import Handover, TargetKind
 from service.delivery.message import InboundMessage
 from service.delivery.push import build_channel_push
 from service.telemetry.logging import session_ref
@@ -21,10 +29,16 @@ from service.telemetry.metrics import Metrics
 log = logging.getLogger(__name__)
 
 DEFAULT_SEND_TIMEOUT_S = 10.0
-# A host that did not take a push within the send timeout is set aside this long: the hub then neither
-# waits on it again for every message (each wait holds up a chat-poll cycle) nor lets the replica claim
-# for it; another replica's host takes the messages meanwhile. After it, one more push is tried.
+# A session that did not take a push within the send timeout is set aside this long: the hub then
+# neither waits on it again for every message (each wait holds up a chat-poll cycle) nor lets the
+# replica claim for it; another replica's host takes the messages meanwhile. After it, one more push is tried.
 STALLED_FOR_S = 60.0
+
+
+class Notifier(Protocol):
+    """The session a push is sent through (``ServerSession``)."""
+
+    async def send_notification(self, notification: Any) -> None: ...
 
 
 @dataclass(eq=False)
@@ -36,7 +50,7 @@ class PushTarget:
     """
 
     session_id: str
-    notifier: ServerSession  # any request's session object reaches the connection's standalone stream
+    notifier: Notifier  # any request's session object reaches the connection's standalone stream
     stream_open: Callable[[], bool]
     render: Callable[[InboundMessage], BaseModel] = build_channel_push
     metrics: Metrics | None = None
@@ -60,27 +74,27 @@ class PushTarget:
     def accepts(self, message: InboundMessage) -> bool:
         return True  # a push host takes chat and mail alike
 
-    async def deliver(self, message: InboundMessage) -> bool:
+    async def deliver(self, message: InboundMessage) -> Handover:
         # Checked before sending, never after: once the session has taken the push it is in the
         # session's event history, and a host that reconnects gets it replayed. Reporting failure
         # then would let the hub hand it to a second target as well.
         if not self.is_alive():
-            return False
+            return Handover.NOT_TAKEN
         push = self.render(message)
-        # The session takes one message at a time; a host that stopped reading must not hold up the
-        # hub. A send cut short by the timeout was never taken, so another target may have it.
+        # The session takes one message at a time; a session that does not take it must not hold up
+        # the hub for longer than the timeout.
         with anyio.move_on_after(self.send_timeout_s) as scope:
-            # Any pydantic model with `method` and `params` goes out as is.
-            await self.notifier.send_notification(push)  # type: ignore[arg-type]
+            await self.notifier.send_notification(push)
         if scope.cancelled_caught:
             self._stalled_until = self.monotonic() + self.stalled_for_s
             log.warning(
-                "push stream did not take the message in time; host set aside",
+                "push stream did not take the message in time; it may still reach this host, so no other "
+                "host is offered it, and this one is set aside",
                 extra={"session": session_ref(self.session_id), "message_id": message.message_id,
                        "seconds": self.stalled_for_s},
             )
-            return False
+            return Handover.IN_DOUBT
         if self.metrics is not None:
             lag = (self.clock() - message.created).total_seconds()
             self.metrics.delivery_latency.labels(message.source.value).observe(max(lag, 0.0))
-        return True
+        return Handover.TAKEN

@@ -20,7 +20,7 @@ from eventually import WAIT_BOUND_S, eventually  # the waits these tests and the
 from pydantic import BaseModel
 
 from service.config import Settings
-from service.delivery.hub import DeliveryHub, DeliveryTarget, TargetKind
+from service.delivery.hub import DeliveryHub, DeliveryTarget, Handover, TargetKind
 from service.delivery.message import InboundMessage, Source
 from service.devstack.uvicorn_runner import serve_app
 from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
@@ -81,11 +81,11 @@ class DemoSponsorWait:
     def accepts(self, message: InboundMessage) -> bool:
         return message.source is Source.CHAT and message.chat_id == self.chat_id
 
-    async def deliver(self, message: InboundMessage) -> bool:
+    async def deliver(self, message: InboundMessage) -> Handover:
         if self.received.done():
-            return False
+            return Handover.NOT_TAKEN
         self.received.set_result(message)
-        return True
+        return Handover.TAKEN
 
 
 def demo_tools() -> ToolRegistry:
