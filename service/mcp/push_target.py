@@ -1,11 +1,13 @@
 """A push-capable MCP session as a delivery target of the hub: claimed messages go out on its GET stream.
 
-``ServerSession.send_notification`` hands the push to the session's transport (its
-``message_router``) through a zero-buffer anyio stream. A send the timeout cuts short may still have
-handed it over: anyio completes such a hand-over in the receiving task, and the sender can be
-cancelled in the same turn and raise all the same (``MemoryObjectSendStream.send``). Whether the
-session has the push is then unknown, and the answer is ``Handover.IN_DOUBT``: the hub offers it to
-no other host.
+What "taken" means here. ``ServerSession.send_notification`` hands the push to the session's
+transport (its ``message_router``) through a zero-buffer anyio stream, and the router stores it in
+the session's event history at once; this replica serves the session's push stream from that history
+alone (``event_store``), so once the send returns the session's stream has the push, and sends it on
+the open connection or on the next one that resumes. A send the timeout cuts short is another matter:
+anyio's zero-buffer send completes a hand-over in the receiving task, and the sender can be cancelled
+in the same turn and raise all the same (``MemoryObjectSendStream.send``). Whether the session has
+the push is then unknown, and the answer is ``Handover.IN_DOUBT``: the hub offers it to no other host.
 """
 
 from __future__ import annotations
@@ -41,17 +43,40 @@ class Notifier(Protocol):
     async def send_notification(self, notification: Any) -> None: ...
 
 
+class PushBacklog(Protocol):
+    """The pushes a session's stream holds that no connection has taken yet (``SessionEventStore``)."""
+
+    def backlog_full(self) -> bool: ...
+
+    def backlog_age_s(self) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class NothingQueued:
+    """The backlog of a notifier that keeps none."""
+
+    def backlog_full(self) -> bool:
+        return False
+
+    def backlog_age_s(self) -> float | None:
+        return None
+
+
 @dataclass(eq=False)
 class PushTarget:
     """Sends ``notifications/claude/channel`` into one session's standalone (GET) stream.
 
-    Alive exactly while that stream is open: the SDK drops a notification for a session without a
-    stream silently, so liveness comes from the session registry, which watches the stream itself.
+    Alive while that stream is open and its host keeps taking what it was given: the SDK drops a
+    notification for a session without a stream silently, so liveness comes from the session
+    registry, which watches the stream itself; and a host whose oldest untaken push has waited past
+    the send timeout, or whose backlog is full, has stopped reading and takes nothing more until it
+    catches up (what it holds reaches it then, in order).
     """
 
     session_id: str
     notifier: Notifier  # any request's session object reaches the connection's standalone stream
     stream_open: Callable[[], bool]
+    backlog: PushBacklog = NothingQueued()
     render: Callable[[InboundMessage], BaseModel] = build_channel_push
     metrics: Metrics | None = None
     send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S
@@ -69,15 +94,17 @@ class PushTarget:
         return TargetKind.PUSH
 
     def is_alive(self) -> bool:
-        return self.stream_open() and self.monotonic() >= self._stalled_until
+        if not self.stream_open() or self.monotonic() < self._stalled_until or self.backlog.backlog_full():
+            return False
+        waited = self.backlog.backlog_age_s()
+        return waited is None or waited < self.send_timeout_s
 
     def accepts(self, message: InboundMessage) -> bool:
         return True  # a push host takes chat and mail alike
 
     async def deliver(self, message: InboundMessage) -> Handover:
         # Checked before sending, never after: once the session has taken the push it is in the
-        # session's event history, and a host that reconnects gets it replayed. Reporting failure
-        # then would let the hub hand it to a second target as well.
+        # session's history and goes out on its stream, so no other target may have it.
         if not self.is_alive():
             return Handover.NOT_TAKEN
         push = self.render(message)

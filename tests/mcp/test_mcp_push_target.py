@@ -1,9 +1,10 @@
-"""A push target hands a claimed message to its session only while the push stream is open, and says
-whether the session took it: taken, not taken, or in doubt (then no other host is offered it)."""
+"""A push target hands a claimed message to its session only while the push stream is open and read, and
+says whether the session took it: taken, not taken, or in doubt (then no other host is offered it)."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -84,6 +85,38 @@ async def test_the_hub_waits_on_a_stalled_session_once_and_offers_its_push_to_no
     delivered = [r for r in results if r.outcome is DispatchOutcome.DELIVERED]
     assert {r.target_id for r in delivered} == {"push:healthy"} and len(healthy_session.sent) == 5
     assert in_doubt.message_id not in {p.params.meta.message_id for p in healthy_session.sent}
+
+
+@dataclass
+class Backlog:
+    """What a session's push history says of the pushes it holds that no connection took."""
+
+    full: bool = False
+    age_s: float | None = None
+
+    def backlog_full(self) -> bool:
+        return self.full
+
+    def backlog_age_s(self) -> float | None:
+        return self.age_s
+
+
+async def test_a_host_whose_stream_holds_an_untaken_push_past_the_send_timeout_takes_no_more() -> None:
+    backlog = Backlog()
+    push = target(RecordingSession(), backlog=backlog, send_timeout_s=10.0)
+    backlog.age_s = 9.9  # it is reading, just behind
+    assert push.is_alive()
+    backlog.age_s = 10.0
+    assert not push.is_alive()
+    assert await push.deliver(chat_message("m-1")) is Handover.NOT_TAKEN
+    backlog.age_s = None  # it caught up
+    assert push.is_alive()
+
+
+async def test_a_host_whose_stream_backlog_is_full_takes_no_more() -> None:
+    push = target(RecordingSession(), backlog=Backlog(full=True))
+    assert not push.is_alive()
+    assert await push.deliver(chat_message("m-1")) is Handover.NOT_TAKEN
 
 
 class SessionTakingAsTheTimeoutFires:
