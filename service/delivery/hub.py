@@ -51,12 +51,24 @@ class DeliveryTarget(Protocol):
     def accepts(self, message: InboundMessage) -> bool:
         """Whether this target would take the message (a sponsor wait takes sponsors' chat messages only)."""
 
-    async def deliver(self, message: InboundMessage) -> bool:
-        """Hand the message over; False when it could not be handed over (the target died)."""
+    async def deliver(self, message: InboundMessage) -> Handover:
+        """Hand the message over, and say whether the target has it. Raise only before anything was
+        handed over: the hub then treats the target as one that did not take it."""
+
+
+class Handover(str, Enum):
+    """What one target says of one message it was given."""
+
+    TAKEN = "taken"
+    NOT_TAKEN = "not_taken"  # certainly not (the target died, or refused): another target may have it
+    # It may have it: a hand-over cut short can still have completed. No other target may have it
+    # then, or a host could see the message twice (fail closed; SPEC §10 settles it by acknowledgement).
+    IN_DOUBT = "in_doubt"
 
 
 class DispatchOutcome(str, Enum):
     DELIVERED = "delivered"
+    IN_DOUBT = "in_doubt"  # handed to one target that may or may not have it, and offered to no other
     NO_TARGET = "no_target"  # every target died between the claim and the hand-off
 
 
@@ -181,8 +193,10 @@ class DeliveryHub:
     async def dispatch(self, messages: Sequence[InboundMessage]) -> list[Dispatch]:
         """Hand claimed messages over, oldest first, each to exactly one target.
 
-        A claimed message whose target died is offered to the next live target that accepts it; it is
-        lost only when none is left (it stays readable through the read tools).
+        A claimed message whose target did not take it is offered to the next live target that accepts
+        it; it is lost only when none is left (it stays readable through the read tools). One whose
+        target may have taken it (``Handover.IN_DOUBT``) stays with that target: reported, never
+        offered again, so no host sees it twice.
         """
         results: list[Dispatch] = []
         for message in sorted(messages, key=_delivery_order):
@@ -207,16 +221,25 @@ class DeliveryHub:
                 return Dispatch(message, DispatchOutcome.NO_TARGET)
             tried.add(target.target_id)
             try:
-                ok = await target.deliver(message)
+                handover = await target.deliver(message)
             except Exception:  # a broken target must not stop the others' deliveries
                 log.exception("delivery target failed", extra={"target_id": target.target_id})
-                ok = False
-            if ok:
-                if message.source is Source.CHAT:
-                    self._sticky[message.chat_id] = target.target_id
-                self._count(message, target.kind.value, DispatchOutcome.DELIVERED.value)
-                return Dispatch(message, DispatchOutcome.DELIVERED, target.target_id, target.kind.value)
-            self._count(message, target.kind.value, "failed")
+                handover = Handover.NOT_TAKEN
+            if handover is Handover.NOT_TAKEN:
+                self._count(message, target.kind.value, "failed")
+                continue
+            if handover is Handover.IN_DOUBT:
+                self._count(message, target.kind.value, DispatchOutcome.IN_DOUBT.value)
+                log.warning(
+                    "claimed message may or may not have reached its target; offered to no other",
+                    extra={"target_id": target.target_id, "chat_id": message.chat_id,
+                           "message_id": message.message_id},
+                )
+                return Dispatch(message, DispatchOutcome.IN_DOUBT, target.target_id, target.kind.value)
+            if message.source is Source.CHAT:
+                self._sticky[message.chat_id] = target.target_id
+            self._count(message, target.kind.value, DispatchOutcome.DELIVERED.value)
+            return Dispatch(message, DispatchOutcome.DELIVERED, target.target_id, target.kind.value)
 
     def _choose(self, message: InboundMessage, *, exclude: set[str]) -> DeliveryTarget | None:
         candidates = [t for t in self.live_targets() if t.target_id not in exclude and t.accepts(message)]

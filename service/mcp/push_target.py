@@ -1,4 +1,14 @@
-"""A push-capable MCP session as a delivery target of the hub: claimed messages go out on its GET stream."""
+"""A push-capable MCP session as a delivery target of the hub: claimed messages go out on its GET stream.
+
+What "taken" means here. ``ServerSession.send_notification`` hands the push to the session's
+transport (its ``message_router``) through a zero-buffer anyio stream, and the router stores it in
+the session's event history at once; this replica serves the session's push stream from that history
+alone (``event_store``), so once the send returns the session's stream has the push, and sends it on
+the open connection or on the next one that resumes. A send the timeout cuts short is another matter:
+anyio's zero-buffer send completes a hand-over in the receiving task, and the sender can be cancelled
+in the same turn and raise all the same (``MemoryObjectSendStream.send``). Whether the session has
+the push is then unknown, and the answer is ``Handover.IN_DOUBT``: the hub offers it to no other host.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +17,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
 import anyio
-from mcp.server.session import ServerSession
 from pydantic import BaseModel
 
-from service.delivery.hub import TargetKind
+from service.delivery.hub import Handover, TargetKind
 from service.delivery.message import InboundMessage
 from service.delivery.push import build_channel_push
 from service.telemetry.logging import session_ref
@@ -21,23 +31,52 @@ from service.telemetry.metrics import Metrics
 log = logging.getLogger(__name__)
 
 DEFAULT_SEND_TIMEOUT_S = 10.0
-# A host that did not take a push within the send timeout is set aside this long: the hub then neither
-# waits on it again for every message (each wait holds up a chat-poll cycle) nor lets the replica claim
-# for it; another replica's host takes the messages meanwhile. After it, one more push is tried.
+# A session that did not take a push within the send timeout is set aside this long: the hub then
+# neither waits on it again for every message (each wait holds up a chat-poll cycle) nor lets the
+# replica claim for it; another replica's host takes the messages meanwhile. After it, one more push is tried.
 STALLED_FOR_S = 60.0
+
+
+class Notifier(Protocol):
+    """The session a push is sent through (``ServerSession``)."""
+
+    async def send_notification(self, notification: Any) -> None: ...
+
+
+class PushBacklog(Protocol):
+    """The pushes a session's stream holds that no connection has taken yet (``SessionEventStore``)."""
+
+    def backlog_full(self) -> bool: ...
+
+    def backlog_age_s(self) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class NothingQueued:
+    """The backlog of a notifier that keeps none."""
+
+    def backlog_full(self) -> bool:
+        return False
+
+    def backlog_age_s(self) -> float | None:
+        return None
 
 
 @dataclass(eq=False)
 class PushTarget:
     """Sends ``notifications/claude/channel`` into one session's standalone (GET) stream.
 
-    Alive exactly while that stream is open: the SDK drops a notification for a session without a
-    stream silently, so liveness comes from the session registry, which watches the stream itself.
+    Alive while that stream is open and its host keeps taking what it was given: the SDK drops a
+    notification for a session without a stream silently, so liveness comes from the session
+    registry, which watches the stream itself; and a host whose oldest untaken push has waited past
+    the send timeout, or whose backlog is full, has stopped reading and takes nothing more until it
+    catches up (what it holds reaches it then, in order).
     """
 
     session_id: str
-    notifier: ServerSession  # any request's session object reaches the connection's standalone stream
+    notifier: Notifier  # any request's session object reaches the connection's standalone stream
     stream_open: Callable[[], bool]
+    backlog: PushBacklog = NothingQueued()
     render: Callable[[InboundMessage], BaseModel] = build_channel_push
     metrics: Metrics | None = None
     send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S
@@ -55,32 +94,34 @@ class PushTarget:
         return TargetKind.PUSH
 
     def is_alive(self) -> bool:
-        return self.stream_open() and self.monotonic() >= self._stalled_until
+        if not self.stream_open() or self.monotonic() < self._stalled_until or self.backlog.backlog_full():
+            return False
+        waited = self.backlog.backlog_age_s()
+        return waited is None or waited < self.send_timeout_s
 
     def accepts(self, message: InboundMessage) -> bool:
         return True  # a push host takes chat and mail alike
 
-    async def deliver(self, message: InboundMessage) -> bool:
+    async def deliver(self, message: InboundMessage) -> Handover:
         # Checked before sending, never after: once the session has taken the push it is in the
-        # session's event history, and a host that reconnects gets it replayed. Reporting failure
-        # then would let the hub hand it to a second target as well.
+        # session's history and goes out on its stream, so no other target may have it.
         if not self.is_alive():
-            return False
+            return Handover.NOT_TAKEN
         push = self.render(message)
-        # The session takes one message at a time; a host that stopped reading must not hold up the
-        # hub. A send cut short by the timeout was never taken, so another target may have it.
+        # The session takes one message at a time; a session that does not take it must not hold up
+        # the hub for longer than the timeout.
         with anyio.move_on_after(self.send_timeout_s) as scope:
-            # Any pydantic model with `method` and `params` goes out as is.
-            await self.notifier.send_notification(push)  # type: ignore[arg-type]
+            await self.notifier.send_notification(push)
         if scope.cancelled_caught:
             self._stalled_until = self.monotonic() + self.stalled_for_s
             log.warning(
-                "push stream did not take the message in time; host set aside",
+                "push stream did not take the message in time; it may still reach this host, so no other "
+                "host is offered it, and this one is set aside",
                 extra={"session": session_ref(self.session_id), "message_id": message.message_id,
                        "seconds": self.stalled_for_s},
             )
-            return False
+            return Handover.IN_DOUBT
         if self.metrics is not None:
             lag = (self.clock() - message.created).total_seconds()
             self.metrics.delivery_latency.labels(message.source.value).observe(max(lag, 0.0))
-        return True
+        return Handover.TAKEN

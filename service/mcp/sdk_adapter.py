@@ -9,7 +9,9 @@ What we need that the SDK has no public option for:
   ``Connection`` of a ``ServerSession``;
 - one event history per session (the manager shares one ``EventStore`` across sessions, and stream
   ids repeat across sessions);
-- keeping hosts on the handshake era: only that era has the session GET stream that pushes ride on.
+- keeping hosts on the handshake era: only that era has the session GET stream that pushes ride on;
+- serving every push connection from the session's event history, which the SDK does only for a GET
+  with ``Last-Event-ID`` (why, and what that relies on: ``event_store``'s docstring).
 """
 
 from __future__ import annotations
@@ -22,14 +24,14 @@ from mcp.server import Server
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
-from mcp.server.streamable_http import StreamableHTTPServerTransport
+from mcp.server.streamable_http import LAST_EVENT_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import UNSUPPORTED_PROTOCOL_VERSION, ServerCapabilities
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service.mcp.event_store import InMemoryEventStore
+from service.mcp.event_store import PUSH_STREAM_CURSOR, InMemoryEventStore
 
 CHANNEL_CAPABILITY = "claude/channel"
 """Declared under ``capabilities.experimental``; Claude Code listens for channel pushes only then."""
@@ -43,6 +45,7 @@ way a sponsor is asked: a notification no tool call (so no model) can send."""
 PUSH_ERA_VERSIONS: tuple[str, ...] = HANDSHAKE_PROTOCOL_VERSIONS
 
 _PROTOCOL_HEADER = MCP_PROTOCOL_VERSION_HEADER.encode("ascii")
+_LAST_EVENT_ID = LAST_EVENT_ID_HEADER.encode("ascii")
 
 
 class ChannelServer(Server[Any]):
@@ -112,6 +115,29 @@ class PerSessionEventStoreManager(StreamableHTTPSessionManager):
                 )
             transport._event_store = self._event_stores.for_session(session_id)
         return transport
+
+
+class PushStreamFromHistory:
+    """Every GET push stream resumes: one without ``Last-Event-ID`` asks for ``PUSH_STREAM_CURSOR``.
+
+    The SDK serves a GET without ``Last-Event-ID`` from a live stream of its own, which the session's
+    router writes to directly; with the header it asks the event store, and ``SessionEventStore``
+    then serves the whole connection from the session's history. Every connection served one way
+    means one writer for the push stream, and no hand-off between a replay and a live stream. An
+    empty header counts as none, as it does for the SDK. The SDK's 409 for a second GET stream goes
+    with its live stream: a newer push connection takes the stream over from the older one.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            headers = scope["headers"]
+            if not any(k == _LAST_EVENT_ID and v for k, v in headers):
+                kept = [(k, v) for k, v in headers if k != _LAST_EVENT_ID]
+                scope = {**scope, "headers": [*kept, (_LAST_EVENT_ID, PUSH_STREAM_CURSOR.encode("ascii"))]}
+        await self.app(scope, receive, send)
 
 
 class HandshakeEraOnly:

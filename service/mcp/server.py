@@ -6,7 +6,8 @@
 
 A request to /mcp passes, outermost first: the Host/Origin guard (421/403), bearer auth (401), the
 era guard (hosts stay on the handshake era, the one with a push stream), the session traffic
-observer (activity and GET streams), then the SDK's session manager. The manager expires a session
+observer (activity and GET streams), the push-stream layer (every GET stream is served from the
+session's event history), then the SDK's session manager. The manager expires a session
 after ``mcp_session_idle_timeout_s`` without any request in flight (an open GET stream counts as
 one), answers DELETE by ending it, and 404 for an unknown session id; every ending reaches the
 session registry, which then unregisters the session's push target.
@@ -48,12 +49,14 @@ from service.mcp.auth import (
 )
 from service.mcp.event_store import InMemoryEventStore
 from service.mcp.hosts import parse_push_hosts
+from service.mcp.push_target import DEFAULT_SEND_TIMEOUT_S
 from service.mcp.sdk_adapter import (
     PERMISSION_CAPABILITY,
     PERMISSION_REQUEST_METHOD,
     ChannelServer,
     HandshakeEraOnly,
     PerSessionEventStoreManager,
+    PushStreamFromHistory,
     call_when_session_ends,
     session_id_of,
 )
@@ -79,14 +82,16 @@ class McpService:
         render_push: Callable[[InboundMessage], BaseModel] = build_channel_push,
         http_client: httpx.AsyncClient | None = None,
         instructions: str | None = None,
+        push_send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
     ) -> None:
         self.settings = settings
         self.hub = hub
         self.tools = tools if tools is not None else ToolRegistry()
-        self.sessions = SessionRegistry(
-            hub, push_hosts=parse_push_hosts(settings.push_hosts), render=render_push, metrics=metrics
-        )
         self.event_stores = InMemoryEventStore()
+        self.sessions = SessionRegistry(
+            hub, push_hosts=parse_push_hosts(settings.push_hosts), push_backlog=self.event_stores.for_session,
+            render=render_push, metrics=metrics, push_send_timeout_s=push_send_timeout_s,
+        )
 
         self.server = ChannelServer(
             SERVER_NAME,
@@ -113,6 +118,7 @@ class McpService:
         verifier = build_verifier(settings, self._http)
 
         endpoint: Any = StreamableHTTPASGIApp(self.manager)
+        endpoint = PushStreamFromHistory(endpoint)
         endpoint = SessionTrafficObserver(endpoint, self.sessions)
         endpoint = HandshakeEraOnly(endpoint)
         endpoint = BearerAuth(endpoint, verifier=verifier, public_base_url=settings.mcp_public_base_url,

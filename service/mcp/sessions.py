@@ -3,7 +3,8 @@
 The registry is fed from two sides: the server's initialize hook (a session begins, with the host's
 ``clientInfo``) and its end hook (DELETE, idle expiry, crash, shutdown); and ``SessionTrafficObserver``,
 which watches every HTTP request on ``/mcp`` (activity, and GET streams opening and closing). A
-push-capable session is a live delivery target in the hub exactly while its GET stream is open.
+push-capable session is a live delivery target in the hub while its GET stream is open and its host
+keeps reading it (``PushTarget.is_alive``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from service.delivery.hub import DeliveryHub
 from service.delivery.message import InboundMessage
 from service.delivery.push import build_channel_push
 from service.mcp.hosts import is_push_host
-from service.mcp.push_target import DEFAULT_SEND_TIMEOUT_S, PushTarget
+from service.mcp.push_target import DEFAULT_SEND_TIMEOUT_S, PushBacklog, PushTarget
 from service.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -54,13 +55,18 @@ class SessionState:
 
 
 class SessionRegistry:
-    """Session id -> ``SessionState``, and the push targets registered in the hub for them."""
+    """Session id -> ``SessionState``, and the push targets registered in the hub for them.
+
+    ``push_backlog`` gives a session's push history (its ``SessionEventStore``), which tells its push
+    target whether the host is still reading.
+    """
 
     def __init__(
         self,
         hub: DeliveryHub,
         *,
         push_hosts: Sequence[str],
+        push_backlog: Callable[[str], PushBacklog],
         render: Callable[[InboundMessage], BaseModel] = build_channel_push,
         metrics: Metrics | None = None,
         clock: Callable[[], datetime] = _utcnow,
@@ -68,6 +74,7 @@ class SessionRegistry:
     ) -> None:
         self._hub = hub
         self._push_hosts = tuple(push_hosts)
+        self._push_backlog = push_backlog
         self._render = render
         self._metrics = metrics
         self._clock = clock
@@ -150,6 +157,7 @@ class SessionRegistry:
                 session_id=session_id,
                 notifier=self._notifiers[session_id],
                 stream_open=lambda: self.is_streaming(session_id),
+                backlog=self._push_backlog(session_id),
                 render=self._render,
                 metrics=self._metrics,
                 send_timeout_s=self._push_send_timeout_s,
@@ -181,11 +189,11 @@ class SessionRegistry:
 class SessionTrafficObserver:
     """ASGI wrapper around the SDK's /mcp app that reports session traffic to the registry.
 
-    A GET answered 200 for a session is its push stream (live, or resumed with ``Last-Event-ID``); the
-    stream is open until the SDK's handler returns, which happens when either side closes it. The
-    stream is reported open when its headers go out, a moment before the SDK attaches the stream to
-    the session; a push sent in that moment still lands in the session's event history and reaches
-    the host on its next reconnect.
+    A GET answered 200 for a session is its push stream; the stream is open until the SDK's handler
+    returns, which happens when either side closes it, or a newer connection of the session takes the
+    stream over. It is reported open when its headers go out, a moment before the event store starts
+    serving it; a push sent in that moment is in the session's history after the connection's
+    starting position, so this connection sends it (``event_store``).
     """
 
     def __init__(self, app: ASGIApp, registry: SessionRegistry) -> None:

@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 import anyio
 from pydantic import BaseModel, Field
 
-from service.delivery.hub import TargetKind
+from service.delivery.hub import Handover, TargetKind
 from service.delivery.message import InboundMessage, Source
 from service.delivery.permission_verdict import REQUEST_ID_PATTERN, parse_verdict, verdict_push
 from service.delivery.push import format_ts
@@ -107,21 +107,23 @@ class PermissionTarget:
         verdict = parse_verdict(message.body)
         return verdict is not None and verdict.request_id == self.request_id
 
-    async def deliver(self, message: InboundMessage) -> bool:
+    async def deliver(self, message: InboundMessage) -> Handover:
         verdict = parse_verdict(message.body)
         if not self.is_alive() or verdict is None or verdict.request_id != self.request_id:
-            return False
+            return Handover.NOT_TAKEN
         with anyio.move_on_after(self.send_timeout_s) as scope:
             await self.send(verdict_push(verdict))
         if scope.cancelled_caught:
-            return False
+            # The session may have taken the verdict as the timeout fired (push_target.py says why):
+            # it must not reach the agent again as an ordinary message.
+            return Handover.IN_DOUBT
         self._done = True
         log.info("permission verdict relayed", extra={"request_id": self.request_id, "behavior": verdict.behavior,
                                                       "chat_id": message.chat_id, "message_id": message.message_id})
         await self.on_decided(self.request_id)
         if self.on_relayed is not None:
             await self.on_relayed(message)
-        return True
+        return Handover.TAKEN
 
 
 def sponsor_prompt(args: PermissionRequestInput) -> str:

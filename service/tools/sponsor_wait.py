@@ -27,7 +27,7 @@ from enum import Enum
 from pydantic import BaseModel, Field
 
 from service.clock import Clock, utc_now
-from service.delivery.hub import TargetKind
+from service.delivery.hub import Handover, TargetKind
 from service.delivery.message import InboundMessage, Source
 from service.delivery.push import format_ts, meta_value
 from service.delivery.sponsors import SponsorGate
@@ -64,11 +64,11 @@ class SponsorWaitTarget:
     def accepts(self, message: InboundMessage) -> bool:
         return message.source is Source.CHAT and message.sender_is_sponsor
 
-    async def deliver(self, message: InboundMessage) -> bool:
+    async def deliver(self, message: InboundMessage) -> Handover:
         if self._reply.done():  # timed out or cancelled since the claim: let the hub try another target
-            return False
+            return Handover.NOT_TAKEN
         self._reply.set_result(message)
-        return True
+        return Handover.TAKEN
 
     async def reply(self, timeout_s: float) -> InboundMessage | None:
         """The message handed over, or None at the timeout. Cancelling the caller cancels the wait."""

@@ -95,7 +95,7 @@ async def test_permission_request_goes_to_the_fleet_and_verdicts_come_back_once_
                         {"request_id": "fghij", "behavior": "deny"}]
             for verdict in verdicts:
                 await target.notifier.send_notification(
-                    _Notification(method="notifications/claude/channel/permission", params=verdict)  # type: ignore[arg-type]
+                    _Notification(method="notifications/claude/channel/permission", params=verdict)
                 )
             await eventually(lambda: len(received.verdicts) >= 2, "two verdicts on the host")
             # A channel push after the verdicts proves the repeated verdict is not merely late.

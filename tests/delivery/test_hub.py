@@ -1,6 +1,6 @@
 from datetime import datetime, timedelta, timezone
 
-from service.delivery.hub import DeliveryHub, DispatchOutcome, TargetKind
+from service.delivery.hub import DeliveryHub, DispatchOutcome, Handover, TargetKind
 from service.delivery.message import InboundMessage, Source
 from service.telemetry.metrics import Metrics
 
@@ -27,9 +27,9 @@ class FakeTarget:
     async def deliver(self, m):
         if self.fail:
             self.alive = False
-            return False
+            return Handover.NOT_TAKEN
         self.got.append(m.message_id)
-        return True
+        return Handover.TAKEN
 
 
 def test_an_empty_hub_claims_nothing():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,12 +18,16 @@ import httpx
 from fastapi import FastAPI
 from eventually import WAIT_BOUND_S as WAIT_BOUND_S  # the waits these tests and their importers share
 from eventually import eventually as eventually
-from pydantic import BaseModel
+from mcp.client.extension import ClientExtension, NotificationBinding
+from pydantic import BaseModel, ConfigDict
+from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from service.config import Settings
-from service.delivery.hub import DeliveryHub, DeliveryTarget, TargetKind
+from service.delivery.hub import DeliveryHub, DeliveryTarget, Handover, TargetKind
 from service.delivery.message import InboundMessage, Source
 from service.devstack.uvicorn_runner import serve_app
+from service.mcp.auth import MCP_PATH
 from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 from service.mcp.server import McpService, build_mcp
 from service.mcp.tool_registry import ToolCall, ToolRegistry
@@ -82,11 +86,11 @@ class DemoSponsorWait:
     def accepts(self, message: InboundMessage) -> bool:
         return message.source is Source.CHAT and message.chat_id == self.chat_id
 
-    async def deliver(self, message: InboundMessage) -> bool:
+    async def deliver(self, message: InboundMessage) -> Handover:
         if self.received.done():
-            return False
+            return Handover.NOT_TAKEN
         self.received.set_result(message)
-        return True
+        return Handover.TAKEN
 
 
 def demo_tools() -> ToolRegistry:
@@ -126,22 +130,30 @@ class LiveMcp:
         return [t for t in self.hub.live_targets() if t.kind is TargetKind.PUSH]
 
 
-def build_app(settings: Settings, **mcp_options: Any) -> tuple[FastAPI, McpService, DeliveryHub, Metrics]:
+def build_app(
+    settings: Settings, *, wrap_mcp: Callable[[ASGIApp], ASGIApp] | None = None, **mcp_options: Any
+) -> tuple[FastAPI, McpService, DeliveryHub, Metrics]:
+    """The app; ``wrap_mcp`` puts an ASGI layer of the test's around the whole /mcp endpoint."""
     metrics = Metrics()
     hub = DeliveryHub(metrics=metrics)
     mcp = build_mcp(settings, hub, metrics=metrics, tools=demo_tools(), **mcp_options)
+    routes = mcp.routes()
+    if wrap_mcp is not None:
+        routes = [Route(MCP_PATH, wrap_mcp(mcp.endpoint)), *(r for r in routes if getattr(r, "path", None) != MCP_PATH)]
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         async with mcp.lifespan():
             yield
 
-    return FastAPI(routes=mcp.routes(), lifespan=lifespan), mcp, hub, metrics
+    return FastAPI(routes=routes, lifespan=lifespan), mcp, hub, metrics
 
 
 @asynccontextmanager
-async def live_mcp(settings: Settings | None = None, **mcp_options: Any) -> AsyncIterator[LiveMcp]:
-    app, mcp, hub, metrics = build_app(settings or mcp_settings(), **mcp_options)
+async def live_mcp(
+    settings: Settings | None = None, *, wrap_mcp: Callable[[ASGIApp], ASGIApp] | None = None, **mcp_options: Any
+) -> AsyncIterator[LiveMcp]:
+    app, mcp, hub, metrics = build_app(settings or mcp_settings(), wrap_mcp=wrap_mcp, **mcp_options)
     async with serve_app(app) as server:
         yield LiveMcp(server.base_url, mcp, hub, metrics)
 
@@ -211,3 +223,27 @@ async def open_raw_session(http: httpx.AsyncClient, url: str, client_name: str =
 
 def session_headers(session_id: str) -> dict[str, str]:
     return {**MCP_HEADERS, "Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"}
+
+
+class ChannelParams(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    content: str
+    meta: dict[str, Any]
+
+
+class ChannelListener(ClientExtension):
+    """Receives ``notifications/claude/channel``: the client shows unknown methods only to extensions."""
+
+    identifier = "com.example/channel-listener"
+
+    def __init__(self) -> None:
+        self.pushes: list[ChannelParams] = []
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        return [NotificationBinding(method="notifications/claude/channel", params_type=ChannelParams, handler=self._on)]
+
+    async def _on(self, params: ChannelParams) -> None:
+        self.pushes.append(params)
+
+    def message_ids(self) -> list[str]:
+        return [p.meta["message_id"] for p in self.pushes]

@@ -11,16 +11,22 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from tool_results import result_text
 from mcp.client import Client
-from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.shared.exceptions import MCPError
 from mcp_types import Implementation
-from pydantic import BaseModel, ConfigDict
 
 from service.delivery.hub import DispatchOutcome, TargetKind
 from service.mcp.sdk_adapter import CHANNEL_CAPABILITY
-from tests.mcp.server_fixture import WAIT_BOUND_S, LiveMcp, chat_message, eventually, live_mcp, mcp_settings
-from tool_results import result_text
+from tests.mcp.server_fixture import (
+    WAIT_BOUND_S,
+    ChannelListener,
+    LiveMcp,
+    chat_message,
+    eventually,
+    live_mcp,
+    mcp_settings,
+)
 
 
 @pytest.fixture
@@ -28,27 +34,6 @@ async def live() -> AsyncIterator[LiveMcp]:
     """A server whose operator listed Claude Code as a push host (ENTRABOT_PUSH_HOSTS=claude-code)."""
     async with live_mcp(mcp_settings(push_hosts="claude-code")) as server:
         yield server
-
-
-class ChannelParams(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    content: str
-    meta: dict[str, Any]
-
-
-class ChannelListener(ClientExtension):
-    """Receives ``notifications/claude/channel``: the client shows unknown methods only to extensions."""
-
-    identifier = "com.example/channel-listener"
-
-    def __init__(self) -> None:
-        self.pushes: list[ChannelParams] = []
-
-    def notifications(self) -> list[NotificationBinding[Any]]:
-        return [NotificationBinding(method="notifications/claude/channel", params_type=ChannelParams, handler=self._on)]
-
-    async def _on(self, params: ChannelParams) -> None:
-        self.pushes.append(params)
 
 
 def claude_code_client(live: LiveMcp, listener: ChannelListener, **options: Any) -> Client:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import httpx
@@ -174,9 +173,17 @@ async def test_concurrent_sessions_get_their_own_pushes_only(live: LiveMcp, http
         got_two = await anext(sse_events(two))
         assert got_one.data["params"]["meta"]["message_id"] == by_target[f"push:{first}"]
         assert got_two.data["params"]["meta"]["message_id"] == by_target[f"push:{second}"]
-        # Each session's history is its own: an event id of one session resumes nothing in the other.
+        # Each session's history is its own: an event id of one session, sent with the other's session
+        # id, is a position in the other's own push stream, and resumes that stream only.
         assert got_one.id is not None
         stolen = {**session_headers(second), "Accept": "text/event-stream", "Last-Event-ID": got_one.id}
         async with http.stream("GET", live.url, headers=stolen) as resumed:
-            body = await asyncio.wait_for(resumed.aread(), 5)
-        assert by_target[f"push:{first}"].encode() not in body
+            chat_of_second = "19:a" if by_target[f"push:{second}"] == "a-1" else "19:b"
+            [later] = await live.hub.dispatch([chat_message("second-2", chat_id=chat_of_second)])
+            assert later.target_id == f"push:{second}"
+            seen: list[str] = []
+            async for event in sse_events(resumed):
+                seen.append(event.data["params"]["meta"]["message_id"])
+                if seen[-1] == "second-2":
+                    break
+        assert set(seen) <= {by_target[f"push:{second}"], "second-2"}, f"the other session's pushes in {seen}"

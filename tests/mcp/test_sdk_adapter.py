@@ -9,18 +9,25 @@ import inspect
 from importlib.metadata import version
 from typing import Any
 
+import httpx
 import mcp.server.runner as runner
 from mcp.client import Client
 from mcp.client._probe import negotiate_auto
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.session import ServerSession
-from mcp.server.streamable_http import GET_STREAM_KEY, EventMessage, StreamableHTTPServerTransport
+from mcp.server.streamable_http import (
+    GET_STREAM_KEY,
+    LAST_EVENT_ID_HEADER,
+    EventMessage,
+    StreamableHTTPServerTransport,
+)
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from mcp_types import UNSUPPORTED_PROTOCOL_VERSION, ErrorData, Implementation, JSONRPCNotification
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 
+from service.delivery.hub import DispatchOutcome
 from service.mcp.event_store import InMemoryEventStore, SessionEventStore
 from service.mcp.sdk_adapter import (
     CHANNEL_CAPABILITY,
@@ -30,6 +37,7 @@ from service.mcp.sdk_adapter import (
     call_when_session_ends,
     session_id_of,
 )
+from tests.mcp.server_fixture import LiveMcp, chat_message, eventually, open_raw_session, session_headers
 
 
 def bare_connection(outbound: Any = None, session_id: str | None = None) -> Connection:
@@ -124,6 +132,40 @@ def test_push_streams_are_keyed_and_replayed_as_the_event_store_expects() -> Non
     assert GET_STREAM_KEY == "_GET_stream", sdk_changed("the standalone GET stream key changed")
     params = list(inspect.signature(EventMessage).parameters)
     assert params[:2] == ["message", "event_id"], sdk_changed("EventMessage is no longer (message, event_id)")
+
+
+def test_the_router_stores_every_message_and_forwards_only_to_an_attached_stream() -> None:
+    # event_store.py's docstring: a message for a stream not attached is stored and nothing else, so
+    # the history is the whole of the push stream.
+    source = inspect.getsource(StreamableHTTPServerTransport.connect)
+    stored = source.find("await self._event_store.store_event(request_stream_id, message)")
+    forwarded = source.find("if request_stream_id in self._request_streams:")
+    assert 0 <= stored < forwarded, sdk_changed("message_router no longer stores each message before routing it")
+
+
+def test_a_get_with_last_event_id_is_served_by_the_event_store_alone_while_it_runs() -> None:
+    get = inspect.getsource(StreamableHTTPServerTransport._handle_get_request)
+    assert "request.headers.get(LAST_EVENT_ID_HEADER)" in get and "self._replay_events(" in get, sdk_changed(
+        "a GET with Last-Event-ID is no longer answered by _replay_events"
+    )
+    replay = inspect.getsource(StreamableHTTPServerTransport._replay_events)
+    asked = replay.find("await event_store.replay_events_after(last_event_id, send_event)")
+    attached = replay.find("if stream_id and stream_id not in self._request_streams")
+    assert 0 <= asked < attached, sdk_changed(
+        "_replay_events no longer attaches a live stream only after replay_events_after returns a stream id"
+    )
+
+
+async def test_the_sdk_never_attaches_a_push_stream_of_its_own(live: LiveMcp, http: httpx.AsyncClient) -> None:
+    session_id = await open_raw_session(http, live.url)
+    async with http.stream("GET", live.url, headers={**session_headers(session_id), "Accept": "text/event-stream"}):
+        await eventually(live.push_targets, "the push stream")
+        [pushed] = await live.hub.dispatch([chat_message("m-1")])
+        assert pushed.outcome is DispatchOutcome.DELIVERED
+        transport = live.mcp.manager._server_instances[session_id]
+        assert GET_STREAM_KEY not in transport._request_streams, sdk_changed(
+            "a GET without Last-Event-ID reached the SDK's live stream (PushStreamFromHistory)"
+        )
 
 
 def test_eras_are_routed_by_the_protocol_version_header() -> None:

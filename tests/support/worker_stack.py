@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import httpx
 
 from emulator.server import RunningEmulator
-from service.delivery.hub import DeliveryHub, TargetKind
+from service.delivery.hub import DeliveryHub, Handover, TargetKind
 from service.delivery.message import InboundMessage
 from service.devstack.emulator_env import agent_user_env
 from service.graph.client import GraphClient
@@ -41,9 +41,9 @@ class RecordingTarget:
     def accepts(self, message: InboundMessage) -> bool:
         return True
 
-    async def deliver(self, message: InboundMessage) -> bool:
+    async def deliver(self, message: InboundMessage) -> Handover:
         self.received.append(message)
-        return True
+        return Handover.TAKEN
 
     @property
     def ids(self) -> list[str]:

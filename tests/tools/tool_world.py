@@ -24,7 +24,7 @@ from tool_results import result_text
 from emulator.seed import Seed, SeedUser, build_seed
 from emulator.server import RunningEmulator
 from service.config import Settings
-from service.delivery.hub import DeliveryHub, TargetKind
+from service.delivery.hub import DeliveryHub, Handover, TargetKind
 from service.delivery.message import InboundMessage
 from service.graph import new_http_client
 from service.graph.auth import AgentUserTokenProvider, BlueprintSecret
@@ -77,9 +77,9 @@ class RecordingPushTarget:
     def accepts(self, message: InboundMessage) -> bool:
         return True
 
-    async def deliver(self, message: InboundMessage) -> bool:
+    async def deliver(self, message: InboundMessage) -> Handover:
         self.received.append(message)
-        return True
+        return Handover.TAKEN
 
 
 def session(session_id: str, *, push: bool) -> SessionState:
