@@ -24,6 +24,7 @@ from deploy_facts import (
 )
 
 from emulator.seed import demo_seed_path, load_seed
+from service.devstack.dev_environment import DevstackSettings
 
 SERVICE_IMAGE = "entrabot-fleet:local"
 REPLICAS = ("replica-1", "replica-2", "replica-3")
@@ -154,6 +155,8 @@ def test_azurite_image_is_the_pinned_npm_release_with_the_flags_the_sdk_needs(
     pinned = json.loads((REPO_ROOT / "azurite" / "package.json").read_text())["dependencies"]["azurite"]
     azurite = services["azurite"]
     assert azurite["image"] == f"mcr.microsoft.com/azure-storage/azurite:{pinned}"
+    # What ENTRABOT_AZURITE=testcontainers runs unless told otherwise: the same release.
+    assert DevstackSettings.model_fields["azurite_image"].default == azurite["image"]
     flags = azurite["command"]
     for flag in ("--skipApiVersionCheck", "--loose", "--disableTelemetry"):
         assert flag in flags
