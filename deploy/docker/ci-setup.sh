@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what the deployment tests use from Debian, when it is missing (safe to run again):
-#   docker.io      dockerd for tests/deploy/test_container_image.py (started there on a private socket)
-#   debootstrap    the image test's base image (no registry is reachable to pull one)
+#   docker.io      dockerd for the Docker tests in tests/deploy (started there on a private socket)
+#   debootstrap    their base image (no registry is reachable to pull one)
 #   prometheus     promtool, to check deploy/prometheus/prometheus.yml and unit-test alerts.yml
-#   docker-compose `docker-compose config`, to check docker-compose.yml
+#   docker-compose to check docker-compose.yml and bring it up (tests/deploy/test_compose_up.py)
 #   tmux, iproute2 the real Claude Code tests: an interactive session in tmux, a loopback-only namespace (ip)
-# Needs root (or sudo). Installing starts no Docker daemon on /var/run/docker.sock where no init
-# system runs services (as on CI); where one does, see the warning at the end.
+# Needs root (or sudo). Where an init system runs services, installing docker.io also starts a daemon on
+# /var/run/docker.sock; the tests use their own (and Azurite stays the npm build unless
+# ENTRABOT_AZURITE=testcontainers says otherwise).
 set -euo pipefail
 
 declare -A package_of=([dockerd]=docker.io [debootstrap]=debootstrap [docker-compose]=docker-compose [promtool]=prometheus [tmux]=tmux [ip]=iproute2)
@@ -38,9 +39,4 @@ fi
 if [[ " ${missing[*]} " == *" prometheus "* ]]; then
   # Only promtool is used; the recommended exporters are not.
   "${sudo[@]}" apt-get install -y -q --no-install-recommends prometheus
-fi
-
-if [ -S /var/run/docker.sock ]; then
-  echo "ci-setup: warning: a Docker daemon answers on /var/run/docker.sock; tests that start Azurite will" \
-       "try its container image (no registry here). Stop it, or set ENTRABOT_AZURITE_NO_DOCKER=1." >&2
 fi

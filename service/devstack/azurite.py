@@ -1,6 +1,8 @@
-"""Start Azurite's blob service: a container where a Docker engine answers, else the pinned npm build.
+"""Start Azurite's blob service: the pinned npm build as a node process, or, with
+ENTRABOT_AZURITE=testcontainers, a container of ENTRABOT_AZURITE_IMAGE started through testcontainers.
 
 Shared by the tests, the local demo and the benchmarks, so all three run on the same Blob semantics.
+Both kinds run the same command line and listen on 127.0.0.1 only, on a port the kernel picks.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ ACCOUNT = "devstoreaccount1"
 # Azurite's published development key; not a secret.
 ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 _LISTEN = re.compile(r"listen(?:s|ing)? on (https?://[\d.]+):(\d+)", re.IGNORECASE)
+START_TIMEOUT_S = 30.0
 
 
 class AzuriteError(RuntimeError):
@@ -31,7 +34,7 @@ class Azurite:
     """A running Azurite blob service."""
 
     blob_endpoint: str  # e.g. http://127.0.0.1:10000/devstoreaccount1
-    kind: str  # "npm" or "docker"
+    kind: str  # what started it, "npm" or "testcontainers" (ENTRABOT_AZURITE), or where a caller found it
     _stop: object = field(repr=False, default=None)
 
     @property
@@ -52,17 +55,6 @@ class Azurite:
             self._stop = None
 
 
-def docker_engine_available() -> bool:
-    """True when a Docker engine answers a ping (takes ~10 ms to say no)."""
-    try:
-        import docker  # shipped with testcontainers
-
-        docker.from_env().ping()
-        return True
-    except Exception:  # noqa: BLE001 - any failure means "no engine"; we fall back to npm
-        return False
-
-
 @dataclass(frozen=True)
 class AzuriteOAuth:
     """Serve HTTPS with this certificate and accept bearer tokens (``--oauth basic``, which needs HTTPS).
@@ -80,41 +72,76 @@ class AzuriteOAuth:
 
 
 def start_azurite(
-    *, prefer_docker: bool = True, port: int = 0, location: Path | None = None, settings: DevstackSettings | None = None,
+    *, port: int = 0, location: Path | None = None, settings: DevstackSettings | None = None,
     oauth: AzuriteOAuth | None = None,
 ) -> Azurite:
-    """Start Azurite and return once it accepts connections (``settings``: the environment's and ``.env``'s).
-    With ``oauth``, the npm build only (the container would need the certificate mounted)."""
+    """Start Azurite as ENTRABOT_AZURITE says and return once it accepts connections (``settings``:
+    the environment's and ``.env``'s). ``port``, ``location`` and ``oauth`` need the npm build: they
+    name host paths and ports a container would need mounted and published, so they start it
+    whatever the setting."""
     settings = settings or load_devstack_settings()
-    if oauth is None and prefer_docker and not settings.azurite_no_docker and docker_engine_available():
-        return _start_container()
+    if settings.azurite == "testcontainers" and (port, location, oauth) == (0, None, None):
+        return _start_container(settings.azurite_image)
     return _start_npm(settings.azurite_dir, port=port, location=location, oauth=oauth)
 
 
-def _start_container() -> Azurite:
-    from testcontainers.community.azurite import AzuriteContainer
+def _blob_arguments(*, port: int, location: Path | None) -> list[str]:
+    """The flags Azurite needs for the SDK this project pins (TOOLCHAIN: the API version, telemetry)."""
+    args = [
+        "--blobHost", "127.0.0.1", "--blobPort", str(port),
+        "--skipApiVersionCheck", "--loose", "--disableTelemetry",
+    ]
+    return args + (["--location", str(location)] if location else ["--inMemoryPersistence"])
 
-    container = AzuriteContainer()
-    container.start()
-    host = container.get_container_host_ip()
-    port = container.get_exposed_port(10000)
-    return Azurite(f"http://{host}:{port}/{ACCOUNT}", "docker", _stop=container.stop)
+
+def _start_container(image: str) -> Azurite:
+    """``azurite-blob`` in a container on the host's network: loopback only, as the npm build, with no
+    port to publish (an engine without a default bridge, like the tests' private one, has none to
+    publish through) and no host address to guess (testcontainers, run inside a container, would
+    answer its gateway's). Its Ryuk reaper image is pulled unless TESTCONTAINERS_RYUK_DISABLED=true."""
+    # A test extra, needed only on this path.
+    from docker.errors import DockerException
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.wait_strategies import LogMessageWaitStrategy
+
+    try:
+        container = (
+            DockerContainer(image)
+            .with_command(["azurite-blob", *_blob_arguments(port=0, location=None)])
+            .with_kwargs(network="host")
+            .waiting_for(LogMessageWaitStrategy(_LISTEN).with_startup_timeout(int(START_TIMEOUT_S)))
+        )
+    except DockerException as exc:
+        raise AzuriteError(f"ENTRABOT_AZURITE=testcontainers, but no Docker engine answers ({exc}): start "
+                           "one (DOCKER_HOST names its socket), or unset ENTRABOT_AZURITE for the npm build") from None
+    try:
+        container.start()
+        stdout, stderr = container.get_logs()
+    except (DockerException, TimeoutError, RuntimeError) as exc:
+        container.stop()
+        raise AzuriteError(
+            f"Azurite's container ({image}) did not start: {exc}. ENTRABOT_AZURITE_IMAGE names the image; "
+            "where no registry is reachable, build azurite/Dockerfile and name that, and set "
+            "TESTCONTAINERS_RYUK_DISABLED=true (Ryuk's image is pulled too)"
+        ) from None
+    match = _LISTEN.search(stdout.decode(errors="replace") + stderr.decode(errors="replace"))
+    if match is None:  # the wait above matched this pattern in these logs
+        container.stop()
+        raise AzuriteError(f"Azurite's container ({image}) logged no address")
+    return Azurite(f"{match.group(1)}:{match.group(2)}/{ACCOUNT}", "testcontainers", _stop=container.stop)
 
 
 def _start_npm(npm_dir: Path, *, port: int, location: Path | None, oauth: AzuriteOAuth | None = None) -> Azurite:
     binary = npm_dir / "node_modules" / ".bin" / "azurite-blob"
     node = shutil.which("node")
     if node is None:
-        raise AzuriteError("node is not on PATH: install Node.js 20+ to run Azurite without Docker")
+        raise AzuriteError("node is not on PATH: install Node.js 20+ to run Azurite's npm build, "
+                           "or set ENTRABOT_AZURITE=testcontainers where a Docker engine runs")
     if not binary.exists():
         raise AzuriteError(f"Azurite is not installed: run `npm ci` in {npm_dir} (make setup does it), "
                            "or set ENTRABOT_AZURITE_DIR to where it is installed")
     script = binary.resolve()  # the .bin entry is a symlink to a node script
-    args = [
-        "--blobHost", "127.0.0.1", "--blobPort", str(port),
-        "--skipApiVersionCheck", "--loose", "--disableTelemetry",
-    ]
-    args += ["--location", str(location)] if location else ["--inMemoryPersistence"]
+    args = _blob_arguments(port=port, location=location)
     if oauth is not None:
         args += ["--cert", str(oauth.cert), "--key", str(oauth.key), "--oauth", "basic"]
     # Spawn node itself (not a shell) so the PID we signal is Azurite's.
@@ -122,7 +149,7 @@ def _start_npm(npm_dir: Path, *, port: int, location: Path | None, oauth: Azurit
         [node, str(script), *args], cwd=npm_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
     )
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + START_TIMEOUT_S
     lines: list[str] = []
     assert proc.stdout is not None
     while time.monotonic() < deadline:
@@ -140,4 +167,5 @@ def _start_npm(npm_dir: Path, *, port: int, location: Path | None, oauth: Azurit
             return Azurite(f"{match.group(1)}:{match.group(2)}/{ACCOUNT}", "npm",
                            _stop=lambda: terminate(proc, timeout=10))
     proc.kill()
-    raise AzuriteError("Azurite did not start within 30 s; its output was:\n" + "\n".join(lines[-20:]))
+    raise AzuriteError(f"Azurite did not start within {START_TIMEOUT_S:.0f} s; its output was:\n"
+                       + "\n".join(lines[-20:]))

@@ -55,6 +55,11 @@ class HumanTraffic:
         body = response.json()
         return Posted(chat_id, body["id"], user.id, body["createdDateTime"])
 
+    async def chat_ids(self, user: SeedUser) -> list[str]:
+        """The chats ``user`` is a member of (the first page, as a person's client shows it)."""
+        response = await self._graph("GET", "/me/chats", user)
+        return [str(chat["id"]) for chat in response.json()["value"]]
+
     async def send_mail(self, user: SeedUser, to: str, subject: str, text: str) -> None:
         await self._graph("POST", "/me/sendMail", user, json={"message": {
             "subject": subject, "body": {"contentType": "Text", "content": text},

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from service.config import Settings
 
@@ -20,6 +23,7 @@ PROMETHEUS_ALERTS = REPO_ROOT / "deploy" / "prometheus" / "alerts.yml"
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 DATA_DIR = "/var/lib/entrabot/data"  # the image's ENTRABOT_DATA_DIR, a writable volume everywhere
+_DEFAULTED_VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:-([^}$]*)\}")
 
 
 def settings_env_names() -> frozenset[str]:
@@ -41,3 +45,15 @@ def assert_is_cli_command(parser: argparse.ArgumentParser, argv: list[str]) -> N
     except SystemExit:
         pytest.fail(f"`entrabot-fleet {' '.join(argv)}` is not a valid command line of service/cli.py")
     assert getattr(args, "command", None) == argv[0], f"{argv[0]!r} is not an entrabot-fleet subcommand"
+
+
+def load_compose_file() -> dict[str, Any]:
+    """docker-compose.yml as Compose reads it with none of its variables set: ``${NAME:-default}`` is
+    the default. Hand-written: no Python package interpolates Compose files. The file uses only that
+    form; any other ``$`` raises here rather than being read wrong."""
+    text = _DEFAULTED_VARIABLE.sub(lambda match: match.group(1), COMPOSE_FILE.read_text())
+    if "$" in text:
+        line = next(line for line in text.splitlines() if "$" in line)
+        raise ValueError(f"docker-compose.yml uses interpolation other than ${{NAME:-default}}: {line.strip()}")
+    parsed: dict[str, Any] = yaml.safe_load(text)
+    return parsed

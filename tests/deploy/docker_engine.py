@@ -1,8 +1,8 @@
 """A Docker engine for the image tests: Debian's dockerd on a private socket, started and stopped here.
 
-The private socket (not /var/run/docker.sock) keeps this engine invisible to everything else in the
-test session: ``service.devstack.azurite.start_azurite()`` would otherwise see an engine, try to
-pull Azurite's image from a registry this machine cannot reach, and fail every Blob test.
+The private socket (not /var/run/docker.sock) keeps this engine, its data root and what the tests
+leave in it apart from any system daemon; a test hands it to another client as ``unix://{SOCKET}``
+(docker-compose, testcontainers through DOCKER_HOST).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,8 +32,8 @@ class ImageBuildError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class PipAccess:
-    """How pip inside the build reaches the package index: the host's own settings."""
+class IndexAccess:
+    """How a package client inside the build (pip, npm) reaches its index: the host's own settings."""
 
     ca_bundle: Path | None
     build_args: dict[str, str]
@@ -70,7 +71,7 @@ def ensure_base_image(client: docker.DockerClient, workdir: Path) -> str:
     return BASE_IMAGE
 
 
-def host_pip_access() -> PipAccess:
+def host_pip_access() -> IndexAccess:
     """The CA bundle and index URLs pip uses on this host; local file:// indexes do not exist in a build."""
     ca = next(
         (Path(p) for p in (os.environ.get("PIP_CERT"), os.environ.get("REQUESTS_CA_BUNDLE"),
@@ -85,49 +86,54 @@ def host_pip_access() -> PipAccess:
             args[variable] = " ".join(urls)
     if ca is not None:
         args["PIP_CERT"] = f"/src/{CA_BUNDLE_NAME}"
-    return PipAccess(ca, args)
+    return IndexAccess(ca, args)
 
 
-def build_context(destination: Path, pip: PipAccess) -> Path:
-    """A copy of what .dockerignore admits (its `!` lines), plus the host's CA bundle for pip."""
+def build_context(destination: Path, source: Path = REPO_ROOT, extra: Mapping[str, Path | None] | None = None) -> Path:
+    """A copy of what ``source``'s .dockerignore admits (its `!` lines) with its Dockerfile, plus
+    ``extra`` files (name in the context: host path; None: left out), such as the host's CA bundle."""
     destination.mkdir(parents=True, exist_ok=True)
-    for name in ("Dockerfile", ".dockerignore", *allowed_paths()):
-        source = REPO_ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, destination / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        elif source.is_file():
-            shutil.copy2(source, destination / name)
-    if pip.ca_bundle is not None:
-        shutil.copyfile(pip.ca_bundle, destination / CA_BUNDLE_NAME)
+    extra = extra or {}
+    for name in ("Dockerfile", ".dockerignore", *allowed_paths(source)):
+        origin = source / name
+        if name in extra:  # never a copy lying in the source tree
+            continue
+        if origin.is_dir():
+            shutil.copytree(origin, destination / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        elif origin.is_file():
+            shutil.copy2(origin, destination / name)
+    for name, path in extra.items():
+        if path is not None:
+            shutil.copyfile(path, destination / name)
     return destination
 
 
-def allowed_paths() -> list[str]:
-    lines = (REPO_ROOT / ".dockerignore").read_text().splitlines()
-    allowed = [line[1:].strip().rstrip("/") for line in lines if line.startswith("!")]
-    return [path for path in allowed if path != CA_BUNDLE_NAME]
+def allowed_paths(source: Path = REPO_ROOT) -> list[str]:
+    lines = (source / ".dockerignore").read_text().splitlines()
+    return [line[1:].strip().rstrip("/") for line in lines if line.startswith("!")]
 
 
-def build_image(client: docker.DockerClient, context: Path, base: str, pip: PipAccess) -> str:
+def build_image(client: docker.DockerClient, context: Path, tag: str, buildargs: Mapping[str, str],
+                dockerfile: str = "Dockerfile") -> str:
     """`docker build` with the legacy builder (what docker-py drives), on the host network."""
     output: list[str] = []
     for chunk in client.api.build(
-        path=str(context), tag=IMAGE, buildargs={"BASE_IMAGE": base, **pip.build_args},
+        path=str(context), dockerfile=dockerfile, tag=tag, buildargs=dict(buildargs),
         network_mode="host", rm=True, forcerm=True, decode=True,
     ):
         if "stream" in chunk:
             output.append(chunk["stream"])
         if "error" in chunk:
-            raise ImageBuildError(f"docker build failed: {chunk['error']}\n{''.join(output)[-4000:]}")
-    return IMAGE
+            raise ImageBuildError(f"docker build of {tag} failed: {chunk['error']}\n{''.join(output)[-4000:]}")
+    return tag
 
 
 def build_service_image(client: docker.DockerClient) -> str:
     with tempfile.TemporaryDirectory(prefix="entrabot-image-") as tmp:
         base = ensure_base_image(client, Path(tmp))
         pip = host_pip_access()
-        context = build_context(Path(tmp) / "context", pip)
-        return build_image(client, context, base, pip)
+        context = build_context(Path(tmp) / "context", extra={CA_BUNDLE_NAME: pip.ca_bundle})
+        return build_image(client, context, IMAGE, {"BASE_IMAGE": base, **pip.build_args})
 
 
 def _pip_config(option: str) -> str:

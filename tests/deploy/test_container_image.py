@@ -7,10 +7,8 @@ deploy/docker/ci-setup.sh needed); without one the tests skip and say why.
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
-from collections.abc import Iterator
 
 import docker
 import httpx
@@ -18,10 +16,10 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 
 from emulator.seed import demo_seed_path, load_seed
-from service.devstack.azurite import Azurite, start_azurite
+from service.devstack.azurite import Azurite
+from service.devstack.fleet import free_port
 from tests.deploy.deploy_facts import DATA_DIR
-from tests.deploy.docker_engine import Engine, EngineUnavailable, start_engine
-from tests.deploy.image_build import build_service_image
+from tests.deploy.docker_engine import Engine
 
 # xdist_group: every test that starts the private Docker engine runs on one pytest worker (one engine).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_group("docker")]
@@ -31,37 +29,8 @@ READY_WITHIN_S = 90.0
 NANOSECONDS = 1_000_000_000
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[Engine]:
-    try:
-        instance = start_engine()
-    except EngineUnavailable as exc:
-        pytest.skip(f"no Docker engine: {exc}")
-    try:
-        yield instance
-    finally:
-        instance.stop()
-
-
-@pytest.fixture(scope="module")
-def image(engine: Engine) -> Iterator[str]:
-    yield build_service_image(engine.client)
-    # Old builds' layers, unless recent: those are the next build's cache.
-    engine.client.images.prune(filters={"dangling": True, "until": "24h"})
-
-
-@pytest.fixture(scope="module")
-def npm_azurite() -> Iterator[Azurite]:
-    # npm, not a container: no registry is reachable for Azurite's image.
-    instance = start_azurite(prefer_docker=False)
-    try:
-        yield instance
-    finally:
-        instance.stop()
-
-
-def test_image_runs_as_fixed_non_root_user_and_ships_no_build_tools(engine: Engine, image: str) -> None:
-    config = engine.client.images.get(image).attrs["Config"]
+def test_image_runs_as_fixed_non_root_user_and_ships_no_build_tools(engine: Engine, fleet_image: str) -> None:
+    config = engine.client.images.get(fleet_image).attrs["Config"]
     assert config["User"] == f"{APP_UID}:{APP_UID}"
     assert config["Entrypoint"] == ["entrabot-fleet"]
     assert config["Cmd"] == ["serve"]
@@ -73,7 +42,7 @@ def test_image_runs_as_fixed_non_root_user_and_ships_no_build_tools(engine: Engi
         "ls /app/seeds"
     )
     output = engine.client.containers.run(
-        image, entrypoint=["/bin/sh", "-c"], command=[probe], remove=True, network_mode="none",
+        fleet_image, entrypoint=["/bin/sh", "-c"], command=[probe], remove=True, network_mode="none",
     ).decode()
     lines = output.split()
     assert lines[0] == str(APP_UID)
@@ -82,15 +51,15 @@ def test_image_runs_as_fixed_non_root_user_and_ships_no_build_tools(engine: Engi
 
 
 def test_container_serves_healthz_on_read_only_root_and_stops_cleanly_on_sigterm(
-    engine: Engine, image: str, npm_azurite: Azurite
+    engine: Engine, fleet_image: str, azurite: Azurite
 ) -> None:
     seed = load_seed(demo_seed_path())
     blob_container = f"imagetest{uuid.uuid4().hex[:12]}"
-    BlobServiceClient.from_connection_string(npm_azurite.connection_string).create_container(blob_container)
-    graph_port, port = _free_port(), _free_port()
+    BlobServiceClient.from_connection_string(azurite.connection_string).create_container(blob_container)
+    graph_port, port = free_port(), free_port()
     # The Graph emulator from the same image, as docker-compose.yml runs it.
     emulator = engine.client.containers.run(
-        image, detach=True, network_mode="host", read_only=True, tmpfs={"/tmp": ""},
+        fleet_image, detach=True, network_mode="host", read_only=True, tmpfs={"/tmp": ""},
         entrypoint=["python", "-m", "emulator"],
         command=["--seed", f"/app/seeds/{demo_seed_path().name}", "--host", "127.0.0.1", "--port", str(graph_port)],
         healthcheck={"test": ["NONE"]},
@@ -99,7 +68,7 @@ def test_container_serves_healthz_on_read_only_root_and_stops_cleanly_on_sigterm
     try:
         _wait_for_http(f"http://127.0.0.1:{graph_port}/_emulator/health", emulator)
         replica = engine.client.containers.run(
-            image,
+            fleet_image,
             detach=True,
             network_mode="host",
             read_only=True,
@@ -109,10 +78,10 @@ def test_container_serves_healthz_on_read_only_root_and_stops_cleanly_on_sigterm
             environment={
                 "ENTRABOT_PORT": str(port),
                 "ENTRABOT_REPLICA_ID": "image-test",
-                "ENTRABOT_BLOB_ENDPOINT": npm_azurite.blob_endpoint,
+                "ENTRABOT_BLOB_ENDPOINT": azurite.blob_endpoint,
                 "ENTRABOT_BLOB_CONTAINER": blob_container,
                 "ENTRABOT_BLOB_AUTH": "connection_string",
-                "ENTRABOT_BLOB_CONNECTION_STRING": npm_azurite.connection_string,
+                "ENTRABOT_BLOB_CONNECTION_STRING": azurite.connection_string,
                 "ENTRABOT_AUTHORITY": f"http://127.0.0.1:{graph_port}",
                 "ENTRABOT_GRAPH_URL": f"http://127.0.0.1:{graph_port}/v1.0",
                 "ENTRABOT_TENANT_ID": seed.tenant_id,
@@ -172,9 +141,3 @@ def _docker_health(container: docker.models.containers.Container) -> str:
 
 def _logs(container: docker.models.containers.Container) -> str:
     return container.logs(tail=60).decode(errors="replace")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

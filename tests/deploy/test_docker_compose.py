@@ -4,6 +4,7 @@ exist, with three hardened replicas sharing one Azurite container and the demo t
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from typing import Any
@@ -20,8 +21,12 @@ from tests.deploy.deploy_facts import (
     PROMETHEUS_CONFIG,
     REPO_ROOT,
     assert_is_cli_command,
+    load_compose_file,
     unknown_settings,
 )
+
+from emulator.seed import demo_seed_path, load_seed
+from service.devstack.dev_environment import DevstackSettings
 
 SERVICE_IMAGE = "entrabot-fleet:local"
 REPLICAS = ("replica-1", "replica-2", "replica-3")
@@ -29,7 +34,7 @@ REPLICAS = ("replica-1", "replica-2", "replica-3")
 
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
-    return yaml.safe_load(COMPOSE_FILE.read_text())
+    return load_compose_file()
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +57,18 @@ def test_docker_compose_accepts_the_file() -> None:
         capture_output=True, text=True, timeout=60, cwd=REPO_ROOT,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_every_published_port_is_on_loopback_and_moved_by_its_services_variable() -> None:
+    raw = yaml.safe_load(COMPOSE_FILE.read_text())  # before interpolation
+    published = 0
+    for name, service in raw["services"].items():
+        variable = f"FLEET_{name.upper().replace('-', '_')}_PORT"
+        for port in service.get("ports", []):
+            assert re.fullmatch(rf"127\.0\.0\.1:\$\{{{variable}:-\d+\}}:\d+", port), (
+                f"{name} publishes {port!r}: want 127.0.0.1:${{{variable}:-<default>}}:<container port>")
+            published += 1
+    assert published == len(REPLICAS) + 4  # each replica, Azurite, the emulator, Prometheus, Grafana
 
 
 def test_every_dependency_names_a_defined_service(services: dict[str, dict[str, Any]]) -> None:
@@ -117,6 +134,8 @@ def test_replicas_share_one_container_under_distinct_replica_ids(services: dict[
     assert init_env["ENTRABOT_BLOB_CONNECTION_STRING"] == envs[0]["ENTRABOT_BLOB_CONNECTION_STRING"]
     for replica in REPLICAS:
         assert services[replica]["depends_on"]["azurite-init"]["condition"] == "service_completed_successfully"
+        # Directly too: Compose stops a service after its running dependents, and azurite-init has exited.
+        assert services[replica]["depends_on"]["azurite"]["condition"] == "service_started"
 
 
 def test_replicas_run_read_only_with_writable_tmp_and_data_dir_and_no_capabilities(
@@ -138,6 +157,8 @@ def test_azurite_image_is_the_pinned_npm_release_with_the_flags_the_sdk_needs(
     pinned = json.loads((REPO_ROOT / "azurite" / "package.json").read_text())["dependencies"]["azurite"]
     azurite = services["azurite"]
     assert azurite["image"] == f"mcr.microsoft.com/azure-storage/azurite:{pinned}"
+    # What ENTRABOT_AZURITE=testcontainers runs unless told otherwise: the same release.
+    assert DevstackSettings.model_fields["azurite_image"].default == azurite["image"]
     flags = azurite["command"]
     for flag in ("--skipApiVersionCheck", "--loose", "--disableTelemetry"):
         assert flag in flags
