@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from service.config import Settings
 from service.delivery.hub import DeliveryHub
+from service.delivery.mail_send import MailSender
 from service.delivery.sent_messages import SentMessages
 from service.delivery.sponsor_refresh import SponsorRefresher
 from service.delivery.sponsors import SponsorGate
@@ -135,5 +136,6 @@ async def wire_workers(
         settings=settings, graph=graph, agent=agent, hub=hub, watched=watched, chat_poller=chat_poller,
         discovery=discovery, gate=gate, promises=promises, interactions=interactions, summary=summary,
         replica_id=replica_id, clock=clock, sent_messages=sent, permissions=permissions,
+        mail=MailSender(graph, clock),
     )
     return Workers(watched, interactions, promises, sent, permissions, chat_poller, email_poller, discovery, summary, tool_deps)

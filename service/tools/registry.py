@@ -14,6 +14,7 @@ from service.tools.deps import ToolDeps
 from service.tools.images import ImageTools
 from service.tools.interactions import InteractionTools
 from service.tools.mail import MailTools
+from service.tools.mail_out import MailOutTools
 from service.tools.own_messages import OwnMessageTools
 from service.tools.permission_relay import PermissionRelay
 from service.tools.promises import PromiseTools
@@ -38,7 +39,7 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
         promises.add_promise, promises.list_promises, promises.resolve_promise,
         InteractionTools(deps).read_interactions, SummaryTools(deps).run_daily_summary,
         own.edit_teams_message, own.delete_teams_message, members.list_chat_members, members.add_chat_member, WhoamiTool(deps).whoami,
-        ImageTools(deps, access).view_image,
+        ImageTools(deps, access).view_image, MailOutTools(deps).send_email,
     )
     for handler in handlers:
         registry.add(handler)

@@ -14,7 +14,7 @@ ALL_TOOLS = {
     "send_teams_message", "read_teams_messages", "create_chat", "list_watched_chats", "watch_teams_replies",
     "wait_for_sponsor_dm", "read_email", "add_promise", "list_promises", "resolve_promise", "read_interactions",
     "run_daily_summary", "edit_teams_message", "delete_teams_message", "list_chat_members", "whoami",
-    "view_image", "add_chat_member",
+    "view_image", "add_chat_member", "send_email",
 }
 CHAT_TOOLS = [
     ("send_teams_message", {"text": "hello"}),
