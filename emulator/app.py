@@ -13,8 +13,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from emulator import (
-    routes_admin, routes_admin_tokens, routes_chats, routes_directory, routes_entra, routes_mail, routes_messages,
-    routes_notifications_admin, routes_subscriptions,
+    routes_admin, routes_admin_tokens, routes_chats, routes_directory, routes_entra, routes_mail, routes_mail_send,
+    routes_messages, routes_notifications_admin, routes_subscriptions,
 )
 from emulator.clock import Clock, SystemClock
 from emulator.context import EmulatorContext, context_of
@@ -25,7 +25,7 @@ from emulator.holds import Holds
 from emulator.middleware import GRAPH_PREFIX, EmulatorMiddleware
 
 _ROUTE_MODULES = (routes_admin, routes_admin_tokens, routes_entra, routes_chats, routes_messages, routes_mail,
-                  routes_directory, routes_subscriptions, routes_notifications_admin)
+                  routes_mail_send, routes_directory, routes_subscriptions, routes_notifications_admin)
 from emulator.seed import Seed, load_seed
 from emulator.state import StateError, TenantState
 from emulator.stats import RequestStats

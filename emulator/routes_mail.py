@@ -1,15 +1,21 @@
-"""Graph v1.0 mail: list the signed-in user's messages (all folders or one), get one, and send mail."""
+"""Graph v1.0 mail reads: the signed-in user's messages (all folders or one) and one message, and the
+same of a mailbox shared with them (``/users/{id | userPrincipalName}/…``). Sending: ``routes_mail_send``.
+
+A mailbox of someone else is read with a delegated token carrying Mail.Read.Shared or
+Mail.ReadWrite.Shared by a user its owner (or an Exchange admin) gave access, or with an app-only token
+holding Mail.Read; anything else is 403 ErrorAccessDenied ("Get Outlook messages in a shared or delegated
+folder", and Q&A answers showing the error; read, not run: no tenant).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from emulator import shapes
-from emulator.bodies import json_object
-from emulator.context import EmulatorContext, context_of
+from emulator.context import context_of
 from emulator.errors import bad_request, forbidden, not_found
 from emulator.graph_auth import Caller, graph_caller
 from emulator.odata import Clause, MailQuery, parse_mail_query
@@ -18,56 +24,88 @@ from emulator.state import Folder, MailMessage
 
 router = APIRouter(prefix="/v1.0")
 MAIL_READ = {"Mail.ReadBasic", "Mail.Read", "Mail.ReadWrite"}
+MAIL_READ_SHARED = {"Mail.Read.Shared", "Mail.ReadWrite.Shared"}
+MAIL_READ_APPLICATION = {"Mail.Read", "Mail.ReadBasic.All", "Mail.ReadWrite"}
+_ACCESS_DENIED = "Access is denied. Check credentials and try again."
 
 
 @router.get("/me/messages")
 async def list_messages(request: Request, caller: Caller = Depends(graph_caller("mail"))) -> JSONResponse:
-    return _list(request, caller, folder=None)
+    return _list(request, _own(caller), folder=None)
 
 
 @router.get("/me/mailFolders/{folder}/messages")
 async def list_folder_messages(folder: str, request: Request,
                                caller: Caller = Depends(graph_caller("mail"))) -> JSONResponse:
-    ctx = context_of(request)
-    named = ctx.state.folder_named(caller.me(), folder)
-    if named is None:
-        raise not_found("The specified object was not found in the store.", "ErrorItemNotFound")
-    return _list(request, caller, folder=named)
+    owner = _own(caller)
+    return _list(request, owner, folder=_folder(request, owner, folder))
 
 
 @router.get("/me/messages/{message_id}")
 async def get_message(message_id: str, request: Request,
                       caller: Caller = Depends(graph_caller("mail"))) -> JSONResponse:
-    ctx = context_of(request)
-    user_id = caller.me()
+    return _get(request, _own(caller), message_id)
+
+
+@router.get("/users/{user_ref}/messages")
+async def list_user_messages(user_ref: str, request: Request,
+                             caller: Caller = Depends(graph_caller("mail"))) -> JSONResponse:
+    return _list(request, _readable(request, caller, user_ref), folder=None)
+
+
+@router.get("/users/{user_ref}/mailFolders/{folder}/messages")
+async def list_user_folder_messages(user_ref: str, folder: str, request: Request,
+                                    caller: Caller = Depends(graph_caller("mail"))) -> JSONResponse:
+    owner = _readable(request, caller, user_ref)
+    return _list(request, owner, folder=_folder(request, owner, folder))
+
+
+@router.get("/users/{user_ref}/messages/{message_id}")
+async def get_user_message(user_ref: str, message_id: str, request: Request,
+                           caller: Caller = Depends(graph_caller("mail"))) -> JSONResponse:
+    return _get(request, _readable(request, caller, user_ref), message_id)
+
+
+def _own(caller: Caller) -> str:
+    owner = caller.me()
     caller.require(MAIL_READ, workload="outlook")
-    message = ctx.state.mail_item(user_id, message_id)
-    if message is None:
-        raise not_found("The specified object was not found in the store.", "ErrorItemNotFound")
-    return JSONResponse({"@odata.context": ctx.odata_context(request, "users", user_id, "messages", entity=True),
-                         **shapes.mail_message(message, folder_id=ctx.state.folder_id(user_id, message.folder))})
+    return owner
 
 
-@router.post("/me/sendMail", status_code=202)
-async def send_mail(request: Request, caller: Caller = Depends(graph_caller("mail"))) -> Response:
-    return await _send(request, caller, caller.me())
-
-
-@router.post("/users/{user_ref}/sendMail", status_code=202)
-async def send_mail_as(user_ref: str, request: Request, caller: Caller = Depends(graph_caller("mail"))) -> Response:
+def _readable(request: Request, caller: Caller, user_ref: str) -> str:
+    """The id of the mailbox ``user_ref`` names, when the caller may read it."""
     ctx = context_of(request)
     user = ctx.seed.find_user(user_ref)
     if user is None:
         raise not_found(f"The requested user '{user_ref}' is invalid.", "ErrorInvalidUser")
-    if caller.user_id is not None and caller.user_id != user.id:
-        raise forbidden("Access is denied. Check credentials and try again.", "ErrorAccessDenied")
-    return await _send(request, caller, user.id)
+    if caller.user_id is None:
+        caller.require(set(), MAIL_READ_APPLICATION, workload="outlook")  # an app may read any mailbox
+        return user.id
+    if caller.user_id == user.id:
+        return _own(caller)
+    if not caller.scopes & MAIL_READ_SHARED or not ctx.seed.may_read_mailbox(caller.user_id, user):
+        raise forbidden(_ACCESS_DENIED, "ErrorAccessDenied")
+    return user.id
 
 
-def _list(request: Request, caller: Caller, folder: Folder | None) -> JSONResponse:
+def _folder(request: Request, owner: str, ref: str) -> Folder:
+    named = context_of(request).state.folder_named(owner, ref)
+    if named is None:
+        raise not_found("The specified object was not found in the store.", "ErrorItemNotFound")
+    return named
+
+
+def _get(request: Request, owner: str, message_id: str) -> JSONResponse:
     ctx = context_of(request)
-    user_id = caller.me()
-    caller.require(MAIL_READ, workload="outlook")
+    message = ctx.state.mail_item(owner, message_id)
+    if message is None:
+        raise not_found("The specified object was not found in the store.", "ErrorItemNotFound")
+    return JSONResponse({"@odata.context": ctx.odata_context(request, "users", owner, "messages", entity=True),
+                         **shapes.mail_message(message, folder_id=ctx.state.folder_id(owner, message.folder))})
+
+
+def _list(request: Request, user_id: str, folder: Folder | None) -> JSONResponse:
+    ctx = context_of(request)
     query = parse_mail_query(request.query_params.multi_items())
     if query.select is not None:
         unknown = [f for f in query.select if f not in shapes.MAIL_PROPERTIES]
@@ -122,46 +160,3 @@ def _sort(items: list[MailMessage], query: MailQuery) -> None:
     items.sort(key=lambda m: m.id)  # a deterministic base order for ties
     for prop, descending in reversed(query.order):  # stable sorts, least significant key first
         items.sort(key=keys[prop], reverse=descending)
-
-
-async def _send(request: Request, caller: Caller, sender_id: str) -> Response:
-    ctx: EmulatorContext = context_of(request)
-    caller.require({"Mail.Send"}, {"Mail.Send"}, workload="outlook")
-    body = await json_object(request)
-    message = body.get("message")
-    if not isinstance(message, dict):
-        raise bad_request("Empty Payload. JSON content expected: send {\"message\": {...}}.", "ErrorInvalidRequest")
-    to = _addresses(message.get("toRecipients"))
-    cc = _addresses(message.get("ccRecipients"))
-    bcc = _addresses(message.get("bccRecipients"))
-    if not to and not cc and not bcc:
-        raise bad_request("At least one recipient isn't valid., A message can't be sent because it contains no "
-                          "recipients.", "ErrorInvalidRecipients")
-    item = message.get("body") or {}
-    if not isinstance(item, dict):
-        raise bad_request("message.body must be an object with contentType and content.", "ErrorInvalidRequest")
-    content_type = str(item.get("contentType", "text")).lower()
-    if content_type not in ("text", "html"):
-        raise bad_request(f"Invalid contentType '{item.get('contentType')}': use Text or HTML.",
-                          "ErrorInvalidRequest")
-    save = body.get("saveToSentItems", True)
-    save = save if isinstance(save, bool) else str(save).lower() != "false"
-    ctx.state.send_mail(sender_id, to=to, cc=cc, bcc=bcc, subject=str(message.get("subject") or ""),
-                        body=str(item.get("content") or ""), content_type=content_type,  # type: ignore[arg-type]
-                        save_to_sent=save)
-    return Response(status_code=202)
-
-
-def _addresses(recipients: object) -> list[str]:
-    if recipients is None:
-        return []
-    if not isinstance(recipients, list):
-        raise bad_request("Recipients must be a list of {\"emailAddress\": {\"address\": ...}}.",
-                          "ErrorInvalidRecipients")
-    out = []
-    for r in recipients:
-        address = r.get("emailAddress", {}).get("address") if isinstance(r, dict) else None
-        if not isinstance(address, str) or "@" not in address:
-            raise bad_request("At least one recipient isn't valid.", "ErrorInvalidRecipients")
-        out.append(address)
-    return out

@@ -24,7 +24,7 @@ TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"
 # What the tenant admin consented for the agent identity (and public clients) by default.
 DEFAULT_DELEGATED_SCOPES = (
     "Chat.Create", "Chat.ReadWrite", "ChatMessage.Send", "ChatMember.Read", "Mail.ReadWrite", "Mail.Send",
-    "User.Read", "User.ReadBasic.All",
+    "Mail.Read.Shared", "User.Read", "User.ReadBasic.All",
 )
 
 # The application permission "List agentIdentity sponsors" documents (its only one; delegated: not
@@ -85,6 +85,13 @@ class SeedUser(_Model):
     # their own tenant's id, which chat members show as tenantId. None for this tenant's users, B2B guests
     # included (a guest account lives in this tenant). Their mail is whatever their tenant set.
     home_tenant_id: str | None = None
+    # A shared mailbox (Exchange: a mailbox whose account cannot sign in, which people are granted access
+    # to): it has mail and an address, and is none of the tenant's people.
+    shared_mailbox: bool = False
+    # Who may read this mailbox besides its owner (user ids or UPNs): Exchange's FullAccess or Read
+    # permission on its folders. A delegated token needs Mail.Read.Shared as well ("Get Outlook messages in
+    # a shared or delegated folder", read, not run: no tenant).
+    mailbox_readers: tuple[str, ...] = ()
 
     @property
     def address(self) -> str:
@@ -239,7 +246,12 @@ class Seed(_Model):
 
     @property
     def humans(self) -> tuple[SeedUser, ...]:
-        return tuple(u for u in self.users if not u.is_agent_user)
+        return tuple(u for u in self.users if not u.is_agent_user and not u.shared_mailbox)
+
+    def may_read_mailbox(self, reader_id: str, owner: SeedUser) -> bool:
+        """Whether user ``reader_id`` holds a permission on ``owner``'s mailbox (its own, or granted)."""
+        return reader_id == owner.id or any(
+            (u := self.find_user(ref)) is not None and u.id == reader_id for ref in owner.mailbox_readers)
 
     @property
     def sponsors(self) -> tuple[SeedUser, ...]:
@@ -312,6 +324,11 @@ class Seed(_Model):
                 problems.append(f"user {user.id} is an agent user and cannot have a password")
             if user.home_tenant_id == self.tenant_id:
                 problems.append(f"user {user.id}: home_tenant_id is this tenant; leave it unset for its users")
+            if user.shared_mailbox and (user.password or user.agent_identity_id):
+                problems.append(f"user {user.id} is a shared mailbox: it has no password and is no agent user")
+            for reader in user.mailbox_readers:
+                if self.find_user(reader) is None:
+                    problems.append(f"user {user.id}: mailbox reader {reader!r} is not a user")
         for n, chat in enumerate(self.chats):
             label = chat.id or f"chats[{n}]"
             for member in chat.members:
@@ -387,11 +404,13 @@ def build_seed(
     blueprint_secret: str = "blueprint-dev-secret",
     password: str = "Passw0rd!",
     random_seed: int | None = 1,
+    shared_mailboxes: bool = False,
 ) -> Seed:
     """A tenant with ``humans`` people (the first, Ada, sponsors the agent), the agent user, its blueprint,
     a public client, and ``chats`` chats the agent user is in: chat 0 is a oneOnOne with Ada, the others
     group chats of the agent, Ada and one more person. Each chat gets ``history`` messages a minute apart,
-    the newest one minute old. Ids are stable for the same arguments.
+    the newest one minute old. Ids are stable for the same arguments. ``shared_mailboxes`` adds two shared
+    mailboxes: support@, which the agent user may read, and finance@, which only Ada may.
     """
     if humans < 2:
         raise ValueError("build_seed needs at least 2 humans: group chats have 3 members including the agent")
@@ -423,10 +442,16 @@ def build_seed(
             id=_chat_id(tenant, c, members), chat_type="oneOnOne" if c == 0 else "group",
             topic=None if c == 0 else f"Chat {c}", members=members, created="-1d", messages=messages,
         ))
+    shared = (
+        SeedUser(id=stable_id(tenant, "shared", "support"), user_principal_name=f"support@{domain}",
+                 display_name="Support", shared_mailbox=True, mailbox_readers=(agent.id,)),
+        SeedUser(id=stable_id(tenant, "shared", "finance"), user_principal_name=f"finance@{domain}",
+                 display_name="Finance", shared_mailbox=True, mailbox_readers=(people[0].id,)),
+    ) if shared_mailboxes else ()
     return Seed(
         tenant_id=tenant, tenant_domain=domain, token_lifetime_s=token_lifetime_s,
         throttle=throttle or ThrottleBudget(), random_seed=random_seed,
-        users=(*people, agent),
+        users=(*people, agent, *shared),
         apps=(
             SeedApp(app_id=blueprint_id, display_name="Entrabot Blueprint", kind="blueprint",
                     client_secrets=(blueprint_secret,)),

@@ -457,27 +457,34 @@ class TenantState:
         with self._lock:
             return self._mail.get(user_id, {}).get(message_id)
 
-    def send_mail(self, sender_id: str, *, to: list[str], cc: list[str], bcc: list[str], subject: str, body: str,
-                  content_type: Literal["text", "html"], save_to_sent: bool) -> list[MailMessage]:
-        """Send as a tenant user: recipients in the tenant get it in their inbox; others leave the tenant."""
+    def send_mail(self, sender_id: str, *, to: Sequence[str], cc: Sequence[str], bcc: Sequence[str], subject: str,
+                  body: str, content_type: Literal["text", "html"], save_to_sent: bool,
+                  headers: Sequence[tuple[str, str]] = (), conversation_id: str | None = None) -> list[MailMessage]:
+        """Send as a tenant user: recipients in the tenant get it in their inbox; others leave the tenant.
+
+        ``headers`` are the custom internet message headers the sender set: kept on the Sent Items copy and
+        carried to every recipient, as transport carries any ``x-`` header. A reply or forward passes the
+        conversation of the mail it answers."""
         user = self._user(sender_id)
         sender = Address(user.display_name, user.address)
         now = self._clock.now().replace(microsecond=0)
         internet_id = f"<{secrets.token_hex(12)}@{self.seed.tenant_domain}>"
-        conversation = _outlook_id("AAQkA")
+        conversation = conversation_id or _outlook_id("AAQkA")
         to_addr = tuple(self._address(a) for a in to)
         cc_addr = tuple(self._address(a) for a in cc)
         bcc_addr = tuple(self._address(a) for a in bcc)  # delivered, never shown
+        kept = tuple(headers)
         delivered = []
         with self._lock:
             if save_to_sent:
                 delivered.append(self._store(user.id, "sentitems", subject, body, content_type, sender, to_addr,
-                                             cc_addr, now, internet_id, conversation, is_read=True))
+                                             cc_addr, now, internet_id, conversation, is_read=True, headers=kept))
             for address in {a.address.lower(): a for a in (*to_addr, *cc_addr, *bcc_addr)}.values():
                 recipient = self.seed.find_user(address.address)
                 if recipient is not None:
                     delivered.append(self._store(recipient.id, "inbox", subject, body, content_type, sender,
-                                                 to_addr, cc_addr, now, internet_id, conversation, is_read=False))
+                                                 to_addr, cc_addr, now, internet_id, conversation, is_read=False,
+                                                 headers=kept))
         return delivered
 
     def deliver_mail(self, *, to: str, from_address: str, from_name: str | None = None, subject: str = "",

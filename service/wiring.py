@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from service.config import Settings
 from service.delivery.hub import DeliveryHub
+from service.delivery.mail_send import MailSender
 from service.delivery.sent_messages import SentMessages
 from service.delivery.sponsor_refresh import SponsorRefresher
 from service.delivery.sponsors import SponsorGate
@@ -46,6 +47,7 @@ from service.workers.discovery import ROLE as DISCOVERY_ROLE, Discovery
 from service.ledger.poll_turns import PollTurn
 from service.workers.email_poll import EmailPoller
 from service.workers.recorder import DeliveryRecorder
+from service.workers.summary_mail import SponsorSummaryMail
 
 
 @dataclass(frozen=True)
@@ -130,10 +132,16 @@ async def wire_workers(
         turn=PollTurn(backend, "email_poll", replica_id, timedelta(seconds=settings.email_poll_interval_s),
                       clock=clock),
     )
-    summary = DailySummaryProducer(backend, interactions, promises=promises, clock=clock, metrics=metrics)
+    mail = MailSender(graph, clock)
+    # Sponsors are read only with an agent identity and its app-only client; without them nobody is mailed.
+    reads_sponsors = bool(settings.agent_identity_id) and directory is not None
+    summary_mail = SponsorSummaryMail(gate, mail, reads_sponsors=reads_sponsors)
+    summary = DailySummaryProducer(backend, interactions, promises=promises, mailer=summary_mail, clock=clock,
+                                   metrics=metrics)
     tool_deps = ToolDeps(
         settings=settings, graph=graph, agent=agent, hub=hub, watched=watched, chat_poller=chat_poller,
         discovery=discovery, gate=gate, promises=promises, interactions=interactions, summary=summary,
         replica_id=replica_id, clock=clock, sent_messages=sent, permissions=permissions,
+        mail=mail,
     )
     return Workers(watched, interactions, promises, sent, permissions, chat_poller, email_poller, discovery, summary, tool_deps)

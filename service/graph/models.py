@@ -228,6 +228,7 @@ class MailMessage(GraphModel):
     subject: str | None = None
     sender: EmailAddress | None = Field(default=None, validation_alias="from")
     to_recipients: tuple[EmailAddress, ...] = ()
+    cc_recipients: tuple[EmailAddress, ...] = ()
     received_date_time: UtcDatetime
     body: ItemBody = Field(default_factory=ItemBody)
     body_preview: str = ""
@@ -244,11 +245,12 @@ class MailMessage(GraphModel):
         data = dict(data)
         if "from" in data:
             data["from"] = _unwrap_recipient(data["from"])
-        recipients = data.get("toRecipients")
-        if recipients is None:
-            data.pop("toRecipients", None)
-        elif isinstance(recipients, list):
-            data["toRecipients"] = [_unwrap_recipient(r) for r in recipients]
+        for name in ("toRecipients", "ccRecipients"):
+            recipients = data.get(name)
+            if recipients is None:
+                data.pop(name, None)
+            elif isinstance(recipients, list):
+                data[name] = [_unwrap_recipient(r) for r in recipients]
         if data.get("bodyPreview") is None:
             data.pop("bodyPreview", None)
         if data.get("internetMessageHeaders") is None:

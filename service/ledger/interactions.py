@@ -66,11 +66,14 @@ class Action(str, Enum):
     DELIVERED = "delivered"
     SENT = "sent"
     REPLIED = "replied"
+    FORWARDED = "forwarded"  # the agent forwarded a mail
+    SEND_UNCONFIRMED = "send_unconfirmed"  # a send whose outcome Graph left unknown, and nothing could settle
     EDITED = "edited"  # the agent replaced the text of one of its own messages
     DELETED = "deleted"  # the agent soft-deleted one of its own messages
     MEMBER_ADDED = "member_added"  # the agent added a person to a chat, at a sponsor's request
     PERMISSION_ASKED = "permission_asked"  # the sponsors were asked in Teams to approve a tool use
     VERDICT_RELAYED = "verdict_relayed"  # a sponsor's allow or deny went back to the host that asked
+    SUMMARY_MAILED = "summary_mailed"  # the day's summary went to the sponsors (once per fleet)
 
 
 @dataclass(frozen=True)

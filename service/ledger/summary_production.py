@@ -1,110 +1,65 @@
-"""Producing each day's summary once per fleet: claim ``summaries/<day>.json``, then write the HTML.
+"""Producing each day's summary once per fleet and mailing it to the sponsors once: the shell around
+``summary_claim``'s states (the table there).
 
-1. ``summaries/<day>.json`` is created with if_absent, holding ``state: "claimed"``, an owner claim
-   id, the claim time and the counts. Creating it is the claim; a replica that finds it already
-   there does nothing — unless the claim is stale (see 3).
-2. The owner writes ``summaries/<day>.html`` (if_absent: a copy left by a crashed owner is kept),
-   then moves the JSON to ``state: "done"`` with If-Match.
-3. Recovery: an owner that dies between 1 and 2 leaves ``claimed`` behind. A claim older than the
-   lease (10 minutes) is taken over by whichever replica next finds it, with If-Match on the stale
-   claim so that only one replica takes it over; the new owner finishes step 2.
+1. ``summaries/<day>.json`` is created with if_absent as ``claimed``, holding an owner id, the counts and
+   the send id the mail will carry. Creating it is the claim; a replica that finds it there does nothing
+   unless it is stale (step 4).
+2. The owner writes ``summaries/<day>.html`` (if_absent: a copy left by a crashed owner is kept).
+3. With a mailer: the owner moves the claim to ``mailing`` (If-Match, recording the recipients and the
+   subject), and only then sends the page to the sponsors; Graph's lost answers are settled in Sent Items by
+   the mailer. Then ``mailed``. Without a mailer, or with nobody to mail: straight to ``done``.
+4. Recovery: a claim whose state has not moved for a lease (10 minutes) is taken over by whichever replica
+   next finds it, with If-Match on the stale record so that only one replica takes it over. The new owner
+   keeps the send id and finishes from where the record stands; taking over ``mailing`` it first looks in
+   Sent Items for the send id, and sends only when the mail is provably not there.
 
-An uncertain create or takeover is settled by reading the owner id back (``service.ledger.settle``).
+Sponsors not known yet (their list unread) claim nothing: the day stays unclaimed until a later run, so
+no summary is ever marked finished unmailed for a passing failure. An uncertain create or takeover is
+settled by reading the owner id back (``service.ledger.settle``), an uncertain move by reading the record
+back (``service.ledger.cas``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
-from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timedelta
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import date, timedelta
 from enum import Enum
-from typing import Any
 
-from service.ledger.cas import update_value
 from service.clock import Clock, as_utc, utc_now
+from service.ledger.cas import update_value
 from service.ledger.daily_summary import Summary, build_summary, render_html, summary_due
-from service.ledger.interactions import InteractionLog
-from service.ledger.json_records import (
-    ExtraFields,
-    extra_fields,
-    load_object,
-    optional_timestamp,
-    require_str,
-    require_timestamp,
-    timestamp_text,
-    with_extra,
-)
+from service.ledger.interactions import Action, Channel, Direction, Interaction, InteractionLog
 from service.ledger.promises import Promise, PromiseLedger
-from service.ledger.reads import CorruptValueError, Read, ReadOutcome, read_parsed
+from service.ledger.reads import Read, ReadOutcome, read_parsed
 from service.ledger.settle import ClaimWrite, Settlement, write_claim
+from service.ledger.summary_claim import (
+    Step,
+    SummaryClaim,
+    SummaryState,
+    next_step,
+    parse_summary_claim,
+    render_summary_claim,
+    summary_keys,
+)
+from service.ledger.summary_mailing import (
+    LetterRefused,
+    LetterSent,
+    LetterUnknown,
+    SummaryLetter,
+    SummaryMailer,
+    letter_subject,
+)
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-SUMMARIES_PREFIX = "summaries/"
 LEASE = timedelta(minutes=10)
 LEDGER = "summary"
-_KNOWN = ("day", "state", "owner", "claimed_at", "completed_at", "counts")
-_WHAT = "summary claim"
-
-
-class SummaryState(str, Enum):
-    CLAIMED = "claimed"
-    DONE = "done"
-
-
-def summary_keys(day: date) -> tuple[str, str]:
-    """(JSON claim key, HTML key) for ``day``."""
-    stem = f"{SUMMARIES_PREFIX}{day.isoformat()}"
-    return f"{stem}.json", f"{stem}.html"
-
-
-@dataclass(frozen=True)
-class SummaryClaim:
-    day: str
-    state: SummaryState
-    owner: str
-    claimed_at: datetime
-    completed_at: datetime | None = None
-    counts: dict[str, Any] = field(default_factory=dict, compare=False)
-    extra: ExtraFields = field(default=(), repr=False)
-
-    def has_claim(self, claim_id: str) -> bool:
-        return self.owner == claim_id
-
-    def is_stale(self, now: datetime, lease: timedelta) -> bool:
-        return self.state is SummaryState.CLAIMED and as_utc(now) - self.claimed_at >= lease
-
-
-def parse_summary_claim(text: str) -> SummaryClaim:
-    obj = load_object(text, _WHAT)
-    state = obj.get("state")
-    if state not in (SummaryState.CLAIMED.value, SummaryState.DONE.value):
-        raise CorruptValueError(f"{_WHAT}: field 'state' must be 'claimed' or 'done'")
-    counts = obj.get("counts", {})
-    if not isinstance(counts, dict):
-        raise CorruptValueError(f"{_WHAT}: field 'counts' must be an object")
-    return SummaryClaim(
-        day=require_str(obj, "day", _WHAT),
-        state=SummaryState(state),
-        owner=require_str(obj, "owner", _WHAT),
-        claimed_at=require_timestamp(obj, "claimed_at", _WHAT),
-        completed_at=optional_timestamp(obj, "completed_at", _WHAT),
-        counts=counts,
-        extra=extra_fields(obj, _KNOWN),
-    )
-
-
-def render_summary_claim(claim: SummaryClaim) -> str:
-    obj: dict[str, Any] = {
-        "day": claim.day, "state": claim.state.value, "owner": claim.owner,
-        "claimed_at": timestamp_text(claim.claimed_at), "completed_at": timestamp_text(claim.completed_at),
-        "counts": claim.counts,
-    }
-    return json.dumps(with_extra(obj, claim.extra), sort_keys=False)
+FOUND_ON_TAKEOVER = "found_on_takeover"  # a taker found the stale owner's mail in Sent Items
 
 
 class SummaryOutcome(str, Enum):
@@ -113,7 +68,7 @@ class SummaryOutcome(str, Enum):
     RECOVERED = "recovered"  # finished a stale claim another replica left behind
     ALREADY_DONE = "already_done"
     IN_PROGRESS = "in_progress"  # another replica holds a live claim: do nothing
-    UNRESOLVED = "unresolved"  # a read or write could not be settled: a later run retries
+    UNRESOLVED = "unresolved"  # a read, a write or the mail could not be settled: a later run retries
 
 
 class DailySummaryProducer:
@@ -123,6 +78,7 @@ class DailySummaryProducer:
         interactions: InteractionLog,
         *,
         promises: PromiseLedger | None = None,
+        mailer: SummaryMailer | None = None,
         clock: Clock = utc_now,
         lease: timedelta = LEASE,
         metrics: Metrics | None = None,
@@ -130,6 +86,7 @@ class DailySummaryProducer:
         self._backend = backend
         self._interactions = interactions
         self._promises = promises
+        self._mailer = mailer
         self._clock = clock
         self._lease = lease
         self._metrics = metrics
@@ -147,39 +104,128 @@ class DailySummaryProducer:
         log.info("daily summary %s: %s", day.isoformat(), outcome.value)
         return outcome
 
+    async def stored(self, day: date) -> Read[SummaryClaim]:
+        """The stored claim of ``day`` (its state and counts), as whichever replica produced it wrote it."""
+        return await self._read_claim(summary_keys(day)[0])
+
     async def _produce(self, day: date) -> SummaryOutcome:
         json_key, _ = summary_keys(day)
         existing = await self._read_claim(json_key)
         if existing.outcome is ReadOutcome.UNRESOLVED:
             return SummaryOutcome.UNRESOLVED
-        if existing.value is not None and existing.value.state is SummaryState.DONE:
+        stale = existing.value
+        step = next_step(stale, self._clock(), self._lease)
+        if step is Step.FINISHED:
             return SummaryOutcome.ALREADY_DONE
-        if existing.value is not None and not existing.value.is_stale(self._clock(), self._lease):
+        if step is Step.WAIT:
             return SummaryOutcome.IN_PROGRESS
+        was_mailing = stale is not None and stale.state is SummaryState.MAILING
+        recipients = self._mailer.recipients() if self._mailer is not None and not was_mailing else ()
+        if recipients is None:
+            log.info("daily summary %s waits: the sponsors are not known yet", day.isoformat())
+            return SummaryOutcome.UNRESOLVED
         summary = await self._build(day)
         if summary is None:
             return SummaryOutcome.UNRESOLVED
-        claim = SummaryClaim(
-            day=day.isoformat(), state=SummaryState.CLAIMED, owner=uuid.uuid4().hex,
-            claimed_at=as_utc(self._clock()), counts=summary.counts(),
-        )
-        # Create the claim, or take over the stale one we just read (If-Match on it).
+        claim = self._taken(day, summary, stale)
         write = ClaimWrite(json_key, render_summary_claim(claim), existing.etag, claim.owner)
         result = await write_claim(self._backend, write, lambda: self._read_claim(json_key))
         if result.settlement is Settlement.UNKNOWN:
             return SummaryOutcome.UNRESOLVED
         if result.settlement is Settlement.LOST:
             other = result.read.value if result.read is not None else None
-            return SummaryOutcome.ALREADY_DONE if other is not None and other.state is SummaryState.DONE else (
-                SummaryOutcome.IN_PROGRESS
-            )
-        if not await self._finish(day, summary, claim):
+            return SummaryOutcome.ALREADY_DONE if other is not None and other.finished else SummaryOutcome.IN_PROGRESS
+        if not await self._write_page(day, summary):
             return SummaryOutcome.UNRESOLVED
-        return SummaryOutcome.PRODUCED if existing.value is None else SummaryOutcome.RECOVERED
+        finished = await self._finish(summary, claim, stale if was_mailing else None, recipients)
+        if not finished:
+            return SummaryOutcome.UNRESOLVED
+        return SummaryOutcome.PRODUCED if stale is None else SummaryOutcome.RECOVERED
 
-    async def stored(self, day: date) -> Read[SummaryClaim]:
-        """The stored claim of ``day`` (its state and counts), as whichever replica produced it wrote it."""
-        return await self._read_claim(summary_keys(day)[0])
+    def _taken(self, day: date, summary: Summary, stale: SummaryClaim | None) -> SummaryClaim:
+        """Our claim: a new one, or the stale one taken over with its send id (and, mid-mail, its letter)."""
+        now = as_utc(self._clock())
+        owner = uuid.uuid4().hex
+        if stale is None:
+            return SummaryClaim(day=day.isoformat(), state=SummaryState.CLAIMED, owner=owner, claimed_at=now,
+                                counts=summary.counts(), send_id=uuid.uuid4().hex, state_at=now)
+        return replace(stale, owner=owner, state_at=now, counts=summary.counts(),
+                       send_id=stale.send_id or uuid.uuid4().hex)
+
+    async def _finish(self, summary: Summary, claim: SummaryClaim, stale_mailing: SummaryClaim | None,
+                      recipients: tuple[str, ...]) -> bool:
+        mailer = self._mailer
+        now = as_utc(self._clock())
+        if mailer is None or (stale_mailing is None and not recipients):
+            return await self._move(claim, lambda c: replace(c, state=SummaryState.DONE, state_at=now,
+                                                               completed_at=now))
+        assert claim.send_id is not None  # every claim we write carries one
+        if stale_mailing is None:
+            letter = SummaryLetter(summary.day, claim.send_id, recipients, letter_subject(summary),
+                                   render_html(summary))
+            if not await self._move(claim, lambda c: replace(c, state=SummaryState.MAILING, state_at=now,
+                                                              recipients=letter.to, subject=letter.subject)):
+                return False
+            sent = await self._send(mailer, letter)
+        else:
+            letter = SummaryLetter(summary.day, claim.send_id, stale_mailing.recipients,
+                                   stale_mailing.subject or letter_subject(summary), render_html(summary))
+            sent = await self._send_unless_there(mailer, letter, stale_mailing)
+        return sent is not None and await self._mailed(claim, letter, sent)
+
+    async def _send_unless_there(self, mailer: SummaryMailer, letter: SummaryLetter,
+                                 stale: SummaryClaim) -> LetterSent | None:
+        """A stale owner may have sent it: look in Sent Items first (since it moved to mailing)."""
+        try:
+            found = await mailer.find(letter, stale.moved_at())
+        except LetterUnknown:
+            log.warning("daily summary %s: Sent Items could not tell whether the mail went out; not sent",
+                        letter.day.isoformat())
+            return None
+        if found is not None:
+            return LetterSent(FOUND_ON_TAKEOVER, found)
+        return await self._send(mailer, letter)
+
+    async def _send(self, mailer: SummaryMailer, letter: SummaryLetter) -> LetterSent | None:
+        try:
+            return await mailer.send(letter)
+        except (LetterUnknown, LetterRefused) as exc:
+            # Left in mailing: after the lease a replica looks in Sent Items and sends only if it is not there.
+            log.warning("daily summary %s not mailed (%s); retried after the lease", letter.day.isoformat(),
+                        type(exc).__name__)
+            return None
+
+    async def _mailed(self, claim: SummaryClaim, letter: SummaryLetter, sent: LetterSent) -> bool:
+        now = as_utc(self._clock())
+        moved = await self._move(claim, lambda c: replace(
+            c, state=SummaryState.MAILED, state_at=now, completed_at=now, mailed_at=now, mail_outcome=sent.outcome,
+            sent_item_id=sent.sent_item_id))
+        if moved:
+            await self._interactions.record(Interaction(
+                ts=now, direction=Direction.OUT, channel=Channel.EMAIL, action=Action.SUMMARY_MAILED.value,
+                message_id=sent.sent_item_id,
+                summary=f"daily summary {claim.day} to {', '.join(letter.to)}; send id {letter.send_id}; "
+                        f"{sent.outcome}"))
+        return moved
+
+    async def _move(self, claim: SummaryClaim, change: Callable[[SummaryClaim], SummaryClaim]) -> bool:
+        """Move our claim on with If-Match; False when that cannot be settled or the claim is no longer ours."""
+        json_key, _ = summary_keys(date.fromisoformat(claim.day))
+        moved: list[SummaryClaim] = []  # the record we last tried to write
+
+        def move(current: SummaryClaim | None) -> str | None:
+            if current is None or current.owner != claim.owner:
+                return None  # taken over meanwhile: not ours to move
+            if moved and current == moved[0]:
+                return None  # our write landed though its answer was lost
+            moved[:] = [change(current)]
+            return render_summary_claim(moved[0])
+
+        update = await update_value(self._backend, json_key, parse=parse_summary_claim, change=move, attempts=2,
+                                    ledger=LEDGER, metrics=self._metrics)
+        stored = update.value
+        return update.holds and bool(moved) and stored is not None and stored.owner == claim.owner and (
+            stored.state is moved[0].state)
 
     async def _read_claim(self, key: str) -> Read[SummaryClaim]:
         return await read_parsed(self._backend, key, parse_summary_claim)
@@ -195,27 +241,14 @@ class DailySummaryProducer:
                 return None
             promises = listed.promises
         records = log_read.value.records if log_read.value is not None else ()
-        return build_summary(day, records, promises)
+        skipped = log_read.value.skipped_lines if log_read.value is not None else 0
+        return build_summary(day, records, promises, skipped_lines=skipped)
 
-    async def _finish(self, day: date, summary: Summary, claim: SummaryClaim) -> bool:
-        json_key, html_key = summary_keys(day)
+    async def _write_page(self, day: date, summary: Summary) -> bool:
+        _, html_key = summary_keys(day)
         page = render_html(summary)
-        html_written = await update_value(
+        written = await update_value(
             self._backend, html_key, parse=str, change=lambda current: page if current is None else None,
             attempts=2, ledger=LEDGER, metrics=self._metrics,
         )
-        if not html_written.holds:
-            return False
-        done = render_summary_claim(replace(claim, state=SummaryState.DONE, completed_at=as_utc(self._clock())))
-
-        def mark_done(current: SummaryClaim | None) -> str | None:
-            # Only the owner finishes; if someone took over meanwhile, the page exists and they finish.
-            if current is None or current.owner != claim.owner or current.state is SummaryState.DONE:
-                return None
-            return done
-
-        marked = await update_value(
-            self._backend, json_key, parse=parse_summary_claim, change=mark_done,
-            attempts=2, ledger=LEDGER, metrics=self._metrics,
-        )
-        return marked.holds
+        return written.holds

@@ -31,8 +31,6 @@ from service.tools.sponsor_wait import SponsorReply, SponsorWaiter, WaitOutcome,
 
 log = logging.getLogger(__name__)
 
-UNCONFIRMED_SEND = "send_unconfirmed"  # interaction action for a post whose outcome Graph left unknown
-
 _TIMEOUT_DESCRIPTION = (
     "Seconds to wait for a sponsor's reply; the server caps it (ENTRABOT_SPONSOR_WAIT_TIMEOUT_S) and uses the "
     "cap when omitted."
@@ -113,7 +111,7 @@ class ConversationTools:
             sent_once = await ChatSender(deps.graph, deps.agent.object_id, deps.clock).post(
                 args.chat_id, content, composed.content_type, composed.mentions)
         except SendUnknown:
-            await self._record(call, args.chat_id, None, content, UNCONFIRMED_SEND)
+            await self._record(call, args.chat_id, None, content, Action.SEND_UNCONFIRMED.value)
             log.warning("chat message send outcome unknown after settling", extra={"chat_id": args.chat_id})
             raise ToolError(
                 f"The message MAY have been posted to chat {args.chat_id}: Microsoft Graph failed after receiving "

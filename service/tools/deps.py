@@ -11,6 +11,7 @@ from typing import Protocol
 
 from service.config import Settings
 from service.delivery.hub import DeliveryHub
+from service.delivery.mail_send import MailSender
 from service.delivery.sent_messages import SentMessages
 from service.delivery.sponsors import SponsorGate
 from service.graph.client import GraphClient
@@ -49,5 +50,6 @@ class ToolDeps:
     # the same object the chat poll reads.
     sent_messages: SentMessages
     replica_id: str
+    mail: MailSender  # every mail the agent sends goes through it, so each is sent once
     clock: Clock = utc_now
     permissions: PermissionRequests | None = None  # None: no permission relay on this replica

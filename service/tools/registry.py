@@ -15,6 +15,7 @@ from service.tools.deps import ToolDeps
 from service.tools.images import ImageTools
 from service.tools.interactions import InteractionTools
 from service.tools.mail import MailTools
+from service.tools.mail_out import MailOutTools
 from service.tools.own_messages import OwnMessageTools
 from service.tools.placeholders import PlaceholderTools
 from service.tools.permission_relay import PermissionRelay
@@ -43,6 +44,7 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
         own.edit_teams_message, own.delete_teams_message, members.list_chat_members, members.add_chat_member, WhoamiTool(deps).whoami,
         ImageTools(deps, access).view_image, CardTools(deps, access).send_adaptive_card,
         placeholders.post_placeholder, placeholders.update_placeholder, placeholders.resolve_placeholder,
+        MailOutTools(deps).send_email,
     )
     for handler in handlers:
         registry.add(handler)

@@ -34,7 +34,11 @@ class RunSummaryResult(BaseModel):
     window_start: str
     window_end: str
     outcome: SummaryOutcome = Field(description="produced, recovered, already_done, in_progress or unresolved")
-    counts: dict[str, Any] | None = Field(description="The stored counts, once a replica has claimed the day")
+    counts: dict[str, Any] | None = Field(description="The stored counts and triage, once a replica has claimed "
+                                          "the day")
+    state: str | None = Field(default=None, description="claimed, mailing, mailed (to the sponsors) or done "
+                              "(nothing to mail)")
+    mailed_to: list[str] = Field(default_factory=list, description="The sponsors it was (or is being) mailed to")
 
 
 @dataclass
@@ -42,8 +46,9 @@ class SummaryTools:
     deps: ToolDeps
 
     async def run_daily_summary(self, args: RunSummaryInput, call: ToolCall) -> RunSummaryResult:
-        """Produce the daily summary of interactions and promises for a day that has ended (once per fleet:
-        if another replica already produced it, this reports that and its counts)."""
+        """Produce the daily summary of interactions and promises for a day that has ended, triaged into needs
+        you / handled / heads-up, and mail it to the sponsors (once per fleet: if another replica already
+        produced it, this reports that, its counts and whom it was mailed to)."""
         now = self.deps.clock()
         day = args.day or last_ended_day(now)
         start, end = day_window(day)
@@ -53,6 +58,9 @@ class SummaryTools:
                             "last day that ended.")
         outcome = await self.deps.summary.produce(day)
         stored = await self.deps.summary.stored(day)
-        counts = stored.value.counts if stored.outcome is ReadOutcome.PRESENT and stored.value is not None else None
+        claim = stored.value if stored.outcome is ReadOutcome.PRESENT else None
         return RunSummaryResult(day=day.isoformat(), window_start=format_timestamp(start),
-                                window_end=format_timestamp(end), outcome=outcome, counts=counts)
+                                window_end=format_timestamp(end), outcome=outcome,
+                                counts=claim.counts if claim is not None else None,
+                                state=claim.state.value if claim is not None else None,
+                                mailed_to=list(claim.recipients) if claim is not None else [])

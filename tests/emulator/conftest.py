@@ -32,7 +32,8 @@ def issuer() -> DevIssuer:
 def seed(certificate: DevCertificate, issuer: DevIssuer) -> Seed:
     # Graph's limits off: these conformance tests check shapes and rules, many requests a second;
     # test_emulator_limits.py checks the limits on a tenant of its own.
-    base = with_blueprint_credentials(build_seed(chats=3, humans=3, history=3, throttle=ThrottleBudget.relaxed()),
+    base = with_blueprint_credentials(build_seed(chats=3, humans=3, history=3, throttle=ThrottleBudget.relaxed(),
+                                                 shared_mailboxes=True),
                                       certificate=certificate, issuer=issuer)
     # A second agent identity of the same blueprint, as a blueprint with several agents has.
     sibling = AgentIdentity(id=SIBLING_IDENTITY, display_name="Sibling agent", blueprint_app_id=base.blueprint.app_id)

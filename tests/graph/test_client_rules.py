@@ -382,6 +382,45 @@ async def test_send_mail_posts_a_message_with_recipients() -> None:
     assert message["body"] == {"contentType": "Text", "content": "Body"}
 
 
+async def test_send_mail_carries_copies_and_custom_headers_and_a_5xx_is_not_repeated() -> None:
+    client, recorder, _ = make_client(lambda r: graph_error(503, "ServiceUnavailable", {"Retry-After": "1"}))
+    with pytest.raises(GraphServerError) as failed:
+        await client.send_mail(["ada@contoso.com"], "S", "B", cc=["grace@fabrikam.com"],
+                               headers={"x-entrabot-send-id": "abc"})
+    assert failed.value.outcome_unknown and len(recorder.requests) == 1
+    message = json.loads(recorder.requests[0].content)["message"]
+    assert message["ccRecipients"] == [{"emailAddress": {"address": "grace@fabrikam.com"}}]
+    assert message["internetMessageHeaders"] == [{"name": "x-entrabot-send-id", "value": "abc"}]
+
+
+@pytest.mark.parametrize("kind", ["reply", "replyAll"])
+async def test_a_reply_posts_the_comment_and_headers_to_the_messages_action(kind: str) -> None:
+    client, recorder, _ = make_client(lambda r: httpx.Response(202))
+    await client.answer_mail("AAMk/1=", kind, "Thanks", headers={"x-entrabot-send-id": "r1"})  # type: ignore[arg-type]
+    request = recorder.requests[0]
+    assert request.method == "POST" and request.url.raw_path.decode() == f"/v1.0/me/messages/AAMk%2F1%3D/{kind}"
+    assert json.loads(request.content) == {
+        "comment": "Thanks", "message": {"internetMessageHeaders": [{"name": "x-entrabot-send-id", "value": "r1"}]}}
+    with pytest.raises(ValueError, match="takes no recipients"):
+        await client.answer_mail("AAMk1", kind, "x", to=["a@b.c"])  # type: ignore[arg-type]
+
+
+async def test_a_forward_names_its_recipients() -> None:
+    client, recorder, _ = make_client(lambda r: httpx.Response(202))
+    await client.answer_mail("AAMk1", "forward", "FYI", to=["auditor@fabrikam.com"])
+    assert json.loads(recorder.requests[0].content) == {
+        "comment": "FYI", "toRecipients": [{"emailAddress": {"address": "auditor@fabrikam.com"}}]}
+    with pytest.raises(ValueError, match="at least one recipient"):
+        await client.answer_mail("AAMk1", "forward", "FYI")
+
+
+async def test_a_shared_mailbox_is_read_at_its_users_path() -> None:
+    client, recorder, _ = make_client(lambda r: page([]))
+    pages = client.list_mail(None, top=5, mailbox="support@contoso.com")
+    assert [p.items async for p in pages] == [()]
+    assert recorder.requests[0].url.path == "/v1.0/users/support@contoso.com/mailFolders/inbox/messages"
+
+
 async def test_a_429_holds_every_later_request_of_the_client_until_its_retry_after() -> None:
     # Graph's limits are per app and a throttled request counts against them: the replica's other
     # reads must wait too, or they keep the window full.

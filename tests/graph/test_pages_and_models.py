@@ -155,5 +155,5 @@ def test_a_repeated_mail_header_keeps_every_value_so_none_hides_behind_another()
 
 def test_the_mail_select_names_every_property_the_model_reads() -> None:
     assert MailMessage.graph_select().split(",") == [
-        "id", "subject", "from", "toRecipients", "receivedDateTime", "body", "bodyPreview", "internetMessageId",
-        "internetMessageHeaders"]
+        "id", "subject", "from", "toRecipients", "ccRecipients", "receivedDateTime", "body", "bodyPreview",
+        "internetMessageId", "internetMessageHeaders"]

@@ -10,7 +10,8 @@ from service.ledger.daily_summary import SUMMARY_OFFSET, build_summary, day_wind
 from service.ledger.interactions import Channel
 from service.ledger.interactions import Direction, Interaction, InteractionLog
 from service.ledger.promises import Promise, PromiseLedger, PromiseStatus
-from service.ledger.summary_production import DailySummaryProducer, SummaryOutcome, summary_keys
+from service.ledger.summary_claim import summary_keys
+from service.ledger.summary_production import DailySummaryProducer, SummaryOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from tests.ledger.ledger_helpers import FakeClock, RecordingBackend

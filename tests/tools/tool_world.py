@@ -43,8 +43,9 @@ from service.workers.discovery import Discovery
 from service.wiring import wire_workers
 
 # Ada sponsors the agent; Grace and Alan are other people. Chat 0 is the agent's oneOnOne with Ada,
-# chats 1 and 2 are group chats of the agent, Ada and Grace (1) or Alan (2). No history.
-SEED: Seed = build_seed(chats=3, humans=3, history=0)
+# chats 1 and 2 are group chats of the agent, Ada and Grace (1) or Alan (2). No history. Two shared
+# mailboxes: support@ (shared with the agent) and finance@ (not).
+SEED: Seed = build_seed(chats=3, humans=3, history=0, shared_mailboxes=True)
 BLUEPRINT_SECRET = "blueprint-dev-secret"
 FAST_BACKOFF = RetryPolicy(backoff_base=0.01, backoff_cap=0.05)
 WAIT_POLLS = 500  # bounded loop while a tool call gets to its wait
