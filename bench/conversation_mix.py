@@ -12,12 +12,14 @@ by one replica for the fleet, and a reaction read by none.
 
 Per mode (``ordered``: the scan; ``notifications``: Graph's change notifications, 1 s emulated latency)
 one fleet is started on a pre-seeded container and shrunk 6 → 3 → 1 (``change_detection_fleet``); one
-host per replica. Each step:
+host per replica. First, one more fleet (ordered mode) measures the fleet at rest at each step: one
+window of ``idle_s`` (full profile: one discovery interval, 120 s) in which nobody posts, the fleet's
+Graph requests/s by route. Every replica re-reads the agent identity's sponsors once per sponsor
+refresh interval (120 s), so that is the one idle cost that grows with the replica count. Each fleet
+runs on its own Azurite for less than Azurite's 10-minute garbage sweep (which held every request for
+30-50 s once a fleet outlived it; each row says how old its Azurite was). Each conversation step:
 
 - settle (as the change-detection matrix's: steady polling, the scanner lease on a live replica);
-- idle (ordered mode, full profile: one discovery interval, 120 s, after 30 s without traffic): the
-  fleet's Graph requests/s by route. Every replica re-reads the agent identity's sponsors once per
-  sponsor refresh interval (120 s), so this is the one idle cost that grows with the replica count;
 - conversation: ``exchanges`` times, in turn over ``chats_in_play`` chats: a person posts (through
   Graph, with the person's own token); once a host received it the agent replies, posted as the agent
   user through the emulator's admin API (the benchmark's own request costs the fleet nothing);
@@ -27,9 +29,9 @@ host per replica. Each step:
   messages in the window, each put down to the latest change of its chat before it
   (``conversation_stats.attribute``); reads per change, and their ratio to the 1-replica step.
 
-Expected duration on 2 cores (full): ≈ 17 min (two fleets of 10,000 chats, pre-seeding 25–50 s each;
-per step ~70 s of conversation, and in ordered mode 150 s of quiet and idle). ``--quick``: 1,000
-chats, 3 and 1 replicas, ≈ 5 min.
+Expected duration on 2 cores (full): ≈ 22 min (three fleets of 10,000 chats, pre-seeding 25–50 s and
+starting ~35 s each; the idle fleet 3 × 120 s, the conversation fleets 3 × ~85 s). ``--quick``: 1,000
+chats, 3 and 1 replicas, ≈ 6 min.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from bench.fleet_harness import (
     idle_for,
     wait_for_deliveries,
 )
-from bench.profiles import QUIET_BEFORE_IDLE_S, ConversationProfile
+from bench.profiles import ConversationProfile
 from bench.replica_defaults import replica_defaults
 from bench.report import envelope, load_average, machine_line, markdown_table
 from bench.session import BenchSession, run_standalone
@@ -150,24 +152,37 @@ def _window_fields(window_seconds: float, graph: dict[str, Any]) -> dict[str, An
             "sponsor_reads_per_s": round(sum(v for k, v in rates.items() if SPONSORS_ROUTE_PART in k), 4)}
 
 
-async def run_step(mf: ModeFleet, n: int, http: httpx.AsyncClient, p: ConversationProfile, *,
-                   first: bool, quiet_since: float) -> list[dict[str, Any]]:
-    """One replica count: settle, the idle window (ordered mode), the conversation."""
+IDLE_MODE = "ordered"  # the idle fleet: the scan (the notifications mode's idle rate depends on when one came)
+
+
+async def idle_step(mf: ModeFleet, n: int, http: httpx.AsyncClient, p: ConversationProfile, *, first: bool,
+                    azurite_started: float) -> dict[str, Any]:
+    """One replica count of the idle fleet: settle, then one window with nobody posting."""
+    assert p.idle_s is not None
     members = await mf.shrink_to(n)
-    rows: list[dict[str, Any]] = []
+    async with connected_hosts(members):
+        settled = await settle(mf, members, http, p.start_settle_max_s(n) if first else p.settle_max_s)
+        began = time.monotonic()
+        idle = await measure_window(mf, members, http, idle_for(p.idle_s))
+    return {"mode": mf.mode, "chats": mf.chats, "replicas": n, "replicas_live": len(members), "settle": settled,
+            "window": IDLE, "azurite_age_s": round(began - azurite_started, 1),
+            **_window_fields(idle.seconds, idle.graph),
+            "replica_graph_requests": {rid: int(d.value("entrabot_graph_requests_total"))
+                                       for rid, d in idle.replica_deltas.items()}}
+
+
+async def conversation_step(mf: ModeFleet, n: int, http: httpx.AsyncClient, p: ConversationProfile, *,
+                            first: bool, azurite_started: float) -> dict[str, Any]:
+    """One replica count of a conversation fleet: settle, then the conversation."""
+    members = await mf.shrink_to(n)
     async with connected_hosts(members) as hosts:
         settled = await settle(mf, members, http, p.start_settle_max_s(n) if first else p.settle_max_s)
-        base = {"mode": mf.mode, "chats": mf.chats, "replicas": n, "replicas_live": len(members), "settle": settled}
-        if mf.mode == "ordered" and p.idle_s is not None:
-            await asyncio.sleep(max(0.0, quiet_since + QUIET_BEFORE_IDLE_S - time.monotonic()))
-            idle = await measure_window(mf, members, http, idle_for(p.idle_s))
-            rows.append({**base, "window": IDLE, **_window_fields(idle.seconds, idle.graph),
-                         "replica_graph_requests": {rid: int(d.value("entrabot_graph_requests_total"))
-                                                    for rid, d in idle.replica_deltas.items()}})
+        began = time.monotonic()
         work = ConversationWork(mf, hosts, http, p)
         talk = await measure_window(mf, members, http, work)
-        rows.append({**base, "window": CONVERSATION, **_window_fields(talk.seconds, talk.graph), **work.outcome()})
-    return rows
+    return {"mode": mf.mode, "chats": mf.chats, "replicas": n, "replicas_live": len(members), "settle": settled,
+            "window": CONVERSATION, "azurite_age_s": round(began - azurite_started, 1),
+            **_window_fields(talk.seconds, talk.graph), **work.outcome()}
 
 
 async def run(session: BenchSession) -> dict[str, Any]:
@@ -178,15 +193,20 @@ async def run(session: BenchSession) -> dict[str, Any]:
     fleets: list[dict[str, Any]] = []
     print(f"{NAME}: {len(p.modes)} mode(s) × {len(steps)} replica count(s) at {p.chats:,} chats; waits bounded "
           f"at {p.upper_bound_s() / 60:.0f} min plus fleet starts", flush=True)
-    for mode in p.modes:
+    # Each fleet on its own Azurite, and each shorter than Azurite's 10-minute blob garbage sweep, which
+    # holds every request for 30-50 s after a large container (see BenchSession.fresh_azurite): the
+    # idle windows get a fleet of their own for that reason.
+    plan = [(IDLE_MODE, idle_step)] if p.idle_s is not None else []
+    plan += [(mode, conversation_step) for mode in p.modes]
+    for mode, step in plan:
+        azurite_started = time.monotonic()
         async with mode_fleet(session, mode, p.chats, steps[0]) as mf, httpx.AsyncClient(timeout=30) as http:
-            fleets.append({"mode": mode, "chats": p.chats, "replicas": steps[0], "preseed_s": mf.preseeded.seconds,
+            fleets.append({"mode": mode, "windows": IDLE if step is idle_step else CONVERSATION, "chats": p.chats,
+                           "replicas": steps[0], "preseed_s": mf.preseeded.seconds,
                            "cursors_written": mf.preseeded.cursors_written, "start_s": mf.start_s})
-            quiet_since = float("-inf")
             for n in steps:
-                print(f"{NAME}: {mode}, {n} replica(s)", flush=True)
-                rows += await run_step(mf, n, http, p, first=n == steps[0], quiet_since=quiet_since)
-                quiet_since = time.monotonic()
+                print(f"{NAME}: {mode}, {n} replica(s), {'idle' if step is idle_step else 'conversation'}", flush=True)
+                rows.append(await step(mf, n, http, p, first=n == steps[0], azurite_started=azurite_started))
     for window in (IDLE, CONVERSATION):
         value = "reads_per_change" if window == CONVERSATION else "graph_req_per_s"
         mine = [r for r in rows if r["window"] == window]
@@ -196,7 +216,7 @@ async def run(session: BenchSession) -> dict[str, Any]:
     params = {"modes": list(p.modes), "chats": p.chats, "replicas": steps, "exchanges": p.exchanges,
               "chats_in_play": p.chats_in_play, "react_every": p.react_every, "gap_s": p.gap_s,
               "deliver_max_s": p.deliver_max_s, "drain_s": p.drain_s, "settle_max_s": p.settle_max_s,
-              "idle_s": p.idle_s, "quiet_before_idle_s": QUIET_BEFORE_IDLE_S,
+              "idle_s": p.idle_s, "idle_mode": IDLE_MODE,
               "replica_settings": "defaults (no ENTRABOT_* interval overridden)",
               "replica_defaults": replica_defaults()}
     return {**envelope(NAME, session.profile.name, params, started_load), "fleets": fleets, "rows": rows}
@@ -231,7 +251,7 @@ def markdown(result: dict[str, Any]) -> str:
               r["sponsor_reads_per_s"], r["throttled_429"], top_routes(r, 4)] for r in idle],
             align="lrrrrrrl",
         )
-        out += f"\n### The fleet at rest (after 30 s without traffic)\n\n{idle_table}\n"
+        out += f"\n### The fleet at rest (a fleet of its own: nobody posts)\n\n{idle_table}\n"
     return out + f"\n{machine_line(result)}\n"
 
 

@@ -95,8 +95,8 @@ class ChangeDetectionProfile:
 
 @dataclass(frozen=True)
 class ConversationProfile:
-    """The conversation mix: per mode one fleet shrunk step by step, each step an idle window (ordered
-    mode) and a conversation (see bench/conversation_mix.py)."""
+    """The conversation mix: per mode one fleet shrunk step by step, a conversation at each step, and
+    one more fleet idle at each step (see bench/conversation_mix.py)."""
 
     modes: tuple[str, ...]
     chats: int  # watched chats (pre-seeded); the conversation itself runs in ``chats_in_play`` of them
@@ -108,7 +108,7 @@ class ConversationProfile:
     deliver_max_s: float  # the agent answers only what it received: the bound on that wait
     drain_s: float  # quiet after the last change, so the last replica's turn falls inside the window
     settle_max_s: float
-    idle_s: float | None  # ordered mode: the fleet at rest before each conversation; None: not measured
+    idle_s: float | None  # the idle fleet's window at each step; None: not measured
 
     def start_settle_max_s(self, replicas: int) -> float:
         return self.settle_max_s + START_SETTLE_S_PER_1000_CHAT_REPLICAS * self.chats * replicas / 1000
@@ -117,9 +117,8 @@ class ConversationProfile:
         """What the run takes at most, besides starting the fleets (every wait at its bound)."""
         exchange = self.deliver_max_s + 2 * self.gap_s + self.gap_s / max(1, self.react_every)
         step = self.settle_max_s + self.exchanges * exchange + self.drain_s
-        ordered = "ordered" in self.modes and self.idle_s is not None
-        idle = (self.idle_s or 0.0) + QUIET_BEFORE_IDLE_S if ordered else 0.0
-        return len(self.modes) * len(self.replicas) * step + len(self.replicas) * idle
+        idle = self.settle_max_s + self.idle_s if self.idle_s is not None else 0.0
+        return len(self.replicas) * (len(self.modes) * step + idle)
 
 
 @dataclass(frozen=True)
