@@ -28,6 +28,7 @@ from bench import (
     change_detection,
     claim_efficiency,
     claude_code_latency,
+    conversation_mix,
     delivery_latency,
     footprint,
     graph_cost,
@@ -38,7 +39,8 @@ from bench.session import BenchSession, add_session_arguments, session_from_argu
 # Graph cost and footprint share the single-replica runs, latency and claim efficiency the fleet
 # runs: each pair runs back to back so a session reuses what the first one measured.
 FLEET_BENCHMARKS: tuple[ModuleType, ...] = (graph_cost, footprint, delivery_latency, claim_efficiency,
-                                             bridge_latency, change_detection, claude_code_latency)
+                                             bridge_latency, change_detection, conversation_mix,
+                                             claude_code_latency)
 CLAIM_LEDGER = "claim_ledger"
 NAMES = [m.NAME for m in FLEET_BENCHMARKS] + [CLAIM_LEDGER]
 BUSY_LOAD_PER_CPU = 0.5  # a 1-minute load above this per CPU before the run: someone else is using the machine

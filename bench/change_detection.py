@@ -90,6 +90,7 @@ from bench.change_detection_stats import (
     per_delivered,
     route_rates,
     target_checks,
+    top_routes,
 )
 from bench.fleet_harness import connected_hosts, idle_for
 from bench.profiles import QUIET_BEFORE_IDLE_S, ChangeDetectionProfile
@@ -250,17 +251,12 @@ async def run(session: BenchSession) -> dict[str, Any]:
             "targets": [c.as_dict() for c in target_checks(rows)]}
 
 
-def _top_routes(row: dict[str, Any], count: int = 3) -> str:
-    rates = sorted(row["req_per_s_by_route"].items(), key=lambda kv: -kv[1])[:count]
-    return "; ".join(f"{route.split(' ', 1)[-1].removeprefix('/v1.0')} {rate:g}" for route, rate in rates) or "–"
-
-
 def markdown(result: dict[str, Any]) -> str:
     table = markdown_table(
         ["mode", "chats", "replicas", "window", "Graph req/s", "429s", "top routes (req/s)", "chat reads/msg",
          "p50 s", "p95 s", "p99 s", "delivered", "CPU core max", "RSS MiB max", "steady after s"],
         [[r["mode"], r["chats"], r["replicas"], r["window"], r["graph_req_per_s"], r["throttled_429"],
-          _top_routes(r), r.get("chat_message_reads_per_delivered"),
+          top_routes(r), r.get("chat_message_reads_per_delivered"),
           *(([r["delivery"]["latency_s"][k] for k in ("p50", "p95", "p99")]
              + [f"{r['delivery']['delivered']}/{r['delivery']['posted']}"]) if "delivery" in r else [None] * 4),
           r["usage"]["cpu_core_share_max"], r["usage"]["rss_mib_max"], r["settle"]["steady_after_s"]]

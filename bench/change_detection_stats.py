@@ -30,6 +30,12 @@ def route_rates(by_route: Mapping[str, Mapping[str, int]], seconds: float) -> di
     return {route: round(sum(statuses.values()) / seconds, 3) for route, statuses in sorted(by_route.items())}
 
 
+def top_routes(row: Mapping[str, Any], count: int = 3) -> str:
+    """A window's busiest routes with their rates, for a table cell."""
+    rates = sorted(row["req_per_s_by_route"].items(), key=lambda kv: -kv[1])[:count]
+    return "; ".join(f"{route.split(' ', 1)[-1].removeprefix('/v1.0')} {rate:g}" for route, rate in rates) or "–"
+
+
 def throttled(by_route: Mapping[str, Mapping[str, int]]) -> int:
     return sum(statuses.get("429", 0) for statuses in by_route.values())
 

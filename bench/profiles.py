@@ -16,6 +16,10 @@ CHAT_MESSAGES_BUDGET_PER_S = 20  # Graph: chat-message requests per second per a
 # An idle window measures a quiet tenant: the scanner stays at its active interval this long after it
 # last found a new message, so a window right after a busy one would measure the tail of the traffic.
 QUIET_BEFORE_IDLE_S = ACTIVE_FOR_S
+# A fleet's first step also waits for every replica to know each watched chat's cursor (one blob read
+# per chat per replica at start: 60,000 at 10,000 chats × 6 replicas, minutes on 2 cores); measuring
+# during that start would report the start, not the steady fleet.
+START_SETTLE_S_PER_1000_CHAT_REPLICAS = 3.0
 
 
 @dataclass(frozen=True)
@@ -71,10 +75,7 @@ class ChangeDetectionProfile:
     # discovery interval long: the 15 s windows fall between or on discovery's walk steps (10 pages
     # every 120 s), this one holds one step, its long-run share. None: not measured.
     long_idle_s: float | None = None
-    # A fleet's first step also waits for every replica to know each watched chat's cursor (one blob
-    # read per chat per replica at start: 60,000 at 10,000 chats × 6 replicas, minutes on 2 cores);
-    # measuring during that start would report the start, not the steady fleet.
-    start_settle_s_per_1000_chat_replicas: float = 3.0
+    start_settle_s_per_1000_chat_replicas: float = START_SETTLE_S_PER_1000_CHAT_REPLICAS
 
     def start_settle_max_s(self, chats: int, replicas: int) -> float:
         return self.settle_max_s + self.start_settle_s_per_1000_chat_replicas * chats * replicas / 1000
@@ -93,12 +94,41 @@ class ChangeDetectionProfile:
 
 
 @dataclass(frozen=True)
+class ConversationProfile:
+    """The conversation mix: per mode one fleet shrunk step by step, a conversation at each step, and
+    one more fleet idle at each step (see bench/conversation_mix.py)."""
+
+    modes: tuple[str, ...]
+    chats: int  # watched chats (pre-seeded); the conversation itself runs in ``chats_in_play`` of them
+    replicas: tuple[int, ...]  # measured largest first, as in the change-detection matrix
+    exchanges: int  # a person's message and the agent's reply each
+    chats_in_play: int
+    react_every: int  # every n-th exchange a person also reacts to the agent's reply of the exchange before
+    gap_s: float  # between two changes, so each is found (and read, or not) on its own
+    deliver_max_s: float  # the agent answers only what it received: the bound on that wait
+    drain_s: float  # quiet after the last change, so the last replica's turn falls inside the window
+    settle_max_s: float
+    idle_s: float | None  # the idle fleet's window at each step; None: not measured
+
+    def start_settle_max_s(self, replicas: int) -> float:
+        return self.settle_max_s + START_SETTLE_S_PER_1000_CHAT_REPLICAS * self.chats * replicas / 1000
+
+    def upper_bound_s(self) -> float:
+        """What the run takes at most, besides starting the fleets (every wait at its bound)."""
+        exchange = self.deliver_max_s + 2 * self.gap_s + self.gap_s / max(1, self.react_every)
+        step = self.settle_max_s + self.exchanges * exchange + self.drain_s
+        idle = self.settle_max_s + self.idle_s if self.idle_s is not None else 0.0
+        return len(self.replicas) * (len(self.modes) * step + idle)
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     traffic: TrafficProfile
     load: LoadProfile
     run_claim_ledger: bool
     change_detection: ChangeDetectionProfile
+    conversation: ConversationProfile
 
 
 PROFILES = {
@@ -111,6 +141,10 @@ PROFILES = {
             modes=("ordered", "notifications", "unordered"), chat_counts=(1000, 10_000), replicas=(6, 3, 1),
             idle_s=15, busy_s=20, busy_rate_per_s=2.0, drain_max_s=15, settle_max_s=20, takeover_max_s=60,
             sweep_busy_s=20, long_idle_s=Settings.model_fields["discovery_interval_s"].default),
+        conversation=ConversationProfile(
+            modes=("ordered", "notifications"), chats=10_000, replicas=(6, 3, 1), exchanges=12, chats_in_play=4,
+            react_every=2, gap_s=2.5, deliver_max_s=10, drain_s=12, settle_max_s=20,
+            idle_s=Settings.model_fields["discovery_interval_s"].default),
     ),
     "quick": Profile(
         "quick",
@@ -121,6 +155,9 @@ PROFILES = {
             modes=("ordered", "notifications", "unordered"), chat_counts=(1000,), replicas=(3, 1),
             idle_s=8, busy_s=10, busy_rate_per_s=2.0, drain_max_s=12, settle_max_s=20, takeover_max_s=30,
             sweep_busy_s=10, sweep_drain_max_s=30),
+        conversation=ConversationProfile(
+            modes=("ordered", "notifications"), chats=1000, replicas=(3, 1), exchanges=6, chats_in_play=3,
+            react_every=2, gap_s=2.5, deliver_max_s=10, drain_s=8, settle_max_s=20, idle_s=30),
     ),
     "tiny": Profile(
         "tiny",
@@ -130,5 +167,8 @@ PROFILES = {
         change_detection=ChangeDetectionProfile(
             modes=("ordered",), chat_counts=(20,), replicas=(1,), idle_s=3, busy_s=5, busy_rate_per_s=1.0,
             drain_max_s=2 * DEFAULT_CADENCE_S + 10, settle_max_s=30, takeover_max_s=None, sweep_busy_s=None),
+        conversation=ConversationProfile(
+            modes=("ordered",), chats=5, replicas=(1,), exchanges=2, chats_in_play=2, react_every=2, gap_s=1.5,
+            deliver_max_s=10, drain_s=2, settle_max_s=30, idle_s=3),
     ),
 }

@@ -131,6 +131,11 @@ class Settings(BaseSettings):
     # send_teams_message with wait_for_reply omitted waits this long at most on a non-push host: within
     # the 60 s request timeout most MCP clients default to, so a posted message is never reported failed.
     send_reply_wait_s: float = Field(default=45.0, gt=0.0)
+    # How much backlog (sponsor messages written before a wait began) one wait's result carries; what
+    # does not fit stays unclaimed for the next wait. At least one item of the longest a result
+    # carries (service.tools.message_items.MAX_ITEM_CHARS, 16,000 characters).
+    sponsor_wait_backlog_items: int = Field(default=10, ge=1, le=100)
+    sponsor_wait_backlog_chars: int = Field(default=24_000, ge=16_000, le=200_000)
     # Tool-use approvals asked of the sponsor in Teams for hosts behind the channel bridge; a verdict
     # after this long decides nothing.
     permission_relay_enabled: bool = True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -17,11 +18,14 @@ from typing import Protocol
 
 from opentelemetry import trace
 
-from service.delivery.message import InboundMessage, Source
+from service.delivery.message import InboundMessage, MessageKey, Source
 from service.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
+
+# How many handed-over message ids the hub remembers: a chat read again within minutes offers them again.
+HANDED_OVER_MEMORY = 4096
 
 
 class TargetKind(str, Enum):
@@ -30,11 +34,11 @@ class TargetKind(str, Enum):
     PERMISSION = "permission"  # a pending permission request: takes its sponsor's verdict only
 
     @property
-    def capacity(self) -> int | None:
-        """How many messages one target of this kind takes (None: any number). A sponsor wait ends
-        with the first message handed to it, and a permission request with its verdict, so each is
-        offered one."""
-        return None if self is TargetKind.PUSH else 1
+    def bounded(self) -> bool:
+        """Whether a target of this kind takes only what fits one hand-over (a sponsor wait's one tool
+        result, a permission request's one verdict): the hub then allots it its messages before they
+        are claimed (``DeliveryTarget.room_for``). A push session takes any number."""
+        return self is not TargetKind.PUSH
 
 
 class DeliveryTarget(Protocol):
@@ -50,6 +54,15 @@ class DeliveryTarget(Protocol):
 
     def accepts(self, message: InboundMessage) -> bool:
         """Whether this target would take the message (a sponsor wait takes sponsors' chat messages only)."""
+
+    def room_for(self, message: InboundMessage, alongside: Sequence[InboundMessage]) -> bool:
+        """Whether a bounded target has room for ``message`` besides what it holds and ``alongside``
+        (what this allotment already gave it). Asked of bounded kinds only."""
+
+    def allotted(self, taken: Sequence[InboundMessage], left: Sequence[InboundMessage]) -> None:
+        """One allotment's outcome for a bounded target: ``taken`` is claimed next and handed over by
+        ``dispatch``; ``left`` it would have taken but had no room for (left unclaimed). Told to bounded
+        kinds only, and only when either is non-empty."""
 
     async def deliver(self, message: InboundMessage) -> Handover:
         """Hand the message over, and say whether the target has it. Raise only before anything was
@@ -94,6 +107,8 @@ class DeliveryHub:
     metrics: Metrics | None = None
     _targets: dict[str, DeliveryTarget] = field(default_factory=dict)
     _sticky: dict[str, str] = field(default_factory=dict)  # chat_id -> target_id
+    _allotted: dict[MessageKey, str] = field(default_factory=dict)  # -> the bounded target it was allotted to
+    _handed_over: OrderedDict[MessageKey, None] = field(default_factory=OrderedDict)  # the newest HANDED_OVER_MEMORY
     _rr: itertools.count[int] = field(default_factory=itertools.count)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _generation: int = 0
@@ -108,6 +123,7 @@ class DeliveryHub:
     def unregister(self, target_id: str) -> None:
         self._targets.pop(target_id, None)
         self._sticky = {c: t for c, t in self._sticky.items() if t != target_id}
+        self._allotted = {m: t for m, t in self._allotted.items() if t != target_id}
         self._publish()
 
     def close(self) -> None:
@@ -150,42 +166,68 @@ class DeliveryHub:
         return any(t.kind is TargetKind.PUSH or source is Source.CHAT for t in self.live_targets())
 
     def needs_allotment(self, messages: Iterable[InboundMessage]) -> bool:
-        """Whether some of these messages would be taken only by a target of bounded capacity (a
-        sponsor wait, with no push target that accepts them too). Such messages must go through one
-        ``claimable`` call with everything else of the cycle, so the wait gets the oldest of them;
-        any other message can be claimed at once, chat by chat."""
+        """Whether some of these messages would be taken only by a bounded target (a sponsor wait,
+        with no push target that accepts them too). Such messages must go through one ``claimable``
+        call with everything else of the cycle, so the wait gets the oldest of them; any other message
+        can be claimed at once, chat by chat."""
         if self._closed:
             return False
         live = self.live_targets()
-        for message in messages:
+        for message in self._not_handed_over(messages):
             takers = [t for t in live if t.accepts(message)]
-            if takers and all(t.kind.capacity is not None for t in takers):
+            if takers and all(t.kind.bounded for t in takers):
                 return True
         return False
 
     def claimable(self, messages: Sequence[InboundMessage]) -> list[InboundMessage]:
         """The messages the live targets can take, oldest first; only these may be claimed.
 
-        Each target takes at most its capacity, so a replica whose only target is a sponsor wait is
-        offered the oldest message the wait accepts and nothing more; pass every such message of the
-        cycle in one call (see ``needs_allotment``). What is left out stays unclaimed in Graph
-        for a push host or the next wait, here or on another replica; claiming it for a target that
-        cannot take it would record it as delivered with nobody to hand it to.
+        A message some push target accepts is claimable. One only bounded targets accept is allotted
+        to the first of them with room for it (``room_for``), so a replica whose only target is a
+        sponsor wait is offered what fits that wait's one result and nothing more; pass every such
+        message of the cycle in one call (see ``needs_allotment``). Each bounded target is told what
+        it was allotted and what it had no room for (``allotted``), and ``dispatch`` hands each
+        allotted message to its own target. What is left out stays unclaimed in Graph for a push
+        host or the next wait, here or on another replica; claiming it for a target that cannot take
+        it would record it as delivered with nobody to hand it to.
         """
         if self._closed:
             return []
         live = self.live_targets()
-        room: dict[str, int | None] = {t.target_id: t.kind.capacity for t in live}
+        taken: dict[str, list[InboundMessage]] = {t.target_id: [] for t in live}
+        left: dict[str, list[InboundMessage]] = {t.target_id: [] for t in live}
         chosen: list[InboundMessage] = []
-        for message in sorted(messages, key=_delivery_order):
-            takers = [t for t in live if room[t.target_id] != 0 and t.accepts(message)]
+        for message in sorted(self._not_handed_over(messages), key=_delivery_order):
+            takers = [t for t in live if t.accepts(message)]
             if not takers:
                 continue
-            if all(room[t.target_id] is not None for t in takers):
-                bounded = takers[0].target_id
-                room[bounded] = (room[bounded] or 0) - 1
+            if not all(t.kind.bounded for t in takers):
+                chosen.append(message)
+                continue
+            roomy = next((t for t in takers if t.room_for(message, taken[t.target_id])), None)
+            if roomy is None:
+                for t in takers:
+                    left[t.target_id].append(message)
+                continue
+            taken[roomy.target_id].append(message)
+            self._allotted[message.key] = roomy.target_id
             chosen.append(message)
+        for t in live:
+            if taken[t.target_id] or left[t.target_id]:
+                t.allotted(taken[t.target_id], left[t.target_id])
         return chosen
+
+    def _not_handed_over(self, messages: Iterable[InboundMessage]) -> list[InboundMessage]:
+        """Less what this hub handed over already. A chat whose fleet watermark stops at a message left
+        for a push host is read from that watermark again, and offers the messages claimed ahead of it
+        once more; the ledger would never claim them twice, but allotted again they would take a
+        bounded target's room and hold its hand-over for a message that never comes."""
+        return [m for m in messages if m.key not in self._handed_over]
+
+    def _remember_handed_over(self, message: InboundMessage) -> None:
+        self._handed_over[message.key] = None
+        if len(self._handed_over) > HANDED_OVER_MEMORY:
+            self._handed_over.popitem(last=False)
 
     def has_permission_target_for(self, message: InboundMessage) -> bool:
         return any(t.kind is TargetKind.PERMISSION and t.accepts(message) for t in self.live_targets())
@@ -235,7 +277,9 @@ class DeliveryHub:
                     extra={"target_id": target.target_id, "chat_id": message.chat_id,
                            "message_id": message.message_id},
                 )
+                self._remember_handed_over(message)  # it may be with that target: never allotted again
                 return Dispatch(message, DispatchOutcome.IN_DOUBT, target.target_id, target.kind.value)
+            self._remember_handed_over(message)
             if message.source is Source.CHAT:
                 self._sticky[message.chat_id] = target.target_id
             self._count(message, target.kind.value, DispatchOutcome.DELIVERED.value)
@@ -245,6 +289,14 @@ class DeliveryHub:
         candidates = [t for t in self.live_targets() if t.target_id not in exclude and t.accepts(message)]
         if not candidates:
             return None
+        # An allotted message goes to the target it was allotted to, whose room it took.
+        allotted = self._allotted.pop(message.key, None)
+        for t in candidates:
+            if t.target_id == allotted:
+                return t
+        # A bounded target takes a message it was not allotted (claimed for a push host beside it)
+        # only while it has room; the push host takes it otherwise.
+        candidates = [t for t in candidates if not t.kind.bounded or t.room_for(message, ())]
         # A pending permission request takes only its own verdict, and a pending sponsor wait is a host
         # blocked on exactly this kind of reply: either goes before any push host, so a verdict is never
         # also delivered as an ordinary message.
@@ -256,7 +308,7 @@ class DeliveryHub:
         for t in candidates:
             if t.target_id == sticky:
                 return t
-        return candidates[next(self._rr) % len(candidates)]
+        return candidates[next(self._rr) % len(candidates)] if candidates else None
 
     def _count(self, message: InboundMessage, channel: str, outcome: str) -> None:
         if self.metrics is not None:

@@ -9,7 +9,9 @@ from service.domain.source import Source
 
 EMAIL_CHAT_ID = "email"  # the push meta chat_id for mail (SPEC §5)
 
-__all__ = ["EMAIL_CHAT_ID", "InboundMessage", "Source"]
+__all__ = ["EMAIL_CHAT_ID", "InboundMessage", "MessageKey", "Source"]
+
+MessageKey = tuple[Source, str, str]  # source, chat id, message id
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,3 +34,9 @@ class InboundMessage:
     # The sender's own object id is a sponsor's (not an account matched by address): only such a
     # message may decide a permission request. Implies sender_is_sponsor.
     sender_is_directory_sponsor: bool = False
+
+    @property
+    def key(self) -> MessageKey:
+        """What names this message among all others: Teams ids are creation milliseconds, unique only
+        within their chat (two chats' messages of the same millisecond share one)."""
+        return (self.source, self.chat_id, self.message_id)

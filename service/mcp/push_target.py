@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -101,6 +101,12 @@ class PushTarget:
 
     def accepts(self, message: InboundMessage) -> bool:
         return True  # a push host takes chat and mail alike
+
+    def room_for(self, message: InboundMessage, alongside: Sequence[InboundMessage]) -> bool:
+        return True  # unbounded: every push is a notification of its own (the hub does not ask)
+
+    def allotted(self, taken: Sequence[InboundMessage], left: Sequence[InboundMessage]) -> None:
+        """Never told: a push session is not allotted (TargetKind.PUSH is unbounded)."""
 
     async def deliver(self, message: InboundMessage) -> Handover:
         # Checked before sending, never after: once the session has taken the push it is in the

@@ -37,6 +37,13 @@ _TIMEOUT_DESCRIPTION = (
 )
 
 
+_BACKLOG_DESCRIPTION = (
+    "Sponsor messages written BEFORE the wait began (oldest first, each with its age and chat_id): older "
+    "requests that may already be handled, not answers to what was just sent"
+)
+_MORE_BACKLOG_DESCRIPTION = "More backlog than one result carries: wait_for_sponsor_dm hands over the rest"
+
+
 class SendInput(NamesAChat):
     text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS,
                       description="The message to post; write @{0}, @{1}… where the people in mentions go")
@@ -69,8 +76,11 @@ class SendResult(BaseModel):
     wait: WaitOutcome
     wait_timeout_s: float | None = None
     sponsor_reply: SponsorReply | None = Field(
-        default=None, description="The sponsor's reply, from ANY watched chat: answer in its own chat_id"
+        default=None, description="The sponsor's reply, written after the send, from ANY watched chat: answer in "
+        "its own chat_id"
     )
+    backlog: list[SponsorReply] = Field(default_factory=list, description=_BACKLOG_DESCRIPTION)
+    more_backlog: bool = Field(default=False, description=_MORE_BACKLOG_DESCRIPTION)
     next_action: str = Field(serialization_alias="_next_action")
 
 
@@ -81,7 +91,10 @@ class WaitInput(BaseModel):
 class SponsorWaitResult(BaseModel):
     outcome: WaitOutcome
     timeout_s: float
-    sponsor_reply: SponsorReply | None = Field(default=None, description="Answer in its own chat_id")
+    sponsor_reply: SponsorReply | None = Field(
+        default=None, description="Written after the wait began: answer in its own chat_id")
+    backlog: list[SponsorReply] = Field(default_factory=list, description=_BACKLOG_DESCRIPTION)
+    more_backlog: bool = Field(default=False, description=_MORE_BACKLOG_DESCRIPTION)
     next_action: str = Field(serialization_alias="_next_action")
 
 
@@ -100,7 +113,9 @@ class ConversationTools:
 
         On hosts that cannot receive channel pushes it then waits for a sponsor's reply from ANY watched chat,
         not only this one. If sponsor_reply is returned, reply in sponsor_reply.chat_id (which may differ from
-        the chat you posted to), as _next_action says. No reply within the timeout is not an error.
+        the chat you posted to), as _next_action says. Sponsor messages written before the send come in
+        backlog, never as sponsor_reply: they are not answers to this message. No reply within the timeout
+        is not an error.
         """
         deps = self.deps
         delegated = deps.settings.auth_mode == "delegated"
@@ -144,23 +159,26 @@ class ConversationTools:
         waited = await self.waiter.wait(call, args.timeout_s, default_s=default_s)
         next_action = waited.next_action
         if waited.reply is None:
-            next_action = (f"Posted: message {posted.id} is in chat {args.chat_id}; do not send it again. "
-                           f"No sponsor reply yet ({waited.outcome.value} after {waited.timeout_s:g} s). "
-                           + waited.next_action)
+            posted_note = f"Posted: message {posted.id} is in chat {args.chat_id}; do not send it again. "
+            next_action = posted_note + (waited.next_action if waited.backlog else
+                                         f"No sponsor reply yet ({waited.outcome.value} after {waited.timeout_s:g} s). "
+                                         + waited.next_action)
         return SendResult(**sent, wait=waited.outcome, wait_timeout_s=waited.timeout_s, sponsor_reply=waited.reply,
-                          next_action=next_action)
+                          backlog=list(waited.backlog), more_backlog=waited.more_backlog, next_action=next_action)
 
     async def wait_for_sponsor_dm(self, args: WaitInput, call: ToolCall) -> SponsorWaitResult:
         """Block until a sponsor of the agent writes in any watched chat, or until the timeout.
 
-        Use only when the operator explicitly asks you to wait for a reply; never call it in a loop (a reply
-        that arrives later is handed to your next send_teams_message or wait). The reply's chat_id is where to
-        answer. No reply within the timeout is not an error.
+        Use only when the operator explicitly asks you to wait for a reply, or when a result said more backlog
+        is waiting; never call it in a loop (a reply that arrives later is handed to your next
+        send_teams_message or wait). The reply's chat_id is where to answer; messages written before the wait
+        come in backlog, each with its age. No reply within the timeout is not an error.
         """
         waited: WaitResult = await self.waiter.wait(call, args.timeout_s)
         if waited.outcome in (WaitOutcome.NO_SPONSORS, WaitOutcome.SHUTTING_DOWN):
             raise ToolError(waited.next_action)
         return SponsorWaitResult(outcome=waited.outcome, timeout_s=waited.timeout_s, sponsor_reply=waited.reply,
+                                 backlog=list(waited.backlog), more_backlog=waited.more_backlog,
                                  next_action=waited.next_action)
 
     async def _compose(self, args: SendInput) -> Composed:

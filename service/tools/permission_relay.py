@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -106,6 +106,12 @@ class PermissionTarget:
             return False
         verdict = parse_verdict(message.body)
         return verdict is not None and verdict.request_id == self.request_id
+
+    def room_for(self, message: InboundMessage, alongside: Sequence[InboundMessage]) -> bool:
+        return not alongside  # one verdict decides the request: a second one claimed would reach nobody
+
+    def allotted(self, taken: Sequence[InboundMessage], left: Sequence[InboundMessage]) -> None:
+        """Nothing to prepare: the verdict is relayed as it is handed over."""
 
     async def deliver(self, message: InboundMessage) -> Handover:
         verdict = parse_verdict(message.body)

@@ -22,6 +22,7 @@ from service.tools.permission_relay import PermissionRelay
 from service.tools.promises import PromiseTools
 from service.tools.reply_watch import ReplyWatches
 from service.tools.sponsor_wait import SponsorWaiter
+from service.tools.sponsor_wait_target import BacklogBounds
 from service.tools.summary import SummaryTools
 from service.tools.teams_reads import TeamsReadTools
 from service.tools.whoami import WhoamiTool
@@ -29,7 +30,9 @@ from service.tools.whoami import WhoamiTool
 def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
     """Add every tool to ``registry`` (before any host lists them); their state lives in these objects."""
     access = ChatAccess(deps.graph, deps.watched)
-    conversation = ConversationTools(deps, access, SponsorWaiter(deps.gate, deps.settings.sponsor_wait_timeout_s, deps.clock))
+    bounds = BacklogBounds(deps.settings.sponsor_wait_backlog_items, deps.settings.sponsor_wait_backlog_chars)
+    waiter = SponsorWaiter(deps.gate, deps.settings.sponsor_wait_timeout_s, deps.clock, bounds)
+    conversation = ConversationTools(deps, access, waiter)
     reads = TeamsReadTools(deps, access, ReplyWatches())
     chats = ChatTools(deps, access)
     promises = PromiseTools(deps)

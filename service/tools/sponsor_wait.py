@@ -1,85 +1,50 @@
-"""The sponsor wait: a non-push host blocked in a tool call until a sponsor answers in any watched chat.
+"""The sponsor wait: a non-push host blocked in a tool call until a sponsor writes in any watched chat.
 
 While the call waits, a ``SponsorWaitTarget`` is registered in the hub (``ToolCall.holding``): that is
 what makes this replica poll the watched chats and claim a sponsor's message for delivery at all (the
 delivery rule), and the hub hands such a message to a pending wait before any push target. The wait
-ends with the first message handed over, at the timeout, or when the host cancels the call; in every
-case the target leaves the hub, so nothing is claimed for a wait nobody is waiting on.
+ends with its hand-over (service.tools.sponsor_wait_target: the backlog that fits one result, or a
+reply, or both), at the timeout, or when the host cancels the call; in every case the target leaves
+the hub, so nothing is claimed for a wait nobody is waiting on.
 
-A reply can come from any watched chat, so the result names its own ``chat_id`` and ``_next_action``
-restates that the answer belongs there.
+A sponsor who wrote while no host was connected left **backlog**: messages written before the wait
+began, often hours old and in other chats. They are handed over together, each with its age, in
+``backlog``, never as ``sponsor_reply`` (issue 23 item 10: a non-push send once returned a two-hour-old
+message of another chat as the answer to what it had just sent). ``sponsor_reply`` is only a message
+written after the wait began. Every item names its own ``chat_id`` and ``_next_action`` restates that
+the answer belongs there.
 
-The reply's text is outside the ``<external_content>`` envelope. Only a verified sponsor's chat
-message can end a wait (the target accepts nothing else), and per the seed a verified sponsor's
-message stays outside the envelope, as its channel push does: the model is meant to act on it. Its
-envelope words are still replaced, so it cannot close or forge one around other content.
+An item's text is outside the ``<external_content>`` envelope. Only a verified sponsor's chat message
+can end a wait (the target accepts nothing else), and per the seed a verified sponsor's message stays
+outside the envelope, as its channel push does: the model is meant to act on it. Its envelope words
+are still replaced, so it cannot close or forge one around other content (or around another item).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import Enum
 
 from pydantic import BaseModel, Field
 
 from service.clock import Clock, utc_now
-from service.delivery.hub import Handover, TargetKind
 from service.delivery.message import InboundMessage, Source
 from service.delivery.push import format_ts, meta_value
 from service.delivery.sponsors import SponsorGate
 from service.delivery.xpia import bare_for_tool_result, wrap_external
-from service.domain.source import Source
 from service.mcp.tool_registry import ToolCall
 from service.telemetry.logging import session_ref
 from service.tools.message_items import MAX_ITEM_CHARS
+from service.tools.sponsor_wait_target import BacklogBounds, SponsorWaitTarget
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(eq=False)
-class SponsorWaitTarget:
-    """One pending wait, as a delivery target: takes exactly one sponsor chat message, then is dead."""
-
-    session_id: str | None
-    _reply: asyncio.Future[InboundMessage] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-    _id: str = field(default_factory=lambda: uuid.uuid4().hex)
-
-    @property
-    def target_id(self) -> str:
-        return f"sponsor_wait:{self.session_id or '-'}:{self._id}"
-
-    @property
-    def kind(self) -> TargetKind:
-        return TargetKind.SPONSOR_WAIT
-
-    def is_alive(self) -> bool:
-        return not self._reply.done()
-
-    def accepts(self, message: InboundMessage) -> bool:
-        return message.source is Source.CHAT and message.sender_is_sponsor
-
-    async def deliver(self, message: InboundMessage) -> Handover:
-        if self._reply.done():  # timed out or cancelled since the claim: let the hub try another target
-            return Handover.NOT_TAKEN
-        self._reply.set_result(message)
-        return Handover.TAKEN
-
-    async def reply(self, timeout_s: float) -> InboundMessage | None:
-        """The message handed over, or None at the timeout. Cancelling the caller cancels the wait."""
-        try:
-            return await asyncio.wait_for(self._reply, timeout_s)
-        except TimeoutError:
-            return None
-
-
 class WaitOutcome(str, Enum):
-    REPLY = "reply"
+    REPLY = "reply"  # a sponsor wrote after the wait began (backlog may come with it)
+    BACKLOG = "backlog"  # only messages written before the wait began: no answer yet
     TIMEOUT = "timeout"
     NOT_WAITED = "not_waited"  # a push host: replies arrive as channel pushes
     NO_SPONSORS = "no_sponsors"  # no sponsor is known, so no reply could be verified
@@ -100,41 +65,36 @@ class SponsorReply(BaseModel):
     )
 
 
-# A message Teams stamped this little before the wait began was written while the call was on its way.
-BACKLOG_GRACE = timedelta(seconds=5)
-
-
-def sponsor_reply(message: InboundMessage, *, wait_began: datetime | None = None,
-                  now: datetime | None = None) -> SponsorReply:
+def sponsor_reply(message: InboundMessage, *, backlog: bool, now: datetime) -> SponsorReply:
     sender = meta_value(message.sender_name.strip() or message.sender_id)
     verified = message.source is Source.CHAT and message.sender_is_sponsor
     if verified:
         content = bare_for_tool_result(message.body, max_chars=MAX_ITEM_CHARS)
     else:  # unreachable through SponsorWaitTarget; kept so a wider target can never unwrap a stranger
         content = wrap_external(message.body, source=Source.CHAT, sender=sender, max_chars=MAX_ITEM_CHARS)
-    now = now or utc_now()
-    predates = wait_began is not None and message.created < wait_began - BACKLOG_GRACE
     return SponsorReply(chat_id=message.chat_id, message_id=message.message_id, sender_id=meta_value(message.sender_id),
                         sender=sender, ts=format_ts(message.created), verified_sponsor=verified, content=content,
-                        age_s=round(max(0.0, (now - message.created).total_seconds()), 1), predates_wait=predates)
+                        age_s=round(max(0.0, (now - message.created).total_seconds()), 1), predates_wait=backlog)
 
 
 @dataclass(frozen=True)
 class WaitResult:
-    outcome: WaitOutcome  # REPLY, TIMEOUT, NO_SPONSORS or SHUTTING_DOWN (NOT_WAITED is the caller's own)
+    outcome: WaitOutcome  # REPLY, BACKLOG, TIMEOUT, NO_SPONSORS or SHUTTING_DOWN (NOT_WAITED is the caller's own)
     timeout_s: float
     reply: SponsorReply | None = None
+    backlog: tuple[SponsorReply, ...] = ()  # oldest first
+    more_backlog: bool = False  # backlog was left out of this result: the next wait hands it over
 
     @property
     def next_action(self) -> str:
-        if self.reply is not None and self.reply.predates_wait:
-            return (f"This is backlog, not an answer: the sponsor wrote it {_age(self.reply.age_s)} ago, before this "
-                    f"wait began, in chat_id {self.reply.chat_id} (which may differ from the chat you last wrote to). "
-                    "Read it as an older request that may already be handled; check read_teams_messages(chat_id) "
-                    "before acting on it, and answer in that chat_id only if it still needs an answer.")
+        backlog = self._backlog_note()
         if self.reply is not None:
             return (f"Answer the sponsor in chat_id {self.reply.chat_id}: that is the chat this reply came from, "
-                    "which may differ from the chat you last wrote to. Call send_teams_message with that chat_id.")
+                    "which may differ from the chat you last wrote to. Call send_teams_message with that chat_id."
+                    + (f" {backlog}" if backlog else ""))
+        if backlog:
+            return (f"No sponsor reply to what you just sent yet. {backlog} A reply written from now on reaches you "
+                    "with your next wait (send_teams_message or wait_for_sponsor_dm).")
         if self.outcome is WaitOutcome.TIMEOUT:
             return (f"No sponsor reply arrived within {self.timeout_s:g} s. Do not wait again in a loop: carry on. "
                     "A reply that arrives later reaches you with your next wait (send_teams_message or "
@@ -144,6 +104,20 @@ class WaitResult:
             return ("No sponsor of the agent identity is known (ENTRABOT_AGENT_IDENTITY_ID unset or its sponsors "
                     "unreadable), so no reply can be verified; use read_teams_messages(chat_id) to read replies.")
         return "This server is shutting down; reconnect, then call wait_for_sponsor_dm if you still need the reply."
+
+    def _backlog_note(self) -> str:
+        if not self.backlog:
+            return ""
+        oldest, newest = self.backlog[0], self.backlog[-1]
+        chats = ", ".join(dict.fromkeys(item.chat_id for item in self.backlog))
+        when = (f"{_age(oldest.age_s)} ago" if len(self.backlog) == 1
+                else f"between {_age(oldest.age_s)} and {_age(newest.age_s)} ago")
+        more = (" More backlog is waiting: call wait_for_sponsor_dm to get it (it returns as soon as the replica has read it)."
+                if self.more_backlog else "")
+        return (f"The {len(self.backlog)} message(s) in backlog are not answers: the sponsor wrote them {when}, "
+                f"before this wait began, in chat_id {chats} (which may differ from the chat you last wrote to). "
+                "Read each as an older request that may already be handled; check read_teams_messages(chat_id) "
+                f"before acting on it, and answer in its chat_id only if it still needs an answer.{more}")
 
 
 def _age(seconds: float) -> str:
@@ -164,6 +138,7 @@ class SponsorWaiter:
     gate: SponsorGate
     max_timeout_s: float
     clock: Clock = utc_now
+    bounds: BacklogBounds = field(default_factory=BacklogBounds)  # how much backlog one result carries
 
     def timeout_for(self, requested_s: float | None, *, default_s: float | None = None,
                     budget_s: float | None = None) -> float:
@@ -185,19 +160,23 @@ class SponsorWaiter:
 
     async def wait(self, call: ToolCall, requested_s: float | None, *, default_s: float | None = None) -> WaitResult:
         timeout_s = self.timeout_for(requested_s, default_s=default_s, budget_s=call.time_budget_s)
-        began = self.clock()
         blocked = self.precondition(call)
         if blocked is not None:
             return WaitResult(blocked, timeout_s)
-        target = SponsorWaitTarget(call.session_id)
+        target = SponsorWaitTarget(call.session_id, began=self.clock(), bounds=self.bounds)
         # Never the target id: it holds the session id, which must stay out of logs.
         logged = {"session": session_ref(call.session_id)}
         async with call.holding(target):
             log.info("sponsor wait started", extra={**logged, "timeout_s": timeout_s})
-            message = await target.reply(timeout_s)
-        if message is None:
+            handed = await target.handed_over(timeout_s)
+        if not handed:
             log.info("sponsor wait timed out", extra=logged)
             return WaitResult(WaitOutcome.TIMEOUT, timeout_s)
-        log.info("sponsor wait answered", extra={**logged, "chat_id": message.chat_id,
-                                                 "message_id": message.message_id})
-        return WaitResult(WaitOutcome.REPLY, timeout_s, sponsor_reply(message, wait_began=began, now=self.clock()))
+        now = self.clock()
+        items = [sponsor_reply(m, backlog=target.is_backlog(m), now=now) for m in sorted(handed, key=lambda m: m.created)]
+        backlog = tuple(i for i in items if i.predates_wait)
+        reply = next((i for i in items if not i.predates_wait), None)
+        log.info("sponsor wait answered", extra={**logged, "message_ids": [m.message_id for m in handed],
+                                                 "backlog": len(backlog), "reply": reply is not None})
+        return WaitResult(WaitOutcome.REPLY if reply is not None else WaitOutcome.BACKLOG, timeout_s, reply,
+                          backlog, more_backlog=target.left_out)

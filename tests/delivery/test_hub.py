@@ -17,12 +17,19 @@ class FakeTarget:
         self.target_id, self.kind = tid, kind
         self.alive, self.fail, self.only_sponsors = alive, fail, only_sponsors
         self.got: list[str] = []
+        self.allotments: list[tuple[list[str], list[str]]] = []
 
     def is_alive(self):
         return self.alive
 
     def accepts(self, m):
         return m.sender_is_sponsor if self.only_sponsors else True
+
+    def room_for(self, m, alongside):
+        return not alongside and not self.got  # one message per hand-over, as a permission request takes
+
+    def allotted(self, taken, left):
+        self.allotments.append(([x.message_id for x in taken], [x.message_id for x in left]))
 
     async def deliver(self, m):
         if self.fail:
@@ -60,6 +67,62 @@ def test_two_waits_take_two_and_a_push_target_takes_the_rest():
     assert [m.message_id for m in waits_only.claimable(batch)] == ["0", "1"]
     waits_only.register(FakeTarget("p"))
     assert [m.message_id for m in waits_only.claimable(batch)] == ["0", "1", "2", "3"]
+
+
+def test_each_bounded_target_is_told_what_it_was_allotted_and_what_it_had_no_room_for():
+    hub = DeliveryHub()
+    wait, push = FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True), FakeTarget("p", alive=False)
+    hub.register(wait)
+    hub.register(push)
+    batch = [msg("2", minutes=2, sponsor=True), msg("1", minutes=1, sponsor=True), msg("3", minutes=3)]
+    assert [m.message_id for m in hub.claimable(batch)] == ["1"]
+    assert wait.allotments == [(["1"], ["2"])]
+    push.alive = True
+    assert [m.message_id for m in hub.claimable(batch)] == ["1", "2", "3"]  # a push host takes them all
+    assert wait.allotments == [(["1"], ["2"])]  # nothing allotted to the wait then
+
+
+async def test_an_allotted_message_goes_to_the_wait_it_was_allotted_to():
+    hub = DeliveryHub()
+    first, second = (FakeTarget(name, TargetKind.SPONSOR_WAIT, only_sponsors=True) for name in ("w1", "w2"))
+    hub.register(first)
+    hub.register(second)
+    batch = [msg("1", minutes=1, sponsor=True), msg("2", minutes=2, sponsor=True)]
+    assert [m.message_id for m in hub.claimable(batch)] == ["1", "2"]
+    await hub.dispatch([batch[1]])  # the second wait's claim lands first
+    await hub.dispatch([batch[0]])
+    assert (first.got, second.got) == (["1"], ["2"])
+
+
+async def test_a_bounded_target_without_room_leaves_an_unallotted_message_to_the_push_host():
+    hub = DeliveryHub()
+    wait, push = FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True), FakeTarget("p")
+    hub.register(wait)
+    hub.register(push)
+    await hub.dispatch([msg("1", sponsor=True), msg("2", minutes=1, sponsor=True)])
+    assert wait.got == ["1"] and push.got == ["2"]
+
+
+async def test_a_message_the_hub_handed_over_is_not_claimable_again():
+    hub = DeliveryHub()
+    wait = FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True)
+    hub.register(wait)
+    handed, new = msg("1", sponsor=True), msg("2", minutes=1, sponsor=True)
+    await hub.dispatch([handed])
+    hub.unregister("w")
+    hub.register(FakeTarget("w2", TargetKind.SPONSOR_WAIT, only_sponsors=True))
+    # Read again (its chat's watermark stopped before it): it must not take the new wait's place.
+    assert [m.message_id for m in hub.claimable([handed, new])] == ["2"]
+    assert not hub.needs_allotment([handed])
+
+
+async def test_two_chats_messages_of_the_same_millisecond_are_two_messages():
+    hub = DeliveryHub()
+    push = FakeTarget("p")
+    hub.register(push)
+    await hub.dispatch([msg("1796227065652", chat="c1")])
+    # Teams ids are creation milliseconds, unique only within a chat.
+    assert [m.chat_id for m in hub.claimable([msg("1796227065652", chat="c2")])] == ["c2"]
 
 
 def test_only_messages_a_wait_alone_would_take_need_the_cycles_joint_allotment():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -85,6 +85,12 @@ class DemoSponsorWait:
 
     def accepts(self, message: InboundMessage) -> bool:
         return message.source is Source.CHAT and message.chat_id == self.chat_id
+
+    def room_for(self, message: InboundMessage, alongside: Sequence[InboundMessage]) -> bool:
+        return not alongside and not self.received.done()
+
+    def allotted(self, taken: Sequence[InboundMessage], left: Sequence[InboundMessage]) -> None:
+        """The demo wait takes whatever comes first."""
 
     async def deliver(self, message: InboundMessage) -> Handover:
         if self.received.done():

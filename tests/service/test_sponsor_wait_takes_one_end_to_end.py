@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,14 +42,23 @@ def emulator() -> Iterator[RunningEmulator]:
         yield running
 
 
+@contextmanager
+def one_replica(azurite: Azurite, emulator: RunningEmulator, workdir: Path, **env: str) -> Iterator[LocalFleet]:
+    """One replica polling every second, with ``env`` (ENTRABOT_* settings) besides."""
+    fleet = LocalFleet(emulator.seed, workdir, replicas=1, azurite=azurite, emulator=emulator,
+                       extra_env={"ENTRABOT_CHAT_POLL_INTERVAL_S": "1", "ENTRABOT_CHAT_POLL_JITTER_S": "0", **env})
+    fleet.start()
+    try:
+        yield fleet
+    finally:
+        for member in fleet.members:
+            member.terminate()
+
+
 @pytest.fixture
 def fleet(azurite: Azurite, emulator: RunningEmulator, tmp_path: Path) -> Iterator[LocalFleet]:
-    fleet = LocalFleet(emulator.seed, tmp_path, replicas=1, azurite=azurite, emulator=emulator,
-                       extra_env={"ENTRABOT_CHAT_POLL_INTERVAL_S": "1", "ENTRABOT_CHAT_POLL_JITTER_S": "0"})
-    fleet.start()
-    yield fleet
-    for member in fleet.members:
-        member.terminate()
+    with one_replica(azurite, emulator, tmp_path) as running:
+        yield running
 
 
 def chat_of(emulator: RunningEmulator, index: int) -> str:

@@ -3,6 +3,7 @@ with a recording push target; tests drive the cycles themselves (no sleeps, no s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -40,6 +41,12 @@ class RecordingTarget:
 
     def accepts(self, message: InboundMessage) -> bool:
         return True
+
+    def room_for(self, message: InboundMessage, alongside: Sequence[InboundMessage]) -> bool:
+        return not alongside  # as a bounded kind: one message per allotment
+
+    def allotted(self, taken: Sequence[InboundMessage], left: Sequence[InboundMessage]) -> None:
+        """A recorder keeps only what it is handed."""
 
     async def deliver(self, message: InboundMessage) -> Handover:
         self.received.append(message)

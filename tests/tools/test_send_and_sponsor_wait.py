@@ -105,7 +105,7 @@ async def test_a_sponsor_message_older_than_the_wait_is_handed_over_as_backlog_n
     world: ToolWorld,
 ) -> None:
     """History present: Ada wrote in another chat while no host was connected. A non-push send then
-    gets it, but told its age and that it predates the send: not a reply to act on as one."""
+    gets it in ``backlog``, told its age and that it predates the send: never as ``sponsor_reply``."""
     sent_to, old_chat = world.chat(0), world.chat(2)
     await bootstrap_every_chat(world)
     old_id = await world.inject(old_chat, "Ada", "Please rotate the keys.")
@@ -114,12 +114,14 @@ async def test_a_sponsor_message_older_than_the_wait_is_handed_over_as_backlog_n
     await world.until_waiting()
     await world.poller.cycle()
     out = (await _finish(task)).structured_content
-    assert out is not None and out["wait"] == "reply"
-    reply = out["sponsor_reply"]
-    assert reply["message_id"] == old_id and reply["chat_id"] == old_chat
-    assert reply["predates_wait"] is True and reply["age_s"] >= 7000
-    assert out["_next_action"].startswith("This is backlog, not an answer")
-    assert "2.0 h" in out["_next_action"] and old_chat in out["_next_action"]
+    assert out is not None and out["wait"] == "backlog" and out["sponsor_reply"] is None
+    [item] = out["backlog"]
+    assert item["message_id"] == old_id and item["chat_id"] == old_chat
+    assert item["predates_wait"] is True and item["age_s"] >= 7000
+    assert out["more_backlog"] is False
+    assert out["_next_action"].startswith(f"Posted: message {out['message_id']} is in chat {sent_to}")
+    assert "No sponsor reply to what you just sent yet" in out["_next_action"]
+    assert "2.0 h ago" in out["_next_action"] and old_chat in out["_next_action"]
 
 
 async def test_a_reply_written_during_the_wait_is_an_answer(world: ToolWorld) -> None:
@@ -129,8 +131,9 @@ async def test_a_reply_written_during_the_wait_is_an_answer(world: ToolWorld) ->
     await world.inject(world.chat(0), "Ada", "Yes, go ahead.")
     await world.poller.cycle()
     out = (await _finish(task)).structured_content
-    assert out is not None and out["sponsor_reply"]["predates_wait"] is False
-    assert out["_next_action"].startswith("Answer the sponsor")
+    assert out is not None and out["outcome"] == "reply" and out["backlog"] == []
+    assert out["sponsor_reply"]["predates_wait"] is False
+    assert out["_next_action"].startswith("Answer the sponsor") and "backlog" not in out["_next_action"]
 
 
 async def test_a_sponsor_wait_that_gets_no_reply_times_out_without_an_error(world: ToolWorld) -> None:

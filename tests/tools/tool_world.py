@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -77,6 +77,12 @@ class RecordingPushTarget:
 
     def accepts(self, message: InboundMessage) -> bool:
         return True
+
+    def room_for(self, message: InboundMessage, alongside: Sequence[InboundMessage]) -> bool:
+        return True  # a push session is unbounded (the hub does not ask)
+
+    def allotted(self, taken: Sequence[InboundMessage], left: Sequence[InboundMessage]) -> None:
+        """Never told: a push session is not allotted."""
 
     async def deliver(self, message: InboundMessage) -> Handover:
         self.received.append(message)

@@ -12,6 +12,7 @@ the emulator over HTTP.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from emulator.seed import build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.ledger.chat_cursor import cursor_key
 from service.storage.local import LocalBackend
-from service.tools.sponsor_wait import SponsorWaitTarget
+from service.tools.sponsor_wait_target import SponsorWaitTarget
 
 ROOMY = ROOMY_BUDGET
 
@@ -51,7 +52,7 @@ async def test_a_first_sight_claim_never_moves_another_replicas_cursor_past_an_u
     chat = emulator.seed.chats[1].id  # the agent, Ada (the sponsor) and Grace
     assert chat is not None
     ada, grace = emulator.seed.humans[0].id, emulator.seed.humans[1].id
-    wait = SponsorWaitTarget("non-push")
+    wait = SponsorWaitTarget("non-push", began=datetime.now(timezone.utc))
     waiting.hub.register(wait)
 
     hello = emulator.state.post_message(chat, sender_id=grace, content="hello").id
@@ -68,8 +69,8 @@ async def test_a_first_sight_claim_never_moves_another_replicas_cursor_past_an_u
     answer = emulator.state.post_message(chat, sender_id=ada, content="ship it").id
     await waiting.chats.cycle()
     await waiting.chats.cycle()
-    reply = await wait.reply(timeout_s=10)
-    assert reply is not None and reply.message_id == answer
+    handed = await wait.handed_over(timeout_s=10)
+    assert [m.message_id for m in handed] == [answer]
 
     host.alive = True  # the push host is back: Grace's question is still the fleet's to deliver
     await pushing.chats.cycle()
