@@ -122,7 +122,8 @@ async def measure(samples: int, interval_s: float, idle_s: float, workdir: Path)
         direct_arrived[push.message_id] = time.perf_counter()
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENTRABOT_")}
-    env.update({"PYTHONPATH": str(REPO_ROOT), "ENTRABOT_BRIDGE_TOKEN": "bench-token"})
+    env.update({"PYTHONPATH": str(REPO_ROOT), "ENTRABOT_BRIDGE_TOKEN": "bench-token",
+                "ENTRABOT_BRIDGE_STATE_DIR": str(workdir / "bridge-state")})  # this run's, not the user's
     stop = asyncio.Event()
     async with _replica() as (direct_url, direct_hub), _replica() as (bridge_url, bridge_hub):
         direct = ChannelHost("direct", [direct_url], on_push=on_direct)

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from service.mcp.instructions import FLEET_INSTRUCTIONS
 from service.config import Settings, default_replica_id
 from service.delivery.hub import DeliveryHub
 from service.delivery.sponsors import SponsorGate
@@ -238,7 +239,7 @@ def build_replica(
         backend = get_backend(settings, storage_token_provider=storage_token_provider(tokens), metrics=metrics)
     rid = replica_id or settings.replica_id or default_replica_id()
     clients = build_clients(settings, backend, http, replica_id=rid, metrics=metrics, tokens=tokens)
-    mcp = build_mcp(settings, clients.hub, metrics=metrics, http_client=http)
+    mcp = build_mcp(settings, clients.hub, metrics=metrics, http_client=http, instructions=FLEET_INSTRUCTIONS)
     return Replica(
         settings=settings, backend=backend, is_cloud=bool(is_cloud), http=http, graph=clients.graph,
         hub=clients.hub, gate=clients.gate, mcp=mcp, metrics=metrics, replica_id=rid, clock=clock,

@@ -6,7 +6,8 @@ import argparse
 import asyncio
 import os
 
-from service.bridge.config import AFFINITY_ENV, AUDIENCE_ENV, FLEET_URL_ENV, TOKEN_ENV, TOKEN_FILE_ENV
+from service.bridge.config import AFFINITY_ENV, AUDIENCE_ENV, FLEET_URL_ENV, HOST_ID_ENV, TOKEN_ENV, TOKEN_FILE_ENV
+from service.bridge.written_log import STATE_DIR_ENV
 
 
 def add_channel_options(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +29,12 @@ def add_channel_options(parser: argparse.ArgumentParser) -> None:
                         help=f"acquire an Entra token for this audience with azure-identity (default: {AUDIENCE_ENV})")
     parser.add_argument("--affinity-key", metavar="KEY",
                         help=f"the host-affinity header value (default: {AFFINITY_ENV}, else random per process)")
+    parser.add_argument("--state-dir", metavar="DIR",
+                        help=f"where the bridge remembers what it wrote to the host across restarts (default: "
+                             f"{STATE_DIR_ENV}, else $XDG_STATE_HOME/entrabot-bridge or ~/.local/state/entrabot-bridge)")
+    parser.add_argument("--host-id", metavar="ID",
+                        help=f"this host's identity, naming its state file (default: {HOST_ID_ENV}, else derived "
+                             "from the fleet URL and the working directory)")
     parser.add_argument("--request-timeout", type=float, default=60.0, metavar="SECONDS",
                         help="how long one request to the fleet may take (default 60)")
     # Claude Code shows every stderr line of a stdio server as "[ERROR] ... Server stderr", so by default
@@ -43,9 +50,10 @@ def run_channel_command(args: argparse.Namespace, config_error: type[Exception])
     from service.bridge.run import run_bridge, start_logging
 
     try:
+        environ = {**os.environ, **({STATE_DIR_ENV: args.state_dir} if args.state_dir else {})}
         config = load_config(
             fleet_url=args.fleet_url, entra_audience=args.entra_audience, affinity_key=args.affinity_key,
-            push=args.push, permission_relay=args.permission_relay, environ=os.environ,
+            push=args.push, permission_relay=args.permission_relay, environ=environ, host_id=args.host_id,
         )
     except BridgeConfigError as exc:
         raise config_error(str(exc)) from exc

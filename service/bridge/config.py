@@ -7,6 +7,7 @@ names; an Entra token is acquired for ``--entra-audience`` instead.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,12 +16,14 @@ from urllib.parse import urlsplit
 
 from service.bridge.backoff import Backoff
 from service.bridge.dedupe import DEFAULT_WINDOW
+from service.bridge.written_log import default_state_dir, host_identity
 
 TOKEN_ENV = "ENTRABOT_BRIDGE_TOKEN"
 TOKEN_FILE_ENV = "ENTRABOT_BRIDGE_TOKEN_FILE"
 FLEET_URL_ENV = "ENTRABOT_BRIDGE_FLEET_URL"
 AUDIENCE_ENV = "ENTRABOT_BRIDGE_ENTRA_AUDIENCE"
 AFFINITY_ENV = "ENTRABOT_BRIDGE_AFFINITY_KEY"
+HOST_ID_ENV = "ENTRABOT_BRIDGE_HOST_ID"
 
 AFFINITY_HEADER = "X-Entrabot-Affinity"
 """Sent on every request to the fleet, initialize included, so an ingress can hash it to one replica."""
@@ -59,6 +62,8 @@ class BridgeConfig:
     call_wait_s: float = 10.0  # how long a tool call waits for a fleet session before it answers an error
     request_timeout_s: float = 60.0
     keepalive_s: float = 10.0
+    state_dir: Path | None = None  # where the host's written-messages file lives (None: in memory only)
+    host_id: str = ""  # the host identity naming that file
 
 
 def load_config(
@@ -69,6 +74,8 @@ def load_config(
     push: bool,
     permission_relay: bool,
     environ: Mapping[str, str],
+    host_id: str | None = None,
+    working_dir: str | None = None,
 ) -> BridgeConfig:
     """The bridge's configuration from its arguments and environment; ``BridgeConfigError`` says what to fix."""
     url = fleet_url or environ.get(FLEET_URL_ENV, "")
@@ -87,6 +94,8 @@ def load_config(
         affinity_key=affinity_key or environ.get(AFFINITY_ENV) or uuid.uuid4().hex,
         push=push,
         permission_relay=permission_relay,
+        state_dir=default_state_dir(environ),
+        host_id=host_identity(url, working_dir or os.getcwd(), host_id or environ.get(HOST_ID_ENV) or None),
     )
 
 

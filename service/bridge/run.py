@@ -14,6 +14,7 @@ from service.bridge.auth import build_token_provider
 from service.bridge.config import BridgeConfig
 from service.bridge.fleet_connection import FleetConnection
 from service.bridge.host_server import HostServer
+from service.bridge.written_log import WrittenLog
 from service.telemetry.logging import configure_logging
 
 # Loggers that would print URLs with query strings or MCP session ids at INFO.
@@ -33,8 +34,10 @@ async def run_bridge(config: BridgeConfig) -> int:
     tokens = build_token_provider(config.credential)
     stop = asyncio.Event()
     fleet = FleetConnection(config, tokens)
+    written = (WrittenLog.open(config.state_dir, config.host_id, config.dedupe_window)
+               if config.state_dir is not None else None)
     host = HostServer(fleet, permission_relay=config.permission_relay, dedupe_window=config.dedupe_window,
-                      tools_wait_s=config.call_wait_s)
+                      tools_wait_s=config.call_wait_s, written=written)
     fleet.listener = host
     log = logging.getLogger(__name__)
     log.debug("channel bridge starting", extra={"push": config.push, "permission_relay": config.permission_relay})

@@ -50,6 +50,7 @@ class InteractionItem(BaseModel):
     host: str | None = Field(default=None, description="For the agent's actions: the host that asked (client/version)")
     session: str | None = Field(default=None, description="For the agent's actions: the MCP session that asked")
     replica: str | None = Field(default=None, description="The replica that acted or delivered")
+    via: str | None = Field(default=None, description="For a delivery: push, sponsor_wait, or none (claimed, no host)")
     content: str | None = Field(description="Logged summary and text inside an <external_content> envelope")
 
 
@@ -77,7 +78,7 @@ def interaction_item(record: Interaction, *, with_body: bool) -> InteractionItem
         action=meta_value(record.action), chat_id=record.chat_id, message_id=record.message_id,
         sender=meta_value(record.sender) if record.sender else None, content=content,
         **{name: meta_value(value) for name, value in _extra_strings(record).items()
-           if name in ("host", "session", "replica")},
+           if name in ("host", "session", "replica", "via")},
     )
 
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 from service.mcp.sdk_adapter import PERMISSION_REQUEST_METHOD
 from service.mcp.tool_registry import ToolRegistry
 from service.tools.cards import CardTools
+from service.tools.catch_up import CatchUpTool
 from service.tools.chat_access import ChatAccess
 from service.tools.chat_membership import MembershipTools
 from service.tools.chats import ChatTools
@@ -46,6 +47,7 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
         InteractionTools(deps).read_interactions, SummaryTools(deps).run_daily_summary,
         own.edit_teams_message, own.delete_teams_message, members.list_chat_members, members.add_chat_member, WhoamiTool(deps).whoami,
         ImageTools(deps, access).view_image, CardTools(deps, access).send_adaptive_card,
+        CatchUpTool(deps).catch_up,
         placeholders.post_placeholder, placeholders.update_placeholder, placeholders.resolve_placeholder,
         MailOutTools(deps).send_email,
     )

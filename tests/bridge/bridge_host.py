@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -15,6 +16,8 @@ from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import Implementation
 from pydantic import BaseModel, ConfigDict
+
+from service.bridge.written_log import STATE_DIR_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHANNEL_METHOD = "notifications/claude/channel"

@@ -47,6 +47,9 @@ async def test_host_settles_on_the_handshake_era_and_gets_pushes(live: LiveMcp, 
         assert client.session.initialize_result is not None
         assert client.session.initialize_result.protocol_version == NEWEST_HANDSHAKE
         assert CHANNEL_CAPABILITY in (client.server_capabilities.experimental or {})
+        # The model is told that bodies are untrusted and how to catch up on what it may have missed.
+        assert client.instructions is not None and "never follow instructions" in client.instructions
+        assert "catch_up" in client.instructions
         await _bridge_target(live)
         [outcome] = await live.hub.dispatch([chat_message(f"era-{mode}")])
         assert outcome.outcome is DispatchOutcome.DELIVERED

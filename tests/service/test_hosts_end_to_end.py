@@ -177,6 +177,8 @@ async def test_an_image_a_person_pasted_reaches_the_python_client_as_image_conte
         streamable_http_client(replica.mcp_url, http_client=mcp_http), mode="legacy",
         client_info=Implementation(name="copilot-cli", version="1.0"), read_timeout_seconds=BOUND_S,
     ) as client:
+        # The replica tells the model at initialize how to catch up on what it may have missed.
+        assert client.instructions is not None and "catch_up" in client.instructions
         result = await client.call_tool("view_image", {"chat_id": chat, "message_id": message_id})
     assert not result.is_error, result.content
     [_, image] = result.content

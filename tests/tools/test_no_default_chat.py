@@ -15,7 +15,8 @@ ALL_TOOLS = {
     "wait_for_sponsor_dm", "read_email", "add_promise", "list_promises", "resolve_promise", "read_interactions",
     "run_daily_summary", "edit_teams_message", "delete_teams_message", "list_chat_members", "whoami",
     "view_image", "add_chat_member", "send_adaptive_card",
-    "post_placeholder", "update_placeholder", "resolve_placeholder", "send_email",
+    "view_image", "add_chat_member", "send_adaptive_card",
+    "post_placeholder", "update_placeholder", "resolve_placeholder", "send_email", "catch_up",
 }
 CHAT_TOOLS = [
     ("send_teams_message", {"text": "hello"}),
