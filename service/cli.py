@@ -368,8 +368,8 @@ async def _repair_from_graph(
     settings: Settings, backend: MemoryBackend, chat_id: str, stored: StoredCursor, *, write: bool
 ) -> int:
     from service.chat_repair import CursorState, plan_repair, write_repair
-    from service.graph.auth import token_provider_from_settings
     from service.graph.client import GraphClient
+    from service.replica_clients import replica_tokens
     from service.graph.errors import GraphConnectionError, GraphError, GraphForbidden, GraphNotFound
     from service.graph.errors import TokenConfigurationError
     from service.graph.http_pool import new_http_client
@@ -378,7 +378,8 @@ async def _repair_from_graph(
 
     async with new_http_client(read_timeout_s=settings.graph_timeout_s) as http:
         try:
-            graph = GraphClient(settings.graph_url, token_provider_from_settings(settings, http), http=http)
+            tokens = replica_tokens(settings, backend, http, replica_id="repair-chat")
+            graph = GraphClient(settings.graph_url, tokens, http=http)
         except (TokenConfigurationError, ValueError) as exc:
             raise ConfigurationError(str(exc)) from exc
         try:
