@@ -40,6 +40,11 @@ class SignInStore:
         self._key = key
         self.record_key = record_key
 
+    @property
+    def key_id(self) -> str:
+        """The sealing key's fingerprint (never the key)."""
+        return self._key.key_id
+
     async def read(self) -> StoredSignIn:
         try:
             content, etag = await self._backend.read_text_with_etag(self.record_key)
