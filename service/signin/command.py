@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from service.config import Settings
-from service.graph.errors import GraphError
+from service.graph.errors import GraphError, TokenConfigurationError
 from service.graph.http_pool import new_http_client
 from service.signin.flow import SignInEnded, SignInFlow
 from service.signin.from_settings import check_delegated_settings, public_client, sign_in_store
@@ -26,8 +26,6 @@ _LINE_EVERY_S = 60.0
 def check_sign_in_settings(settings: Settings) -> None:
     """TokenConfigurationError (the CLI's exit 2) when the settings cannot sign anyone in."""
     if settings.auth_mode != "delegated":
-        from service.graph.errors import TokenConfigurationError
-
         raise TokenConfigurationError(
             f"ENTRABOT_AUTH_MODE={settings.auth_mode}: signin is for delegated mode, where the fleet acts as a "
             "signed-in person; set ENTRABOT_AUTH_MODE=delegated (and the settings docs/configuration.md lists "
@@ -71,20 +69,18 @@ class Countdown:
 
     def __init__(self, err: TextIO) -> None:
         self._err = err
-        self._bar: object | None = None
+        self._close: Callable[[], None] = lambda: None
         self._last_line: float | None = None
 
     def __enter__(self) -> Callable[[float], None]:
         if self._err.isatty():
             from tqdm import tqdm
 
-            bar = tqdm(desc="waiting for the sign-in", unit="s", file=self._err, leave=False,
-                       bar_format="{desc}")
-            self._bar = bar
+            bar = tqdm(desc="waiting for the sign-in", file=self._err, leave=False, bar_format="{desc}")
+            self._close = bar.close
 
             def tick(remaining: float) -> None:
                 bar.set_description_str(f"waiting for the sign-in, {remaining:.0f} s left")
-                bar.refresh()
 
             return tick
 
@@ -96,6 +92,4 @@ class Countdown:
         return line
 
     def __exit__(self, *exc: object) -> None:
-        close = getattr(self._bar, "close", None)
-        if close is not None:
-            close()
+        self._close()

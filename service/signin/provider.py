@@ -37,7 +37,7 @@ from service.ledger.leases import Lease
 from service.ledger.reads import ReadOutcome
 from service.signin.errors import SIGN_IN_ADVICE, SignInRequired, SignInUnavailable
 from service.signin.public_client import EntraUnreachable, PublicClient, SignInRefused, sign_in_scope
-from service.signin.record import CachedToken, SignedInPerson, SignInRecord
+from service.signin.record import CachedToken, SignInRecord
 from service.signin.store import SignInStore, Unreadable
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError, StorageError
@@ -98,10 +98,6 @@ class DelegatedTokenProvider:
     def invalidate(self, scope: str, rejected: str | None = None) -> None:
         if self._cache.invalidate(scope, rejected) and rejected is not None:
             self._rejected[scope] = rejected  # the record may still hold it: refresh rather than reuse it
-
-    async def signed_in_person(self) -> SignedInPerson:
-        record, _ = await self._read()
-        return record.person
 
     # --- the protocol ---
 

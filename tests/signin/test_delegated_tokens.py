@@ -102,7 +102,7 @@ async def test_every_replica_uses_the_token_the_sign_in_stored_without_asking_en
     assert record is not None
     assert await tokens(replicas) == [record.access_tokens[GRAPH_SCOPE].token] * 3
     assert await fleet.refreshes() == 0
-    assert (await replicas[0].signed_in_person()).object_id == fleet.emulator.seed.humans[0].id
+    assert record.person.object_id == fleet.emulator.seed.humans[0].id
 
 
 async def test_a_due_token_is_refreshed_once_for_the_whole_fleet(fleet: Fleet) -> None:
