@@ -13,19 +13,22 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from emulator import (
-    routes_admin, routes_admin_tokens, routes_chats, routes_directory, routes_entra, routes_mail, routes_mail_send,
-    routes_messages, routes_notifications_admin, routes_subscriptions,
+    routes_admin, routes_admin_sign_in, routes_admin_tokens, routes_chats, routes_directory, routes_entra,
+    routes_mail, routes_mail_send, routes_messages, routes_notifications_admin, routes_subscriptions,
 )
 from emulator.clock import Clock, SystemClock
 from emulator.context import EmulatorContext, context_of
+from emulator.device_codes import DeviceAuthorizations
 from emulator.errors import GraphError, graph_error_body
 from emulator.faults import FaultInjector
 from emulator.grants import TokenGrantor
 from emulator.holds import Holds
+from emulator.refresh_tokens import RefreshTokens
 from emulator.middleware import GRAPH_PREFIX, EmulatorMiddleware
 
-_ROUTE_MODULES = (routes_admin, routes_admin_tokens, routes_entra, routes_chats, routes_messages, routes_mail,
-                  routes_mail_send, routes_directory, routes_subscriptions, routes_notifications_admin)
+_ROUTE_MODULES = (routes_admin, routes_admin_sign_in, routes_admin_tokens, routes_entra, routes_chats,
+                  routes_messages, routes_mail, routes_mail_send, routes_directory, routes_subscriptions,
+                  routes_notifications_admin)
 from emulator.seed import Seed, load_seed
 from emulator.state import StateError, TenantState
 from emulator.stats import RequestStats
@@ -51,9 +54,12 @@ def create_app(seed: Seed | Path | str | dict[str, Any], *, clock: Clock | None 
     state = TenantState(tenant, clock)
     subscriptions = SubscriptionEngine(tenant.subscriptions, clock, tenant.tenant_id, tenant.random_seed)
     state.add_observer(subscriptions.observe)
+    device_codes = DeviceAuthorizations(tenant.device_code_lifetime_s, tenant.device_code_interval_s)
+    refresh_tokens = RefreshTokens(tenant.refresh_token_lifetime_s)
     ctx = EmulatorContext(
         seed=tenant, clock=clock, state=state, tokens=tokens,
-        grantor=TokenGrantor(tenant, tokens, clock),
+        grantor=TokenGrantor(tenant, tokens, clock, device_codes=device_codes, refresh_tokens=refresh_tokens),
+        device_codes=device_codes, refresh_tokens=refresh_tokens,
         throttle=Throttle(tenant.throttle, *([throttle_clock] if throttle_clock else []),
                           fractional_retry_after=fractional_retry_after),
         faults=FaultInjector(tenant.random_seed), stats=RequestStats(), subscriptions=subscriptions,

@@ -8,9 +8,11 @@ from urllib.parse import quote
 from starlette.requests import HTTPConnection
 
 from emulator.clock import Clock
+from emulator.device_codes import DeviceAuthorizations
 from emulator.faults import FaultInjector
 from emulator.grants import TokenGrantor
 from emulator.holds import Holds
+from emulator.refresh_tokens import RefreshTokens
 from emulator.seed import Seed
 from emulator.state import TenantState
 from emulator.stats import RequestStats
@@ -32,6 +34,8 @@ class EmulatorContext:
     subscriptions: SubscriptionEngine
     base_url: str | None  # fixed when known (start_emulator); else taken from each request's Host
     holds: Holds
+    device_codes: DeviceAuthorizations  # pending device sign-ins, approved through the admin API
+    refresh_tokens: RefreshTokens
 
     def base(self, request: HTTPConnection) -> str:
         return self.base_url or str(request.base_url).rstrip("/")

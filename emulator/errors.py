@@ -5,6 +5,7 @@ OAuth error object with an AADSTS code. Routes raise them; app.py renders them.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -79,6 +80,15 @@ class EntraError(Exception):
 
     def __str__(self) -> str:
         return f"{self.error} AADSTS{self.code}: {self.description}"
+
+
+def required_param(params: Mapping[str, str], name: str) -> str:
+    """A form field the token endpoint cannot do without, or Entra's error for its absence."""
+    value = params.get(name)
+    if not value:
+        raise EntraError("invalid_request", 900144, f"The request body must contain the following parameter: "
+                         f"'{name}'.")
+    return value
 
 
 def entra_error_body(err: EntraError, *, now: datetime, authority: str,

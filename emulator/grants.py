@@ -22,8 +22,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from emulator.clock import Clock
-from emulator.errors import EntraError
+from emulator.device_codes import DeviceAuthorizations
+from emulator.errors import EntraError, required_param
+from emulator.refresh_tokens import RefreshTokens
 from emulator.seed import TOKEN_EXCHANGE_AUDIENCE, AgentIdentity, Seed, SeedApp, SeedUser
+from emulator.sign_in_grants import DEVICE_CODE_GRANT, SignInGrants
 from emulator.tokens import InvalidToken, TokenService, b64url
 
 JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -65,10 +68,11 @@ def v1_issuer(tenant_id: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Scope:
+class Scope:
     resource: str  # the token audience
     names: tuple[str, ...] | None  # None for "/.default"
     oidc: bool  # openid was asked for: answer with an id_token and client_info
+    offline: bool = False  # offline_access was asked for: answer with a refresh token too
 
 
 @dataclass(frozen=True)
@@ -80,10 +84,12 @@ class _Client:
 
 
 class TokenGrantor:
-    def __init__(self, seed: Seed, tokens: TokenService, clock: Clock) -> None:
+    def __init__(self, seed: Seed, tokens: TokenService, clock: Clock, *, device_codes: DeviceAuthorizations,
+                 refresh_tokens: RefreshTokens) -> None:
         self._seed = seed
         self._tokens = tokens
         self._clock = clock
+        self.sign_in = SignInGrants(self, seed, device_codes, refresh_tokens, clock)
         self._certificates_by_thumbprint = {
             app.app_id: {kind: pem for pem in app.certificates for kind in certificate_thumbprints(pem)}
             for app in seed.apps
@@ -95,8 +101,8 @@ class TokenGrantor:
         if endpoint.tenant_id not in (self._seed.tenant_id, self._seed.tenant_domain):
             raise EntraError("invalid_request", 90002, f"Tenant '{endpoint.tenant_id}' not found. Check to make "
                              "sure you have the correct tenant ID and are signing into the correct cloud.")
-        grant_type = _required(params, "grant_type")
-        client_id = _required(params, "client_id")
+        grant_type = required_param(params, "grant_type")
+        client_id = required_param(params, "client_id")
         client = _Client(client_id, "unknown client")
         try:
             client = self._client(client_id)
@@ -106,11 +112,25 @@ class TokenGrantor:
                 return self._user_fic(params, client, endpoint)
             if grant_type == "password":
                 return self._password(params, client, endpoint)
+            if grant_type == DEVICE_CODE_GRANT:
+                return self.sign_in.redeem_device_code(params, self.public_app(client), endpoint)
+            if grant_type == "refresh_token":
+                return self.sign_in.redeem_refresh_token(params, self.public_app(client), endpoint)
             raise EntraError("unsupported_grant_type", 70003,
                              f"The app requested an unsupported grant type '{grant_type}'.")
         except EntraError as err:
             err.description += f" [grant_type={grant_type}, client_id={client_id} ({client.role})]"
             raise
+
+    def public_app(self, client: _Client | str) -> SeedApp:
+        """The public client app a sign-in flow runs for (Entra: "Allow public client flows")."""
+        if isinstance(client, str):
+            client = self._client(client)
+        if client.app is None or client.app.is_confidential:
+            raise EntraError("invalid_client", 7000218, "The request body must contain the following parameter: "
+                             f"'client_assertion' or 'client_secret': '{client.client_id}' ({client.role}) is not "
+                             "a public client, so it cannot use a sign-in flow without a credential.")
+        return client.app
 
     def _client(self, client_id: str) -> _Client:
         app = self._seed.find_app(client_id)
@@ -170,7 +190,7 @@ class TokenGrantor:
                              f"agent identities; '{client.client_id}' is a {client.role}.")
         identity = client.identity
         self._authenticate_identity(params, identity, ep)
-        self._check_instance_token(_required(params, "user_federated_identity_credential"), identity)
+        self._check_instance_token(required_param(params, "user_federated_identity_credential"), identity)
         scope = self._scope(params, client_credentials=False)
         user_id, username = params.get("user_id"), params.get("username")
         if not user_id and not username:
@@ -199,7 +219,7 @@ class TokenGrantor:
                              "Agent identities cannot use the password grant.")
         self._authenticate_app(params, client.app, ep, require=client.app.is_confidential)
         scope = self._scope(params, client_credentials=False)
-        username, password = _required(params, "username"), _required(params, "password")
+        username, password = required_param(params, "username"), required_param(params, "password")
         user = self._seed.find_user(username)
         if user is None or user.password is None or not _same(user.password, password):
             raise EntraError("invalid_grant", 50126,
@@ -211,8 +231,11 @@ class TokenGrantor:
 
     # --- scopes ---
 
-    def _scope(self, params: Mapping[str, str], *, client_credentials: bool) -> _Scope:
-        raw = _required(params, "scope").split()
+    def _scope(self, params: Mapping[str, str], *, client_credentials: bool) -> Scope:
+        return self.scope_of(required_param(params, "scope"), client_credentials=client_credentials)
+
+    def scope_of(self, text: str, *, client_credentials: bool = False) -> Scope:
+        raw = text.split()
         oidc = "openid" in raw
         wanted = [s for s in raw if s not in _OIDC_SCOPES]
         if not wanted:
@@ -248,7 +271,7 @@ class TokenGrantor:
             raise EntraError("invalid_scope", 1002012, f"The provided value for scope {' '.join(raw)} is not "
                              "valid. Client credential flows must have a scope value with /.default suffixed to "
                              "the resource identifier (application ID URI).")
-        return _Scope(_RESOURCES[resource], None if default else tuple(names), oidc)
+        return Scope(_RESOURCES[resource], None if default else tuple(names), oidc, "offline_access" in raw)
 
     # --- client authentication ---
 
@@ -414,7 +437,7 @@ class TokenGrantor:
             claims["roles"] = list(roles)
         return claims
 
-    def _user_claims(self, ep: Endpoint, user: SeedUser, app_id: str, scope: _Scope,
+    def _user_claims(self, ep: Endpoint, user: SeedUser, app_id: str, scope: Scope,
                      consented: tuple[str, ...], *, display_name: str) -> dict[str, Any]:
         if scope.resource == TOKEN_EXCHANGE_AUDIENCE:
             raise EntraError("invalid_scope", 70011, f"'{TOKEN_EXCHANGE_AUDIENCE}' is only available to "
@@ -441,7 +464,12 @@ class TokenGrantor:
             "app_displayname": display_name, "scp": " ".join(granted), "ver": "1.0",
         }
 
-    def _respond(self, claims: dict[str, Any], *, app_id: str, scope: _Scope | None, user: SeedUser | None = None,
+    def signed_in_user_tokens(self, ep: Endpoint, user: SeedUser, app: SeedApp, scope: Scope) -> dict[str, Any]:
+        """What the token endpoint answers a public client's sign-in of ``user`` (no refresh token yet)."""
+        claims = self._user_claims(ep, user, app.app_id, scope, app.delegated_scopes, display_name=app.display_name)
+        return self._respond(claims, app_id=app.app_id, user=user, scope=scope, client_id=app.app_id, ep=ep)
+
+    def _respond(self, claims: dict[str, Any], *, app_id: str, scope: Scope | None, user: SeedUser | None = None,
                  client_id: str | None = None, ep: Endpoint | None = None) -> dict[str, Any]:
         token, lifetime = self._tokens.mint(claims, app_id=app_id, user_id=user.id if user else None)
         body: dict[str, Any] = {"token_type": "Bearer", "expires_in": lifetime, "ext_expires_in": lifetime,
@@ -463,21 +491,13 @@ class TokenGrantor:
 
 # --- small pure helpers ---
 
-def _required(params: Mapping[str, str], name: str) -> str:
-    value = params.get(name)
-    if not value:
-        raise EntraError("invalid_request", 900144, f"The request body must contain the following parameter: "
-                         f"'{name}'.")
-    return value
-
-
 def _same(given: str, expected: str) -> bool:
     """Constant-time comparison of secrets (as bytes: compare_digest refuses non-ASCII str)."""
     return hmac.compare_digest(given.encode(), expected.encode())
 
 
 def _check_assertion_type(params: Mapping[str, str]) -> None:
-    kind = _required(params, "client_assertion_type")
+    kind = required_param(params, "client_assertion_type")
     if kind != JWT_BEARER:
         raise EntraError("invalid_request", 70002, f"Error validating credentials: client_assertion_type "
                          f"'{kind}' is not supported; use '{JWT_BEARER}'.")

@@ -171,7 +171,10 @@ async def revoke(body: RevokeRequest, request: Request) -> dict[str, int]:
         if user is None:
             raise bad_request(f"user {body.user!r} is not in the tenant")
         user_id = user.id
-    return {"revoked": ctx.tokens.revoke(everything=body.all, user_id=user_id, app_id=body.app)}
+    # As an admin revoking a user's sessions does: their refresh tokens stop working too.
+    return {"revoked": ctx.tokens.revoke(everything=body.all, user_id=user_id, app_id=body.app),
+            "refresh_tokens_revoked": ctx.refresh_tokens.revoke(everything=body.all, user_id=user_id,
+                                                                 app_id=body.app)}
 
 
 @router.post("/throttle")

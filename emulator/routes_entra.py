@@ -1,7 +1,8 @@
-"""Entra's endpoints for the tenant: the v2.0 token endpoint, its signing keys and OIDC metadata."""
+"""Entra's endpoints for the tenant: the v2.0 token and device-code endpoints, signing keys, OIDC metadata."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -17,13 +18,31 @@ router = APIRouter()
 @router.post("/{tenant_id}/oauth2/v2.0/token")
 async def token(tenant_id: str, request: Request) -> JSONResponse:
     ctx = context_of(request)
-    # Entra reads only a form body; anything else arrives as an empty form and fails on grant_type.
+    return await _answer(request, lambda params, endpoint: ctx.grantor.grant(params, endpoint))
+
+
+@router.post("/{tenant_id}/oauth2/v2.0/devicecode")
+async def device_code(tenant_id: str, request: Request) -> JSONResponse:
+    """The device authorization request (see emulator.device_codes)."""
+    ctx = context_of(request)
+
+    def start(params: dict[str, str], endpoint: Endpoint) -> dict[str, Any]:
+        if tenant_id not in (ctx.seed.tenant_id, ctx.seed.tenant_domain):
+            raise EntraError("invalid_request", 90002, f"Tenant '{tenant_id}' not found.")
+        return ctx.grantor.sign_in.start_device_authorization(params, endpoint)
+
+    return await _answer(request, start)
+
+
+async def _answer(request: Request, decide: Callable[[dict[str, str], Endpoint], dict[str, Any]]) -> JSONResponse:
+    ctx = context_of(request)
+    # Entra reads only a form body; anything else arrives as an empty form and fails on its fields.
     form = await request.form()
     params = {k: v for k, v in form.items() if isinstance(v, str)}
     request.state.app_id = params.get("client_id")
-    endpoint = Endpoint(ctx.base(request), tenant_id)
+    endpoint = Endpoint(ctx.base(request), request.path_params["tenant_id"])
     try:
-        body = ctx.grantor.grant(params, endpoint)
+        body = decide(params, endpoint)
     except EntraError as err:
         return JSONResponse(
             entra_error_body(err, now=ctx.clock.now(), authority=ctx.base(request),
@@ -49,6 +68,7 @@ async def openid_configuration(tenant_id: str, request: Request) -> JSONResponse
     base, tid = ctx.base(request), ctx.seed.tenant_id
     document: dict[str, Any] = {
         "token_endpoint": f"{base}/{tid}/oauth2/v2.0/token",
+        "device_authorization_endpoint": f"{base}/{tid}/oauth2/v2.0/devicecode",
         "token_endpoint_auth_methods_supported": ["client_secret_post", "private_key_jwt", "client_secret_basic"],
         "jwks_uri": f"{base}/{tid}/discovery/v2.0/keys",
         "response_modes_supported": ["query", "fragment", "form_post"],

@@ -182,6 +182,12 @@ class Seed(_Model):
     tenant_id: str
     tenant_domain: str = "contoso.onmicrosoft.com"
     token_lifetime_s: int = Field(3600, ge=1)
+    # The device authorization grant: how long a code may wait for the person (Entra: 900 s) and how
+    # often the client may poll (Entra answers 5 s; a test's seed may say 1).
+    device_code_lifetime_s: int = Field(900, ge=1)
+    device_code_interval_s: int = Field(5, ge=1)
+    # Entra's default refresh-token lifetime outside single-page apps: 90 days.
+    refresh_token_lifetime_s: int = Field(90 * 24 * 3600, ge=1)
     throttle: ThrottleBudget = ThrottleBudget()
     # GET /me/chats?$orderby=lastMessagePreview/createdDateTime desc: documented, but some tenants
     # answer it with 400 (the single-host system saw that); "refused" plays such a tenant.

@@ -368,8 +368,8 @@ async def _repair_from_graph(
     settings: Settings, backend: MemoryBackend, chat_id: str, stored: StoredCursor, *, write: bool
 ) -> int:
     from service.chat_repair import CursorState, plan_repair, write_repair
-    from service.graph.auth import token_provider_from_settings
     from service.graph.client import GraphClient
+    from service.replica_clients import replica_tokens
     from service.graph.errors import GraphConnectionError, GraphError, GraphForbidden, GraphNotFound
     from service.graph.errors import TokenConfigurationError
     from service.graph.http_pool import new_http_client
@@ -378,7 +378,8 @@ async def _repair_from_graph(
 
     async with new_http_client(read_timeout_s=settings.graph_timeout_s) as http:
         try:
-            graph = GraphClient(settings.graph_url, token_provider_from_settings(settings, http), http=http)
+            tokens = replica_tokens(settings, backend, http, replica_id="repair-chat")
+            graph = GraphClient(settings.graph_url, tokens, http=http)
         except (TokenConfigurationError, ValueError) as exc:
             raise ConfigurationError(str(exc)) from exc
         try:
@@ -424,6 +425,49 @@ def run_doctor(args: argparse.Namespace) -> int:
     from service.doctor import run_doctor as doctor
 
     return EXIT_OK if asyncio.run(doctor()) else EXIT_FAILED
+
+
+# --- signin --------------------------------------------------------------------------------------
+
+
+def configure_signin(parser: argparse.ArgumentParser) -> None:
+    from service.signin.command import DEFAULT_TIMEOUT_S
+
+    parser.add_argument("--replace", action="store_true",
+                        help="sign in as someone other than the person the container holds (then restart the replicas)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                        help=f"give up waiting for the person after this long (default {DEFAULT_TIMEOUT_S:.0f}, "
+                        "the code's own lifetime)")
+
+
+def run_signin(args: argparse.Namespace) -> int:
+    return asyncio.run(signin(replace=args.replace, timeout_s=args.timeout))
+
+
+async def signin(*, replace: bool, timeout_s: float) -> int:
+    from service.graph.errors import TokenConfigurationError
+    from service.signin.command import check_sign_in_settings, sign_in
+    from service.signin.flow import SignInEnded
+
+    if timeout_s <= 0:
+        raise ConfigurationError("--timeout must be a positive number of seconds")
+    settings = settings_or_exit()
+    try:
+        check_sign_in_settings(settings)
+    except TokenConfigurationError as exc:
+        raise ConfigurationError(str(exc)) from exc
+    backend = await open_target(settings)
+    try:
+        print(f"state: {backend.describe()}")
+        await sign_in(settings, backend, replace=replace, timeout_s=timeout_s)
+    except SignInEnded as exc:
+        raise CommandFailed(str(exc)) from None
+    except StorageError as exc:
+        raise CommandFailed(f"the sign-in could not be stored ({type(exc).__name__}: {exc}); run the command "
+                            "again") from None
+    finally:
+        await backend.aclose()
+    return EXIT_OK
 
 
 # --- channel --------------------------------------------------------------------------------------
@@ -473,6 +517,12 @@ COMMANDS: tuple[Command, ...] = (
         "preflight the configured tenant, container and settings: one line per check, non-zero on a failure",
         lambda parser: None,
         run_doctor,
+    ),
+    Command(
+        "signin",
+        "delegated mode: a person signs the fleet in by device code (shows the code and page, waits)",
+        configure_signin,
+        run_signin,
     ),
     Command(
         "channel",

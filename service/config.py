@@ -35,14 +35,19 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.signin.sealing import decode_key
+
 DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
 DEFAULT_GRAPH_URL = "https://graph.microsoft.com/v1.0"
 MAX_CLIENT_STATE_CHARS = 128  # Graph: subscription resource type, clientState "maximum length is 128 characters"
 
 
 class Settings(BaseSettings):
+    # hide_input_in_errors: a refused value may be a secret (a sealing key, a client state), and
+    # `doctor` prints the validation error.
     model_config = SettingsConfigDict(
-        env_prefix="ENTRABOT_", env_file=".env", env_file_encoding="utf-8", extra="ignore", frozen=True
+        env_prefix="ENTRABOT_", env_file=".env", env_file_encoding="utf-8", extra="ignore", frozen=True,
+        hide_input_in_errors=True,
     )
 
     # --- storage (SPEC §3) ---
@@ -69,6 +74,11 @@ class Settings(BaseSettings):
     agent_identity_id: str | None = None
     agent_user_id: str | None = None
     agent_user_upn: str | None = None
+    # Delegated mode (tenants without Entra Agent ID): the public client app registration a person signs
+    # in to with `entrabot-fleet signin`, and the key that seals their tokens in the container
+    # (service/signin/sealing.py; 32 random bytes in base64).
+    delegated_client_id: str | None = None
+    delegated_token_key: SecretStr | None = None
     graph_timeout_s: float = 30.0
 
     # --- loops (SPEC §5) ---
@@ -168,6 +178,18 @@ class Settings(BaseSettings):
             return v
         assert info.field_name is not None
         return cls.model_fields[info.field_name].get_default(call_default_factory=True)
+
+    @field_validator("delegated_client_id", "delegated_token_key", mode="before")
+    @classmethod
+    def _blank_delegated_setting_is_unset(cls, v: Any) -> Any:
+        return None if isinstance(v, str) and not v.strip() else v
+
+    @field_validator("delegated_token_key")
+    @classmethod
+    def _sealing_key_decodes(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None:
+            decode_key(v.get_secret_value())  # its ValueError says what the key must be, never the value
+        return v
 
     @field_validator("chat_poll_interval_s", "discovery_interval_s", "email_poll_interval_s",
                      "permission_request_timeout_s", "chat_scan_interval_s", "chat_scan_relaxed_interval_s",

@@ -23,6 +23,7 @@ from service.delivery.sponsors import SponsorGate
 from service.graph.auth import storage_token_provider, token_provider_from_settings
 from service.graph.client import GraphClient
 from service.replica_clients import build_clients
+from service.signin.from_settings import check_delegated_settings
 from service.graph.errors import (
     GraphConnectionError,
     GraphError,
@@ -130,11 +131,9 @@ class Replica:
             manager = self.notifications.manager(self.graph, self.agent.object_id, self.replica_id)
             sup.add("subscriptions", manager.cycle, interval_s=manager.interval_s, wake=manager.poked.wait)
         sup.add("email_poll", wired.email_poller.cycle, interval_s=s.email_poll_interval_s, wake=email_wake)
-        if s.auth_mode == "agent_user":
-            # The first cycle ran above. The loop runs at the discovery lease's renewal cadence; the
-            # walk and the snapshot reads keep discovery_interval_s.
-            sup.add("discovery", discovery.cycle, interval_s=discovery.interval_s,
-                    first_after_s=discovery.interval_s)
+        # The first cycle ran above. The loop runs at the discovery lease's renewal cadence; the walk
+        # (agent-user mode only) and the snapshot reads keep discovery_interval_s.
+        sup.add("discovery", discovery.cycle, interval_s=discovery.interval_s, first_after_s=discovery.interval_s)
         sup.add("daily_summary", _discard(wired.summary.run_if_due), interval_s=SUMMARY_INTERVAL_S)
         if self.graph_backoff is not None:
             sup.add("graph_backoff", self.graph_backoff.cycle, interval_s=READ_EVERY_S,
@@ -177,7 +176,7 @@ class Replica:
         delay = 1.0
         for attempt in range(1, AGENT_LOOKUP_ATTEMPTS + 1):
             try:
-                return await load_agent_user(self.graph)
+                return await load_agent_user(self.graph, posts_as_person=self.settings.auth_mode == "delegated")
             except GraphError as exc:
                 if attempt == AGENT_LOOKUP_ATTEMPTS or not _answered_later(exc):
                     raise _naming_graph_url(exc, self.settings.graph_url) from None
@@ -233,11 +232,17 @@ def build_replica(
     metrics = metrics or Metrics()
     check_auth_config(settings)
     http = http or new_http_client(read_timeout_s=settings.graph_timeout_s)
-    tokens = token_provider_from_settings(settings, http, metrics=metrics)
+    rid = replica_id or settings.replica_id or default_replica_id()
+    delegated = settings.auth_mode == "delegated"
+    if delegated:
+        check_delegated_settings(settings)  # before the backend: its Blob auth cannot be the agent user's
+    # Agent-user mode: the tokens first, since the agent user's storage token may be the Blob credential.
+    # Delegated mode: the backend first, since the signed-in person's tokens are kept in it.
+    tokens = None if delegated else token_provider_from_settings(settings, http, metrics=metrics)
     if backend is None:
         is_cloud = isinstance(choose_backend(settings), BlobChoice)
-        backend = get_backend(settings, storage_token_provider=storage_token_provider(tokens), metrics=metrics)
-    rid = replica_id or settings.replica_id or default_replica_id()
+        backend = get_backend(settings, metrics=metrics,
+                              storage_token_provider=storage_token_provider(tokens) if tokens else None)
     clients = build_clients(settings, backend, http, replica_id=rid, metrics=metrics, tokens=tokens)
     mcp = build_mcp(settings, clients.hub, metrics=metrics, http_client=http, instructions=FLEET_INSTRUCTIONS)
     return Replica(

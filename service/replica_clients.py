@@ -14,10 +14,11 @@ import httpx
 from service.config import Settings
 from service.delivery.hub import DeliveryHub
 from service.delivery.sponsors import SponsorGate
-from service.graph.auth import AgentUserTokenProvider, token_provider_from_settings
+from service.graph.auth import AgentUserTokenProvider, TokenProvider, token_provider_from_settings
 from service.graph.client import GraphClient
 from service.graph.retry_policy import RetryPolicy
 from service.ledger.graph_backoff import FleetBackoff
+from service.signin.from_settings import delegated_token_provider
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 
@@ -25,11 +26,12 @@ from service.telemetry.metrics import Metrics
 @dataclass(frozen=True)
 class ReplicaClients:
     """What the workers talk through. ``directory`` is the agent identity's app-only Graph client (the
-    sponsors); the gate starts empty and is filled by discovery."""
+    sponsors; None in delegated mode, which has no agent identity); the gate starts empty and is filled
+    by discovery (in delegated mode by the wiring, with the signed-in person)."""
 
-    tokens: AgentUserTokenProvider
+    tokens: TokenProvider
     graph: GraphClient
-    directory: GraphClient
+    directory: GraphClient | None
     graph_backoff: FleetBackoff
     hub: DeliveryHub
     gate: SponsorGate
@@ -42,18 +44,29 @@ def build_clients(
     *,
     replica_id: str,
     metrics: Metrics,
-    tokens: AgentUserTokenProvider | None = None,
+    tokens: TokenProvider | None = None,
     retry_policy: RetryPolicy | None = None,
 ) -> ReplicaClients:
     """``tokens``: the provider, when the caller needed it before the backend (Blob tokens) or built it
     from other credentials; ``retry_policy``: the Graph client's (default: the service's)."""
-    tokens = tokens or token_provider_from_settings(settings, http, metrics=metrics)
+    tokens = tokens or replica_tokens(settings, backend, http, replica_id=replica_id, metrics=metrics)
     # On real time, like the Graph client's own holds: a Retry-After is a wall-clock promise.
     graph_backoff = FleetBackoff(backend, replica_id, metrics=metrics)
     graph = GraphClient(settings.graph_url, tokens, http=http, metrics=metrics, shared_hold=graph_backoff,
                         retry_policy=retry_policy)
+    directory = (graph.with_tokens(tokens.agent_identity_tokens()) if isinstance(tokens, AgentUserTokenProvider)
+                 else None)
     return ReplicaClients(
-        tokens=tokens, graph=graph, directory=graph.with_tokens(tokens.agent_identity_tokens()),
-        graph_backoff=graph_backoff, hub=DeliveryHub(metrics=metrics),
-        gate=SponsorGate((), tenant_id=settings.tenant_id),
+        tokens=tokens, graph=graph, directory=directory, graph_backoff=graph_backoff,
+        hub=DeliveryHub(metrics=metrics), gate=SponsorGate((), tenant_id=settings.tenant_id),
     )
+
+
+def replica_tokens(settings: Settings, backend: MemoryBackend, http: httpx.AsyncClient, *, replica_id: str,
+                   metrics: Metrics | None = None) -> TokenProvider:
+    """Whom the replica acts as, by ENTRABOT_AUTH_MODE: the agent user (three hops), or the signed-in
+    person whose sealed record is in ``backend`` (delegated mode). TokenConfigurationError names what
+    to set."""
+    if settings.auth_mode == "delegated":
+        return delegated_token_provider(settings, backend, http, replica_id=replica_id, metrics=metrics)
+    return token_provider_from_settings(settings, http, metrics=metrics)

@@ -14,9 +14,8 @@ from datetime import timedelta
 from service.config import Settings
 from service.delivery.hub import DeliveryHub
 from service.delivery.mail_send import MailSender
-from service.delivery.sent_messages import SentMessages
 from service.delivery.sponsor_refresh import SponsorRefresher
-from service.delivery.sponsors import SponsorGate
+from service.delivery.sponsors import Sponsor, SponsorGate
 from service.graph.client import GraphClient
 from service.ledger import (
     ChatLedger,
@@ -33,6 +32,7 @@ from service.ledger.hints import HintLog, HintReader
 from service.ledger.leases import Lease
 from service.ledger.permission_requests import PermissionRequests
 from service.ledger.readers import ReaderRoster
+from service.ledger.sent_messages import SentMessages
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 from service.tools.deps import ToolDeps
@@ -58,7 +58,7 @@ class Workers:
     interactions: InteractionLog
     promises: PromiseLedger
     sent: SentMessages
-    permissions: PermissionRequests
+    permissions: PermissionRequests | None  # None in delegated mode: no permission relay
     chat_poller: ChatPoller
     email_poller: EmailPoller
     discovery: Discovery
@@ -87,14 +87,24 @@ async def wire_workers(
     ``directory`` is the agent identity's app-only Graph client that reads the sponsors (without it no
     sponsor is recognised); ``corrupt_cursors`` makes chats stalled by a corrupt cursor visible;
     ``notifications_flowing`` tells the scanner that Graph's change notifications are live, so it relaxes.
+
+    Delegated mode (``agent.posts_as_person``) differs in four places: the signed-in person is the only
+    sponsor (there is no agent identity to list sponsors of); ``/me/chats`` is the person's, so neither
+    discovery nor the scanner and the sweep add chats to the watched list (the agent watches the chats
+    it creates or writes in, and the shared list); the fleet records the agent's sent messages, which
+    every chat poll reads; and there is no permission relay, since the agent's prompt and the person's
+    verdict would carry one identity.
     """
+    delegated = agent.posts_as_person
     interactions = InteractionLog(backend, clock=clock)
     promises = PromiseLedger(backend, clock=clock, metrics=metrics)
     watched = WatchedChats(backend, metrics=metrics)
     await watched.load()
     recorder = DeliveryRecorder(interactions, replica_id, clock=clock)
-    sent = SentMessages()
-    permissions = PermissionRequests(backend, replica_id, clock=clock, metrics=metrics)
+    sent = SentMessages(backend, replica_id, clock=clock, metrics=metrics)
+    permissions = None if delegated else PermissionRequests(backend, replica_id, clock=clock, metrics=metrics)
+    if delegated:
+        gate.replace_sponsors([Sponsor(agent.object_id, agent.upn, agent.mail, agent.display_name)])
     chat_ledger = ChatLedger[OfferedMessage](backend, clock=clock, metrics=metrics, corrupt=corrupt_cursors)
     hint_log = HintLog(backend, clock=clock)
 
@@ -106,14 +116,15 @@ async def wire_workers(
                           interval_s=settings.chat_scan_interval_s,
                           active_interval_s=settings.chat_scan_active_interval_s,
                           relaxed_interval_s=settings.chat_scan_relaxed_interval_s,
-                          notifications_flowing=notifications_flowing, clock=clock, metrics=metrics)
+                          notifications_flowing=notifications_flowing, clock=clock, metrics=metrics,
+                          watched_only=delegated)
     sweep = ChatSweep(graph, lease(chat_sweep.ROLE, ttl=chat_scan.LEASE_TTL, margin=chat_scan.LEASE_MARGIN), hint_log, chat_ledger, watched,
-                      interval_s=settings.chat_sweep_interval_s, clock=clock, metrics=metrics)
+                      interval_s=settings.chat_sweep_interval_s, clock=clock, metrics=metrics, watched_only=delegated)
     chat_poller = ChatPoller(
         conversations=ChatMessagesReader(graph, gate), ledger=chat_ledger, watched=watched, hub=hub, agent=agent,
         recorder=recorder, hints=HintReader(backend, clock=clock), metrics=metrics, clock=clock,
         concurrency=settings.chat_poll_concurrency,
-        first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h), sent_message_ids=sent,
+        first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h), sent=sent,
         permissions=permissions, roles=(scanner, sweep), readers=ReaderRoster(backend, replica_id, clock=clock),
         read_spread_s=settings.chat_read_spread_s, min_read_gap_s=settings.chat_read_gap_s,
         on_notification_hint=scanner.heard_notification,
@@ -124,7 +135,8 @@ async def wire_workers(
         sponsors=SponsorRefresher(
             gate, graph, settings.agent_identity_id, directory, interval_s=settings.sponsor_refresh_interval_s,
             stale_after_s=settings.sponsor_stale_after_s, metrics=metrics,
-        ) if settings.agent_identity_id else None,
+        ) if settings.agent_identity_id and not delegated else None,
+        walks=not delegated,
     )
     email_poller = EmailPoller(
         graph, EmailClaimer(backend, is_cloud=is_cloud, clock=clock, metrics=metrics), hub, agent, recorder,

@@ -53,6 +53,12 @@ def is_agent_sender(sender: SenderView, *, agent_upn: str | None, agent_object_i
     return same_identifier(sender.id, agent_object_id)
 
 
+def is_person_message(message: ChatMessageView) -> bool:
+    """Written by a user: Graph ``messageType`` "message" with a ``from.user`` (not an event or an app)."""
+    sender = message.sender
+    return message.message_type == "message" and sender is not None and sender.kind == "user"
+
+
 def filter_human_messages(
     messages: Sequence[M],
     *,
@@ -64,8 +70,10 @@ def filter_human_messages(
 
     - system messages: Graph ``messageType`` other than "message", or no ``from.user`` (events, apps);
     - the agent's own, by UPN or else AAD object id — never by display name;
-    - ids this replica sent (delegated mode, where Graph attributes the agent's posts to the signed-in
-      human; the ``[EntraBot]`` text prefix is not a reliable filter, the ids are).
+    - ``sent_message_ids``, ids the agent is known to have sent.
+
+    Agent-user mode's rule. Delegated mode, where the agent's posts carry the signed-in person's identity,
+    decides by the fleet's record of sent ids instead (``service.domain.authorship``).
     """
     if not agent_upn and not agent_object_id:
         raise ValueError(
@@ -75,7 +83,7 @@ def filter_human_messages(
     kept: list[M] = []
     for message in messages:
         sender = message.sender
-        if message.message_type != "message" or sender is None or sender.kind != "user":
+        if not is_person_message(message) or sender is None:
             continue
         if is_agent_sender(sender, agent_upn=agent_upn, agent_object_id=agent_object_id):
             continue

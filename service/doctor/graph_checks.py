@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from service.doctor.identity_checks import IdentityChain, granted_scopes
 from service.doctor.permissions import (
@@ -35,9 +36,18 @@ from service.graph.models import DirectoryObjectRef
 GraphFactory = Callable[[TokenProvider], GraphClient]
 
 
+class GrantAdvice(Protocol):
+    """Where a missing permission is to be granted, in words for the operator."""
+
+    def delegated(self, permission: str) -> str: ...
+
+    def application(self, permission: str) -> str: ...
+
+
 @dataclass(frozen=True)
 class Grantee:
-    """Who the advice tells the operator to grant to: the configured agent identity and agent user."""
+    """Who the advice tells the operator to grant to: the configured agent identity and agent user
+    (delegated mode's is ``service.doctor.sign_in_checks.SignInGrantee``)."""
 
     agent_identity_id: str
     agent_user: str  # UPN, else object id
@@ -56,7 +66,7 @@ def _check_name(permission: DelegatedPermission) -> str:
     return f"graph {permission.name} ({permission.probe.value})"
 
 
-def _refused(permission: DelegatedPermission, exc: GraphError, grantee: Grantee) -> Finding:
+def _refused(permission: DelegatedPermission, exc: GraphError, grantee: GrantAdvice) -> Finding:
     if isinstance(exc, GraphForbidden):
         return fail(_check_name(permission), f"Graph refused it (403): {grantee.delegated(permission.name)} "
                     f"({permission.why})")
@@ -138,9 +148,9 @@ class _DelegatedReads:
 
 
 async def check_delegated(chain: IdentityChain, make_graph: GraphFactory, sponsors: list[DirectoryObjectRef],
-                          grantee: Grantee) -> list[Finding]:
+                          grantee: GrantAdvice) -> list[Finding]:
     if chain.user_tokens is None or chain.graph_token is None:
-        return [skip(_check_name(p), "not tried: no agent-user Graph token") for p in DELEGATED_PERMISSIONS]
+        return [skip(_check_name(p), "not tried: no Graph token for the agent") for p in DELEGATED_PERMISSIONS]
     scopes = granted_scopes(chain.graph_token)
     async with make_graph(chain.user_tokens) as graph:
         reads = _DelegatedReads(graph, sponsors)
@@ -148,12 +158,12 @@ async def check_delegated(chain: IdentityChain, make_graph: GraphFactory, sponso
 
 
 async def _check_one(permission: DelegatedPermission, read: Callable[[], Awaitable[str | None]] | None,
-                     scopes: frozenset[str], grantee: Grantee) -> Finding:
+                     scopes: frozenset[str], grantee: GrantAdvice) -> Finding:
     if read is None:
         held = scopes & permission.accepted
         if held:
             return ok(_check_name(permission), f"granted ({', '.join(sorted(held))})")
-        return fail(_check_name(permission), f"the agent user's token lacks {permission.name} (has: "
+        return fail(_check_name(permission), f"the agent's token lacks {permission.name} (has: "
                     f"{', '.join(sorted(scopes)) or 'none'}); {grantee.delegated(permission.name)} "
                     f"({permission.why})")
     try:

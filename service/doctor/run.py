@@ -1,4 +1,5 @@
-"""The preflight, in order: settings, identity chain, sponsor read, Graph permissions, storage, URLs.
+"""The preflight, in order: settings, identity (the agent user's chain, or in delegated mode the signed-in
+person's record and token), sponsor read, Graph permissions, storage, URLs.
 
 Every check runs that can (a failed hop skips only what depends on it), each prints its line as soon
 as it is known, and the exit code is non-zero when any check failed.
@@ -12,13 +13,15 @@ import httpx
 from pydantic import ValidationError
 
 from service.config import Settings
-from service.doctor.graph_checks import Grantee, check_delegated, check_sponsors
+from service.doctor.graph_checks import GrantAdvice, Grantee, check_delegated, check_sponsors
 from service.doctor.identity_checks import check_identity
-from service.doctor.report import Report, fail
+from service.doctor.report import Report, fail, skip
+from service.doctor.sign_in_checks import SignInGrantee, check_sign_in
 from service.doctor.settings_checks import check_mcp_auth, check_notification_url
 from service.doctor.storage_checks import check_storage
 from service.graph.auth import TokenProvider
 from service.graph.client import GraphClient
+from service.graph.models import DirectoryObjectRef
 from service.graph.http_pool import new_http_client
 from service.storage.errors import StorageError
 from service.storage.resolution import BlobAuth, BlobChoice, choose_backend
@@ -36,21 +39,32 @@ async def run_doctor(*, out: TextIO | None = None) -> bool:
     report.section("settings")
     report.add(check_mcp_auth(settings))
     async with new_http_client(read_timeout_s=settings.graph_timeout_s) as http:
-        report.section("identity chain")
-        by_agent_user = _storage_by_agent_user(settings)
-        identity, chain = await check_identity(settings, http, storage_by_agent_user=by_agent_user)
-        for finding in identity:
-            report.add(finding)
 
         def make_graph(tokens: TokenProvider) -> GraphClient:
             # A doctor waits for nobody: a throttled tenant shows up as a failed line, not a long pause.
             return GraphClient(settings.graph_url, tokens, http=http, max_retry_after=5.0)
 
-        report.section("graph permissions")
-        grantee = Grantee(settings.agent_identity_id or "(ENTRABOT_AGENT_IDENTITY_ID)",
-                          settings.agent_user_upn or settings.agent_user_id or "(ENTRABOT_AGENT_USER_UPN)")
-        sponsor_finding, sponsors = await check_sponsors(chain, make_graph, grantee)
-        report.add(sponsor_finding)
+        by_agent_user = _storage_by_agent_user(settings)
+        if settings.auth_mode == "delegated":
+            report.section("signed-in person (delegated mode)")
+            identity, chain, person = await check_sign_in(settings, http)
+            for finding in identity:
+                report.add(finding)
+            report.section("graph permissions")
+            grantee: GrantAdvice = SignInGrantee(settings.delegated_client_id or "(ENTRABOT_DELEGATED_CLIENT_ID)",
+                                                 person.describe() if person else "the person who signs in")
+            report.add(skip("sponsor read", "delegated mode: the signed-in person is the agent's only sponsor"))
+            sponsors: list[DirectoryObjectRef] = []
+        else:
+            report.section("identity chain")
+            identity, chain = await check_identity(settings, http, storage_by_agent_user=by_agent_user)
+            for finding in identity:
+                report.add(finding)
+            report.section("graph permissions")
+            grantee = Grantee(settings.agent_identity_id or "(ENTRABOT_AGENT_IDENTITY_ID)",
+                              settings.agent_user_upn or settings.agent_user_id or "(ENTRABOT_AGENT_USER_UPN)")
+            sponsor_finding, sponsors = await check_sponsors(chain, make_graph, grantee)
+            report.add(sponsor_finding)
         for finding in await check_delegated(chain, make_graph, sponsors, grantee):
             report.add(finding)
         report.section("storage")

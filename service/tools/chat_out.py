@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from service.domain.authorship import DELEGATED_PREFIX
 from service.tools.deps import ToolDeps
 
-# Delegated mode posts as the signed-in human; the prefix tells people which messages the agent wrote.
-DELEGATED_PREFIX = "[EntraBot] "
+__all__ = ["DELEGATED_PREFIX", "MAX_TEXT_CHARS", "as_posted"]
 MAX_TEXT_CHARS = 28_000  # Teams refuses chat messages much over ~28 KB
 
 

@@ -12,12 +12,12 @@ from typing import Protocol
 from service.config import Settings
 from service.delivery.hub import DeliveryHub
 from service.delivery.mail_send import MailSender
-from service.delivery.sent_messages import SentMessages
 from service.delivery.sponsors import SponsorGate
 from service.graph.client import GraphClient
 from service.ledger import DailySummaryProducer, InteractionLog, PromiseLedger, WatchedChats, WatchOutcome
 from service.clock import Clock, utc_now
 from service.ledger.permission_requests import PermissionRequests
+from service.ledger.sent_messages import SentMessages
 from service.domain.agent import AgentUser
 
 
@@ -46,8 +46,8 @@ class ToolDeps:
     promises: PromiseLedger
     interactions: InteractionLog
     summary: DailySummaryProducer
-    # Graph ids of messages this replica sent (delegated mode: Graph attributes them to the human);
-    # the same object the chat poll reads.
+    # The fleet's record of the agent's sent messages (delegated mode: Graph attributes them to the
+    # signed-in person); the chat poll of every replica reads it.
     sent_messages: SentMessages
     replica_id: str
     mail: MailSender  # every mail the agent sends goes through it, so each is sent once

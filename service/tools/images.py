@@ -21,7 +21,7 @@ from service.tools.chat_access import ChatAccess
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
 from service.tools.ids import ChatMessageId, NamesAChat
-from service.tools.message_items import TeamsMessageItem, teams_item
+from service.tools.message_items import TeamsMessageItem, sent_view, teams_item
 
 # Image content goes to the model whole; a few MB is what hosts accept in one tool result.
 MAX_IMAGE_BYTES = 4 * 1024 * 1024
@@ -80,7 +80,7 @@ class ImageTools:
             raise ToolError(f"Message {args.message_id} holds {len(hosted)} image(s); use index 0 to {len(hosted) - 1}.")
         shown = await self._bytes(args, hosted[args.index].id, doing)
         item = teams_item(message, args.chat_id, agent=deps.agent, gate=deps.gate,
-                          sent_message_ids=deps.sent_messages)
+                          sent=await sent_view(deps, args.chat_id, [message]))
         result = ViewImageResult(message=item, images_in_message=len(hosted), index=args.index,
                                  content_type=shown.content_type, size_bytes=len(shown.data))
         return result.with_image(base64.b64encode(shown.data).decode("ascii"), shown.content_type)

@@ -122,8 +122,16 @@ class OwnMessageTools:
         except GraphError as exc:
             raise graph_tool_error(exc, f"{doing} message {message_id} in chat {chat_id}") from None
         sender = message.sender.id if message.sender is not None else None
-        # Delegated mode posts as the signed-in person, so only the ids the fleet sent say which are ours.
-        ours = message_id in self.deps.sent_messages if self._delegated else sender == self.deps.agent.object_id
+        # Delegated mode posts as the signed-in person, so only the ids the fleet recorded say which are
+        # ours (never the prefix: the person's own message may carry it, and editing theirs is not ours to do).
+        if self._delegated:
+            sent = await self.deps.sent_messages.view(chat_id, [message_id])
+            if not sent.readable:
+                raise ToolError("The fleet's record of the agent's sent messages cannot be read just now, so it "
+                                "cannot tell whether you posted this message. Nothing was changed; try again.")
+            ours = message_id in sent.ids
+        else:
+            ours = sender == self.deps.agent.object_id
         if not ours:
             raise ToolError(f"Message {message_id} was not posted by the agent; you can only edit or delete "
                             "your own messages. Nothing was changed.")

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from service.delivery.filters import filter_human_messages
+from service.domain.authorship import SentView, people_messages
 from service.graph.errors import GraphError
 from service.domain.message_order import oldest_first
 from service.graph.models import ChatMessage
@@ -22,7 +22,7 @@ from service.tools.chat_access import ChatAccess
 from service.tools.ids import NamesAChat
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
-from service.tools.message_items import TeamsMessageItem, teams_item
+from service.tools.message_items import TeamsMessageItem, sent_view, teams_item
 from service.tools.reply_watch import ReplyWatches
 
 MAX_LIMIT = 50
@@ -102,7 +102,8 @@ class TeamsReadTools:
         except GraphError as exc:
             raise graph_tool_error(exc, f"reading chat {args.chat_id}") from None
         newest = list(reversed(oldest_first(kept)))[: args.limit]
-        items = [self._item(m, args.chat_id) for m in newest]
+        sent = await sent_view(self.deps, args.chat_id, newest)
+        items = [self._item(m, args.chat_id, sent) for m in newest]
         return ReadResult(chat_id=args.chat_id, messages=items, count=len(items), system_messages_omitted=omitted,
                           unreadable_skipped=skipped, more_available=more)
 
@@ -124,19 +125,20 @@ class TeamsReadTools:
                     fetched.extend(page.items)
         except GraphError as exc:
             raise graph_tool_error(exc, f"reading chat {args.chat_id}") from None
-        agent = self.deps.agent
-        humans = filter_human_messages(oldest_first(fetched), agent_upn=agent.upn, agent_object_id=agent.object_id,
-                                       sent_message_ids=self.deps.sent_messages)
+        ordered = oldest_first(fetched)
+        sent = await sent_view(self.deps, args.chat_id, ordered)
+        # People's messages only; one still undecided (a send of the agent's in flight) comes in a later call.
+        humans = people_messages(ordered, self.deps.agent, sent).people
         fresh = watch.fresh(humans, floor)
         # First look: the newest replies (older ones count as seen); afterwards the oldest unseen first, so
         # none is skipped.
         first_look = not watch.started
         chosen = fresh[-args.limit:] if first_look else fresh[: args.limit]
         watch.mark(chosen)
-        items = [self._item(m, args.chat_id) for m in chosen]
+        items = [self._item(m, args.chat_id, sent) for m in chosen]
         return WatchResult(chat_id=args.chat_id, messages=items, count=len(items),
                            more_available=not first_look and len(fresh) > len(chosen), note=WATCH_NOTE)
 
-    def _item(self, message: ChatMessage, chat_id: str) -> TeamsMessageItem:
+    def _item(self, message: ChatMessage, chat_id: str, sent: SentView) -> TeamsMessageItem:
         deps = self.deps
-        return teams_item(message, chat_id, agent=deps.agent, gate=deps.gate, sent_message_ids=deps.sent_messages)
+        return teams_item(message, chat_id, agent=deps.agent, gate=deps.gate, sent=sent)

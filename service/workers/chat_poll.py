@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -42,6 +42,7 @@ from service.ledger import Candidate, ChatLedger, ReadOutcome, WatchedChats
 from service.ledger.hints import HintReader
 from service.ledger.permission_requests import PermissionRequests
 from service.ledger.readers import ReaderRoster
+from service.ledger.sent_messages import SentMessages
 from service.storage.errors import StorageError
 from service.telemetry.metrics import Metrics
 from service.telemetry.tracing import context_from_traceparent
@@ -86,7 +87,7 @@ class ChatPoller:
     clock: Clock = utc_now
     concurrency: int = 8
     first_sight_max_age: timedelta = timedelta(hours=24)
-    sent_message_ids: Collection[str] = frozenset()
+    sent: SentMessages | None = None  # the fleet's record of the agent's sent messages (delegated mode)
     permissions: PermissionRequests | None = None  # pending permission requests of the fleet
     # The fleet roles whose turn comes with this loop: the scanner and the sweep (SPEC §9).
     roles: Sequence[FleetRole] = ()
@@ -107,7 +108,7 @@ class ChatPoller:
         self.pacer = ReadPacer(lambda: len(self.readers.readers) if self.readers is not None else 1,
                                monotonic=self.monotonic)
         self._reader = ChatReader(self.conversations, self.ledger, self.agent, self.clock,
-                                  self.first_sight_max_age, self.sent_message_ids)
+                                  self.first_sight_max_age, self.sent)
         self._claimer = ChatClaimer(self.ledger, self.hub, self.recorder, self.permissions)
 
     def state_of(self, chat_id: str) -> ChatPollState:

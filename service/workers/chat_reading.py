@@ -10,18 +10,18 @@ the chat offers (a ChatRead) or why it offers nothing (a ReadMiss), and the clai
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import timedelta
 
 from service.clock import Clock
-from service.delivery.filters import filter_human_messages
 from service.domain.agent import AgentUser
+from service.domain.authorship import SentView, people_messages, posted_as_agent_identity
 from service.domain.message_order import oldest_first
 from service.graph.errors import GraphError
 from service.graph.models import ChatMessage
 from service.ledger import Candidate, ChatLedger, ReadOutcome
 from service.ledger.hints import Hint
+from service.ledger.sent_messages import SentMessages
 from service.storage.errors import StorageError
 from service.workers.chat_state import ChatPhase, ChatPollState, ChatRead, OfferedMessage, ReadMiss, first_sight_surfaces
 from service.workers.conversation_reader import ConversationReader
@@ -39,7 +39,13 @@ class ChatReader:
     agent: AgentUser
     clock: Clock
     first_sight_max_age: timedelta
-    sent_message_ids: Collection[str]
+    # The fleet's record of the agent's sent messages: read in delegated mode only, where the agent's
+    # posts carry the signed-in person's identity (service.domain.authorship).
+    sent: SentMessages | None = None
+
+    def __post_init__(self) -> None:
+        if self.agent.posts_as_person and self.sent is None:
+            raise ValueError("a delegated-mode chat reader needs the fleet's sent-messages record")
 
     async def read(self, state: ChatPollState, *, preview: Hint | None = None) -> ChatRead | ReadMiss:
         """What the chat offers for a claim this cycle, or why it offers nothing; after a failure
@@ -82,7 +88,10 @@ class ChatReader:
             # An empty chat: its cursor starts with no watermark, so its first message is new.
             await self._bootstrap(state, [])
             return ReadMiss.DECIDED
-        surfaces = bool(self._humans([newest])) and first_sight_surfaces(
+        humans = await self._humans([newest], state.chat_id)
+        if humans is None:
+            return ReadMiss.FAILED  # a send of the agent's is in flight, or its record unreadable: later
+        surfaces = bool(humans) and first_sight_surfaces(
             newest, now=self.clock(), max_age=self.first_sight_max_age,
             regardless_of_age=state.surface_newest_regardless_of_age,
         )
@@ -122,17 +131,30 @@ class ChatReader:
         # judged by creation time only, so an old message changed since never comes back here.
         ordered = [m for m in oldest_first(list(fetched.values()))
                    if state.watermark is None or m.created_date_time >= state.watermark]
-        humans = {m.id for m in self._humans(ordered)}
+        people = await self._humans(ordered, state.chat_id)
+        if people is None:
+            return ReadMiss.FAILED
+        humans = {m.id for m in people}
         return ChatRead(state, tuple(
             OfferedMessage(m, self.conversations.inbound(m, state.chat_id) if m.id in humans else None)
             for m in ordered), complete=complete)
 
-    def _humans(self, messages: list[ChatMessage]) -> list[ChatMessage]:
+    async def _humans(self, messages: list[ChatMessage], chat_id: str) -> list[ChatMessage] | None:
+        """The messages people wrote, in order; None when that cannot be decided yet (delegated mode: a
+        send of the agent's in this chat is still in flight, or the record of its sends is unreadable)."""
         live = [m for m in messages if m.deleted_date_time is None]  # a deleted message is not delivered
-        return filter_human_messages(
-            live, agent_upn=self.agent.upn, agent_object_id=self.agent.object_id,
-            sent_message_ids=self.sent_message_ids,
-        )
+        sent = SentView()
+        placing = posted_as_agent_identity(live, self.agent)
+        if placing:
+            assert self.sent is not None  # checked at construction
+            sent = await self.sent.view(chat_id, placing)
+        decided = people_messages(live, self.agent, sent)
+        if decided.undecided:
+            why = "is in flight in this chat" if sent.readable else "cannot be told apart: its record is unreadable"
+            log.info(f"a send of the agent's {why}; the chat's messages are decided later",
+                     extra={"chat_id": chat_id})
+            return None
+        return decided.people
 
 
 def log_chat_failure(chat_id: str, exc: GraphError | StorageError) -> None:

@@ -108,6 +108,9 @@ class ChatScanner:
     clock: Clock = utc_now
     monotonic: Callable[[], float] = time.monotonic
     metrics: Metrics | None = None
+    # Delegated mode: /me/chats is the signed-in person's, most of them none of the agent's business;
+    # only watched chats are hinted, and none is added to the list.
+    watched_only: bool = False
     _next_scan: float = float("-inf")
     _bound: datetime | None = None  # the previous scan's newest preview (ordered mode)
     _seen: dict[str, datetime] = field(default_factory=dict)  # newest preview hinted, per chat
@@ -223,7 +226,8 @@ class ChatScanner:
         known = self.watched.chats
         for chat in chats:
             newest = newest_of(chat)
-            if chat.id not in known:
+            ignored = self.watched_only and chat.id not in known
+            if chat.id not in known and not ignored:
                 result.unwatched.append(chat.id)
             if newest is None:
                 older = True
@@ -232,8 +236,11 @@ class ChatScanner:
                 result.newest = newest
             if since is not None and newest < since:
                 older = True
-                self._seen.setdefault(chat.id, newest)
+                if not ignored:
+                    self._seen.setdefault(chat.id, newest)
                 continue
+            if ignored:
+                continue  # still counted above, so the ordered scan stops paging where it should
             seen = self._seen.get(chat.id)
             if seen is not None and newest <= seen:
                 continue

@@ -57,6 +57,8 @@ class ChatSweep:
     clock: Clock = utc_now
     monotonic: Callable[[], float] = time.monotonic
     metrics: Metrics | None = None
+    # Delegated mode: the person's other chats are not swept, nor added to the watched list.
+    watched_only: bool = False
     _next_page: float = float("-inf")
     _resume: str | None = None
     _held_epoch: int | None = field(default=None)
@@ -88,6 +90,8 @@ class ChatSweep:
             return False
         page = pages[0] if pages else None
         chats = list(page.items) if page is not None else []
+        if self.watched_only:
+            chats = [c for c in chats if c.id in self.watched]
         hints = [h for h in [await self._behind(chat) for chat in chats] if h is not None]
         unwatched = [c.id for c in chats if c.id not in self.watched]
         published = await publish_hints(self.lease, self.watched, self.hints, source="sweep",

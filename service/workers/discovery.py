@@ -16,7 +16,7 @@ request rate as 1,000. Between pages the walk renews the lease when due and stop
 no longer holds it. Pages read before a failure are kept; one write for the new chats of each
 ``REGISTER_EVERY_PAGES`` pages plus the dirty ones.
 
-Agent-user mode only (in delegated mode ``/me/chats`` is the human's).
+The walk is agent-user mode's only (``walks``): in delegated mode ``/me/chats`` is the human's.
 """
 
 from __future__ import annotations
@@ -83,6 +83,9 @@ class Discovery:
     interval: float = 120.0
     pages_per_walk: int = MAX_DISCOVERY_PAGES
     metrics: Metrics | None = None
+    # False in delegated mode: /me/chats is the signed-in person's, so nothing is walked or taken from it;
+    # the watched list, the members snapshot and the chats the tools register are kept as ever.
+    walks: bool = True
     monotonic: Callable[[], float] = time.monotonic
     _resume: str | None = None  # where the paced walk goes on; None: from the first page
     _next_sync: float = field(default=float("-inf"))
@@ -97,7 +100,8 @@ class Discovery:
         return self.lease.renew_every.total_seconds()
 
     async def cycle(self) -> None:
-        await self._renew()
+        if self.walks:
+            await self._renew()
         now = self.monotonic()
         sync = now >= self._next_sync
         if sync:

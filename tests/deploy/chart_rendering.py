@@ -26,6 +26,10 @@ MCP_AUTH = {"config": {"mcpJwtAudience": "api://entrabot-fleet", "tenantId": TEN
 # The minimum a multi-replica install needs: the shared Blob ledger and authenticated /mcp.
 REQUIRED = {"config": {"blobEndpoint": "https://entrabotfleet.blob.core.windows.net", **MCP_AUTH["config"]}}
 
+# Delegated mode (tenants without Entra Agent ID): a signed-in person's tokens, sealed in the container.
+DELEGATED = {"config": {"authMode": "delegated", "delegatedClientId": "d31e9a7e-0000-4d31-8000-0000000d31e9"},
+             "secrets": {"delegatedTokenKey": "q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq80="}}
+
 # Every optional feature on (workload identity for Blob and the blueprint, autoscaling, a
 # ServiceMonitor, extra egress, a created Secret, every optional setting).
 ALL_FEATURES: dict[str, Any] = {

@@ -13,6 +13,7 @@ import yaml
 from tests.deploy.chart_rendering import (
     ALL_FEATURES,
     CLIENT_ID,
+    DELEGATED,
     FULLNAME,
     MCP_AUTH,
     NAMESPACE,
@@ -51,6 +52,7 @@ VARIANTS = {
     "single-replica-trial": merge(MCP_AUTH, {"replicaCount": 1}),
     # The HTTPRoute is a CRD without a schema offline: its notification rule is checked below.
     "notifications-through-the-ingress": merge(REQUIRED, INGRESS, NOTIFY),
+    "delegated": merge(REQUIRED, DELEGATED),
 }
 
 
@@ -142,12 +144,13 @@ def test_every_entrabot_variable_the_chart_sets_is_a_setting(variant: Rendered) 
         {"metrics": {"serviceMonitor": {"flavor": "datadog"}}},
         {"service": {"sessionAffinityTimeoutSeconds": 90000}},
         {"podSecurityContext": {"runAsUser": 0}},
-        {"config": {"authMode": "delegated"}},
+        {"config": {"authMode": "delegated_by_password"}},
+        {"secrets": {"delegatedTokenKey": "not-32-bytes"}},
         {"prometheusRule": {"enabled": True, "severity": "page"}},
     ],
     ids=["zero-replicas", "unknown-key", "bad-blob-auth", "endpoint-without-scheme", "foreign-extra-env",
          "identity-without-client-id", "client-id-not-guid", "unknown-monitor-flavour", "affinity-over-a-day", "root",
-         "delegated-auth-mode", "unknown-rule-option"],
+         "unknown-auth-mode", "delegated-key-not-32-bytes", "unknown-rule-option"],
 )
 def test_schema_rejects_bad_values(values: dict[str, Any]) -> None:
     with pytest.raises(helm_python.HelmValuesError):

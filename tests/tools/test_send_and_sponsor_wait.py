@@ -21,6 +21,7 @@ from service.delivery.sponsors import SponsorGate
 from service.devstack.fault_proxy import FaultProxy, ProxyFault, ProxyRule
 from service.ledger import Direction, InteractionQuery
 from service.ledger.chat_cursor import cursor_key
+from service.ledger.sent_messages import parse_sent, sent_key
 from service.mcp.tool_registry import ToolCall
 from service.tools.sponsor_wait import SponsorWaiter
 from tests.tools.test_sponsor_wait_takes_one import bootstrap_every_chat
@@ -49,18 +50,23 @@ async def test_send_posts_as_the_agent_user_and_logs_an_out_interaction(world: T
     assert [(r.action, r.chat_id, r.message_id, r.sender, r.body) for r in records] == [
         ("sent", chat, result["message_id"], world.agent.object_id, "Build is green.")
     ]
-    assert set(world.deps.sent_messages) == set()  # agent-user mode: the poll knows the agent by object id
+    # Agent-user mode: the poll knows the agent by its object id; nothing is recorded for the fleet.
+    assert not await world.backend.exists(sent_key(chat))
     assert world.hub.live_targets() == []  # a push host never waits
 
 
-async def test_delegated_mode_prefixes_the_text_and_remembers_the_sent_id(emu: RunningEmulator, tmp_path: Path) -> None:
-    async with tool_world(emu, tmp_path, auth_mode="delegated") as world:
-        chat = world.chat(0)
+async def test_delegated_mode_prefixes_the_text_and_records_the_sent_id_for_the_fleet(
+        emu: RunningEmulator, tmp_path: Path) -> None:
+    async with tool_world(emu, tmp_path, signed_in=emu.seed.humans[0].user_principal_name) as world:
+        chat = world.chat(1)
         result = await world.ok("send_teams_message", {"chat_id": chat, "text": "On it."}, push=True)
         assert result["posted_as"] == "signed_in_user"
-        assert [m.content for m in world.emu.state.messages(chat)] == ["[EntraBot] On it."]
-        assert set(world.deps.sent_messages) == {result["message_id"]}
-        assert world.poller.sent_message_ids is world.deps.sent_messages  # the poll drops it by that id
+        [posted] = world.emu.state.messages(chat)
+        assert posted.content == "[EntraBot] On it." and posted.sender is not None
+        assert posted.sender.user_id == emu.seed.humans[0].id  # Graph shows the person as its author
+        record = parse_sent(await world.backend.read_text(sent_key(chat)) or "")
+        assert record.ids == {result["message_id"]} and record.pending == ()
+        assert world.poller.sent is world.deps.sent_messages  # the poll reads that record
 
 
 async def test_non_push_send_returns_the_sponsor_reply_from_another_chat_with_that_chats_id(

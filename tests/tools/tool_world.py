@@ -20,19 +20,21 @@ import httpx
 from mcp_types import CallToolResult
 from settings_env import HAND_DRIVEN_CYCLES
 from tool_results import result_text
+from sign_in_kit import delegated_seed, new_token_key, sign_in_as
 
-from emulator.seed import Seed, SeedUser, build_seed
+from emulator.seed import Seed, SeedUser
 from emulator.server import RunningEmulator
 from service.config import Settings
 from service.delivery.hub import DeliveryHub, Handover, TargetKind
 from service.delivery.message import InboundMessage
 from service.graph import new_http_client
-from service.graph.auth import AgentUserTokenProvider, BlueprintSecret
+from service.graph.auth import AgentUserTokenProvider, BlueprintSecret, TokenProvider
 from service.graph.retry_policy import RetryPolicy
 from service.ledger import InteractionLog, PromiseLedger, WatchedChats
 from service.mcp.sessions import SessionState
 from service.mcp.tool_registry import ToolCall, ToolRegistry
 from service.replica_clients import build_clients
+from service.storage.backend import MemoryBackend
 from service.storage.local import LocalBackend
 from service.telemetry.metrics import Metrics
 from service.tools.deps import ToolDeps
@@ -44,8 +46,9 @@ from service.wiring import wire_workers
 
 # Ada sponsors the agent; Grace and Alan are other people. Chat 0 is the agent's oneOnOne with Ada,
 # chats 1 and 2 are group chats of the agent, Ada and Grace (1) or Alan (2). No history. Two shared
-# mailboxes: support@ (shared with the agent) and finance@ (not).
-SEED: Seed = build_seed(chats=3, humans=3, history=0, shared_mailboxes=True)
+# mailboxes: support@ (shared with the agent) and finance@ (not). Device codes may be polled every
+# second (a delegated world signs a person in).
+SEED: Seed = delegated_seed(chats=3, humans=3, history=0, shared_mailboxes=True)
 BLUEPRINT_SECRET = "blueprint-dev-secret"
 FAST_BACKOFF = RetryPolicy(backoff_base=0.01, backoff_cap=0.05)
 WAIT_POLLS = 500  # bounded loop while a tool call gets to its wait
@@ -100,7 +103,7 @@ class ToolWorld:
     emu: RunningEmulator
     http: httpx.AsyncClient
     settings: Settings
-    backend: LocalBackend
+    backend: MemoryBackend
     hub: DeliveryHub
     agent: AgentUser
     watched: WatchedChats
@@ -163,28 +166,39 @@ class ToolWorld:
 
 
 @asynccontextmanager
-async def tool_world(emu: RunningEmulator, data_dir: Path, **settings: Any) -> AsyncIterator[ToolWorld]:
+async def tool_world(emu: RunningEmulator, data_dir: Path, *, signed_in: str | None = None,
+                     backend: MemoryBackend | None = None, replica_id: str = "replica-test",
+                     **settings: Any) -> AsyncIterator[ToolWorld]:
+    """``signed_in``: delegated mode, as this person (UPN) signed in by device code; else the agent user.
+    ``backend``: the shared store (default: a LocalBackend of its own under ``data_dir``)."""
     seed = emu.seed
     clock = SettableClock()
     defaults: dict[str, Any] = {"agent_identity_id": seed.agent_identity.id, "sponsor_wait_timeout_s": 30.0,
                                 "graph_url": emu.graph_url, **HAND_DRIVEN_CYCLES}
+    if signed_in is not None:
+        defaults.update(auth_mode="delegated", agent_identity_id=None, delegated_client_id=seed.public_client.app_id,
+                        delegated_token_key=new_token_key())
     config = Settings(_env_file=None, data_dir=data_dir, authority=emu.authority,
                       tenant_id=seed.tenant_id, **{**defaults, **settings})
     async with new_http_client() as http:
-        tokens = AgentUserTokenProvider(
-            emu.authority, seed.tenant_id, seed.blueprint.app_id, BlueprintSecret(BLUEPRINT_SECRET),
-            seed.agent_identity.id, seed.agent_user.id, http=http,
-        )
-        backend = LocalBackend(data_dir / "state")
-        clients = build_clients(config, backend, http, replica_id="replica-test", metrics=Metrics(), tokens=tokens,
+        store = backend or LocalBackend(data_dir / "state")
+        tokens: TokenProvider | None = None  # delegated: build_clients reads the signed-in person's record
+        if signed_in is not None:
+            await sign_in_as(emu, config, store, signed_in)
+        else:
+            tokens = AgentUserTokenProvider(
+                emu.authority, seed.tenant_id, seed.blueprint.app_id, BlueprintSecret(BLUEPRINT_SECRET),
+                seed.agent_identity.id, seed.agent_user.id, http=http,
+            )
+        clients = build_clients(config, store, http, replica_id=replica_id, metrics=Metrics(), tokens=tokens,
                                 retry_policy=FAST_BACKOFF)
         hub = clients.hub
-        agent = await load_agent_user(clients.graph)
-        wired = await wire_workers(settings=config, backend=backend, is_cloud=False, graph=clients.graph, hub=hub,
-                                   agent=agent, gate=clients.gate, replica_id="replica-test", clock=clock,
+        agent = await load_agent_user(clients.graph, posts_as_person=signed_in is not None)
+        wired = await wire_workers(settings=config, backend=store, is_cloud=False, graph=clients.graph, hub=hub,
+                                   agent=agent, gate=clients.gate, replica_id=replica_id, clock=clock,
                                    directory=clients.directory)
         tools = ToolRegistry()
         register_tools(tools, wired.tool_deps)
         await wired.discovery.cycle()  # as the replica does before its loops: sponsors, members, watched chats
-        yield ToolWorld(emu, http, config, backend, hub, agent, wired.watched, wired.chat_poller, wired.discovery,
+        yield ToolWorld(emu, http, config, store, hub, agent, wired.watched, wired.chat_poller, wired.discovery,
                         wired.interactions, wired.promises, wired.tool_deps, tools, clock)

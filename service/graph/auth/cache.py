@@ -28,6 +28,19 @@ class SingleFlightTokenCache:
 
     async def get(self, key: Hashable, fetch: Callable[[], Awaitable[AccessToken]]) -> AccessToken:
         """The cached token for ``key`` while it is fresh, else the result of one shared ``fetch``."""
+
+        async def timed() -> tuple[AccessToken, float]:
+            started = self._clock()
+            token = await fetch()
+            # Refresh ``margin`` before expiry, but never later than half-way through a token's
+            # life: a token shorter-lived than the margin would otherwise be refetched on every call.
+            lifetime = max(0.0, token.expires_on - started)
+            return token, token.expires_on - min(self._margin, lifetime / 2)
+
+        return await self.get_until(key, timed)
+
+    async def get_until(self, key: Hashable, fetch: Callable[[], Awaitable[tuple[AccessToken, float]]]) -> AccessToken:
+        """As ``get``, for a ``fetch`` that says itself until when its token may be used without asking again."""
         entry = self._entries.get(key)
         if entry is not None and self._clock() < entry.refresh_at:
             return entry.token
@@ -49,14 +62,10 @@ class SingleFlightTokenCache:
         del self._entries[key]
         return True
 
-    async def _refresh(self, key: Hashable, fetch: Callable[[], Awaitable[AccessToken]]) -> AccessToken:
+    async def _refresh(self, key: Hashable, fetch: Callable[[], Awaitable[tuple[AccessToken, float]]]) -> AccessToken:
         try:
-            started = self._clock()
-            token = await fetch()
-            # Refresh ``margin`` before expiry, but never later than half-way through a token's
-            # life: a token shorter-lived than the margin would otherwise be refetched on every call.
-            lifetime = max(0.0, token.expires_on - started)
-            self._entries[key] = _Entry(token, token.expires_on - min(self._margin, lifetime / 2))
+            token, refresh_at = await fetch()
+            self._entries[key] = _Entry(token, refresh_at)
             return token
         finally:
             self._inflight.pop(key, None)

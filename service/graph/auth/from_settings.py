@@ -44,8 +44,8 @@ def token_provider_from_settings(
     """The three-hop agent-user provider; TokenConfigurationError names every missing or clashing setting."""
     if settings.auth_mode != "agent_user":
         raise TokenConfigurationError(
-            f"{env_name('auth_mode')}={settings.auth_mode}: the fleet acquires agent-user tokens only "
-            f"(a headless worker has nobody to sign in); set {env_name('auth_mode')}=agent_user"
+            f"{env_name('auth_mode')}={settings.auth_mode}: agent-user tokens are for agent_user mode; delegated "
+            "mode acts with the signed-in person's tokens (service.signin.from_settings.delegated_token_provider)"
         )
     missing = [f"{env_name(f)} ({what})" for f, what in _REQUIRED.items() if not getattr(settings, f)]
     if missing:

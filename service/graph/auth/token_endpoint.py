@@ -28,6 +28,7 @@ import math
 import random
 import re
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -60,6 +61,16 @@ def token_url(authority: str, tenant_id: str) -> str:
     return f"{authority.rstrip('/')}/{tenant_id}/oauth2/v2.0/token"
 
 
+@dataclass(frozen=True)
+class EntraAnswer:
+    """Entra's last answer to a form POST: ``status`` None when none came, ``body`` its JSON (or why not)."""
+
+    status: int | None
+    body: Any
+    form: Mapping[str, str] = field(repr=False)  # what was sent, to redact from Entra's words
+    started: float  # when the answered attempt was sent: a token's lifetime counts from here
+
+
 class TokenEndpoint:
     def __init__(
         self,
@@ -82,14 +93,25 @@ class TokenEndpoint:
 
     async def exchange(self, hop: int, build_form: Callable[[], Awaitable[Mapping[str, str]]]) -> AccessToken:
         """Run one hop; ``build_form`` is called per attempt (assertions are single-use, files rotate)."""
+        answer = await self.request(HOP_NAMES[hop].replace(" ", "_"), build_form, span=f"Entra token hop {hop}",
+                                    attributes={"entrabot.token.hop": hop})
+        if answer.status == 200:
+            return self._token_from(hop, answer.body, answer.started)
+        raise self._failure(hop, answer.status, answer.body, answer.form)
+
+    async def request(self, label: str, build_form: Callable[[], Awaitable[Mapping[str, str]]], *, span: str,
+                      attributes: Mapping[str, str | int] | None = None) -> EntraAnswer:
+        """POST the form until Entra gives its verdict: a 200 or a 4xx comes back as it is; no answer, a 5xx
+        or a 429 is retried (bounded, with backoff and Retry-After) and the last answer comes back.
+        ``label`` names the request in ``entrabot_token_requests{hop}``; ``span`` names its trace span."""
         attempt = 0
         while True:
             attempt += 1
             form = dict(await build_form())
             started = self._clock()
-            status, body, retry_after = await self._post(hop, form)
+            status, body, retry_after = await self._post(label, form, span, attributes or {})
             if status == 200:
-                return self._token_from(hop, body, started)
+                return EntraAnswer(status, body, form, started)
             # ``refreshed=True``: a 401 from the token endpoint is a verdict, not a stale token.
             step = next_step(
                 status=status, idempotent=True, request_sent=True, attempt=attempt, refreshed=True,
@@ -98,20 +120,19 @@ class TokenEndpoint:
             if step.action is Action.RETRY:
                 await self._sleep(step.delay)
                 continue
-            raise self._failure(hop, status, body, form)
+            return EntraAnswer(status, body, form, started)
 
-    async def _post(self, hop: int, form: dict[str, str]) -> tuple[int | None, Any, str | None]:
-        with tracer.start_as_current_span(
-            f"Entra token hop {hop}", kind=trace.SpanKind.CLIENT, attributes={"entrabot.token.hop": hop}
-        ) as span:
+    async def _post(self, label: str, form: dict[str, str], span_name: str,
+                    attributes: Mapping[str, str | int]) -> tuple[int | None, Any, str | None]:
+        with tracer.start_as_current_span(span_name, kind=trace.SpanKind.CLIENT, attributes=attributes) as span:
             try:
                 response = await self._http.post(self.url, data=form, headers={"Accept": "application/json"})
             except httpx.TransportError as exc:
                 span.set_attribute("error.type", type(exc).__name__)
-                self._count(hop, "unavailable")
+                self._count(label, "unavailable")
                 return None, type(exc).__name__, None
             span.set_attribute("http.response.status_code", response.status_code)
-        self._count(hop, _outcome(response.status_code))
+        self._count(label, _outcome(response.status_code))
         try:
             body: Any = response.json()
         except ValueError:
@@ -140,16 +161,16 @@ class TokenEndpoint:
                 hop, f"the token endpoint {self.url} could not be reached ({body})",
                 advice="Check ENTRABOT_AUTHORITY and the network path to it",
             )
-        code, description = _entra_error(body, form)
+        code, description = entra_error(body, form)
         log.warning("token hop %d (%s) failed: HTTP %s %s", hop, HOP_NAMES[hop], status, code or "")
         return TokenAcquisitionError(
             hop, f"HTTP {status}", description=description, status=status, code=code,
             advice=HOP_ADVICE[hop] if 400 <= status < 500 else "Entra is failing; the next call tries again",
         )
 
-    def _count(self, hop: int, outcome: str) -> None:
+    def _count(self, label: str, outcome: str) -> None:
         if self._metrics is not None:
-            self._metrics.token_requests.labels(hop=HOP_NAMES[hop].replace(" ", "_"), outcome=outcome).inc()
+            self._metrics.token_requests.labels(hop=label, outcome=outcome).inc()
 
 
 def _outcome(status: int) -> str:
@@ -160,7 +181,7 @@ def _outcome(status: int) -> str:
     return "rejected" if 400 <= status < 500 else "unavailable"
 
 
-def _entra_error(body: Any, form: Mapping[str, str]) -> tuple[str | None, str | None]:
+def entra_error(body: Any, form: Mapping[str, str]) -> tuple[str | None, str | None]:
     """(AADSTS code, Entra's description without trace ids) from an Entra error body."""
     if not isinstance(body, dict):
         return None, None

@@ -69,7 +69,7 @@ app.kubernetes.io/component: helm-test
 {{- define "entrabot-fleet.secretName" -}}
 {{- if .Values.secrets.existingSecret -}}
 {{- .Values.secrets.existingSecret -}}
-{{- else if or .Values.secrets.blueprintClientSecret .Values.secrets.mcpStaticTokens .Values.secrets.blobConnectionString .Values.secrets.notificationClientState -}}
+{{- else if or .Values.secrets.blueprintClientSecret .Values.secrets.mcpStaticTokens .Values.secrets.blobConnectionString .Values.secrets.notificationClientState .Values.secrets.delegatedTokenKey -}}
 {{- include "entrabot-fleet.fullname" . -}}
 {{- end -}}
 {{- end -}}
@@ -101,6 +101,21 @@ app.kubernetes.io/component: helm-test
 {{- end -}}
 {{- if lt (int .Values.service.sessionAffinityTimeoutSeconds) (int .Values.config.mcpSessionIdleTimeoutSeconds) -}}
 {{- fail (printf "service.sessionAffinityTimeoutSeconds (%v) is shorter than config.mcpSessionIdleTimeoutSeconds (%v): a live MCP session would move to a replica that does not hold it. Raise the affinity timeout or lower the idle timeout." .Values.service.sessionAffinityTimeoutSeconds .Values.config.mcpSessionIdleTimeoutSeconds) -}}
+{{- end -}}
+{{- /* What service/signin/from_settings.py check_delegated_settings refuses at start-up. */ -}}
+{{- if eq .Values.config.authMode "delegated" -}}
+{{- if not (and .Values.config.tenantId .Values.config.delegatedClientId) -}}
+{{- fail "config.authMode is delegated but config.tenantId or config.delegatedClientId is empty: set the tenant and the public client app registration people sign in to (docs/configuration.md, delegated mode)." -}}
+{{- end -}}
+{{- if not (or .Values.secrets.delegatedTokenKey .Values.secrets.existingSecret) -}}
+{{- fail "config.authMode is delegated but secrets.delegatedTokenKey is empty: set it to 32 random bytes in base64 (openssl rand -base64 32), or secrets.existingSecret holding ENTRABOT_DELEGATED_TOKEN_KEY; it seals the signed-in person's tokens in the container." -}}
+{{- end -}}
+{{- if eq .Values.config.blobAuth "agent_user" -}}
+{{- fail "config.authMode is delegated with config.blobAuth=agent_user: there is no agent user, and the signed-in person's token is itself kept in the container. Use config.blobAuth=default_credential (workload identity) or connection_string." -}}
+{{- end -}}
+{{- if or .Values.blueprint.clientId .Values.config.agentIdentityId .Values.config.agentUserId -}}
+{{- fail "config.authMode is delegated but blueprint.clientId, config.agentIdentityId or config.agentUserId is set: those name an Entra Agent ID agent user, which delegated mode does not use. Empty them, or use config.authMode=agent_user." -}}
+{{- end -}}
 {{- end -}}
 {{- if and (eq .Values.blueprint.credential "workloadIdentity") .Values.blueprint.clientId (not .Values.workloadIdentity.enabled) -}}
 {{- fail "blueprint.credential is workloadIdentity but workloadIdentity.enabled is false: enable workload identity (and set workloadIdentity.clientId), or use blueprint.credential=secret or certificate." -}}
