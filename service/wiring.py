@@ -14,6 +14,7 @@ from datetime import timedelta
 from service.config import Settings
 from service.delivery.hub import DeliveryHub
 from service.delivery.mail_send import MailSender
+from service.tools.chat_send import ChatSender
 from service.delivery.sponsor_refresh import SponsorRefresher
 from service.delivery.sponsors import Sponsor, SponsorGate
 from service.graph.client import GraphClient
@@ -155,5 +156,7 @@ async def wire_workers(
         discovery=discovery, gate=gate, promises=promises, interactions=interactions, summary=summary,
         replica_id=replica_id, clock=clock, sent_messages=sent, permissions=permissions,
         mail=mail,
+        chat=ChatSender(graph, agent.object_id, clock,
+                        record=sent if settings.auth_mode == "delegated" else None),
     )
     return Workers(watched, interactions, promises, sent, permissions, chat_poller, email_poller, discovery, summary, tool_deps)

@@ -14,39 +14,35 @@ sent since just before the attempt:
   parameter, nor that Sent Items returns them; erring this way never sends twice, at the cost that an
   identical mail the agent sent in that minute by other means is taken for this one;
 * nothing found in every one of a few complete looks a moment apart: it was not sent, and it is sent
-  again, once, with the same send id. A second unknown outcome is settled the same way; if that too
-  finds nothing complete enough to prove absence, the caller is told it MAY have been sent.
+  again, once, with the same send id (service.delivery.send_once holds that rule, shared with chat posts).
 
-Why several looks: sendMail's 202 "indicates that the request has been accepted; however, it does not
+Why three looks here: sendMail's 202 "indicates that the request has been accepted; however, it does not
 indicate that the request processing has completed", so the Sent Items copy may lag the answer (read,
-not run: no tenant). A look that fails, meets an unreadable item or has more pages than it reads proves
-nothing, so it makes the outcome unknown rather than absent. The window starts a minute before the
-attempt, so the fleet's and Exchange's clocks may differ; Sent Items is filtered on receivedDateTime,
-which Exchange sets on a sent copy too (read, not run).
+not run: no tenant). Sent Items is filtered on receivedDateTime, which Exchange sets on a sent copy too
+(read, not run).
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from contextlib import aclosing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import Enum
 from typing import Literal
 
 from service.clock import Clock
+from service.delivery.send_once import LOOK_BACK, SETTLE_PAUSE_S, SendOnce, SendUnknown, first_in_pages
 from service.graph.client import GraphClient
-from service.graph.errors import GraphError, GraphUnavailable
 from service.graph.models import MailMessage
 
 SEND_ID_HEADER = "x-entrabot-send-id"
-LOOK_BACK = timedelta(minutes=1)
 SETTLE_LOOKS = 3
-SETTLE_PAUSE_S = 2.0
 SETTLE_PAGES = 2  # the agent's newest sent mail: a minute's worth fits in the first pages
 SENT_ITEMS = "sentitems"
+
+__all__ = ["LOOK_BACK", "MailSender", "OutgoingMail", "SendOutcome", "SendUnknown", "is_this_send"]
 
 MailKind = Literal["new", "reply", "replyAll", "forward"]
 
@@ -92,14 +88,6 @@ class MailSent:
     sent_item_id: str | None = None  # the Sent Items copy, when a settlement found it
 
 
-class MailSendUnknown(Exception):
-    """Graph failed after receiving the mail, twice, and Sent Items could not tell whether it went out."""
-
-
-class _Look(Enum):
-    ABSENT = "absent"  # a complete look that does not have it
-
-
 def is_this_send(copy: MailMessage, mail: OutgoingMail) -> bool:
     """Whether a Sent Items copy is this send's (the rules in the module docstring)."""
     marker = next((v for k, v in copy.headers.items() if k.lower() == SEND_ID_HEADER), None)
@@ -121,46 +109,25 @@ class MailSender:
     pause_s: float = SETTLE_PAUSE_S
     looks: int = SETTLE_LOOKS
 
+    @property
+    def _settle(self) -> SendOnce:
+        return SendOnce(self.clock, looks=self.looks, pause_s=self.pause_s, sleep=self.sleep)
+
     async def send(self, mail: OutgoingMail) -> MailSent:
-        """Send once; GraphError for a failure that sent nothing, MailSendUnknown when nobody can tell."""
-        for attempt in range(2):
-            started = self.clock()
-            try:
-                await self._post(mail)
-                return MailSent(SendOutcome.SENT if attempt == 0 else SendOutcome.SENT_AFTER_CHECK, mail.send_id)
-            except GraphUnavailable as exc:
-                if not exc.outcome_unknown:
-                    raise
-            found = await self.find(mail, started - LOOK_BACK)
-            if found is not None:
-                return MailSent(SendOutcome.FOUND_AFTER_LOST_ANSWER, mail.send_id, found.id)
-        raise MailSendUnknown(mail.send_id)
+        """Send once; GraphError for a failure that sent nothing, SendUnknown when nobody can tell."""
+        settled = await self._settle.send(lambda: self._post(mail), lambda since: self._look(mail, since))
+        if settled.found is not None:
+            return MailSent(SendOutcome.FOUND_AFTER_LOST_ANSWER, mail.send_id, settled.found.id)
+        return MailSent(SendOutcome.SENT_AFTER_CHECK if settled.retried else SendOutcome.SENT, mail.send_id)
 
     async def find(self, mail: OutgoingMail, since: datetime) -> MailMessage | None:
         """This send's copy in Sent Items since ``since``, looked for a few times a moment apart; None when
-        every look was complete and it is not there; MailSendUnknown when a look cannot prove absence."""
-        for look in range(self.looks):
-            if look:
-                await self.sleep(self.pause_s)
-            found = await self._look(mail, since)
-            if found is not _Look.ABSENT:
-                return found
-        return None
+        every look was complete and it is not there; SendUnknown when a look cannot prove absence."""
+        return await self._settle.look_for(lambda since: self._look(mail, since), since)
 
-    async def _look(self, mail: OutgoingMail, since: datetime) -> MailMessage | _Look:
-        try:
-            async with aclosing(self.graph.list_mail(since, folder=SENT_ITEMS, max_pages=SETTLE_PAGES)) as pages:
-                async for page in pages:
-                    if page.skipped:
-                        raise MailSendUnknown(mail.send_id)  # an unreadable copy may be ours
-                    for copy in page.items:
-                        if is_this_send(copy, mail):
-                            return copy
-                    if page.next_link is None:
-                        return _Look.ABSENT
-        except GraphError:
-            raise MailSendUnknown(mail.send_id) from None
-        raise MailSendUnknown(mail.send_id)  # more pages than we read: absence is not proven
+    async def _look(self, mail: OutgoingMail, since: datetime) -> MailMessage | None:
+        return await first_in_pages(self.graph.list_mail(since, folder=SENT_ITEMS, max_pages=SETTLE_PAGES),
+                                    lambda copy: is_this_send(copy, mail))
 
     async def _post(self, mail: OutgoingMail) -> None:
         if mail.kind == "new":

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TextIO
 
-import httpx
 from pydantic import ValidationError
 
 from service.config import Settings

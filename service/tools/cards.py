@@ -25,7 +25,7 @@ from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.action_log import record_action
 from service.tools.chat_access import ChatAccess
 from service.tools.chat_out import MAX_TEXT_CHARS
-from service.tools.chat_send import ChatSender, PostOutcome, SendUnknown
+from service.tools.chat_send import PostOutcome, SendUnknown
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
 from service.tools.ids import NamesAChat
@@ -93,7 +93,7 @@ class CardTools:
         card = OutboundCard(uuid.uuid4().hex, ADAPTIVE_CARD, json.dumps(args.card))
         body = f'<attachment id="{card.id}"></attachment>'
         try:
-            posted = await ChatSender(deps.graph, deps.agent.object_id, deps.clock).post(
+            posted = await deps.chat.post(
                 args.chat_id, body, "html", cards=(card,))
         except SendUnknown:
             await record_action(deps, call, action="card_unconfirmed", chat_id=args.chat_id, content=card.content)

@@ -13,7 +13,6 @@ second with the last one returned.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -24,7 +23,7 @@ from service.ledger import Direction, InteractionQuery
 from service.ledger.interactions import Action, Interaction, MAX_QUERY_DAYS
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.deps import ToolDeps
-from service.tools.interactions import InteractionItem, interaction_item
+from service.tools.interactions import InteractionItem, extra_strings, interaction_item
 
 MAX_LIMIT = 200
 DELIVERY_ACTIONS = frozenset({Action.DELIVERED.value, Action.RECEIVED.value})
@@ -106,8 +105,4 @@ class CatchUpTool:
 
 def _target(record: Interaction) -> str | None:
     """The delivery target the recorder noted (push:<session id>), when it noted one."""
-    for name, text in record.extra:
-        if name == "target":
-            value = json.loads(text)
-            return value if isinstance(value, str) and value else None
-    return None
+    return extra_strings(record).get("target")

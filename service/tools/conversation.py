@@ -18,12 +18,11 @@ from service.delivery.push import format_ts
 from service.graph.errors import GraphError
 from service.graph.models import ChatMember
 from service.ledger.interactions import Action
-from service.ledger.sent_messages import PendingSend, SentRecordUnavailable
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess, ChatStanding
 from service.tools.action_log import record_action
 from service.tools.chat_out import MAX_TEXT_CHARS, as_posted
-from service.tools.chat_send import ChatSender, PostOutcome, SendUnknown
+from service.tools.chat_send import PostOutcome, SendUnknown
 from service.tools.mentions import MAX_MENTIONS, Composed, MentionError, compose, member_for
 from service.tools.ids import NamesAChat, UserRef
 from service.tools.deps import ToolDeps
@@ -123,12 +122,8 @@ class ConversationTools:
         standing = await self.access.check(args.chat_id)
         composed = await self._compose(args)
         content = composed.content
-        pending = await self._begin_send(args.chat_id) if delegated else None
-        posted_id: str | None = None
         try:
-            sent_once = await ChatSender(deps.graph, deps.agent.object_id, deps.clock).post(
-                args.chat_id, content, composed.content_type, composed.mentions)
-            posted_id = sent_once.message.id
+            sent_once = await deps.chat.post(args.chat_id, content, composed.content_type, composed.mentions)
         except SendUnknown:
             await self._record(call, args.chat_id, None, content, Action.SEND_UNCONFIRMED.value)
             log.warning("chat message send outcome unknown after settling", extra={"chat_id": args.chat_id})
@@ -139,12 +134,6 @@ class ConversationTools:
             ) from None
         except GraphError as exc:
             raise graph_tool_error(exc, f"posting to chat {args.chat_id}") from None
-        finally:
-            if pending is not None:
-                # Graph shows the post as the person's: its id, recorded for the fleet, keeps it out of every
-                # replica's poll (this replica's at once, before any await). No id (not posted, or unknown):
-                # the entry goes, and the [EntraBot] prefix places a post that did land.
-                await deps.sent_messages.settle(args.chat_id, pending, posted_id)
         posted = sent_once.message
         logged = await self._record(call, args.chat_id, posted.id, content, Action.SENT.value)
         log.info("chat message sent", extra={"chat_id": args.chat_id, "message_id": posted.id})
@@ -187,15 +176,6 @@ class ConversationTools:
         return SponsorWaitResult(outcome=waited.outcome, timeout_s=waited.timeout_s, sponsor_reply=waited.reply,
                                  backlog=list(waited.backlog), more_backlog=waited.more_backlog,
                                  next_action=waited.next_action)
-
-    async def _begin_send(self, chat_id: str) -> PendingSend:
-        """Delegated mode: the send noted for the fleet before it is posted (service.ledger.sent_messages)."""
-        try:
-            return await self.deps.sent_messages.begin(chat_id)
-        except SentRecordUnavailable:
-            raise ToolError("Nothing was posted: the fleet could not note the send in its shared store, and a post "
-                            "it cannot tell apart from the signed-in person's own must not go out. Try again "
-                            "shortly.") from None
 
     async def _compose(self, args: SendInput) -> Composed:
         """The body as posted: mentions placed (members of the chat only), the delegated prefix, the cap."""

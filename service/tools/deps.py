@@ -18,6 +18,7 @@ from service.ledger import DailySummaryProducer, InteractionLog, PromiseLedger, 
 from service.clock import Clock, utc_now
 from service.ledger.permission_requests import PermissionRequests
 from service.ledger.sent_messages import SentMessages
+from service.tools.chat_send import ChatSender
 from service.domain.agent import AgentUser
 
 
@@ -51,5 +52,6 @@ class ToolDeps:
     sent_messages: SentMessages
     replica_id: str
     mail: MailSender  # every mail the agent sends goes through it, so each is sent once
+    chat: ChatSender  # every chat post (message, card, placeholder) goes through it, so each is posted once
     clock: Clock = utc_now
     permissions: PermissionRequests | None = None  # None: no permission relay on this replica

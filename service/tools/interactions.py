@@ -77,12 +77,12 @@ def interaction_item(record: Interaction, *, with_body: bool) -> InteractionItem
         ts=format_timestamp(record.ts), direction=record.direction.value, channel=record.channel.value,
         action=meta_value(record.action), chat_id=record.chat_id, message_id=record.message_id,
         sender=meta_value(record.sender) if record.sender else None, content=content,
-        **{name: meta_value(value) for name, value in _extra_strings(record).items()
+        **{name: meta_value(value) for name, value in extra_strings(record).items()
            if name in ("host", "session", "replica", "via")},
     )
 
 
-def _extra_strings(record: Interaction) -> dict[str, str]:
+def extra_strings(record: Interaction) -> dict[str, str]:
     """The record's string-valued extra fields (who asked, which replica), decoded."""
     out: dict[str, str] = {}
     for name, text in record.extra:

@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, model_validator
 
-from service.delivery.mail_send import MailKind, MailSendUnknown, OutgoingMail, SendOutcome
+from service.delivery.mail_send import MailKind, SendUnknown, OutgoingMail, SendOutcome
 from service.delivery.push import meta_value
 from service.domain.agent import AgentUser
 from service.graph.errors import GraphError, GraphNotFound
@@ -152,7 +152,7 @@ class MailOutTools:
         mail = self._outgoing(args, original)
         try:
             sent = await deps.mail.send(mail)
-        except MailSendUnknown:
+        except SendUnknown:
             await self._record(call, args, mail, None, Action.SEND_UNCONFIRMED)
             log.warning("mail send outcome unknown after settling", extra={"send_id": mail.send_id})
             raise ToolError(

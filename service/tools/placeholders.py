@@ -21,7 +21,7 @@ from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.action_log import record_action
 from service.tools.chat_access import ChatAccess
 from service.tools.chat_out import as_posted
-from service.tools.chat_send import ChatSender, PostOutcome, SendUnknown
+from service.tools.chat_send import PostOutcome, SendUnknown
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
 from service.tools.ids import ChatMessageId, NamesAChat
@@ -67,7 +67,7 @@ class PlaceholderTools:
         await self.access.check(args.chat_id)
         content = as_posted(deps, MARK + args.status)
         try:
-            posted = await ChatSender(deps.graph, deps.agent.object_id, deps.clock).post(args.chat_id, content)
+            posted = await deps.chat.post(args.chat_id, content)
         except SendUnknown:
             raise ToolError(f"The placeholder MAY have been posted to chat {args.chat_id}; check with "
                             "read_teams_messages before posting another.") from None

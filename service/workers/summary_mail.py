@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from service.delivery.mail_send import LOOK_BACK, MailSender, MailSendUnknown, OutgoingMail
+from service.delivery.mail_send import LOOK_BACK, MailSender, SendUnknown, OutgoingMail
 from service.delivery.sponsors import SponsorGate
 from service.graph.errors import GraphError
 from service.ledger.summary_mailing import LetterRefused, LetterSent, LetterUnknown, SummaryLetter
@@ -33,14 +33,14 @@ class SponsorSummaryMail:
     async def find(self, letter: SummaryLetter, since: datetime) -> str | None:
         try:
             found = await self.sender.find(_mail(letter), since - LOOK_BACK)
-        except MailSendUnknown:
+        except SendUnknown:
             raise LetterUnknown(letter.send_id) from None
         return None if found is None else found.id
 
     async def send(self, letter: SummaryLetter) -> LetterSent:
         try:
             sent = await self.sender.send(_mail(letter))
-        except MailSendUnknown:
+        except SendUnknown:
             raise LetterUnknown(letter.send_id) from None
         except GraphError as exc:
             raise LetterRefused(f"{type(exc).__name__} {exc.status}") from None

@@ -62,7 +62,10 @@ def bridge_parameters(
     fleet_url: str, *, token: str, args: Sequence[str] = ("--push",), env: dict[str, str] | None = None
 ) -> StdioServerParameters:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("ENTRABOT_")}
-    environ.update({"PYTHONPATH": str(REPO_ROOT), "ENTRABOT_BRIDGE_TOKEN": token, "PYTHONUNBUFFERED": "1"})
+    environ.update({"PYTHONPATH": str(REPO_ROOT), "ENTRABOT_BRIDGE_TOKEN": token, "PYTHONUNBUFFERED": "1",
+                    # A state folder of its own: what one test's bridge wrote must not drop another's pushes,
+                    # nor land in the user's ~/.local/state.
+                    STATE_DIR_ENV: tempfile.mkdtemp(prefix="bridge-state-")})
     environ.update(env or {})
     return StdioServerParameters(
         command=sys.executable,

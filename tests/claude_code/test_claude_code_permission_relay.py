@@ -12,7 +12,7 @@ import pytest
 from tests.claude_code.claude_kit import ClaudeStack, InteractiveClaude, interactive_claude
 from tests.mcp.server_fixture import eventually
 from claude_home import CLAUDE_CODE_VERSION
-from fake_anthropic import Cue, RecordedRequest, Text, ToolUse, after_tool, on_user_text
+from fake_anthropic import Cue, Text, ToolUse, after_tool, on_user_text
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite, pytest.mark.asyncio(loop_scope="module")]
 
