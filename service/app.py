@@ -138,6 +138,8 @@ def create_app(replica: Replica) -> FastAPI:
             # Who holds each fleet-singleton role (chat_scanner, chat_sweep, discovery, subscription_manager),
             # as the lease records say; not a problem for readiness either way.
             "leases": leases,
+            # Acknowledged delivery to the hosts this replica serves (docs/delivery.md).
+            "deliveries": replica.keeper.status() if replica.keeper is not None else None,
         }
         return JSONResponse(body, status_code=200 if not problems else 503)
 

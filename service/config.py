@@ -144,6 +144,13 @@ class Settings(BaseSettings):
     # How much backlog (sponsor messages written before a wait began) one wait's result carries; what
     # does not fit stays unclaimed for the next wait. At least one item of the longest a result
     # carries (service.tools.message_items.MAX_ITEM_CHARS, 16,000 characters).
+    # Acknowledged delivery (docs/delivery.md): a push an acknowledging host has not acknowledged this
+    # long after it is pushed once more (once); what a host is owed while no replica has seen it for
+    # this long moves to another live host of the agent (the delivery sweep, one replica, every
+    # interval). Moving trades a duplicate for a loss: the first host may have shown it before it died.
+    delivery_redeliver_after_s: float = Field(default=15.0, ge=1.0, le=3600.0)
+    delivery_move_after_s: float = Field(default=600.0, ge=5.0, le=7 * 86400.0)
+    delivery_sweep_interval_s: float = Field(default=60.0, ge=1.0, le=3600.0)
     sponsor_wait_backlog_items: int = Field(default=10, ge=1, le=100)
     sponsor_wait_backlog_chars: int = Field(default=24_000, ge=16_000, le=200_000)
     # Tool-use approvals asked of the sponsor in Teams for hosts behind the channel bridge; a verdict

@@ -8,6 +8,8 @@ Nothing reaches these objects through a global: the app factory holds a ``Replic
 from __future__ import annotations
 
 import asyncio
+import os
+from datetime import timedelta
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -18,6 +20,11 @@ import httpx
 
 from service.mcp.instructions import FLEET_INSTRUCTIONS
 from service.config import Settings, default_replica_id
+from service.delivery.claim_intents import ClaimIntents
+from service.delivery.claim_lookup import ClaimLookup
+from service.delivery.fault_points import FaultPoints
+from service.delivery.host_keeper import TICK_S as KEEPER_TICK_S, HostKeeper
+from service.delivery.host_records import HostRecords
 from service.delivery.hub import DeliveryHub
 from service.delivery.sponsors import SponsorGate
 from service.graph.auth import storage_token_provider, token_provider_from_settings
@@ -46,6 +53,8 @@ from service.telemetry.metrics import Metrics
 from service.tools.registry import register_tools
 from service.domain.agent import AgentUser, load_agent_user
 from service.workers.chat_poll import ChatPoller
+from service.ledger.leases import Lease
+from service.workers.delivery_sweep import ROLE as DELIVERY_SWEEP_ROLE, DeliverySweep
 from service.workers.supervisor import Supervisor
 from service.wiring import wire_workers
 
@@ -80,6 +89,9 @@ class Replica:
     clock: Clock = utc_now
     directory: GraphClient | None = None  # the agent identity's app-only Graph client (sponsors)
     notifications: Notifications | None = None  # Graph change notifications, when a URL is set
+    intents: ClaimIntents | None = None  # acknowledged delivery: what hosts are owed, before each claim
+    keeper: HostKeeper | None = None  # acknowledged delivery: the hosts this replica serves
+    delivery_sweep: DeliverySweep | None = None
     graph_backoff: FleetBackoff | None = None  # the fleet's shared Graph hold, read and written by a loop
     supervisor: Supervisor = field(init=False)
     corrupt_cursors: CorruptCursors = field(init=False)
@@ -111,6 +123,7 @@ class Replica:
             agent=self.agent, gate=self.gate, replica_id=self.replica_id, metrics=self.metrics, clock=self.clock,
             directory=self.directory, corrupt_cursors=self.corrupt_cursors,
             notifications_flowing=self.notifications.chat_subscription_live if self.notifications else None,
+            intents=self.intents,
         )
         self.watched, self.chat_poller, discovery = wired.watched, wired.chat_poller, wired.discovery
         register_tools(self.mcp.tools, wired.tool_deps)
@@ -135,6 +148,14 @@ class Replica:
         # (agent-user mode only) and the snapshot reads keep discovery_interval_s.
         sup.add("discovery", discovery.cycle, interval_s=discovery.interval_s, first_after_s=discovery.interval_s)
         sup.add("daily_summary", _discard(wired.summary.run_if_due), interval_s=SUMMARY_INTERVAL_S)
+        if self.keeper is not None:
+            sup.add("host_deliveries", self.keeper.cycle, interval_s=KEEPER_TICK_S)
+            self.delivery_sweep = DeliverySweep(
+                Lease(self.backend, DELIVERY_SWEEP_ROLE, self.replica_id, ttl=SWEEP_LEASE_TTL, margin=SWEEP_LEASE_MARGIN,
+                      clock=self.clock, metrics=self.metrics),
+                self.keeper.records, self.keeper.lookup, interval_s=s.delivery_sweep_interval_s,
+                move_after_s=s.delivery_move_after_s, clock=self.clock, metrics=self.metrics)
+            sup.add("delivery_sweep", self.delivery_sweep.cycle, interval_s=min(s.delivery_sweep_interval_s, 10.0))
         if self.graph_backoff is not None:
             sup.add("graph_backoff", self.graph_backoff.cycle, interval_s=READ_EVERY_S,
                     wake=self.graph_backoff.announced)
@@ -159,6 +180,8 @@ class Replica:
                 await role.lease.release()  # a successor scans at once, not a lease ttl later
             if self.chat_poller.readers is not None:
                 await self.chat_poller.readers.leave()  # the others stop waiting for this replica's turns
+        if self.delivery_sweep is not None and self._supervisor_task is not None:
+            await self.delivery_sweep.lease.release()
 
     async def stop(self) -> None:
         """Drain (if not done yet), then release the clients."""
@@ -190,6 +213,11 @@ class Replica:
     @property
     def watched_count(self) -> int:
         return len(self.watched.chats) if self.watched is not None else 0
+
+
+# The sweep acts on a bound of minutes: a long lease keeps its cost to a read a replica every 90 s.
+SWEEP_LEASE_TTL = timedelta(seconds=300)
+SWEEP_LEASE_MARGIN = timedelta(seconds=30)
 
 
 def _answered_later(exc: GraphError) -> bool:
@@ -244,10 +272,16 @@ def build_replica(
         backend = get_backend(settings, metrics=metrics,
                               storage_token_provider=storage_token_provider(tokens) if tokens else None)
     clients = build_clients(settings, backend, http, replica_id=rid, metrics=metrics, tokens=tokens)
-    mcp = build_mcp(settings, clients.hub, metrics=metrics, http_client=http, instructions=FLEET_INSTRUCTIONS)
+    records = HostRecords(backend, metrics=metrics)
+    intents = ClaimIntents(clients.hub, records, FaultPoints.from_env(os.environ), clock=clock)
+    keeper = HostKeeper(records, ClaimLookup(backend), clients.hub, rid, in_flight=intents.in_flight, metrics=metrics,
+                        clock=clock, redeliver_after_s=settings.delivery_redeliver_after_s)
+    mcp = build_mcp(settings, clients.hub, metrics=metrics, http_client=http, instructions=FLEET_INSTRUCTIONS,
+                    keeper=keeper)
     return Replica(
         settings=settings, backend=backend, is_cloud=bool(is_cloud), http=http, graph=clients.graph,
         hub=clients.hub, gate=clients.gate, mcp=mcp, metrics=metrics, replica_id=rid, clock=clock,
         directory=clients.directory, graph_backoff=clients.graph_backoff,
         notifications=notifications_from_settings(settings, backend, metrics, clock),
+        intents=intents, keeper=keeper,
     )

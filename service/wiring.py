@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from service.config import Settings
+from service.delivery.claim_intents import ClaimIntents
 from service.delivery.hub import DeliveryHub
 from service.delivery.mail_send import MailSender
 from service.tools.chat_send import ChatSender
@@ -82,12 +83,14 @@ async def wire_workers(
     directory: GraphClient | None = None,
     corrupt_cursors: CorruptCursors | None = None,
     notifications_flowing: Callable[[], Awaitable[bool]] | None = None,
+    intents: ClaimIntents | None = None,
 ) -> Workers:
     """Build the workers and the tool dependencies, and load the watched chats (one store read).
 
     ``directory`` is the agent identity's app-only Graph client that reads the sponsors (without it no
     sponsor is recognised); ``corrupt_cursors`` makes chats stalled by a corrupt cursor visible;
-    ``notifications_flowing`` tells the scanner that Graph's change notifications are live, so it relaxes.
+    ``notifications_flowing`` tells the scanner that Graph's change notifications are live, so it relaxes;
+    ``intents`` writes what acknowledging hosts are owed into their records before each claim.
 
     Delegated mode (``agent.posts_as_person``) differs in four places: the signed-in person is the only
     sponsor (there is no agent identity to list sponsors of); ``/me/chats`` is the person's, so neither
@@ -128,7 +131,7 @@ async def wire_workers(
         first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h), sent=sent,
         permissions=permissions, roles=(scanner, sweep), readers=ReaderRoster(backend, replica_id, clock=clock),
         read_spread_s=settings.chat_read_spread_s, min_read_gap_s=settings.chat_read_gap_s,
-        on_notification_hint=scanner.heard_notification,
+        on_notification_hint=scanner.heard_notification, intents=intents,
     )
     discovery = Discovery(
         graph, watched, gate, lease(DISCOVERY_ROLE),
@@ -144,6 +147,7 @@ async def wire_workers(
         clock=clock,
         turn=PollTurn(backend, "email_poll", replica_id, timedelta(seconds=settings.email_poll_interval_s),
                       clock=clock),
+        intents=intents,
     )
     mail = MailSender(graph, clock)
     # Sponsors are read only with an agent identity and its app-only client; without them nobody is mailed.

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from service.bridge.backoff import Backoff
 from service.bridge.dedupe import DEFAULT_WINDOW
 from service.bridge.written_log import default_state_dir, host_identity
+from service.mcp.acknowledging import valid_host_id
 
 TOKEN_ENV = "ENTRABOT_BRIDGE_TOKEN"
 TOKEN_FILE_ENV = "ENTRABOT_BRIDGE_TOKEN_FILE"
@@ -88,6 +89,12 @@ def load_config(
         raise BridgeConfigError(
             f"--fleet-url {url!r} is plain http to a remote host: use https (the bearer token would travel in clear)"
         )
+    given_host = host_id or environ.get(HOST_ID_ENV) or None
+    if given_host is not None and valid_host_id(given_host) != given_host:
+        raise BridgeConfigError(
+            f"--host-id {given_host!r} is not a host id: use 1-128 letters, digits and . _ : ~ - (starting with a "
+            "letter or digit), the same on every start of this host"
+        )
     return BridgeConfig(
         fleet_url=url,
         credential=_credential(entra_audience or environ.get(AUDIENCE_ENV) or None, environ),
@@ -95,7 +102,7 @@ def load_config(
         push=push,
         permission_relay=permission_relay,
         state_dir=default_state_dir(environ),
-        host_id=host_identity(url, working_dir or os.getcwd(), host_id or environ.get(HOST_ID_ENV) or None),
+        host_id=host_identity(url, working_dir or os.getcwd(), given_host),
     )
 
 

@@ -36,6 +36,7 @@ from service import __version__
 from service.bridge.auth import BearerAuth, TokenProvider, TokenUnavailable
 from service.bridge.config import AFFINITY_HEADER, BridgeConfig
 from service.bridge.sdk_adapter import ResumingStreamTransport, resuming_http_client, send_client_notification
+from service.mcp.acknowledging import ACK_METHOD, HOST_ID_HEADER, MAX_ACK_KEYS
 from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 from service.mcp.sdk_adapter import PERMISSION_CAPABILITY
 from service.mcp.tool_registry import TIME_BUDGET_META_KEY
@@ -116,6 +117,9 @@ class FleetConnection:
         self.relays_permissions = False  # the fleet declared claude/channel/permission on the last session
         self.sessions_opened = 0
         self.last_error: str | None = None
+        self._acks: dict[tuple[str, str], None] = {}  # written to the host, not yet told to the fleet (in order)
+        self._ack_ready = asyncio.Event()
+        self.acks_sent = 0
 
     # --- what the host side uses ---
 
@@ -138,6 +142,30 @@ class FleetConnection:
             self._note(f"notification failed ({type(exc).__name__})")
             return False
         return True
+
+    def acknowledge(self, key: tuple[str, str]) -> None:
+        """The host has this message (written to its stdin): tell the fleet, batched, on whichever session
+        is open; kept until one is, since an unacknowledged message is pushed again."""
+        self._acks[key] = None
+        self._ack_ready.set()
+
+    async def _send_acks(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await _first_of(self._ack_ready.wait, stop.wait)
+            if stop.is_set():
+                return
+            self._ack_ready.clear()
+            keys = list(self._acks)[:MAX_ACK_KEYS]
+            if not keys:
+                continue
+            if await self.notify(ACK_METHOD, {"keys": [list(k) for k in keys]}):
+                for key in keys:
+                    self._acks.pop(key, None)
+                self.acks_sent += len(keys)
+            else:
+                await asyncio.sleep(self.config.backoff.delay(1))
+            if self._acks:
+                self._ack_ready.set()
 
     async def wait_for_tools(self, timeout_s: float) -> bool:
         """Whether the fleet's tool list is known, waiting up to ``timeout_s`` for a first session."""
@@ -171,6 +199,13 @@ class FleetConnection:
     # --- the session loop ---
 
     async def run(self, stop: asyncio.Event) -> None:
+        acks = asyncio.create_task(self._send_acks(stop))
+        try:
+            await self._run_sessions(stop)
+        finally:
+            acks.cancel()
+
+    async def _run_sessions(self, stop: asyncio.Event) -> None:
         failures = 0
         async with self._http() as http:
             while not stop.is_set():
@@ -267,9 +302,11 @@ class FleetConnection:
     # --- plumbing ---
 
     def _http(self) -> httpx2.AsyncClient:
+        # A push bridge names its host, so the fleet owes it what it claims for it until it acknowledges.
+        named = {HOST_ID_HEADER: self.config.host_id} if self.config.push and self.config.host_id else {}
         return httpx2.AsyncClient(
             auth=BearerAuth(self._tokens),
-            headers={AFFINITY_HEADER: self.config.affinity_key},
+            headers={AFFINITY_HEADER: self.config.affinity_key, **named},
             timeout=httpx2.Timeout(self.config.request_timeout_s, read=_SSE_READ_TIMEOUT_S),
             event_hooks={"response": [self._watch_response]},
         )

@@ -113,6 +113,10 @@ class HostServer:
             if not window.first_sight(key):
                 self.duplicates_dropped += 1
                 log.info("duplicate push dropped", extra={"message_id": key[-1]})
+                if notification.method == CHANNEL_METHOD and self._written.has_written(key):
+                    # A repeat means the fleet did not hear the first acknowledgement (or was told before
+                    # a replica died): the host has it, so say so again.
+                    self._fleet.acknowledge((key[0], key[1]))
                 return
         try:
             self._outbox.put_nowait(notification)
@@ -136,6 +140,7 @@ class HostServer:
             key = _dedupe_key(notification)
             if key is not None and notification.method == CHANNEL_METHOD:
                 self._written.written(key)  # after the write: a crash between the two repeats, never loses
+                self._fleet.acknowledge((key[0], key[1]))  # after the write too: the fleet may forget it now
 
     # --- host -> bridge ---
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -13,6 +14,7 @@ from mcp.server.stdio import stdio_server
 from service.bridge.auth import build_token_provider
 from service.bridge.config import BridgeConfig
 from service.bridge.fleet_connection import FleetConnection
+from service.bridge.host_lock import lock_host_identity
 from service.bridge.host_server import HostServer
 from service.bridge.written_log import WrittenLog
 from service.telemetry.logging import configure_logging
@@ -31,6 +33,8 @@ CLOSE_BOUND_S = 3.0
 
 async def run_bridge(config: BridgeConfig) -> int:
     """Serve one host on this process's stdin/stdout until the host hangs up or signals; the exit code."""
+    lock = lock_host_identity(config.state_dir, config.host_id)
+    config = dataclasses.replace(config, host_id=lock.identity)
     tokens = build_token_provider(config.credential)
     stop = asyncio.Event()
     fleet = FleetConnection(config, tokens)
@@ -57,6 +61,7 @@ async def run_bridge(config: BridgeConfig) -> int:
     finally:
         signalled.restore()
         await tokens.aclose()
+        lock.release()
     why = f"signal {signalled.name}" if signalled.name else "the host closed stdin"
     log.info("channel bridge stopped", extra={"why": why, "emitted": host.emitted,
                                               "duplicates_dropped": host.duplicates_dropped})

@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
 
@@ -55,9 +56,21 @@ class WrittenLog:
         self._capacity = capacity
         self._lines = 0
         self.window = DedupeWindow(capacity)
+        self._done: OrderedDict[Hashable, None] = OrderedDict()  # written to the host (the window also holds queued)
         if path is not None:
             for key in self._read(path):
                 self.window.first_sight(key)
+                self._remember(key)
+
+    def has_written(self, key: Hashable) -> bool:
+        """Whether ``key`` reached the host's stdin (this run or a remembered one), not only its queue."""
+        return key in self._done
+
+    def _remember(self, key: Hashable) -> None:
+        self._done[key] = None
+        self._done.move_to_end(key)
+        if len(self._done) > self._capacity:
+            self._done.popitem(last=False)
 
     @classmethod
     def open(cls, state_dir: Path, identity: str, capacity: int) -> WrittenLog:
@@ -94,6 +107,7 @@ class WrittenLog:
         """``key`` reached the host's stdin: remember it for the next run (``window`` already holds it:
         the host server marks a key there when it queues the message, so a repeat in this run is dropped
         even before the first copy is written)."""
+        self._remember(key)
         if self._path is None:
             return
         try:

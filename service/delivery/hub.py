@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from opentelemetry import trace
 
@@ -69,6 +69,20 @@ class DeliveryTarget(Protocol):
         handed over: the hub then treats the target as one that did not take it."""
 
 
+@runtime_checkable
+class AcknowledgingTarget(Protocol):
+    """A target whose host acknowledges what it got (a channel bridge that named its host): what is
+    claimed for it is written to that host's delivery record first, and owed to that host alone
+    until it acknowledges (service.delivery.claim_intents). ``host_id`` None: it does not."""
+
+    @property
+    def host_id(self) -> str | None: ...
+
+
+def host_of(target: DeliveryTarget) -> str | None:
+    return target.host_id if isinstance(target, AcknowledgingTarget) else None
+
+
 class Handover(str, Enum):
     """What one target says of one message it was given."""
 
@@ -83,6 +97,10 @@ class DispatchOutcome(str, Enum):
     DELIVERED = "delivered"
     IN_DOUBT = "in_doubt"  # handed to one target that may or may not have it, and offered to no other
     NO_TARGET = "no_target"  # every target died between the claim and the hand-off
+    # Owed to an acknowledging host (in its delivery record): pushed to it and awaiting its
+    # acknowledgement, or held for it while it has no live session here. Never another host's.
+    PUSHED = "pushed"
+    PENDING = "pending"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +127,8 @@ class DeliveryHub:
     _sticky: dict[str, str] = field(default_factory=dict)  # chat_id -> target_id
     _allotted: dict[MessageKey, str] = field(default_factory=dict)  # -> the bounded target it was allotted to
     _handed_over: OrderedDict[MessageKey, None] = field(default_factory=OrderedDict)  # the newest HANDED_OVER_MEMORY
+    # -> the acknowledging host its claim's intent names: dispatched to that host only
+    _reserved: OrderedDict[MessageKey, str] = field(default_factory=OrderedDict)
     _rr: itertools.count[int] = field(default_factory=itertools.count)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _generation: int = 0
@@ -232,6 +252,36 @@ class DeliveryHub:
     def has_permission_target_for(self, message: InboundMessage) -> bool:
         return any(t.kind is TargetKind.PERMISSION and t.accepts(message) for t in self.live_targets())
 
+    def reserve(self, messages: Sequence[InboundMessage]) -> dict[str, list[InboundMessage]]:
+        """Which of ``messages``, about to be claimed, go to an acknowledging host: host id -> its
+        messages, oldest first. Each is reserved for that host, and ``dispatch`` hands it to that host's
+        target or to nobody; the caller writes them into the host's record before the claim."""
+        plan: dict[str, list[InboundMessage]] = {}
+        for message in sorted(messages, key=_delivery_order):
+            host = self._reserved.get(message.key)
+            if host is None:
+                target = self._choose(message, exclude=set(), consume=False)
+                host = host_of(target) if target is not None else None
+                if host is None:
+                    continue
+                self._reserved[message.key] = host
+                if target is not None and message.source is Source.CHAT:
+                    self._sticky[message.chat_id] = target.target_id
+                while len(self._reserved) > HANDED_OVER_MEMORY:
+                    self._reserved.popitem(last=False)
+            plan.setdefault(host, []).append(message)
+        return plan
+
+    def unreserve(self, messages: Iterable[InboundMessage]) -> None:
+        """Their claim did not land: they are nobody's yet."""
+        for message in messages:
+            self._reserved.pop(message.key, None)
+
+    def host_target(self, host_id: str) -> DeliveryTarget | None:
+        """The newest live target of an acknowledging host on this replica."""
+        found = [t for t in self.live_targets() if host_of(t) == host_id]
+        return found[-1] if found else None
+
     async def dispatch(self, messages: Sequence[InboundMessage]) -> list[Dispatch]:
         """Hand claimed messages over, oldest first, each to exactly one target.
 
@@ -251,6 +301,9 @@ class DeliveryHub:
         return results
 
     async def _dispatch_one(self, message: InboundMessage) -> Dispatch:
+        host = self._reserved.pop(message.key, None)
+        if host is not None:
+            return await self._dispatch_owed(message, host)
         tried: set[str] = set()
         while True:
             target = self._choose(message, exclude=tried)
@@ -285,12 +338,29 @@ class DeliveryHub:
             self._count(message, target.kind.value, DispatchOutcome.DELIVERED.value)
             return Dispatch(message, DispatchOutcome.DELIVERED, target.target_id, target.kind.value)
 
-    def _choose(self, message: InboundMessage, *, exclude: set[str]) -> DeliveryTarget | None:
+    async def _dispatch_owed(self, message: InboundMessage, host: str) -> Dispatch:
+        """A message in ``host``'s delivery record: that host's target here takes it, or it waits in the
+        record for the host's next session (on any replica). Offered to no other host."""
+        self._remember_handed_over(message)
+        target = self.host_target(host)
+        handover = Handover.NOT_TAKEN
+        if target is not None:
+            try:
+                handover = await target.deliver(message)
+            except Exception:  # a broken target must not stop the others' deliveries
+                log.exception("delivery target failed", extra={"target_id": target.target_id})
+        if target is None or handover is Handover.NOT_TAKEN:
+            self._count(message, "push", DispatchOutcome.PENDING.value)
+            return Dispatch(message, DispatchOutcome.PENDING, None, "push")
+        self._count(message, target.kind.value, DispatchOutcome.PUSHED.value)
+        return Dispatch(message, DispatchOutcome.PUSHED, target.target_id, target.kind.value)
+
+    def _choose(self, message: InboundMessage, *, exclude: set[str], consume: bool = True) -> DeliveryTarget | None:
         candidates = [t for t in self.live_targets() if t.target_id not in exclude and t.accepts(message)]
         if not candidates:
             return None
         # An allotted message goes to the target it was allotted to, whose room it took.
-        allotted = self._allotted.pop(message.key, None)
+        allotted = self._allotted.pop(message.key, None) if consume else self._allotted.get(message.key)
         for t in candidates:
             if t.target_id == allotted:
                 return t

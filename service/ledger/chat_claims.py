@@ -69,6 +69,7 @@ from enum import Enum
 from opentelemetry import trace
 
 from service.ledger.cas import Update, update_value
+from service.ledger.claim_intent import ClaimIntent
 from service.ledger.chat_cursor import (
     Candidate,
     ChatCursor,
@@ -124,6 +125,7 @@ class ClaimProblem(str, Enum):
     EXHAUSTED = "exhausted"  # every compare-and-swap lost a race
     UNKNOWN_OUTCOME = "unknown_outcome"  # our write may or may not have landed; settled next call
     UNSETTLED = "unsettled"  # an earlier unknown write still cannot be settled
+    INTENT_FAILED = "intent_failed"  # the host's delivery record could not take the intent: nothing written
 
 
 _PROBLEM_OF_READ = {
@@ -234,6 +236,7 @@ async def claim_delivery(
     new_claim_id: Callable[[], str] = _new_claim_id,
     advance_watermark: bool = True,
     new_chat: bool = False,
+    intent: ClaimIntent[M] | None = None,
 ) -> ChatClaim[M]:
     """Claim ``candidates`` for this replica (see the module docstring for the whole contract).
 
@@ -248,13 +251,15 @@ async def claim_delivery(
 
     ``unsettled`` is this replica's memory of claim writes whose outcome is unknown, keyed by chat;
     pass the same mapping on every call (``ChatLedger`` holds one).
+
+    ``intent`` is told what each write will win before it is sent (and may veto it), and how it settled.
     """
     with tracer.start_as_current_span("ledger.claim_delivery") as span:
         span.set_attribute("entrabot.chat_id", chat_id)
         span.set_attribute("entrabot.candidates", len(candidates))
         run: _ClaimRun[M] = _ClaimRun(backend, chat_id, unsettled, settle_rounds, metrics)
         claim = await _claim(run, candidates, last_ts, clock, metrics, max_attempts, new_claim_id, advance_watermark,
-                             new_chat)
+                             new_chat, intent)
         span.set_attribute("entrabot.claim.outcome", claim.outcome.value)
         span.set_attribute("entrabot.claim.ids", len(claim.ids))
         span.set_attribute("entrabot.claim.writes", claim.writes)
@@ -278,6 +283,7 @@ async def _claim(
     new_claim_id: Callable[[], str],
     advance_watermark: bool = True,
     new_chat: bool = False,
+    intent: ClaimIntent[M] | None = None,
 ) -> ChatClaim[M]:
     earlier = await run.settle_earlier()
     if run.settled is Settlement.UNKNOWN:
@@ -305,6 +311,8 @@ async def _claim(
         cursor = apply_claim(read.value, decision.claimable, claim_id=claim_id, now=clock(), seen_up_to=last_ts,
                              advance=advance_watermark)
         write = ClaimWrite(cursor_key(run.chat_id), render_chat_cursor(cursor), read.etag, claim_id)
+        if intent is not None and not await intent.before_write(claim_id, won):
+            return run.result(ChatClaimOutcome.UNRESOLVED, problem=ClaimProblem.INTENT_FAILED)
         # Remembered before it is sent: if this call dies mid-write, the next one settles it.
         run.unsettled[run.chat_id] = UnsettledChatClaim(write, won)
         result = await write_claim(run.backend, write, run.read_back, rounds=run.settle_rounds)
@@ -316,6 +324,8 @@ async def _claim(
         if result.settlement is Settlement.UNKNOWN:
             return run.result(ChatClaimOutcome.UNRESOLVED, problem=ClaimProblem.UNKNOWN_OUTCOME)
         del run.unsettled[run.chat_id]
+        if intent is not None:
+            await intent.after_write(claim_id, result.settlement is Settlement.OURS)
         if result.settlement is Settlement.OURS:
             return run.result(ChatClaimOutcome.CLAIMED, won)
         assert result.read is not None  # LOST is always decided on a read
@@ -411,12 +421,13 @@ class ChatLedger(Generic[M]):
         *,
         advance_watermark: bool = True,
         new_chat: bool = False,
+        intent: ClaimIntent[M] | None = None,
     ) -> ChatClaim[M]:
         async with self._chat_locks.setdefault(chat_id, asyncio.Lock()):
             claim = await claim_delivery(
                 self._backend, chat_id, candidates, last_ts,
                 unsettled=self._unsettled, clock=self._clock, metrics=self._metrics,
-                advance_watermark=advance_watermark, new_chat=new_chat,
+                advance_watermark=advance_watermark, new_chat=new_chat, intent=intent,
             )
         if claim.problem is ClaimProblem.CORRUPT:
             self.corrupt.mark(chat_id)

@@ -50,6 +50,7 @@ from typing import Generic
 from opentelemetry import trace
 
 from service.clock import Clock, utc_now
+from service.ledger.claim_intent import ClaimIntent
 from service.ledger.email_cursor import (
     EMAIL_CURSOR_KEY,
     LEGACY_EMAIL_CURSOR_KEY,
@@ -91,6 +92,7 @@ class EmailState(str, Enum):
 
 class EmailCycleOutcome(str, Enum):
     SKIPPED_UNREADABLE = "skipped_unreadable"  # cursor (or legacy cursor) unreadable: no Graph call
+    INTENT_FAILED = "intent_failed"  # the host's delivery record did not take the intent: nothing claimed
     INITIALIZED = "initialized"  # the missing cursor was created by us
     INIT_LOST = "init_lost"  # another replica created it first
     INIT_UNSETTLED = "init_unsettled"  # the create failed or its outcome is unknown; read again next cycle
@@ -184,14 +186,15 @@ class EmailClaimer(Generic[M]):
                 return CursorStart.UNKNOWN
             return _STARTED.get(await self._initialize(), CursorStart.UNKNOWN)
 
-    async def run_cycle(self, fetch: MailFetcher[M]) -> EmailCycle[M]:
-        """One poll: settle, read, fetch, claim. ``fetch(since)`` is called at most once."""
+    async def run_cycle(self, fetch: MailFetcher[M], intent: ClaimIntent[M] | None = None) -> EmailCycle[M]:
+        """One poll: settle, read, fetch, claim. ``fetch(since)`` is called at most once; ``intent`` is
+        told what the claim write will win before it is sent (and may veto it), and how it settled."""
         async with self._cycle_lock:
-            return await self._traced_cycle(fetch)
+            return await self._traced_cycle(fetch, intent)
 
-    async def _traced_cycle(self, fetch: MailFetcher[M]) -> EmailCycle[M]:
+    async def _traced_cycle(self, fetch: MailFetcher[M], intent: ClaimIntent[M] | None) -> EmailCycle[M]:
         with tracer.start_as_current_span("ledger.email_cycle") as span:
-            cycle = await self._cycle(fetch)
+            cycle = await self._cycle(fetch, intent)
             span.set_attribute("entrabot.email.outcome", cycle.outcome.value)
             span.set_attribute("entrabot.email.deliver", len(cycle.deliver))
             if cycle.settled is not None:
@@ -206,7 +209,7 @@ class EmailClaimer(Generic[M]):
 
     # --- the cycle ---
 
-    async def _cycle(self, fetch: MailFetcher[M]) -> EmailCycle[M]:
+    async def _cycle(self, fetch: MailFetcher[M], intent: ClaimIntent[M] | None) -> EmailCycle[M]:
         settled: Settlement | None = None
         delivered: tuple[M, ...] = ()
         if self._held is not None:
@@ -230,12 +233,12 @@ class EmailClaimer(Generic[M]):
             return EmailCycle(outcome, (*delivered, *new), settled, fetched)
 
         try:
-            return await self._claim_new(fetch, done)
+            return await self._claim_new(fetch, done, intent)
         except Exception as exc:  # noqa: BLE001 - handed to the caller with the settled batch, never swallowed
             return EmailCycle(EmailCycleOutcome.FAILED, delivered, settled, error=exc)
 
     async def _claim_new(
-        self, fetch: MailFetcher[M], done: Callable[..., EmailCycle[M]]
+        self, fetch: MailFetcher[M], done: Callable[..., EmailCycle[M]], intent: ClaimIntent[M] | None = None
     ) -> EmailCycle[M]:
         """Steps 2-5 of the cycle: read the cursor, fetch, claim (``done`` adds the settled batch)."""
         read = await read_email_cursor(self._backend)
@@ -251,6 +254,9 @@ class EmailClaimer(Generic[M]):
         claim_id = self._new_claim_id()
         content = render_email_cursor(advance(read.value, batch, claim_id))
         held = HeldClaim(ClaimWrite(EMAIL_CURSOR_KEY, content, read.etag, claim_id), batch)
+        if intent is not None and not await intent.before_write(claim_id, batch):
+            log.warning("email claim not written: the host's delivery record did not take its intent")
+            return done(EmailCycleOutcome.INTENT_FAILED, fetched=True)
         self._held = held  # before the write is sent: a cancelled call settles next cycle
         result: ClaimWriteResult[EmailCursor] = await write_claim(
             self._backend, held.write, self._read_back, rounds=self._settle_rounds
@@ -263,6 +269,8 @@ class EmailClaimer(Generic[M]):
             log.warning("email claim outcome unknown; holding %d mail(s) until it settles", len(batch))
             return done(EmailCycleOutcome.HOLDING, fetched=True)
         self._held = None
+        if intent is not None:
+            await intent.after_write(claim_id, result.settlement is Settlement.OURS)
         if result.settlement is Settlement.OURS:
             return done(EmailCycleOutcome.CLAIMED, batch, fetched=True)
         return done(EmailCycleOutcome.LOST, fetched=True)

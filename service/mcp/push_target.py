@@ -83,6 +83,11 @@ class PushTarget:
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     monotonic: Callable[[], float] = time.monotonic
     stalled_for_s: float = STALLED_FOR_S
+    # An acknowledging host (a bridge that named itself): what the hub claims for it is owed to it until
+    # it acknowledges (service.delivery.host_keeper); ``has_room`` says whether its record takes more.
+    host_id: str | None = None
+    has_room: Callable[[], bool] = lambda: True
+    on_pushed: Callable[[InboundMessage], None] | None = None
     _stalled_until: float = float("-inf")
 
     @property
@@ -94,6 +99,9 @@ class PushTarget:
         return TargetKind.PUSH
 
     def is_alive(self) -> bool:
+        return self._reading() and self.has_room()
+
+    def _reading(self) -> bool:
         if not self.stream_open() or self.monotonic() < self._stalled_until or self.backlog.backlog_full():
             return False
         waited = self.backlog.backlog_age_s()
@@ -110,8 +118,9 @@ class PushTarget:
 
     async def deliver(self, message: InboundMessage) -> Handover:
         # Checked before sending, never after: once the session has taken the push it is in the
-        # session's history and goes out on its stream, so no other target may have it.
-        if not self.is_alive():
+        # session's history and goes out on its stream, so no other target may have it. (Room is the
+        # hub's question before a claim; what is owed already is pushed whatever the record holds.)
+        if not self._reading():
             return Handover.NOT_TAKEN
         push = self.render(message)
         # The session takes one message at a time; a session that does not take it must not hold up
@@ -126,7 +135,11 @@ class PushTarget:
                 extra={"session": session_ref(self.session_id), "message_id": message.message_id,
                        "seconds": self.stalled_for_s},
             )
+            if self.on_pushed is not None:
+                self.on_pushed(message)  # it may have it: pushed again after the bound, never to another host
             return Handover.IN_DOUBT
+        if self.on_pushed is not None:
+            self.on_pushed(message)
         if self.metrics is not None:
             lag = (self.clock() - message.created).total_seconds()
             self.metrics.delivery_latency.labels(message.source.value).observe(max(lag, 0.0))

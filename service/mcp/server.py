@@ -15,6 +15,7 @@ session registry, which then unregisters the session's push target.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -31,11 +32,12 @@ from mcp_types import (
     NotificationParams,
     PaginatedRequestParams,
 )
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.routing import BaseRoute, Route
 
 from service import __version__
 from service.config import Settings
+from service.delivery.host_keeper import HostKeeper
 from service.delivery.hub import DeliveryHub
 from service.delivery.message import InboundMessage
 from service.delivery.push import build_channel_push
@@ -47,6 +49,7 @@ from service.mcp.auth import (
     jwt_audiences,
     protected_resource_routes,
 )
+from service.mcp.acknowledging import ACK_METHOD, HOST_ID_HEADER, DeliveredParams, valid_host_id
 from service.mcp.event_store import InMemoryEventStore
 from service.mcp.hosts import parse_push_hosts
 from service.mcp.push_target import DEFAULT_SEND_TIMEOUT_S
@@ -64,6 +67,8 @@ from service.mcp.sessions import SessionRegistry, SessionTrafficObserver
 from service.mcp.tool_registry import SessionChannel, ToolCall, ToolRegistry, time_budget_of
 from service.mcp.transport_security import HostOriginGuard, transport_security_settings
 from service.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
 
 SERVER_NAME = "entrabot-fleet"
 JWKS_TIMEOUT_S = 10.0
@@ -83,14 +88,16 @@ class McpService:
         http_client: httpx.AsyncClient | None = None,
         instructions: str | None = None,
         push_send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
+        keeper: HostKeeper | None = None,
     ) -> None:
         self.settings = settings
         self.hub = hub
+        self.keeper = keeper
         self.tools = tools if tools is not None else ToolRegistry()
         self.event_stores = InMemoryEventStore()
         self.sessions = SessionRegistry(
             hub, push_hosts=parse_push_hosts(settings.push_hosts), push_backlog=self.event_stores.for_session,
-            render=render_push, metrics=metrics, push_send_timeout_s=push_send_timeout_s,
+            render=render_push, metrics=metrics, push_send_timeout_s=push_send_timeout_s, keeper=keeper,
         )
 
         self.server = ChannelServer(
@@ -104,6 +111,7 @@ class McpService:
         self.server.middleware.append(self._track_session)
         for method in HOST_NOTIFICATION_METHODS:
             self.server.add_notification_handler(method, _AnyParams, partial(self._host_notification, method))
+        self.server.add_notification_handler(ACK_METHOD, _AnyParams, self._delivered)
         security = transport_security_settings(settings)
         self.manager = PerSessionEventStoreManager(
             self.server,
@@ -153,12 +161,19 @@ class McpService:
             return
         # The handshake succeeded, so its params are valid; the SDK records them only after this hook.
         params = InitializeRequestParams.model_validate(ctx.params or {}, by_name=False)
+        headers = getattr(ctx.request, "headers", None)
+        given = headers.get(HOST_ID_HEADER) if headers is not None else None
+        host_id = valid_host_id(given)
+        if given is not None and host_id is None:
+            log.warning("a host named itself with an id that is not one; its session does not acknowledge",
+                        extra={"length": len(given)})
         self.sessions.opened(
             session_id,
             client_name=params.client_info.name,
             client_version=params.client_info.version,
             protocol_version=str(result.get("protocolVersion", params.protocol_version)),
             notifier=ctx.session,
+            host_id=host_id,
         )
         call_when_session_ends(ctx.session, partial(self._session_ended, session_id))
 
@@ -177,6 +192,19 @@ class McpService:
 
     async def _host_notification(self, method: str, ctx: ServerRequestContext[Any, Any], params: _AnyParams) -> None:
         await self.tools.notified(method, params.model_dump(exclude={"meta"}), self._call_of(ctx))
+
+    async def _delivered(self, ctx: ServerRequestContext[Any, Any], params: _AnyParams) -> None:
+        """An acknowledging host has these messages (written to its own host)."""
+        session_id = session_id_of(ctx.session)
+        state = self.sessions.get(session_id) if session_id is not None else None
+        if state is None or state.host_id is None or self.keeper is None:
+            return  # not a host that acknowledges: nothing is owed to it
+        try:
+            delivered = DeliveredParams.model_validate(params.model_dump(exclude={"meta"}))
+        except ValidationError:
+            log.warning("an acknowledgement that is not one was ignored", extra={"host_id": state.host_id})
+            return
+        await self.keeper.acknowledge(state.host_id, delivered.keys)
 
     def _relay_capability(self) -> dict[str, dict[str, Any]]:
         """``claude/channel/permission`` while the permission relay is registered (a channel bridge

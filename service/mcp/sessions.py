@@ -14,12 +14,15 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
+from typing import Any
 
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.delivery.host_keeper import HostKeeper
 from service.delivery.hub import DeliveryHub
 from service.delivery.message import InboundMessage
 from service.delivery.push import build_channel_push
@@ -48,6 +51,7 @@ class SessionState:
     created_at: datetime
     last_activity_at: datetime
     open_streams: int = 0  # GET streams; the SDK allows one, a reconnect may overlap its predecessor briefly
+    host_id: str | None = None  # an acknowledging host's own name (service.mcp.acknowledging)
 
     @property
     def push_stream_open(self) -> bool:
@@ -71,8 +75,10 @@ class SessionRegistry:
         metrics: Metrics | None = None,
         clock: Callable[[], datetime] = _utcnow,
         push_send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
+        keeper: HostKeeper | None = None,
     ) -> None:
         self._hub = hub
+        self._keeper = keeper
         self._push_hosts = tuple(push_hosts)
         self._push_backlog = push_backlog
         self._render = render
@@ -105,16 +111,20 @@ class SessionRegistry:
         client_version: str,
         protocol_version: str,
         notifier: ServerSession,
+        host_id: str | None = None,
     ) -> SessionState:
         now = self._clock()
+        push_capable = is_push_host(client_name, self._push_hosts)
         state = SessionState(
             session_id=session_id,
             client_name=client_name,
             client_version=client_version,
             protocol_version=protocol_version,
-            push_capable=is_push_host(client_name, self._push_hosts),
+            push_capable=push_capable,
             created_at=now,
             last_activity_at=now,
+            # Only a push host acknowledges, and only a replica keeping hosts' records can hold it to that.
+            host_id=host_id if push_capable and self._keeper is not None else None,
         )
         self._sessions[session_id] = state
         self._notifiers[session_id] = notifier
@@ -126,6 +136,7 @@ class SessionRegistry:
                 "client_version": client_version[:32],
                 "protocol_version": protocol_version,
                 "push_capable": state.push_capable,
+                "acknowledging": state.host_id is not None,
             },
         )
         return state
@@ -134,6 +145,8 @@ class SessionRegistry:
         state = self._sessions.pop(session_id, None)
         self._notifiers.pop(session_id, None)
         self._drop_target(session_id)
+        if state is not None and state.host_id is not None and self._keeper is not None:
+            self._keeper.session_ended(state.host_id, session_id)
         if state is not None:
             self._publish()
             log.info("mcp session closed", extra={"client_name": state.client_name[:64]})
@@ -153,6 +166,11 @@ class SessionRegistry:
             state, open_streams=state.open_streams + 1, last_activity_at=self._clock()
         )
         if state.push_capable and session_id not in self._targets:
+            host_id, keeper = state.host_id, self._keeper
+            owed: dict[str, Any] = {} if host_id is None or keeper is None else {
+                "host_id": host_id, "has_room": partial(keeper.has_room, host_id),
+                "on_pushed": partial(keeper.pushed, host_id, session_id),
+            }
             target = PushTarget(
                 session_id=session_id,
                 notifier=self._notifiers[session_id],
@@ -162,9 +180,12 @@ class SessionRegistry:
                 metrics=self._metrics,
                 send_timeout_s=self._push_send_timeout_s,
                 clock=self._clock,
+                **owed,
             )
             self._targets[session_id] = target
             self._hub.register(target)
+            if host_id is not None and keeper is not None:
+                keeper.stream_opened(host_id, session_id)
 
     def stream_closed(self, session_id: str) -> None:
         state = self._sessions.get(session_id)

@@ -142,6 +142,27 @@ class Metrics:
             "entrabot_delivery_latency_seconds", "Message creation time to push", ["source"],
             buckets=_LATENCY_BUCKETS, registry=r,
         )
+        # Acknowledged delivery (docs/delivery.md): hosts that name themselves acknowledge what they wrote.
+        self.pending_deliveries = Gauge(
+            "entrabot_pending_deliveries", "Messages claimed for the acknowledging hosts this replica serves and "
+            "not acknowledged yet, by age since the claim's intent (lt_15s, lt_60s, lt_300s, older)", ["age"],
+            registry=r,
+        )
+        self.redeliveries = Counter(
+            "entrabot_redeliveries", "Owed messages pushed again: unacknowledged past the bound on the same session, "
+            "or to a new session of the host", ["reason"], registry=r,
+        )
+        self.ack_latency = Histogram(
+            "entrabot_ack_latency_seconds", "First push to the host's acknowledgement written to its record",
+            buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 60), registry=r,
+        )
+        self.lapsed_intents = Counter(
+            "entrabot_lapsed_intents", "Intents whose claim never landed (never) or can no longer be told from the "
+            "cursor (ambiguous)", ["fate"], registry=r,
+        )
+        self.moved_deliveries = Counter(
+            "entrabot_moved_deliveries", "Owed messages moved by the delivery sweep to another live host", registry=r,
+        )
         self.sessions = Gauge("entrabot_mcp_sessions", "Live MCP sessions on this replica", registry=r)
         self.push_streams = Gauge("entrabot_push_streams", "Open push streams on this replica", registry=r)
         self.sponsor_waits = Gauge("entrabot_sponsor_waits", "Pending sponsor waits on this replica", registry=r)

@@ -17,6 +17,7 @@ from service.delivery.hub import DeliveryHub
 from service.delivery.message import InboundMessage
 from service.delivery.permission_verdict import parse_verdict
 from service.ledger import ChatLedger
+from service.ledger.claim_intent import ClaimIntent
 from service.ledger.permission_requests import PermissionRequests, Standing
 from service.workers.chat_state import ChatPhase, ChatRead, OfferedMessage, decide_offer
 from service.workers.recorder import DeliveryRecorder
@@ -28,6 +29,8 @@ class ChatClaimer:
     hub: DeliveryHub
     recorder: DeliveryRecorder
     permissions: PermissionRequests | None = None  # pending permission requests of the fleet
+    # Writes what an acknowledging host is owed into its record before each claim write.
+    intent: ClaimIntent[OfferedMessage] | None = None
 
     async def takeable(self, messages: Iterable[InboundMessage]) -> frozenset[str]:
         """The ids of ``messages`` a target of this replica's would take now."""
@@ -47,7 +50,8 @@ class ChatClaimer:
             return newest.created  # a replica holding a target that can take it will surface it
         # Only into a chat that still has no cursor: a replica that wrote one meanwhile may have left
         # messages between its watermark and this one unclaimed, for its own host.
-        claim = await self.ledger.claim(state.chat_id, [newest], newest.created, new_chat=True)
+        claim = await self.ledger.claim(state.chat_id, [newest], newest.created, new_chat=True,
+                                        intent=self.intent)
         await self._deliver(claim.won)
         if claim.may_advance:
             state.phase = ChatPhase.NEEDS_RESOLUTION  # adopt whatever the fleet's cursor now says
@@ -64,7 +68,7 @@ class ChatClaimer:
         # If the write's outcome is unknown, the ledger keeps these messages with it and returns them
         # from the call that settles it as ours.
         claim = await self.ledger.claim(state.chat_id, offer.candidates, offer.seen_up_to,
-                                        advance_watermark=not offer.blocked)
+                                        advance_watermark=not offer.blocked, intent=self.intent)
         await self._deliver(claim.won)
         if claim.may_advance:
             state.watermark = later(state.watermark, offer.seen_up_to)
@@ -80,7 +84,7 @@ class ChatClaimer:
         if seen_up_to is None or not read.complete:
             state.watermark = later(state.watermark, seen_up_to)
             return
-        claim = await self.ledger.claim(state.chat_id, read.messages, seen_up_to)
+        claim = await self.ledger.claim(state.chat_id, read.messages, seen_up_to, intent=self.intent)
         await self._deliver(claim.won)  # what an earlier claim in doubt settled as ours; never these
         if claim.may_advance:
             state.watermark = later(state.watermark, seen_up_to)

@@ -34,8 +34,9 @@ from typing import TypeVar
 from opentelemetry import trace
 
 from service.clock import Clock, utc_now
+from service.delivery.claim_intents import ClaimIntents
 from service.delivery.hub import DeliveryHub
-from service.delivery.message import Source
+from service.delivery.message import InboundMessage, Source
 from service.domain.agent import AgentUser
 from service.graph.errors import GraphError
 from service.ledger import Candidate, ChatLedger, ReadOutcome, WatchedChats
@@ -89,6 +90,7 @@ class ChatPoller:
     first_sight_max_age: timedelta = timedelta(hours=24)
     sent: SentMessages | None = None  # the fleet's record of the agent's sent messages (delegated mode)
     permissions: PermissionRequests | None = None  # pending permission requests of the fleet
+    intents: ClaimIntents | None = None  # what acknowledging hosts are owed, written before each claim
     # The fleet roles whose turn comes with this loop: the scanner and the sweep (SPEC §9).
     roles: Sequence[FleetRole] = ()
     readers: ReaderRoster | None = None  # the fleet's chat readers: whose turn a hinted chat is
@@ -109,7 +111,8 @@ class ChatPoller:
                                monotonic=self.monotonic)
         self._reader = ChatReader(self.conversations, self.ledger, self.agent, self.clock,
                                   self.first_sight_max_age, self.sent)
-        self._claimer = ChatClaimer(self.ledger, self.hub, self.recorder, self.permissions)
+        intent = self.intents.for_messages(_inbound_of) if self.intents is not None else None
+        self._claimer = ChatClaimer(self.ledger, self.hub, self.recorder, self.permissions, intent)
 
     def state_of(self, chat_id: str) -> ChatPollState:
         return self.book.state_of(chat_id)
@@ -385,3 +388,7 @@ class ChatPoller:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(one(item)) for item in items]
         return [task.result() for task in tasks]
+
+
+def _inbound_of(offered: OfferedMessage) -> InboundMessage | None:
+    return offered.inbound

@@ -10,7 +10,8 @@ from datetime import datetime, timedelta
 
 from service.delivery.filters import is_noise_mail
 from service.delivery.hub import DeliveryHub
-from service.delivery.message import Source
+from service.delivery.claim_intents import ClaimIntents
+from service.delivery.message import InboundMessage, Source
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError, GraphPayloadError
 from service.graph.models import MailMessage
@@ -44,6 +45,8 @@ class EmailPoller:
     settle_margin: timedelta = SETTLE_MARGIN
     # The fleet's one cadence (None: this replica polls every cycle, as a lone replica would).
     turn: PollTurn | None = None
+    # Writes what an acknowledging host is owed into its record before each claim write.
+    intents: ClaimIntents | None = None
     _nudged: bool = False
     _cursor_started: bool = False
 
@@ -61,7 +64,8 @@ class EmailPoller:
         # A batch this replica holds is settled by this replica's cycle alone: never skipped for a turn.
         if self.turn is not None and not nudged and self.claimer.held is None and not await self.turn.take():
             return
-        result = await self.claimer.run_cycle(self._fetch)
+        intent = self.intents.for_messages(self._deliverable) if self.intents is not None else None
+        result = await self.claimer.run_cycle(self._fetch, intent)
         # The settled batch goes out before the cycle's failure is reported: the cursor is past it.
         await self._deliver(result.deliver)
         if result.error is not None:
@@ -74,15 +78,17 @@ class EmailPoller:
             return
         self._cursor_started = await self.claimer.start_cursor() is not CursorStart.UNKNOWN
 
+    def _deliverable(self, mail: MailMessage) -> InboundMessage | None:
+        """The mail as a host gets it; None for noise (claimed, so no replica fetches it again, never pushed)."""
+        if is_noise_mail(mail.sender.address if mail.sender else None, mail.subject, mail.headers,
+                        agent_addresses=self.agent.addresses):
+            return None
+        return mail_inbound(mail)
+
     async def _deliver(self, batch: Sequence[MailMessage]) -> None:
-        mails = [
-            m for m in batch
-            if not is_noise_mail(m.sender.address if m.sender else None, m.subject, m.headers,
-                                 agent_addresses=self.agent.addresses)
-        ]
-        if not mails:
+        messages = [m for mail in batch if (m := self._deliverable(mail)) is not None]
+        if not messages:
             return
-        messages = [mail_inbound(m) for m in mails]
         dispatches = await self.hub.dispatch(messages)
         await self.recorder.delivered(dispatches)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import uuid
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -17,6 +18,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import Implementation
 from pydantic import BaseModel, ConfigDict
 
+from service.bridge.config import HOST_ID_ENV
 from service.bridge.written_log import STATE_DIR_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +67,10 @@ def bridge_parameters(
     environ.update({"PYTHONPATH": str(REPO_ROOT), "ENTRABOT_BRIDGE_TOKEN": token, "PYTHONUNBUFFERED": "1",
                     # A state folder of its own: what one test's bridge wrote must not drop another's pushes,
                     # nor land in the user's ~/.local/state.
-                    STATE_DIR_ENV: tempfile.mkdtemp(prefix="bridge-state-")})
+                    STATE_DIR_ENV: tempfile.mkdtemp(prefix="bridge-state-"),
+                    # A host of its own, as two Claude Code sessions in two projects are (one project
+                    # folder and one fleet URL would otherwise give every test bridge one identity).
+                    HOST_ID_ENV: f"test-host-{uuid.uuid4().hex[:12]}"})
     environ.update(env or {})
     return StdioServerParameters(
         command=sys.executable,

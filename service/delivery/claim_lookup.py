@@ -1,0 +1,65 @@
+"""Whether the claim an intent names landed: read from the message's own cursor.
+
+An intent is written before its claim, so the replica that wrote it may have died before, during or
+after the claim write. The cursor answers: the claim ids of its newest writes are kept in it (32 for a
+chat, 32 for the mailbox). Only a present id is proof. An absent one proves the claim never landed
+once the intent is older than any claim call can take (``INTENT_LAPSE_S``); the claim id may also
+have been pushed out by 32 newer claims, which the cursor shows (every kept mark newer than the
+intent, and the message recorded): that case is ``AMBIGUOUS``, never guessed either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
+
+from service.delivery.host_record import PendingDelivery
+from service.delivery.message import Source
+from service.ledger.chat_claims import resolve_cursor
+from service.ledger.chat_cursor import CLAIM_MARKS_KEPT
+from service.ledger.email_claims import read_email_cursor
+from service.ledger.email_cursor import CLAIM_IDS_KEPT
+from service.ledger.reads import ReadOutcome
+from service.storage.backend import MemoryBackend
+
+# Longer than a claim call can run: a read, up to four conditional writes and their settling reads,
+# each bounded by the Blob client's timeouts (service/storage/blob_config.py: 5 s to connect, 30 s to read).
+INTENT_LAPSE_S = 600.0
+
+
+class ClaimFate(str, Enum):
+    LANDED = "landed"  # the claim id is in the cursor: the message is this host's
+    NEVER = "never"  # it is not, and can no longer be written: the intent goes
+    NOT_YET = "not_yet"  # not in the cursor yet, and the claim may still be in flight
+    AMBIGUOUS = "ambiguous"  # its mark may have been pushed out of the cursor: neither pushed nor dropped
+    UNKNOWN = "unknown"  # the cursor could not be read now
+
+
+@dataclass(frozen=True)
+class ClaimLookup:
+    backend: MemoryBackend
+
+    async def fate(self, entry: PendingDelivery, now: datetime) -> ClaimFate:
+        lapsed = now - entry.at > timedelta(seconds=INTENT_LAPSE_S)
+        message = entry.message
+        if message.source is Source.EMAIL:
+            mail = await read_email_cursor(self.backend)
+            if mail.outcome is ReadOutcome.UNRESOLVED:
+                return ClaimFate.UNKNOWN
+            if mail.value is not None and mail.value.has_claim(entry.claim):
+                return ClaimFate.LANDED
+            if mail.value is not None and len(mail.value.claim_ids) >= CLAIM_IDS_KEPT \
+                    and mail.value.ts >= message.created:
+                return ClaimFate.AMBIGUOUS  # the mailbox cursor keeps no time per claim id
+            return ClaimFate.NEVER if lapsed else ClaimFate.NOT_YET
+        chat = await resolve_cursor(self.backend, message.chat_id)
+        if chat.outcome is ReadOutcome.UNRESOLVED:
+            return ClaimFate.UNKNOWN
+        cursor = chat.value
+        if cursor is not None and cursor.has_claim(entry.claim):
+            return ClaimFate.LANDED
+        if cursor is not None and len(cursor.claims) >= CLAIM_MARKS_KEPT and cursor.is_recorded(message.message_id) \
+                and min(m.at for m in cursor.claims) > entry.at:
+            return ClaimFate.AMBIGUOUS
+        return ClaimFate.NEVER if lapsed else ClaimFate.NOT_YET

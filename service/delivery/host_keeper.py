@@ -1,0 +1,311 @@
+"""The acknowledging hosts this replica serves: what each is owed, pushed until it acknowledges.
+
+A host (a channel bridge naming its ``host_id``) may reach the fleet through any replica. When its push
+stream opens here, this replica reads the host's record from the shared container and pushes every
+message the host is owed that this session has not had: a claim some replica made for it and never
+pushed (it died after the claim), or pushed into a session that ended before the host acknowledged.
+While the host stays, the record is read again every ``refresh_s`` (what the sweep moved here, what
+another replica claimed for it) and a push unacknowledged after ``redeliver_after_s`` is sent once more.
+The host acknowledges each message after writing it to its own host (Claude Code's stdin); the
+acknowledgements are written to the record, batched while a write is in flight, and only then is the
+message counted as delivered.
+
+Intents (written before a claim) are pushed only once their claim id is found in the cursor, except by
+the replica whose claim it is, which pushes as soon as the claim lands (``DeliveryHub`` dispatch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from service.clock import utc_now
+from service.delivery.claim_lookup import ClaimFate, ClaimLookup
+from service.delivery.host_record import (
+    DeliveryKey,
+    EntryState,
+    HeldBy,
+    HostRecord,
+    PendingDelivery,
+    acknowledged,
+    held,
+    settled_intents,
+)
+from service.delivery.host_records import HostRecords
+from service.delivery.hub import DeliveryHub, Handover
+from service.delivery.message import InboundMessage
+from service.storage.errors import StorageError
+from service.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+REDELIVER_AFTER_S = 15.0
+REFRESH_S = 60.0
+HOLD_RENEW_S = 300.0
+# A hold not renewed for this long is a replica that died serving the host (renewals come every
+# HOLD_RENEW_S, at the next refresh).
+HOLD_STALE_S = HOLD_RENEW_S + 2 * REFRESH_S
+TICK_S = 2.0
+# An intent younger than this belongs to a claim that is most likely still being written: it is left to
+# its own replica's dispatch before anyone reads the cursor for it.
+SETTLE_AFTER_S = 3.0
+MAX_PUSHES = 2  # the first push and one redelivery; a host that still does not acknowledge is alerted on
+
+
+@dataclass
+class _Push:
+    session_id: str
+    first_at: float  # monotonic
+    last_at: float
+    count: int
+
+
+@dataclass
+class _Held:
+    session_id: str
+    refreshed_at: float = float("-inf")  # monotonic
+    pushes: dict[DeliveryKey, _Push] = field(default_factory=dict)
+    syncing: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+@dataclass
+class HostKeeper:
+    records: HostRecords
+    lookup: ClaimLookup
+    hub: DeliveryHub
+    replica_id: str
+    in_flight: Callable[[str], bool] = lambda claim_id: False  # ClaimIntents.in_flight: a claim still being written here
+    metrics: Metrics | None = None
+    clock: Callable[[], datetime] = utc_now
+    monotonic: Callable[[], float] = time.monotonic
+    redeliver_after_s: float = REDELIVER_AFTER_S
+    refresh_s: float = REFRESH_S
+    hold_renew_s: float = HOLD_RENEW_S
+    _hosts: dict[str, _Held] = field(default_factory=dict)
+    _acks: dict[str, set[DeliveryKey]] = field(default_factory=dict)
+    _ack_writers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    _redelivered: int = 0
+    _acknowledged: int = 0
+    _ack_latencies: deque[float] = field(default_factory=lambda: deque(maxlen=256))  # the newest, in seconds
+
+    # --- what the hub and the sessions tell it ---
+
+    def has_room(self, host_id: str) -> bool:
+        """Whether the hub may claim more for this host (a host owed MAX_PENDING takes nothing new)."""
+        record = self.records.cached(host_id)
+        return record is None or not record.full
+
+    def stream_opened(self, host_id: str, session_id: str) -> None:
+        """The host's push stream opened here (a new session, or a resume): push what it is owed."""
+        current = self._hosts.get(host_id)
+        if current is None or current.session_id != session_id:
+            self._hosts[host_id] = _Held(session_id, pushes=current.pushes if current else {})
+        self._hosts[host_id].refreshed_at = float("-inf")  # read the record now: another replica may have written
+        self._spawn(self.sync(host_id))
+
+    def session_ended(self, host_id: str, session_id: str) -> None:
+        current = self._hosts.get(host_id)
+        if current is not None and current.session_id == session_id:
+            del self._hosts[host_id]
+            self._spawn(self._release(host_id, session_id))
+
+    def pushed(self, host_id: str, session_id: str, message: InboundMessage) -> None:
+        """A push of an owed message was taken by the host's session (told by its push target)."""
+        current = self._hosts.get(host_id)
+        if current is None:
+            return
+        key = (message.chat_id, message.message_id)
+        now = self.monotonic()
+        mark = current.pushes.get(key)
+        if mark is None or mark.session_id != session_id:
+            current.pushes[key] = _Push(session_id, now, now, 1)
+        else:
+            mark.last_at, mark.count = now, mark.count + 1
+
+    async def acknowledge(self, host_id: str, keys: Iterable[DeliveryKey]) -> None:
+        """The host has these (written to its own host). Written to its record, batched."""
+        self._acks.setdefault(host_id, set()).update(keys)
+        writer = self._ack_writers.get(host_id)
+        if writer is None or writer.done():
+            self._ack_writers[host_id] = asyncio.create_task(self._write_acks(host_id))
+
+    # --- the loop ---
+
+    async def cycle(self) -> None:
+        """One pass over the hosts served here (the supervisor runs it every ``TICK_S``)."""
+        for host_id in list(self._hosts):
+            await self.sync(host_id)
+        self._publish()
+
+    async def sync(self, host_id: str) -> None:
+        """Refresh the record when due, then push what this host's session is owed."""
+        current = self._hosts.get(host_id)
+        if current is None:
+            return
+        async with current.syncing:
+            record = self.records.cached(host_id)
+            if record is None or self.monotonic() - current.refreshed_at >= self.refresh_s:
+                try:
+                    record = await self._refresh(host_id, current)
+                except StorageError as exc:
+                    log.warning("delivery record unavailable; its host's owed messages wait", extra={
+                        "host_id": host_id, "error": type(exc).__name__})
+                    return
+            await self._push_owed(host_id, current, record)
+
+    async def _refresh(self, host_id: str, current: _Held) -> HostRecord:
+        record = await self.records.read(host_id)
+        now = self.clock()
+        landed: set[str] = set()
+        failed: set[str] = set()
+        for entry in record.pending:
+            if entry.state is not EntryState.INTENT or entry.claim in landed | failed:
+                continue
+            if now - entry.at < timedelta(seconds=SETTLE_AFTER_S) or self.in_flight(entry.claim):
+                continue
+            fate = await self.lookup.fate(entry, now)
+            if fate is ClaimFate.LANDED:
+                landed.add(entry.claim)
+            elif fate in (ClaimFate.NEVER, ClaimFate.AMBIGUOUS):
+                failed.add(entry.claim)
+                self._count_intent(fate)
+                if fate is ClaimFate.AMBIGUOUS:
+                    log.error("an intent's claim can no longer be told from the cursor; not pushed, so it may be "
+                              "lost (read it with catch_up or read_chat)", extra={
+                                  "host_id": host_id, "chat_id": entry.message.chat_id,
+                                  "message_id": entry.message.message_id})
+        holder = record.held_by
+        renew = holder is None or not holder.active or holder.session != current.session_id \
+            or holder.replica != self.replica_id or now - holder.at >= timedelta(seconds=self.hold_renew_s)
+        if landed or failed or renew:
+            mine = HeldBy(replica=self.replica_id, session=current.session_id, at=now)
+
+            def change(r: HostRecord) -> HostRecord:
+                r = settled_intents(r, landed, failed)
+                return held(r, mine) if renew else r
+
+            record = await self.records.update(host_id, change)
+        current.refreshed_at = self.monotonic()
+        return record
+
+    async def _push_owed(self, host_id: str, current: _Held, record: HostRecord) -> None:
+        target = self.hub.host_target(host_id)
+        if target is None:
+            return
+        now = self.monotonic()
+        for entry in record.pending:
+            if entry.moving_to is not None:
+                continue  # the sweep gave it to another host while this one was away
+            mark = current.pushes.get(entry.key)
+            if mark is not None and mark.session_id == current.session_id:
+                if mark.count >= MAX_PUSHES or now - mark.last_at < self.redeliver_after_s:
+                    continue
+            elif mark is None and entry.state is EntryState.INTENT:
+                continue  # its own replica pushes it when the claim lands; anyone else once it is settled
+            handover = await target.deliver(entry.message.inbound())
+            if handover is Handover.NOT_TAKEN:
+                return  # the stream went away: the next session gets the rest
+            if mark is not None:
+                self._redelivered += 1
+                if self.metrics is not None:
+                    self.metrics.redeliveries.labels(reason=_reason(mark, current)).inc()
+
+    async def _write_acks(self, host_id: str) -> None:
+        while self._acks.get(host_id):
+            keys = self._acks.pop(host_id)
+            before = self.records.cached(host_id)
+            try:
+                await self.records.update(host_id, lambda r: acknowledged(r, keys))
+            except StorageError as exc:
+                log.warning("acknowledgements not written; the host is pushed these again and acknowledges again",
+                            extra={"host_id": host_id, "count": len(keys), "error": type(exc).__name__})
+                return
+            self._observe_acks(host_id, keys, before)
+
+    def _observe_acks(self, host_id: str, keys: set[DeliveryKey], before: HostRecord | None) -> None:
+        current = self._hosts.get(host_id)
+        now = self.monotonic()
+        for key in keys:
+            mark = current.pushes.pop(key, None) if current is not None else None
+            entry = before.entry(key) if before is not None else None
+            if entry is not None:
+                self._acknowledged += 1
+            if mark is not None:
+                self._ack_latencies.append(max(now - mark.first_at, 0.0))
+            if self.metrics is None:
+                continue
+            if mark is not None:
+                self.metrics.ack_latency.observe(max(now - mark.first_at, 0.0))
+            if entry is not None:
+                self.metrics.deliveries.labels("push", entry.message.source.value, "delivered").inc()
+
+    async def _release(self, host_id: str, session_id: str) -> None:
+        """Best effort: a host whose session ended here is not held by this replica any more (the sweep
+        moves what it is owed to another host only once nobody holds it)."""
+
+        now = self.clock()
+
+        def change(r: HostRecord) -> HostRecord:
+            holder = r.held_by
+            mine = holder is not None and holder.session == session_id and holder.active
+            return held(r, holder.model_copy(update={"active": False, "at": now})) if mine and holder else r
+
+        try:
+            await self.records.update(host_id, change)
+        except StorageError:
+            pass
+        self.records.forget(host_id)
+
+    # --- what operators see ---
+
+    def pending(self) -> list[PendingDelivery]:
+        """Owed to the hosts this replica serves, as last read or written here."""
+        return [e for h in self._hosts if (r := self.records.cached(h)) is not None for e in r.pending]
+
+    def pending_by_age(self) -> dict[str, int]:
+        now = self.clock()
+        buckets = {"lt_15s": 0, "lt_60s": 0, "lt_300s": 0, "older": 0}
+        for entry in self.pending():
+            age = (now - entry.at).total_seconds()
+            buckets["lt_15s" if age < 15 else "lt_60s" if age < 60 else "lt_300s" if age < 300 else "older"] += 1
+        return buckets
+
+    def status(self) -> dict[str, Any]:
+        """For /readyz detail: never a readiness problem (the alert is on the metric)."""
+        pending = self.pending()
+        now = self.clock()
+        latencies = sorted(self._ack_latencies)
+        return {
+            "hosts_served": len(self._hosts),
+            "pending_by_age": self.pending_by_age(),
+            "oldest_pending_s": round(max(((now - e.at).total_seconds() for e in pending), default=0.0), 1),
+            "redeliveries": self._redelivered,
+            "acknowledged": self._acknowledged,
+            "ack_latency_ms_p50": round(latencies[len(latencies) // 2] * 1000, 1) if latencies else None,
+        }
+
+    def _publish(self) -> None:
+        if self.metrics is None:
+            return
+        for bucket, count in self.pending_by_age().items():
+            self.metrics.pending_deliveries.labels(age=bucket).set(count)
+
+    def _count_intent(self, fate: ClaimFate) -> None:
+        if self.metrics is not None:
+            self.metrics.lapsed_intents.labels(fate=fate.value).inc()
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _reason(mark: _Push, current: _Held) -> str:
+    return "unacknowledged" if mark.session_id == current.session_id else "new_session"

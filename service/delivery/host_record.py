@@ -1,0 +1,251 @@
+"""One host's delivery record: what was claimed for it and not yet acknowledged (issue 22, SPEC §10).
+
+Stored at ``deliveries/<url-quoted host id>.json``, written only with If-Match (``if_absent`` for the
+first), so every change below is a pure function of the record read and the writer retries on a
+conflict. The shape::
+
+    {"host_id": "laptop-1",
+     "held_by": {"replica": "r2", "session": "9f3c…", "at": "…"},   # who serves this host now, or null
+     "pending": [{"source": "chat", "chat_id": "19:…", "message_id": "1764…",
+                  "claim": "<claim id>", "state": "intent", "at": "…", "moved_from": null,
+                  "message": {…the InboundMessage…}}],
+     "acked": [["19:…", "1764…"], …],        # the newest ACKED_KEPT acknowledged keys
+     "moved": [["19:…", "1763…"], …]}        # the newest MOVED_KEPT keys handed to another host
+
+An entry is written *before* its claim (``state: intent``, naming the claim id the ledger is about to
+write), so a replica that dies at any point after the claim leaves the message in this record. An intent
+counts as claimed (``live``) once that claim id is found in the chat's or the mailbox's cursor; until
+then it is never pushed by anyone but the replica writing the claim. ``acked`` and ``moved`` keep a late
+or repeated acknowledgement from resurrecting or duplicating anything.
+
+The message body is stored here until the host acknowledges it, as the interaction log stores it: the
+container is the one place the fleet keeps what it owes a host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from enum import Enum
+from urllib.parse import quote, unquote
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from service.clock import as_utc
+from service.delivery.message import InboundMessage, Source
+from service.ledger.reads import CorruptValueError
+
+RECORD_PREFIX = "deliveries/"
+ACKED_KEPT = 512
+MOVED_KEPT = 256
+# A host owed more than this takes no new claims (its target is not alive for the hub), so a host that
+# never acknowledges cannot grow its record without bound; what it would have taken stays unclaimed in
+# Graph for another host.
+MAX_PENDING = 200
+
+DeliveryKey = tuple[str, str]  # chat id (or "email"), message id: what the bridge acknowledges
+
+
+def record_key(host_id: str) -> str:
+    if not host_id:
+        raise ValueError("host_id is empty; every delivery record belongs to one host")
+    return f"{RECORD_PREFIX}{quote(host_id, safe='')}.json"
+
+
+def host_of_record_key(key: str) -> str | None:
+    if not key.startswith(RECORD_PREFIX) or not key.endswith(".json"):
+        return None
+    host_id = unquote(key[len(RECORD_PREFIX):-len(".json")])
+    return host_id if host_id and record_key(host_id) == key else None
+
+
+class EntryState(str, Enum):
+    INTENT = "intent"  # written before the claim: owed only if the claim id lands in the cursor
+    LIVE = "live"  # the claim is known to have landed: owed to this host until it acknowledges
+
+
+class StoredMessage(BaseModel):
+    """An ``InboundMessage`` as the record keeps it (the fields a push is rendered from)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    source: Source
+    chat_id: str
+    message_id: str
+    sender_id: str
+    sender_name: str
+    created: datetime
+    body: str
+    subject: str | None = None
+    sender_is_sponsor: bool = False
+    sender_is_directory_sponsor: bool = False
+
+    @classmethod
+    def of(cls, message: InboundMessage) -> StoredMessage:
+        return cls(source=message.source, chat_id=message.chat_id, message_id=message.message_id,
+                   sender_id=message.sender_id, sender_name=message.sender_name, created=message.created,
+                   body=message.body, subject=message.subject, sender_is_sponsor=message.sender_is_sponsor,
+                   sender_is_directory_sponsor=message.sender_is_directory_sponsor)
+
+    def inbound(self) -> InboundMessage:
+        return InboundMessage(source=self.source, chat_id=self.chat_id, message_id=self.message_id,
+                              sender_id=self.sender_id, sender_name=self.sender_name, created=as_utc(self.created),
+                              body=self.body, subject=self.subject, sender_is_sponsor=self.sender_is_sponsor,
+                              sender_is_directory_sponsor=self.sender_is_directory_sponsor)
+
+
+class PendingDelivery(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    claim: str  # the claim id written (or about to be written) in the message's cursor
+    state: EntryState
+    at: datetime  # when the intent was written (or the entry moved here)
+    message: StoredMessage
+    moved_from: str | None = None
+    moving_to: str | None = None  # the sweep chose another host for it: owed there, never pushed from here
+
+    @property
+    def movable(self) -> bool:
+        """Moved at most once: what was moved in stays with its new host."""
+        return self.moved_from is None
+
+    @property
+    def key(self) -> DeliveryKey:
+        return (self.message.chat_id, self.message.message_id)
+
+
+class HeldBy(BaseModel):
+    """The replica serving this host: since ``at`` (renewed while it serves), or until ``at`` once the
+    session ended there (``active`` False)."""
+
+    model_config = ConfigDict(frozen=True)
+    replica: str
+    session: str
+    at: datetime
+    active: bool = True
+
+
+class HostRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    host_id: str
+    held_by: HeldBy | None = None
+    pending: tuple[PendingDelivery, ...] = ()
+    acked: tuple[DeliveryKey, ...] = ()
+    moved: tuple[DeliveryKey, ...] = ()
+
+    def entry(self, key: DeliveryKey) -> PendingDelivery | None:
+        return next((e for e in self.pending if e.key == key), None)
+
+    @property
+    def full(self) -> bool:
+        return len(self.pending) >= MAX_PENDING
+
+    def settled_keys(self) -> frozenset[DeliveryKey]:
+        return frozenset((*self.acked, *self.moved))
+
+    def unseen_since(self, now: datetime, stale_after: timedelta) -> datetime | None:
+        """Since when no replica serves this host; None while one does (its hold renewed within
+        ``stale_after``). A host never held is unseen since its oldest entry."""
+        holder = self.held_by
+        if holder is not None and holder.active:
+            return None if now - holder.at < stale_after else holder.at
+        if holder is not None:
+            return holder.at
+        return min((e.at for e in self.pending), default=now)
+
+
+def parse_host_record(text: str) -> HostRecord:
+    try:
+        return HostRecord.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "record"
+        raise CorruptValueError(f"delivery record: {where}: {first['msg']}") from None
+
+
+def render_host_record(record: HostRecord) -> str:
+    return record.model_dump_json()
+
+
+def empty_record(host_id: str) -> HostRecord:
+    return HostRecord(host_id=host_id)
+
+
+# --- the changes, each pure: the record read → the record to write ---
+
+
+def with_intents(record: HostRecord, claim: str, messages: Sequence[InboundMessage], at: datetime,
+                 *, replacing: str | None = None) -> HostRecord:
+    """``messages`` owed to this host if ``claim`` lands. An entry of the same message is replaced (a
+    retried claim names a new claim id), and so is every entry of the claim this one ``replacing``
+    retries: what that attempt held and this one does not, the other replica's claim won."""
+    keys = {(m.chat_id, m.message_id) for m in messages}
+    settled = record.settled_keys()
+    kept = [e for e in record.pending if e.key not in keys and (replacing is None or e.claim != replacing)]
+    added = [PendingDelivery(claim=claim, state=EntryState.INTENT, at=as_utc(at), message=StoredMessage.of(m))
+             for m in messages if (m.chat_id, m.message_id) not in settled]
+    return record.model_copy(update={"pending": (*kept, *added)})
+
+
+def without_claim(record: HostRecord, claim: str) -> HostRecord:
+    """Less the intents of a claim that is known not to have landed."""
+    return record.model_copy(update={"pending": tuple(e for e in record.pending if e.claim != claim)})
+
+
+def settled_intents(record: HostRecord, landed: Iterable[str], failed: Iterable[str]) -> HostRecord:
+    """Intents whose claim id was found in its cursor become live; those proven never to land go."""
+    landed, failed = set(landed), set(failed)
+    pending = []
+    for e in record.pending:
+        if e.state is EntryState.INTENT and e.claim in failed:
+            continue
+        if e.state is EntryState.INTENT and e.claim in landed:
+            e = e.model_copy(update={"state": EntryState.LIVE})
+        pending.append(e)
+    return record.model_copy(update={"pending": tuple(pending)})
+
+
+def acknowledged(record: HostRecord, keys: Iterable[DeliveryKey]) -> HostRecord:
+    """Keys the host has: out of ``pending`` and into ``acked`` (a key it was never owed is noted too:
+    a host may acknowledge a push a replica made before writing down its intent's fate)."""
+    given = [(k[0], k[1]) for k in keys]
+    done = set(given)
+    return record.model_copy(update={
+        "pending": tuple(e for e in record.pending if e.key not in done),
+        "acked": tuple(dict.fromkeys((*record.acked, *given)))[-ACKED_KEPT:],
+    })
+
+
+def moving(record: HostRecord, keys: Iterable[DeliveryKey], to_host: str) -> HostRecord:
+    """The sweep's first write: these go to ``to_host`` (an entry already bound elsewhere keeps its host)."""
+    chosen = set(keys)
+    return record.model_copy(update={"pending": tuple(
+        e.model_copy(update={"moving_to": to_host}) if e.key in chosen and e.moving_to is None else e
+        for e in record.pending)})
+
+
+def moved_out(record: HostRecord, keys: Iterable[DeliveryKey]) -> HostRecord:
+    keys = list(keys)
+    done = set(keys)
+    return record.model_copy(update={
+        "pending": tuple(e for e in record.pending if e.key not in done),
+        "moved": tuple(dict.fromkeys((*record.moved, *keys)))[-MOVED_KEPT:],
+    })
+
+
+def moved_in(record: HostRecord, entries: Sequence[PendingDelivery], from_host: str, at: datetime) -> HostRecord:
+    have = {e.key for e in record.pending} | record.settled_keys()
+    added = [e.model_copy(update={"moved_from": from_host, "moving_to": None, "at": as_utc(at),
+                                  "state": EntryState.LIVE})
+             for e in entries if e.key not in have]
+    return record.model_copy(update={"pending": (*record.pending, *added)})
+
+
+def held(record: HostRecord, holder: HeldBy | None) -> HostRecord:
+    return record.model_copy(update={"held_by": holder})
+
+
+__all__ = [
+    "ACKED_KEPT", "MAX_PENDING", "RECORD_PREFIX", "DeliveryKey", "EntryState", "HeldBy", "HostRecord",
+    "PendingDelivery", "StoredMessage", "acknowledged", "empty_record", "held", "host_of_record_key",
+    "moved_in", "moved_out", "moving", "parse_host_record", "record_key", "render_host_record", "settled_intents",
+    "with_intents", "without_claim",
+]

@@ -1,0 +1,100 @@
+"""The hosts' delivery records in the shared container, changed by compare-and-swap.
+
+``service.ledger.cas.update_value`` reads before every write; here the replica keeps the record and
+ETag its own last write returned, because the replica serving a host is nearly always the only writer
+of that host's record (its claims' intents, its host's acknowledgements). That saves a read per change,
+which is what keeps a delivered message at four Blob operations with the claim. A stale ETag costs one
+conflict, a read and the retry. Every change is idempotent (keyed by message and claim id), so a write
+whose outcome is unknown is settled the same way: read again and re-apply.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from service.delivery.host_record import (
+    HostRecord,
+    empty_record,
+    host_of_record_key,
+    parse_host_record,
+    record_key,
+    render_host_record,
+    RECORD_PREFIX,
+)
+from service.ledger.reads import ReadOutcome, read_parsed
+from service.storage.backend import MemoryBackend
+from service.storage.errors import ConcurrencyError, StorageError
+from service.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+LEDGER = "deliveries"
+WRITE_ATTEMPTS = 5
+
+
+class RecordUnavailable(StorageError):
+    """The record could not be read, parsed or written now: whatever depended on it fails closed."""
+
+
+@dataclass
+class HostRecords:
+    backend: MemoryBackend
+    metrics: Metrics | None = None
+    _cache: dict[str, tuple[HostRecord, str]] = field(default_factory=dict)  # host -> (record, its ETag)
+
+    def cached(self, host_id: str) -> HostRecord | None:
+        held = self._cache.get(host_id)
+        return held[0] if held is not None else None
+
+    def forget(self, host_id: str) -> None:
+        self._cache.pop(host_id, None)
+
+    async def read(self, host_id: str) -> HostRecord:
+        """The stored record (an empty one when the host has none yet), refreshing the cache."""
+        record, _ = await self._read(host_id)
+        return record
+
+    async def hosts(self) -> list[str]:
+        return [h for key in await self.backend.list(RECORD_PREFIX) if (h := host_of_record_key(key)) is not None]
+
+    async def update(self, host_id: str, change: Callable[[HostRecord], HostRecord]) -> HostRecord:
+        """Apply ``change`` and store the result; the record as stored. Raises RecordUnavailable."""
+        held = self._cache.get(host_id)
+        current, etag = held if held is not None else await self._read(host_id)
+        for _ in range(WRITE_ATTEMPTS):
+            changed = change(current)
+            if changed == current:
+                return current
+            try:
+                new_etag = await self.backend.write_text(
+                    record_key(host_id), render_host_record(changed),
+                    **({"if_match": etag} if etag else {"if_absent": True}),
+                )
+            except StorageError as exc:
+                if isinstance(exc, ConcurrencyError) and self.metrics is not None:
+                    self.metrics.cas_conflicts.labels(ledger=LEDGER).inc()
+                self._cache.pop(host_id, None)
+                current, etag = await self._read(host_id)  # settles an unknown outcome too: re-applied
+                continue
+            self._cache[host_id] = (changed, new_etag)
+            return changed
+        raise RecordUnavailable(f"delivery record of host {host_id!r}: every write lost a race")
+
+    async def _read(self, host_id: str) -> tuple[HostRecord, str]:
+        """(record, ETag); ETag "" when absent (the first write is if_absent)."""
+        try:
+            read = await read_parsed(self.backend, record_key(host_id), parse_host_record)
+        except StorageError as exc:
+            raise RecordUnavailable(f"delivery record of host {host_id!r} unreadable ({type(exc).__name__})") from exc
+        if read.outcome is ReadOutcome.ABSENT:
+            self._cache.pop(host_id, None)
+            return empty_record(host_id), ""
+        if read.outcome is ReadOutcome.UNRESOLVED or read.value is None or read.etag is None:
+            self._cache.pop(host_id, None)
+            log.error("delivery record unreadable; this host takes no new claims until it is", extra={
+                "host_id": host_id, "reason": read.why})
+            raise RecordUnavailable(f"delivery record of host {host_id!r} unreadable ({read.why})")
+        self._cache[host_id] = (read.value, read.etag)
+        return read.value, read.etag

@@ -1,0 +1,132 @@
+"""The delivery sweep: one replica (the ``delivery_sweep`` lease) moves what a host that went away is owed
+to another live host of the agent (issue 22 item 1, docs/delivery.md).
+
+A host that comes back, through any replica, gets what it is owed from its own record; that is the
+common case and needs no sweep. A host that does not come back (a laptop closed for the weekend, a
+container that was replaced) would hold its messages forever, so once no replica has served it for
+``move_after_s`` the sweep moves its owed messages to the live host seen most recently: written into
+that host's record first, then out of the first one's (marked moved, so a late acknowledgement or a
+return of the first host never makes a second delivery from that record). The replica serving the
+destination reads its record within a refresh and pushes them.
+
+Moving trades a possible duplicate for a certain loss: the first host may have written a message to
+its own host and died before acknowledging it. That is why the bound is long (10 minutes by default,
+``ENTRABOT_DELIVERY_MOVE_AFTER_S``) and why nothing is moved twice. Intents are settled first: only a
+claim found in its cursor moves.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from service.clock import Clock, utc_now
+from service.delivery.claim_lookup import ClaimFate, ClaimLookup
+from service.delivery.host_keeper import HOLD_STALE_S
+from service.delivery.host_record import (
+    EntryState,
+    HostRecord,
+    PendingDelivery,
+    moved_in,
+    moved_out,
+    moving,
+    settled_intents,
+)
+from service.delivery.host_records import HostRecords
+from service.ledger.leases import Lease
+from service.storage.errors import StorageError
+from service.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+ROLE = "delivery_sweep"
+
+
+@dataclass
+class DeliverySweep:
+    lease: Lease
+    records: HostRecords
+    lookup: ClaimLookup
+    interval_s: float = 60.0
+    move_after_s: float = 600.0
+    clock: Clock = utc_now
+    monotonic: Callable[[], float] = time.monotonic
+    metrics: Metrics | None = None
+    _next: float = float("-inf")
+
+    async def cycle(self) -> None:
+        if not await self.lease.keep():
+            return
+        now = self.monotonic()
+        if now < self._next:
+            return
+        self._next = now + self.interval_s
+        try:
+            await self.sweep()
+        except StorageError as exc:
+            log.warning("delivery sweep skipped: the records could not be listed", extra={"error": type(exc).__name__})
+
+    async def sweep(self) -> int:
+        """One pass: the number of messages moved."""
+        records: dict[str, HostRecord] = {}
+        for host_id in await self.records.hosts():
+            try:
+                records[host_id] = await self.records.read(host_id)
+            except StorageError:
+                continue  # an unreadable record is reported by its reader; its host's messages stay put
+        now = self.clock()
+        stale = timedelta(seconds=HOLD_STALE_S)
+        live = sorted((r for r in records.values() if r.unseen_since(now, stale) is None and not r.full),
+                      key=lambda r: r.held_by.at if r.held_by else now, reverse=True)
+        moved = 0
+        for host_id, record in records.items():
+            since = record.unseen_since(now, stale)
+            if since is None or not record.pending or now - since < timedelta(seconds=self.move_after_s):
+                continue
+            destination = next((r for r in live if r.host_id != host_id), None)
+            owed = await self._claimed(host_id, record)
+            bound = [e for e in owed if e.moving_to is not None]  # a move an earlier pass began: same host
+            free = [e for e in owed if e.moving_to is None]
+            if free and destination is not None:
+                to_host, keys = destination.host_id, [e.key for e in free]
+                record = await self.records.update(host_id, lambda r: moving(r, keys, to_host))
+                bound = [e for e in record.pending if e.moving_to is not None]
+            for target in dict.fromkeys(e.moving_to for e in bound if e.moving_to is not None):
+                moved += await self._move(host_id, target, [e for e in bound if e.moving_to == target])
+        return moved
+
+    async def _claimed(self, host_id: str, record: HostRecord) -> list[PendingDelivery]:
+        """The entries whose claim landed; intents that never will are dropped from the record."""
+        now = self.clock()
+        landed: set[str] = set()
+        failed: set[str] = set()
+        for entry in record.pending:
+            if entry.state is EntryState.INTENT and entry.claim not in landed | failed:
+                fate = await self.lookup.fate(entry, now)
+                if fate is ClaimFate.LANDED:
+                    landed.add(entry.claim)
+                elif fate in (ClaimFate.NEVER, ClaimFate.AMBIGUOUS):
+                    failed.add(entry.claim)
+        if landed or failed:
+            record = await self.records.update(host_id, lambda r: settled_intents(r, landed, failed))
+        return [e for e in record.pending if e.state is EntryState.LIVE and e.movable]
+
+    async def _move(self, from_host: str, to_host: str, owed: list[PendingDelivery]) -> int:
+        at = self.clock()
+        try:
+            await self.records.update(to_host, lambda r: moved_in(r, owed, from_host, at))
+            await self.records.update(from_host, lambda r: moved_out(r, [e.key for e in owed]))
+        except StorageError as exc:
+            # They stay bound to that host here (moving_to), so the next pass finishes the same move;
+            # moved_in skips what the destination has already.
+            log.warning("delivery move not finished; the next sweep finishes it", extra={
+                "from_host": from_host, "to_host": to_host, "error": type(exc).__name__})
+            return 0
+        log.info("owed messages moved to another live host", extra={
+            "from_host": from_host, "to_host": to_host, "count": len(owed)})
+        if self.metrics is not None:
+            self.metrics.moved_deliveries.inc(len(owed))
+        return len(owed)
