@@ -78,6 +78,9 @@ class AcknowledgingTarget(Protocol):
     @property
     def host_id(self) -> str | None: ...
 
+    def is_reading(self) -> bool:
+        """Alive for what the host is owed already, even when its record takes no new claims."""
+
 
 def host_of(target: DeliveryTarget) -> str | None:
     return target.host_id if isinstance(target, AcknowledgingTarget) else None
@@ -279,7 +282,8 @@ class DeliveryHub:
 
     def host_target(self, host_id: str) -> DeliveryTarget | None:
         """The newest live target of an acknowledging host on this replica."""
-        found = [t for t in self.live_targets() if host_of(t) == host_id]
+        found = [t for t in self._targets.values()
+                 if isinstance(t, AcknowledgingTarget) and t.host_id == host_id and t.is_reading()]
         return found[-1] if found else None
 
     async def dispatch(self, messages: Sequence[InboundMessage]) -> list[Dispatch]:

@@ -99,9 +99,9 @@ class PushTarget:
         return TargetKind.PUSH
 
     def is_alive(self) -> bool:
-        return self._reading() and self.has_room()
+        return self.is_reading() and self.has_room()
 
-    def _reading(self) -> bool:
+    def is_reading(self) -> bool:
         if not self.stream_open() or self.monotonic() < self._stalled_until or self.backlog.backlog_full():
             return False
         waited = self.backlog.backlog_age_s()
@@ -120,7 +120,7 @@ class PushTarget:
         # Checked before sending, never after: once the session has taken the push it is in the
         # session's history and goes out on its stream, so no other target may have it. (Room is the
         # hub's question before a claim; what is owed already is pushed whatever the record holds.)
-        if not self._reading():
+        if not self.is_reading():
             return Handover.NOT_TAKEN
         push = self.render(message)
         # The session takes one message at a time; a session that does not take it must not hold up

@@ -66,6 +66,9 @@ class HostTarget:
         self.got: list[str] = []
 
     def is_alive(self) -> bool:
+        return self.alive and (self.keeper is None or self.keeper.has_room(self.host_id))
+
+    def is_reading(self) -> bool:
         return self.alive
 
     def accepts(self, message: InboundMessage) -> bool:
@@ -337,12 +340,18 @@ async def test_an_unacknowledged_push_is_redelivered_once_after_the_bound(tmp_pa
     assert keeper.status()["pending_by_age"]["lt_300s"] == 1  # what the alert watches
 
 
-async def test_a_host_owed_its_limit_takes_no_new_claims(tmp_path: Path) -> None:
+async def test_a_host_owed_its_limit_takes_no_new_claims_but_is_still_pushed_what_it_is_owed(tmp_path: Path) -> None:
     backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
+    await _owed(backend, "h1", [msg(str(n), minutes=n) for n in range(MAX_PENDING)], landed=True)
+    clock.advance(10)
     keeper = _keeper(backend, hub, clock)
-    many = [msg(str(n), minutes=n) for n in range(MAX_PENDING)]
-    await keeper.records.update("h1", lambda r: with_intents(r, "c", many, T0))
+    target = HostTarget("h1", "s1", keeper)
+    hub.register(target)
+    keeper.stream_opened("h1", "s1")
+    await keeper.sync("h1")
     assert not keeper.has_room("h1") and keeper.has_room("h2")
+    assert not hub.can_take(Source.CHAT)  # nothing new is claimed for it
+    assert len(target.got) == MAX_PENDING
 
 
 # --- the sweep ---
