@@ -274,3 +274,11 @@ def load_settings(**overrides: object) -> Settings:
 def default_replica_id() -> str:
     """The pod name Kubernetes puts in HOSTNAME, else host and pid (several local replicas per host)."""
     return os.environ.get("HOSTNAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+def fault_point_environment() -> dict[str, str]:
+    """The test-only crash point a replica honours (service.delivery.fault_points), read here, beside the
+    settings but never one of them, so no .env file or chart value can turn it on."""
+    from service.delivery.fault_points import KILL_AT_ENV
+
+    return {KILL_AT_ENV: os.environ[KILL_AT_ENV]} if KILL_AT_ENV in os.environ else {}

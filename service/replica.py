@@ -8,7 +8,6 @@ Nothing reaches these objects through a global: the app factory holds a ``Replic
 from __future__ import annotations
 
 import asyncio
-import os
 from datetime import timedelta
 import logging
 from collections.abc import Awaitable, Callable
@@ -19,7 +18,7 @@ from typing import Any
 import httpx
 
 from service.mcp.instructions import FLEET_INSTRUCTIONS
-from service.config import Settings, default_replica_id
+from service.config import Settings, default_replica_id, fault_point_environment
 from service.delivery.claim_intents import ClaimIntents
 from service.delivery.claim_lookup import ClaimLookup
 from service.delivery.fault_points import FaultPoints
@@ -273,7 +272,7 @@ def build_replica(
                               storage_token_provider=storage_token_provider(tokens) if tokens else None)
     clients = build_clients(settings, backend, http, replica_id=rid, metrics=metrics, tokens=tokens)
     records = HostRecords(backend, metrics=metrics)
-    intents = ClaimIntents(clients.hub, records, FaultPoints.from_env(os.environ), clock=clock)
+    intents = ClaimIntents(clients.hub, records, FaultPoints.from_env(fault_point_environment()), clock=clock)
     keeper = HostKeeper(records, ClaimLookup(backend), clients.hub, rid, in_flight=intents.in_flight, metrics=metrics,
                         clock=clock, redeliver_after_s=settings.delivery_redeliver_after_s)
     mcp = build_mcp(settings, clients.hub, metrics=metrics, http_client=http, instructions=FLEET_INSTRUCTIONS,

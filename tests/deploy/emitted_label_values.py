@@ -15,7 +15,7 @@ from enum import Enum
 from pathlib import Path
 from types import ModuleType
 
-from service.delivery import hub
+from service.delivery import host_keeper, hub
 from service.ledger import chat_claims, email_claims, summary_production
 from service.storage import blob
 from tests.deploy.deploy_facts import REPO_ROOT
@@ -61,13 +61,25 @@ def literal_values(module: ModuleType, label: str) -> frozenset[str]:
     return frozenset(found)
 
 
+def _bucket_names(module: ModuleType) -> frozenset[str]:
+    """The keys of the dict literal ``buckets = {...}`` a module fills (the pending deliveries' ages)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "buckets" for t in node.targets) \
+                and isinstance(node.value, ast.Dict):
+            found |= {k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    return frozenset(found)
+
+
 def emitted_label_values() -> dict[tuple[str, str], frozenset[str]]:
     """(metric family, label) -> every value the service sets it to."""
     return {
         ("entrabot_claims", "ledger"): frozenset({chat_claims.LEDGER, email_claims.LEDGER, summary_production.LEDGER}),
         ("entrabot_claims", "outcome"): enum_values(
             chat_claims.ChatClaimOutcome, email_claims.EmailCycleOutcome, summary_production.SummaryOutcome),
-        ("entrabot_deliveries", "outcome"): enum_values(hub.DispatchOutcome) | literal_values(hub, "outcome"),
+        ("entrabot_deliveries", "outcome"): enum_values(hub.DispatchOutcome) | literal_values(hub, "outcome")
+        | literal_values(host_keeper, "outcome"),
+        ("entrabot_pending_deliveries", "age"): literal_values(host_keeper, "age") | _bucket_names(host_keeper),
         # blob._OUTCOMES maps storage errors to their labels; outcome_label falls back to "error".
         ("entrabot_blob_operations", "outcome"): frozenset(label for _, label in blob._OUTCOMES)
         | literal_values(blob, "outcome") | {blob.outcome_label(Exception())},
@@ -77,7 +89,8 @@ def emitted_label_values() -> dict[tuple[str, str], frozenset[str]]:
 # Which modules set each family's labels: the table above reads them, and a new one must join it.
 LABEL_SOURCES = {
     "claims": (chat_claims, email_claims, summary_production),
-    "deliveries": (hub,),
+    "deliveries": (hub, host_keeper),
+    "pending_deliveries": (host_keeper,),
     "blob_operations": (blob,),
 }
 

@@ -22,7 +22,7 @@ RULE_TESTS = Path(__file__).parent / "prometheus_rules" / "alerts_test.yml"
 NEEDED_ALERTS = {
     "EntrabotNoReadyReplica", "EntrabotLoopCrashed", "EntrabotClaimsFailing", "EntrabotEmailHoldTooLong",
     "EntrabotChatCursorUnreadable", "EntrabotGraphThrottled", "EntrabotBlobErrors", "EntrabotPushFailures",
-    "EntrabotDeliveryLatencyHigh", "EntrabotFleetRoleVacant",
+    "EntrabotDeliveryLatencyHigh", "EntrabotFleetRoleVacant", "EntrabotDeliveriesUnacknowledged",
 }
 promtool = pytest.mark.skipif(shutil.which("promtool") is None,
                               reason="Debian's prometheus (promtool) is not installed: run deploy/docker/ci-setup.sh")

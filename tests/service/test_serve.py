@@ -109,7 +109,8 @@ def test_health_and_readiness_probes_answer(replica: ReplicaProcess) -> None:
     assert health.status_code == 200 and ready.status_code == 200
     body = ready.json()
     assert body["ready"] is True and body["watched_chats"] == 4
-    assert set(body["loops"]) == {"chat_poll", "email_poll", "discovery", "daily_summary", "graph_backoff"}
+    assert set(body["loops"]) == {"chat_poll", "email_poll", "discovery", "daily_summary", "graph_backoff",
+                                  "host_deliveries", "delivery_sweep"}
 
 
 def test_metrics_name_every_spec_family_and_pass_promtool(replica: ReplicaProcess) -> None:
