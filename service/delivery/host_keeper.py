@@ -165,12 +165,18 @@ class HostKeeper:
         now = self.clock()
         landed: set[str] = set()
         failed: set[str] = set()
+        # Unsettled intents are looked at again sooner than the refresh: a young one in SETTLE_AFTER_S,
+        # one whose claim has not landed yet (it may never) after the redelivery bound.
+        again_in = self.refresh_s
         for entry in record.pending:
-            if entry.state is not EntryState.INTENT or entry.claim in landed | failed:
+            if entry.state is not EntryState.INTENT or entry.claim in landed | failed or self.in_flight(entry.claim):
                 continue
-            if now - entry.at < timedelta(seconds=SETTLE_AFTER_S) or self.in_flight(entry.claim):
+            if now - entry.at < timedelta(seconds=SETTLE_AFTER_S):
+                again_in = min(again_in, SETTLE_AFTER_S)
                 continue
             fate = await self.lookup.fate(entry, now)
+            if fate in (ClaimFate.NOT_YET, ClaimFate.UNKNOWN):
+                again_in = min(again_in, self.redeliver_after_s)
             if fate is ClaimFate.LANDED:
                 landed.add(entry.claim)
             elif fate in (ClaimFate.NEVER, ClaimFate.AMBIGUOUS):
@@ -192,7 +198,7 @@ class HostKeeper:
                 return held(r, mine) if renew else r
 
             record = await self.records.update(host_id, change)
-        current.refreshed_at = self.monotonic()
+        current.refreshed_at = self.monotonic() - (self.refresh_s - again_in)
         return record
 
     async def _push_owed(self, host_id: str, current: _Held, record: HostRecord) -> None:
