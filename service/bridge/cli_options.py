@@ -35,6 +35,10 @@ def add_channel_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host-id", metavar="ID",
                         help=f"this host's identity, naming its state file (default: {HOST_ID_ENV}, else derived "
                              "from the fleet URL and the working directory)")
+    parser.add_argument("--no-acknowledge", action="store_true",
+                        help="with --push, do not name this host to the fleet: it then neither acknowledges nor is "
+                             "owed anything, and a message is at most once after the claim (for comparison and "
+                             "diagnosis; the default acknowledges)")
     parser.add_argument("--request-timeout", type=float, default=60.0, metavar="SECONDS",
                         help="how long one request to the fleet may take (default 60)")
     # Claude Code shows every stderr line of a stdio server as "[ERROR] ... Server stderr", so by default
@@ -60,7 +64,8 @@ def run_channel_command(args: argparse.Namespace, config_error: type[Exception])
     if args.request_timeout <= 0:
         raise config_error("--request-timeout must be positive")
     config = dataclasses.replace(
-        config, request_timeout_s=args.request_timeout, call_wait_s=min(config.call_wait_s, args.request_timeout)
+        config, request_timeout_s=args.request_timeout, call_wait_s=min(config.call_wait_s, args.request_timeout),
+        acknowledge=not args.no_acknowledge,
     )
     start_logging(args.log_level)
     return asyncio.run(run_bridge(config))

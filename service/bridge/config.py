@@ -65,6 +65,7 @@ class BridgeConfig:
     keepalive_s: float = 10.0
     state_dir: Path | None = None  # where the host's written-messages file lives (None: in memory only)
     host_id: str = ""  # the host identity naming that file
+    acknowledge: bool = True  # with push: name the host to the fleet and acknowledge what reached it
 
 
 def load_config(

@@ -146,6 +146,8 @@ class FleetConnection:
     def acknowledge(self, key: tuple[str, str]) -> None:
         """The host has this message (written to its stdin): tell the fleet, batched, on whichever session
         is open; kept until one is, since an unacknowledged message is pushed again."""
+        if not self.config.acknowledge:
+            return
         self._acks[key] = None
         self._ack_ready.set()
 
@@ -303,7 +305,8 @@ class FleetConnection:
 
     def _http(self) -> httpx2.AsyncClient:
         # A push bridge names its host, so the fleet owes it what it claims for it until it acknowledges.
-        named = {HOST_ID_HEADER: self.config.host_id} if self.config.push and self.config.host_id else {}
+        config = self.config
+        named = {HOST_ID_HEADER: config.host_id} if config.push and config.acknowledge and config.host_id else {}
         return httpx2.AsyncClient(
             auth=BearerAuth(self._tokens),
             headers={AFFINITY_HEADER: self.config.affinity_key, **named},

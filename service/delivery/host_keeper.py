@@ -295,6 +295,8 @@ class HostKeeper:
             "redeliveries": self._redelivered,
             "acknowledged": self._acknowledged,
             "ack_latency_ms_p50": round(latencies[len(latencies) // 2] * 1000, 1) if latencies else None,
+            "ack_latency_ms_p99": round(latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)] * 1000, 1)
+            if latencies else None,
         }
 
     def _publish(self) -> None:

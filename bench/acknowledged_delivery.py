@@ -1,0 +1,207 @@
+"""Benchmark: what acknowledged delivery costs and how fast it recovers (issue 22).
+
+    python -m bench.acknowledged_delivery [--quick] [--results DIR]
+
+Replica processes on Azurite and the Graph emulator behind the loopback balancer, and one channel bridge
+(``entrabot-fleet channel --push``) spawned by the MCP Python SDK's stdio client: the tests' harness
+(tests/bridge), imported, not copied. At 1 and at 3 replicas:
+
+* **Latency.** Messages posted one at a time, each timed from the post to the bridge's stdout, with the
+  bridge acknowledging (the default) and then with ``--no-acknowledge`` (today's push: no host record,
+  no intent, no acknowledgement); the difference is what acknowledged delivery adds to a push. Beside it,
+  the fleet's own figures: first push → acknowledgement written to the record (``/readyz`` deliveries),
+  and the replicas' mean Blob write time (the intent is one write on the path before the claim).
+* **Blob operations per delivered message**, claim included: every Blob call of every replica
+  (``entrabot_blob_operations_total``) during the latency phase, over the messages delivered, by op; and
+  **per idle replica-hour**, a window without traffic with the bridge connected.
+* **SIGKILL → redelivery**: the replica serving the bridge is told to SIGKILL itself right after a claim
+  (``ENTRABOT_TEST_KILL_AT=after_claim``): the time from its death to the message on the bridge's stdout,
+  through another replica (at 1 replica, through the same replica restarted).
+
+The end-to-end latency is dominated by change detection (a chat read once a second here), so its
+difference is noisy; the fleet-side figures isolate the acknowledgement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.replica_metrics import MetricsScrape, scrape
+from bench.report import envelope, load_average, machine_line, markdown_table
+from bench.session import BenchSession, run_standalone
+from bench.stats import summarize
+from service.bridge.config import HOST_ID_ENV
+from service.bridge.written_log import STATE_DIR_ENV
+from service.delivery.fault_points import KILL_AT_ENV, FaultPoint
+from service.devstack.fleet import DEV_TOKEN, ReplicaProcess
+from tests.bridge.bridge_host import Received, bridge_host
+from tests.bridge.fleet_stack import BridgeFleet, bridge_fleet
+
+NAME = "acknowledged_delivery"
+TARGET_ADDED_P99_MS = 10.0
+TARGET_BLOB_OPS_PER_MESSAGE = 4.0
+TARGET_REDELIVERY_S = 15.0
+ARRIVAL_POLL_S = 0.005
+SAMPLE_TIMEOUT_S = 30.0
+ENV = {"ENTRABOT_CHAT_POLL_INTERVAL_S": "1.0", "ENTRABOT_CHAT_POLL_JITTER_S": "0.2",
+       "ENTRABOT_EMAIL_POLL_INTERVAL_S": "5.0"}
+
+
+def _sizes(session: BenchSession) -> tuple[int, float]:
+    """(messages per latency phase, idle window in seconds)."""
+    return {"tiny": (2, 5.0), "quick": (6, 20.0)}.get(session.profile.name, (20, 60.0))
+
+
+async def _arrival(received: Received, message_id: str, started: float) -> float:
+    deadline = started + SAMPLE_TIMEOUT_S
+    while message_id not in received.message_ids():
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"message {message_id} did not reach the bridge in {SAMPLE_TIMEOUT_S:.0f} s")
+        await asyncio.sleep(ARRIVAL_POLL_S)
+    return time.perf_counter() - started
+
+
+async def _post_one(stack: BridgeFleet, received: Received, n: int, tag: str) -> float:
+    chat_id, members = stack.chats()[n % len(stack.chats())]
+    sender = stack.seed.find_user(members[n % len(members)])
+    assert sender is not None
+    started = time.perf_counter()
+    posted = await stack.traffic.post_chat(sender, chat_id, f"{tag} {n}")
+    return await _arrival(received, posted.message_id, started)
+
+
+async def _scrape_all(http: httpx.AsyncClient, members: list[ReplicaProcess]) -> list[MetricsScrape]:
+    return [await scrape(http, m.base_url) for m in members if m.alive]
+
+
+def _blob_ops(before: list[MetricsScrape], after: list[MetricsScrape]) -> dict[str, float]:
+    ops: dict[str, float] = defaultdict(float)
+    for earlier, later in zip(before, after, strict=True):
+        for op, value in later.minus(earlier).by_label("entrabot_blob_operations_total", "op").items():
+            ops[op] += value
+    return dict(ops)
+
+
+def _mean_write_ms(scrapes: list[MetricsScrape]) -> float | None:
+    total = sum(s.value("entrabot_blob_operation_seconds_sum", op="write") for s in scrapes)
+    count = sum(s.value("entrabot_blob_operation_seconds_count", op="write") for s in scrapes)
+    return round(total / count * 1000, 2) if count else None
+
+
+async def _phase(stack: BridgeFleet, http: httpx.AsyncClient, workdir: Path, messages: int, *,
+                 acknowledge: bool, idle_s: float) -> dict[str, Any]:
+    args = ("--push",) if acknowledge else ("--push", "--no-acknowledge")
+    env = {HOST_ID_ENV: f"bench-{'ack' if acknowledge else 'plain'}", STATE_DIR_ENV: str(workdir / "state")}
+    members = stack.fleet.members
+    async with bridge_host(stack.balancer.url(), workdir / "bridge.log", token=DEV_TOKEN, args=args,
+                           env=env) as (_, received):
+        await _post_one(stack, received, 0, "warm-up")  # the session, the chat reads and the record exist
+        before = await _scrape_all(http, members)
+        samples = [await _post_one(stack, received, n, "sample") for n in range(1, messages + 1)]
+        await asyncio.sleep(1.0)  # the last acknowledgement is written
+        after = await _scrape_all(http, members)
+        ops = _blob_ops(before, after)
+        await asyncio.sleep(1.0)
+        idle_before = await _scrape_all(http, members)
+        await asyncio.sleep(idle_s)
+        idle_after = await _scrape_all(http, members)
+        idle_ops = sum(_blob_ops(idle_before, idle_after).values())
+        readyz = [(await http.get(f"{m.base_url}/readyz")).json().get("deliveries") for m in members]
+    fleet_side = next((d for d in readyz if d and d.get("acknowledged")), None)
+    return {
+        "acknowledge": acknowledge,
+        "latency_ms": summarize([s * 1000 for s in samples]).as_dict(),
+        "blob_ops_per_message": round(sum(ops.values()) / messages, 2),
+        "blob_ops_by_op_per_message": {op: round(v / messages, 2) for op, v in sorted(ops.items())},
+        "blob_ops_per_idle_replica_hour": round(idle_ops / len(members) / idle_s * 3600, 1),
+        "blob_write_ms_mean": _mean_write_ms(after),
+        "ack_latency_ms_p50": fleet_side.get("ack_latency_ms_p50") if fleet_side else None,
+        "ack_latency_ms_p99": fleet_side.get("ack_latency_ms_p99") if fleet_side else None,
+        "duplicates": len(received.message_ids()) - len(set(received.message_ids())),
+    }
+
+
+async def _redelivery_after_sigkill(stack: BridgeFleet, workdir: Path) -> dict[str, Any]:
+    """Seconds from the serving replica's SIGKILL (right after a claim) to the message on the bridge."""
+    holder = stack.fleet.members[0]
+    await asyncio.to_thread(holder.terminate)
+    holder.env[KILL_AT_ENV] = FaultPoint.AFTER_CLAIM.value
+    holder.start()
+    await asyncio.to_thread(holder.wait_ready)
+    env = {HOST_ID_ENV: "bench-kill", STATE_DIR_ENV: str(workdir / "kill-state")}
+    async with bridge_host(stack.balancer.url(), workdir / "kill-bridge.log", token=DEV_TOKEN,
+                           env=env) as (_, received):
+        chat_id, members = stack.chats()[0]
+        sender = stack.seed.find_user(members[0])
+        assert sender is not None
+        posted = await stack.traffic.post_chat(sender, chat_id, "owed at the kill")
+        deadline = time.perf_counter() + SAMPLE_TIMEOUT_S * 2
+        while holder.alive:
+            if time.perf_counter() > deadline:
+                raise TimeoutError("the replica did not reach its fault point")
+            await asyncio.sleep(ARRIVAL_POLL_S)
+        died = time.perf_counter()
+        restarted = len(stack.fleet.members) == 1
+        if restarted:  # one replica: the message waits for it to come back
+            holder.env.pop(KILL_AT_ENV)
+            holder.start()
+        seconds = await _arrival(received, posted.message_id, died)
+        copies = received.message_ids().count(posted.message_id)
+    return {"seconds": round(seconds, 2), "through": "the same replica restarted" if restarted else "another replica",
+            "copies": copies}
+
+
+async def _at(session: BenchSession, replicas: int) -> dict[str, Any]:
+    messages, idle_s = _sizes(session)
+    workdir = session.scratch(f"{NAME}-{replicas}")
+    async with bridge_fleet(await session.azurite(), workdir / "fleet", replicas=replicas, chats=3, env=ENV) as stack, \
+            httpx.AsyncClient(timeout=30) as http:
+        await stack.wait_bootstrapped()
+        plain = await _phase(stack, http, workdir / "plain", messages, acknowledge=False, idle_s=idle_s)
+        acked = await _phase(stack, http, workdir / "acked", messages, acknowledge=True, idle_s=idle_s)
+        kill = await _redelivery_after_sigkill(stack, workdir)
+    added = {q: round(acked["latency_ms"][q] - plain["latency_ms"][q], 1) for q in ("p50", "p99")}
+    return {"replicas": replicas, "messages": messages, "idle_s": idle_s, "before": plain, "after": acked,
+            "added_latency_ms": added, "redelivery_after_sigkill": kill}
+
+
+async def run(session: BenchSession) -> dict[str, Any]:
+    started_load = load_average()
+    rows = [await _at(session, n) for n in (1, 3)]
+    result = envelope(NAME, session.profile.name, {"replicas": [1, 3]}, started_load)
+    result.update({"targets": {"added_ack_p99_ms": TARGET_ADDED_P99_MS,
+                               "blob_ops_per_message": TARGET_BLOB_OPS_PER_MESSAGE,
+                               "redelivery_after_sigkill_s": TARGET_REDELIVERY_S},
+                   "runs": rows})
+    return result
+
+
+def markdown(result: dict[str, Any]) -> str:
+    header = ["replicas", "push p50/p99 ms before", "after", "added p50/p99 ms", "ack written p50/p99 ms",
+              "Blob write mean ms", "Blob ops/message before → after", "idle Blob ops/replica-hour before → after",
+              "SIGKILL → redelivery s"]
+    rows = []
+    for r in result["runs"]:
+        b, a, k = r["before"], r["after"], r["redelivery_after_sigkill"]
+        rows.append([r["replicas"], f"{b['latency_ms']['p50']:.0f} / {b['latency_ms']['p99']:.0f}",
+                     f"{a['latency_ms']['p50']:.0f} / {a['latency_ms']['p99']:.0f}",
+                     f"{r['added_latency_ms']['p50']} / {r['added_latency_ms']['p99']}",
+                     f"{a['ack_latency_ms_p50']} / {a['ack_latency_ms_p99']}", a["blob_write_ms_mean"],
+                     f"{b['blob_ops_per_message']} → {a['blob_ops_per_message']}",
+                     f"{b['blob_ops_per_idle_replica_hour']} → {a['blob_ops_per_idle_replica_hour']}",
+                     f"{k['seconds']} ({k['through']})"])
+    return "\n\n".join([f"## Acknowledged delivery\n\n{machine_line(result)}", markdown_table(header, rows)])
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    return run_standalone(NAME, run, markdown, argv, __doc__ or NAME)
+
+
+if __name__ == "__main__":
+    main()
