@@ -132,6 +132,10 @@ class DeliveryHub:
     _handed_over: OrderedDict[MessageKey, None] = field(default_factory=OrderedDict)  # the newest HANDED_OVER_MEMORY
     # -> the acknowledging host its claim's intent names: dispatched to that host only
     _reserved: OrderedDict[MessageKey, str] = field(default_factory=OrderedDict)
+    # Claimed messages a target took and could not pass on (a sponsor wait whose host went away before
+    # its result was written): given to the next live target that accepts them, oldest first.
+    _returned: list[InboundMessage] = field(default_factory=list)
+    _redispatching: set[asyncio.Task[list[Dispatch]]] = field(default_factory=set)
     _rr: itertools.count[int] = field(default_factory=itertools.count)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _generation: int = 0
@@ -142,6 +146,31 @@ class DeliveryHub:
     def register(self, target: DeliveryTarget) -> None:
         self._targets[target.target_id] = target
         self._publish()
+        self._offer_returned()
+
+    def hand_back(self, messages: Sequence[InboundMessage]) -> None:
+        """A target could not pass these on (they are claimed): the next target that accepts one takes it."""
+        have = {m.key for m in self._returned}
+        self._returned += [m for m in messages if m.key not in have]
+        self._offer_returned()
+
+    def _offer_returned(self) -> None:
+        if not self._returned or self._closed:
+            return
+        live = self.live_targets()
+        takeable = [m for m in self._returned if any(t.accepts(m) for t in live)]
+        if not takeable:
+            return
+        self._returned = [m for m in self._returned if m not in takeable]
+        task = asyncio.get_running_loop().create_task(self._dispatch_returned(takeable))
+        self._redispatching.add(task)
+        task.add_done_callback(self._redispatching.discard)
+
+    async def _dispatch_returned(self, messages: list[InboundMessage]) -> list[Dispatch]:
+        dispatches = await self.dispatch(messages)
+        # One that found no target after all waits for the next one again, never dropped.
+        self._returned += [d.message for d in dispatches if d.outcome is DispatchOutcome.NO_TARGET]
+        return dispatches
 
     def unregister(self, target_id: str) -> None:
         self._targets.pop(target_id, None)

@@ -22,6 +22,8 @@ are still replaced, so it cannot close or forge one around other content (or aro
 
 from __future__ import annotations
 
+import asyncio
+
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -168,7 +170,17 @@ class SponsorWaiter:
         logged = {"session": session_ref(call.session_id)}
         async with call.holding(target):
             log.info("sponsor wait started", extra={**logged, "timeout_s": timeout_s})
-            handed = await target.handed_over(timeout_s)
+            try:
+                handed = await target.handed_over(timeout_s)
+            except asyncio.CancelledError:
+                # The host went away (it cancelled the call, its request ended) while the wait held
+                # claimed messages and waited for the rest of its hand-over: they would reach nobody, so
+                # they go back to the hub for the next wait or push host (issue 22 item 3).
+                if target.held:
+                    call.hub.hand_back(target.held)
+                    log.warning("sponsor wait ended before its result was written; its messages go to the next "
+                                "wait", extra={**logged, "message_ids": [m.message_id for m in target.held]})
+                raise
         if not handed:
             log.info("sponsor wait timed out", extra=logged)
             return WaitResult(WaitOutcome.TIMEOUT, timeout_s)

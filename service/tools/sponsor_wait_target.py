@@ -116,6 +116,11 @@ class SponsorWaitTarget:
         self._changed.set()
         return Handover.TAKEN
 
+    @property
+    def held(self) -> list[InboundMessage]:
+        """What was handed over to this wait so far, in the order it came."""
+        return list(self._held)
+
     def _pending(self) -> list[InboundMessage]:
         now = self.monotonic()
         return [m for m, until in self._expected.values() if until > now]
