@@ -30,10 +30,37 @@ class MetricsScrape:
                 out[key] = out.get(key, 0.0) + v
         return out
 
+    def quantile(self, name: str, q: float, **labels: str) -> float | None:
+        """The ``q`` quantile of histogram ``name`` (its ``_bucket`` samples whose labels include ``labels``,
+        summed), interpolated inside its bucket as Prometheus' histogram_quantile does; None when empty."""
+        buckets = self.by_label(f"{name}_bucket", "le", **labels)
+        bounds = sorted((float(le), count) for le, count in buckets.items())
+        if not bounds or bounds[-1][1] <= 0:
+            return None
+        rank = q * bounds[-1][1]
+        lower_bound, lower_count = 0.0, 0.0
+        for bound, count in bounds:
+            if count >= rank:
+                if bound == float("inf"):
+                    return lower_bound
+                inside = count - lower_count
+                return lower_bound + (bound - lower_bound) * ((rank - lower_count) / inside if inside else 1.0)
+            lower_bound, lower_count = bound, count
+        return lower_bound
+
     def minus(self, earlier: MetricsScrape) -> MetricsScrape:
         """Counter increases since ``earlier`` (gauges come out as their change, which is what a window wants)."""
         keys = set(self.samples) | set(earlier.samples)
         return MetricsScrape({k: self.samples.get(k, 0.0) - earlier.samples.get(k, 0.0) for k in keys})
+
+
+def combined(scrapes: list[MetricsScrape]) -> MetricsScrape:
+    """The samples of several replicas' scrapes added up (counters and histogram buckets sum)."""
+    total: dict[SampleKey, float] = {}
+    for one in scrapes:
+        for key, value in one.samples.items():
+            total[key] = total.get(key, 0.0) + value
+    return MetricsScrape(total)
 
 
 def parse_metrics(text: str) -> MetricsScrape:

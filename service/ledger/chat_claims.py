@@ -69,7 +69,7 @@ from enum import Enum
 from opentelemetry import trace
 
 from service.ledger.cas import Update, update_value
-from service.ledger.claim_intent import ClaimIntent
+from service.ledger.claim_intent import ClaimIntent, IntentAhead, timed_intent
 from service.ledger.chat_cursor import (
     Candidate,
     ChatCursor,
@@ -290,29 +290,47 @@ async def _claim(
         return run.result(ChatClaimOutcome.UNRESOLVED, problem=ClaimProblem.UNSETTLED)
     if not candidates:
         return run.result(ChatClaimOutcome.NOTHING_NEW)
-    read = earlier if earlier is not None else await run.read_back()
+    # decide_claim orders the distinct candidates; each is mapped back to the message it names.
+    offered = {m.candidate.id: m for m in reversed(candidates)}  # the first of an id wins, as there
+    ahead: IntentAhead[M] | None = None
+    if earlier is not None:
+        read = earlier
+    elif intent is None:
+        read = await run.read_back()
+    else:
+        ahead = IntentAhead(intent, new_claim_id(), frozenset(offered))
+        read = await ahead.beside(run.read_back(), tuple(offered.values()), metrics)
     attempts = 0
     while True:
         if read.outcome is ReadOutcome.UNRESOLVED:
             assert read.reason is not None
+            await _drop(ahead)
             return run.result(ChatClaimOutcome.UNRESOLVED, problem=_PROBLEM_OF_READ[read.reason])
         if new_chat and read.value is not None:
+            await _drop(ahead)
             return run.result(ChatClaimOutcome.NOTHING_NEW)  # no longer new: another replica's cursor rules
         decision = decide_claim(read.value, [m.candidate for m in candidates])
         if not decision.claimable:
+            await _drop(ahead)
             return run.result(ChatClaimOutcome.LOST)
         if attempts == max_attempts:
+            await _drop(ahead)
             return run.result(ChatClaimOutcome.UNRESOLVED, problem=ClaimProblem.EXHAUSTED)
         attempts += 1
-        # decide_claim orders the distinct candidates; each is mapped back to the message it names.
-        offered = {m.candidate.id: m for m in reversed(candidates)}  # the first of an id wins, as there
         won = tuple(offered[c.id] for c in decision.claimable)
-        claim_id = new_claim_id()
+        if ahead is not None and ahead.covers([c.id for c in decision.claimable]):
+            claim_id = ahead.claim_id
+            if not ahead.written:
+                return run.result(ChatClaimOutcome.UNRESOLVED, problem=ClaimProblem.INTENT_FAILED)
+        else:
+            await _drop(ahead)
+            claim_id = new_claim_id()
+            if intent is not None and not await timed_intent(intent, claim_id, won, metrics):
+                return run.result(ChatClaimOutcome.UNRESOLVED, problem=ClaimProblem.INTENT_FAILED)
+        ahead = None  # its claim id is this write's: settled by after_write below
         cursor = apply_claim(read.value, decision.claimable, claim_id=claim_id, now=clock(), seen_up_to=last_ts,
                              advance=advance_watermark)
         write = ClaimWrite(cursor_key(run.chat_id), render_chat_cursor(cursor), read.etag, claim_id)
-        if intent is not None and not await intent.before_write(claim_id, won):
-            return run.result(ChatClaimOutcome.UNRESOLVED, problem=ClaimProblem.INTENT_FAILED)
         # Remembered before it is sent: if this call dies mid-write, the next one settles it.
         run.unsettled[run.chat_id] = UnsettledChatClaim(write, won)
         result = await write_claim(run.backend, write, run.read_back, rounds=run.settle_rounds)
@@ -330,6 +348,11 @@ async def _claim(
             return run.result(ChatClaimOutcome.CLAIMED, won)
         assert result.read is not None  # LOST is always decided on a read
         read = result.read
+
+
+async def _drop(ahead: IntentAhead[M] | None) -> None:
+    if ahead is not None:
+        await ahead.drop()
 
 
 async def bootstrap_cursor(

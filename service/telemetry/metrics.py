@@ -152,6 +152,13 @@ class Metrics:
             "entrabot_redeliveries", "Owed messages pushed again: unacknowledged past the bound on the same session, "
             "or to a new session of the host", ["reason"], registry=r,
         )
+        self.claim_intent = Histogram(
+            "entrabot_claim_intent_seconds", "What writing a claim's intent added to the claim's path, before its "
+            "write: beside_read, the wait for the intent after the cursor read returned (0 for a claim with no "
+            "acknowledging host); after_read, the whole intent write when the read named other messages",
+            ["path"], buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 1),
+            registry=r,
+        )
         self.ack_latency = Histogram(
             "entrabot_ack_latency_seconds", "First push to the host's acknowledgement written to its record",
             buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 60), registry=r,

@@ -26,6 +26,9 @@ def test_a_tiny_run_measures_both_ways_and_redelivers_once(tmp_path: Path) -> No
                 sum(phase["blob_ops_by_op_per_message"].values()), abs=0.1)
         assert before["ack_latency_ms_p50"] is None  # nothing acknowledged without a host record
         assert after["ack_latency_ms_p50"] is not None
+        # every sample's claim waited for its intent (or found none to wait for, without acknowledgement)
+        assert after["intent_on_path_ms"]["claims"] >= run["messages"]
+        assert run["added_latency_ms"]["p99"] is not None
         kill = run["redelivery_after_sigkill"]
         assert kill["copies"] == 1 and kill["seconds"] > 0
         assert kill["through"] == ("the same replica restarted" if run["replicas"] == 1 else "another replica")

@@ -3,6 +3,7 @@ intent written before the claim, the keeper's pushes and acknowledgements, and t
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -253,7 +254,62 @@ async def test_a_claim_lost_to_another_replica_takes_its_intent_back(tmp_path: P
     assert (await rival.claim("19:c1", [Offered(msg("1"))], T0)).outcome is ChatClaimOutcome.CLAIMED
     claim = await ledger.claim("19:c1", [Offered(msg("1"))], T0, intent=intents.for_messages(lambda o: o.inbound))
     assert claim.outcome is ChatClaimOutcome.LOST
-    assert (await records.read("h1")).pending == ()  # decided before any intent: none written
+    assert (await records.read("h1")).pending == ()  # written beside the read, taken back once it showed the loss
+
+
+class ReadAwaitsIntent(OrderedBackend):
+    """Reads of the chat's cursor wait (bounded) until a delivery record's write has begun."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.record_write_began = asyncio.Event()
+
+    async def write_text(self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False) -> str:
+        if key.startswith("deliveries/"):
+            self.record_write_began.set()
+        return await super().write_text(key, content, if_match=if_match, if_absent=if_absent)
+
+    async def read_text_with_etag(self, key: str) -> tuple[str | None, str | None]:
+        if key == cursor_key("19:c1"):
+            try:
+                await asyncio.wait_for(self.record_write_began.wait(), timeout=5)
+            except TimeoutError:
+                raise TransientStorageError("the intent was not being written while the cursor was read") from None
+        return await super().read_text_with_etag(key)
+
+
+async def test_the_intent_is_written_while_the_claim_reads_the_cursor(tmp_path: Path) -> None:
+    backend = ReadAwaitsIntent(tmp_path)
+    hub, metrics = DeliveryHub(), Metrics()
+    records = HostRecords(backend)
+    ledger = ChatLedger[Offered](backend, metrics=metrics)
+    hub.register(HostTarget("h1"))
+    claim = await ledger.claim("19:c1", [Offered(msg("1")), Offered(msg("2"))], T0,
+                               intent=ClaimIntents(hub, records).for_messages(lambda o: o.inbound))
+    assert claim.outcome is ChatClaimOutcome.CLAIMED
+    assert backend.writes == [record_key("h1"), cursor_key("19:c1")]  # one intent write, then the claim
+    record = await records.read("h1")
+    assert [e.key[1] for e in record.pending] == ["1", "2"]
+    assert await ClaimLookup(backend).fate(record.pending[0], T0) is ClaimFate.LANDED
+    assert metrics.registry.get_sample_value("entrabot_claim_intent_seconds_count", {"path": "beside_read"}) == 1
+    assert metrics.registry.get_sample_value("entrabot_claim_intent_seconds_count", {"path": "after_read"}) is None
+
+
+async def test_a_read_showing_part_claimed_elsewhere_rewrites_the_intent_for_what_is_won(tmp_path: Path) -> None:
+    backend, hub, records, intents, ledger = _stack(tmp_path)
+    hub.register(HostTarget("h1"))
+    rival = ChatLedger[Offered](backend)
+    assert (await rival.claim("19:c1", [Offered(msg("1"))], T0)).outcome is ChatClaimOutcome.CLAIMED
+    backend.writes.clear()
+    claim = await ledger.claim("19:c1", [Offered(msg("1")), Offered(msg("2"))], T0,
+                               intent=intents.for_messages(lambda o: o.inbound))
+    assert claim.outcome is ChatClaimOutcome.CLAIMED and [o.inbound.message_id for o in claim.won] == ["2"]
+    # ahead of the read for both, taken back, written for "2" alone, and only then the claim
+    assert backend.writes == [record_key("h1")] * 3 + [cursor_key("19:c1")]
+    record = await records.read("h1")
+    (entry,) = record.pending  # never an entry for "1", which another claim holds
+    assert entry.key == ("19:c1", "2")
+    assert await ClaimLookup(backend).fate(entry, T0) is ClaimFate.LANDED
 
 
 async def test_an_intent_whose_claim_never_landed_lapses(tmp_path: Path) -> None:
