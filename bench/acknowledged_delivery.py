@@ -15,8 +15,11 @@ Replica processes on Azurite and the Graph emulator behind the loopback balancer
   it, and noisy: change detection (a chat read once a second) dominates the end-to-end figure. Also the
   fleet's first push → acknowledgement written to the record (``/readyz`` deliveries), and the
   replicas' mean conditional Blob write time.
-* **Blob operations per delivered message**, claim included: every Blob call of every replica
-  (``entrabot_blob_operations_total``) during the latency phase, over the messages delivered, by op; and
+* **Blob operations per delivered message**, claim included: those of the delivery path (the areas
+  ``chat_cursors`` and ``deliveries`` of ``entrabot_blob_operations_total``: the claim's read and write,
+  the intent, the acknowledgement, the keeper's reads of the record), and every Blob call of every
+  replica during the latency phase (hint polls, the reader roster, the interaction log…), by op and
+  by area, over the messages delivered; and
   **per idle replica-hour**, a window without traffic with the bridge connected.
 * **SIGKILL → redelivery**: the replica serving the bridge is told to SIGKILL itself right after a claim
   (``ENTRABOT_TEST_KILL_AT=after_claim``): the time from its death to the message on the bridge's stdout,
@@ -51,6 +54,7 @@ TARGET_BLOB_OPS_PER_MESSAGE = 4.0
 TARGET_REDELIVERY_S = 15.0
 ARRIVAL_POLL_S = 0.005
 SAMPLE_TIMEOUT_S = 30.0
+DELIVERY_PATH_AREAS = ("chat_cursors", "deliveries")
 ENV = {"ENTRABOT_CHAT_POLL_INTERVAL_S": "1.0", "ENTRABOT_CHAT_POLL_JITTER_S": "0.2",
        "ENTRABOT_EMAIL_POLL_INTERVAL_S": "5.0"}
 
@@ -82,11 +86,11 @@ async def _scrape_all(http: httpx.AsyncClient, members: list[ReplicaProcess]) ->
     return [await scrape(http, m.base_url) for m in members if m.alive]
 
 
-def _blob_ops(before: list[MetricsScrape], after: list[MetricsScrape]) -> dict[str, float]:
+def _blob_ops(before: list[MetricsScrape], after: list[MetricsScrape], label: str = "op") -> dict[str, float]:
     ops: dict[str, float] = defaultdict(float)
     for earlier, later in zip(before, after, strict=True):
-        for op, value in later.minus(earlier).by_label("entrabot_blob_operations_total", "op").items():
-            ops[op] += value
+        for value_of_label, value in later.minus(earlier).by_label("entrabot_blob_operations_total", label).items():
+            ops[value_of_label] += value
     return dict(ops)
 
 
@@ -123,6 +127,7 @@ async def _phase(stack: BridgeFleet, http: httpx.AsyncClient, workdir: Path, mes
         await asyncio.sleep(1.0)  # the last acknowledgement is written
         after = await _scrape_all(http, members)
         ops = _blob_ops(before, after)
+        areas = _blob_ops(before, after, "area")
         await asyncio.sleep(1.0)
         idle_before = await _scrape_all(http, members)
         await asyncio.sleep(idle_s)
@@ -135,6 +140,10 @@ async def _phase(stack: BridgeFleet, http: httpx.AsyncClient, workdir: Path, mes
         "latency_ms": summarize([s * 1000 for s in samples]).as_dict(),
         "blob_ops_per_message": round(sum(ops.values()) / messages, 2),
         "blob_ops_by_op_per_message": {op: round(v / messages, 2) for op, v in sorted(ops.items())},
+        "blob_ops_by_area_per_message": {a: round(v / messages, 2) for a, v in sorted(areas.items()) if v},
+        # The delivery path alone: the chats' cursors (the claim's read and write) and the hosts' records
+        # (the intent, the acknowledgement, the keeper's refresh reads), every replica's.
+        "delivery_path_blob_ops_per_message": round(sum(areas.get(a, 0.0) for a in DELIVERY_PATH_AREAS) / messages, 2),
         "blob_ops_per_idle_replica_hour": round(idle_ops / len(members) / idle_s * 3600, 1),
         "blob_write_ms_mean": _mean_write_ms(after),
         "intent_on_path_ms": _intent_on_path_ms(before, after),
@@ -209,7 +218,8 @@ async def run(session: BenchSession) -> dict[str, Any]:
 def markdown(result: dict[str, Any]) -> str:
     header = ["replicas", "push p50/p99 ms before", "after", "end-to-end difference p50/p99 ms",
               "added on the claim path p50/p99 ms (claims)", "ack written p50/p99 ms",
-              "Blob write mean ms", "Blob ops/message before → after (added)", "idle Blob ops/replica-hour before → after",
+              "Blob write mean ms", "delivery path Blob ops/message before → after",
+              "all Blob ops/message before → after (added)", "idle Blob ops/replica-hour before → after",
               "SIGKILL → redelivery s"]
     rows = []
     for r in result["runs"]:
@@ -220,6 +230,7 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{r['added_latency_ms']['p50']} / {r['added_latency_ms']['p99']} "
                      f"({a['intent_on_path_ms']['claims']:.0f})",
                      f"{a['ack_latency_ms_p50']} / {a['ack_latency_ms_p99']}", a["blob_write_ms_mean"],
+                     f"{b['delivery_path_blob_ops_per_message']} → {a['delivery_path_blob_ops_per_message']}",
                      f"{b['blob_ops_per_message']} → {a['blob_ops_per_message']} ({r['added_blob_ops_per_message']:+})",
                      f"{b['blob_ops_per_idle_replica_hour']} → {a['blob_ops_per_idle_replica_hour']}",
                      f"{k['seconds']} ({k['through']})"])

@@ -43,7 +43,7 @@ from service.storage.errors import (
     TokenExpiredError,
     TransientStorageError,
 )
-from service.storage.keys import validate_key
+from service.storage.keys import area_of, validate_key
 from service.storage.token_credential import TokenProvider, TokenProviderCredential
 from service.telemetry.metrics import Metrics
 
@@ -182,7 +182,7 @@ class BlobBackend:
             span.set_attribute("entrabot.blob.outcome", outcome)
             span.end()
             if self._metrics is not None:
-                self._metrics.blob_operations.labels(op=op.value, outcome=outcome).inc()
+                self._metrics.blob_operations.labels(op=op.value, outcome=outcome, area=area_of(key)).inc()
                 self._metrics.blob_latency.labels(op=op.value).observe(time.perf_counter() - started)
 
     # --- MemoryBackend ---
@@ -283,7 +283,7 @@ class BlobBackend:
                 raise
 
     async def list(self, prefix: str = "") -> list[str]:
-        async with self._call(BlobOp.LIST):
+        async with self._call(BlobOp.LIST, prefix or None):
             # The pager follows continuation tokens: Blob returns at most 5,000 names per page.
             names = [name async for name in self._container.list_blob_names(name_starts_with=prefix or None)]
         return sorted(names)

@@ -16,3 +16,12 @@ def validate_key(key: str) -> str:
     if any(segment in ("", ".", "..") for segment in key.split("/")):
         raise InvalidKeyError(f"invalid storage key {key!r}: no '.', '..' or empty path segments")
     return key
+
+
+def area_of(key: str | None) -> str:
+    """The part of the store a key (or a listing's prefix) belongs to, for metrics: its first path
+    segment. The fleet's keys put every chat, host or user id below a fixed first segment, and its few
+    top-level blobs have fixed names, so the label's values stay a short, fixed set."""
+    if not key:
+        return "container"
+    return key.split("/", 1)[0]

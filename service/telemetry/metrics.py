@@ -201,7 +201,9 @@ class Metrics:
         )
         # Blob
         self.blob_operations = Counter(
-            "entrabot_blob_operations", "Storage operations by op and outcome", ["op", "outcome"], registry=r
+            "entrabot_blob_operations", "Storage operations by op, outcome and area (the key's first path segment: "
+            "chat_cursors, deliveries, leases…; container for the container's own)", ["op", "outcome", "area"],
+            registry=r,
         )
         self.blob_latency = Histogram(
             "entrabot_blob_operation_seconds", "Storage operation latency", ["op"], buckets=_IO_BUCKETS, registry=r

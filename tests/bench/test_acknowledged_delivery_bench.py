@@ -29,6 +29,11 @@ def test_a_tiny_run_measures_both_ways_and_redelivers_once(tmp_path: Path) -> No
         # every sample's claim waited for its intent (or found none to wait for, without acknowledgement)
         assert after["intent_on_path_ms"]["claims"] >= run["messages"]
         assert run["added_latency_ms"]["p99"] is not None
+        # each claim reads and writes its chat's cursor; an acknowledging host's record takes at least
+        # the intent and the acknowledgement of each message
+        assert before["blob_ops_by_area_per_message"]["chat_cursors"] >= 2
+        assert after["blob_ops_by_area_per_message"]["chat_cursors"] >= 2
+        assert after["blob_ops_by_area_per_message"]["deliveries"] >= 2
         kill = run["redelivery_after_sigkill"]
         assert kill["copies"] == 1 and kill["seconds"] > 0
         assert kill["through"] == ("the same replica restarted" if run["replicas"] == 1 else "another replica")
