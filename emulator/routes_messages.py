@@ -1,5 +1,5 @@
-"""Graph v1.0 chat messages: list a chat's messages with Graph's query rules, get one, post one, and
-update or soft-delete one's own."""
+"""Graph v1.0 chat messages: list a chat's messages with Graph's query rules, get one, post one,
+update or soft-delete one's own, and set or unset the signed-in user's reaction to one."""
 
 from __future__ import annotations
 
@@ -205,6 +205,41 @@ async def soft_delete_message(user_id: str, chat_id: str, message_id: str, reque
     if message.deleted is None:
         ctx.state.delete_message(chat_id, message_id)
     return Response(status_code=204)
+
+
+@router.post("/chats/{chat_id}/messages/{message_id}/setReaction", status_code=204)
+async def set_reaction(chat_id: str, message_id: str, request: Request,
+                       caller: Caller = Depends(graph_caller("chat_messages"))) -> Response:
+    """"chatMessage: setReaction" (v1.0; read, not run): delegated Chat.ReadWrite or ChatMessage.Send,
+    application not supported; {"reactionType": "<unicode>"}; 204 No Content. The signed-in user reacts;
+    a reaction of a type the user already set changes nothing (Teams keeps one per type and user; the page
+    does not say what Graph answers, 204 here)."""
+    ctx = context_of(request)
+    user_id, reaction_type = await _reaction_call(chat_id, request, caller)
+    ctx.state.react_to_message(chat_id, message_id, user_id, reaction_type)
+    return Response(status_code=204)
+
+
+@router.post("/chats/{chat_id}/messages/{message_id}/unsetReaction", status_code=204)
+async def unset_reaction(chat_id: str, message_id: str, request: Request,
+                         caller: Caller = Depends(graph_caller("chat_messages"))) -> Response:
+    """"chatMessage: unsetReaction" (v1.0; read, not run): the same permissions and body, 204 No Content."""
+    ctx = context_of(request)
+    user_id, reaction_type = await _reaction_call(chat_id, request, caller)
+    ctx.state.unreact_to_message(chat_id, message_id, user_id, reaction_type)
+    return Response(status_code=204)
+
+
+async def _reaction_call(chat_id: str, request: Request, caller: Caller) -> tuple[str, str]:
+    """(the signed-in user, the reactionType) of a setReaction or unsetReaction call, checked."""
+    user_id = caller.me()
+    caller.require({"Chat.ReadWrite", "ChatMessage.Send"})
+    body = await json_object(request)
+    reaction_type = body.get("reactionType")
+    if not isinstance(reaction_type, str) or not reaction_type.strip():
+        raise bad_request("Missing reactionType: send {\"reactionType\": \"<a unicode emoji>\"}.")
+    context_of(request).state.readable_chat(chat_id, user_id)
+    return user_id, reaction_type
 
 
 @router.post("/chats/{chat_id}/messages", status_code=201)

@@ -381,6 +381,23 @@ class TenantState:
             self._changed(ChatMessageChange("updated", chat_id, message_id, self._member_ids(chat_id)))
             return reacted
 
+    def unreact_to_message(self, chat_id: str, message_id: str, user_ref: str, reaction_type: str) -> ChatMessage:
+        """The user's reaction of ``reaction_type`` taken back, which moves lastModifiedDateTime and is
+        announced as ``updated`` like the reaction (chatMessageHistoryItem action reactionRemoved). Taking
+        back a reaction the user has not set changes nothing (Graph's unsetReaction page does not say)."""
+        user = self._user(user_ref)
+        with self._lock:
+            message = self._message(chat_id, message_id)
+            if not self._chats[chat_id].has_member(user.id):
+                raise StateError("forbidden", f"User '{user.id}' is not a member of chat '{chat_id}'.")
+            kept = tuple(r for r in message.reactions if not (r.user_id == user.id and r.reaction_type == reaction_type))
+            if kept == message.reactions:
+                return message
+            unreacted = replace(message, last_modified=self._later_than(message.last_modified), reactions=kept)
+            self._messages[chat_id][message_id] = unreacted
+            self._changed(ChatMessageChange("updated", chat_id, message_id, self._member_ids(chat_id)))
+            return unreacted
+
     def own_message(self, chat_id: str, message_id: str, user_id: str) -> ChatMessage:
         """The message, when ``user_id`` sent it and it is not deleted: a signed-in user may change only
         their own messages (Graph answers 403 for anyone else's, read, not run)."""

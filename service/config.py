@@ -35,6 +35,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.domain.reaction_type import check_reaction_type
 from service.signin.sealing import decode_key
 
 DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
@@ -151,6 +152,9 @@ class Settings(BaseSettings):
     delivery_redeliver_after_s: float = Field(default=15.0, ge=1.0, le=3600.0)
     delivery_move_after_s: float = Field(default=600.0, ge=5.0, le=7 * 86400.0)
     delivery_sweep_interval_s: float = Field(default=60.0, ge=1.0, le=3600.0)
+    # The reaction the agent user sets on a Teams chat message once its host acknowledged it, so the person
+    # sees it arrived (a Graph reactionType: one emoji, or like, heart, …); unset or empty: none.
+    delivery_ack_reaction: str | None = None
     sponsor_wait_backlog_items: int = Field(default=10, ge=1, le=100)
     sponsor_wait_backlog_chars: int = Field(default=24_000, ge=16_000, le=200_000)
     # Tool-use approvals asked of the sponsor in Teams for hosts behind the channel bridge; a verdict
@@ -190,6 +194,13 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_delegated_setting_is_unset(cls, v: Any) -> Any:
         return None if isinstance(v, str) and not v.strip() else v
+
+    @field_validator("delivery_ack_reaction", mode="before")
+    @classmethod
+    def _reaction_graph_takes(cls, v: Any) -> Any:
+        if not isinstance(v, str) or not v.strip():
+            return None if isinstance(v, str) else v
+        return check_reaction_type(v.strip())  # its ValueError says what Graph takes
 
     @field_validator("delegated_token_key")
     @classmethod

@@ -19,6 +19,7 @@ import httpx
 
 from service.mcp.instructions import FLEET_INSTRUCTIONS
 from service.config import Settings, default_replica_id, fault_point_environment
+from service.delivery.ack_reactions import INTERVAL_S as ACK_REACTIONS_INTERVAL_S, AckReactions
 from service.delivery.claim_intents import ClaimIntents
 from service.delivery.claim_lookup import ClaimLookup
 from service.delivery.fault_points import FaultPoints
@@ -90,6 +91,7 @@ class Replica:
     notifications: Notifications | None = None  # Graph change notifications, when a URL is set
     intents: ClaimIntents | None = None  # acknowledged delivery: what hosts are owed, before each claim
     keeper: HostKeeper | None = None  # acknowledged delivery: the hosts this replica serves
+    ack_reactions: AckReactions | None = None  # ENTRABOT_DELIVERY_ACK_REACTION: the agent reacts to what was acknowledged
     delivery_sweep: DeliverySweep | None = None
     graph_backoff: FleetBackoff | None = None  # the fleet's shared Graph hold, read and written by a loop
     supervisor: Supervisor = field(init=False)
@@ -155,6 +157,9 @@ class Replica:
                 self.keeper.records, self.keeper.lookup, interval_s=s.delivery_sweep_interval_s,
                 move_after_s=s.delivery_move_after_s, clock=self.clock, metrics=self.metrics)
             sup.add("delivery_sweep", self.delivery_sweep.cycle, interval_s=min(s.delivery_sweep_interval_s, 10.0))
+        if self.ack_reactions is not None:
+            sup.add("ack_reactions", self.ack_reactions.cycle, interval_s=ACK_REACTIONS_INTERVAL_S,
+                    wake=self.ack_reactions.wait_for_work)
         if self.graph_backoff is not None:
             sup.add("graph_backoff", self.graph_backoff.cycle, interval_s=READ_EVERY_S,
                     wake=self.graph_backoff.announced)
@@ -273,8 +278,12 @@ def build_replica(
     clients = build_clients(settings, backend, http, replica_id=rid, metrics=metrics, tokens=tokens)
     records = HostRecords(backend, metrics=metrics)
     intents = ClaimIntents(clients.hub, records, FaultPoints.from_env(fault_point_environment()), clock=clock)
+    # Off by default: a reaction is visible to everyone in the chat, so an operator chooses it.
+    reactions = AckReactions(clients.graph, settings.delivery_ack_reaction, metrics=metrics) \
+        if settings.delivery_ack_reaction else None
     keeper = HostKeeper(records, ClaimLookup(backend), clients.hub, rid, in_flight=intents.in_flight, metrics=metrics,
-                        clock=clock, redeliver_after_s=settings.delivery_redeliver_after_s)
+                        clock=clock, redeliver_after_s=settings.delivery_redeliver_after_s,
+                        acknowledged_here=reactions.offer if reactions is not None else None)
     mcp = build_mcp(settings, clients.hub, metrics=metrics, http_client=http, instructions=FLEET_INSTRUCTIONS,
                     keeper=keeper)
     return Replica(
@@ -282,5 +291,5 @@ def build_replica(
         hub=clients.hub, gate=clients.gate, mcp=mcp, metrics=metrics, replica_id=rid, clock=clock,
         directory=clients.directory, graph_backoff=clients.graph_backoff,
         notifications=notifications_from_settings(settings, backend, metrics, clock),
-        intents=intents, keeper=keeper,
+        intents=intents, keeper=keeper, ack_reactions=reactions,
     )

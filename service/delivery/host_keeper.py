@@ -81,6 +81,9 @@ class HostKeeper:
     hub: DeliveryHub
     replica_id: str
     in_flight: Callable[[str], bool] = lambda claim_id: False  # ClaimIntents.in_flight: a claim still being written here
+    # Told, after each acknowledgement written here, the entries that write took out of the record (never
+    # blocking: AckReactions.offer queues the reaction to each); across the fleet one write takes each out.
+    acknowledged_here: Callable[[list[PendingDelivery]], None] | None = None
     metrics: Metrics | None = None
     clock: Callable[[], datetime] = utc_now
     monotonic: Callable[[], float] = time.monotonic
@@ -227,13 +230,24 @@ class HostKeeper:
         while self._acks.get(host_id):
             keys = self._acks.pop(host_id)
             before = self.records.cached(host_id)
+            taken: list[PendingDelivery] = []
+
+            def change(r: HostRecord) -> HostRecord:
+                # Applied to the record each attempt read; the write that lands is the one applied last, so
+                # ``taken`` ends as what this replica's write took out of ``pending`` (none when another
+                # write, or an earlier attempt of this one whose answer was lost, already had).
+                taken[:] = [e for e in r.pending if e.key in keys]
+                return acknowledged(r, keys)
+
             try:
-                await self.records.update(host_id, lambda r: acknowledged(r, keys))
+                await self.records.update(host_id, change)
             except StorageError as exc:
                 log.warning("acknowledgements not written; the host is pushed these again and acknowledges again",
                             extra={"host_id": host_id, "count": len(keys), "error": type(exc).__name__})
                 return
             self._observe_acks(host_id, keys, before)
+            if taken and self.acknowledged_here is not None:
+                self.acknowledged_here(taken)
 
     def _observe_acks(self, host_id: str, keys: set[DeliveryKey], before: HostRecord | None) -> None:
         current = self._hosts.get(host_id)

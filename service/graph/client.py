@@ -325,6 +325,15 @@ class GraphClient:
         url, route = self._url("users/{}/chats/{}/messages/{}/softDelete", user_id, chat_id, message_id)
         await self._request("POST", url, route=route, idempotent=False)
 
+    async def set_chat_message_reaction(self, chat_id: str, message_id: str, reaction_type: str) -> None:
+        """The agent user reacts to a chat message. Graph's "chatMessage: setReaction" (v1.0; read, not run
+        here): POST /chats/{chatsId}/messages/{chatMessageId}/setReaction with {"reactionType": …} "as
+        unicode", delegated Chat.ReadWrite or ChatMessage.Send (application: not supported), "204 No
+        Content". The page does not say whether setting a reaction the user already set changes anything
+        (Teams shows one reaction of a type per user); so it is not re-sent after a 5xx or a lost answer."""
+        url, route = self._url("chats/{}/messages/{}/setReaction", chat_id, message_id)
+        await self._request("POST", url, route=route, json={"reactionType": reaction_type}, idempotent=False)
+
     # --- mail --------------------------------------------------------------------------------
 
     def list_mail(

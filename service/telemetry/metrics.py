@@ -170,6 +170,11 @@ class Metrics:
         self.moved_deliveries = Counter(
             "entrabot_moved_deliveries", "Owed messages moved by the delivery sweep to another live host", registry=r,
         )
+        self.ack_reactions = Counter(
+            "entrabot_ack_reactions", "Reactions the agent user set on acknowledged Teams chat messages "
+            "(ENTRABOT_DELIVERY_ACK_REACTION), by outcome: set, dropped, throttled, failed, unknown", ["outcome"],
+            registry=r,
+        )
         self.sessions = Gauge("entrabot_mcp_sessions", "Live MCP sessions on this replica", registry=r)
         self.push_streams = Gauge("entrabot_push_streams", "Open push streams on this replica", registry=r)
         self.sponsor_waits = Gauge("entrabot_sponsor_waits", "Pending sponsor waits on this replica", registry=r)

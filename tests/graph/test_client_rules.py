@@ -445,3 +445,17 @@ async def test_a_saved_chats_page_link_off_the_graph_origin_is_refused_before_an
         async for _ in client.my_chats_pages(max_pages=1, start="https://evil.test/v1.0/me/chats?$skiptoken=2"):
             pass
     assert recorder.requests == []
+
+
+async def test_a_reaction_is_posted_as_graphs_set_reaction_waits_out_a_429_and_is_never_resent_after_a_5xx() -> None:
+    answers = iter([graph_error(429, "TooManyRequests", {"Retry-After": "1"}), httpx.Response(204),
+                    graph_error(503, "ServiceUnavailable")])
+    client, recorder, _ = make_client(lambda r: next(answers))
+    await client.set_chat_message_reaction(CHAT, "1764", "👀")
+    assert len(recorder.requests) == 2  # the 429 was not carried out: sent again after its Retry-After
+    request = recorder.requests[1]
+    assert request.method == "POST" and request.url.path.endswith(f"/chats/{CHAT}/messages/1764/setReaction")
+    assert json.loads(request.content) == {"reactionType": "👀"}
+    with pytest.raises(GraphServerError):
+        await client.set_chat_message_reaction(CHAT, "1765", "👀")
+    assert len(recorder.requests) == 3
