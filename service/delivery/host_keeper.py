@@ -229,7 +229,6 @@ class HostKeeper:
     async def _write_acks(self, host_id: str) -> None:
         while self._acks.get(host_id):
             keys = self._acks.pop(host_id)
-            before = self.records.cached(host_id)
             taken: list[PendingDelivery] = []
 
             def change(r: HostRecord) -> HostRecord:
@@ -245,16 +244,19 @@ class HostKeeper:
                 log.warning("acknowledgements not written; the host is pushed these again and acknowledges again",
                             extra={"host_id": host_id, "count": len(keys), "error": type(exc).__name__})
                 return
-            self._observe_acks(host_id, keys, before)
+            self._observe_acks(host_id, keys, taken)
             if taken and self.acknowledged_here is not None:
                 self.acknowledged_here(taken)
 
-    def _observe_acks(self, host_id: str, keys: set[DeliveryKey], before: HostRecord | None) -> None:
+    def _observe_acks(self, host_id: str, keys: set[DeliveryKey], taken: list[PendingDelivery]) -> None:
+        """``taken``: what the write that landed took out of the record. Only those count as delivered: a
+        repeated acknowledgement, or one another replica wrote first, finds nothing left to take."""
         current = self._hosts.get(host_id)
         now = self.monotonic()
+        by_key = {e.key: e for e in taken}
         for key in keys:
             mark = current.pushes.pop(key, None) if current is not None else None
-            entry = before.entry(key) if before is not None else None
+            entry = by_key.get(key)
             if entry is not None:
                 self._acknowledged += 1
             if mark is not None:

@@ -117,6 +117,12 @@ async def test_only_the_write_that_takes_a_message_out_of_the_record_hands_it_ov
 
     assert first_taken == [(CHAT, "1")] and second_taken == [(CHAT, "2")]
     assert (await HostRecords(backend).read("h1")).pending == ()
+    # and each message counts as delivered once across the fleet, by the replica whose write took it out
+    for keeper in (first, second):
+        assert keeper.metrics is not None
+        assert keeper.metrics.registry.get_sample_value(
+            "entrabot_deliveries_total", {"channel": "push", "source": "chat", "outcome": "delivered"}) == 1
+        assert keeper.status()["acknowledged"] == 1
 
 
 async def test_an_acknowledgement_whose_answer_was_lost_hands_over_nothing(tmp_path: Path) -> None:
