@@ -155,6 +155,13 @@ class Settings(BaseSettings):
     # The reaction the agent user sets on a Teams chat message once its host acknowledged it, so the person
     # sees it arrived (a Graph reactionType: one emoji, or like, heart, …); unset or empty: none.
     delivery_ack_reaction: str | None = None
+    # The delivery_sweep role's lease: a replica that dies holding it is replaced after this long (its
+    # margin is a tenth of it). It acts on a bound of minutes, so a long lease keeps its cost low.
+    delivery_sweep_lease_ttl_s: float = Field(default=300.0, ge=5.0, le=3600.0)
+    # How often a replica re-reads the record of each host it serves: what the sweep moved to the host,
+    # or another replica claimed for it, reaches it within this. At most 60 s (host_keeper.REFRESH_S):
+    # a hold is renewed at a refresh, and held for HOLD_STALE_S on that rhythm.
+    delivery_refresh_s: float = Field(default=60.0, ge=1.0, le=60.0)
     sponsor_wait_backlog_items: int = Field(default=10, ge=1, le=100)
     sponsor_wait_backlog_chars: int = Field(default=24_000, ge=16_000, le=200_000)
     # Tool-use approvals asked of the sponsor in Teams for hosts behind the channel bridge; a verdict

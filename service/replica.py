@@ -151,12 +151,15 @@ class Replica:
         sup.add("daily_summary", _discard(wired.summary.run_if_due), interval_s=SUMMARY_INTERVAL_S)
         if self.keeper is not None:
             sup.add("host_deliveries", self.keeper.cycle, interval_s=KEEPER_TICK_S)
+            ttl = timedelta(seconds=s.delivery_sweep_lease_ttl_s)
+            lease = Lease(self.backend, DELIVERY_SWEEP_ROLE, self.replica_id, ttl=ttl, margin=ttl / 10,
+                          clock=self.clock, metrics=self.metrics)
             self.delivery_sweep = DeliverySweep(
-                Lease(self.backend, DELIVERY_SWEEP_ROLE, self.replica_id, ttl=SWEEP_LEASE_TTL, margin=SWEEP_LEASE_MARGIN,
-                      clock=self.clock, metrics=self.metrics),
-                self.keeper.records, self.keeper.lookup, interval_s=s.delivery_sweep_interval_s,
+                lease, self.keeper.records, self.keeper.lookup, interval_s=s.delivery_sweep_interval_s,
                 move_after_s=s.delivery_move_after_s, clock=self.clock, metrics=self.metrics)
-            sup.add("delivery_sweep", self.delivery_sweep.cycle, interval_s=min(s.delivery_sweep_interval_s, 10.0))
+            # Often enough to renew the lease in time (a short one in tests).
+            sup.add("delivery_sweep", self.delivery_sweep.cycle,
+                    interval_s=min(s.delivery_sweep_interval_s, 10.0, lease.renew_every.total_seconds()))
         if self.ack_reactions is not None:
             sup.add("ack_reactions", self.ack_reactions.cycle, interval_s=ACK_REACTIONS_INTERVAL_S,
                     wake=self.ack_reactions.wait_for_work)
@@ -219,11 +222,6 @@ class Replica:
         return len(self.watched.chats) if self.watched is not None else 0
 
 
-# The sweep acts on a bound of minutes: a long lease keeps its cost to a read a replica every 90 s.
-SWEEP_LEASE_TTL = timedelta(seconds=300)
-SWEEP_LEASE_MARGIN = timedelta(seconds=30)
-
-
 def _answered_later(exc: GraphError) -> bool:
     """Graph (or Entra) is there but busy: worth a short wait before giving up on start-up."""
     if isinstance(exc, (GraphServerError, GraphThrottled)):
@@ -283,7 +281,8 @@ def build_replica(
         if settings.delivery_ack_reaction else None
     keeper = HostKeeper(records, ClaimLookup(backend), clients.hub, rid, in_flight=intents.in_flight, metrics=metrics,
                         clock=clock, redeliver_after_s=settings.delivery_redeliver_after_s,
-                        acknowledged_here=reactions.offer if reactions is not None else None)
+                        acknowledged_here=reactions.offer if reactions is not None else None,
+                        refresh_s=settings.delivery_refresh_s)
     mcp = build_mcp(settings, clients.hub, metrics=metrics, http_client=http, instructions=FLEET_INSTRUCTIONS,
                     keeper=keeper)
     return Replica(

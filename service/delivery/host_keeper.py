@@ -8,7 +8,9 @@ While the host stays, the record is read again every ``refresh_s`` (what the swe
 another replica claimed for it) and a push unacknowledged after ``redeliver_after_s`` is sent once more.
 The host acknowledges each message after writing it to its own host (Claude Code's stdin); the
 acknowledgements are written to the record, batched while a write is in flight, and only then is the
-message counted as delivered.
+message counted as delivered. A host is held (``held_by`` in its record) while its push stream is open
+here: once the stream is gone — even if the session lingers until its idle timeout, as it does for a
+host whose network went away — the hold is marked inactive, so the sweep may move what it is owed.
 
 Intents (written before a claim) are pushed only once their claim id is found in the cursor, except by
 the replica whose claim it is, which pushes as soon as the claim lands (``DeliveryHub`` dispatch).
@@ -154,7 +156,9 @@ class HostKeeper:
             return
         async with current.syncing:
             record = self.records.cached(host_id)
-            if record is None or self.monotonic() - current.refreshed_at >= self.refresh_s:
+            streaming = self.hub.host_target(host_id) is not None
+            if record is None or self.monotonic() - current.refreshed_at >= self.refresh_s \
+                    or (not streaming and _held_here(record, self.replica_id, current.session_id)):
                 try:
                     record = await self._refresh(host_id, current)
                 except StorageError as exc:
@@ -191,14 +195,21 @@ class HostKeeper:
                                   "host_id": host_id, "chat_id": entry.message.chat_id,
                                   "message_id": entry.message.message_id})
         holder = record.held_by
-        renew = holder is None or not holder.active or holder.session != current.session_id \
-            or holder.replica != self.replica_id or now - holder.at >= timedelta(seconds=self.hold_renew_s)
-        if landed or failed or renew:
-            mine = HeldBy(replica=self.replica_id, session=current.session_id, at=now)
+        # What serves a host is its push stream, not its session: a host whose network went away (a
+        # laptop closed) leaves a session here until its idle timeout, and must not look held meanwhile.
+        streaming = self.hub.host_target(host_id) is not None
+        renew = streaming and (holder is None or not holder.active or holder.session != current.session_id
+                               or holder.replica != self.replica_id
+                               or now - holder.at >= timedelta(seconds=self.hold_renew_s))
+        unhold = not streaming and _held_here(record, self.replica_id, current.session_id)
+        if landed or failed or renew or unhold:
+            mine = HeldBy(replica=self.replica_id, session=current.session_id, at=now, active=streaming)
 
             def change(r: HostRecord) -> HostRecord:
                 r = settled_intents(r, landed, failed)
-                return held(r, mine) if renew else r
+                if renew or (unhold and _held_here(r, self.replica_id, current.session_id)):
+                    return held(r, mine)
+                return r
 
             record = await self.records.update(host_id, change)
         current.refreshed_at = self.monotonic() - (self.refresh_s - again_in)
@@ -329,6 +340,12 @@ class HostKeeper:
         task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+def _held_here(record: HostRecord, replica_id: str, session_id: str) -> bool:
+    """Whether the record says this replica's session serves the host now."""
+    holder = record.held_by
+    return holder is not None and holder.active and holder.replica == replica_id and holder.session == session_id
 
 
 def _reason(mark: _Push, current: _Held) -> str:

@@ -39,6 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from emulator.notification_faults import NotificationFaultRule
 from emulator.seed import Seed, ThrottleBudget, build_seed
+from service.delivery.host_record import HostRecord, parse_host_record, record_key
 from service.delivery.message import EMAIL_CHAT_ID
 from service.devstack.azurite import Azurite, start_azurite
 from service.devstack.channel_host import ChannelHost, ReceivedPush
@@ -638,6 +639,11 @@ class LedgerReader:
     async def lease(self, role: str) -> LeaseRecord | None:
         """The role's lease record; None when absent or unreadable (the caller reads again)."""
         read = await read_parsed(self._backend, lease_key(role), parse_lease)
+        return read.value if read.outcome is ReadOutcome.PRESENT else None
+
+    async def host_record(self, host_id: str) -> HostRecord | None:
+        """An acknowledging host's delivery record; None when absent or unreadable (the caller reads again)."""
+        read = await read_parsed(self._backend, record_key(host_id), parse_host_record)
         return read.value if read.outcome is ReadOutcome.PRESENT else None
 
     async def snapshot(self) -> LedgerSnapshot:

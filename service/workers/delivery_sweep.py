@@ -7,7 +7,7 @@ container that was replaced) would hold its messages forever, so once no replica
 ``move_after_s`` the sweep moves its owed messages to the live host seen most recently: written into
 that host's record first, then out of the first one's (marked moved, so a late acknowledgement or a
 return of the first host never makes a second delivery from that record). The replica serving the
-destination reads its record within a refresh and pushes them.
+destination reads its record within a refresh (``ENTRABOT_DELIVERY_REFRESH_S``) and pushes them.
 
 Moving trades a possible duplicate for a certain loss: the first host may have written a message to
 its own host and died before acknowledging it. That is why the bound is long (10 minutes by default,

@@ -340,16 +340,22 @@ async def _owed(backend: LocalBackend, host: str, messages: list[InboundMessage]
     await HostRecords(backend).update(host, lambda r: with_intents(r, token, messages, T0))
 
 
+async def _host_connects(backend: LocalBackend, hub: DeliveryHub, clock: Clock, host: str) -> tuple[HostKeeper, HostTarget]:
+    """A keeper on a replica where ``host``'s push stream has just opened, past the intents' settling time."""
+    clock.advance(10)
+    keeper = _keeper(backend, hub, clock)
+    target = HostTarget(host, "s1", keeper)
+    hub.register(target)
+    keeper.stream_opened(host, "s1")
+    await keeper.sync(host)
+    return keeper, target
+
+
 async def test_a_host_connecting_anywhere_is_pushed_what_a_dead_replica_claimed_for_it(tmp_path: Path) -> None:
     backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
     await _owed(backend, "h1", [msg("1")], landed=True)
     await HostRecords(backend).update("h2", lambda r: with_intents(r, "in-flight", [msg("9")], T0))
-    clock.advance(10)
-    keeper = _keeper(backend, hub, clock)
-    target = HostTarget("h1", "s1", keeper)
-    hub.register(target)
-    keeper.stream_opened("h1", "s1")
-    await keeper.sync("h1")
+    keeper, target = await _host_connects(backend, hub, clock, "h1")
     assert target.got == ["1"]
     record = await HostRecords(backend).read("h1")
     assert record.held_by is not None and record.held_by.replica == "r1" and record.pending[0].state is EntryState.LIVE
@@ -368,12 +374,7 @@ async def _drain(keeper: HostKeeper) -> None:
 async def test_an_intent_whose_claim_has_not_landed_is_not_pushed_and_lapses(tmp_path: Path) -> None:
     backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
     await _owed(backend, "h1", [msg("1")], landed=False)
-    clock.advance(10)
-    keeper = _keeper(backend, hub, clock)
-    target = HostTarget("h1", "s1", keeper)
-    hub.register(target)
-    keeper.stream_opened("h1", "s1")
-    await keeper.sync("h1")
+    keeper, target = await _host_connects(backend, hub, clock, "h1")
     assert target.got == []  # the claim may still be in flight somewhere: never pushed on a guess
     clock.advance(INTENT_LAPSE_S)
     keeper.stream_opened("h1", "s1")  # a resume reads the record again
@@ -399,12 +400,7 @@ async def test_an_unacknowledged_push_is_redelivered_once_after_the_bound(tmp_pa
 async def test_a_host_owed_its_limit_takes_no_new_claims_but_is_still_pushed_what_it_is_owed(tmp_path: Path) -> None:
     backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
     await _owed(backend, "h1", [msg(str(n), minutes=n) for n in range(MAX_PENDING)], landed=True)
-    clock.advance(10)
-    keeper = _keeper(backend, hub, clock)
-    target = HostTarget("h1", "s1", keeper)
-    hub.register(target)
-    keeper.stream_opened("h1", "s1")
-    await keeper.sync("h1")
+    keeper, target = await _host_connects(backend, hub, clock, "h1")
     assert not keeper.has_room("h1") and keeper.has_room("h2")
     assert not hub.can_take(Source.CHAT)  # nothing new is claimed for it
     assert len(target.got) == MAX_PENDING
@@ -468,3 +464,30 @@ async def test_an_interrupted_move_finishes_to_the_host_it_chose(tmp_path: Path)
     assert (await HostRecords(backend).read("second")).pending == ()
     assert [e.key for e in (await HostRecords(backend).read("first")).pending] == [("19:c1", "1")]
 
+
+
+async def test_a_host_whose_push_stream_went_away_is_no_longer_held_and_what_it_is_owed_moves(tmp_path: Path) -> None:
+    # A host whose network went away (a laptop closed) never ends its session: the replica keeps the
+    # session until its idle timeout, but what serves the host is the push stream, and that is gone.
+    backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
+    await _owed(backend, "gone", [msg("1")], landed=True)
+    keeper, target = await _host_connects(backend, hub, clock, "gone")
+    assert target.got == ["1"]  # pushed into a stream its host never read from
+    target.alive = False
+    hub.unregister(target.target_id)  # the push stream closed; the session stays
+    await keeper.cycle()
+    holder = (await HostRecords(backend).read("gone")).held_by
+    assert holder is not None and not holder.active
+    for _ in range(20):
+        clock.advance(60)
+        await _hold(backend, "live", clock.now)
+        await keeper.cycle()
+    assert await _sweep(backend, clock).sweep() == 1
+    assert [e.key for e in (await HostRecords(backend).read("live")).pending] == [("19:c1", "1")]
+    # Its stream opens again on the same session: held again.
+    target.alive = True
+    hub.register(target)
+    keeper.stream_opened("gone", "s1")
+    await keeper.sync("gone")
+    holder = (await HostRecords(backend).read("gone")).held_by
+    assert holder is not None and holder.active and target.got == ["1"]
