@@ -30,6 +30,7 @@ from mcp_types import INVALID_PARAMS, CallToolResult, ImageContent, TextContent,
 from pydantic import BaseModel, PrivateAttr, ValidationError
 
 from service.delivery.hub import DeliveryHub, DeliveryTarget
+from service.mcp.caller_line import CallerLine
 from service.mcp.sessions import SessionState
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,8 @@ class ToolCall:
     # How long the host waits for this call's answer, when it says so (the channel bridge does, in the
     # request's _meta): a tool that may wait must answer well within it, never let the host time out.
     time_budget_s: float | None = None
+    # Whether the host can still take this call's result (None: a call not made over HTTP, as in tests).
+    caller: CallerLine | None = None
 
     @property
     def session_id(self) -> str | None:
