@@ -225,13 +225,16 @@ class McpService:
             # Any request's session object reaches the connection's standalone (GET) stream.
             channel = SessionChannel(send=ctx.session.send_notification,  # type: ignore[arg-type]
                                      is_open=partial(self.sessions.is_streaming, session_id))
+        state = self.sessions.get(session_id) if session_id is not None else None
+        host_id = state.host_id if state is not None else None
         return ToolCall(
-            session=self.sessions.get(session_id) if session_id is not None else None,
+            session=state,
             hub=self.hub,
             request_id=request_id,
             channel=channel,
             time_budget_s=time_budget_s,
             caller=caller,
+            owe=partial(self.keeper.owe, host_id) if host_id is not None and self.keeper is not None else None,
         )
 
 

@@ -151,13 +151,23 @@ async def _handed_over_while_listening(target: SponsorWaitTarget, caller: Caller
     return watching.cancelled()
 
 
-def _give_back(call: ToolCall, target: SponsorWaitTarget, logged: dict[str, str]) -> None:
+def _give_back(call: ToolCall, held: list[InboundMessage], logged: dict[str, str]) -> None:
     """The wait's host went away with claimed messages in it: they would reach nobody, so they go back
     to the hub for the next wait or push host (issue 22 item 3)."""
-    if target.held:
-        call.hub.hand_back(target.held)
+    if held:
+        call.hub.hand_back(held)
         log.warning("sponsor wait ended before its result was written; its messages go to the next wait",
-                    extra={**logged, "message_ids": [m.message_id for m in target.held]})
+                    extra={**logged, "message_ids": [m.message_id for m in held]})
+
+
+async def _owe_or_give_back(call: ToolCall, held: list[InboundMessage], logged: dict[str, str]) -> None:
+    """A host that acknowledges is owed what its wait held, in its delivery record: pushed to it on any
+    replica until it acknowledges, and never given to another host. Any other host's go back to the hub."""
+    if held and call.owe is not None and await call.owe(held):
+        log.warning("sponsor wait ended before its result was written; its messages are owed to its host",
+                    extra={**logged, "message_ids": [m.message_id for m in held]})
+        return
+    _give_back(call, held, logged)
 
 
 def budget_margin_s(budget_s: float) -> float:
@@ -207,13 +217,14 @@ class SponsorWaiter:
                     listening = await call.caller.listening()
             except asyncio.CancelledError:
                 # The host cancelled the call (or its session ended) while the wait held claimed messages.
-                _give_back(call, target, logged)
+                _give_back(call, target.held, logged)
                 raise
             if not listening:
                 # The host's connection closed without a cancel: the SDK would write the result to no
-                # connection (issue 22 item 3). What it holds goes to the next wait or push host instead,
-                # and this result, should the host resume after all, carries none of it.
-                _give_back(call, target, logged)
+                # connection (issue 22 item 3). What it holds goes to the next wait or push host instead (or
+                # into the delivery record of a host that acknowledges), and this result, should the host
+                # resume after all, carries none of it. Shielded: a hand-back begun is finished.
+                await asyncio.shield(_owe_or_give_back(call, target.held, logged))
                 return WaitResult(WaitOutcome.CALLER_GONE, timeout_s)
         handed = target.held
         if not handed:

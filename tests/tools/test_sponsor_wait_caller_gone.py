@@ -16,9 +16,14 @@ from typing import Any
 
 import httpx
 
+from service.delivery.claim_lookup import ClaimLookup
+from service.delivery.host_keeper import HostKeeper
+from service.delivery.host_records import HostRecords
 from service.delivery.hub import TargetKind
+from service.mcp.acknowledging import HOST_ID_HEADER
+from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 from tests.mcp import server_fixture as mcp
-from tests.mcp.server_fixture import LiveMcp, SseEvent, eventually, session_headers, sse_events
+from tests.mcp.server_fixture import PUSH_METHOD, LiveMcp, SseEvent, eventually, session_headers, sse_events
 from tests.tools.tool_world import ToolWorld
 
 NON_PUSH_HOST = "codex"
@@ -119,3 +124,29 @@ async def test_a_wait_whose_host_resumes_its_stream_in_time_answers_there_once(w
             answered = await anext(e async for e in events if e.data.get("id") == 2)
         assert message_ids(answered) == [reply_id]
         assert not waits(world)
+
+
+async def test_the_reply_of_a_dropped_wait_of_a_host_that_acknowledges_is_pushed_to_that_host(world: ToolWorld) -> None:
+    """A host that acknowledges (the bridge with --push) is owed such a reply in its delivery record: it is
+    pushed on the host's push stream, on whichever replica that opens, until the host acknowledges."""
+    keeper = HostKeeper(HostRecords(world.backend), ClaimLookup(world.backend), world.hub, "replica-test")
+    async with mcp.live_mcp(mcp.mcp_settings(), hub=world.hub, tools=world.tools, caller_grace_s=GRACE_S,
+                            keeper=keeper) as live, \
+            httpx.AsyncClient(timeout=30, headers={HOST_ID_HEADER: "host-a"}) as http:
+        session_id = await mcp.open_raw_session(http, live.url, BRIDGE_PUSH_CLIENT_NAME)
+        state = live.mcp.sessions.get(session_id)
+        assert state is not None and state.host_id == "host-a"
+        await world.poller.cycle()
+        await dropped_wait(http, live, session_id, world, request_id=2)
+        reply_id = await world.inject(world.chat(0), "Ada", "Yes, go ahead.")
+        await world.poller.cycle()
+        assert await eventually(lambda: _pending(world, "host-a"), "the reply owed to the host") == [reply_id]
+        get_headers = {**session_headers(session_id), "Accept": "text/event-stream"}
+        async with http.stream("GET", live.url, headers=get_headers) as stream:
+            pushed = await anext(e async for e in sse_events(stream) if e.data.get("method") == PUSH_METHOD)
+        assert pushed.data["params"]["meta"]["message_id"] == reply_id
+
+
+async def _pending(world: ToolWorld, host_id: str) -> list[str]:
+    record = await HostRecords(world.backend).read(host_id)
+    return [e.message.message_id for e in record.pending]

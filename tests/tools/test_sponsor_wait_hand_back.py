@@ -6,8 +6,10 @@ test_sponsor_wait_caller_gone.py)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -68,10 +70,12 @@ def waiter() -> SponsorWaiter:
     return SponsorWaiter(SponsorGate([Sponsor(object_id=SPONSOR)], tenant_id=None), max_timeout_s=30.0)
 
 
-async def handed_a_reply_after_its_connection_closed(line: Line, grace_s: float) -> tuple[DeliveryHub, asyncio.Task[WaitResult]]:
+async def handed_a_reply_after_its_connection_closed(line: Line, grace_s: float, **call: Any
+                                                     ) -> tuple[DeliveryHub, asyncio.Task[WaitResult]]:
     """A wait whose connection closed a moment before a reply was handed to it (it has not looked yet)."""
     hub = DeliveryHub()
-    wait = asyncio.create_task(waiter().wait(ToolCall(session=None, hub=hub, request_id=1, caller=line.caller(grace_s)), 30.0))
+    wait = asyncio.create_task(waiter().wait(
+        ToolCall(session=None, hub=hub, request_id=1, caller=line.caller(grace_s), **call), 30.0))
     await eventually(lambda: waits(hub), "the wait in the hub")
     line.attached = False
     reply = backlog_message("m-1", 0)
@@ -104,3 +108,30 @@ async def test_a_wait_whose_connection_closed_ends_before_its_timeout_and_leaves
     line.attached = False
     assert (await asyncio.wait_for(first, WAIT_BOUND_S)).outcome is WaitOutcome.CALLER_GONE
     assert not waits(hub) and not hub.claimable([backlog_message("m-1", 0)])
+
+
+@dataclass
+class Record:
+    """An acknowledging host's delivery record, as the wait reaches it (HostKeeper.owe)."""
+
+    writable: bool = True
+    owed: list[str] | None = None
+
+    async def owe(self, messages: Sequence[InboundMessage]) -> bool:
+        self.owed = [m.message_id for m in messages]
+        return self.writable
+
+
+async def test_what_the_wait_of_a_host_that_acknowledges_could_not_answer_is_owed_to_that_host_alone() -> None:
+    record = Record()
+    hub, first = await handed_a_reply_after_its_connection_closed(Line(), grace_s=0.05, owe=record.owe)
+    assert (await first).outcome is WaitOutcome.CALLER_GONE
+    assert record.owed == ["m-1"]
+    assert (await waiter().wait(ToolCall(session=None, hub=hub, request_id=2), 0.3)).outcome is WaitOutcome.TIMEOUT
+
+
+async def test_what_could_not_be_written_to_the_record_goes_back_to_the_hub() -> None:
+    hub, first = await handed_a_reply_after_its_connection_closed(Line(), grace_s=0.05, owe=Record(writable=False).owe)
+    assert (await first).outcome is WaitOutcome.CALLER_GONE
+    second = await waiter().wait(ToolCall(session=None, hub=hub, request_id=2), 5.0)
+    assert second.reply is not None and second.reply.message_id == "m-1"
