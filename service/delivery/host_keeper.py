@@ -21,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,6 +38,7 @@ from service.delivery.host_record import (
     PendingDelivery,
     acknowledged,
     held,
+    owed_after_claim,
     settled_intents,
 )
 from service.delivery.host_records import HostRecords
@@ -140,6 +142,28 @@ class HostKeeper:
         writer = self._ack_writers.get(host_id)
         if writer is None or writer.done():
             self._ack_writers[host_id] = asyncio.create_task(self._write_acks(host_id))
+
+    async def owe(self, host_id: str, messages: Sequence[InboundMessage]) -> bool:
+        """Claimed messages this host did not get (a sponsor wait of its ended without answering): owed to
+        it from now on, pushed on its stream here or on its next one on any replica, until it acknowledges.
+        False only when they are certainly not in its record; a write whose fate stays unknown counts as
+        written (fail closed: given to another host too, the message could reach two)."""
+        keys = {(m.chat_id, m.message_id) for m in messages}
+        claim = f"wait-{uuid.uuid4().hex}"
+        try:
+            await self.records.update(host_id, lambda r: owed_after_claim(r, claim, messages, self.clock()))
+        except StorageError:
+            try:
+                record = await self.records.read(host_id)
+            except StorageError:
+                log.error("a sponsor wait's messages may or may not be owed to its host; not given to another",
+                          extra={"host_id": host_id, "message_ids": [m.message_id for m in messages]})
+                return True
+            if not keys <= {e.key for e in record.pending} | record.settled_keys():
+                return False
+        if host_id in self._hosts:
+            self._spawn(self.sync(host_id))
+        return True
 
     # --- the loop ---
 

@@ -185,6 +185,15 @@ def with_intents(record: HostRecord, claim: str, messages: Sequence[InboundMessa
     return record.model_copy(update={"pending": (*kept, *added)})
 
 
+def owed_after_claim(record: HostRecord, claim: str, messages: Sequence[InboundMessage], at: datetime) -> HostRecord:
+    """``messages``, claimed already (under a claim no intent of this host named), owed to it from now on:
+    what a sponsor wait of this host took and could not answer with. A message it has or had is left out."""
+    have = {e.key for e in record.pending} | record.settled_keys()
+    added = [PendingDelivery(claim=claim, state=EntryState.LIVE, at=as_utc(at), message=StoredMessage.of(m))
+             for m in messages if (m.chat_id, m.message_id) not in have]
+    return record.model_copy(update={"pending": (*record.pending, *added)})
+
+
 def without_claim(record: HostRecord, claim: str) -> HostRecord:
     """Less the intents of a claim that is known not to have landed."""
     return record.model_copy(update={"pending": tuple(e for e in record.pending if e.claim != claim)})

@@ -11,7 +11,9 @@ What we need that the SDK has no public option for:
   ids repeat across sessions);
 - keeping hosts on the handshake era: only that era has the session GET stream that pushes ride on;
 - serving every push connection from the session's event history, which the SDK does only for a GET
-  with ``Last-Event-ID`` (why, and what that relies on: ``event_store``'s docstring).
+  with ``Last-Event-ID`` (why, and what that relies on: ``event_store``'s docstring);
+- whether a request's response stream still has a connection (``caller_line``): the SDK does not cancel
+  a handler whose host's connection closed, and says nothing when it writes the result to none.
 """
 
 from __future__ import annotations
@@ -115,6 +117,24 @@ class PerSessionEventStoreManager(StreamableHTTPSessionManager):
                 )
             transport._event_store = self._event_stores.for_session(session_id)
         return transport
+
+    def response_stream_attached(self, session_id: str, request_id: str | int) -> bool:
+        """Whether the response stream of request ``request_id`` in session ``session_id`` has a connection.
+
+        The transport keeps a request's stream in ``_request_streams`` (keyed by the JSON-RPC id as a
+        string) from the POST's arrival until its SSE writer ends: the answer went out, or the connection
+        closed. A resume with ``Last-Event-ID`` puts it back once the replay is written.
+        """
+        instances = getattr(self, "_server_instances", None)
+        transport = instances.get(session_id) if isinstance(instances, dict) else None
+        streams = getattr(transport, "_request_streams", None)
+        if not isinstance(instances, dict) or (transport is not None and not isinstance(streams, dict)):
+            # Never guess "gone": every wait would then hand its reply back.
+            raise RuntimeError(
+                "the mcp SDK changed: the manager's `_server_instances` or a transport's `_request_streams` "
+                "is no longer a dict; update service/mcp/sdk_adapter.py"
+            )
+        return isinstance(streams, dict) and str(request_id) in streams
 
 
 class PushStreamFromHistory:

@@ -49,6 +49,7 @@ from service.mcp.auth import (
     jwt_audiences,
     protected_resource_routes,
 )
+from service.mcp.caller_line import RESUME_GRACE_S, CallerLine
 from service.mcp.acknowledging import ACK_METHOD, HOST_ID_HEADER, DeliveredParams, valid_host_id
 from service.mcp.event_store import InMemoryEventStore
 from service.mcp.hosts import parse_push_hosts
@@ -89,8 +90,10 @@ class McpService:
         instructions: str | None = None,
         push_send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
         keeper: HostKeeper | None = None,
+        caller_grace_s: float = RESUME_GRACE_S,
     ) -> None:
         self.settings = settings
+        self.caller_grace_s = caller_grace_s  # how long a dropped POST may take to resume (caller_line)
         self.hub = hub
         self.keeper = keeper
         self.tools = tools if tools is not None else ToolRegistry()
@@ -213,17 +216,25 @@ class McpService:
 
     def _call_of(self, ctx: ServerRequestContext[Any, Any], *, time_budget_s: float | None = None) -> ToolCall:
         session_id = session_id_of(ctx.session)
-        channel = None
+        request_id = getattr(ctx, "request_id", None)
+        channel = caller = None
+        if session_id is not None and request_id is not None:
+            caller = CallerLine(partial(self.manager.response_stream_attached, session_id, request_id),
+                                grace_s=self.caller_grace_s)
         if session_id is not None:
             # Any request's session object reaches the connection's standalone (GET) stream.
             channel = SessionChannel(send=ctx.session.send_notification,  # type: ignore[arg-type]
                                      is_open=partial(self.sessions.is_streaming, session_id))
+        state = self.sessions.get(session_id) if session_id is not None else None
+        host_id = state.host_id if state is not None else None
         return ToolCall(
-            session=self.sessions.get(session_id) if session_id is not None else None,
+            session=state,
             hub=self.hub,
-            request_id=getattr(ctx, "request_id", None),
+            request_id=request_id,
             channel=channel,
             time_budget_s=time_budget_s,
+            caller=caller,
+            owe=partial(self.keeper.owe, host_id) if host_id is not None and self.keeper is not None else None,
         )
 
 

@@ -19,7 +19,7 @@ import inspect
 import json
 import logging
 import typing
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Self, TypeVar
@@ -30,6 +30,8 @@ from mcp_types import INVALID_PARAMS, CallToolResult, ImageContent, TextContent,
 from pydantic import BaseModel, PrivateAttr, ValidationError
 
 from service.delivery.hub import DeliveryHub, DeliveryTarget
+from service.delivery.message import InboundMessage
+from service.mcp.caller_line import CallerLine
 from service.mcp.sessions import SessionState
 
 log = logging.getLogger(__name__)
@@ -89,6 +91,11 @@ class ToolCall:
     # How long the host waits for this call's answer, when it says so (the channel bridge does, in the
     # request's _meta): a tool that may wait must answer well within it, never let the host time out.
     time_budget_s: float | None = None
+    # Whether the host can still take this call's result (None: a call not made over HTTP, as in tests).
+    caller: CallerLine | None = None
+    # For a host that acknowledges: claimed messages it did not get written into its delivery record, so
+    # they are pushed to it (HostKeeper.owe; False when certainly not written). None for any other host.
+    owe: Callable[[Sequence[InboundMessage]], Awaitable[bool]] | None = None
 
     @property
     def session_id(self) -> str | None:

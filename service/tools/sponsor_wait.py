@@ -4,8 +4,10 @@ While the call waits, a ``SponsorWaitTarget`` is registered in the hub (``ToolCa
 what makes this replica poll the watched chats and claim a sponsor's message for delivery at all (the
 delivery rule), and the hub hands such a message to a pending wait before any push target. The wait
 ends with its hand-over (service.tools.sponsor_wait_target: the backlog that fits one result, or a
-reply, or both), at the timeout, or when the host cancels the call; in every case the target leaves
-the hub, so nothing is claimed for a wait nobody is waiting on.
+reply, or both), at the timeout, when the host cancels the call, or when its connection has closed
+without a cancel (``CallerLine``: the SDK runs such a handler on); in every case the target leaves the
+hub, so nothing is claimed for a wait nobody is waiting on, and what it held but could not answer with
+goes back to the hub for the next wait or push host.
 
 A sponsor who wrote while no host was connected left **backlog**: messages written before the wait
 began, often hours old and in other chats. They are handed over together, each with its age, in
@@ -36,6 +38,7 @@ from service.delivery.message import InboundMessage, Source
 from service.delivery.push import format_ts, meta_value
 from service.delivery.sponsors import SponsorGate
 from service.delivery.xpia import bare_for_tool_result, wrap_external
+from service.mcp.caller_line import CallerLine
 from service.mcp.tool_registry import ToolCall
 from service.telemetry.logging import session_ref
 from service.tools.message_items import MAX_ITEM_CHARS
@@ -51,6 +54,7 @@ class WaitOutcome(str, Enum):
     NOT_WAITED = "not_waited"  # a push host: replies arrive as channel pushes
     NO_SPONSORS = "no_sponsors"  # no sponsor is known, so no reply could be verified
     SHUTTING_DOWN = "shutting_down"
+    CALLER_GONE = "caller_gone"  # the host's connection closed: what the wait held went to the next wait
 
 
 class SponsorReply(BaseModel):
@@ -81,7 +85,7 @@ def sponsor_reply(message: InboundMessage, *, backlog: bool, now: datetime) -> S
 
 @dataclass(frozen=True)
 class WaitResult:
-    outcome: WaitOutcome  # REPLY, BACKLOG, TIMEOUT, NO_SPONSORS or SHUTTING_DOWN (NOT_WAITED is the caller's own)
+    outcome: WaitOutcome  # any but NOT_WAITED, which is the caller's own
     timeout_s: float
     reply: SponsorReply | None = None
     backlog: tuple[SponsorReply, ...] = ()  # oldest first
@@ -105,6 +109,9 @@ class WaitResult:
         if self.outcome is WaitOutcome.NO_SPONSORS:
             return ("No sponsor of the agent identity is known (ENTRABOT_AGENT_IDENTITY_ID unset or its sponsors "
                     "unreadable), so no reply can be verified; use read_teams_messages(chat_id) to read replies.")
+        if self.outcome is WaitOutcome.CALLER_GONE:
+            return ("The connection of this call closed before its result could be written, so it carries no "
+                    "message: what arrived for it goes to your next wait. Call wait_for_sponsor_dm to get it.")
         return "This server is shutting down; reconnect, then call wait_for_sponsor_dm if you still need the reply."
 
     def _backlog_note(self) -> str:
@@ -128,6 +135,39 @@ def _age(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+async def _handed_over_while_listening(target: SponsorWaitTarget, caller: CallerLine | None, timeout_s: float) -> bool:
+    """Wait for the target's hand-over (``target.held`` then has it) or its timeout, unless the host can no
+    longer take the result first: then the target stops taking, and this answers False."""
+    if caller is None:
+        await target.handed_over(timeout_s)
+        return True
+    async with asyncio.TaskGroup() as tasks:
+        waiting = tasks.create_task(target.handed_over(timeout_s))
+        watching = tasks.create_task(caller.gone())
+        waiting.add_done_callback(lambda _: watching.cancel())
+        watching.add_done_callback(lambda _: waiting.cancel())  # handed_over closes the target as it ends
+    return watching.cancelled()
+
+
+def _give_back(call: ToolCall, held: list[InboundMessage], logged: dict[str, str]) -> None:
+    """The wait's host went away with claimed messages in it: they would reach nobody, so they go back
+    to the hub for the next wait or push host (issue 22 item 3)."""
+    if held:
+        call.hub.hand_back(held)
+        log.warning("sponsor wait ended before its result was written; its messages go to the next wait",
+                    extra={**logged, "message_ids": [m.message_id for m in held]})
+
+
+async def _owe_or_give_back(call: ToolCall, held: list[InboundMessage], logged: dict[str, str]) -> None:
+    """A host that acknowledges is owed what its wait held, in its delivery record: pushed to it on any
+    replica until it acknowledges, and never given to another host. Any other host's go back to the hub."""
+    if held and call.owe is not None and await call.owe(held):
+        log.warning("sponsor wait ended before its result was written; its messages are owed to its host",
+                    extra={**logged, "message_ids": [m.message_id for m in held]})
+        return
+    _give_back(call, held, logged)
 
 
 def budget_margin_s(budget_s: float) -> float:
@@ -171,16 +211,22 @@ class SponsorWaiter:
         async with call.holding(target):
             log.info("sponsor wait started", extra={**logged, "timeout_s": timeout_s})
             try:
-                handed = await target.handed_over(timeout_s)
+                listening = await _handed_over_while_listening(target, call.caller, timeout_s)
+                # The last look before the result goes out (a resume may still be on its way).
+                if listening and target.held and call.caller is not None:
+                    listening = await call.caller.listening()
             except asyncio.CancelledError:
-                # The host went away (it cancelled the call, its request ended) while the wait held
-                # claimed messages and waited for the rest of its hand-over: they would reach nobody, so
-                # they go back to the hub for the next wait or push host (issue 22 item 3).
-                if target.held:
-                    call.hub.hand_back(target.held)
-                    log.warning("sponsor wait ended before its result was written; its messages go to the next "
-                                "wait", extra={**logged, "message_ids": [m.message_id for m in target.held]})
+                # The host cancelled the call (or its session ended) while the wait held claimed messages.
+                _give_back(call, target.held, logged)
                 raise
+            if not listening:
+                # The host's connection closed without a cancel: the SDK would write the result to no
+                # connection (issue 22 item 3). What it holds goes to the next wait or push host instead (or
+                # into the delivery record of a host that acknowledges), and this result, should the host
+                # resume after all, carries none of it. Shielded: a hand-back begun is finished.
+                await asyncio.shield(_owe_or_give_back(call, target.held, logged))
+                return WaitResult(WaitOutcome.CALLER_GONE, timeout_s)
+        handed = target.held
         if not handed:
             log.info("sponsor wait timed out", extra=logged)
             return WaitResult(WaitOutcome.TIMEOUT, timeout_s)

@@ -491,3 +491,27 @@ async def test_a_host_whose_push_stream_went_away_is_no_longer_held_and_what_it_
     await keeper.sync("gone")
     holder = (await HostRecords(backend).read("gone")).held_by
     assert holder is not None and holder.active and target.got == ["1"]
+
+
+# --- a sponsor wait of an acknowledging host that could not answer ---
+
+
+async def test_what_a_hosts_sponsor_wait_could_not_answer_is_owed_to_that_host_on_any_replica(tmp_path: Path) -> None:
+    backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
+    assert await _keeper(backend, DeliveryHub(), clock).owe("h1", [msg("1")])  # the wait's replica
+    keeper = _keeper(backend, hub, clock)  # the replica the host comes back to
+    target = HostTarget("h1", "s2", keeper)
+    hub.register(target)
+    keeper.stream_opened("h1", "s2")
+    await keeper.sync("h1")
+    assert target.got == ["1"]
+    await keeper.acknowledge("h1", [("19:c1", "1")])
+    await _drain(keeper)
+    assert await keeper.owe("h1", [msg("1")])  # owed again by mistake: it has it, so nothing is added
+    assert (await HostRecords(backend).read("h1")).pending == ()
+
+
+async def test_a_wait_message_certainly_not_written_to_its_hosts_record_is_not_owed(tmp_path: Path) -> None:
+    backend, clock = OrderedBackend(tmp_path), Clock()
+    backend.fail_prefix = "deliveries/"
+    assert not await _keeper(backend, DeliveryHub(), clock).owe("h1", [msg("1")])  # the wait hands it back instead

@@ -137,12 +137,14 @@ class LiveMcp:
 
 
 def build_app(
-    settings: Settings, *, wrap_mcp: Callable[[ASGIApp], ASGIApp] | None = None, **mcp_options: Any
+    settings: Settings, *, wrap_mcp: Callable[[ASGIApp], ASGIApp] | None = None, hub: DeliveryHub | None = None,
+    **mcp_options: Any
 ) -> tuple[FastAPI, McpService, DeliveryHub, Metrics]:
-    """The app; ``wrap_mcp`` puts an ASGI layer of the test's around the whole /mcp endpoint."""
+    """The app; ``wrap_mcp`` puts an ASGI layer of the test's around the whole /mcp endpoint. ``hub`` and
+    ``tools`` (an MCP option): a replica's own, else a fresh hub and the demo tools."""
     metrics = Metrics()
-    hub = DeliveryHub(metrics=metrics)
-    mcp = build_mcp(settings, hub, metrics=metrics, tools=demo_tools(), **mcp_options)
+    hub = hub if hub is not None else DeliveryHub(metrics=metrics)
+    mcp = build_mcp(settings, hub, metrics=metrics, **{"tools": demo_tools(), **mcp_options})
     routes = mcp.routes()
     if wrap_mcp is not None:
         routes = [Route(MCP_PATH, wrap_mcp(mcp.endpoint)), *(r for r in routes if getattr(r, "path", None) != MCP_PATH)]
@@ -157,9 +159,10 @@ def build_app(
 
 @asynccontextmanager
 async def live_mcp(
-    settings: Settings | None = None, *, wrap_mcp: Callable[[ASGIApp], ASGIApp] | None = None, **mcp_options: Any
+    settings: Settings | None = None, *, wrap_mcp: Callable[[ASGIApp], ASGIApp] | None = None,
+    hub: DeliveryHub | None = None, **mcp_options: Any
 ) -> AsyncIterator[LiveMcp]:
-    app, mcp, hub, metrics = build_app(settings or mcp_settings(), wrap_mcp=wrap_mcp, **mcp_options)
+    app, mcp, hub, metrics = build_app(settings or mcp_settings(), wrap_mcp=wrap_mcp, hub=hub, **mcp_options)
     async with serve_app(app) as server:
         yield LiveMcp(server.base_url, mcp, hub, metrics)
 

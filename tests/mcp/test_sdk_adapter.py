@@ -6,6 +6,7 @@ Each check fails with "the mcp SDK changed: ..." so an upgrade that breaks one s
 from __future__ import annotations
 
 import inspect
+from functools import partial
 from importlib.metadata import version
 from typing import Any
 
@@ -230,3 +231,24 @@ def test_sessions_are_bound_to_the_principal_in_scope_user() -> None:
     assert 'scope.get("user")' in source and "authorization_context(" in source, sdk_changed(
         "sessions are no longer bound to scope['user'] (auth.BearerAuth sets it for exactly that)"
     )
+
+
+async def test_a_requests_stream_is_attached_while_its_connection_lives_and_again_once_resumed(
+        live: LiveMcp, http: httpx.AsyncClient) -> None:
+    # caller_line.py: the only sign that a tool's result would reach no connection, since the SDK does
+    # not cancel the handler of a request whose connection closed.
+    session_id = await open_raw_session(http, live.url, "codex")
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "wait_for_sponsor", "arguments": {"chat_id": "19:demo@thread.v2"}}}
+    attached = partial(live.mcp.manager.response_stream_attached, session_id)
+    async with http.stream("POST", live.url, json=call, headers=session_headers(session_id)) as response:
+        priming = await anext(line[3:].strip() async for line in response.aiter_lines() if line.startswith("id:"))
+        await eventually(lambda: live.hub.live_targets(), "the demo wait")
+        assert attached(7) and not attached(8), sdk_changed("a request's stream is not in `_request_streams`")
+    await eventually(lambda: not attached(7), sdk_changed("a closed connection leaves its request's stream"))
+    assert live.hub.live_targets(), "the SDK now cancels a handler whose connection closed: see caller_line.py"
+    headers = {**session_headers(session_id), "Last-Event-ID": priming}
+    async with http.stream("GET", live.url, headers=headers) as resumed:
+        assert resumed.status_code == 200
+        await eventually(lambda: attached(7), sdk_changed("a resumed request stream is not attached again"))
+        await live.hub.dispatch([chat_message("m-1")])  # the demo wait answers on the resumed stream
