@@ -13,6 +13,13 @@ Moving trades a possible duplicate for a certain loss: the first host may have w
 its own host and died before acknowledging it. That is why the bound is long (10 minutes by default,
 ``ENTRABOT_DELIVERY_MOVE_AFTER_S``) and why nothing is moved twice. Intents are settled first: only a
 claim found in its cursor moves.
+
+Every pass also settles the intents of any host that are older than ``SETTLE_AFTER_S``, served or not.
+An intent's claim id is proof only while its cursor keeps it (the newest 32 claims of a chat): a
+replica that died between its intent and the push leaves an intent that nobody else settles until the
+host's stream opens again, and a busy chat could push the claim out of the cursor before then, leaving
+the entry ambiguous (neither pushed nor dropped). Settled, it is simply owed. The host's own keeper
+settles the intents of a host it serves as well; both writes are the same idempotent change.
 """
 
 from __future__ import annotations
@@ -43,6 +50,9 @@ from service.telemetry.metrics import Metrics
 log = logging.getLogger(__name__)
 
 ROLE = "delivery_sweep"
+# Past any claim call in progress on a live replica (its intent is settled by that call, or by the
+# host's keeper); well inside the time a chat takes to see 32 newer claims.
+SETTLE_AFTER_S = 60.0
 
 
 @dataclass
@@ -78,6 +88,13 @@ class DeliverySweep:
             except StorageError:
                 continue  # an unreadable record is reported by its reader; its host's messages stay put
         now = self.clock()
+        for host_id, record in list(records.items()):
+            if any(e.state is EntryState.INTENT and now - e.at >= timedelta(seconds=SETTLE_AFTER_S)
+                   for e in record.pending):
+                try:
+                    records[host_id] = await self._settled(host_id, record)
+                except StorageError:
+                    continue  # settled on a later pass, or by the host's keeper
         stale = timedelta(seconds=HOLD_STALE_S)
         live = sorted((r for r in records.values() if r.unseen_since(now, stale) is None and not r.full),
                       key=lambda r: r.held_by.at if r.held_by else now, reverse=True)
@@ -100,6 +117,11 @@ class DeliverySweep:
 
     async def _claimed(self, host_id: str, record: HostRecord) -> list[PendingDelivery]:
         """The entries whose claim landed; intents that never will are dropped from the record."""
+        record = await self._settled(host_id, record)
+        return [e for e in record.pending if e.state is EntryState.LIVE and e.movable]
+
+    async def _settled(self, host_id: str, record: HostRecord) -> HostRecord:
+        """The record with its intents settled where their cursors tell: landed ones live, lapsed ones gone."""
         now = self.clock()
         landed: set[str] = set()
         failed: set[str] = set()
@@ -110,9 +132,16 @@ class DeliverySweep:
                     landed.add(entry.claim)
                 elif fate in (ClaimFate.NEVER, ClaimFate.AMBIGUOUS):
                     failed.add(entry.claim)
+                    if self.metrics is not None:
+                        self.metrics.lapsed_intents.labels(fate=fate.value).inc()
+                    if fate is ClaimFate.AMBIGUOUS:
+                        log.error("an intent's claim can no longer be told from the cursor; not pushed, so it may "
+                                  "be lost (read it with catch_up or read_chat)", extra={
+                                      "host_id": host_id, "chat_id": entry.message.chat_id,
+                                      "message_id": entry.message.message_id})
         if landed or failed:
             record = await self.records.update(host_id, lambda r: settled_intents(r, landed, failed))
-        return [e for e in record.pending if e.state is EntryState.LIVE and e.movable]
+        return record
 
     async def _move(self, from_host: str, to_host: str, owed: list[PendingDelivery]) -> int:
         at = self.clock()

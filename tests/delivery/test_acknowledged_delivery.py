@@ -32,7 +32,7 @@ from service.delivery.host_records import HostRecords
 from service.delivery.hub import DeliveryHub, DispatchOutcome, Handover, TargetKind
 from service.delivery.message import InboundMessage, Source
 from service.ledger.chat_claims import ChatClaimOutcome, ChatLedger, ClaimProblem
-from service.ledger.chat_cursor import Candidate, cursor_key
+from service.ledger.chat_cursor import CLAIM_MARKS_KEPT, Candidate, cursor_key
 from service.ledger.leases import Lease
 from service.ledger.reads import CorruptValueError
 from service.storage.errors import TransientStorageError
@@ -515,3 +515,20 @@ async def test_a_wait_message_certainly_not_written_to_its_hosts_record_is_not_o
     backend, clock = OrderedBackend(tmp_path), Clock()
     backend.fail_prefix = "deliveries/"
     assert not await _keeper(backend, DeliveryHub(), clock).owe("h1", [msg("1")])  # the wait hands it back instead
+
+
+async def test_the_sweep_settles_an_old_intent_of_any_host_before_a_busy_chat_could_push_its_claim_out(
+        tmp_path: Path) -> None:
+    """A replica died between a host's intent and its push while the host was away: the sweep settles the
+    intent within a pass, so 32 newer claims in that chat later leave it owed, not ambiguous."""
+    backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
+    await _owed(backend, "away", [msg("1")], landed=True)
+    await _hold(backend, "away", T0, active=False)  # away, but not long enough for a move
+    clock.advance(90)
+    assert await _sweep(backend, clock).sweep() == 0
+    assert [e.state for e in (await HostRecords(backend).read("away")).pending] == [EntryState.LIVE]
+    busy = ChatLedger[Offered](backend, clock=clock)
+    for n in range(2, 2 + CLAIM_MARKS_KEPT):  # the cursor keeps no trace of the first claim any more
+        assert (await busy.claim("19:c1", [Offered(msg(str(n), minutes=n))], T0)).outcome is ChatClaimOutcome.CLAIMED
+    _, target = await _host_connects(backend, hub, clock, "away")
+    assert target.got == ["1"]
