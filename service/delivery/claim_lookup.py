@@ -10,6 +10,7 @@ intent, and the message recorded): that case is ``AMBIGUOUS``, never guessed eit
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
@@ -22,6 +23,9 @@ from service.ledger.email_claims import read_email_cursor
 from service.ledger.email_cursor import CLAIM_IDS_KEPT
 from service.ledger.reads import ReadOutcome
 from service.storage.backend import MemoryBackend
+from service.telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
 
 # Longer than a claim call can run: a read, up to four conditional writes and their settling reads,
 # each bounded by the Blob client's timeouts (service/storage/blob_config.py: 5 s to connect, 30 s to read).
@@ -63,3 +67,14 @@ class ClaimLookup:
                 and min(m.at for m in cursor.claims) > entry.at:
             return ClaimFate.AMBIGUOUS
         return ClaimFate.NEVER if lapsed else ClaimFate.NOT_YET
+
+
+def note_dropped_intent(fate: ClaimFate, host_id: str, entry: PendingDelivery, metrics: Metrics | None) -> None:
+    """An intent settled as ``never`` or ``ambiguous`` leaves its record: counted, and the ambiguous one
+    (which may be a message lost) logged by id, so an operator can point the agent at it."""
+    if metrics is not None:
+        metrics.lapsed_intents.labels(fate=fate.value).inc()
+    if fate is ClaimFate.AMBIGUOUS:
+        log.error("an intent's claim can no longer be told from the cursor; not pushed, so it may be lost (read "
+                  "it with catch_up or read_chat)", extra={"host_id": host_id, "chat_id": entry.message.chat_id,
+                                                          "message_id": entry.message.message_id})

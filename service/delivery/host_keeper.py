@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from service.clock import utc_now
-from service.delivery.claim_lookup import ClaimFate, ClaimLookup
+from service.delivery.claim_lookup import ClaimFate, ClaimLookup, note_dropped_intent
 from service.delivery.host_record import (
     DeliveryKey,
     EntryState,
@@ -212,12 +212,7 @@ class HostKeeper:
                 landed.add(entry.claim)
             elif fate in (ClaimFate.NEVER, ClaimFate.AMBIGUOUS):
                 failed.add(entry.claim)
-                self._count_intent(fate)
-                if fate is ClaimFate.AMBIGUOUS:
-                    log.error("an intent's claim can no longer be told from the cursor; not pushed, so it may be "
-                              "lost (read it with catch_up or read_chat)", extra={
-                                  "host_id": host_id, "chat_id": entry.message.chat_id,
-                                  "message_id": entry.message.message_id})
+                note_dropped_intent(fate, host_id, entry, self.metrics)
         holder = record.held_by
         # What serves a host is its push stream, not its session: a host whose network went away (a
         # laptop closed) leaves a session here until its idle timeout, and must not look held meanwhile.
@@ -355,10 +350,6 @@ class HostKeeper:
             return
         for bucket, count in self.pending_by_age().items():
             self.metrics.pending_deliveries.labels(age=bucket).set(count)
-
-    def _count_intent(self, fate: ClaimFate) -> None:
-        if self.metrics is not None:
-            self.metrics.lapsed_intents.labels(fate=fate.value).inc()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from service.clock import Clock, utc_now
-from service.delivery.claim_lookup import ClaimFate, ClaimLookup
+from service.delivery.claim_lookup import ClaimFate, ClaimLookup, note_dropped_intent
 from service.delivery.host_keeper import HOLD_STALE_S
 from service.delivery.host_record import (
     EntryState,
@@ -132,13 +132,7 @@ class DeliverySweep:
                     landed.add(entry.claim)
                 elif fate in (ClaimFate.NEVER, ClaimFate.AMBIGUOUS):
                     failed.add(entry.claim)
-                    if self.metrics is not None:
-                        self.metrics.lapsed_intents.labels(fate=fate.value).inc()
-                    if fate is ClaimFate.AMBIGUOUS:
-                        log.error("an intent's claim can no longer be told from the cursor; not pushed, so it may "
-                                  "be lost (read it with catch_up or read_chat)", extra={
-                                      "host_id": host_id, "chat_id": entry.message.chat_id,
-                                      "message_id": entry.message.message_id})
+                    note_dropped_intent(fate, host_id, entry, self.metrics)
         if landed or failed:
             record = await self.records.update(host_id, lambda r: settled_intents(r, landed, failed))
         return record
