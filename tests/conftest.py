@@ -77,6 +77,11 @@ async def any_backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIt
             await _drop_container(azurite, name)
 
 
+# tryfirst: xdist's worker reads the groups in a collection_modifyitems hook of its own (it suffixes each
+# node id with its group); run after it, as this hook did, the per-module group was never seen, each
+# module's tests were spread over both workers and every module fixture (a fleet, a tiny bench run) was
+# built once per worker: about four minutes of the suite.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``make test`` runs two workers, ``--dist loadgroup``), each module's tests stay
     on one worker, in order, as when run alone: many modules share one fleet per module and some end

@@ -37,3 +37,20 @@ def test_one_group_runs_on_one_worker(tmp_path: Path) -> None:
     workers = re.findall(r"^\[(gw\d+)\] .* PASSED ", result.stdout, re.MULTILINE)
     assert len(workers) == 8, result.stdout[-3000:]
     assert len(set(workers)) == 1, f"one group, spread over {sorted(set(workers))}:\n{result.stdout[-3000:]}"
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_this_suite_keeps_each_modules_tests_on_one_worker() -> None:
+    """The suite's own conftest names a group per module; xdist must see it (it did not, until the hook
+    ran first: every module fixture was built once per worker)."""
+    modules = ("tests/test_layers.py", "tests/docs/test_documents.py")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", *modules],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    ran = re.findall(r"^\[(gw\d+)\] .* PASSED (tests/\S+?)::", result.stdout, re.MULTILINE)
+    workers_of = {module: {w for w, m in ran if m == module} for module in modules}
+    assert all(len(workers) == 1 for workers in workers_of.values()), workers_of
