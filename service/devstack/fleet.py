@@ -121,7 +121,7 @@ class LocalFleet:
     members: list[ReplicaProcess] = field(default_factory=list)
     _owns_azurite: bool = False
 
-    def start(self) -> None:
+    def start(self, *, ready_timeout_s: float = READY_TIMEOUT_S) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.azurite is None:
             self.azurite = start_azurite(location=None)
@@ -133,7 +133,7 @@ class LocalFleet:
         for member in self.members:
             member.start()
         for member in self.members:
-            member.wait_ready()
+            member.wait_ready(ready_timeout_s)
 
     def blob_endpoint(self) -> str:
         assert self.azurite is not None
