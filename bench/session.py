@@ -43,7 +43,9 @@ class BenchSession:
         """A new Azurite for a scenario that must not meet the last one's garbage. Azurite sweeps
         unreferenced blob extents every 10 minutes; after a fleet's container of 10,000+ blobs was
         deleted, a sweep held every request for 30-50 s (seen in the change-detection runs of
-        2026-12-02: hint appends timing out, every replica idle). Real Blob storage has no such pause."""
+        2026-12-02: hint appends timing out, every replica idle). Real Blob storage has no such pause.
+        That was the in-memory store; Azurite now keeps its blobs on disk, where the sweep is cheap
+        (bench/azurite_gc.py), and a fresh one still starts each scenario with an empty account."""
         if self._azurite is not None:
             self._azurite.stop()
             self._azurite = None
