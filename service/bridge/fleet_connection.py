@@ -26,6 +26,7 @@ from mcp_types import (
     REQUEST_TIMEOUT,
     CallToolResult,
     Implementation,
+    JSONRPCNotification,
     RequestParamsMeta,
     TextContent,
     Tool,
@@ -237,6 +238,7 @@ class FleetConnection:
             session_gone=gone,
             on_stream_open=self._stream_opened,
             on_stream_error=self._note,
+            on_notification_lost=self._notification_lost,
         )
         client = Client(
             resuming_http_client(transport, http),
@@ -322,6 +324,18 @@ class FleetConnection:
             self._session_gone.set()  # the replica no longer knows this session: initialize anew
             return
         self._note(_status_reason(status))
+
+    def _notification_lost(self, notification: JSONRPCNotification, reason: str) -> None:
+        """A notification's POST failed on the wire. An acknowledgement's keys go back in the batch (the
+        fleet takes a repeat as one); anything else is reported, and the host goes on."""
+        self._note(reason)
+        if notification.method != ACK_METHOD or not self.config.acknowledge:
+            return
+        keys = (notification.params or {}).get("keys") or []
+        for key in keys:
+            if isinstance(key, list) and len(key) == 2:
+                self._acks[(str(key[0]), str(key[1]))] = None
+        self._ack_ready.set()
 
     def _stream_opened(self, resumed: bool) -> None:
         log.info("push stream open", extra={"resumed": resumed})

@@ -7,8 +7,10 @@ Why an adapter at all: the SDK's streamable-HTTP client opens the session's GET 
 with ``Last-Event-ID``, but gives up after two failed attempts with a fixed delay, silently, and treats
 a 404 (the replica no longer knows the session) like any other failure. The bridge must keep the
 stream while the session lives (backoff with jitter, no attempt cap) and learn at once when the
-session is gone, so it can initialize a new one. Only ``handle_get_stream`` is replaced; the POST
-side, the SSE parsing and the message routing stay the SDK's.
+session is gone, so it can initialize a new one. ``handle_get_stream`` is replaced, and
+``_handle_post_request`` is wrapped so a POST that dies on the wire fails that one message rather
+than the session (the SDK lets the error end its POST writer: every later message of the session
+fails, python-sdk #3522); the SSE parsing and the message routing stay the SDK's.
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ import httpx2
 from mcp.client import Client
 from mcp.client.session import ClientSession
 from mcp.client._transport import TransportStreams
-from mcp.client.streamable_http import LAST_EVENT_ID, StreamableHTTPTransport, StreamWriter
+from mcp.client.streamable_http import LAST_EVENT_ID, RequestContext, StreamableHTTPTransport, StreamWriter
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared._httpx_utils import sse_within_origin
 from mcp.shared.message import SessionMessage
+from mcp_types import CONNECTION_CLOSED, JSONRPCNotification, JSONRPCRequest
 from pydantic import BaseModel
 
 from service.bridge.backoff import Backoff
@@ -42,6 +45,9 @@ def _require(condition: bool, what: str) -> None:
 
 _require(hasattr(StreamableHTTPTransport, "handle_get_stream"), "StreamableHTTPTransport has no handle_get_stream")
 _require(hasattr(StreamableHTTPTransport, "post_writer"), "StreamableHTTPTransport has no post_writer")
+_require(hasattr(StreamableHTTPTransport, "_handle_post_request"), "StreamableHTTPTransport has no _handle_post_request")
+_require(hasattr(StreamableHTTPTransport, "_resolve_abandoned_request"),
+         "StreamableHTTPTransport has no _resolve_abandoned_request")
 _require(hasattr(ClientSession, "send_notification"), "ClientSession has no send_notification")
 
 
@@ -70,12 +76,36 @@ class ResumingStreamTransport(StreamableHTTPTransport):
         session_gone: anyio.Event,
         on_stream_open: Callable[[bool], None] = lambda resumed: None,
         on_stream_error: Callable[[str], None] = lambda reason: None,
+        on_notification_lost: Callable[[JSONRPCNotification, str], None] = lambda notification, reason: None,
     ) -> None:
         super().__init__(url)
         self._backoff = backoff
         self._session_gone = session_gone
         self._on_stream_open = on_stream_open
         self._on_stream_error = on_stream_error
+        self._on_notification_lost = on_notification_lost
+
+    async def _handle_post_request(self, ctx: RequestContext) -> None:
+        """The SDK's POST, with a failure on the wire (a reset, a cut, a timeout) kept to its message: a
+        request is answered with a connection-closed error, as the SDK answers a request whose stream it
+        cannot resume; a notification is handed to ``on_notification_lost`` (an acknowledgement is sent
+        again). The session and its push stream go on; a replica that no longer knows the session still
+        answers 404, which ends it."""
+        try:
+            await super()._handle_post_request(ctx)
+        except httpx2.TransportError as exc:
+            message = ctx.session_message.message
+            broke = f"the connection to the fleet broke before its answer ({type(exc).__name__})"
+            if isinstance(message, JSONRPCRequest):
+                # The replica may have read the request before the connection broke: say so, since a
+                # host that retries a send must know it may have gone out (the send tools settle it).
+                await self._resolve_abandoned_request(
+                    ctx.read_stream_writer, message.id, f"{broke}; the call may or may not have run",
+                    code=CONNECTION_CLOSED)
+            elif isinstance(message, JSONRPCNotification):
+                self._on_notification_lost(message, broke)
+            else:
+                raise
 
     async def handle_get_stream(self, client: httpx2.AsyncClient, read_stream_writer: StreamWriter) -> None:
         last_event_id: str | None = None

@@ -5,7 +5,9 @@ while a replica lives every connection lands on it (what hashing the affinity he
 host), and when it dies new connections land on the next. ``cut()`` drops every open connection without touching
 the replicas, which is a dropped stream as the bridge sees it; ``swallow_replies()`` first makes
 what the replicas send vanish on the way (as on a connection dying silently), so a push the replica
-counts as sent never reaches the bridge except by replay. Hand-written: a few lines of asyncio,
+counts as sent never reaches the bridge except by replay; ``reset_when_sent(marker)`` resets the next
+connection that carries ``marker`` towards a replica before forwarding it (a POST dying on the wire).
+Hand-written: a few lines of asyncio,
 where no TCP proxy library here offers the cut.
 """
 
@@ -41,8 +43,14 @@ class TcpBalancer:
     last: tuple[str, int] | None = None
     swallowing: bool = False
 
+    reset_marker: bytes | None = None
+    resets: int = 0
+
     def swallow_replies(self) -> None:
         self.swallowing = True
+
+    def reset_when_sent(self, marker: bytes) -> None:
+        self.reset_marker = marker
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         order = sorted(self.upstreams, key=lambda upstream: upstream != self.last)
@@ -55,7 +63,17 @@ class TcpBalancer:
             self.routed[port] = self.routed.get(port, 0) + 1
             pair = (writer, up_writer)
             self.connections.append(pair)
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer, lambda: self.swallowing))
+
+            def reset(chunk: bytes) -> bool:
+                if self.reset_marker is None or self.reset_marker not in chunk:
+                    return False
+                self.reset_marker = None
+                self.resets += 1
+                for side in pair:
+                    side.transport.abort()
+                return True
+
+            await asyncio.gather(_pipe(reader, up_writer, reset), _pipe(up_reader, writer, lambda _: self.swallowing))
             with contextlib.suppress(ValueError):
                 self.connections.remove(pair)
             return
@@ -63,11 +81,11 @@ class TcpBalancer:
 
 
 async def _pipe(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, swallow: Callable[[], bool] = lambda: False
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, drop: Callable[[bytes], bool] = lambda _: False
 ) -> None:
     try:
         while chunk := await reader.read(_CHUNK):
-            if swallow():
+            if drop(chunk):
                 continue
             writer.write(chunk)
             await writer.drain()
