@@ -120,7 +120,6 @@ class FleetConnection:
         self.last_error: str | None = None
         self._acks: dict[tuple[str, str], None] = {}  # written to the host, not yet told to the fleet (in order)
         self._ack_ready = asyncio.Event()
-        self.acks_sent = 0
 
     # --- what the host side uses ---
 
@@ -164,7 +163,6 @@ class FleetConnection:
             if await self.notify(ACK_METHOD, {"keys": [list(k) for k in keys]}):
                 for key in keys:
                     self._acks.pop(key, None)
-                self.acks_sent += len(keys)
             else:
                 await asyncio.sleep(self.config.backoff.delay(1))
             if self._acks:

@@ -100,8 +100,8 @@ def _blob_arguments(*, port: int, location: str) -> list[str]:
     event loop that serves requests. Measured here (3.37.0): 20,000 overwrites of 50 keys stopped
     Azurite answering for over 120 s at the 10-minute mark, 5,003 blobs written and their container
     deleted for 38 s; a test suite's session Azurites stalled 8-30 s at their 10- and 20-minute GCs
-    (CI's two fleet-test timeouts of 2026-12-03 fit such a stall). On disk, writes share a few extent files and the same
-    20,000 overwrites left no stall above 30 ms."""
+    (CI's two fleet-test timeouts of 2026-12-03 fit such a stall). On disk, writes share a few extent
+    files and the same 20,000 overwrites left no stall above 30 ms (``bench/azurite_gc.py``)."""
     return [
         "--blobHost", "127.0.0.1", "--blobPort", str(port),
         "--skipApiVersionCheck", "--loose", "--disableTelemetry", "--location", location,
