@@ -29,6 +29,7 @@ class DemoTally:
     by_replica: Counter[str] = field(default_factory=Counter)
     chat_pushes: dict[str, ReceivedPush] = field(default_factory=dict)  # first push of each chat message
     mail_ids: set[str] = field(default_factory=set)
+    acknowledged: int | None = None  # pushes the fleet counted delivered (acknowledged); None: not read
 
     def sent_chat(self, message_id: str) -> None:
         self.sent_chat_ids.add(message_id)
@@ -73,6 +74,9 @@ class DemoTally:
         lines = [f"Sent {len(self.sent_chat_ids)} chat messages and {self.sent_mails} mails; delivered {total} "
                  f"pushes ({len(self.pushes)} distinct, {duplicated} duplicated):",
                  f"  {delivered_sent} of the {sent} sent"]
+        if self.acknowledged is not None:
+            lines.append(f"  {self.acknowledged} of the {len(self.pushes)} distinct acknowledged by their host: "
+                         "the fleet counts a push delivered only then, and pushes it again until it is")
         surfaced = self.first_sight
         if surfaced:
             lines.append(f"  {len(surfaced)} from the seeded history: on first sight a chat surfaces its newest "

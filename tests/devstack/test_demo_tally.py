@@ -51,3 +51,11 @@ def test_a_message_pushed_twice_is_reported_as_a_duplicate() -> None:
     assert tally.pushed(push("1"), "replica-2") is True
     assert tally.summary()[0].endswith("delivered 2 pushes (1 distinct, 1 duplicated):")
     assert tally.by_replica == {"replica-1": 1, "replica-2": 1}
+
+
+def test_the_fleets_acknowledged_count_is_stated_beside_the_distinct_pushes() -> None:
+    tally = tally_of(["1", "2", "3"], 0, [push("1"), push("2"), push("3")])
+    assert not any("acknowledged" in line for line in tally.summary())  # not read: not claimed
+    tally.acknowledged = 2
+    assert tally.summary()[2] == ("  2 of the 3 distinct acknowledged by their host: the fleet counts a push "
+                                  "delivered only then, and pushes it again until it is")
