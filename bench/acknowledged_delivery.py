@@ -60,8 +60,11 @@ ENV = {"ENTRABOT_CHAT_POLL_INTERVAL_S": "1.0", "ENTRABOT_CHAT_POLL_JITTER_S": "0
 
 
 def _sizes(session: BenchSession) -> tuple[int, float]:
-    """(messages per latency phase, idle window in seconds)."""
-    return {"tiny": (2, 5.0), "quick": (6, 20.0)}.get(session.profile.name, (40, 60.0))
+    """(messages per latency phase, idle window in seconds).
+
+    The full profile takes 100 claims a phase: with 40, the p99 is the slowest claim, and one slow
+    Azurite write on the shared cores decided it (23 ms at efc699f, 1.92 / 7.0 ms on a rerun)."""
+    return {"tiny": (2, 5.0), "quick": (6, 20.0)}.get(session.profile.name, (100, 60.0))
 
 
 async def _arrival(received: Received, message_id: str, started: float) -> float:
