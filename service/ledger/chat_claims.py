@@ -11,6 +11,7 @@
           │ the write raised and reading back could not settle it (or the call was cancelled)
           │
     READ cursor ── UNRESOLVED (failed / corrupt / no ETag) ───────────► UNRESOLVED, nothing claimed
+     (or the caller's read of a moment ago: ``known``)
           │
           ├─ ABSENT or PRESENT → decide_claim → nothing claimable ────► NOTHING_NEW / LOST
           │
@@ -237,6 +238,7 @@ async def claim_delivery(
     advance_watermark: bool = True,
     new_chat: bool = False,
     intent: ClaimIntent[M] | None = None,
+    known: CursorRead | None = None,
 ) -> ChatClaim[M]:
     """Claim ``candidates`` for this replica (see the module docstring for the whole contract).
 
@@ -253,13 +255,20 @@ async def claim_delivery(
     pass the same mapping on every call (``ChatLedger`` holds one).
 
     ``intent`` is told what each write will win before it is sent (and may veto it), and how it settled.
+
+    ``known``: the cursor as the caller read it a moment ago (before reading the chat from Graph): the
+    claim decides on it and writes against its ETag instead of reading the cursor again. A read that is
+    stale by then costs a failed compare-and-swap, after which the claim reads and decides afresh, as
+    after any lost race; an unresolved one is not used.
     """
     with tracer.start_as_current_span("ledger.claim_delivery") as span:
         span.set_attribute("entrabot.chat_id", chat_id)
         span.set_attribute("entrabot.candidates", len(candidates))
         run: _ClaimRun[M] = _ClaimRun(backend, chat_id, unsettled, settle_rounds, metrics)
+        usable = known if known is not None and known.outcome is not ReadOutcome.UNRESOLVED else None
+        span.set_attribute("entrabot.claim.cursor_known", usable is not None)
         claim = await _claim(run, candidates, last_ts, clock, metrics, max_attempts, new_claim_id, advance_watermark,
-                             new_chat, intent)
+                             new_chat, intent, usable)
         span.set_attribute("entrabot.claim.outcome", claim.outcome.value)
         span.set_attribute("entrabot.claim.ids", len(claim.ids))
         span.set_attribute("entrabot.claim.writes", claim.writes)
@@ -284,6 +293,7 @@ async def _claim(
     advance_watermark: bool = True,
     new_chat: bool = False,
     intent: ClaimIntent[M] | None = None,
+    known: CursorRead | None = None,
 ) -> ChatClaim[M]:
     earlier = await run.settle_earlier()
     if run.settled is Settlement.UNKNOWN:
@@ -295,6 +305,8 @@ async def _claim(
     ahead: IntentAhead[M] | None = None
     if earlier is not None:
         read = earlier
+    elif known is not None:
+        read = known  # the intent, if any, follows the decision: the read costs nothing here
     elif intent is None:
         read = await run.read_back()
     else:
@@ -445,12 +457,13 @@ class ChatLedger(Generic[M]):
         advance_watermark: bool = True,
         new_chat: bool = False,
         intent: ClaimIntent[M] | None = None,
+        known: CursorRead | None = None,
     ) -> ChatClaim[M]:
         async with self._chat_locks.setdefault(chat_id, asyncio.Lock()):
             claim = await claim_delivery(
                 self._backend, chat_id, candidates, last_ts,
                 unsettled=self._unsettled, clock=self._clock, metrics=self._metrics,
-                advance_watermark=advance_watermark, new_chat=new_chat, intent=intent,
+                advance_watermark=advance_watermark, new_chat=new_chat, intent=intent, known=known,
             )
         if claim.problem is ClaimProblem.CORRUPT:
             self.corrupt.mark(chat_id)

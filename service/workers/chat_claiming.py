@@ -17,6 +17,7 @@ from service.delivery.hub import DeliveryHub
 from service.delivery.message import InboundMessage
 from service.delivery.permission_verdict import parse_verdict
 from service.ledger import ChatLedger
+from service.ledger.chat_claims import CursorRead
 from service.ledger.claim_intent import ClaimIntent
 from service.ledger.permission_requests import PermissionRequests, Standing
 from service.workers.chat_state import ChatPhase, ChatRead, OfferedMessage, decide_offer
@@ -37,44 +38,48 @@ class ChatClaimer:
         offered = await self._without_verdicts_held_elsewhere(list(messages))
         return frozenset(m.message_id for m in self.hub.claimable(offered))
 
-    async def claim(self, read: ChatRead, takeable: frozenset[str]) -> datetime | None:
+    async def claim(self, read: ChatRead, takeable: frozenset[str], *,
+                    cursor: CursorRead | None = None) -> datetime | None:
         """Claim and push what ``takeable`` allows; the newest creation time among the messages no
-        target here could take (left for another), or None."""
+        target here could take (left for another), or None. ``cursor``: the fleet's cursor as read just
+        before ``read`` (the claim writes against it instead of reading it again)."""
         if read.first_sight:
-            return await self._claim_first_sight(read, takeable)
-        return await self._claim_steady(read, takeable)
+            return await self._claim_first_sight(read, takeable, cursor)
+        return await self._claim_steady(read, takeable, cursor)
 
-    async def _claim_first_sight(self, read: ChatRead, takeable: frozenset[str]) -> datetime | None:
+    async def _claim_first_sight(self, read: ChatRead, takeable: frozenset[str],
+                                 cursor: CursorRead | None) -> datetime | None:
         state, (newest,) = read.state, read.messages
         if newest.id not in takeable:
             return newest.created  # a replica holding a target that can take it will surface it
         # Only into a chat that still has no cursor: a replica that wrote one meanwhile may have left
         # messages between its watermark and this one unclaimed, for its own host.
         claim = await self.ledger.claim(state.chat_id, [newest], newest.created, new_chat=True,
-                                        intent=self.intent)
+                                        intent=self.intent, known=cursor)
         await self._deliver(claim.won)
         if claim.may_advance:
             state.phase = ChatPhase.NEEDS_RESOLUTION  # adopt whatever the fleet's cursor now says
         return None
 
-    async def _claim_steady(self, read: ChatRead, takeable: frozenset[str]) -> datetime | None:
+    async def _claim_steady(self, read: ChatRead, takeable: frozenset[str],
+                            cursor: CursorRead | None) -> datetime | None:
         state = read.state
         offer = decide_offer(read.messages, takeable)
         if not offer.candidates:
             if not offer.blocked:
                 # Only system or own messages: nothing to claim, and nothing anyone else must deliver.
-                await self._record_decided(read, offer.seen_up_to)
+                await self._record_decided(read, offer.seen_up_to, cursor)
             return offer.left
         # If the write's outcome is unknown, the ledger keeps these messages with it and returns them
         # from the call that settles it as ours.
         claim = await self.ledger.claim(state.chat_id, offer.candidates, offer.seen_up_to,
-                                        advance_watermark=not offer.blocked, intent=self.intent)
+                                        advance_watermark=not offer.blocked, intent=self.intent, known=cursor)
         await self._deliver(claim.won)
         if claim.may_advance:
             state.watermark = later(state.watermark, offer.seen_up_to)
         return offer.left
 
-    async def _record_decided(self, read: ChatRead, seen_up_to: datetime | None) -> None:
+    async def _record_decided(self, read: ChatRead, seen_up_to: datetime | None, cursor: CursorRead | None) -> None:
         """Record messages nobody delivers in the fleet's cursor, as a claim of them: its watermark and
         ids then cover the hints they raise, so the other replicas take them from the cursor instead of
         each reading the chat. The same compare-and-swap and settling rules as any claim; only after a
@@ -84,7 +89,7 @@ class ChatClaimer:
         if seen_up_to is None or not read.complete:
             state.watermark = later(state.watermark, seen_up_to)
             return
-        claim = await self.ledger.claim(state.chat_id, read.messages, seen_up_to, intent=self.intent)
+        claim = await self.ledger.claim(state.chat_id, read.messages, seen_up_to, intent=self.intent, known=cursor)
         await self._deliver(claim.won)  # what an earlier claim in doubt settled as ours; never these
         if claim.may_advance:
             state.watermark = later(state.watermark, seen_up_to)

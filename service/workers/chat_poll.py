@@ -70,6 +70,11 @@ tracer = trace.get_tracer(__name__)
 
 # New watched chats beyond this many are checked for a cursor with one listing, not a read each.
 LIST_CURSORS_ABOVE = 20
+# The cursor read that decided a chat needs a Graph read serves that read's claim if the claim comes
+# within this long (a Graph read takes well under a second): one Blob read fewer per message. An older
+# one is likelier to be stale, and a stale one costs a failed write, a re-read and, for an acknowledging
+# host, the intent's rewrite; the claim then reads the cursor itself (beside its intent).
+SEEN_CURSOR_MAX_AGE_S = 2.0
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -339,13 +344,15 @@ class ChatPoller:
             wanted.not_before = self.monotonic() + UNRESOLVED_RETRY_S
             return None
         state.adopt(cursor, in_doubt=self._in_doubt(state))
+        state.seen_cursor, state.seen_cursor_at = cursor, self.monotonic()
         return (cursor.value is not None and not self._in_doubt(state)
                 and wanted.covered_by_cursor(cursor.value))
 
     async def _claim_chat(self, read: ChatRead, takeable: frozenset[str]) -> None:
         chat_id = read.state.chat_id
+        cursor = read.state.take_seen_cursor(self.monotonic(), SEEN_CURSOR_MAX_AGE_S)
         try:
-            left = await self._claimer.claim(read, takeable)
+            left = await self._claimer.claim(read, takeable, cursor=cursor)
         except (GraphError, StorageError) as exc:
             log_chat_failure(chat_id, exc)
             wanted = self.book.wanted(chat_id)

@@ -48,10 +48,19 @@ class ChatPollState:
     # A read left a message for a target this replica did not have (ChatBook.reconsider_behind).
     behind: Behind | None = None
     read_at: float = float("-inf")  # monotonic: this replica's last Graph read of the chat
+    # The fleet's cursor as the look before the last Graph read found it (with its ETag), and when
+    # (monotonic): the claim of that read writes against it rather than reading the cursor again.
+    seen_cursor: CursorRead | None = None
+    seen_cursor_at: float = float("-inf")
 
     def covers(self, wanted: WantedRead) -> bool:
         """This replica's own steady view already covers the want (no I/O)."""
         return self.phase is ChatPhase.STEADY and wanted.covered_by_watermark(self.watermark)
+
+    def take_seen_cursor(self, now: float, max_age_s: float) -> CursorRead | None:
+        """The cursor read of the last look, once (a claim's write changes its ETag), if it is recent."""
+        seen, self.seen_cursor = self.seen_cursor, None
+        return seen if seen is not None and now - self.seen_cursor_at <= max_age_s else None
 
     def adopt(self, cursor: CursorRead, *, in_doubt: bool) -> None:
         """Take the fleet's cursor: its watermark covers only messages whose fate is decided. Not while

@@ -99,6 +99,54 @@ async def test_a_burst_over_50_is_claimed_whole_and_stays_claimed(store: MemoryB
     assert len((await stored_cursor(store)).seen_ids_tail) == 50
 
 
+# --- a cursor the caller read a moment ago ---
+
+
+async def test_a_claim_given_the_cursor_read_before_the_graph_read_writes_against_it_without_reading_again(
+    store: MemoryBackend,
+) -> None:
+    await ChatLedger[Candidate](store).claim(CHAT, messages(1, 1))
+    known = await resolve_cursor(store, CHAT)
+    faulty = FaultyBackend(store)
+    faulty.add(FaultRule(Fault.READ_FAILS, key=KEY))  # a read of the cursor now would claim nothing
+    recording = RecordingBackend(faulty)
+    claim = await ChatLedger[Candidate](recording).claim(CHAT, messages(1, 3), known=known)
+    assert claim.outcome is ChatClaimOutcome.CLAIMED and claim.ids == ids(2, 3)
+    assert faulty.injected[Fault.READ_FAILS] == 0
+    assert [w.if_match for w in recording.writes_to(KEY)] == [known.etag]
+
+
+async def test_a_stale_cursor_read_costs_a_lost_race_never_a_duplicate(store: MemoryBackend) -> None:
+    await ChatLedger[Candidate](store).claim(CHAT, messages(1, 1))
+    known = await resolve_cursor(store, CHAT)
+    sibling = await ChatLedger[Candidate](store).claim(CHAT, messages(2, 3))  # lands after our look
+    recording = RecordingBackend(store)
+    metrics = Metrics()
+    claim = await ChatLedger[Candidate](recording, metrics=metrics).claim(CHAT, messages(2, 5), known=known)
+    assert sibling.ids == ids(2, 3) and claim.ids == ids(4, 5)
+    assert len(recording.writes_to(KEY)) == 2  # the stale write lost, the one decided on a re-read won
+    assert sample(metrics, "entrabot_cas_conflicts_total", ledger="chat") == 1
+    assert (await stored_cursor(store)).seen_ids_tail == ids(1, 5)
+
+
+async def test_a_new_chat_seen_absent_a_moment_ago_is_still_claimed_only_if_absent(store: MemoryBackend) -> None:
+    known = await resolve_cursor(store, CHAT)
+    assert known.outcome is ReadOutcome.ABSENT
+    await ChatLedger[Candidate](store).claim(CHAT, messages(1, 2))  # a sibling's first claim
+    claim = await ChatLedger[Candidate](store).claim(CHAT, messages(2, 2), new_chat=True, known=known)
+    assert claim.outcome is ChatClaimOutcome.NOTHING_NEW and claim.ids == ()
+    assert (await stored_cursor(store)).seen_ids_tail == ids(1, 2)
+
+
+async def test_an_unresolved_cursor_read_is_not_used_the_claim_reads_for_itself(store: MemoryBackend) -> None:
+    faulty = FaultyBackend(store)
+    faulty.add(FaultRule(Fault.READ_FAILS, key=KEY, times=1))
+    known = await resolve_cursor(faulty, CHAT)
+    assert known.outcome is ReadOutcome.UNRESOLVED
+    claim = await ChatLedger[Candidate](faulty).claim(CHAT, messages(1, 2), known=known)
+    assert claim.outcome is ChatClaimOutcome.CLAIMED and claim.ids == ids(1, 2)
+
+
 # --- reads that fail closed ---
 
 

@@ -402,6 +402,35 @@ async def test_a_replica_joining_a_fleet_that_has_seen_every_chat_lists_the_curs
             await joining.aclose()
 
 
+async def test_a_hinted_message_costs_one_cursor_read_the_look_before_the_graph_read_serves_the_claim(
+        emulator, tmp_path: Path) -> None:
+    """The claim writes against the cursor read that decided the chat needs a Graph read (SPEC §9's
+    look), instead of reading the cursor a second time: one Blob read per message, not two."""
+    store = CursorReadCounter(tmp_path / "state")
+    stack = await build_stack(emulator, store, is_cloud=False)
+    try:
+        host = RecordingTarget()
+        stack.hub.register(host)
+        await settle(stack)
+        chat = emulator.seed.chats[0].id
+        assert chat is not None
+        for role in stack.chats.roles:  # neither the scan nor the sweep is due in this cycle
+            role.cycle = _idle  # type: ignore[method-assign]
+        for n in range(3):
+            posted = emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content=f"look {n}")
+            await stack.notify(chat, posted.id)
+            store.cursor_reads = 0
+            await settle(stack, cycles=1)
+            assert host.ids[-1] == posted.id
+            assert store.cursor_reads == 1
+    finally:
+        await stack.aclose()
+
+
+async def _idle() -> None:
+    return None
+
+
 def _scanner_on_a_clock(stack: WorkerStack, now: list[float], *, quiet_s: float,
                         active_s: float) -> chat_scan.ChatScanner:
     scanner = stack.chats.roles[0]
