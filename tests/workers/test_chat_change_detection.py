@@ -157,6 +157,38 @@ async def test_with_the_scanner_hung_the_sweep_alone_delivers_every_message(emul
         await stack.aclose()
 
 
+async def test_the_sweep_hints_a_message_in_flight_without_quickening_and_quickens_for_one_a_lost_hint_hid(
+        emulator, store) -> None:
+    """Under steady traffic most sweep pages show a message the scanner's hint is still carrying to its
+    claim: hinted (the sweep cannot know the scanner is alive), but not work found, so the sweep keeps
+    its slow pace instead of listing chats and reading cursors every two seconds while people talk."""
+    await held_elsewhere(store, chat_scan.ROLE)
+    stack = await build_stack(emulator, store, is_cloud=False)
+    try:
+        host = RecordingTarget()
+        stack.hub.register(host)
+        await settle(stack)
+        sweep = stack.chats.roles[1]
+        assert isinstance(sweep, chat_sweep.ChatSweep)
+        now = [1000.0]
+        sweep.monotonic = lambda: now[0]
+        chat = emulator.seed.chats[1].id
+        assert chat is not None
+        young = emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content="just now")
+        sweep._next_page = float("-inf")
+        await stack.chats.cycle()
+        assert host.ids == [young.id]
+        assert sweep._next_page == now[0] + sweep.interval_s
+        hidden = emulator.state.post_message(chat, sender_id=emulator.seed.humans[1].id, content="hint lost")
+        sweep.clock = lambda: datetime.now(UTC) + timedelta(seconds=chat_sweep.IN_FLIGHT_S + 5)
+        now[0] += sweep.interval_s
+        await stack.chats.cycle()
+        assert host.ids == [young.id, hidden.id]
+        assert sweep._next_page == now[0] + chat_sweep.BUSY_PAGE_S
+    finally:
+        await stack.aclose()
+
+
 async def test_an_unordered_tenant_is_scanned_page_by_page_and_still_delivers_once(store) -> None:
     seed = build_seed(chats=3, throttle=ROOMY)
     refusing = Seed.model_validate({**seed.model_dump(), "chats_orderby": "refused"})
