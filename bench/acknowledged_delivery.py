@@ -7,20 +7,26 @@ Replica processes on Azurite and the Graph emulator behind the loopback balancer
 (tests/bridge), imported, not copied. At 1 and at 3 replicas:
 
 * **Latency.** Messages posted one at a time, each timed from the post to the bridge's stdout, with the
-  bridge acknowledging (the default) and then with ``--no-acknowledge`` (today's push: no host record,
-  no intent, no acknowledgement). What acknowledged delivery adds to a push is the intent, the one
-  write before the claim's (the acknowledgement itself comes after the push): the replicas' own
-  ``entrabot_claim_intent_seconds``, the wait for the intent on each claim's path, gives its p50/p99
-  (interpolated in the histogram's buckets, as Prometheus does). The end-to-end difference is beside
-  it, and noisy: change detection (a chat read once a second) dominates the end-to-end figure. Also the
-  fleet's first push → acknowledgement written to the record (``/readyz`` deliveries), and the
+  bridge acknowledging (the default) and then with ``--no-acknowledge`` (a push host owed nothing: no
+  host record, no intent, no acknowledgement). What acknowledged delivery adds to a push is the intent,
+  the one write before the claim's (the acknowledgement itself comes after the push): the replicas' own
+  ``entrabot_claim_intent_seconds``, the intent on each claim's path, gives its p50/p99 (interpolated in
+  the histogram's buckets, as Prometheus does). That is what it adds over a ``--no-acknowledge`` push of
+  this commit, whose claim writes against the cursor read that preceded the Graph read. The push the
+  issue measured read the cursor once more at that point; beside the intent, the same window's cursor
+  reads (``entrabot_blob_operation_seconds{op="read",area="chat_cursors"}``) give that read's p50/p99,
+  and their difference is what the intent adds over that push. The end-to-end difference is beside
+  them, and noisy: change detection (a chat read once a second) dominates the end-to-end figure. Also
+  the fleet's first push → acknowledgement written to the record (``/readyz`` deliveries), and the
   replicas' mean conditional Blob write time.
 * **Blob operations per delivered message**, claim included: those of the delivery path (the areas
-  ``chat_cursors`` and ``deliveries`` of ``entrabot_blob_operations_total``: the claim's read and write,
-  the intent, the acknowledgement, the keeper's reads of the record), and every Blob call of every
-  replica during the latency phase (hint polls, the reader roster, the interaction log…), by op and
-  by area, over the messages delivered; and
-  **per idle replica-hour**, a window without traffic with the bridge connected.
+  ``chat_cursors`` and ``deliveries`` of ``entrabot_blob_operations_total``: the look at the cursor
+  before the Graph read, which the claim writes against, the claim's write, the intent, the
+  acknowledgement, and what those areas cost by the clock, the sweep's cursor reads and the keeper's
+  refreshes of the record), also less that clock-driven share (the same areas' rate in the idle window,
+  over the latency window's length); and every Blob call of every replica during the latency phase
+  (hint polls, the reader roster, the interaction log…), by op and by area, over the messages
+  delivered; and **per idle replica-hour**, a window without traffic with the bridge connected.
 * **SIGKILL → redelivery**: the replica serving the bridge is told to SIGKILL itself right after a claim
   (``ENTRABOT_TEST_KILL_AT=after_claim``): the time from its death to the message on the bridge's stdout,
   through another replica (at 1 replica, through the same replica restarted).
@@ -97,15 +103,33 @@ def _blob_ops(before: list[MetricsScrape], after: list[MetricsScrape], label: st
     return dict(ops)
 
 
-def _intent_on_path_ms(before: list[MetricsScrape], after: list[MetricsScrape]) -> dict[str, float | None]:
-    """What waiting for the claims' intents added to their paths in the window, every replica's claims."""
-    window = combined([later.minus(earlier) for earlier, later in zip(before, after, strict=True)])
-    name = "entrabot_claim_intent_seconds"
-    out: dict[str, float | None] = {"claims": window.value(f"{name}_count")}
+def _window(before: list[MetricsScrape], after: list[MetricsScrape]) -> MetricsScrape:
+    return combined([later.minus(earlier) for earlier, later in zip(before, after, strict=True)])
+
+
+def _quantiles_ms(window: MetricsScrape, name: str, **labels: str) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
     for label, q in (("p50", 0.5), ("p99", 0.99)):
-        seconds = window.quantile(name, q)
+        seconds = window.quantile(name, q, **labels)
         out[label] = round(seconds * 1000, 2) if seconds is not None else None
     return out
+
+
+def _intent_on_path_ms(window: MetricsScrape) -> dict[str, float | None]:
+    """What the claims' intents added to their paths in the window, every replica's claims."""
+    name = "entrabot_claim_intent_seconds"
+    return {"claims": window.value(f"{name}_count"), **_quantiles_ms(window, name)}
+
+
+def _cursor_read_ms(window: MetricsScrape) -> dict[str, float | None]:
+    """The chat cursors' reads in the window: what the push the issue measured paid where the intent now is."""
+    name = "entrabot_blob_operation_seconds"
+    return {"reads": window.value(f"{name}_count", op="read", area="chat_cursors"),
+            **_quantiles_ms(window, name, op="read", area="chat_cursors")}
+
+
+def _minus(a: float | None, b: float | None) -> float | None:
+    return round(a - b, 2) if a is not None and b is not None else None
 
 
 def _mean_write_ms(scrapes: list[MetricsScrape]) -> float | None:
@@ -126,18 +150,28 @@ async def _phase(stack: BridgeFleet, http: httpx.AsyncClient, workdir: Path, mes
         await stack.wait_bootstrapped()  # a replica with a host gives every chat its cursor
         await _post_one(stack, received, 0, "warm-up")  # the session, the chat reads and the record exist
         before = await _scrape_all(http, members)
+        window_started = time.perf_counter()
         samples = [await _post_one(stack, received, n, "sample") for n in range(1, messages + 1)]
         await asyncio.sleep(1.0)  # the last acknowledgement is written
         after = await _scrape_all(http, members)
+        window_s = time.perf_counter() - window_started
         ops = _blob_ops(before, after)
         areas = _blob_ops(before, after, "area")
         await asyncio.sleep(1.0)
         idle_before = await _scrape_all(http, members)
+        idle_started = time.perf_counter()
         await asyncio.sleep(idle_s)
         idle_after = await _scrape_all(http, members)
+        idle_window_s = time.perf_counter() - idle_started
         idle_ops = sum(_blob_ops(idle_before, idle_after).values())
+        idle_areas = _blob_ops(idle_before, idle_after, "area")
         readyz = [(await http.get(f"{m.base_url}/readyz")).json().get("deliveries") for m in members]
     fleet_side = next((d for d in readyz if d and d.get("acknowledged")), None)
+    window = _window(before, after)
+    path_ops = sum(areas.get(a, 0.0) for a in DELIVERY_PATH_AREAS)
+    # The same areas' idle rate over the window's length: the sweep's cursor reads and the keeper's
+    # refreshes, which follow the clock and not the messages.
+    clock_driven = sum(idle_areas.get(a, 0.0) for a in DELIVERY_PATH_AREAS) / idle_window_s * window_s
     return {
         "acknowledge": acknowledge,
         "latency_ms": summarize([s * 1000 for s in samples]).as_dict(),
@@ -146,10 +180,13 @@ async def _phase(stack: BridgeFleet, http: httpx.AsyncClient, workdir: Path, mes
         "blob_ops_by_area_per_message": {a: round(v / messages, 2) for a, v in sorted(areas.items()) if v},
         # The delivery path alone: the chats' cursors (the claim's read and write) and the hosts' records
         # (the intent, the acknowledgement, the keeper's refresh reads), every replica's.
-        "delivery_path_blob_ops_per_message": round(sum(areas.get(a, 0.0) for a in DELIVERY_PATH_AREAS) / messages, 2),
-        "blob_ops_per_idle_replica_hour": round(idle_ops / len(members) / idle_s * 3600, 1),
+        "delivery_path_blob_ops_per_message": round(path_ops / messages, 2),
+        "delivery_path_blob_ops_per_message_less_clock_driven": round((path_ops - clock_driven) / messages, 2),
+        "window_s": round(window_s, 1),
+        "blob_ops_per_idle_replica_hour": round(idle_ops / len(members) / idle_window_s * 3600, 1),
         "blob_write_ms_mean": _mean_write_ms(after),
-        "intent_on_path_ms": _intent_on_path_ms(before, after),
+        "intent_on_path_ms": _intent_on_path_ms(window),
+        "cursor_read_ms": _cursor_read_ms(window),
         "ack_latency_ms_p50": fleet_side.get("ack_latency_ms_p50") if fleet_side else None,
         "ack_latency_ms_p99": fleet_side.get("ack_latency_ms_p99") if fleet_side else None,
         "duplicates": len(received.message_ids()) - len(set(received.message_ids())),
@@ -195,12 +232,14 @@ async def _at(session: BenchSession, replicas: int) -> dict[str, Any]:
         acked = await _phase(stack, http, workdir / "acked", messages, acknowledge=True, idle_s=idle_s)
         kill = await _redelivery_after_sigkill(stack, workdir)
     added = {q: round(acked["latency_ms"][q] - plain["latency_ms"][q], 1) for q in ("p50", "p99")}
-    intent = acked["intent_on_path_ms"]
+    intent, read = acked["intent_on_path_ms"], acked["cursor_read_ms"]
     # What acknowledged delivery itself adds per message: the whole replicas' Blob traffic per message
     # (hint polls, the reader roster, the interaction log…) is the same either way.
     added_ops = round(acked["blob_ops_per_message"] - plain["blob_ops_per_message"], 2)
     return {"replicas": replicas, "messages": messages, "idle_s": idle_s, "before": plain, "after": acked,
-            "added_latency_ms": {"p50": intent["p50"], "p99": intent["p99"]}, "end_to_end_difference_ms": added,
+            "added_latency_ms": {"p50": intent["p50"], "p99": intent["p99"]},
+            "added_over_the_issues_push_ms": {q: _minus(intent[q], read[q]) for q in ("p50", "p99")},
+            "end_to_end_difference_ms": added,
             "added_blob_ops_per_message": added_ops, "redelivery_after_sigkill": kill}
 
 
@@ -220,26 +259,35 @@ async def run(session: BenchSession) -> dict[str, Any]:
 
 def markdown(result: dict[str, Any]) -> str:
     header = ["replicas", "push p50/p99 ms before", "after", "end-to-end difference p50/p99 ms",
-              "added on the claim path p50/p99 ms (claims)", "ack written p50/p99 ms",
-              "Blob write mean ms", "delivery path Blob ops/message before → after",
+              "intent on the claim path p50/p99 ms (claims)", "cursor read p50/p99 ms",
+              "added over the issue's push p50/p99 ms", "ack written p50/p99 ms",
+              "Blob write mean ms", "delivery path Blob ops/message before → after (less clock-driven)",
               "all Blob ops/message before → after (added)", "idle Blob ops/replica-hour before → after",
               "SIGKILL → redelivery s"]
     rows = []
     for r in result["runs"]:
         b, a, k = r["before"], r["after"], r["redelivery_after_sigkill"]
+        over = r["added_over_the_issues_push_ms"]
         rows.append([r["replicas"], f"{b['latency_ms']['p50']:.0f} / {b['latency_ms']['p99']:.0f}",
                      f"{a['latency_ms']['p50']:.0f} / {a['latency_ms']['p99']:.0f}",
                      f"{r['end_to_end_difference_ms']['p50']} / {r['end_to_end_difference_ms']['p99']}",
                      f"{r['added_latency_ms']['p50']} / {r['added_latency_ms']['p99']} "
                      f"({a['intent_on_path_ms']['claims']:.0f})",
+                     f"{a['cursor_read_ms']['p50']} / {a['cursor_read_ms']['p99']}",
+                     f"{over['p50']} / {over['p99']}",
                      f"{a['ack_latency_ms_p50']} / {a['ack_latency_ms_p99']}", a["blob_write_ms_mean"],
-                     f"{b['delivery_path_blob_ops_per_message']} → {a['delivery_path_blob_ops_per_message']}",
+                     f"{b['delivery_path_blob_ops_per_message']} → {a['delivery_path_blob_ops_per_message']} "
+                     f"({a['delivery_path_blob_ops_per_message_less_clock_driven']})",
                      f"{b['blob_ops_per_message']} → {a['blob_ops_per_message']} ({r['added_blob_ops_per_message']:+})",
                      f"{b['blob_ops_per_idle_replica_hour']} → {a['blob_ops_per_idle_replica_hour']}",
                      f"{k['seconds']} ({k['through']})"])
-    note = ("\"Added on the claim path\" is what acknowledged delivery adds to a push: the wait for the claim's "
-            "intent (the replicas' `entrabot_claim_intent_seconds`, written beside the cursor read), from the "
-            "histogram's buckets. The end-to-end difference of two runs is dominated by change detection's noise.")
+    note = ("The intent on the claim path is what acknowledged delivery adds to a `--no-acknowledge` push of this "
+            "commit (the replicas' `entrabot_claim_intent_seconds`, from the histogram's buckets): both claims write "
+            "against the cursor read that preceded the Graph read. The push the issue measured read the cursor once "
+            "more at that point (the cursor read column, the same window's `chat_cursors` reads); the difference of "
+            "the two is what the intent adds over that push. The end-to-end difference of two runs is dominated by "
+            "change detection's noise. Delivery path ops less clock-driven: less the same areas' idle rate over the "
+            "window (the sweep's cursor reads, the keeper's record refreshes).")
     return "\n\n".join([f"## Acknowledged delivery\n\n{machine_line(result)}", markdown_table(header, rows), note])
 
 

@@ -182,8 +182,9 @@ class BlobBackend:
             span.set_attribute("entrabot.blob.outcome", outcome)
             span.end()
             if self._metrics is not None:
-                self._metrics.blob_operations.labels(op=op.value, outcome=outcome, area=area_of(key)).inc()
-                self._metrics.blob_latency.labels(op=op.value).observe(time.perf_counter() - started)
+                area = area_of(key)
+                self._metrics.blob_operations.labels(op=op.value, outcome=outcome, area=area).inc()
+                self._metrics.blob_latency.labels(op=op.value, area=area).observe(time.perf_counter() - started)
 
     # --- MemoryBackend ---
 

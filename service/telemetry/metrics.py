@@ -154,8 +154,9 @@ class Metrics:
         )
         self.claim_intent = Histogram(
             "entrabot_claim_intent_seconds", "What writing a claim's intent added to the claim's path, before its "
-            "write: beside_read, the wait for the intent after the cursor read returned (0 for a claim with no "
-            "acknowledging host); after_read, the whole intent write when the read named other messages",
+            "write (0 for a claim with no acknowledging host): after_read, the whole intent write after the claim "
+            "decided (on the cursor read that preceded the Graph read, or on a read that named other messages); "
+            "beside_read, the wait for the intent after a cursor read of the claim's own returned",
             ["path"], buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 1),
             registry=r,
         )
@@ -211,7 +212,8 @@ class Metrics:
             registry=r,
         )
         self.blob_latency = Histogram(
-            "entrabot_blob_operation_seconds", "Storage operation latency", ["op"], buckets=_IO_BUCKETS, registry=r
+            "entrabot_blob_operation_seconds", "Storage operation latency by op and area (as for "
+            "entrabot_blob_operations_total)", ["op", "area"], buckets=_IO_BUCKETS, registry=r
         )
         # Loops
         self.watched_chats = Gauge("entrabot_watched_chats", "Chats in the watched list", registry=r)

@@ -29,8 +29,13 @@ def test_a_tiny_run_measures_both_ways_and_redelivers_once(tmp_path: Path) -> No
         # every sample's claim waited for its intent (or found none to wait for, without acknowledgement)
         assert after["intent_on_path_ms"]["claims"] >= run["messages"]
         assert run["added_latency_ms"]["p99"] is not None
-        # each claim reads and writes its chat's cursor; an acknowledging host's record takes at least
-        # the intent and the acknowledgement of each message
+        assert after["cursor_read_ms"]["reads"] >= run["messages"]  # the look before each Graph read
+        assert set(run["added_over_the_issues_push_ms"]) == {"p50", "p99"}
+        for phase in (before, after):
+            assert (phase["delivery_path_blob_ops_per_message_less_clock_driven"]
+                    <= phase["delivery_path_blob_ops_per_message"])
+        # each message costs its chat's cursor a look (which the claim writes against) and a write; an
+        # acknowledging host's record takes at least the intent and the acknowledgement of each message
         assert before["blob_ops_by_area_per_message"]["chat_cursors"] >= 2
         assert after["blob_ops_by_area_per_message"]["chat_cursors"] >= 2
         assert after["blob_ops_by_area_per_message"]["deliveries"] >= 2

@@ -121,7 +121,9 @@ async def test_operations_are_counted_by_op_and_outcome(azurite: Azurite, contai
     assert count("if_match", "ok") == 1
     assert count("if_match", "conflict") == 1
     assert count("read", "ok") == 2
-    assert metrics.registry.get_sample_value("entrabot_blob_operation_seconds_count", {"op": "read"}) == 2
+    assert metrics.registry.get_sample_value("entrabot_blob_operation_seconds_count", {"op": "read", "area": "k"}) == 1
+    assert metrics.registry.get_sample_value("entrabot_blob_operation_seconds_count",
+                                             {"op": "read", "area": "absent"}) == 1
 
 
 # --- scripted answers, through the real SDK pipeline ---
