@@ -10,6 +10,7 @@ edited, on either replica; the other chats of Ada's are not watched.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from emulator.server import RunningEmulator
 from service.delivery.message import InboundMessage
 from service.ledger.sent_messages import parse_sent, sent_key
 from service.storage.blob import BlobBackend
+from service.workers.chat_wants import FAILED_RETRY_S
 from tests.tools.tool_world import RecordingPushTarget, ToolWorld, tool_world
 
 pytestmark = [pytest.mark.azurite]
@@ -95,6 +97,9 @@ async def test_the_persons_message_during_a_send_in_flight_waits_for_the_send(pa
     await pair.cycles()
     assert pair.delivered() == Counter()  # could be the agent's own post, not recorded yet: nobody decides
     await pair.a.deps.sent_messages.settle(chat, in_flight, None)  # it posted nothing after all
+    # A read that found the send in flight decided nothing and keeps its want, read again after
+    # FAILED_RETRY_S: no new hint comes for a message the scan has already hinted.
+    await asyncio.sleep(FAILED_RETRY_S)
     await pair.cycles()
     assert pair.delivered() == Counter({ada: 1})
 

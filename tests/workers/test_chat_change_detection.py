@@ -446,7 +446,7 @@ async def test_a_hinted_message_costs_one_cursor_read_the_look_before_the_graph_
         await settle(stack)
         chat = emulator.seed.chats[0].id
         assert chat is not None
-        for role in stack.chats.roles:  # neither the scan nor the sweep is due in this cycle
+        for role in stack.chats.roles:  # the scan and the sweep stand aside: only the hint below reads the chat
             role.cycle = _idle  # type: ignore[method-assign]
         for n in range(3):
             posted = emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content=f"look {n}")
