@@ -31,7 +31,9 @@ class ClaimIntent(Protocol[M_contra]):
 
 @dataclass
 class IntentAhead(Generic[M]):
-    """An intent written *while* the claim reads the cursor, instead of after it.
+    """An intent written *while* the claim reads the cursor, instead of after it: for a claim that reads
+    the cursor itself (a chat claim usually decides on the poller's look at the cursor before its Graph
+    read, and writes its intent after that decision, with no read on its path at all).
 
     The intent must be stored before the claim write is sent, and what a write wins is known only
     from the read. A chat's poller offers only what lies past its own watermark, so the read nearly
