@@ -38,12 +38,21 @@ from bench.session import BenchSession, add_session_arguments, session_from_argu
 
 # Graph cost and footprint share the single-replica runs, latency and claim efficiency the fleet
 # runs: each pair runs back to back so a session reuses what the first one measured.
-FLEET_BENCHMARKS: tuple[ModuleType, ...] = (graph_cost, footprint, delivery_latency, claim_efficiency,
-                                             bridge_latency, change_detection, conversation_mix,
-                                             claude_code_latency)
+FLEET_BENCHMARKS: tuple[ModuleType, ...] = (
+    graph_cost,
+    footprint,
+    delivery_latency,
+    claim_efficiency,
+    bridge_latency,
+    change_detection,
+    conversation_mix,
+    claude_code_latency,
+)
 CLAIM_LEDGER = "claim_ledger"
 NAMES = [m.NAME for m in FLEET_BENCHMARKS] + [CLAIM_LEDGER]
-BUSY_LOAD_PER_CPU = 0.5  # a 1-minute load above this per CPU before the run: someone else is using the machine
+BUSY_LOAD_PER_CPU = (
+    0.5  # a 1-minute load above this per CPU before the run: someone else is using the machine
+)
 
 
 @dataclass
@@ -83,8 +92,10 @@ def claim_ledger_markdown(module: ModuleType, result: dict[str, Any]) -> str:
     else:
         body = "```json\n" + json.dumps(result.get("rows", result), indent=1) + "\n```"
     m = result.get("machine", {})
-    return (f"## Claim ledger (ledger level, full contention, Azurite)\n\n{body}\n\n"
-            f"{result.get('when', '')}, {m.get('cpus')} CPUs, Python {m.get('python')}\n")
+    return (
+        f"## Claim ledger (ledger level, full contention, Azurite)\n\n{body}\n\n"
+        f"{result.get('when', '')}, {m.get('cpus')} CPUs, Python {m.get('python')}\n"
+    )
 
 
 def claim_ledger_available() -> bool:
@@ -98,12 +109,16 @@ def run_one(name: str, session: BenchSession) -> Outcome:
         if name == CLAIM_LEDGER:
             markdown = run_claim_ledger(session)
         else:
-            markdown = run_fleet_benchmark(next(m for m in FLEET_BENCHMARKS if m.NAME == name), session)
+            markdown = run_fleet_benchmark(
+                next(m for m in FLEET_BENCHMARKS if m.NAME == name), session
+            )
         outcome = Outcome(name, time.monotonic() - began, markdown=markdown)
     except Exception:  # noqa: BLE001 - reported in SUMMARY.md and the exit status; the others still run
         outcome = Outcome(name, time.monotonic() - began, error=traceback.format_exc(limit=8))
         print(outcome.error, file=sys.stderr, flush=True)
-    print(f"== {name}: {'failed' if outcome.error else 'done'} in {outcome.seconds:.0f} s", flush=True)
+    print(
+        f"== {name}: {'failed' if outcome.error else 'done'} in {outcome.seconds:.0f} s", flush=True
+    )
     return outcome
 
 
@@ -123,8 +138,13 @@ def selected(args: argparse.Namespace, session: BenchSession) -> list[tuple[str,
     return out
 
 
-def summary(outcomes: list[Outcome], command: str, session: BenchSession, load_before: list[float],
-            total_s: float) -> str:
+def summary(
+    outcomes: list[Outcome],
+    command: str,
+    session: BenchSession,
+    load_before: list[float],
+    total_s: float,
+) -> str:
     m = machine()
     busy = load_before[0] > BUSY_LOAD_PER_CPU * (m["cpus"] or 1)
     lines = [
@@ -138,14 +158,18 @@ def summary(outcomes: list[Outcome], command: str, session: BenchSession, load_b
     ]
     if busy:
         lines.append("")
-        lines.append("**Provisional:** the machine was already loaded when the run began (other work was "
-                     "running); latency and CPU figures are pessimistic. Re-run on a quiet machine to quote them.")
+        lines.append(
+            "**Provisional:** the machine was already loaded when the run began (other work was "
+            "running); latency and CPU figures are pessimistic. Re-run on a quiet machine to quote them."
+        )
     for o in outcomes:
         lines.append("")
         if o.skipped:
             lines.append(f"## {o.name}\n\nSkipped: {o.skipped}.")
         elif o.error:
-            lines.append(f"## {o.name}\n\nFAILED after {o.seconds:.0f} s:\n\n```\n{o.error.strip()}\n```")
+            lines.append(
+                f"## {o.name}\n\nFAILED after {o.seconds:.0f} s:\n\n```\n{o.error.strip()}\n```"
+            )
         else:
             assert o.markdown is not None
             lines.append(o.markdown.strip())
@@ -155,10 +179,17 @@ def summary(outcomes: list[Outcome], command: str, session: BenchSession, load_b
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     add_session_arguments(parser)
-    parser.add_argument("--only", action="append", choices=NAMES, metavar="NAME",
-                        help=f"run only this benchmark (repeatable): {', '.join(NAMES)}")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=NAMES,
+        metavar="NAME",
+        help=f"run only this benchmark (repeatable): {', '.join(NAMES)}",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    command = "python -m bench " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    command = "python -m bench " + " ".join(
+        shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)
+    )
     load_before = load_average()
     began = time.monotonic()
     outcomes: list[Outcome] = []
@@ -166,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
         if session.keep_workdir:
             print(f"replica logs and data in {session.workdir}", flush=True)
         for name, skipped in selected(args, session):
-            outcomes.append(Outcome(name, 0.0, skipped=skipped) if skipped else run_one(name, session))
+            outcomes.append(
+                Outcome(name, 0.0, skipped=skipped) if skipped else run_one(name, session)
+            )
         text = summary(outcomes, command.strip(), session, load_before, time.monotonic() - began)
         session.results_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(session.results_dir / "SUMMARY.md", text)

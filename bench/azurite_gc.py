@@ -22,7 +22,14 @@ from typing import Any
 
 import httpx
 
-from bench.report import DEFAULT_RESULTS_DIR, envelope, load_average, machine_line, markdown_table, write_result
+from bench.report import (
+    DEFAULT_RESULTS_DIR,
+    envelope,
+    load_average,
+    machine_line,
+    markdown_table,
+    write_result,
+)
 from service.devstack.azurite import ACCOUNT, ACCOUNT_KEY
 from service.devstack.dev_environment import load_devstack_settings
 from service.devstack.fleet import free_port
@@ -48,9 +55,23 @@ def _start(store: str, port: int, folder: Path) -> subprocess.Popen[bytes]:
     if node is None or not script.exists():
         raise SystemExit("needs node on PATH and the pinned npm Azurite (make setup)")
     where = ["--location", str(folder)] if store == "disk" else ["--inMemoryPersistence"]
-    return subprocess.Popen([node, str(script), "--blobHost", "127.0.0.1", "--blobPort", str(port),
-                             "--skipApiVersionCheck", "--loose", "--disableTelemetry", *where],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    return subprocess.Popen(
+        [
+            node,
+            str(script),
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(port),
+            "--skipApiVersionCheck",
+            "--loose",
+            "--disableTelemetry",
+            *where,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 async def _answering(http: httpx.AsyncClient, url: str) -> None:
@@ -76,7 +97,8 @@ async def measure(store: str, writes: int, watch_s: float) -> dict[str, Any]:
             await _answering(http, probe)
             backend = BlobBackend.from_connection_string(
                 f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};BlobEndpoint={endpoint};",
-                "gc-bench")
+                "gc-bench",
+            )
             await backend.ensure_container()
             gate = asyncio.Semaphore(IN_FLIGHT)
 
@@ -87,7 +109,10 @@ async def measure(store: str, writes: int, watch_s: float) -> dict[str, Any]:
             await asyncio.gather(*(write(i) for i in range(writes)))
             await backend.aclose()
             filled = time.monotonic() - began
-            print(f"{store}: {writes} writes took {filled:.0f} s; watching until {watch_s:.0f} s", flush=True)
+            print(
+                f"{store}: {writes} writes took {filled:.0f} s; watching until {watch_s:.0f} s",
+                flush=True,
+            )
             worst, worst_at, answers = 0.0, 0.0, 0
             # At least one probe after the writes, even when starting and writing outlasted the watch
             # (a loaded machine): a run without one would report a slowest answer it never measured.
@@ -105,48 +130,90 @@ async def measure(store: str, writes: int, watch_s: float) -> dict[str, Any]:
     finally:
         terminate(proc, timeout=10)
         shutil.rmtree(folder, ignore_errors=True)
-    return {"store": store, "writes": writes, "keys": KEYS, "start_and_writes_s": round(filled, 1),
-            "probes": answers, "slowest_answer_s": round(worst, 3), "slowest_at_s": round(worst_at, 1),
-            "slowest_is_the_timeout": worst >= PROBE_TIMEOUT_S}
+    return {
+        "store": store,
+        "writes": writes,
+        "keys": KEYS,
+        "start_and_writes_s": round(filled, 1),
+        "probes": answers,
+        "slowest_answer_s": round(worst, 3),
+        "slowest_at_s": round(worst_at, 1),
+        "slowest_is_the_timeout": worst >= PROBE_TIMEOUT_S,
+    }
 
 
 def markdown(result: dict[str, Any]) -> str:
-    rows = [[r["store"], r["writes"], r["start_and_writes_s"],
-             f"{'≥ ' if r['slowest_is_the_timeout'] else ''}{r['slowest_answer_s']}", r["slowest_at_s"]]
-            for r in result["runs"]]
-    return "\n\n".join([
-        "# Azurite's blob GC: the slowest answer, in memory and on disk",
-        machine_line(result),
-        markdown_table(["store", "overwrites", "start + writes (s)", "slowest answer (s)", "at (s from start)"], rows),
-        f"One GET every {PROBE_EVERY_S} s until {result['parameters']['watch_until_s']:.0f} s after the start; Azurite's GC runs at "
-        f"the start and every {GC_INTERVAL_S:.0f} s. The two stores ran side by side.",
-    ])
+    rows = [
+        [
+            r["store"],
+            r["writes"],
+            r["start_and_writes_s"],
+            f"{'≥ ' if r['slowest_is_the_timeout'] else ''}{r['slowest_answer_s']}",
+            r["slowest_at_s"],
+        ]
+        for r in result["runs"]
+    ]
+    return "\n\n".join(
+        [
+            "# Azurite's blob GC: the slowest answer, in memory and on disk",
+            machine_line(result),
+            markdown_table(
+                [
+                    "store",
+                    "overwrites",
+                    "start + writes (s)",
+                    "slowest answer (s)",
+                    "at (s from start)",
+                ],
+                rows,
+            ),
+            f"One GET every {PROBE_EVERY_S} s until {result['parameters']['watch_until_s']:.0f} s after the start; Azurite's GC runs at "
+            f"the start and every {GC_INTERVAL_S:.0f} s. The two stores ran side by side.",
+        ]
+    )
 
 
 async def run(writes: int, watch_s: float) -> dict[str, Any]:
     started_load = load_average()
-    runs = await asyncio.gather(measure("memory", writes, watch_s), measure("disk", writes, watch_s))
+    runs = await asyncio.gather(
+        measure("memory", writes, watch_s), measure("disk", writes, watch_s)
+    )
     profile = "full" if watch_s > GC_INTERVAL_S else "smoke (ends before the GC)"
-    result = envelope(NAME, profile, {"writes": writes, "keys": KEYS, "probe_every_s": PROBE_EVERY_S,
-                                      "watch_until_s": watch_s}, started_load)
+    result = envelope(
+        NAME,
+        profile,
+        {"writes": writes, "keys": KEYS, "probe_every_s": PROBE_EVERY_S, "watch_until_s": watch_s},
+        started_load,
+    )
     result["runs"] = list(runs)
     return result
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--writes", type=int, default=20_000, help="overwrites before the watch (default 20,000)")
-    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS_DIR, help="where the results go")
-    parser.add_argument("--watch-s", type=float, default=WATCH_UNTIL_S,
-                        help=f"watch until this long after the start (default {WATCH_UNTIL_S:.0f}: past the "
-                             f"GC at {GC_INTERVAL_S:.0f} s; shorter only for a smoke run)")
+    parser.add_argument(
+        "--writes", type=int, default=20_000, help="overwrites before the watch (default 20,000)"
+    )
+    parser.add_argument(
+        "--results", type=Path, default=DEFAULT_RESULTS_DIR, help="where the results go"
+    )
+    parser.add_argument(
+        "--watch-s",
+        type=float,
+        default=WATCH_UNTIL_S,
+        help=f"watch until this long after the start (default {WATCH_UNTIL_S:.0f}: past the "
+        f"GC at {GC_INTERVAL_S:.0f} s; shorter only for a smoke run)",
+    )
     args = parser.parse_args(argv)
     if args.writes < 1:
         parser.error("--writes must be at least 1")
     if args.watch_s <= 0:
         parser.error("--watch-s must be positive")
-    print(f"writing {args.writes} blobs to each Azurite, then watching until {args.watch_s:.0f} s from its "
-          f"start (its GC runs at {GC_INTERVAL_S:.0f} s) …", flush=True)
+    print(
+        f"writing {args.writes} blobs to each Azurite, then watching until {args.watch_s:.0f} s from its "
+        f"start (its GC runs at {GC_INTERVAL_S:.0f} s) …",
+        flush=True,
+    )
     result = asyncio.run(run(args.writes, args.watch_s))
     json_path, _ = write_result(args.results, NAME, result, markdown(result))
     print(markdown(result))

@@ -60,7 +60,11 @@ class _Arrivals(ClientExtension):
         self._arrived = arrived
 
     def notifications(self) -> list[NotificationBinding[Any]]:
-        return [NotificationBinding(method="notifications/claude/channel", params_type=_Params, handler=self._on)]
+        return [
+            NotificationBinding(
+                method="notifications/claude/channel", params_type=_Params, handler=self._on
+            )
+        ]
 
     async def _on(self, params: _Params) -> None:
         meta = params.model_dump().get("meta", {})
@@ -83,9 +87,15 @@ async def _replica() -> AsyncIterator[tuple[str, DeliveryHub]]:
 
 
 def _message(i: int) -> InboundMessage:
-    return InboundMessage(source=Source.CHAT, chat_id="19:bench@thread.v2", message_id=f"bench-{i}",
-                          sender_id="00000000-0000-0000-0000-00000000a11c", sender_name="Alice",
-                          created=datetime.now(UTC), body=f"benchmark message {i}")
+    return InboundMessage(
+        source=Source.CHAT,
+        chat_id="19:bench@thread.v2",
+        message_id=f"bench-{i}",
+        sender_id="00000000-0000-0000-0000-00000000a11c",
+        sender_name="Alice",
+        created=datetime.now(UTC),
+        body=f"benchmark message {i}",
+    )
 
 
 def _bridge_pid() -> int:
@@ -96,7 +106,7 @@ def _bridge_pid() -> int:
             continue
         with contextlib.suppress(OSError):
             stat = (entry / "stat").read_text()
-            ppid = stat[stat.rindex(")") + 2:].split()[1]
+            ppid = stat[stat.rindex(")") + 2 :].split()[1]
             if ppid == me and b"channel" in (entry / "cmdline").read_bytes():
                 return int(entry.name)
     raise RuntimeError("the bridge process was not found among this process's children")
@@ -122,31 +132,51 @@ async def measure(samples: int, interval_s: float, idle_s: float, workdir: Path)
         direct_arrived[push.message_id] = time.perf_counter()
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENTRABOT_")}
-    env.update({"PYTHONPATH": str(REPO_ROOT), "ENTRABOT_BRIDGE_TOKEN": "bench-token",
-                "ENTRABOT_BRIDGE_STATE_DIR": str(workdir / "bridge-state")})  # this run's, not the user's
+    env.update(
+        {
+            "PYTHONPATH": str(REPO_ROOT),
+            "ENTRABOT_BRIDGE_TOKEN": "bench-token",
+            "ENTRABOT_BRIDGE_STATE_DIR": str(workdir / "bridge-state"),
+        }
+    )  # this run's, not the user's
     stop = asyncio.Event()
     async with _replica() as (direct_url, direct_hub), _replica() as (bridge_url, bridge_hub):
         direct = ChannelHost("direct", [direct_url], on_push=on_direct)
         direct_task = asyncio.create_task(direct.run(stop))
         parameters = StdioServerParameters(
-            command=sys.executable, args=["-m", "service.cli", "channel", "--fleet-url", bridge_url, "--push"],
-            env=env, cwd=str(REPO_ROOT),
+            command=sys.executable,
+            args=["-m", "service.cli", "channel", "--fleet-url", bridge_url, "--push"],
+            env=env,
+            cwd=str(REPO_ROOT),
         )
         with open(workdir / "bridge.log", "w", encoding="utf-8") as errlog:
-            host = Client(stdio_client(parameters, errlog=errlog), mode="legacy", extensions=[_Arrivals(bridge_arrived)],
-                          client_info=Implementation(name="claude-code", version="bench"), cache=None)
+            host = Client(
+                stdio_client(parameters, errlog=errlog),
+                mode="legacy",
+                extensions=[_Arrivals(bridge_arrived)],
+                client_info=Implementation(name="claude-code", version="bench"),
+                cache=None,
+            )
             async with host:
-                await _wait_for(lambda: _has_push_target(direct_hub) and _has_push_target(bridge_hub),
-                                "both hosts' push streams", CONNECT_TIMEOUT_S)
+                await _wait_for(
+                    lambda: _has_push_target(direct_hub) and _has_push_target(bridge_hub),
+                    "both hosts' push streams",
+                    CONNECT_TIMEOUT_S,
+                )
                 direct_ms: list[float] = []
                 bridge_ms: list[float] = []
                 for i in range(samples):
                     message = _message(i)
                     began = time.perf_counter()
-                    await asyncio.gather(direct_hub.dispatch([message]), bridge_hub.dispatch([message]))
+                    await asyncio.gather(
+                        direct_hub.dispatch([message]), bridge_hub.dispatch([message])
+                    )
                     key = message.message_id
-                    await _wait_for(lambda: key in direct_arrived and key in bridge_arrived,  # noqa: B023
-                                    f"sample {i} at both hosts", SAMPLE_TIMEOUT_S)
+                    await _wait_for(
+                        lambda: key in direct_arrived and key in bridge_arrived,  # noqa: B023
+                        f"sample {i} at both hosts",
+                        SAMPLE_TIMEOUT_S,
+                    )
                     direct_ms.append((direct_arrived[key] - began) * 1000)
                     bridge_ms.append((bridge_arrived[key] - began) * 1000)
                     await asyncio.sleep(interval_s)
@@ -165,12 +195,16 @@ async def measure(samples: int, interval_s: float, idle_s: float, workdir: Path)
     return {
         "direct_ms": direct_summary.as_dict(2),
         "bridge_ms": bridge_summary.as_dict(2),
-        "added_ms": {"p50": round(bridge_summary.p50 - direct_summary.p50, 2),
-                     "p99": round(bridge_summary.p99 - direct_summary.p99, 2)},
+        "added_ms": {
+            "p50": round(bridge_summary.p50 - direct_summary.p50, 2),
+            "p99": round(bridge_summary.p99 - direct_summary.p99, 2),
+        },
         "added_per_sample_ms": per_sample.as_dict(2),
         "idle": {
             "seconds": round(after.at - before.at, 1),
-            "cpu_share_of_one_core": round((after.cpu_s - before.cpu_s) / max(after.at - before.at, 1e-9), 4),
+            "cpu_share_of_one_core": round(
+                (after.cpu_s - before.cpu_s) / max(after.at - before.at, 1e-9), 4
+            ),
             "rss_mib": round(after.rss_bytes / 2**20, 1),
         },
         "target_added_p99_ms": TARGET_ADDED_P99_MS,
@@ -180,11 +214,17 @@ async def measure(samples: int, interval_s: float, idle_s: float, workdir: Path)
 
 
 async def run(session: BenchSession) -> dict[str, Any]:
-    samples, idle_s = {"full": (400, 30.0), "quick": (60, 10.0)}.get(session.profile.name, (20, 3.0))
+    samples, idle_s = {"full": (400, 30.0), "quick": (60, 10.0)}.get(
+        session.profile.name, (20, 3.0)
+    )
     parameters = {"samples": samples, "interval_s": 0.02, "idle_s": idle_s}
     started = load_average()
-    measured = await measure(parameters["samples"], parameters["interval_s"], parameters["idle_s"],  # type: ignore[arg-type]
-                             session.scratch(NAME))
+    measured = await measure(
+        parameters["samples"],
+        parameters["interval_s"],
+        parameters["idle_s"],  # type: ignore[arg-type]
+        session.scratch(NAME),
+    )
     return {**envelope(NAME, session.profile.name, parameters, started), **measured}
 
 
@@ -193,17 +233,27 @@ def markdown(result: dict[str, Any]) -> str:
     s = result["added_per_sample_ms"]
     table = markdown_table(
         ["path", "samples", "p50 ms", "p99 ms", "max ms"],
-        [["direct streamable-HTTP host", d["count"], d["p50"], d["p99"], d["max"]],
-         ["through the stdio bridge", b["count"], b["p50"], b["p99"], b["max"]],
-         ["added: bridge percentile − direct percentile", "", a["p50"], a["p99"], ""],
-         ["added: per sample (bridge − direct, same message)", s["count"], s["p50"], s["p99"], s["max"]]],
+        [
+            ["direct streamable-HTTP host", d["count"], d["p50"], d["p99"], d["max"]],
+            ["through the stdio bridge", b["count"], b["p50"], b["p99"], b["max"]],
+            ["added: bridge percentile − direct percentile", "", a["p50"], a["p99"], ""],
+            [
+                "added: per sample (bridge − direct, same message)",
+                s["count"],
+                s["p50"],
+                s["p99"],
+                s["max"],
+            ],
+        ],
     )
     verdict = "meets" if result["meets_target"] else "MISSES"
-    return (f"## Channel bridge: added push latency and idle cost\n\n{table}\n\n"
-            f"Added at p99, per sample: {s['p99']} ms ({verdict} the {result['target_added_p99_ms']:.0f} ms target; "
-            f"difference of the p99s: {a['p99']} ms). "
-            f"Idle for {idle['seconds']} s holding its session: {idle['cpu_share_of_one_core'] * 100:.2f} % of one core, "
-            f"{idle['rss_mib']} MiB RSS.\n\n{machine_line(result)}\n")
+    return (
+        f"## Channel bridge: added push latency and idle cost\n\n{table}\n\n"
+        f"Added at p99, per sample: {s['p99']} ms ({verdict} the {result['target_added_p99_ms']:.0f} ms target; "
+        f"difference of the p99s: {a['p99']} ms). "
+        f"Idle for {idle['seconds']} s holding its session: {idle['cpu_share_of_one_core'] * 100:.2f} % of one core, "
+        f"{idle['rss_mib']} MiB RSS.\n\n{machine_line(result)}\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

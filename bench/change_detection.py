@@ -108,8 +108,15 @@ LATE_THRESHOLD_S = NOTIFICATION_LATENCY_MS / 1000 + DEFAULT_CHAT_POLL_S + LATE_S
 SWEEP_REPLICAS = 3
 
 
-def window_row(mf: ModeFleet, replicas: int, live: int, name: str, window: Window, settled: dict[str, Any],
-               delivery: dict[str, Any] | None = None) -> dict[str, Any]:
+def window_row(
+    mf: ModeFleet,
+    replicas: int,
+    live: int,
+    name: str,
+    window: Window,
+    settled: dict[str, Any],
+    delivery: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """One window of one step; ``replicas`` is the step's count, ``live`` how many replicas ran it (fewer
     only if one died, e.g. after the takeover's SIGKILL)."""
     graph = window.graph
@@ -118,26 +125,44 @@ def window_row(mf: ModeFleet, replicas: int, live: int, name: str, window: Windo
     shares = [u["cpu_core_share"] for u in window.usage.values() if u["cpu_core_share"] is not None]
     rss = [u["rss_mib"]["max"] for u in window.usage.values() if u["rss_mib"]["max"] is not None]
     row: dict[str, Any] = {
-        "mode": mf.mode, "chats": mf.chats, "replicas": replicas, "replicas_live": live, "window": name,
+        "mode": mf.mode,
+        "chats": mf.chats,
+        "replicas": replicas,
+        "replicas_live": live,
+        "window": name,
         "seconds": seconds,
         "graph_req_per_s": round(graph["requests"] / seconds, 3) if seconds else 0.0,
         "req_per_s_by_route": route_rates(by_route, seconds),
         "by_route": by_route,
         "throttled_429": graph["throttled_429"],
         "records_truncated": graph["records_truncated"],
-        "usage": {"per_replica": window.usage, "cpu_core_share_max": max(shares, default=None),
-                  "rss_mib_max": max(rss, default=None)},
-        "replica_graph_requests": {rid: int(d.value("entrabot_graph_requests_total"))
-                                   for rid, d in window.replica_deltas.items()},
+        "usage": {
+            "per_replica": window.usage,
+            "cpu_core_share_max": max(shares, default=None),
+            "rss_mib_max": max(rss, default=None),
+        },
+        "replica_graph_requests": {
+            rid: int(d.value("entrabot_graph_requests_total"))
+            for rid, d in window.replica_deltas.items()
+        },
         "hints_read": _summed(window, "entrabot_chat_hints_total", "outcome"),
-        "blob_ops_per_s": round(sum(d.value("entrabot_blob_operations_total")
-                                    for d in window.replica_deltas.values()) / seconds, 2) if seconds else 0.0,
+        "blob_ops_per_s": round(
+            sum(d.value("entrabot_blob_operations_total") for d in window.replica_deltas.values())
+            / seconds,
+            2,
+        )
+        if seconds
+        else 0.0,
         "settle": settled,
     }
     if delivery is not None:
         row["delivery"] = delivery
-        row["chat_message_reads_per_delivered"] = per_delivered(chat_message_reads(by_route), delivery["delivered"])
-        row["graph_reads_per_delivered"] = per_delivered(graph_reads(by_route), delivery["delivered"])
+        row["chat_message_reads_per_delivered"] = per_delivered(
+            chat_message_reads(by_route), delivery["delivered"]
+        )
+        row["graph_reads_per_delivered"] = per_delivered(
+            graph_reads(by_route), delivery["delivered"]
+        )
     return row
 
 
@@ -149,16 +174,32 @@ def _summed(window: Window, metric: str, label: str) -> dict[str, int]:
     return total
 
 
-async def sweep_recovery(mf: ModeFleet, members: list[ReplicaProcess], http: httpx.AsyncClient,
-                         hosts: Sequence[ChannelHost], profile: ChangeDetectionProfile,
-                         clean_latencies: list[float]) -> dict[str, Any]:
+async def sweep_recovery(
+    mf: ModeFleet,
+    members: list[ReplicaProcess],
+    http: httpx.AsyncClient,
+    hosts: Sequence[ChannelHost],
+    profile: ChangeDetectionProfile,
+    clean_latencies: list[float],
+) -> dict[str, Any]:
     """Busy traffic with a share of the notifications dropped; see the module docstring."""
     assert profile.sweep_busy_s is not None
     await mf.emulator_admin(http, "POST", "/notifications/stats/reset")
-    await mf.emulator_admin(http, "POST", "/notifications/faults",
-                            {"action": "drop", "fraction": profile.sweep_drop_fraction})
+    await mf.emulator_admin(
+        http,
+        "POST",
+        "/notifications/faults",
+        {"action": "drop", "fraction": profile.sweep_drop_fraction},
+    )
     try:
-        work = BusyWork(mf, hosts, http, profile.busy_rate_per_s, profile.sweep_busy_s, profile.sweep_drain_max_s)
+        work = BusyWork(
+            mf,
+            hosts,
+            http,
+            profile.busy_rate_per_s,
+            profile.sweep_busy_s,
+            profile.sweep_drain_max_s,
+        )
         window = await measure_window(mf, members, http, work)
         stats = (await mf.emulator_admin(http, "GET", "/notifications"))["stats"]
     finally:
@@ -167,16 +208,28 @@ async def sweep_recovery(mf: ModeFleet, members: list[ReplicaProcess], http: htt
     latencies = work.latencies()
     late = late_count(latencies, LATE_THRESHOLD_S)
     return {
-        "measured": True, "mode": mf.mode, "chats": mf.chats, "replicas": len(members),
-        "drop_fraction": profile.sweep_drop_fraction, "seconds": window.seconds,
-        "posted": outcome["posted"], "delivered": outcome["delivered"], "missing": outcome["missing"],
-        "duplicates": outcome["duplicates"], "latency_s": outcome["latency_s"],
+        "measured": True,
+        "mode": mf.mode,
+        "chats": mf.chats,
+        "replicas": len(members),
+        "drop_fraction": profile.sweep_drop_fraction,
+        "seconds": window.seconds,
+        "posted": outcome["posted"],
+        "delivered": outcome["delivered"],
+        "missing": outcome["missing"],
+        "duplicates": outcome["duplicates"],
+        "latency_s": outcome["latency_s"],
         "late_threshold_s": LATE_THRESHOLD_S,
         "recovered_late": late,
         "late_share": ratio(late, len(latencies), 3),
-        "clean_window_late_share": ratio(late_count(clean_latencies, LATE_THRESHOLD_S), len(clean_latencies), 3),
-        "notifications_dropped": stats.get("dropped", 0), "notifications_sent": stats.get("sent", 0),
-        "graph_req_per_s": round(window.graph["requests"] / window.seconds, 3) if window.seconds else 0.0,
+        "clean_window_late_share": ratio(
+            late_count(clean_latencies, LATE_THRESHOLD_S), len(clean_latencies), 3
+        ),
+        "notifications_dropped": stats.get("dropped", 0),
+        "notifications_sent": stats.get("sent", 0),
+        "graph_req_per_s": round(window.graph["requests"] / window.seconds, 3)
+        if window.seconds
+        else 0.0,
         "throttled_429": window.graph["throttled_429"],
     }
 
@@ -197,77 +250,173 @@ async def run(session: BenchSession) -> dict[str, Any]:
     sweep: dict[str, Any] | None = None
     rows: list[dict[str, Any]] = []
     fleets: list[dict[str, Any]] = []
-    print(f"{NAME}: {len(p.modes)} mode(s) × {len(p.chat_counts)} chat count(s) × {len(steps)} replica count(s); "
-          f"waits bounded at {p.upper_bound_s() / 60:.0f} min plus fleet starts", flush=True)
+    print(
+        f"{NAME}: {len(p.modes)} mode(s) × {len(p.chat_counts)} chat count(s) × {len(steps)} replica count(s); "
+        f"waits bounded at {p.upper_bound_s() / 60:.0f} min plus fleet starts",
+        flush=True,
+    )
     for mode in p.modes:
         for chats in p.chat_counts:
             busy_ended = float("-inf")
-            async with mode_fleet(session, mode, chats, steps[0]) as mf, httpx.AsyncClient(timeout=30) as http:
-                fleets.append({"mode": mode, "chats": chats, "replicas": steps[0],
-                               "preseed_s": mf.preseeded.seconds, "cursors_written": mf.preseeded.cursors_written,
-                               "start_s": mf.start_s})
+            async with (
+                mode_fleet(session, mode, chats, steps[0]) as mf,
+                httpx.AsyncClient(timeout=30) as http,
+            ):
+                fleets.append(
+                    {
+                        "mode": mode,
+                        "chats": chats,
+                        "replicas": steps[0],
+                        "preseed_s": mf.preseeded.seconds,
+                        "cursors_written": mf.preseeded.cursors_written,
+                        "start_s": mf.start_s,
+                    }
+                )
                 for n in steps:
                     print(f"{NAME}: {mode}, {chats} chats, {n} replica(s)", flush=True)
                     members = await mf.shrink_to(n)
                     async with connected_hosts(members) as hosts:
                         bound = p.start_settle_max_s(chats, n) if n == steps[0] else p.settle_max_s
                         settled = await settle(mf, members, http, bound)
-                        await asyncio.sleep(max(0.0, busy_ended + QUIET_BEFORE_IDLE_S - time.monotonic()))
+                        await asyncio.sleep(
+                            max(0.0, busy_ended + QUIET_BEFORE_IDLE_S - time.monotonic())
+                        )
                         idle = await measure_window(mf, members, http, idle_for(p.idle_s))
                         rows.append(window_row(mf, n, len(members), "idle", idle, settled))
-                        if (p.long_idle_s is not None and mode == "ordered" and chats == max(p.chat_counts)
-                                and n in (steps[0], steps[-1])):
+                        if (
+                            p.long_idle_s is not None
+                            and mode == "ordered"
+                            and chats == max(p.chat_counts)
+                            and n in (steps[0], steps[-1])
+                        ):
                             idle = await measure_window(mf, members, http, idle_for(p.long_idle_s))
                             rows.append(window_row(mf, n, len(members), LONG_IDLE, idle, settled))
                         work = BusyWork(mf, hosts, http, p.busy_rate_per_s, p.busy_s, p.drain_max_s)
                         busy = await measure_window(mf, members, http, work)
                         busy_ended = time.monotonic()
-                        rows.append(window_row(mf, n, len(members), "busy", busy, settled, work.outcome()))
-                        if (takeover is None and p.takeover_max_s is not None and mode == "ordered"
-                                and chats == smallest and n == takeover_step):
-                            takeover = await scanner_takeover(mf, http, hosts, p.settle_max_s, p.takeover_max_s)
-                        if (sweep is None and p.sweep_busy_s is not None and mode == "notifications"
-                                and chats == smallest and n == sweep_step):
-                            sweep = await sweep_recovery(mf, members, http, hosts, p, work.latencies())
+                        rows.append(
+                            window_row(mf, n, len(members), "busy", busy, settled, work.outcome())
+                        )
+                        if (
+                            takeover is None
+                            and p.takeover_max_s is not None
+                            and mode == "ordered"
+                            and chats == smallest
+                            and n == takeover_step
+                        ):
+                            takeover = await scanner_takeover(
+                                mf, http, hosts, p.settle_max_s, p.takeover_max_s
+                            )
+                        if (
+                            sweep is None
+                            and p.sweep_busy_s is not None
+                            and mode == "notifications"
+                            and chats == smallest
+                            and n == sweep_step
+                        ):
+                            sweep = await sweep_recovery(
+                                mf, members, http, hosts, p, work.latencies()
+                            )
     if takeover is None:
-        takeover = _not_run("not measured: this run has no ordered-mode step with more than one replica"
-                            if p.takeover_max_s is not None else "not measured: not in this profile")
+        takeover = _not_run(
+            "not measured: this run has no ordered-mode step with more than one replica"
+            if p.takeover_max_s is not None
+            else "not measured: not in this profile"
+        )
     if sweep is None:
-        sweep = _not_run("not measured: this run has no notifications mode"
-                         if p.sweep_busy_s is not None else "not measured: not in this profile")
+        sweep = _not_run(
+            "not measured: this run has no notifications mode"
+            if p.sweep_busy_s is not None
+            else "not measured: not in this profile"
+        )
     params = {
-        "modes": list(p.modes), "chat_counts": list(p.chat_counts), "replicas": steps, "idle_s": p.idle_s,
-        "busy_s": p.busy_s, "busy_rate_per_s": p.busy_rate_per_s, "drain_max_s": p.drain_max_s,
-        "settle_max_s": p.settle_max_s, "quiet_before_idle_s": QUIET_BEFORE_IDLE_S, "long_idle_s": p.long_idle_s,
+        "modes": list(p.modes),
+        "chat_counts": list(p.chat_counts),
+        "replicas": steps,
+        "idle_s": p.idle_s,
+        "busy_s": p.busy_s,
+        "busy_rate_per_s": p.busy_rate_per_s,
+        "drain_max_s": p.drain_max_s,
+        "settle_max_s": p.settle_max_s,
+        "quiet_before_idle_s": QUIET_BEFORE_IDLE_S,
+        "long_idle_s": p.long_idle_s,
         "start_settle_s_per_1000_chat_replicas": p.start_settle_s_per_1000_chat_replicas,
         "notification_latency_ms": NOTIFICATION_LATENCY_MS,
-        "takeover_max_s": p.takeover_max_s, "sweep_busy_s": p.sweep_busy_s,
-        "sweep_drain_max_s": p.sweep_drain_max_s, "sweep_drop_fraction": p.sweep_drop_fraction,
-        "late_threshold_s": LATE_THRESHOLD_S, "default_chat_poll_interval_s": DEFAULT_CHAT_POLL_S,
+        "takeover_max_s": p.takeover_max_s,
+        "sweep_busy_s": p.sweep_busy_s,
+        "sweep_drain_max_s": p.sweep_drain_max_s,
+        "sweep_drop_fraction": p.sweep_drop_fraction,
+        "late_threshold_s": LATE_THRESHOLD_S,
+        "default_chat_poll_interval_s": DEFAULT_CHAT_POLL_S,
         "replica_settings": "defaults (no ENTRABOT_* interval overridden)",
     }
-    return {**envelope(NAME, session.profile.name, params, started_load), "fleets": fleets, "rows": rows,
-            "scanner_takeover": takeover, "sweep_recovery": sweep,
-            "targets": [c.as_dict() for c in target_checks(rows)]}
+    return {
+        **envelope(NAME, session.profile.name, params, started_load),
+        "fleets": fleets,
+        "rows": rows,
+        "scanner_takeover": takeover,
+        "sweep_recovery": sweep,
+        "targets": [c.as_dict() for c in target_checks(rows)],
+    }
 
 
 def markdown(result: dict[str, Any]) -> str:
     table = markdown_table(
-        ["mode", "chats", "replicas", "window", "Graph req/s", "429s", "top routes (req/s)", "chat reads/msg",
-         "p50 s", "p95 s", "p99 s", "delivered", "CPU core max", "RSS MiB max", "steady after s"],
-        [[r["mode"], r["chats"], r["replicas"], r["window"], r["graph_req_per_s"], r["throttled_429"],
-          top_routes(r), r.get("chat_message_reads_per_delivered"),
-          *(([r["delivery"]["latency_s"][k] for k in ("p50", "p95", "p99")]
-             + [f"{r['delivery']['delivered']}/{r['delivery']['posted']}"]) if "delivery" in r else [None] * 4),
-          r["usage"]["cpu_core_share_max"], r["usage"]["rss_mib_max"], r["settle"]["steady_after_s"]]
-         for r in result["rows"]],
+        [
+            "mode",
+            "chats",
+            "replicas",
+            "window",
+            "Graph req/s",
+            "429s",
+            "top routes (req/s)",
+            "chat reads/msg",
+            "p50 s",
+            "p95 s",
+            "p99 s",
+            "delivered",
+            "CPU core max",
+            "RSS MiB max",
+            "steady after s",
+        ],
+        [
+            [
+                r["mode"],
+                r["chats"],
+                r["replicas"],
+                r["window"],
+                r["graph_req_per_s"],
+                r["throttled_429"],
+                top_routes(r),
+                r.get("chat_message_reads_per_delivered"),
+                *(
+                    (
+                        [r["delivery"]["latency_s"][k] for k in ("p50", "p95", "p99")]
+                        + [f"{r['delivery']['delivered']}/{r['delivery']['posted']}"]
+                    )
+                    if "delivery" in r
+                    else [None] * 4
+                ),
+                r["usage"]["cpu_core_share_max"],
+                r["usage"]["rss_mib_max"],
+                r["settle"]["steady_after_s"],
+            ]
+            for r in result["rows"]
+        ],
         align="llrlrrlrrrrrrrr",
     )
-    targets = markdown_table(
-        ["target", "where", "measured", "limit", "met"],
-        [[t["target"], t["where"], t["value"], t["limit"], t["met"]] for t in result["targets"]],
-        align="llrrl",
-    ) if result["targets"] else "(no target's rows in this profile)"
+    targets = (
+        markdown_table(
+            ["target", "where", "measured", "limit", "met"],
+            [
+                [t["target"], t["where"], t["value"], t["limit"], t["met"]]
+                for t in result["targets"]
+            ],
+            align="llrrl",
+        )
+        if result["targets"]
+        else "(no target's rows in this profile)"
+    )
     return (
         "## Change detection (fleet Graph cost and latency by mode × chats × replicas)\n\n"
         "Emulator with Graph's real limits; one host per replica; idle then busy "
@@ -283,21 +432,25 @@ def markdown(result: dict[str, Any]) -> str:
 def _takeover_line(t: dict[str, Any]) -> str:
     if not t["measured"]:
         return str(t["reason"])
-    return (f"SIGKILL of {t['killed']} (of {t['replicas_before']}): lease held by {t['new_holder']} after "
-            f"{t['lease_taken_over_s']} s, first scan hint after {t['first_scan_hint_s']} s, probe message "
-            f"delivered after {t['probe_delivered_s']} s (bound {t['bound_s']} s; – = not within it)")
+    return (
+        f"SIGKILL of {t['killed']} (of {t['replicas_before']}): lease held by {t['new_holder']} after "
+        f"{t['lease_taken_over_s']} s, first scan hint after {t['first_scan_hint_s']} s, probe message "
+        f"delivered after {t['probe_delivered_s']} s (bound {t['bound_s']} s; – = not within it)"
+    )
 
 
 def _sweep_line(s: dict[str, Any]) -> str:
     if not s["measured"]:
         return str(s["reason"])
-    return (f"{s['mode']}, {s['chats']:,} chats, {s['replicas']} replicas, {s['drop_fraction']:.0%} of "
-            f"notifications dropped ({s['notifications_dropped']} of "
-            f"{s['notifications_sent'] + s['notifications_dropped']}): "
-            f"{s['delivered']}/{s['posted']} delivered, {s['missing']} missing, {s['duplicates']} duplicates; "
-            f"{s['recovered_late']} arrived later than {s['late_threshold_s']} s (recovered by the scan or sweep; "
-            f"share {s['late_share']}, vs {s['clean_window_late_share']} with no drops); latency p99 "
-            f"{s['latency_s']['p99']} s")
+    return (
+        f"{s['mode']}, {s['chats']:,} chats, {s['replicas']} replicas, {s['drop_fraction']:.0%} of "
+        f"notifications dropped ({s['notifications_dropped']} of "
+        f"{s['notifications_sent'] + s['notifications_dropped']}): "
+        f"{s['delivered']}/{s['posted']} delivered, {s['missing']} missing, {s['duplicates']} duplicates; "
+        f"{s['recovered_late']} arrived later than {s['late_threshold_s']} s (recovered by the scan or sweep; "
+        f"share {s['late_share']}, vs {s['clean_window_late_share']} with no drops); latency p99 "
+        f"{s['latency_s']['p99']} s"
+    )
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -314,7 +467,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replicas", help="comma-separated replica counts, e.g. 6,3,1")
 
 
-def apply_arguments(args: argparse.Namespace, session: BenchSession, parser: argparse.ArgumentParser) -> None:
+def apply_arguments(
+    args: argparse.Namespace, session: BenchSession, parser: argparse.ArgumentParser
+) -> None:
     """Narrow (or widen) the profile's matrix to the options given."""
     overrides: dict[str, Any] = {}
     if args.modes:
@@ -331,12 +486,15 @@ def apply_arguments(args: argparse.Namespace, session: BenchSession, parser: arg
         parser.error("--chats and --replicas take comma-separated whole numbers, e.g. 1000,10000")
     if any(n < 1 for n in (*overrides.get("chat_counts", ()), *overrides.get("replicas", ()))):
         parser.error("--chats and --replicas must be at least 1")
-    session.profile = replace(session.profile, change_detection=replace(session.profile.change_detection,
-                                                                        **overrides))
+    session.profile = replace(
+        session.profile, change_detection=replace(session.profile.change_detection, **overrides)
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    return run_standalone(NAME, run, markdown, argv, __doc__ or NAME, add_arguments, apply_arguments)
+    return run_standalone(
+        NAME, run, markdown, argv, __doc__ or NAME, add_arguments, apply_arguments
+    )
 
 
 if __name__ == "__main__":

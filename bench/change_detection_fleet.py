@@ -62,7 +62,9 @@ def mode_seed(mode: str, chats: int) -> Seed:
     if mode == "unordered":
         return seed.model_copy(update={"chats_orderby": "refused"})
     if mode == "notifications":
-        return seed.model_copy(update={"subscriptions": SubscriptionPolicy(latency_ms=NOTIFICATION_LATENCY_MS)})
+        return seed.model_copy(
+            update={"subscriptions": SubscriptionPolicy(latency_ms=NOTIFICATION_LATENCY_MS)}
+        )
     if mode != "ordered":
         raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
     return seed
@@ -73,8 +75,10 @@ def mode_env(mode: str) -> dict[str, str]:
         return {}
     # Each replica's own loopback receiver: only the manager's URL is subscribed, so the manager's
     # replica is kept alive while the fleet shrinks (see choose_survivors).
-    return {"ENTRABOT_NOTIFICATION_URL": "http://127.0.0.1:{port}/graph/notifications",
-            "ENTRABOT_NOTIFICATION_CLIENT_STATE": "bench-" + uuid.uuid4().hex}
+    return {
+        "ENTRABOT_NOTIFICATION_URL": "http://127.0.0.1:{port}/graph/notifications",
+        "ENTRABOT_NOTIFICATION_CLIENT_STATE": "bench-" + uuid.uuid4().hex,
+    }
 
 
 def replica_id(member: ReplicaProcess) -> str:
@@ -114,11 +118,19 @@ class ModeFleet:
         """Stop (SIGTERM) every live replica beyond ``count``, keeping the subscription manager's."""
         manager = await self.lease(MANAGER_ROLE)
         alive = self.alive
-        keep = set(choose_survivors([replica_id(m) for m in alive], [manager.holder] if manager else [], count))
-        await asyncio.gather(*(asyncio.to_thread(m.terminate) for m in alive if replica_id(m) not in keep))
+        keep = set(
+            choose_survivors(
+                [replica_id(m) for m in alive], [manager.holder] if manager else [], count
+            )
+        )
+        await asyncio.gather(
+            *(asyncio.to_thread(m.terminate) for m in alive if replica_id(m) not in keep)
+        )
         return [m for m in alive if replica_id(m) in keep]
 
-    async def wait_for_live_holder(self, role: str, timeout_s: float, *, await_lease: bool = False) -> str | None:
+    async def wait_for_live_holder(
+        self, role: str, timeout_s: float, *, await_lease: bool = False
+    ) -> str | None:
         """The role's holder once it is a live replica; after ``timeout_s``, the holder as it stands.
         Without a lease: None at once (a build without the role), or with ``await_lease`` once
         ``timeout_s`` has passed without one appearing."""
@@ -144,8 +156,9 @@ class ModeFleet:
             await asyncio.sleep(POLL_S * 5)
         return False
 
-    async def emulator_admin(self, http: httpx.AsyncClient, method: str, path: str,
-                             body: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def emulator_admin(
+        self, http: httpx.AsyncClient, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         assert self.fleet.emulator is not None
         response = await http.request(method, f"{self.fleet.emulator.admin_url}{path}", json=body)
         response.raise_for_status()
@@ -154,13 +167,20 @@ class ModeFleet:
 
 
 @contextlib.asynccontextmanager
-async def mode_fleet(session: BenchSession, mode: str, chats: int, replicas: int) -> AsyncIterator[ModeFleet]:
+async def mode_fleet(
+    session: BenchSession, mode: str, chats: int, replicas: int
+) -> AsyncIterator[ModeFleet]:
     """A pre-seeded fleet of ``replicas`` on a fresh Azurite (one fleet runs well under Azurite's
     10-minute garbage sweep) with its own emulator, stopped on exit."""
     azurite = await session.fresh_azurite()
     seed = mode_seed(mode, chats)
-    fleet = LocalFleet(seed, session.scratch(f"change-{mode}-{chats}"), replicas=replicas, extra_env=mode_env(mode),
-                       azurite=azurite)
+    fleet = LocalFleet(
+        seed,
+        session.scratch(f"change-{mode}-{chats}"),
+        replicas=replicas,
+        extra_env=mode_env(mode),
+        azurite=azurite,
+    )
     backend = BlobBackend.from_connection_string(azurite.connection_string, fleet.container)
     try:
         await asyncio.to_thread(fleet.ensure_container)
@@ -184,15 +204,21 @@ class Window:
     replica_deltas: dict[str, MetricsScrape]
 
 
-async def measure_window(mf: ModeFleet, members: Sequence[ReplicaProcess], http: httpx.AsyncClient,
-                         work: Callable[[], Awaitable[float]]) -> Window:
+async def measure_window(
+    mf: ModeFleet,
+    members: Sequence[ReplicaProcess],
+    http: httpx.AsyncClient,
+    work: Callable[[], Awaitable[float]],
+) -> Window:
     """The fleet's Graph requests (as the emulator saw them), each replica's CPU and RSS, and its
     counters, while ``work()`` runs; ``work`` returns the window's length in seconds."""
     assert mf.fleet.emulator is not None
     before = {replica_id(m): await scrape(http, m.base_url) for m in members}
     windows = {replica_id(m): UsageWindow(m.proc.pid) for m in members if m.proc is not None}
     stop = asyncio.Event()
-    samplers = [asyncio.create_task(w.sample_until(stop, max_seconds=3600)) for w in windows.values()]
+    samplers = [
+        asyncio.create_task(w.sample_until(stop, max_seconds=3600)) for w in windows.values()
+    ]
     mf.fleet.emulator.stats.reset()
     await asyncio.sleep(0)  # the samplers take their first reading now
     try:
@@ -205,9 +231,13 @@ async def measure_window(mf: ModeFleet, members: Sequence[ReplicaProcess], http:
     usage = {}
     for rid, w in windows.items():
         per_min = w.cpu_seconds_per_minute()
-        usage[rid] = {"cpu_core_share": None if per_min is None else round(per_min / 60, 4),
-                      "rss_mib": w.rss_mib()}
-    return Window(round(seconds, 2), graph, usage, {rid: after[rid].minus(before[rid]) for rid in after})
+        usage[rid] = {
+            "cpu_core_share": None if per_min is None else round(per_min / 60, 4),
+            "rss_mib": w.rss_mib(),
+        }
+    return Window(
+        round(seconds, 2), graph, usage, {rid: after[rid].minus(before[rid]) for rid in after}
+    )
 
 
 @dataclass
@@ -224,8 +254,9 @@ class BusyWork:
 
     async def __call__(self) -> float:
         began = time.monotonic()
-        self.poster = SteadyPoster(self.mf.seed, human_traffic(self.mf.fleet, self.http), self.rate_per_s,
-                                   self.window_s)
+        self.poster = SteadyPoster(
+            self.mf.seed, human_traffic(self.mf.fleet, self.http), self.rate_per_s, self.window_s
+        )
         await self.poster.run()
         await wait_for_deliveries(self.hosts, self.poster.posted, self.drain_max_s)
         return time.monotonic() - began
@@ -239,8 +270,9 @@ class BusyWork:
         return delivery_outcome(self.hosts, self.poster.posted).latencies_s
 
 
-async def settle(mf: ModeFleet, members: Sequence[ReplicaProcess], http: httpx.AsyncClient,
-                 timeout_s: float) -> dict[str, Any]:
+async def settle(
+    mf: ModeFleet, members: Sequence[ReplicaProcess], http: httpx.AsyncClient, timeout_s: float
+) -> dict[str, Any]:
     """Wait (bounded) for steady polling, the scanner lease on a live replica and, in notifications mode,
     a chat subscription. A bound reached is recorded, not fatal: the windows are measured anyway."""
     began = time.monotonic()
@@ -249,9 +281,14 @@ async def settle(mf: ModeFleet, members: Sequence[ReplicaProcess], http: httpx.A
     except TimeoutError:
         steady_s = None
     left = max(1.0, timeout_s - (time.monotonic() - began))
-    out: dict[str, Any] = {"steady_after_s": steady_s, "scanner": await mf.wait_for_live_holder(SCANNER_ROLE, left)}
+    out: dict[str, Any] = {
+        "steady_after_s": steady_s,
+        "scanner": await mf.wait_for_live_holder(SCANNER_ROLE, left),
+    }
     if mf.mode == "notifications":
-        out["chat_subscription"] = await mf.wait_for_chat_subscription(http, max(left, SUBSCRIPTION_WAIT_S))
+        out["chat_subscription"] = await mf.wait_for_chat_subscription(
+            http, max(left, SUBSCRIPTION_WAIT_S)
+        )
         out["subscription_manager"] = await mf.wait_for_live_holder(MANAGER_ROLE, 1.0)
     out["settle_s"] = round(time.monotonic() - began, 2)
     return out
@@ -260,18 +297,29 @@ async def settle(mf: ModeFleet, members: Sequence[ReplicaProcess], http: httpx.A
 # --- scanner takeover ---
 
 
-async def scanner_takeover(mf: ModeFleet, http: httpx.AsyncClient, hosts: Sequence[ChannelHost],
-                           lease_wait_s: float, max_s: float) -> dict[str, Any]:
+async def scanner_takeover(
+    mf: ModeFleet,
+    http: httpx.AsyncClient,
+    hosts: Sequence[ChannelHost],
+    lease_wait_s: float,
+    max_s: float,
+) -> dict[str, Any]:
     """SIGKILL the replica named in leases/chat_scanner.json, post one message at once, and time: the
     lease naming another live replica, the first scan hint for that message's chat, the message reaching
     a host. Not measured when no replica takes the scanner lease within ``lease_wait_s``."""
     holder = await mf.wait_for_live_holder(SCANNER_ROLE, lease_wait_s, await_lease=True)
     if holder is None:
-        return {"measured": False, "reason": f"not measured: no scanner lease ({lease_key(SCANNER_ROLE)} absent "
-                                             f"after {lease_wait_s:.0f} s)"}
+        return {
+            "measured": False,
+            "reason": f"not measured: no scanner lease ({lease_key(SCANNER_ROLE)} absent "
+            f"after {lease_wait_s:.0f} s)",
+        }
     victim = next((m for m in mf.alive if replica_id(m) == holder), None)
     if victim is None:
-        return {"measured": False, "reason": f"not measured: the lease holder {holder} is not a live replica"}
+        return {
+            "measured": False,
+            "reason": f"not measured: the lease holder {holder} is not a live replica",
+        }
     reader = HintReader(mf.backend)
     await reader.poll()  # hints written before the kill are not the ones we wait for
     chat = mf.seed.chats[len(mf.seed.chats) // 2]
@@ -283,20 +331,35 @@ async def scanner_takeover(mf: ModeFleet, http: httpx.AsyncClient, hosts: Sequen
     created = datetime.fromisoformat(posted.created)
     new_holder: str | None = None
     taken_s = hint_s = delivered_s = None
-    while time.monotonic() - killed < max_s and (taken_s is None or hint_s is None or delivered_s is None):
+    while time.monotonic() - killed < max_s and (
+        taken_s is None or hint_s is None or delivered_s is None
+    ):
         now = time.monotonic() - killed
         if taken_s is None:
             record = await mf.lease(SCANNER_ROLE)
-            if record is not None and record.holder != holder and record.holder in {replica_id(m) for m in mf.alive}:
+            if (
+                record is not None
+                and record.holder != holder
+                and record.holder in {replica_id(m) for m in mf.alive}
+            ):
                 new_holder, taken_s = record.holder, round(now, 2)
         if hint_s is None and _scan_hint_for(await reader.poll() or [], chat.id, created):
             hint_s = round(now, 2)
-        if delivered_s is None and any(p.message_id == posted.message_id for h in hosts for p in h.pushes):
+        if delivered_s is None and any(
+            p.message_id == posted.message_id for h in hosts for p in h.pushes
+        ):
             delivered_s = round(now, 2)
         await asyncio.sleep(POLL_S)
-    return {"measured": True, "killed": holder, "new_holder": new_holder, "lease_taken_over_s": taken_s,
-            "first_scan_hint_s": hint_s, "probe_delivered_s": delivered_s, "bound_s": max_s,
-            "replicas_before": len(mf.alive) + 1}
+    return {
+        "measured": True,
+        "killed": holder,
+        "new_holder": new_holder,
+        "lease_taken_over_s": taken_s,
+        "first_scan_hint_s": hint_s,
+        "probe_delivered_s": delivered_s,
+        "bound_s": max_s,
+        "replicas_before": len(mf.alive) + 1,
+    }
 
 
 def _scan_hint_for(hints: Sequence[Hint], chat_id: str, created: datetime) -> bool:

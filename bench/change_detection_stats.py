@@ -23,17 +23,26 @@ BIG_FLEET, SMALL_FLEET, BIG_TENANT = 6, 1, 10_000
 
 LONG_IDLE = "idle (discovery interval)"  # the window as long as discovery's interval
 
+
 def route_rates(by_route: Mapping[str, Mapping[str, int]], seconds: float) -> dict[str, float]:
     """Requests per second per route (every status counted: Graph charges 429s against the budget)."""
     if seconds <= 0:
         return {route: 0.0 for route in by_route}
-    return {route: round(sum(statuses.values()) / seconds, 3) for route, statuses in sorted(by_route.items())}
+    return {
+        route: round(sum(statuses.values()) / seconds, 3)
+        for route, statuses in sorted(by_route.items())
+    }
 
 
 def top_routes(row: Mapping[str, Any], count: int = 3) -> str:
     """A window's busiest routes with their rates, for a table cell."""
     rates = sorted(row["req_per_s_by_route"].items(), key=lambda kv: -kv[1])[:count]
-    return "; ".join(f"{route.split(' ', 1)[-1].removeprefix('/v1.0')} {rate:g}" for route, rate in rates) or "–"
+    return (
+        "; ".join(
+            f"{route.split(' ', 1)[-1].removeprefix('/v1.0')} {rate:g}" for route, rate in rates
+        )
+        or "–"
+    )
 
 
 def throttled(by_route: Mapping[str, Mapping[str, int]]) -> int:
@@ -42,13 +51,18 @@ def throttled(by_route: Mapping[str, Mapping[str, int]]) -> int:
 
 def chat_message_reads(by_route: Mapping[str, Mapping[str, int]]) -> int:
     """Every GET of a chat's messages (the list and the newest-message read), 429s included."""
-    return sum(sum(statuses.values()) for route, statuses in by_route.items()
-               if route.startswith("GET ") and "/chats/{id}/messages" in route)
+    return sum(
+        sum(statuses.values())
+        for route, statuses in by_route.items()
+        if route.startswith("GET ") and "/chats/{id}/messages" in route
+    )
 
 
 def graph_reads(by_route: Mapping[str, Mapping[str, int]]) -> int:
     """Every GET the fleet made (chat lists and scans, messages, members, directory), 429s included."""
-    return sum(sum(statuses.values()) for route, statuses in by_route.items() if route.startswith("GET "))
+    return sum(
+        sum(statuses.values()) for route, statuses in by_route.items() if route.startswith("GET ")
+    )
 
 
 def per_delivered(requests: int, delivered: int) -> float | None:
@@ -80,8 +94,10 @@ def _where(row: Mapping[str, Any]) -> str:
     """The row's place in the matrix; flagged when the fleet never reached steady polling before the
     window (its figures then describe a fleet still starting, e.g. an idle rate of 0 while busy elsewhere)."""
     steady = row.get("settle", {}).get("steady_after_s") is not None
-    return (f"{row['mode']}, {row['chats']:,} chats, {row['replicas']} replica(s), {row['window']}"
-            + ("" if steady else " (not steady)"))
+    return (
+        f"{row['mode']}, {row['chats']:,} chats, {row['replicas']} replica(s), {row['window']}"
+        + ("" if steady else " (not steady)")
+    )
 
 
 def target_checks(rows: Sequence[Mapping[str, Any]]) -> list[TargetCheck]:
@@ -89,8 +105,13 @@ def target_checks(rows: Sequence[Mapping[str, Any]]) -> list[TargetCheck]:
     rows this run did not measure (no 6-replica or 10,000-chat rows in a smaller profile) is absent."""
     checks: list[TargetCheck] = []
     index = {(r["mode"], r["chats"], r["replicas"], r["window"]): r for r in rows}
-    long_idle = {(mode, chats) for (mode, chats, replicas, window) in index
-                 if window == LONG_IDLE and replicas == BIG_FLEET and (mode, chats, SMALL_FLEET, LONG_IDLE) in index}
+    long_idle = {
+        (mode, chats)
+        for (mode, chats, replicas, window) in index
+        if window == LONG_IDLE
+        and replicas == BIG_FLEET
+        and (mode, chats, SMALL_FLEET, LONG_IDLE) in index
+    }
     for (mode, chats, replicas, window), row in sorted(index.items()):
         if replicas != BIG_FLEET:
             continue
@@ -100,24 +121,50 @@ def target_checks(rows: Sequence[Mapping[str, Any]]) -> list[TargetCheck]:
         if small is None:
             continue
         growth = ratio(row["graph_req_per_s"], small["graph_req_per_s"], digits=3)
-        checks.append(_check("fleet Graph load at 6 replicas ÷ 1 replica", f"{mode}, {chats:,} chats, {window}",
-                             growth, FLEET_GROWTH_LIMIT))
+        checks.append(
+            _check(
+                "fleet Graph load at 6 replicas ÷ 1 replica",
+                f"{mode}, {chats:,} chats, {window}",
+                growth,
+                FLEET_GROWTH_LIMIT,
+            )
+        )
     for row in rows:
         where = _where(row)
         if row["window"].startswith("idle"):
             checks.append(_check("idle 429s", where, row["throttled_429"], 0))
             if row["chats"] == BIG_TENANT and row["mode"] in ("ordered", "notifications"):
-                checks.append(_check("idle Graph req/s", where, row["graph_req_per_s"], IDLE_LIMIT_REQ_PER_S))
+                checks.append(
+                    _check("idle Graph req/s", where, row["graph_req_per_s"], IDLE_LIMIT_REQ_PER_S)
+                )
         else:
-            checks.append(_check("chat-message reads per delivered message", where,
-                                 row["chat_message_reads_per_delivered"], READS_PER_MESSAGE_LIMIT))
+            checks.append(
+                _check(
+                    "chat-message reads per delivered message",
+                    where,
+                    row["chat_message_reads_per_delivered"],
+                    READS_PER_MESSAGE_LIMIT,
+                )
+            )
             if row["mode"] == "ordered":
                 latency = row["delivery"]["latency_s"]
                 checks.append(_check("latency p50 s", where, latency["p50"], P50_LIMIT_S))
                 checks.append(_check("latency p99 s", where, latency["p99"], P99_LIMIT_S))
-        if row["replicas"] == SMALL_FLEET and row["chats"] == BIG_TENANT and row["mode"] == "ordered":
+        if (
+            row["replicas"] == SMALL_FLEET
+            and row["chats"] == BIG_TENANT
+            and row["mode"] == "ordered"
+        ):
             usage = row["usage"]
-            checks.append(_check("one replica's CPU (share of a core)", where, usage["cpu_core_share_max"],
-                                 CPU_LIMIT_CORE_SHARE))
-            checks.append(_check("one replica's RSS MiB (250 MB)", where, usage["rss_mib_max"], RSS_LIMIT_MIB))
+            checks.append(
+                _check(
+                    "one replica's CPU (share of a core)",
+                    where,
+                    usage["cpu_core_share_max"],
+                    CPU_LIMIT_CORE_SHARE,
+                )
+            )
+            checks.append(
+                _check("one replica's RSS MiB (250 MB)", where, usage["rss_mib_max"], RSS_LIMIT_MIB)
+            )
     return checks

@@ -32,8 +32,10 @@ CLAIMS = "entrabot_claims_total"
 
 def claim_row(traffic: TrafficRun) -> dict[str, Any]:
     total = traffic.fleet_total
-    outcomes = {o: int(total(CLAIMS, ledger="chat", outcome=o))
-                for o in ("claimed", "lost", "nothing_new", "unresolved")}
+    outcomes = {
+        o: int(total(CLAIMS, ledger="chat", outcome=o))
+        for o in ("claimed", "lost", "nothing_new", "unresolved")
+    }
     claimed = outcomes["claimed"]
     conflicts = int(total("entrabot_cas_conflicts_total", ledger="chat"))
     messages = int(total("entrabot_claimed_messages_total", ledger="chat"))
@@ -54,11 +56,15 @@ def claim_row(traffic: TrafficRun) -> dict[str, Any]:
         "claims_per_s": ratio(claimed, traffic.span_s),
         "claimed_messages_per_s": ratio(messages, traffic.span_s),
         "span_s": traffic.span_s,
-        "claims_by_replica": {name: int(d.value(CLAIMS, ledger="chat", outcome="claimed"))
-                              for name, d in traffic.replica_deltas.items()},
+        "claims_by_replica": {
+            name: int(d.value(CLAIMS, ledger="chat", outcome="claimed"))
+            for name, d in traffic.replica_deltas.items()
+        },
         "blob_operations": dict(sorted(blob_ops.items())),
         "blob_operations_per_message": ratio(sum(blob_ops.values()), delivered),
-        "delivered": delivered, "duplicates": traffic.delivery.duplicates, "missing": traffic.delivery.missing,
+        "delivered": delivered,
+        "duplicates": traffic.delivery.duplicates,
+        "missing": traffic.delivery.missing,
         "exactly_once": traffic.delivery.duplicates == 0 and traffic.delivery.missing == 0,
     }
 
@@ -67,19 +73,46 @@ async def run(session: BenchSession) -> dict[str, Any]:
     profile = session.profile.traffic
     started_load = load_average()
     rows = [claim_row(await traffic_run(session, replicas)) for replicas in profile.replicas]
-    params = {"replicas": list(profile.replicas), "chats": profile.chats, "rate_per_s": profile.rate_per_s,
-              "window_s": profile.window_s, "cas_attempts": "claimed + chat-ledger CAS conflicts"}
+    params = {
+        "replicas": list(profile.replicas),
+        "chats": profile.chats,
+        "rate_per_s": profile.rate_per_s,
+        "window_s": profile.window_s,
+        "cas_attempts": "claimed + chat-ledger CAS conflicts",
+    }
     return {**envelope(NAME, session.profile.name, params, started_load), "rows": rows}
 
 
 def markdown(result: dict[str, Any]) -> str:
     p = result["parameters"]
     table = markdown_table(
-        ["replicas", "claims", "lost", "CAS attempts / claim", "lost / claim", "msgs / claim", "claims/s",
-         "msgs/s", "blob ops / msg", "exactly once"],
-        [[r["replicas"], r["claims_by_outcome"]["claimed"], r["claims_by_outcome"]["lost"],
-          r["cas_attempts_per_claim"], r["lost_per_claim"], r["messages_per_claim"], r["claims_per_s"],
-          r["claimed_messages_per_s"], r["blob_operations_per_message"], r["exactly_once"]] for r in result["rows"]],
+        [
+            "replicas",
+            "claims",
+            "lost",
+            "CAS attempts / claim",
+            "lost / claim",
+            "msgs / claim",
+            "claims/s",
+            "msgs/s",
+            "blob ops / msg",
+            "exactly once",
+        ],
+        [
+            [
+                r["replicas"],
+                r["claims_by_outcome"]["claimed"],
+                r["claims_by_outcome"]["lost"],
+                r["cas_attempts_per_claim"],
+                r["lost_per_claim"],
+                r["messages_per_claim"],
+                r["claims_per_s"],
+                r["claimed_messages_per_s"],
+                r["blob_operations_per_message"],
+                r["exactly_once"],
+            ]
+            for r in result["rows"]
+        ],
     )
     return (
         "## Claim efficiency (fleet level, from the replicas' /metrics)\n\n"

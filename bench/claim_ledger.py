@@ -63,11 +63,14 @@ async def replica(spec: dict[str, Any]) -> dict[str, Any]:
         print("ready", flush=True)
         await asyncio.to_thread(sys.stdin.readline)
         started = time.perf_counter()
-        while any(watermark[c] < len(m) for c, m in chats.items()) and time.perf_counter() - started < RUN_DEADLINE_S:
+        while (
+            any(watermark[c] < len(m) for c, m in chats.items())
+            and time.perf_counter() - started < RUN_DEADLINE_S
+        ):
             for chat, messages in chats.items():
                 if watermark[chat] >= len(messages):
                     continue
-                batch = messages[watermark[chat]:watermark[chat] + BATCH]
+                batch = messages[watermark[chat] : watermark[chat] + BATCH]
                 claim = await ledger.claim(chat, batch, batch[-1].ts)
                 writes += claim.writes
                 claimed.extend(claim.ids)
@@ -95,13 +98,21 @@ class Row:
     exactly_once: bool
 
 
-async def race(conn: str, container: str, replicas: int, chats: int, per_chat: int) -> list[dict[str, Any]]:
+async def race(
+    conn: str, container: str, replicas: int, chats: int, per_chat: int
+) -> list[dict[str, Any]]:
     spec = json.dumps({"container": container, "chats": chats, "per_chat": per_chat})
     env = {**os.environ, CONNECTION_ENV: conn}
     procs = [
         await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bench.claim_ledger", "--replica", spec, env=env,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            sys.executable,
+            "-m",
+            "bench.claim_ledger",
+            "--replica",
+            spec,
+            env=env,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
             cwd=Path(__file__).resolve().parents[1],
         )
         for _ in range(replicas)
@@ -113,7 +124,9 @@ async def race(conn: str, container: str, replicas: int, chats: int, per_chat: i
         assert proc.stdin is not None
         proc.stdin.write(b"go\n")
         await proc.stdin.drain()
-    outputs = await asyncio.wait_for(asyncio.gather(*(p.communicate() for p in procs)), RUN_DEADLINE_S + 30)
+    outputs = await asyncio.wait_for(
+        asyncio.gather(*(p.communicate() for p in procs)), RUN_DEADLINE_S + 30
+    )
     return [json.loads(out.decode().strip().splitlines()[-1]) for out, _ in outputs]
 
 
@@ -155,17 +168,32 @@ async def run() -> dict[str, Any]:
                 claimed = len(ids)
                 seconds = max(r["seconds"] for r in results)
                 wins = sum(r["wins"] for r in results)
-                rows.append(Row(
-                    layout=layout, replicas=replicas, messages=chats * per_chat, claimed=claimed,
-                    seconds=round(seconds, 2), messages_per_s=round(claimed / seconds, 1),
-                    cas_attempts_per_claim=round(sum(r["writes"] for r in results) / max(wins, 1), 2),
-                    exactly_once=len(set(ids)) == claimed == chats * per_chat,
-                ))
-                print(f"  {layout:11} {replicas} replica(s): {rows[-1].messages_per_s} msg/s", file=sys.stderr)
+                rows.append(
+                    Row(
+                        layout=layout,
+                        replicas=replicas,
+                        messages=chats * per_chat,
+                        claimed=claimed,
+                        seconds=round(seconds, 2),
+                        messages_per_s=round(claimed / seconds, 1),
+                        cas_attempts_per_claim=round(
+                            sum(r["writes"] for r in results) / max(wins, 1), 2
+                        ),
+                        exactly_once=len(set(ids)) == claimed == chats * per_chat,
+                    )
+                )
+                print(
+                    f"  {layout:11} {replicas} replica(s): {rows[-1].messages_per_s} msg/s",
+                    file=sys.stderr,
+                )
         return {
             "benchmark": "claim_ledger",
             "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "azurite": azurite.kind},
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "azurite": azurite.kind,
+            },
             "batch": BATCH,
             "raw_single_writer_conditional_writes_per_s": round(raw, 1),
             "rows": [asdict(row) for row in rows],

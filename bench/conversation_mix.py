@@ -94,7 +94,9 @@ class ConversationWork:
         p, seed = self.profile, self.mf.seed
         traffic = human_traffic(self.mf.fleet, self.http)
         chats = human_members(seed)[: max(1, p.chats_in_play)]
-        previous: tuple[str, str, str] | None = None  # the exchange before: its chat, reply and person
+        previous: tuple[str, str, str] | None = (
+            None  # the exchange before: its chat, reply and person
+        )
         self.began = time.monotonic()
         for n in range(p.exchanges):
             chat_id, humans = chats[n % len(chats)]
@@ -105,15 +107,22 @@ class ConversationWork:
             self._changed(ChangeKind.PERSON, chat_id, asked.message_id)
             await wait_for_deliveries(self.hosts, [asked], p.deliver_max_s)
             await asyncio.sleep(p.gap_s)
-            reply = await self.mf.emulator_admin(self.http, "POST", f"/chats/{chat_id}/messages", {
-                "from_user": seed.agent_user.id, "content": f"the agent's answer to message {n}"})
+            reply = await self.mf.emulator_admin(
+                self.http,
+                "POST",
+                f"/chats/{chat_id}/messages",
+                {"from_user": seed.agent_user.id, "content": f"the agent's answer to message {n}"},
+            )
             self._changed(ChangeKind.AGENT, chat_id, reply["id"])
             await asyncio.sleep(p.gap_s)
             if p.react_every and n % p.react_every == p.react_every - 1 and previous is not None:
                 earlier_chat, earlier_reply, reacting = previous
-                await self.mf.emulator_admin(self.http, "POST",
-                                             f"/chats/{earlier_chat}/messages/{earlier_reply}/reactions",
-                                             {"user": reacting, "reaction_type": "like"})
+                await self.mf.emulator_admin(
+                    self.http,
+                    "POST",
+                    f"/chats/{earlier_chat}/messages/{earlier_reply}/reactions",
+                    {"user": reacting, "reaction_type": "like"},
+                )
                 self._changed(ChangeKind.REACTION, earlier_chat, earlier_reply)
                 await asyncio.sleep(p.gap_s)
             previous = (chat_id, reply["id"], person.id)
@@ -127,62 +136,111 @@ class ConversationWork:
     def outcome(self) -> dict[str, Any]:
         """Reads per change from the emulator's records of the window, and what reached the hosts."""
         assert self.mf.fleet.emulator is not None
-        reads = chat_reads(self.mf.fleet.emulator.stats.recent(), since=self.began, until=self.ended,
-                           humans_app=self.mf.seed.public_client.app_id)
+        reads = chat_reads(
+            self.mf.fleet.emulator.stats.recent(),
+            since=self.began,
+            until=self.ended,
+            humans_app=self.mf.seed.public_client.app_id,
+        )
         changes = per_kind(self.changes)
         total = len(self.changes)
         agent_ids = {c.message_id for c in self.changes if c.kind is ChangeKind.AGENT}
         return {
-            "changes": changes, "changes_total": total, "chat_reads": len(reads),
+            "changes": changes,
+            "changes_total": total,
+            "chat_reads": len(reads),
             "chat_reads_429": sum(1 for r in reads if r.status == 429),
             "reads_by_change": attribute(self.changes, reads),
             "reads_per_change": reads_per_change(len(reads), total),
             "reads_per_message": reads_per_change(len(reads), changes["person"] + changes["agent"]),
             "delivery": delivery_outcome(self.hosts, self.asked).as_dict(),
-            "agent_replies_pushed": sum(1 for h in self.hosts for push in h.pushes if push.message_id in agent_ids),
+            "agent_replies_pushed": sum(
+                1 for h in self.hosts for push in h.pushes if push.message_id in agent_ids
+            ),
         }
 
 
 def _window_fields(window_seconds: float, graph: dict[str, Any]) -> dict[str, Any]:
     by_route = graph["by_route"]
     rates = route_rates(by_route, window_seconds)
-    return {"seconds": window_seconds,
-            "graph_req_per_s": round(graph["requests"] / window_seconds, 3) if window_seconds else 0.0,
-            "req_per_s_by_route": rates, "by_route": by_route, "throttled_429": graph["throttled_429"],
-            "sponsor_reads_per_s": round(sum(v for k, v in rates.items() if SPONSORS_ROUTE_PART in k), 4)}
+    return {
+        "seconds": window_seconds,
+        "graph_req_per_s": round(graph["requests"] / window_seconds, 3) if window_seconds else 0.0,
+        "req_per_s_by_route": rates,
+        "by_route": by_route,
+        "throttled_429": graph["throttled_429"],
+        "sponsor_reads_per_s": round(
+            sum(v for k, v in rates.items() if SPONSORS_ROUTE_PART in k), 4
+        ),
+    }
 
 
 IDLE_MODE = "ordered"  # the idle fleet: the scan (the notifications mode's idle rate depends on when one came)
 
 
-async def idle_step(mf: ModeFleet, n: int, http: httpx.AsyncClient, p: ConversationProfile, *, first: bool,
-                    azurite_started: float) -> dict[str, Any]:
+async def idle_step(
+    mf: ModeFleet,
+    n: int,
+    http: httpx.AsyncClient,
+    p: ConversationProfile,
+    *,
+    first: bool,
+    azurite_started: float,
+) -> dict[str, Any]:
     """One replica count of the idle fleet: settle, then one window with nobody posting."""
     assert p.idle_s is not None
     members = await mf.shrink_to(n)
     async with connected_hosts(members):
-        settled = await settle(mf, members, http, p.start_settle_max_s(n) if first else p.settle_max_s)
+        settled = await settle(
+            mf, members, http, p.start_settle_max_s(n) if first else p.settle_max_s
+        )
         began = time.monotonic()
         idle = await measure_window(mf, members, http, idle_for(p.idle_s))
-    return {"mode": mf.mode, "chats": mf.chats, "replicas": n, "replicas_live": len(members), "settle": settled,
-            "window": IDLE, "azurite_age_s": round(began - azurite_started, 1),
-            **_window_fields(idle.seconds, idle.graph),
-            "replica_graph_requests": {rid: int(d.value("entrabot_graph_requests_total"))
-                                       for rid, d in idle.replica_deltas.items()}}
+    return {
+        "mode": mf.mode,
+        "chats": mf.chats,
+        "replicas": n,
+        "replicas_live": len(members),
+        "settle": settled,
+        "window": IDLE,
+        "azurite_age_s": round(began - azurite_started, 1),
+        **_window_fields(idle.seconds, idle.graph),
+        "replica_graph_requests": {
+            rid: int(d.value("entrabot_graph_requests_total"))
+            for rid, d in idle.replica_deltas.items()
+        },
+    }
 
 
-async def conversation_step(mf: ModeFleet, n: int, http: httpx.AsyncClient, p: ConversationProfile, *,
-                            first: bool, azurite_started: float) -> dict[str, Any]:
+async def conversation_step(
+    mf: ModeFleet,
+    n: int,
+    http: httpx.AsyncClient,
+    p: ConversationProfile,
+    *,
+    first: bool,
+    azurite_started: float,
+) -> dict[str, Any]:
     """One replica count of a conversation fleet: settle, then the conversation."""
     members = await mf.shrink_to(n)
     async with connected_hosts(members) as hosts:
-        settled = await settle(mf, members, http, p.start_settle_max_s(n) if first else p.settle_max_s)
+        settled = await settle(
+            mf, members, http, p.start_settle_max_s(n) if first else p.settle_max_s
+        )
         began = time.monotonic()
         work = ConversationWork(mf, hosts, http, p)
         talk = await measure_window(mf, members, http, work)
-    return {"mode": mf.mode, "chats": mf.chats, "replicas": n, "replicas_live": len(members), "settle": settled,
-            "window": CONVERSATION, "azurite_age_s": round(began - azurite_started, 1),
-            **_window_fields(talk.seconds, talk.graph), **work.outcome()}
+    return {
+        "mode": mf.mode,
+        "chats": mf.chats,
+        "replicas": n,
+        "replicas_live": len(members),
+        "settle": settled,
+        "window": CONVERSATION,
+        "azurite_age_s": round(began - azurite_started, 1),
+        **_window_fields(talk.seconds, talk.graph),
+        **work.outcome(),
+    }
 
 
 async def run(session: BenchSession) -> dict[str, Any]:
@@ -191,8 +249,11 @@ async def run(session: BenchSession) -> dict[str, Any]:
     steps = sorted(set(p.replicas), reverse=True)
     rows: list[dict[str, Any]] = []
     fleets: list[dict[str, Any]] = []
-    print(f"{NAME}: {len(p.modes)} mode(s) × {len(steps)} replica count(s) at {p.chats:,} chats; waits bounded "
-          f"at {p.upper_bound_s() / 60:.0f} min plus fleet starts", flush=True)
+    print(
+        f"{NAME}: {len(p.modes)} mode(s) × {len(steps)} replica count(s) at {p.chats:,} chats; waits bounded "
+        f"at {p.upper_bound_s() / 60:.0f} min plus fleet starts",
+        flush=True,
+    )
     # Each fleet on its own Azurite, and each shorter than Azurite's 10-minute blob garbage sweep, which
     # holds every request for 30-50 s after a large container (see BenchSession.fresh_azurite): the
     # idle windows get a fleet of their own for that reason.
@@ -200,39 +261,91 @@ async def run(session: BenchSession) -> dict[str, Any]:
     plan += [(mode, conversation_step) for mode in p.modes]
     for mode, step in plan:
         azurite_started = time.monotonic()
-        async with mode_fleet(session, mode, p.chats, steps[0]) as mf, httpx.AsyncClient(timeout=30) as http:
-            fleets.append({"mode": mode, "windows": IDLE if step is idle_step else CONVERSATION, "chats": p.chats,
-                           "replicas": steps[0], "preseed_s": mf.preseeded.seconds,
-                           "cursors_written": mf.preseeded.cursors_written, "start_s": mf.start_s})
+        async with (
+            mode_fleet(session, mode, p.chats, steps[0]) as mf,
+            httpx.AsyncClient(timeout=30) as http,
+        ):
+            fleets.append(
+                {
+                    "mode": mode,
+                    "windows": IDLE if step is idle_step else CONVERSATION,
+                    "chats": p.chats,
+                    "replicas": steps[0],
+                    "preseed_s": mf.preseeded.seconds,
+                    "cursors_written": mf.preseeded.cursors_written,
+                    "start_s": mf.start_s,
+                }
+            )
             for n in steps:
-                print(f"{NAME}: {mode}, {n} replica(s), {'idle' if step is idle_step else 'conversation'}", flush=True)
-                rows.append(await step(mf, n, http, p, first=n == steps[0], azurite_started=azurite_started))
+                print(
+                    f"{NAME}: {mode}, {n} replica(s), {'idle' if step is idle_step else 'conversation'}",
+                    flush=True,
+                )
+                rows.append(
+                    await step(mf, n, http, p, first=n == steps[0], azurite_started=azurite_started)
+                )
     for window in (IDLE, CONVERSATION):
         value = "reads_per_change" if window == CONVERSATION else "graph_req_per_s"
         mine = [r for r in rows if r["window"] == window]
         growth = growth_to_one_replica(mine, value)
         for r in mine:
             r["vs_1_replica"] = growth[(r["mode"], r["replicas"])]
-    params = {"modes": list(p.modes), "chats": p.chats, "replicas": steps, "exchanges": p.exchanges,
-              "chats_in_play": p.chats_in_play, "react_every": p.react_every, "gap_s": p.gap_s,
-              "deliver_max_s": p.deliver_max_s, "drain_s": p.drain_s, "settle_max_s": p.settle_max_s,
-              "idle_s": p.idle_s, "idle_mode": IDLE_MODE,
-              "replica_settings": "defaults (no ENTRABOT_* interval overridden)",
-              "replica_defaults": replica_defaults()}
-    return {**envelope(NAME, session.profile.name, params, started_load), "fleets": fleets, "rows": rows}
+    params = {
+        "modes": list(p.modes),
+        "chats": p.chats,
+        "replicas": steps,
+        "exchanges": p.exchanges,
+        "chats_in_play": p.chats_in_play,
+        "react_every": p.react_every,
+        "gap_s": p.gap_s,
+        "deliver_max_s": p.deliver_max_s,
+        "drain_s": p.drain_s,
+        "settle_max_s": p.settle_max_s,
+        "idle_s": p.idle_s,
+        "idle_mode": IDLE_MODE,
+        "replica_settings": "defaults (no ENTRABOT_* interval overridden)",
+        "replica_defaults": replica_defaults(),
+    }
+    return {
+        **envelope(NAME, session.profile.name, params, started_load),
+        "fleets": fleets,
+        "rows": rows,
+    }
 
 
 def markdown(result: dict[str, Any]) -> str:
     talk = [r for r in result["rows"] if r["window"] == CONVERSATION]
     idle = [r for r in result["rows"] if r["window"] == IDLE]
     table = markdown_table(
-        ["mode", "replicas", "changes (person / agent / reaction)", "chat reads", "reads per change",
-         "vs 1 replica", "reads for person / agent / reaction", "delivered", "duplicates", "agent replies pushed",
-         "429s"],
-        [[r["mode"], r["replicas"], "{person} / {agent} / {reaction}".format(**r["changes"]), r["chat_reads"],
-          r["reads_per_change"], r["vs_1_replica"], "{person} / {agent} / {reaction}".format(**r["reads_by_change"]),
-          f"{r['delivery']['delivered']}/{r['delivery']['posted']}", r["delivery"]["duplicates"],
-          r["agent_replies_pushed"], r["throttled_429"]] for r in talk],
+        [
+            "mode",
+            "replicas",
+            "changes (person / agent / reaction)",
+            "chat reads",
+            "reads per change",
+            "vs 1 replica",
+            "reads for person / agent / reaction",
+            "delivered",
+            "duplicates",
+            "agent replies pushed",
+            "429s",
+        ],
+        [
+            [
+                r["mode"],
+                r["replicas"],
+                "{person} / {agent} / {reaction}".format(**r["changes"]),
+                r["chat_reads"],
+                r["reads_per_change"],
+                r["vs_1_replica"],
+                "{person} / {agent} / {reaction}".format(**r["reads_by_change"]),
+                f"{r['delivery']['delivered']}/{r['delivery']['posted']}",
+                r["delivery"]["duplicates"],
+                r["agent_replies_pushed"],
+                r["throttled_429"],
+            ]
+            for r in talk
+        ],
         align="lrlrrrlrrrr",
     )
     out = (
@@ -245,10 +358,29 @@ def markdown(result: dict[str, Any]) -> str:
     )
     if idle:
         idle_table = markdown_table(
-            ["mode", "replicas", "window s", "Graph req/s", "vs 1 replica", "of it, sponsor reads/s", "429s",
-             "top routes (req/s)"],
-            [[r["mode"], r["replicas"], r["seconds"], r["graph_req_per_s"], r["vs_1_replica"],
-              r["sponsor_reads_per_s"], r["throttled_429"], top_routes(r, 4)] for r in idle],
+            [
+                "mode",
+                "replicas",
+                "window s",
+                "Graph req/s",
+                "vs 1 replica",
+                "of it, sponsor reads/s",
+                "429s",
+                "top routes (req/s)",
+            ],
+            [
+                [
+                    r["mode"],
+                    r["replicas"],
+                    r["seconds"],
+                    r["graph_req_per_s"],
+                    r["vs_1_replica"],
+                    r["sponsor_reads_per_s"],
+                    r["throttled_429"],
+                    top_routes(r, 4),
+                ]
+                for r in idle
+            ],
             align="lrrrrrrl",
         )
         out += f"\n### The fleet at rest (a fleet of its own: nobody posts)\n\n{idle_table}\n"

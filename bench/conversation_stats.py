@@ -20,7 +20,9 @@ from bench.stats import ratio
 from emulator.stats import RequestRecord
 
 CHAT_READ_ROUTE_PART = "/chats/{id}/messages"
-BEFORE_ANY_CHANGE = "before_any_change"  # a read of a chat in play before its first change (a sweep)
+BEFORE_ANY_CHANGE = (
+    "before_any_change"  # a read of a chat in play before its first change (a sweep)
+)
 OTHER_CHATS = "other_chats"  # a read of a chat the conversation did not touch
 
 
@@ -45,8 +47,9 @@ class ChatRead:
     status: int
 
 
-def chat_reads(records: Iterable[RequestRecord], *, since: float, until: float,
-               humans_app: str | None) -> list[ChatRead]:
+def chat_reads(
+    records: Iterable[RequestRecord], *, since: float, until: float, humans_app: str | None
+) -> list[ChatRead]:
     """Every GET of a chat's messages (the list and the newest-message read, 429s included) the fleet
     made in ``[since, until]``; the humans' requests (their own app) are not the fleet's."""
     out = []
@@ -89,13 +92,16 @@ def reads_per_change(reads: int, changes: int) -> float | None:
     return ratio(reads, changes, digits=3)
 
 
-def growth_to_one_replica(rows: Sequence[Mapping[str, Any]], value: str = "reads_per_change") -> dict[tuple[str, int], float | None]:
+def growth_to_one_replica(
+    rows: Sequence[Mapping[str, Any]], value: str = "reads_per_change"
+) -> dict[tuple[str, int], float | None]:
     """(mode, replicas) → the row's ``value`` ÷ the same mode's 1-replica row's (None without a
     1-replica row, or when it is 0)."""
     one = {r["mode"]: r[value] for r in rows if r["replicas"] == 1}
     out: dict[tuple[str, int], float | None] = {}
     for r in rows:
         base = one.get(r["mode"])
-        out[(r["mode"], r["replicas"])] = (None if base is None or r[value] is None
-                                           else ratio(r[value], base, digits=3))
+        out[(r["mode"], r["replicas"])] = (
+            None if base is None or r[value] is None else ratio(r[value], base, digits=3)
+        )
     return out

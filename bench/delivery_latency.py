@@ -29,33 +29,66 @@ async def run(session: BenchSession) -> dict[str, Any]:
     for replicas in profile.replicas:
         traffic = await traffic_run(session, replicas)
         outcome = traffic.delivery
-        rows.append({
-            "replicas": replicas,
-            "samples": len(outcome.latencies_s),
-            "latency_s": summarize(outcome.latencies_s).as_dict(),
-            "posted": outcome.posted, "delivered": outcome.delivered, "duplicates": outcome.duplicates,
-            "missing": outcome.missing, "pushes_by_host": outcome.pushes_by_host,
-            "posting_s": traffic.posting_s, "warmup_s": traffic.warmup_s,
-            "graph_429s": traffic.graph["throttled_429"],
-        })
+        rows.append(
+            {
+                "replicas": replicas,
+                "samples": len(outcome.latencies_s),
+                "latency_s": summarize(outcome.latencies_s).as_dict(),
+                "posted": outcome.posted,
+                "delivered": outcome.delivered,
+                "duplicates": outcome.duplicates,
+                "missing": outcome.missing,
+                "pushes_by_host": outcome.pushes_by_host,
+                "posting_s": traffic.posting_s,
+                "warmup_s": traffic.warmup_s,
+                "graph_429s": traffic.graph["throttled_429"],
+            }
+        )
     base = rows[0]["latency_s"]["p50"] if rows else None
     for row in rows:
         row["p50_vs_first"] = ratio(row["latency_s"]["p50"] or 0, base or 0)
-    params = {"replicas": list(profile.replicas), "chats": profile.chats, "rate_per_s": profile.rate_per_s,
-              "window_s": profile.window_s, "replica_settings": replica_defaults(),
-              "throttle": "emulator default, Graph's limits: chat-message reads 20/s per app, 1/s per chat, "
-                          "list/get chat 5/s per user, other 30/s; mail 10,000/10 min and 4 in flight per mailbox"}
+    params = {
+        "replicas": list(profile.replicas),
+        "chats": profile.chats,
+        "rate_per_s": profile.rate_per_s,
+        "window_s": profile.window_s,
+        "replica_settings": replica_defaults(),
+        "throttle": "emulator default, Graph's limits: chat-message reads 20/s per app, 1/s per chat, "
+        "list/get chat 5/s per user, other 30/s; mail 10,000/10 min and 4 in flight per mailbox",
+    }
     return {**envelope(NAME, session.profile.name, params, started_load), "rows": rows}
 
 
 def markdown(result: dict[str, Any]) -> str:
     p = result["parameters"]
     table = markdown_table(
-        ["replicas", "samples", "p50 s", "p95 s", "p99 s", "max s", "p50 vs 1 replica", "missing", "duplicates",
-         "Graph 429s"],
-        [[r["replicas"], r["samples"], r["latency_s"]["p50"], r["latency_s"]["p95"], r["latency_s"]["p99"],
-          r["latency_s"]["max"], r["p50_vs_first"], r["missing"], r["duplicates"], r["graph_429s"]]
-         for r in result["rows"]],
+        [
+            "replicas",
+            "samples",
+            "p50 s",
+            "p95 s",
+            "p99 s",
+            "max s",
+            "p50 vs 1 replica",
+            "missing",
+            "duplicates",
+            "Graph 429s",
+        ],
+        [
+            [
+                r["replicas"],
+                r["samples"],
+                r["latency_s"]["p50"],
+                r["latency_s"]["p95"],
+                r["latency_s"]["p99"],
+                r["latency_s"]["max"],
+                r["p50_vs_first"],
+                r["missing"],
+                r["duplicates"],
+                r["graph_429s"],
+            ]
+            for r in result["rows"]
+        ],
     )
     return (
         "## Delivery latency (message created in Graph → push received by the host)\n\n"

@@ -31,11 +31,21 @@ CHAT_MESSAGES_ROUTE = "/v1.0/chats/{id}/messages"
 
 
 @contextlib.asynccontextmanager
-async def running_fleet(session: BenchSession, seed: Seed, replicas: int, name: str,
-                        extra_env: dict[str, str] | None = None) -> AsyncIterator[LocalFleet]:
+async def running_fleet(
+    session: BenchSession,
+    seed: Seed,
+    replicas: int,
+    name: str,
+    extra_env: dict[str, str] | None = None,
+) -> AsyncIterator[LocalFleet]:
     """A fleet with its own emulator and container on the session's Azurite, stopped on exit."""
-    fleet = LocalFleet(seed, session.scratch(name), replicas=replicas, extra_env=extra_env or {},
-                       azurite=await session.azurite())
+    fleet = LocalFleet(
+        seed,
+        session.scratch(name),
+        replicas=replicas,
+        extra_env=extra_env or {},
+        azurite=await session.azurite(),
+    )
     try:
         await asyncio.to_thread(fleet.start)
         yield fleet
@@ -46,7 +56,9 @@ async def running_fleet(session: BenchSession, seed: Seed, replicas: int, name: 
 @contextlib.asynccontextmanager
 async def connected_hosts(members: Sequence[ReplicaProcess]) -> AsyncIterator[list[ChannelHost]]:
     """One host per replica (host i on replica i), each holding an MCP session with a push stream."""
-    hosts = [ChannelHost(f"host-{i + 1}", [m.mcp_url], token=DEV_TOKEN) for i, m in enumerate(members)]
+    hosts = [
+        ChannelHost(f"host-{i + 1}", [m.mcp_url], token=DEV_TOKEN) for i, m in enumerate(members)
+    ]
     stop = asyncio.Event()
     tasks = [asyncio.create_task(h.run(stop), name=h.name) for h in hosts]
     try:
@@ -59,7 +71,9 @@ async def connected_hosts(members: Sequence[ReplicaProcess]) -> AsyncIterator[li
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def wait_until_polling(http: httpx.AsyncClient, members: Sequence[ReplicaProcess], timeout_s: float) -> float:
+async def wait_until_polling(
+    http: httpx.AsyncClient, members: Sequence[ReplicaProcess], timeout_s: float
+) -> float:
     """Wait until every replica holds a push stream, has finished two chat-poll cycles since, and knows
     every watched chat's cursor (the fleet made each chat's first sight); returns how long that took."""
     began = time.monotonic()
@@ -73,13 +87,18 @@ async def wait_until_polling(http: httpx.AsyncClient, members: Sequence[ReplicaP
             if metrics.value("entrabot_push_streams") < 1:
                 continue
             baseline.setdefault(member.name, cycles)
-            if cycles >= baseline[member.name] + 2 and metrics.value("entrabot_chat_first_sights_pending") == 0:
+            if (
+                cycles >= baseline[member.name] + 2
+                and metrics.value("entrabot_chat_first_sights_pending") == 0
+            ):
                 done += 1
         if done == len(members):
             return time.monotonic() - began
         await asyncio.sleep(POLL_S)
-    raise TimeoutError(f"replicas did not reach steady polling within {timeout_s:.0f} s (a host may have failed "
-                       "to connect, or Graph throttling slowed the first sweeps); see the replica logs")
+    raise TimeoutError(
+        f"replicas did not reach steady polling within {timeout_s:.0f} s (a host may have failed "
+        "to connect, or Graph throttling slowed the first sweeps); see the replica logs"
+    )
 
 
 def human_members(seed: Seed) -> list[tuple[str, list[str]]]:
@@ -88,7 +107,11 @@ def human_members(seed: Seed) -> list[tuple[str, list[str]]]:
     out = []
     for chat in seed.chats:
         assert chat.id is not None  # build_seed names every chat
-        humans = [u.id for ref in chat.members if (u := seed.find_user(ref)) is not None and u.id != agent_id]
+        humans = [
+            u.id
+            for ref in chat.members
+            if (u := seed.find_user(ref)) is not None and u.id != agent_id
+        ]
         out.append((chat.id, humans))
     return out
 
@@ -109,7 +132,9 @@ class SteadyPoster:
         chats = human_members(self.seed)
         began = time.monotonic()
         due = began
-        for n in range(int(self.rate_per_s * self.window_s * 3) + 1):  # bounded well past the expected count
+        for n in range(
+            int(self.rate_per_s * self.window_s * 3) + 1
+        ):  # bounded well past the expected count
             due += self.rng.expovariate(self.rate_per_s)
             if due - began > self.window_s:
                 break
@@ -117,8 +142,12 @@ class SteadyPoster:
             chat_id, humans = self.rng.choice(chats)
             user = self.seed.find_user(self.rng.choice(humans))
             assert user is not None
-            self.posted.append(await self.traffic.post_chat(user, chat_id, f"benchmark message {n}"))
-        await asyncio.sleep(max(0.0, began + self.window_s - time.monotonic()))  # the window is the same length
+            self.posted.append(
+                await self.traffic.post_chat(user, chat_id, f"benchmark message {n}")
+            )
+        await asyncio.sleep(
+            max(0.0, began + self.window_s - time.monotonic())
+        )  # the window is the same length
         return time.monotonic() - began
 
 
@@ -138,7 +167,9 @@ def human_traffic(fleet: LocalFleet, http: httpx.AsyncClient) -> HumanTraffic:
     return HumanTraffic(fleet.seed, fleet.emulator.base_url, http)
 
 
-async def wait_for_deliveries(hosts: Sequence[ChannelHost], posted: Sequence[Posted], timeout_s: float) -> float:
+async def wait_for_deliveries(
+    hosts: Sequence[ChannelHost], posted: Sequence[Posted], timeout_s: float
+) -> float:
     """Wait until every posted message reached some host (or the timeout); returns the seconds waited."""
     wanted = {p.message_id for p in posted}
     began = time.monotonic()
@@ -155,27 +186,41 @@ class DeliveryOutcome:
     delivered: int  # distinct posted messages pushed to some host
     duplicates: int  # pushes beyond the first of a message: must be 0
     missing: int
-    latencies_s: list[float]  # message creation (Graph's createdDateTime) → push received by the host
+    latencies_s: list[
+        float
+    ]  # message creation (Graph's createdDateTime) → push received by the host
     pushes_by_host: dict[str, int]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"posted": self.posted, "delivered": self.delivered, "duplicates": self.duplicates,
-                "missing": self.missing, "pushes_by_host": self.pushes_by_host,
-                "latency_s": summarize(self.latencies_s).as_dict()}
+        return {
+            "posted": self.posted,
+            "delivered": self.delivered,
+            "duplicates": self.duplicates,
+            "missing": self.missing,
+            "pushes_by_host": self.pushes_by_host,
+            "latency_s": summarize(self.latencies_s).as_dict(),
+        }
 
 
 def delivery_outcome(hosts: Sequence[ChannelHost], posted: Sequence[Posted]) -> DeliveryOutcome:
     wanted = {p.message_id: p for p in posted}
-    pushes: list[ReceivedPush] = [push for h in hosts for push in h.pushes if push.message_id in wanted]
+    pushes: list[ReceivedPush] = [
+        push for h in hosts for push in h.pushes if push.message_id in wanted
+    ]
     counts = Counter(push.message_id for push in pushes)
     first: dict[str, ReceivedPush] = {}
     for push in sorted(pushes, key=lambda p: p.received_at):
         first.setdefault(push.message_id, push)
-    latencies = [push.received_at - datetime.fromisoformat(wanted[mid].created).timestamp()
-                 for mid, push in first.items()]
+    latencies = [
+        push.received_at - datetime.fromisoformat(wanted[mid].created).timestamp()
+        for mid, push in first.items()
+    ]
     return DeliveryOutcome(
-        posted=len(wanted), delivered=len(first), duplicates=sum(n - 1 for n in counts.values()),
-        missing=len(wanted) - len(first), latencies_s=latencies,
+        posted=len(wanted),
+        delivered=len(first),
+        duplicates=sum(n - 1 for n in counts.values()),
+        missing=len(wanted) - len(first),
+        latencies_s=latencies,
         pushes_by_host=dict(Counter(push.host for push in pushes)),
     )
 
@@ -195,7 +240,9 @@ class GraphWindow:
 
     seconds: float
     by_route: dict[str, dict[str, int]]  # "GET /v1.0/chats/{id}/messages" -> {"200": n, "429": m}
-    chat_message_requests: int  # every attempt, 429s included: Graph counts them against the budget too
+    chat_message_requests: (
+        int  # every attempt, 429s included: Graph counts them against the budget too
+    )
     chat_message_ok: int
     other_requests: int
     throttled: int  # 429s answered to the fleet
@@ -207,11 +254,17 @@ class GraphWindow:
         return {
             "seconds": round(self.seconds, 1),
             "requests": self.chat_message_requests + self.other_requests,
-            "requests_per_min": round((self.chat_message_requests + self.other_requests) * per_min, 1),
+            "requests_per_min": round(
+                (self.chat_message_requests + self.other_requests) * per_min, 1
+            ),
             "chat_message_requests_per_min": round(self.chat_message_requests * per_min, 1),
             "other_requests_per_min": round(self.other_requests * per_min, 1),
-            "chat_message_requests_per_s": round(self.chat_message_requests / self.seconds, 2) if self.seconds else 0,
-            "chat_message_ok_per_s": round(self.chat_message_ok / self.seconds, 2) if self.seconds else 0,
+            "chat_message_requests_per_s": round(self.chat_message_requests / self.seconds, 2)
+            if self.seconds
+            else 0,
+            "chat_message_ok_per_s": round(self.chat_message_ok / self.seconds, 2)
+            if self.seconds
+            else 0,
             "throttled_429": self.throttled,
             "throttled_429_per_min": round(self.throttled * per_min, 1),
             "by_route": self.by_route,
@@ -238,9 +291,14 @@ def graph_window(stats: RequestStats, seed: Seed, seconds: float) -> GraphWindow
             other += 1
         throttled += r.status == 429
     return GraphWindow(
-        seconds=seconds, by_route={k: dict(v) for k, v in sorted(by_route.items())},
-        chat_message_requests=chat_messages, chat_message_ok=chat_ok, other_requests=other, throttled=throttled,
-        sweep_interval_s=summarize(_same_chat_intervals(fleet)).as_dict(), records_truncated=truncated,
+        seconds=seconds,
+        by_route={k: dict(v) for k, v in sorted(by_route.items())},
+        chat_message_requests=chat_messages,
+        chat_message_ok=chat_ok,
+        other_requests=other,
+        throttled=throttled,
+        sweep_interval_s=summarize(_same_chat_intervals(fleet)).as_dict(),
+        records_truncated=truncated,
     )
 
 

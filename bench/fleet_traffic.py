@@ -60,7 +60,9 @@ async def run_traffic(session: BenchSession, replicas: int, profile: TrafficProf
         warmup = await wait_until_polling(http, fleet.members, WARMUP_MAX_S)
         before = {m.name: await scrape(http, m.base_url) for m in fleet.members}
         fleet.emulator.stats.reset()
-        poster = SteadyPoster(seed, human_traffic(fleet, http), profile.rate_per_s, profile.window_s)
+        poster = SteadyPoster(
+            seed, human_traffic(fleet, http), profile.rate_per_s, profile.window_s
+        )
         began = time.monotonic()
         posting = await poster.run()
         await wait_for_deliveries(hosts, poster.posted, profile.drain_max_s)
@@ -68,14 +70,21 @@ async def run_traffic(session: BenchSession, replicas: int, profile: TrafficProf
         graph = graph_window(fleet.emulator.stats, seed, span).as_dict()
         after = {m.name: await scrape(http, m.base_url) for m in fleet.members}
         return TrafficRun(
-            replicas=replicas, chats=profile.chats, rate_per_s=profile.rate_per_s, posting_s=round(posting, 2),
-            span_s=round(span, 2), warmup_s=round(warmup, 2), delivery=delivery_outcome(hosts, poster.posted),
-            replica_deltas={name: after[name].minus(before[name]) for name in after}, graph=graph,
+            replicas=replicas,
+            chats=profile.chats,
+            rate_per_s=profile.rate_per_s,
+            posting_s=round(posting, 2),
+            span_s=round(span, 2),
+            warmup_s=round(warmup, 2),
+            delivery=delivery_outcome(hosts, poster.posted),
+            replica_deltas={name: after[name].minus(before[name]) for name in after},
+            graph=graph,
         )
 
 
 async def traffic_run(session: BenchSession, replicas: int) -> TrafficRun:
     """The session's run for ``replicas`` (made once, shared by the benchmarks that read it)."""
     profile = session.profile.traffic
-    return await session.scenario(("fleet_traffic", replicas, profile),
-                                  lambda: run_traffic(session, replicas, profile))
+    return await session.scenario(
+        ("fleet_traffic", replicas, profile), lambda: run_traffic(session, replicas, profile)
+    )

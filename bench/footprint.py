@@ -28,9 +28,16 @@ def chats_result(run: LoadRun) -> dict[str, Any]:
         "cold_start_to_ready_s": median_of_runs([s.seconds for s in run.cold_starts]),
         "rss_mib_at_ready": median_of_runs([s.rss_mib_at_ready for s in run.cold_starts]),
         "phases": [
-            {"phase": p.name, "seconds": p.seconds, "cpu_s_per_min": p.cpu_s_per_min,
-             "cpu_share_of_one_core": round(p.cpu_s_per_min / 60, 3) if p.cpu_s_per_min is not None else None,
-             "rss_mib": p.rss_mib, "chat_poll_cycles": p.chat_poll_cycles}
+            {
+                "phase": p.name,
+                "seconds": p.seconds,
+                "cpu_s_per_min": p.cpu_s_per_min,
+                "cpu_share_of_one_core": round(p.cpu_s_per_min / 60, 3)
+                if p.cpu_s_per_min is not None
+                else None,
+                "rss_mib": p.rss_mib,
+                "chat_poll_cycles": p.chat_poll_cycles,
+            }
             for p in run.phases.values()
         ],
     }
@@ -40,30 +47,50 @@ async def run(session: BenchSession) -> dict[str, Any]:
     profile = session.profile.load
     started_load = load_average()
     results = [chats_result(await load_run(session, chats)) for chats in profile.chat_counts]
-    params = {"chat_counts": list(profile.chat_counts), "cold_starts": profile.cold_starts,
-              "no_host_s": profile.no_host_s, "busy_rate_per_s": profile.busy_rate_per_s,
-              "steady_window_s": {str(c): profile.steady_window_s(c) for c in profile.chat_counts},
-              "source": "/proc/<pid>/stat (utime+stime) and /proc/<pid>/status (VmRSS), sampled every 1 s"}
+    params = {
+        "chat_counts": list(profile.chat_counts),
+        "cold_starts": profile.cold_starts,
+        "no_host_s": profile.no_host_s,
+        "busy_rate_per_s": profile.busy_rate_per_s,
+        "steady_window_s": {str(c): profile.steady_window_s(c) for c in profile.chat_counts},
+        "source": "/proc/<pid>/stat (utime+stime) and /proc/<pid>/status (VmRSS), sampled every 1 s",
+    }
     return {**envelope(NAME, session.profile.name, params, started_load), "results": results}
 
 
 def markdown(result: dict[str, Any]) -> str:
     starts = markdown_table(
         ["chats", "cold start → /readyz, median s", "min s", "max s", "runs", "RSS at ready MiB"],
-        [[r["chats"], r["cold_start_to_ready_s"]["median"], r["cold_start_to_ready_s"]["min"],
-          r["cold_start_to_ready_s"]["max"], r["cold_start_to_ready_s"]["runs"], r["rss_mib_at_ready"]["median"]]
-         for r in result["results"]],
+        [
+            [
+                r["chats"],
+                r["cold_start_to_ready_s"]["median"],
+                r["cold_start_to_ready_s"]["min"],
+                r["cold_start_to_ready_s"]["max"],
+                r["cold_start_to_ready_s"]["runs"],
+                r["rss_mib_at_ready"]["median"],
+            ]
+            for r in result["results"]
+        ],
     )
     phases = markdown_table(
         ["chats", "phase", "window s", "CPU s/min", "of one core", "RSS max MiB", "RSS end MiB"],
-        [[r["chats"], p["phase"], p["seconds"], p["cpu_s_per_min"], percent(p["cpu_share_of_one_core"], 1),
-          p["rss_mib"]["max"], p["rss_mib"]["last"]] for r in result["results"] for p in r["phases"]],
+        [
+            [
+                r["chats"],
+                p["phase"],
+                p["seconds"],
+                p["cpu_s_per_min"],
+                percent(p["cpu_share_of_one_core"], 1),
+                p["rss_mib"]["max"],
+                p["rss_mib"]["last"],
+            ]
+            for r in result["results"]
+            for p in r["phases"]
+        ],
         align="llrrrrr",
     )
-    return (
-        "## Footprint (one replica process)\n\n"
-        f"{starts}\n\n{phases}\n\n{machine_line(result)}\n"
-    )
+    return f"## Footprint (one replica process)\n\n{starts}\n\n{phases}\n\n{machine_line(result)}\n"
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -36,8 +36,12 @@ DISCOVERY_ROUTE = "GET /v1.0/me/chats"
 GRAPH_PAGE_SIZE = 50  # the $top the replica asks /me/chats for
 
 
-def phase_row(name: str, graph: dict[str, Any], cycles: int | None = None,
-              replica_throttles: int | None = None) -> dict[str, Any]:
+def phase_row(
+    name: str,
+    graph: dict[str, Any],
+    cycles: int | None = None,
+    replica_throttles: int | None = None,
+) -> dict[str, Any]:
     seconds = graph["seconds"]
     chat_per_s = graph["chat_message_requests_per_s"]
     return {
@@ -81,10 +85,13 @@ def chats_result(run: LoadRun) -> dict[str, Any]:
         },
         "discovery": {
             "me_chats_requests_at_startup": median_of_runs(
-                [s.graph["by_route"].get(DISCOVERY_ROUTE, {}).get("200", 0) for s in starts]),
+                [s.graph["by_route"].get(DISCOVERY_ROUTE, {}).get("200", 0) for s in starts]
+            ),
             "pages_per_sweep": pages,
             # Derived, not measured over a window: one sweep's pages at the default discovery interval.
-            "requests_per_min_at_default_interval": round(pages * 60 / DEFAULT_DISCOVERY_INTERVAL_S, 1),
+            "requests_per_min_at_default_interval": round(
+                pages * 60 / DEFAULT_DISCOVERY_INTERVAL_S, 1
+            ),
         },
         "warmup": {**phase_row("warmup", run.warmup_graph), "seconds_to_steady": run.warmup_s},
         "phases": [_measured(run.phases[name]) for name in ("no_host", "idle", "busy")],
@@ -96,12 +103,17 @@ async def run(session: BenchSession) -> dict[str, Any]:
     started_load = load_average()
     results = [chats_result(await load_run(session, chats)) for chats in profile.chat_counts]
     params = {
-        "chat_counts": list(profile.chat_counts), "replicas": 1, "replica_settings": replica_defaults(),
-        "no_host_s": profile.no_host_s, "steady_window_s": {str(c): profile.steady_window_s(c)
-                                                             for c in profile.chat_counts},
+        "chat_counts": list(profile.chat_counts),
+        "replicas": 1,
+        "replica_settings": replica_defaults(),
+        "no_host_s": profile.no_host_s,
+        "steady_window_s": {str(c): profile.steady_window_s(c) for c in profile.chat_counts},
         "busy_rate_per_s": profile.busy_rate_per_s,
-        "budget": {"chat_messages_per_s": CHAT_MESSAGES_BUDGET_PER_S, "other_per_s": OTHER_BUDGET_PER_S,
-                   "scope": "per app per tenant: shared by every replica of the fleet"},
+        "budget": {
+            "chat_messages_per_s": CHAT_MESSAGES_BUDGET_PER_S,
+            "other_per_s": OTHER_BUDGET_PER_S,
+            "scope": "per app per tenant: shared by every replica of the fleet",
+        },
     }
     return {**envelope(NAME, session.profile.name, params, started_load), "results": results}
 
@@ -110,22 +122,47 @@ def markdown(result: dict[str, Any]) -> str:
     rows = []
     for r in result["results"]:
         for row in [r["warmup"], *r["phases"]]:
-            rows.append([
-                r["chats"], row["phase"], row["seconds"], row["requests_per_min"], row["chat_message_requests_per_s"],
-                percent(row["chat_message_budget_share"], 0), row["chat_message_ok_per_s"],
-                row["other_requests_per_min"], row["throttled_429"], row["throttled_429_per_min"],
-                row["same_chat_poll_interval_s"]["p50"], row["same_chat_poll_interval_s"]["p95"],
-            ])
+            rows.append(
+                [
+                    r["chats"],
+                    row["phase"],
+                    row["seconds"],
+                    row["requests_per_min"],
+                    row["chat_message_requests_per_s"],
+                    percent(row["chat_message_budget_share"], 0),
+                    row["chat_message_ok_per_s"],
+                    row["other_requests_per_min"],
+                    row["throttled_429"],
+                    row["throttled_429_per_min"],
+                    row["same_chat_poll_interval_s"]["p50"],
+                    row["same_chat_poll_interval_s"]["p95"],
+                ]
+            )
     table = markdown_table(
-        ["chats", "phase", "window s", "Graph req/min", "chat-msg req/s", "of 20/s budget", "answered/s",
-         "other req/min", "429s", "429s/min", "same-chat poll interval p50 s", "p95 s"], rows, align="llrrrrrrrrrr")
+        [
+            "chats",
+            "phase",
+            "window s",
+            "Graph req/min",
+            "chat-msg req/s",
+            "of 20/s budget",
+            "answered/s",
+            "other req/min",
+            "429s",
+            "429s/min",
+            "same-chat poll interval p50 s",
+            "p95 s",
+        ],
+        rows,
+        align="llrrrrrrrrrr",
+    )
     extra = "\n".join(
         f"- {r['chats']} chats: a cold start makes {r['startup']['requests']['median']} Graph requests "
         f"({r['discovery']['me_chats_requests_at_startup']['median']} of them `GET /me/chats`; a discovery sweep is "
         f"{r['discovery']['pages_per_sweep']} page(s), "
         f"≈ {r['discovery']['requests_per_min_at_default_interval']} req/min at the 120 s interval); "
-        f"steady polling reached after {r['warmup']['seconds_to_steady']} s"
-        + _busy_latency(r) for r in result["results"]
+        f"steady polling reached after {r['warmup']['seconds_to_steady']} s" + _busy_latency(r)
+        for r in result["results"]
     )
     return (
         f"## Graph cost (one replica, {cadence_line()}, emulator counters)\n\n"
@@ -144,8 +181,10 @@ def _busy_latency(r: dict[str, Any]) -> str:
     if busy is None or "delivery" not in busy:
         return ""
     d = busy["delivery"]
-    return (f"; busy: {d['delivered']}/{d['posted']} delivered, latency p50 {d['latency_s']['p50']} s, "
-            f"p95 {d['latency_s']['p95']} s")
+    return (
+        f"; busy: {d['delivered']}/{d['posted']} delivered, latency p50 {d['latency_s']['p50']} s, "
+        f"p95 {d['latency_s']['p95']} s"
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -34,13 +34,20 @@ class Preseeded:
     seconds: float
 
 
-async def preseed_ledger(backend: MemoryBackend, chat_ids: Sequence[str], *, now: datetime | None = None,
-                         concurrency: int = CONCURRENCY) -> Preseeded:
+async def preseed_ledger(
+    backend: MemoryBackend,
+    chat_ids: Sequence[str],
+    *,
+    now: datetime | None = None,
+    concurrency: int = CONCURRENCY,
+) -> Preseeded:
     """Write the watched list and an empty-chat cursor for every chat in ``chat_ids``."""
     began = time.monotonic()
     watched = await WatchedChats(backend).add(chat_ids)
     if watched is WatchOutcome.FAILED:
-        raise RuntimeError("could not write the watched chat list to the benchmark's container; see the log")
+        raise RuntimeError(
+            "could not write the watched chat list to the benchmark's container; see the log"
+        )
     text = render_chat_cursor(baseline_cursor([], now=now or utc_now()))
     limit = asyncio.Semaphore(concurrency)
 
@@ -54,4 +61,6 @@ async def preseed_ledger(backend: MemoryBackend, chat_ids: Sequence[str], *, now
 
     written = await asyncio.gather(*(create(c) for c in chat_ids))
     created = sum(written)
-    return Preseeded(len(chat_ids), created, len(chat_ids) - created, round(time.monotonic() - began, 2))
+    return Preseeded(
+        len(chat_ids), created, len(chat_ids) - created, round(time.monotonic() - began, 2)
+    )

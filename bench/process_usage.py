@@ -31,7 +31,7 @@ def read_usage(pid: int, proc: Path = Path("/proc")) -> ProcessUsage:
     except FileNotFoundError:
         raise ProcessLookupError(f"process {pid} is gone; no CPU or memory reading") from None
     # The command name (field 2) is in parentheses and may hold spaces: split after its closing one.
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5), counted from 1
     rss_kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
     return ProcessUsage((utime + stime) / _CLOCK_TICKS, rss_kb * 1024, time.monotonic())
@@ -64,11 +64,16 @@ class UsageWindow:
     def cpu_seconds_per_minute(self) -> float | None:
         if self.first is None or self.last is None or self.last.at <= self.first.at:
             return None
-        return round((self.last.cpu_s - self.first.cpu_s) * 60.0 / (self.last.at - self.first.at), 3)
+        return round(
+            (self.last.cpu_s - self.first.cpu_s) * 60.0 / (self.last.at - self.first.at), 3
+        )
 
     def rss_mib(self) -> dict[str, float | None]:
         if not self.rss_samples:
             return {"max": None, "last": None, "samples": 0}
         mib = 1024 * 1024
-        return {"max": round(max(self.rss_samples) / mib, 1), "last": round(self.rss_samples[-1] / mib, 1),
-                "samples": len(self.rss_samples)}
+        return {
+            "max": round(max(self.rss_samples) / mib, 1),
+            "last": round(self.rss_samples[-1] / mib, 1),
+            "samples": len(self.rss_samples),
+        }

@@ -39,7 +39,9 @@ class LoadProfile:
 
     chat_counts: tuple[int, ...]
     no_host_s: float
-    steady_s: float  # the idle and busy windows (lengthened to cover a full sweep, see steady_window_s)
+    steady_s: (
+        float  # the idle and busy windows (lengthened to cover a full sweep, see steady_window_s)
+    )
     busy_rate_per_s: float
     cold_starts: int  # restarts timed to /readyz after the first start
 
@@ -61,12 +63,16 @@ class ChangeDetectionProfile:
 
     modes: tuple[str, ...]
     chat_counts: tuple[int, ...]
-    replicas: tuple[int, ...]  # measured largest first: one fleet per (mode, chats), shrunk step by step
+    replicas: tuple[
+        int, ...
+    ]  # measured largest first: one fleet per (mode, chats), shrunk step by step
     idle_s: float
     busy_s: float
     busy_rate_per_s: float
     drain_max_s: float  # after the busy window, until every message reached a host
-    settle_max_s: float  # before each step's windows: steady polling, the scanner lease on a live replica
+    settle_max_s: (
+        float  # before each step's windows: steady polling, the scanner lease on a live replica
+    )
     takeover_max_s: float | None  # None: not measured
     sweep_busy_s: float | None  # None: not measured
     sweep_drain_max_s: float = 60.0
@@ -78,15 +84,21 @@ class ChangeDetectionProfile:
     start_settle_s_per_1000_chat_replicas: float = START_SETTLE_S_PER_1000_CHAT_REPLICAS
 
     def start_settle_max_s(self, chats: int, replicas: int) -> float:
-        return self.settle_max_s + self.start_settle_s_per_1000_chat_replicas * chats * replicas / 1000
+        return (
+            self.settle_max_s + self.start_settle_s_per_1000_chat_replicas * chats * replicas / 1000
+        )
 
     def upper_bound_s(self) -> float:
         """What the matrix takes at most, besides starting the fleets (every wait at its bound)."""
         step = self.settle_max_s + self.idle_s + self.busy_s + self.drain_max_s
         total = len(self.modes) * len(self.chat_counts) * len(self.replicas) * step
-        total += len(self.modes) * sum(self.start_settle_max_s(c, max(self.replicas)) - self.settle_max_s
-                                       for c in self.chat_counts)
-        total += len(self.modes) * len(self.chat_counts) * (len(self.replicas) - 1) * QUIET_BEFORE_IDLE_S
+        total += len(self.modes) * sum(
+            self.start_settle_max_s(c, max(self.replicas)) - self.settle_max_s
+            for c in self.chat_counts
+        )
+        total += (
+            len(self.modes) * len(self.chat_counts) * (len(self.replicas) - 1) * QUIET_BEFORE_IDLE_S
+        )
         total += 2 * (self.long_idle_s or 0.0)
         total += self.takeover_max_s or 0.0
         total += (self.sweep_busy_s or 0.0) + (self.sweep_drain_max_s if self.sweep_busy_s else 0.0)
@@ -99,19 +111,27 @@ class ConversationProfile:
     one more fleet idle at each step (see bench/conversation_mix.py)."""
 
     modes: tuple[str, ...]
-    chats: int  # watched chats (pre-seeded); the conversation itself runs in ``chats_in_play`` of them
+    chats: (
+        int  # watched chats (pre-seeded); the conversation itself runs in ``chats_in_play`` of them
+    )
     replicas: tuple[int, ...]  # measured largest first, as in the change-detection matrix
     exchanges: int  # a person's message and the agent's reply each
     chats_in_play: int
-    react_every: int  # every n-th exchange a person also reacts to the agent's reply of the exchange before
+    react_every: (
+        int  # every n-th exchange a person also reacts to the agent's reply of the exchange before
+    )
     gap_s: float  # between two changes, so each is found (and read, or not) on its own
     deliver_max_s: float  # the agent answers only what it received: the bound on that wait
-    drain_s: float  # quiet after the last change, so the last replica's turn falls inside the window
+    drain_s: (
+        float  # quiet after the last change, so the last replica's turn falls inside the window
+    )
     settle_max_s: float
     idle_s: float | None  # the idle fleet's window at each step; None: not measured
 
     def start_settle_max_s(self, replicas: int) -> float:
-        return self.settle_max_s + START_SETTLE_S_PER_1000_CHAT_REPLICAS * self.chats * replicas / 1000
+        return (
+            self.settle_max_s + START_SETTLE_S_PER_1000_CHAT_REPLICAS * self.chats * replicas / 1000
+        )
 
     def upper_bound_s(self) -> float:
         """What the run takes at most, besides starting the fleets (every wait at its bound)."""
@@ -135,40 +155,106 @@ PROFILES = {
     "full": Profile(
         "full",
         TrafficProfile(replicas=(1, 2, 3), chats=10, rate_per_s=4.0, window_s=40),
-        LoadProfile(chat_counts=(100, 1000), no_host_s=20, steady_s=45, busy_rate_per_s=2.0, cold_starts=3),
+        LoadProfile(
+            chat_counts=(100, 1000), no_host_s=20, steady_s=45, busy_rate_per_s=2.0, cold_starts=3
+        ),
         run_claim_ledger=True,
         change_detection=ChangeDetectionProfile(
-            modes=("ordered", "notifications", "unordered"), chat_counts=(1000, 10_000), replicas=(6, 3, 1),
-            idle_s=15, busy_s=20, busy_rate_per_s=2.0, drain_max_s=15, settle_max_s=20, takeover_max_s=60,
-            sweep_busy_s=20, long_idle_s=Settings.model_fields["discovery_interval_s"].default),
+            modes=("ordered", "notifications", "unordered"),
+            chat_counts=(1000, 10_000),
+            replicas=(6, 3, 1),
+            idle_s=15,
+            busy_s=20,
+            busy_rate_per_s=2.0,
+            drain_max_s=15,
+            settle_max_s=20,
+            takeover_max_s=60,
+            sweep_busy_s=20,
+            long_idle_s=Settings.model_fields["discovery_interval_s"].default,
+        ),
         conversation=ConversationProfile(
-            modes=("ordered", "notifications"), chats=10_000, replicas=(6, 3, 1), exchanges=12, chats_in_play=4,
-            react_every=2, gap_s=2.5, deliver_max_s=10, drain_s=12, settle_max_s=20,
-            idle_s=Settings.model_fields["discovery_interval_s"].default),
+            modes=("ordered", "notifications"),
+            chats=10_000,
+            replicas=(6, 3, 1),
+            exchanges=12,
+            chats_in_play=4,
+            react_every=2,
+            gap_s=2.5,
+            deliver_max_s=10,
+            drain_s=12,
+            settle_max_s=20,
+            idle_s=Settings.model_fields["discovery_interval_s"].default,
+        ),
     ),
     "quick": Profile(
         "quick",
         TrafficProfile(replicas=(1, 2), chats=6, rate_per_s=3.0, window_s=15),
-        LoadProfile(chat_counts=(100,), no_host_s=10, steady_s=20, busy_rate_per_s=2.0, cold_starts=1),
+        LoadProfile(
+            chat_counts=(100,), no_host_s=10, steady_s=20, busy_rate_per_s=2.0, cold_starts=1
+        ),
         run_claim_ledger=False,
         change_detection=ChangeDetectionProfile(
-            modes=("ordered", "notifications", "unordered"), chat_counts=(1000,), replicas=(3, 1),
-            idle_s=8, busy_s=10, busy_rate_per_s=2.0, drain_max_s=12, settle_max_s=20, takeover_max_s=30,
-            sweep_busy_s=10, sweep_drain_max_s=30),
+            modes=("ordered", "notifications", "unordered"),
+            chat_counts=(1000,),
+            replicas=(3, 1),
+            idle_s=8,
+            busy_s=10,
+            busy_rate_per_s=2.0,
+            drain_max_s=12,
+            settle_max_s=20,
+            takeover_max_s=30,
+            sweep_busy_s=10,
+            sweep_drain_max_s=30,
+        ),
         conversation=ConversationProfile(
-            modes=("ordered", "notifications"), chats=1000, replicas=(3, 1), exchanges=6, chats_in_play=3,
-            react_every=2, gap_s=2.5, deliver_max_s=10, drain_s=8, settle_max_s=20, idle_s=30),
+            modes=("ordered", "notifications"),
+            chats=1000,
+            replicas=(3, 1),
+            exchanges=6,
+            chats_in_play=3,
+            react_every=2,
+            gap_s=2.5,
+            deliver_max_s=10,
+            drain_s=8,
+            settle_max_s=20,
+            idle_s=30,
+        ),
     ),
     "tiny": Profile(
         "tiny",
-        TrafficProfile(replicas=(1,), chats=3, rate_per_s=2.0, window_s=6, drain_max_s=2 * DEFAULT_CADENCE_S + 10),
+        TrafficProfile(
+            replicas=(1,),
+            chats=3,
+            rate_per_s=2.0,
+            window_s=6,
+            drain_max_s=2 * DEFAULT_CADENCE_S + 10,
+        ),
         LoadProfile(chat_counts=(5,), no_host_s=3, steady_s=6, busy_rate_per_s=1.0, cold_starts=1),
         run_claim_ledger=False,
         change_detection=ChangeDetectionProfile(
-            modes=("ordered",), chat_counts=(20,), replicas=(1,), idle_s=3, busy_s=5, busy_rate_per_s=1.0,
-            drain_max_s=2 * DEFAULT_CADENCE_S + 10, settle_max_s=30, takeover_max_s=None, sweep_busy_s=None),
+            modes=("ordered",),
+            chat_counts=(20,),
+            replicas=(1,),
+            idle_s=3,
+            busy_s=5,
+            busy_rate_per_s=1.0,
+            drain_max_s=2 * DEFAULT_CADENCE_S + 10,
+            settle_max_s=30,
+            takeover_max_s=None,
+            sweep_busy_s=None,
+        ),
         conversation=ConversationProfile(
-            modes=("ordered",), chats=5, replicas=(1,), exchanges=2, chats_in_play=2, react_every=2, gap_s=1.5,
-            deliver_max_s=10, drain_s=2, settle_max_s=30, idle_s=3),
+            modes=("ordered",),
+            chats=5,
+            replicas=(1,),
+            exchanges=2,
+            chats_in_play=2,
+            react_every=2,
+            gap_s=1.5,
+            deliver_max_s=10,
+            drain_s=2,
+            settle_max_s=30,
+            idle_s=3,
+        ),
     ),
 }

@@ -79,7 +79,9 @@ class LoadRun:
     phases: dict[str, PhaseMeasure]
 
 
-async def _cold_start(fleet: LocalFleet, member: ReplicaProcess, http: httpx.AsyncClient) -> ColdStart:
+async def _cold_start(
+    fleet: LocalFleet, member: ReplicaProcess, http: httpx.AsyncClient
+) -> ColdStart:
     assert fleet.emulator is not None
     await asyncio.to_thread(member.terminate)
     fleet.emulator.stats.reset()
@@ -88,20 +90,32 @@ async def _cold_start(fleet: LocalFleet, member: ReplicaProcess, http: httpx.Asy
     deadline = began + READY_MAX_S
     while time.monotonic() < deadline:
         if not member.alive:
-            raise RuntimeError(f"{member.name} exited during start-up; its log:\n{member.log_tail()}")
+            raise RuntimeError(
+                f"{member.name} exited during start-up; its log:\n{member.log_tail()}"
+            )
         with contextlib.suppress(httpx.HTTPError):
             if (await http.get(f"{member.base_url}/readyz", timeout=2)).status_code == 200:
                 took = time.monotonic() - began
                 assert member.proc is not None
                 rss = read_usage(member.proc.pid).rss_bytes / (1024 * 1024)
-                return ColdStart(round(took, 3), round(rss, 1), graph_window(fleet.emulator.stats, fleet.seed,
-                                                                             took).as_dict())
+                return ColdStart(
+                    round(took, 3),
+                    round(rss, 1),
+                    graph_window(fleet.emulator.stats, fleet.seed, took).as_dict(),
+                )
         await asyncio.sleep(READY_POLL_S)
-    raise TimeoutError(f"{member.name} was not ready {READY_MAX_S:.0f} s after spawn; its log:\n{member.log_tail()}")
+    raise TimeoutError(
+        f"{member.name} was not ready {READY_MAX_S:.0f} s after spawn; its log:\n{member.log_tail()}"
+    )
 
 
-async def _phase(name: str, fleet: LocalFleet, member: ReplicaProcess, http: httpx.AsyncClient,
-                 work: Callable[[], Awaitable[float]]) -> PhaseMeasure:
+async def _phase(
+    name: str,
+    fleet: LocalFleet,
+    member: ReplicaProcess,
+    http: httpx.AsyncClient,
+    work: Callable[[], Awaitable[float]],
+) -> PhaseMeasure:
     """Measure one phase while ``work()`` runs; ``work`` returns the seconds it lasted."""
     assert fleet.emulator is not None and member.proc is not None
     before = await scrape(http, member.base_url)
@@ -118,9 +132,14 @@ async def _phase(name: str, fleet: LocalFleet, member: ReplicaProcess, http: htt
     graph = graph_window(fleet.emulator.stats, fleet.seed, seconds).as_dict()
     delta = (await scrape(http, member.base_url)).minus(before)
     return PhaseMeasure(
-        name=name, seconds=round(seconds, 1), graph=graph, cpu_s_per_min=usage.cpu_seconds_per_minute(),
+        name=name,
+        seconds=round(seconds, 1),
+        graph=graph,
+        cpu_s_per_min=usage.cpu_seconds_per_minute(),
         rss_mib=usage.rss_mib(),
-        chat_poll_cycles=int(delta.value("entrabot_loop_cycles_total", loop="chat_poll", outcome="ok")),
+        chat_poll_cycles=int(
+            delta.value("entrabot_loop_cycles_total", loop="chat_poll", outcome="ok")
+        ),
         replica_graph_requests=int(delta.value("entrabot_graph_requests_total")),
         replica_throttles=int(delta.value("entrabot_graph_throttles_total")),
     )
@@ -134,12 +153,17 @@ async def _watched(http: httpx.AsyncClient, member: ReplicaProcess) -> int:
 async def run_load(session: BenchSession, chats: int, profile: LoadProfile) -> LoadRun:
     seed = build_seed(chats=chats, humans=4)
     window = profile.steady_window_s(chats)
-    async with running_fleet(session, seed, 1, f"load-{chats}") as fleet, httpx.AsyncClient(timeout=30) as http:
+    async with (
+        running_fleet(session, seed, 1, f"load-{chats}") as fleet,
+        httpx.AsyncClient(timeout=30) as http,
+    ):
         assert fleet.emulator is not None
         member = fleet.members[0]
         colds = [await _cold_start(fleet, member, http) for _ in range(profile.cold_starts)]
         watched = await _watched(http, member)
-        phases = {"no_host": await _phase("no_host", fleet, member, http, idle_for(profile.no_host_s))}
+        phases = {
+            "no_host": await _phase("no_host", fleet, member, http, idle_for(profile.no_host_s))
+        }
         fleet.emulator.stats.reset()
         async with connected_hosts([member]) as hosts:
             warmup = await wait_until_polling(http, [member], profile.warmup_max_s(chats))
@@ -148,13 +172,22 @@ async def run_load(session: BenchSession, chats: int, profile: LoadProfile) -> L
             poster = SteadyPoster(seed, human_traffic(fleet, http), profile.busy_rate_per_s, window)
             busy = await _phase("busy", fleet, member, http, poster.run)
             await wait_for_deliveries(hosts, poster.posted, window)
-            phases["busy"] = replace(busy, delivery=delivery_outcome(hosts, poster.posted).as_dict())
-        return LoadRun(chats=chats, watched_chats=watched, cold_starts=colds, warmup_s=round(warmup, 1),
-                       warmup_graph=warmup_graph, phases=phases)
+            phases["busy"] = replace(
+                busy, delivery=delivery_outcome(hosts, poster.posted).as_dict()
+            )
+        return LoadRun(
+            chats=chats,
+            watched_chats=watched,
+            cold_starts=colds,
+            warmup_s=round(warmup, 1),
+            warmup_graph=warmup_graph,
+            phases=phases,
+        )
 
 
 async def load_run(session: BenchSession, chats: int) -> LoadRun:
     """The session's run for ``chats`` (made once, shared by the benchmarks that read it)."""
     profile = session.profile.load
-    return await session.scenario(("replica_load", chats, profile), lambda: run_load(session, chats, profile))
-
+    return await session.scenario(
+        ("replica_load", chats, profile), lambda: run_load(session, chats, profile)
+    )

@@ -44,14 +44,18 @@ class MetricsScrape:
                 if bound == float("inf"):
                     return lower_bound
                 inside = count - lower_count
-                return lower_bound + (bound - lower_bound) * ((rank - lower_count) / inside if inside else 1.0)
+                return lower_bound + (bound - lower_bound) * (
+                    (rank - lower_count) / inside if inside else 1.0
+                )
             lower_bound, lower_count = bound, count
         return lower_bound
 
     def minus(self, earlier: MetricsScrape) -> MetricsScrape:
         """Counter increases since ``earlier`` (gauges come out as their change, which is what a window wants)."""
         keys = set(self.samples) | set(earlier.samples)
-        return MetricsScrape({k: self.samples.get(k, 0.0) - earlier.samples.get(k, 0.0) for k in keys})
+        return MetricsScrape(
+            {k: self.samples.get(k, 0.0) - earlier.samples.get(k, 0.0) for k in keys}
+        )
 
 
 def combined(scrapes: list[MetricsScrape]) -> MetricsScrape:

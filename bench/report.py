@@ -33,7 +33,9 @@ def source_commit() -> str | None:
 
     def git(*args: str) -> str | None:
         try:
-            done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
+            done = subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
         return done.stdout.strip() if done.returncode == 0 else None
@@ -41,8 +43,15 @@ def source_commit() -> str | None:
     commit = git("rev-parse", "--short", "HEAD")
     if commit is None:
         return None
-    changes = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/results",
-                  ":(exclude)*.md")
+    changes = git(
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        ".",
+        ":(exclude)bench/results",
+        ":(exclude)*.md",
+    )
     return f"{commit}+changes" if changes else commit
 
 
@@ -55,7 +64,9 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def envelope(name: str, profile: str, parameters: dict[str, Any], started_load: list[float]) -> dict[str, Any]:
+def envelope(
+    name: str, profile: str, parameters: dict[str, Any], started_load: list[float]
+) -> dict[str, Any]:
     """The fields every result file starts with."""
     return {
         "benchmark": name,
@@ -67,7 +78,9 @@ def envelope(name: str, profile: str, parameters: dict[str, Any], started_load: 
     }
 
 
-def write_result(results_dir: Path, name: str, result: dict[str, Any], markdown: str) -> tuple[Path, Path]:
+def write_result(
+    results_dir: Path, name: str, result: dict[str, Any], markdown: str
+) -> tuple[Path, Path]:
     """Write ``<name>.json`` and ``<name>.md`` (each atomically)."""
     results_dir.mkdir(parents=True, exist_ok=True)
     json_path = results_dir / f"{name}.json"
@@ -112,6 +125,8 @@ def percent(share: float | None, digits: int) -> str:
 def machine_line(result: dict[str, Any]) -> str:
     m = result["machine"]
     commit = f"commit `{result['commit']}`, " if result.get("commit") else ""
-    return (f"{result['when']}, {commit}{m['cpus']} CPUs, Python {m['python']}, load average before "
-            f"{'/'.join(str(x) for x in m['load_average_before'])}, after {'/'.join(str(x) for x in m['load_average'])}"
-            f" (profile `{result['profile']}`)")
+    return (
+        f"{result['when']}, {commit}{m['cpus']} CPUs, Python {m['python']}, load average before "
+        f"{'/'.join(str(x) for x in m['load_average_before'])}, after {'/'.join(str(x) for x in m['load_average'])}"
+        f" (profile `{result['profile']}`)"
+    )

@@ -82,18 +82,32 @@ class BenchSession:
     def __enter__(self) -> BenchSession:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
 
 def add_session_arguments(parser: argparse.ArgumentParser) -> None:
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="a smoke-sized run (≤ ~3 minutes on 2 cores)")
-    size.add_argument("--tiny", action="store_true", help="the smallest run (the test suite's smoke test)")
-    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS_DIR,
-                        help=f"where <name>.json and <name>.md go (default {DEFAULT_RESULTS_DIR})")
-    parser.add_argument("--keep-logs", action="store_true", help="keep the replicas' logs and data (path printed)")
+    size.add_argument(
+        "--quick", action="store_true", help="a smoke-sized run (≤ ~3 minutes on 2 cores)"
+    )
+    size.add_argument(
+        "--tiny", action="store_true", help="the smallest run (the test suite's smoke test)"
+    )
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=DEFAULT_RESULTS_DIR,
+        help=f"where <name>.json and <name>.md go (default {DEFAULT_RESULTS_DIR})",
+    )
+    parser.add_argument(
+        "--keep-logs", action="store_true", help="keep the replicas' logs and data (path printed)"
+    )
 
 
 def session_from_arguments(args: argparse.Namespace) -> BenchSession:
@@ -101,7 +115,9 @@ def session_from_arguments(args: argparse.Namespace) -> BenchSession:
     return BenchSession(profile, results_dir=args.results, keep_workdir=args.keep_logs)
 
 
-Benchmark = Callable[[BenchSession], Coroutine[Any, Any, dict[str, Any]]]  # asyncio.run takes a coroutine
+Benchmark = Callable[
+    [BenchSession], Coroutine[Any, Any, dict[str, Any]]
+]  # asyncio.run takes a coroutine
 
 
 # Options of one benchmark beyond the session's: added to its parser, then applied to the session
@@ -110,12 +126,21 @@ ExtraArguments = Callable[[argparse.ArgumentParser], None]
 ApplyArguments = Callable[[argparse.Namespace, BenchSession, argparse.ArgumentParser], None]
 
 
-def run_standalone(name: str, run: Benchmark, markdown: Callable[[dict[str, Any]], str],
-                   argv: list[str] | None, description: str, extra_arguments: ExtraArguments | None = None,
-                   apply_arguments: ApplyArguments | None = None) -> dict[str, Any]:
+def run_standalone(
+    name: str,
+    run: Benchmark,
+    markdown: Callable[[dict[str, Any]], str],
+    argv: list[str] | None,
+    description: str,
+    extra_arguments: ExtraArguments | None = None,
+    apply_arguments: ApplyArguments | None = None,
+) -> dict[str, Any]:
     """``python -m bench.<name>``: parse the session options, run, write the JSON and markdown."""
-    parser = argparse.ArgumentParser(prog=f"python -m bench.{name}", description=description,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=f"python -m bench.{name}",
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_session_arguments(parser)
     if extra_arguments is not None:
         extra_arguments(parser)

@@ -21,7 +21,9 @@ class Summary:
     mean: float | None
 
     def as_dict(self, digits: int = 3) -> dict[str, Any]:
-        return {k: (round(v, digits) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        return {
+            k: (round(v, digits) if isinstance(v, float) else v) for k, v in asdict(self).items()
+        }
 
 
 def percentile(samples: Sequence[float], q: int) -> float | None:
@@ -38,8 +40,13 @@ def summarize(samples: Sequence[float]) -> Summary:
     if not samples:
         return Summary(0, None, None, None, None, None, None)
     return Summary(
-        count=len(samples), min=float(min(samples)), p50=percentile(samples, 50), p95=percentile(samples, 95),
-        p99=percentile(samples, 99), max=float(max(samples)), mean=statistics.fmean(samples),
+        count=len(samples),
+        min=float(min(samples)),
+        p50=percentile(samples, 50),
+        p95=percentile(samples, 95),
+        p99=percentile(samples, 99),
+        max=float(max(samples)),
+        mean=statistics.fmean(samples),
     )
 
 
@@ -47,8 +54,13 @@ def median_of_runs(values: Sequence[float]) -> dict[str, Any]:
     """The median of repeated runs with its spread, so a single outlier run is visible, not hidden."""
     if not values:
         return {"runs": 0, "median": None, "min": None, "max": None, "values": []}
-    return {"runs": len(values), "median": round(statistics.median(values), 3), "min": round(min(values), 3),
-            "max": round(max(values), 3), "values": [round(v, 3) for v in values]}
+    return {
+        "runs": len(values),
+        "median": round(statistics.median(values), 3),
+        "min": round(min(values), 3),
+        "max": round(max(values), 3),
+        "values": [round(v, 3) for v in values],
+    }
 
 
 def ratio(numerator: float, denominator: float, digits: int = 2) -> float | None:

@@ -12,6 +12,16 @@ from emulator.seed import Seed, ThrottleBudget, build_seed, demo_seed_path, load
 from emulator.server import RunningEmulator, serve, start_emulator
 
 __all__ = [
-    "ManualClock", "ManualMonotonic", "RunningEmulator", "Seed", "SystemClock", "ThrottleBudget", "build_seed", "create_app",
-    "demo_seed_path", "load_seed", "serve", "start_emulator",
+    "ManualClock",
+    "ManualMonotonic",
+    "RunningEmulator",
+    "Seed",
+    "SystemClock",
+    "ThrottleBudget",
+    "build_seed",
+    "create_app",
+    "demo_seed_path",
+    "load_seed",
+    "serve",
+    "start_emulator",
 ]

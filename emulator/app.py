@@ -13,8 +13,17 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from emulator import (
-    routes_admin, routes_admin_sign_in, routes_admin_tokens, routes_chats, routes_directory, routes_entra,
-    routes_mail, routes_mail_send, routes_messages, routes_notifications_admin, routes_subscriptions,
+    routes_admin,
+    routes_admin_sign_in,
+    routes_admin_tokens,
+    routes_chats,
+    routes_directory,
+    routes_entra,
+    routes_mail,
+    routes_mail_send,
+    routes_messages,
+    routes_notifications_admin,
+    routes_subscriptions,
 )
 from emulator.clock import Clock, SystemClock
 from emulator.context import EmulatorContext, context_of
@@ -26,9 +35,19 @@ from emulator.holds import Holds
 from emulator.refresh_tokens import RefreshTokens
 from emulator.middleware import GRAPH_PREFIX, EmulatorMiddleware
 
-_ROUTE_MODULES = (routes_admin, routes_admin_sign_in, routes_admin_tokens, routes_entra, routes_chats,
-                  routes_messages, routes_mail, routes_mail_send, routes_directory, routes_subscriptions,
-                  routes_notifications_admin)
+_ROUTE_MODULES = (
+    routes_admin,
+    routes_admin_sign_in,
+    routes_admin_tokens,
+    routes_entra,
+    routes_chats,
+    routes_messages,
+    routes_mail,
+    routes_mail_send,
+    routes_directory,
+    routes_subscriptions,
+    routes_notifications_admin,
+)
 from emulator.seed import Seed, load_seed
 from emulator.state import StateError, TenantState
 from emulator.stats import RequestStats
@@ -36,12 +55,22 @@ from emulator.subscription_engine import SubscriptionEngine
 from emulator.throttle import Throttle
 from emulator.tokens import TokenService
 
-_STATE_ERRORS = {"not_found": (404, "NotFound"), "forbidden": (403, "Forbidden"), "bad_request": (400, "BadRequest")}
+_STATE_ERRORS = {
+    "not_found": (404, "NotFound"),
+    "forbidden": (403, "Forbidden"),
+    "bad_request": (400, "BadRequest"),
+}
 
 
-def create_app(seed: Seed | Path | str | dict[str, Any], *, clock: Clock | None = None,
-               base_url: str | None = None, signing_key: RSAPrivateKey | None = None,
-               throttle_clock: Callable[[], float] | None = None, fractional_retry_after: bool = False) -> FastAPI:
+def create_app(
+    seed: Seed | Path | str | dict[str, Any],
+    *,
+    clock: Clock | None = None,
+    base_url: str | None = None,
+    signing_key: RSAPrivateKey | None = None,
+    throttle_clock: Callable[[], float] | None = None,
+    fractional_retry_after: bool = False,
+) -> FastAPI:
     """An emulator for ``seed``. ``clock`` drives token lifetimes and message times (default: the
     system clock); ``base_url`` fixes the issuer and link host (default: each request's Host);
     ``signing_key`` is the tenant's token key (default: a fresh one; tests share one to start faster);
@@ -52,18 +81,34 @@ def create_app(seed: Seed | Path | str | dict[str, Any], *, clock: Clock | None 
     clock = clock or SystemClock()
     tokens = TokenService(clock, tenant.token_lifetime_s, signing_key)
     state = TenantState(tenant, clock)
-    subscriptions = SubscriptionEngine(tenant.subscriptions, clock, tenant.tenant_id, tenant.random_seed)
+    subscriptions = SubscriptionEngine(
+        tenant.subscriptions, clock, tenant.tenant_id, tenant.random_seed
+    )
     state.add_observer(subscriptions.observe)
-    device_codes = DeviceAuthorizations(tenant.device_code_lifetime_s, tenant.device_code_interval_s)
+    device_codes = DeviceAuthorizations(
+        tenant.device_code_lifetime_s, tenant.device_code_interval_s
+    )
     refresh_tokens = RefreshTokens(tenant.refresh_token_lifetime_s)
     ctx = EmulatorContext(
-        seed=tenant, clock=clock, state=state, tokens=tokens,
-        grantor=TokenGrantor(tenant, tokens, clock, device_codes=device_codes, refresh_tokens=refresh_tokens),
-        device_codes=device_codes, refresh_tokens=refresh_tokens,
-        throttle=Throttle(tenant.throttle, *([throttle_clock] if throttle_clock else []),
-                          fractional_retry_after=fractional_retry_after),
-        faults=FaultInjector(tenant.random_seed), stats=RequestStats(), subscriptions=subscriptions,
-        base_url=base_url.rstrip("/") if base_url else None, holds=Holds(),
+        seed=tenant,
+        clock=clock,
+        state=state,
+        tokens=tokens,
+        grantor=TokenGrantor(
+            tenant, tokens, clock, device_codes=device_codes, refresh_tokens=refresh_tokens
+        ),
+        device_codes=device_codes,
+        refresh_tokens=refresh_tokens,
+        throttle=Throttle(
+            tenant.throttle,
+            *([throttle_clock] if throttle_clock else []),
+            fractional_retry_after=fractional_retry_after,
+        ),
+        faults=FaultInjector(tenant.random_seed),
+        stats=RequestStats(),
+        subscriptions=subscriptions,
+        base_url=base_url.rstrip("/") if base_url else None,
+        holds=Holds(),
     )
     app = FastAPI(title="Graph and Entra emulator", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.emulator = ctx
@@ -84,8 +129,13 @@ def _render(request: Request, err: GraphError) -> JSONResponse:
     ctx = context_of(request)
     state = request.scope.get("state", {})
     request_id = state.get("request_id") or "00000000-0000-0000-0000-000000000000"
-    body = graph_error_body(err.code, err.message, request_id=request_id,
-                            client_request_id=state.get("client_request_id") or request_id, now=ctx.clock.now())
+    body = graph_error_body(
+        err.code,
+        err.message,
+        request_id=request_id,
+        client_request_id=state.get("client_request_id") or request_id,
+        now=ctx.clock.now(),
+    )
     return JSONResponse(body, status_code=err.status, headers=err.headers)
 
 
@@ -105,12 +155,23 @@ async def _validation_error(request: Request, err: RequestValidationError) -> JS
 
 async def _http_error(request: Request, err: StarletteHTTPException) -> JSONResponse:
     if not request.url.path.startswith(GRAPH_PREFIX):
-        return JSONResponse({"error": {"code": str(err.status_code), "message": str(err.detail)}},
-                            status_code=err.status_code)
+        return JSONResponse(
+            {"error": {"code": str(err.status_code), "message": str(err.detail)}},
+            status_code=err.status_code,
+        )
     if err.status_code == 404:
         segment = request.url.path.rstrip("/").rsplit("/", 1)[-1]
-        return _render(request, GraphError(400, "BadRequest", f"Resource not found for the segment '{segment}'."))
+        return _render(
+            request,
+            GraphError(400, "BadRequest", f"Resource not found for the segment '{segment}'."),
+        )
     if err.status_code == 405:
-        return _render(request, GraphError(405, "BadRequest", f"The HTTP method '{request.method}' is not "
-                                           "allowed on this resource."))
+        return _render(
+            request,
+            GraphError(
+                405,
+                "BadRequest",
+                f"The HTTP method '{request.method}' is not allowed on this resource.",
+            ),
+        )
     return _render(request, GraphError(err.status_code, "UnknownError", str(err.detail)))

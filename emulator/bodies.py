@@ -28,8 +28,10 @@ class GraphBody(dict[str, Any]):
         for key in self:
             if key.casefold() in self._spelled:
                 # Two spellings of one property: which one Graph would bind is not ours to guess.
-                raise bad_request(f"The property '{key}' appears twice in the request body, as "
-                                  f"'{self._spelled[key.casefold()]}' and '{key}'; send it once.")
+                raise bad_request(
+                    f"The property '{key}' appears twice in the request body, as "
+                    f"'{self._spelled[key.casefold()]}' and '{key}'; send it once."
+                )
             self._spelled[key.casefold()] = key
 
     def _spelling(self, key: str) -> str:
@@ -62,8 +64,10 @@ async def json_object(request: Request) -> GraphBody:
     try:
         body = await request.json()
     except ValueError:
-        raise bad_request("Unable to read JSON request payload. Please ensure Content-Type header is set and "
-                          "payload is of valid JSON format.") from None
+        raise bad_request(
+            "Unable to read JSON request payload. Please ensure Content-Type header is set and "
+            "payload is of valid JSON format."
+        ) from None
     if not isinstance(body, dict):
         raise bad_request("The request body must be a JSON object.")
     return GraphBody(body)

@@ -18,7 +18,9 @@ class ChatMessageChange:
     change_type: ChangeType
     chat_id: str
     message_id: str
-    member_ids: tuple[str, ...]  # the chat's members at the time: who a getAllMessages subscription covers
+    member_ids: tuple[
+        str, ...
+    ]  # the chat's members at the time: who a getAllMessages subscription covers
 
 
 @dataclass(frozen=True)

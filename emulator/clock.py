@@ -29,7 +29,9 @@ class ManualClock:
     def __init__(self, start: datetime | None = None) -> None:
         start = start or datetime.now(timezone.utc)
         if start.tzinfo is None:
-            raise ValueError("ManualClock needs a timezone-aware start time; pass tzinfo=timezone.utc")
+            raise ValueError(
+                "ManualClock needs a timezone-aware start time; pass tzinfo=timezone.utc"
+            )
         self._now = start
         self._lock = threading.Lock()
 

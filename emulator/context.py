@@ -43,8 +43,15 @@ class EmulatorContext:
     def graph_base(self, request: HTTPConnection) -> str:
         return self.base(request) + "/v1.0"
 
-    def odata_context(self, request: HTTPConnection, entity_set: str, key: str | None = None,
-                      navigation: str | None = None, *, entity: bool = False) -> str:
+    def odata_context(
+        self,
+        request: HTTPConnection,
+        entity_set: str,
+        key: str | None = None,
+        navigation: str | None = None,
+        *,
+        entity: bool = False,
+    ) -> str:
         """The ``@odata.context`` Graph puts on an answer: ``…/$metadata#chats('19%3A…')/messages`` for a
         collection, with ``/$entity`` after it for one entity (read, not run: the response examples of
         Graph's Get user, Get chat, Get chatMessage and Get message pages; the key is percent-encoded)."""

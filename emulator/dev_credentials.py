@@ -39,26 +39,52 @@ class DevCertificate:
         """Key and certificate in one PEM file, as ENTRABOT_BLUEPRINT_CERTIFICATE_PATH expects."""
         return self.key_pem + self.cert_pem
 
-    def assertion(self, *, client_id: str, token_endpoint: str, lifetime_s: int = 600,
-                  now: dt.datetime | None = None, audience: str | None = None) -> str:
+    def assertion(
+        self,
+        *,
+        client_id: str,
+        token_endpoint: str,
+        lifetime_s: int = 600,
+        now: dt.datetime | None = None,
+        audience: str | None = None,
+    ) -> str:
         """A client assertion as MSAL builds it: RS256, x5t#S256 header, aud = the token endpoint."""
         issued = int((now or dt.datetime.now(dt.timezone.utc)).timestamp())
-        claims = {"aud": audience or token_endpoint, "iss": client_id, "sub": client_id, "jti": str(uuid.uuid4()),
-                  "iat": issued, "nbf": issued, "exp": issued + lifetime_s}
-        return jwt.encode(claims, self.key_pem, algorithm="RS256", headers={"x5t#S256": self.x5t_s256})
+        claims = {
+            "aud": audience or token_endpoint,
+            "iss": client_id,
+            "sub": client_id,
+            "jti": str(uuid.uuid4()),
+            "iat": issued,
+            "nbf": issued,
+            "exp": issued + lifetime_s,
+        }
+        return jwt.encode(
+            claims, self.key_pem, algorithm="RS256", headers={"x5t#S256": self.x5t_s256}
+        )
 
 
 def make_certificate(common_name: str = "entrabot-blueprint") -> DevCertificate:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = dt.datetime.now(dt.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(days=1))
-            .not_valid_after(now + dt.timedelta(days=365)).sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=365))
+        .sign(key, hashes.SHA256())
+    )
     return DevCertificate(
         cert.public_bytes(serialization.Encoding.PEM).decode(),
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                          serialization.NoEncryption()).decode(),
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ).decode(),
     )
 
 
@@ -76,34 +102,65 @@ class DevIssuer:
         jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(public))  # type: ignore[arg-type]
         return {"keys": [{**jwk, "kid": self.kid, "use": "sig", "alg": "RS256"}]}
 
-    def token(self, subject: str = DEFAULT_SUBJECT, *, audience: str = TOKEN_EXCHANGE_AUDIENCE,
-              lifetime_s: int = 3600, now: dt.datetime | None = None) -> str:
+    def token(
+        self,
+        subject: str = DEFAULT_SUBJECT,
+        *,
+        audience: str = TOKEN_EXCHANGE_AUDIENCE,
+        lifetime_s: int = 3600,
+        now: dt.datetime | None = None,
+    ) -> str:
         issued = int((now or dt.datetime.now(dt.timezone.utc)).timestamp())
-        claims = {"iss": self.issuer, "sub": subject, "aud": [audience], "iat": issued, "nbf": issued,
-                  "exp": issued + lifetime_s, "jti": str(uuid.uuid4())}
+        claims = {
+            "iss": self.issuer,
+            "sub": subject,
+            "aud": [audience],
+            "iat": issued,
+            "nbf": issued,
+            "exp": issued + lifetime_s,
+            "jti": str(uuid.uuid4()),
+        }
         return jwt.encode(claims, self.key_pem, algorithm="RS256", headers={"kid": self.kid})
 
 
 def make_issuer(issuer: str = "https://oidc.aks.local/entrabot") -> DevIssuer:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption()).decode()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
     return DevIssuer(issuer, pem, uuid.uuid4().hex)
 
 
-def with_blueprint_credentials(seed: Seed, *, certificate: DevCertificate | None = None,
-                               issuer: DevIssuer | None = None, subject: str = DEFAULT_SUBJECT) -> Seed:
+def with_blueprint_credentials(
+    seed: Seed,
+    *,
+    certificate: DevCertificate | None = None,
+    issuer: DevIssuer | None = None,
+    subject: str = DEFAULT_SUBJECT,
+) -> Seed:
     """A copy of ``seed`` whose blueprint also trusts ``certificate`` and/or ``issuer`` tokens for ``subject``."""
     blueprint = seed.blueprint
     certificates = blueprint.certificates + ((certificate.cert_pem,) if certificate else ())
     credentials = blueprint.federated_credentials
     issuers = seed.federation_issuers
     if issuer is not None:
-        credentials += (FederatedCredential(name=f"fic-{len(credentials)}", issuer=issuer.issuer, subject=subject),)
+        credentials += (
+            FederatedCredential(
+                name=f"fic-{len(credentials)}", issuer=issuer.issuer, subject=subject
+            ),
+        )
         issuers = tuple(i for i in issuers if i.issuer != issuer.issuer) + (
-            FederationIssuer(issuer=issuer.issuer, jwks=issuer.jwks),)
-    updated = blueprint.model_copy(update={"certificates": certificates, "federated_credentials": credentials})
+            FederationIssuer(issuer=issuer.issuer, jwks=issuer.jwks),
+        )
+    updated = blueprint.model_copy(
+        update={"certificates": certificates, "federated_credentials": credentials}
+    )
     apps = tuple(updated if a.app_id == blueprint.app_id else a for a in seed.apps)
     # Re-validate so the new references are checked like a loaded seed's.
-    return Seed.model_validate({**seed.model_dump(), "apps": [a.model_dump() for a in apps],
-                                "federation_issuers": [i.model_dump() for i in issuers]})
+    return Seed.model_validate(
+        {
+            **seed.model_dump(),
+            "apps": [a.model_dump() for a in apps],
+            "federation_issuers": [i.model_dump() for i in issuers],
+        }
+    )

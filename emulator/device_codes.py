@@ -65,27 +65,40 @@ class DeviceAuthorizations:
     def start(self, client_id: str, scope: str, now: datetime) -> DeviceAuthorization:
         pending = DeviceAuthorization(
             device_code=secrets.token_urlsafe(48),
-            user_code="".join(secrets.choice(_USER_CODE_ALPHABET) for _ in range(_USER_CODE_LENGTH)),
-            client_id=client_id, scope=scope, expires_at=now + timedelta(seconds=self.lifetime_s),
+            user_code="".join(
+                secrets.choice(_USER_CODE_ALPHABET) for _ in range(_USER_CODE_LENGTH)
+            ),
+            client_id=client_id,
+            scope=scope,
+            expires_at=now + timedelta(seconds=self.lifetime_s),
         )
         with self._lock:
             self._by_device[pending.device_code] = pending
         return pending
 
-    def decide(self, user_code: str, now: datetime, *, user_id: str | None, declined: bool = False
-               ) -> DeviceAuthorization:
+    def decide(
+        self, user_code: str, now: datetime, *, user_id: str | None, declined: bool = False
+    ) -> DeviceAuthorization:
         """What the person did at the verification page; LookupError when no pending code has this user code."""
         wanted = user_code.strip().upper()
         with self._lock:
-            found = next((a for a in self._by_device.values()
-                          if a.user_code == wanted and a.standing(now) is Standing.PENDING), None)
+            found = next(
+                (
+                    a
+                    for a in self._by_device.values()
+                    if a.user_code == wanted and a.standing(now) is Standing.PENDING
+                ),
+                None,
+            )
             if found is None:
                 raise LookupError(f"no pending device code has the user code {user_code!r}")
             decided = replace(found, user_id=user_id, declined=declined)
             self._by_device[found.device_code] = decided
             return decided
 
-    def redeem(self, device_code: str, now: datetime) -> tuple[Standing, DeviceAuthorization | None]:
+    def redeem(
+        self, device_code: str, now: datetime
+    ) -> tuple[Standing, DeviceAuthorization | None]:
         """The code's standing; an approved code is marked redeemed (it yields tokens once)."""
         with self._lock:
             found = self._by_device.get(device_code)

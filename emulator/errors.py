@@ -23,8 +23,9 @@ class GraphError(Exception):
         return f"{self.status} {self.code}: {self.message}"
 
 
-def graph_error_body(code: str, message: str, *, request_id: str, client_request_id: str,
-                     now: datetime) -> dict[str, object]:
+def graph_error_body(
+    code: str, message: str, *, request_id: str, client_request_id: str, now: datetime
+) -> dict[str, object]:
     return {
         "error": {
             "code": code,
@@ -51,17 +52,26 @@ def forbidden(message: str, code: str = "Forbidden") -> GraphError:
 
 
 def unauthenticated(message: str) -> GraphError:
-    return GraphError(401, "InvalidAuthenticationToken", message, {
-        "WWW-Authenticate": 'Bearer realm="", authorization_uri="https://login.microsoftonline.com/common/'
-                            'oauth2/authorize", client_id="00000003-0000-0000-c000-000000000000"',
-    })
+    return GraphError(
+        401,
+        "InvalidAuthenticationToken",
+        message,
+        {
+            "WWW-Authenticate": 'Bearer realm="", authorization_uri="https://login.microsoftonline.com/common/'
+            'oauth2/authorize", client_id="00000003-0000-0000-c000-000000000000"',
+        },
+    )
 
 
 def too_many_requests(retry_after_s: float) -> GraphError:
     # Delay-seconds, fractional when the wait is (the service's client parses up to microseconds).
     text = f"{retry_after_s:.3f}".rstrip("0").rstrip(".") or "0"
-    return GraphError(429, "TooManyRequests", "Too many requests. Please retry after the time the "
-                      "Retry-After header names.", {"Retry-After": text})
+    return GraphError(
+        429,
+        "TooManyRequests",
+        "Too many requests. Please retry after the time the Retry-After header names.",
+        {"Retry-After": text},
+    )
 
 
 # Entra answers invalid_client with 401 and every other OAuth error with 400.
@@ -86,20 +96,26 @@ def required_param(params: Mapping[str, str], name: str) -> str:
     """A form field the token endpoint cannot do without, or Entra's error for its absence."""
     value = params.get(name)
     if not value:
-        raise EntraError("invalid_request", 900144, f"The request body must contain the following parameter: "
-                         f"'{name}'.")
+        raise EntraError(
+            "invalid_request",
+            900144,
+            f"The request body must contain the following parameter: '{name}'.",
+        )
     return value
 
 
-def entra_error_body(err: EntraError, *, now: datetime, authority: str,
-                     correlation_id: str | None) -> dict[str, object]:
+def entra_error_body(
+    err: EntraError, *, now: datetime, authority: str, correlation_id: str | None
+) -> dict[str, object]:
     trace_id = str(uuid.uuid4())
     correlation = correlation_id or str(uuid.uuid4())
     stamp = now.strftime("%Y-%m-%d %H:%M:%SZ")
     return {
         "error": err.error,
-        "error_description": (f"AADSTS{err.code}: {err.description} Trace ID: {trace_id} "
-                              f"Correlation ID: {correlation} Timestamp: {stamp}"),
+        "error_description": (
+            f"AADSTS{err.code}: {err.description} Trace ID: {trace_id} "
+            f"Correlation ID: {correlation} Timestamp: {stamp}"
+        ),
         "error_codes": [err.code],
         "timestamp": stamp,
         "trace_id": trace_id,

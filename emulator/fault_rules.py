@@ -51,9 +51,14 @@ class FiringRules(Generic[RuleT]):
 
     def describe(self) -> list[dict[str, object]]:
         with self._lock:
-            return [{"id": a.id, "hits": a.hits, "remaining": a.remaining, **a.rule.model_dump()} for a in self._rules]
+            return [
+                {"id": a.id, "hits": a.hits, "remaining": a.remaining, **a.rule.model_dump()}
+                for a in self._rules
+            ]
 
-    def fire(self, matches: Callable[[RuleT], bool], rate: Callable[[RuleT], float]) -> ActiveRule[RuleT] | None:
+    def fire(
+        self, matches: Callable[[RuleT], bool], rate: Callable[[RuleT], float]
+    ) -> ActiveRule[RuleT] | None:
         """The first matching rule whose roll succeeds (counted, and dropped when used up), or None."""
         with self._lock:
             for active in list(self._rules):

@@ -34,7 +34,9 @@ class FaultRule(BaseModel):
             try:
                 re.compile(value)
             except re.error as exc:
-                raise ValueError(f"route_pattern is not a valid regular expression: {exc}") from None
+                raise ValueError(
+                    f"route_pattern is not a valid regular expression: {exc}"
+                ) from None
         return value
 
 
@@ -56,8 +58,9 @@ class FaultInjector(FiringRules[FaultRule]):
 
         def matches(rule: FaultRule) -> bool:
             # re caches compiled patterns; the rule's validator already proved this one compiles.
-            return ((not rule.method or rule.method.upper() == method.upper())
-                    and (rule.route_pattern is None or re.search(rule.route_pattern, path) is not None))
+            return (not rule.method or rule.method.upper() == method.upper()) and (
+                rule.route_pattern is None or re.search(rule.route_pattern, path) is not None
+            )
 
         active = self.fire(matches, lambda rule: rule.error_rate)
         if active is None:

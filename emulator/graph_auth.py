@@ -39,20 +39,30 @@ class Caller:
             raise bad_request("/me request is only valid with delegated authentication flow.")
         return self.user_id
 
-    def require(self, delegated: AbstractSet[str], application: AbstractSet[str] = frozenset(),
-                workload: Workload = "teams") -> None:
+    def require(
+        self,
+        delegated: AbstractSet[str],
+        application: AbstractSet[str] = frozenset(),
+        workload: Workload = "teams",
+    ) -> None:
         held = self.scopes if self.user_id is not None else self.roles
         wanted = delegated if self.user_id is not None else application
         if held & wanted:
             return
         if workload == "outlook":
-            raise forbidden("Access is denied. Check credentials and try again.", "ErrorAccessDenied")
+            raise forbidden(
+                "Access is denied. Check credentials and try again.", "ErrorAccessDenied"
+            )
         if workload == "directory":
-            raise forbidden("Insufficient privileges to complete the operation.", "Authorization_RequestDenied")
+            raise forbidden(
+                "Insufficient privileges to complete the operation.", "Authorization_RequestDenied"
+            )
         kind = "scope" if self.user_id is not None else "role"
-        raise forbidden(f"Missing {kind} permissions on the request. API requires one of "
-                        f"'{', '.join(sorted(wanted)) or '(none for this token type)'}'. "
-                        f"{kind.capitalize()}s on the request '{', '.join(sorted(held))}'")
+        raise forbidden(
+            f"Missing {kind} permissions on the request. API requires one of "
+            f"'{', '.join(sorted(wanted)) or '(none for this token type)'}'. "
+            f"{kind.capitalize()}s on the request '{', '.join(sorted(held))}'"
+        )
 
 
 def authenticate(request: Request, ctx: EmulatorContext) -> Caller:
@@ -62,8 +72,10 @@ def authenticate(request: Request, ctx: EmulatorContext) -> Caller:
     if scheme.lower() != "bearer" or not token:
         raise unauthenticated("Access token is empty.")
     if token.count(".") != 2:
-        raise unauthenticated("IDX14100: JWT is not well formed, there are no dots (.). The token needs to be in "
-                              "JWS or JWE Compact Serialization Format.")
+        raise unauthenticated(
+            "IDX14100: JWT is not well formed, there are no dots (.). The token needs to be in "
+            "JWS or JWE Compact Serialization Format."
+        )
     try:
         claims = ctx.tokens.decode(token)
     except InvalidToken:
@@ -80,8 +92,10 @@ def authenticate(request: Request, ctx: EmulatorContext) -> Caller:
     if ctx.tokens.is_expired(claims):
         raise unauthenticated("Lifetime validation failed, the token is expired.")
     if ctx.tokens.is_revoked(claims):
-        err = unauthenticated("Continuous access evaluation resulted in challenge with result: InteractionRequired "
-                              "and code: TokenIssuedBeforeRevocationTimestamp")
+        err = unauthenticated(
+            "Continuous access evaluation resulted in challenge with result: InteractionRequired "
+            "and code: TokenIssuedBeforeRevocationTimestamp"
+        )
         err.headers["WWW-Authenticate"] += f', error="insufficient_claims", claims="{_CAE_CLAIMS}"'
         raise err
     is_user = claims.get("idtyp") == "user"
@@ -120,9 +134,14 @@ def graph_caller(kind: RequestKind) -> Callable[[Request], AsyncIterator[Caller]
     return dependency
 
 
-def _charges(kind: RequestKind, request: Request, caller: Caller, ctx: EmulatorContext) -> list[Charge]:
+def _charges(
+    kind: RequestKind, request: Request, caller: Caller, ctx: EmulatorContext
+) -> list[Charge]:
     if kind == "chat_messages" and request.method == "GET":
-        return [Charge("chat_message_reads"), Charge("per_chat", request.path_params.get("chat_id", ""))]
+        return [
+            Charge("chat_message_reads"),
+            Charge("per_chat", request.path_params.get("chat_id", "")),
+        ]
     if kind == "chat_messages":
         return [Charge("chat_message_sends")]
     if kind == "chats":
@@ -139,4 +158,3 @@ def _charges(kind: RequestKind, request: Request, caller: Caller, ctx: EmulatorC
 def include_unknown_enum_members(request: Request) -> bool:
     prefer = request.headers.get("prefer", "")
     return any(p.strip().lower() == "include-unknown-enum-members" for p in prefer.split(","))
-

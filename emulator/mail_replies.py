@@ -27,8 +27,9 @@ def answer_subject(kind: ReplyKind, subject: str) -> str:
     return subject if subject.lower().startswith(prefix.lower()) else prefix + subject
 
 
-def reply_recipients(kind: Literal["reply", "replyAll"], original: MailMessage,
-                     me: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def reply_recipients(
+    kind: Literal["reply", "replyAll"], original: MailMessage, me: str
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(to, cc) of a reply to ``original`` by the mailbox whose address is ``me``: never the replier
     itself. A reply to one's own sent mail goes to its recipients, as Outlook does."""
     mine = me.lower()
@@ -47,8 +48,8 @@ def quoted_body(original: MailMessage, comment: str) -> str:
     original_body = original.body if original.content_type == "html" else html.escape(original.body)
     recipients = "; ".join(_named(a) for a in original.to)
     return (
-        f"<html><body><div>{said}</div><hr style=\"display:inline-block;width:98%\">"
-        f"<div id=\"divRplyFwdMsg\"><b>From:</b> {_named(original.sender)}<br>"
+        f'<html><body><div>{said}</div><hr style="display:inline-block;width:98%">'
+        f'<div id="divRplyFwdMsg"><b>From:</b> {_named(original.sender)}<br>'
         f"<b>Sent:</b> {outlook_time(original.sent)}<br><b>To:</b> {recipients}<br>"
         f"<b>Subject:</b> {html.escape(original.subject)}</div><div>{original_body}</div></body></html>"
     )

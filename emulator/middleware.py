@@ -24,9 +24,18 @@ from emulator.stats import RequestRecord
 ADMIN_PREFIX = "/_emulator"
 GRAPH_PREFIX = "/v1.0"
 _PARAM = re.compile(r"\{([^}:]+)(?::[^}]*)?\}")
-_GRAPH_CODES = {400: "BadRequest", 401: "InvalidAuthenticationToken", 403: "Forbidden", 404: "NotFound",
-                409: "Conflict", 429: "TooManyRequests", 500: "InternalServerError", 502: "BadGateway",
-                503: "ServiceUnavailable", 504: "GatewayTimeout"}
+_GRAPH_CODES = {
+    400: "BadRequest",
+    401: "InvalidAuthenticationToken",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    429: "TooManyRequests",
+    500: "InternalServerError",
+    502: "BadGateway",
+    503: "ServiceUnavailable",
+    504: "GatewayTimeout",
+}
 
 
 def route_template(path: str) -> str:
@@ -71,7 +80,9 @@ class EmulatorMiddleware:
                 await asyncio.sleep(fault.latency_ms / 1000)
             if fault is not None and fault.status and not fault.after_commit:
                 await self._error(scope, receive, send_with_ids, fault.status, fault.retry_after)
-            elif path.startswith(GRAPH_PREFIX) and (retry := ctx.throttle.take_forced()) is not None:
+            elif (
+                path.startswith(GRAPH_PREFIX) and (retry := ctx.throttle.take_forced()) is not None
+            ):
                 forced = True
                 await self._error(scope, receive, send_with_ids, 429, retry)
             elif fault is not None and fault.status and fault.after_commit:
@@ -80,12 +91,21 @@ class EmulatorMiddleware:
             else:
                 await self.app(scope, receive, send_with_ids)
         finally:
-            ctx.stats.record(RequestRecord(
-                method=method, route=self._template(scope), path=path, status=status,
-                app_id=state.get("app_id"), user_id=state.get("user_id"), monotonic=started,
-                wall=wall.isoformat(), duration_ms=round((time.monotonic() - started) * 1000, 3),
-                fault=fault is not None and bool(fault.status), throttled=forced or bool(state.get("throttled")),
-            ))
+            ctx.stats.record(
+                RequestRecord(
+                    method=method,
+                    route=self._template(scope),
+                    path=path,
+                    status=status,
+                    app_id=state.get("app_id"),
+                    user_id=state.get("user_id"),
+                    monotonic=started,
+                    wall=wall.isoformat(),
+                    duration_ms=round((time.monotonic() - started) * 1000, 3),
+                    fault=fault is not None and bool(fault.status),
+                    throttled=forced or bool(state.get("throttled")),
+                )
+            )
 
     def _template(self, scope: Scope) -> str:
         route = scope.get("route")
@@ -94,23 +114,37 @@ class EmulatorMiddleware:
         path = getattr(route, "path", None)
         return route_template(path) if path else "<unmatched>"
 
-    async def _error(self, scope: Scope, receive: Receive, send: Send, status: int, retry_after: int | None) -> None:
+    async def _error(
+        self, scope: Scope, receive: Receive, send: Send, status: int, retry_after: int | None
+    ) -> None:
         ctx = self.ctx
         now = ctx.clock.now()
-        headers = {"Retry-After": str(retry_after if retry_after is not None else 1)} if status in (429, 503) else {}
+        headers = (
+            {"Retry-After": str(retry_after if retry_after is not None else 1)}
+            if status in (429, 503)
+            else {}
+        )
         if scope["path"].startswith(GRAPH_PREFIX):
             code = _GRAPH_CODES.get(status, "UnknownError")
-            body = graph_error_body(code, f"Injected fault: the service answered {status}.",
-                                    request_id=scope["state"]["request_id"],
-                                    client_request_id=scope["state"]["client_request_id"], now=now)
+            body = graph_error_body(
+                code,
+                f"Injected fault: the service answered {status}.",
+                request_id=scope["state"]["request_id"],
+                client_request_id=scope["state"]["client_request_id"],
+                now=now,
+            )
         else:
-            err = EntraError("temporarily_unavailable" if status >= 500 or status == 429 else "invalid_request",
-                             90033 if status >= 500 or status == 429 else 90100,
-                             "A transient error has occurred. Please try again." if status >= 500 or status == 429
-                             else "Injected fault: the request was refused.")
+            err = EntraError(
+                "temporarily_unavailable" if status >= 500 or status == 429 else "invalid_request",
+                90033 if status >= 500 or status == 429 else 90100,
+                "A transient error has occurred. Please try again."
+                if status >= 500 or status == 429
+                else "Injected fault: the request was refused.",
+            )
             base = ctx.base_url or _base_of(scope)
-            body = entra_error_body(err, now=now, authority=base,
-                                    correlation_id=scope["state"]["client_request_id"])
+            body = entra_error_body(
+                err, now=now, authority=base, correlation_id=scope["state"]["client_request_id"]
+            )
         await JSONResponse(body, status_code=status, headers=headers)(scope, receive, send)
 
 

@@ -37,7 +37,9 @@ class NotificationFaults(FiringRules[NotificationFaultRule]):
     def pick(self, *, lifecycle: bool) -> NotificationFault | None:
         """The fault for one outgoing notification, if a rule hits it (the first that fires wins)."""
         active = self.fire(lambda rule: rule.lifecycle or not lifecycle, lambda rule: rule.fraction)
-        return None if active is None else NotificationFault(active.rule.action, active.rule.delay_ms)
+        return (
+            None if active is None else NotificationFault(active.rule.action, active.rule.delay_ms)
+        )
 
 
 RETRY_SCHEDULES_KEPT = 100

@@ -38,11 +38,15 @@ class Outgoing:
     url: str
     item: dict[str, Any]  # one changeNotification
     lifecycle: bool = False
-    on_lost: Callable[[], None] | None = field(default=None, compare=False)  # dropped, or failed for good
+    on_lost: Callable[[], None] | None = field(
+        default=None, compare=False
+    )  # dropped, or failed for good
 
 
 class Notifier:
-    def __init__(self, policy: SubscriptionPolicy, faults: NotificationFaults, stats: DeliveryStats) -> None:
+    def __init__(
+        self, policy: SubscriptionPolicy, faults: NotificationFaults, stats: DeliveryStats
+    ) -> None:
         self._policy = policy
         self._faults = faults
         self._stats = stats
@@ -65,24 +69,37 @@ class Notifier:
         target = url + ("&" if "?" in url else "?") + urlencode({"validationToken": token})
         try:
             async with asyncio.timeout(self._policy.validation_timeout_s):
-                response = await self._http().post(target, headers={"Content-Type": "text/plain; charset=utf-8"})
+                response = await self._http().post(
+                    target, headers={"Content-Type": "text/plain; charset=utf-8"}
+                )
                 text = response.text
         except TimeoutError:
             self._stats.add("validations_timed_out")
-            raise bad_request("Subscription validation request timeout.", "ValidationError") from None
+            raise bad_request(
+                "Subscription validation request timeout.", "ValidationError"
+            ) from None
         except httpx.HTTPError:
             self._stats.add("validations_failed")
-            raise bad_request("Subscription validation request failed. Notification endpoint must respond with "
-                              "200 OK to validation request.", "ValidationError") from None
+            raise bad_request(
+                "Subscription validation request failed. Notification endpoint must respond with "
+                "200 OK to validation request.",
+                "ValidationError",
+            ) from None
         content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if response.status_code != 200:
             self._stats.add("validations_failed")
-            raise bad_request("Subscription validation request failed. Notification endpoint must respond with "
-                              "200 OK to validation request.", "ValidationError")
+            raise bad_request(
+                "Subscription validation request failed. Notification endpoint must respond with "
+                "200 OK to validation request.",
+                "ValidationError",
+            )
         if content_type != "text/plain" or text != token:
             self._stats.add("validations_failed")
-            raise bad_request("Subscription validation request failed. Response must exactly match "
-                              "validationToken query parameter.", "ValidationError")
+            raise bad_request(
+                "Subscription validation request failed. Response must exactly match "
+                "validationToken query parameter.",
+                "ValidationError",
+            )
         self._stats.add("validations_passed")
 
     # --- notifications ---
@@ -159,7 +176,9 @@ class Notifier:
         await asyncio.sleep(seconds)
         await then()
 
-    async def _send(self, url: str, batch: list[Outgoing], *, then_release_held: bool = False) -> None:
+    async def _send(
+        self, url: str, batch: list[Outgoing], *, then_release_held: bool = False
+    ) -> None:
         body = {"value": [o.item for o in batch]}
         started: float | None = None
         backoff = self._policy.retry_initial_s

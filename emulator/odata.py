@@ -18,16 +18,26 @@ from emulator.errors import GraphError, bad_request
 from emulator.timestamps import parse_iso
 
 _DATETIME_PROPS = {"lastModifiedDateTime", "createdDateTime", "receivedDateTime", "sentDateTime"}
-_OPS = {"eq": "Equal", "ne": "NotEqual", "gt": "GreaterThan", "ge": "GreaterThanOrEqual",
-        "lt": "LessThan", "le": "LessThanOrEqual"}
-_CLAUSE = re.compile(r"\s*([A-Za-z][\w/]*)\s+(eq|ne|gt|ge|lt|le)\s+('(?:[^']|'')*'|[^\s']+)\s*", re.IGNORECASE)
+_OPS = {
+    "eq": "Equal",
+    "ne": "NotEqual",
+    "gt": "GreaterThan",
+    "ge": "GreaterThanOrEqual",
+    "lt": "LessThan",
+    "le": "LessThanOrEqual",
+}
+_CLAUSE = re.compile(
+    r"\s*([A-Za-z][\w/]*)\s+(eq|ne|gt|ge|lt|le)\s+('(?:[^']|'')*'|[^\s']+)\s*", re.IGNORECASE
+)
 _AND = re.compile(r"and(?=\s)", re.IGNORECASE)
 
 
 def _not_allowed(option: str) -> GraphError:
-    return bad_request(f"The query specified in the URI is not valid. Query option '{option}' is not allowed. "
-                       "To allow it, set the 'AllowedQueryOptions' property on EnableQueryAttribute or "
-                       "QueryValidationSettings.")
+    return bad_request(
+        f"The query specified in the URI is not valid. Query option '{option}' is not allowed. "
+        "To allow it, set the 'AllowedQueryOptions' property on EnableQueryAttribute or "
+        "QueryValidationSettings."
+    )
 
 
 def query_options(pairs: Iterable[tuple[str, str]], allowed: set[str]) -> dict[str, str]:
@@ -38,8 +48,10 @@ def query_options(pairs: Iterable[tuple[str, str]], allowed: set[str]) -> dict[s
             continue
         name = key.lower()
         if name in options:
-            raise bad_request(f"Query option '{key}' was specified more than once, but it must be specified at "
-                              "most once.")
+            raise bad_request(
+                f"Query option '{key}' was specified more than once, but it must be specified at "
+                "most once."
+            )
         if name not in allowed:
             raise _not_allowed(key)
         options[name] = value
@@ -51,12 +63,16 @@ def parse_top(value: str | None, *, maximum: int, default: int) -> int:
     if value is None:
         return default
     if not value.isdigit():
-        raise bad_request(f"Invalid value '{value}' for $top query option found. The $top query option requires "
-                          "a non-negative integer value.")
+        raise bad_request(
+            f"Invalid value '{value}' for $top query option found. The $top query option requires "
+            "a non-negative integer value."
+        )
     top = int(value)
     if top > maximum:
-        raise bad_request(f"The limit of '{maximum}' for Top query has been exceeded. The value from the incoming "
-                          f"request is '{top}'.")
+        raise bad_request(
+            f"The limit of '{maximum}' for Top query has been exceeded. The value from the incoming "
+            f"request is '{top}'."
+        )
     return max(top, 1)
 
 
@@ -65,8 +81,10 @@ def parse_outlook_top(value: str | None, *, maximum: int, default: int) -> int:
     if value is None:
         return default
     if not value.isdigit() or not 1 <= int(value) <= maximum:
-        raise bad_request(f"The value of $top must be an integer between 1 and {maximum}; it was '{value}'.",
-                          "ErrorInvalidUrlQuery")
+        raise bad_request(
+            f"The value of $top must be an integer between 1 and {maximum}; it was '{value}'.",
+            "ErrorInvalidUrlQuery",
+        )
     return int(value)
 
 
@@ -78,22 +96,30 @@ class Clause:
 
     def datetime_us(self) -> int:
         if self.raw.startswith("'"):
-            raise bad_request(f"Invalid filter clause: the value for '{self.prop}' is a quoted string; write the "
-                              "DateTimeOffset literal unquoted, e.g. 2026-11-29T10:00:00Z.")
+            raise bad_request(
+                f"Invalid filter clause: the value for '{self.prop}' is a quoted string; write the "
+                "DateTimeOffset literal unquoted, e.g. 2026-11-29T10:00:00Z."
+            )
         try:
             dt = parse_iso(self.raw)
         except ValueError:
-            raise bad_request(f"Invalid filter clause: '{self.raw}' is not a DateTimeOffset literal.") from None
+            raise bad_request(
+                f"Invalid filter clause: '{self.raw}' is not a DateTimeOffset literal."
+            ) from None
         return int(dt.timestamp()) * 1_000_000 + dt.microsecond
 
     def string(self) -> str:
         if not (self.raw.startswith("'") and self.raw.endswith("'") and len(self.raw) >= 2):
-            raise bad_request(f"Invalid filter clause: the value for '{self.prop}' must be a quoted string.")
+            raise bad_request(
+                f"Invalid filter clause: the value for '{self.prop}' must be a quoted string."
+            )
         return self.raw[1:-1].replace("''", "'")
 
     def boolean(self) -> bool:
         if self.raw.lower() not in ("true", "false"):
-            raise bad_request(f"Invalid filter clause: the value for '{self.prop}' must be true or false.")
+            raise bad_request(
+                f"Invalid filter clause: the value for '{self.prop}' must be true or false."
+            )
         return self.raw.lower() == "true"
 
 
@@ -103,8 +129,10 @@ def parse_filter(text: str) -> list[Clause]:
     while True:
         match = _CLAUSE.match(text, pos)
         if match is None:
-            raise bad_request(f"Invalid filter clause: could not parse '{text[pos:].strip() or text}'. Only "
-                              "'property op value' comparisons joined by 'and' are supported.")
+            raise bad_request(
+                f"Invalid filter clause: could not parse '{text[pos:].strip() or text}'. Only "
+                "'property op value' comparisons joined by 'and' are supported."
+            )
         clauses.append(Clause(match.group(1), match.group(2).lower(), match.group(3)))
         pos = match.end()
         if pos >= len(text):
@@ -117,8 +145,13 @@ def parse_filter(text: str) -> list[Clause]:
 
 # --- skip tokens (opaque to clients) ---
 
+
 def encode_token(data: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).decode().rstrip("=")
+    return (
+        base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode())
+        .decode()
+        .rstrip("=")
+    )
 
 
 def decode_token(token: str, *, kind: str) -> dict[str, Any]:
@@ -128,11 +161,13 @@ def decode_token(token: str, *, kind: str) -> dict[str, Any]:
             raise ValueError(kind)
         return data
     except ValueError:
-        raise bad_request("The $skiptoken is invalid: pass the @odata.nextLink of the previous page as it is.") \
-            from None
+        raise bad_request(
+            "The $skiptoken is invalid: pass the @odata.nextLink of the previous page as it is."
+        ) from None
 
 
 # --- GET /chats/{id}/messages ---
+
 
 @dataclass(frozen=True)
 class ChatMessagesQuery:
@@ -140,7 +175,9 @@ class ChatMessagesQuery:
     order: Literal["lastModifiedDateTime", "createdDateTime"]
     after_us: int | None  # exclusive lower bound on the ordered property
     before_us: int | None  # exclusive upper bound
-    cursor: tuple[int, int] | None  # (order key in µs, message id) of the last item of the previous page
+    cursor: (
+        tuple[int, int] | None
+    )  # (order key in µs, message id) of the last item of the previous page
 
 
 def parse_chat_messages_query(pairs: Iterable[tuple[str, str]]) -> ChatMessagesQuery:
@@ -152,44 +189,61 @@ def parse_chat_messages_query(pairs: Iterable[tuple[str, str]]) -> ChatMessagesQ
         parts = options["$orderby"].split()
         prop = _canonical(parts[0] if parts else "", ("lastModifiedDateTime", "createdDateTime"))
         if prop is None or len(parts) > 2 or "," in options["$orderby"]:
-            raise bad_request(f"QueryOptions to order by '{options['$orderby']}' is not supported. Order by "
-                              "lastModifiedDateTime desc or createdDateTime desc.")
+            raise bad_request(
+                f"QueryOptions to order by '{options['$orderby']}' is not supported. Order by "
+                "lastModifiedDateTime desc or createdDateTime desc."
+            )
         direction = parts[1].lower() if len(parts) == 2 else "asc"
         if direction != "desc":
-            raise bad_request(f"QueryOptions to order by '{prop}' in 'Ascending' direction is not supported; "
-                              "only descending order is.")
+            raise bad_request(
+                f"QueryOptions to order by '{prop}' in 'Ascending' direction is not supported; "
+                "only descending order is."
+            )
         order = prop  # type: ignore[assignment]
     after = before = None
     if "$filter" in options:
         if not explicit_order:
-            raise bad_request("$filter on chat messages requires $orderby on the same property: use "
-                              "$orderby=lastModifiedDateTime desc with a lastModifiedDateTime filter, or "
-                              "$orderby=createdDateTime desc with a createdDateTime filter.")
+            raise bad_request(
+                "$filter on chat messages requires $orderby on the same property: use "
+                "$orderby=lastModifiedDateTime desc with a lastModifiedDateTime filter, or "
+                "$orderby=createdDateTime desc with a createdDateTime filter."
+            )
         for clause in parse_filter(options["$filter"]):
             prop = _canonical(clause.prop, ("lastModifiedDateTime", "createdDateTime"))
             if prop is None:
-                raise bad_request(f"The entity property '{clause.prop}' is not allowed in $filter query.")
+                raise bad_request(
+                    f"The entity property '{clause.prop}' is not allowed in $filter query."
+                )
             if prop != order:
-                raise bad_request(f"$filter on '{prop}' requires $orderby={prop} desc; the request orders by "
-                                  f"'{order}'.")
+                raise bad_request(
+                    f"$filter on '{prop}' requires $orderby={prop} desc; the request orders by "
+                    f"'{order}'."
+                )
             allowed = ("gt", "lt") if prop == "lastModifiedDateTime" else ("lt",)
             if clause.op not in allowed:
-                raise bad_request(f"The entity property '{prop}' and operationKind '{_OPS[clause.op]}' is not "
-                                  "allowed in $filter query.")
+                raise bad_request(
+                    f"The entity property '{prop}' and operationKind '{_OPS[clause.op]}' is not "
+                    "allowed in $filter query."
+                )
             if clause.op == "gt":
                 after = clause.datetime_us() if after is None else max(after, clause.datetime_us())
             else:
-                before = clause.datetime_us() if before is None else min(before, clause.datetime_us())
+                before = (
+                    clause.datetime_us() if before is None else min(before, clause.datetime_us())
+                )
     cursor = None
     if "$skiptoken" in options:
         data = decode_token(options["$skiptoken"], kind="chatMessages")
         if data.get("order") != order:
-            raise bad_request("The $skiptoken was issued for a different $orderby; follow @odata.nextLink as it is.")
+            raise bad_request(
+                "The $skiptoken was issued for a different $orderby; follow @odata.nextLink as it is."
+            )
         cursor = (int(data["key"]), int(data["id"]))
     return ChatMessagesQuery(top, order, after, before, cursor)
 
 
 # --- GET /me/chats ---
+
 
 @dataclass(frozen=True)
 class ChatsQuery:
@@ -206,29 +260,40 @@ def parse_chats_query(pairs: Iterable[tuple[str, str]]) -> ChatsQuery:
     if "$orderby" in options:
         # "List chats" documents one ordering: lastMessagePreview/createdDateTime, descending only.
         ordered_by, _, direction = options["$orderby"].strip().partition(" ")
-        if ordered_by.strip().lower() != "lastmessagepreview/createddatetime" or direction.strip().lower() != "desc":
-            raise bad_request(f"QueryOptions to order by '{options['$orderby']}' is not supported; the only "
-                              "ordering is 'lastMessagePreview/createdDateTime desc'.")
+        if (
+            ordered_by.strip().lower() != "lastmessagepreview/createddatetime"
+            or direction.strip().lower() != "desc"
+        ):
+            raise bad_request(
+                f"QueryOptions to order by '{options['$orderby']}' is not supported; the only "
+                "ordering is 'lastMessagePreview/createdDateTime desc'."
+            )
         by_last_message = True
     top = parse_top(options.get("$top"), maximum=50, default=20)
     expand: set[str] = set()
     for item in filter(None, (x.strip() for x in options.get("$expand", "").split(","))):
         prop = _canonical(item, ("members", "lastMessagePreview"))
         if prop is None:
-            raise bad_request(f"Parsing OData Select and Expand failed: Could not find a property named '{item}' "
-                              "on type 'microsoft.graph.chat'.")
+            raise bad_request(
+                f"Parsing OData Select and Expand failed: Could not find a property named '{item}' "
+                "on type 'microsoft.graph.chat'."
+            )
         expand.add(prop)
     chat_type = None
     if "$filter" in options:
         clauses = parse_filter(options["$filter"])
         if len(clauses) != 1 or clauses[0].prop != "chatType" or clauses[0].op != "eq":
-            raise bad_request("Invalid filter clause: chats can be filtered only with chatType eq '...'.")
+            raise bad_request(
+                "Invalid filter clause: chats can be filtered only with chatType eq '...'."
+            )
         chat_type = clauses[0].string()
     cursor = None
     if "$skiptoken" in options:
         data = decode_token(options["$skiptoken"], kind="chats")
         if bool(data.get("by_last_message", False)) != by_last_message:
-            raise bad_request("The $skiptoken belongs to a different $orderby; follow @odata.nextLink as given.")
+            raise bad_request(
+                "The $skiptoken belongs to a different $orderby; follow @odata.nextLink as given."
+            )
         cursor = (int(data["key"]), str(data["id"]))
     return ChatsQuery(top, frozenset(expand), chat_type, cursor, by_last_message)
 
@@ -264,15 +329,22 @@ def parse_mail_query(pairs: Iterable[tuple[str, str]]) -> MailQuery:
         if skip < 0:
             raise ValueError
     except ValueError:
-        raise bad_request("The value of $skip must be a non-negative integer.", "ErrorInvalidUrlQuery") from None
+        raise bad_request(
+            "The value of $skip must be a non-negative integer.", "ErrorInvalidUrlQuery"
+        ) from None
     clauses = tuple(parse_filter(options["$filter"])) if "$filter" in options else ()
     for clause in clauses:
         ops = MAIL_FILTER_OPS.get(clause.prop)
         if ops is None:
-            raise bad_request(f"Could not find a property named '{clause.prop}' on type "
-                              "'Microsoft.OutlookServices.Message'.", "ErrorInvalidUrlQueryFilter")
+            raise bad_request(
+                f"Could not find a property named '{clause.prop}' on type "
+                "'Microsoft.OutlookServices.Message'.",
+                "ErrorInvalidUrlQueryFilter",
+            )
         if clause.op not in ops:
-            raise bad_request("The query filter contains one or more invalid nodes.", "ErrorInvalidUrlQueryFilter")
+            raise bad_request(
+                "The query filter contains one or more invalid nodes.", "ErrorInvalidUrlQueryFilter"
+            )
         if clause.prop in _DATETIME_PROPS:
             clause.datetime_us()
         elif clause.prop in ("isRead", "hasAttachments"):
@@ -283,10 +355,17 @@ def parse_mail_query(pairs: Iterable[tuple[str, str]]) -> MailQuery:
     if "$orderby" in options:
         for item in options["$orderby"].split(","):
             parts = item.split()
-            if not parts or len(parts) > 2 or parts[0] not in MAIL_ORDER_PROPS \
-                    or (len(parts) == 2 and parts[1].lower() not in ("asc", "desc")):
-                raise bad_request(f"Invalid $orderby item '{item.strip()}'; order by one of "
-                                  f"{', '.join(MAIL_ORDER_PROPS)} [asc|desc].", "ErrorInvalidUrlQuery")
+            if (
+                not parts
+                or len(parts) > 2
+                or parts[0] not in MAIL_ORDER_PROPS
+                or (len(parts) == 2 and parts[1].lower() not in ("asc", "desc"))
+            ):
+                raise bad_request(
+                    f"Invalid $orderby item '{item.strip()}'; order by one of "
+                    f"{', '.join(MAIL_ORDER_PROPS)} [asc|desc].",
+                    "ErrorInvalidUrlQuery",
+                )
             order.append((parts[0], len(parts) == 2 and parts[1].lower() == "desc"))
     if clauses and order:
         # Exchange can only serve a filtered, sorted query from an index: the $orderby properties must

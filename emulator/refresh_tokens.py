@@ -42,7 +42,9 @@ class RefreshTokens:
     def issue(self, user_id: str, client_id: str, scope: str, now: datetime) -> str:
         token = "0." + secrets.token_urlsafe(64)
         with self._lock:
-            self._grants[token] = RefreshGrant(user_id, client_id, scope, now + timedelta(seconds=self.lifetime_s))
+            self._grants[token] = RefreshGrant(
+                user_id, client_id, scope, now + timedelta(seconds=self.lifetime_s)
+            )
         return token
 
     def redeem(self, token: str, now: datetime) -> tuple[Redemption, RefreshGrant | None]:
@@ -63,10 +65,15 @@ class RefreshTokens:
         with self._lock:
             return self._redeemed
 
-    def revoke(self, *, everything: bool = False, user_id: str | None = None, app_id: str | None = None) -> int:
+    def revoke(
+        self, *, everything: bool = False, user_id: str | None = None, app_id: str | None = None
+    ) -> int:
         with self._lock:
-            hits = [t for t, g in self._grants.items()
-                    if everything or g.user_id == user_id or g.client_id == app_id]
+            hits = [
+                t
+                for t, g in self._grants.items()
+                if everything or g.user_id == user_id or g.client_id == app_id
+            ]
             new = [t for t in hits if t not in self._revoked]
             self._revoked.update(new)
             return len(new)

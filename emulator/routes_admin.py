@@ -39,7 +39,9 @@ class RevokeRequest(_Body):
     @model_validator(mode="after")
     def _something(self) -> RevokeRequest:
         if not (self.all or self.user or self.app):
-            raise ValueError('say what to revoke: {"all": true}, {"user": "<id or UPN>"} or {"app": "<app id>"}')
+            raise ValueError(
+                'say what to revoke: {"all": true}, {"user": "<id or UPN>"} or {"app": "<app id>"}'
+            )
         return self
 
 
@@ -71,7 +73,9 @@ class InjectMessage(_Body):
     content_type: Literal["text", "html"] = "text"
     created: str | None = None
     message_type: Literal["message", "systemEventMessage", "chatEvent"] = "message"
-    images: list[PastedImage] = Field(default_factory=list, max_length=10)  # hosted contents, as Teams pastes them
+    images: list[PastedImage] = Field(
+        default_factory=list, max_length=10
+    )  # hosted contents, as Teams pastes them
 
 
 class EditMessage(_Body):
@@ -109,14 +113,24 @@ async def tenant(request: Request) -> dict[str, Any]:
     ctx = context_of(request)
     seed = ctx.seed
     return {
-        "tenant_id": seed.tenant_id, "tenant_domain": seed.tenant_domain,
-        "base_url": ctx.base(request), "graph_url": ctx.graph_base(request), "authority": ctx.base(request),
+        "tenant_id": seed.tenant_id,
+        "tenant_domain": seed.tenant_domain,
+        "base_url": ctx.base(request),
+        "graph_url": ctx.graph_base(request),
+        "authority": ctx.base(request),
         "agent_identity_id": seed.agent_identity.id if seed.agent_identities else None,
         "blueprint_app_id": seed.blueprint.app_id if seed.agent_identities else None,
         "agent_user_id": seed.agent_user.id if seed.agent_identities else None,
         "agent_user_upn": seed.agent_user.user_principal_name if seed.agent_identities else None,
-        "users": [{"id": u.id, "upn": u.user_principal_name, "display_name": u.display_name,
-                   "agent": u.is_agent_user} for u in seed.users],
+        "users": [
+            {
+                "id": u.id,
+                "upn": u.user_principal_name,
+                "display_name": u.display_name,
+                "agent": u.is_agent_user,
+            }
+            for u in seed.users
+        ],
         "now": ctx.clock.now().isoformat(),
     }
 
@@ -172,9 +186,12 @@ async def revoke(body: RevokeRequest, request: Request) -> dict[str, int]:
             raise bad_request(f"user {body.user!r} is not in the tenant")
         user_id = user.id
     # As an admin revoking a user's sessions does: their refresh tokens stop working too.
-    return {"revoked": ctx.tokens.revoke(everything=body.all, user_id=user_id, app_id=body.app),
-            "refresh_tokens_revoked": ctx.refresh_tokens.revoke(everything=body.all, user_id=user_id,
-                                                                 app_id=body.app)}
+    return {
+        "revoked": ctx.tokens.revoke(everything=body.all, user_id=user_id, app_id=body.app),
+        "refresh_tokens_revoked": ctx.refresh_tokens.revoke(
+            everything=body.all, user_id=user_id, app_id=body.app
+        ),
+    }
 
 
 @router.post("/throttle")
@@ -231,8 +248,12 @@ async def reset_stats(request: Request) -> dict[str, bool]:
 async def advance_clock(body: AdvanceClock, request: Request) -> dict[str, str]:
     clock = context_of(request).clock
     if not isinstance(clock, ManualClock):
-        raise GraphError(409, "Conflict", "The tenant runs on the system clock; start the emulator with a "
-                         "ManualClock to move time.")
+        raise GraphError(
+            409,
+            "Conflict",
+            "The tenant runs on the system clock; start the emulator with a "
+            "ManualClock to move time.",
+        )
     return {"now": clock.advance(body.seconds).isoformat()}
 
 
@@ -240,9 +261,12 @@ async def advance_clock(body: AdvanceClock, request: Request) -> dict[str, str]:
 async def inject_chat(body: InjectChat, request: Request) -> JSONResponse:
     ctx = context_of(request)
     created = _time(body.created, ctx)
-    chat, _ = ctx.state.create_chat(body.chat_type, body.members, topic=body.topic, created=created,
-                                    chat_id=body.id)
-    return JSONResponse(shapes.chat(chat, tenant_id=ctx.seed.tenant_id, members=True), status_code=201)
+    chat, _ = ctx.state.create_chat(
+        body.chat_type, body.members, topic=body.topic, created=created, chat_id=body.id
+    )
+    return JSONResponse(
+        shapes.chat(chat, tenant_id=ctx.seed.tenant_id, members=True), status_code=201
+    )
 
 
 @router.post("/chats/{chat_id}/messages", status_code=201)
@@ -253,49 +277,86 @@ async def inject_message(chat_id: str, body: InjectMessage, request: Request) ->
         raise bad_request(f"from_user {body.from_user!r} is not in the tenant")
     if body.message_type == "message" and sender is None:
         raise bad_request("a message of type 'message' needs from_user")
-    message = ctx.state.post_message(chat_id, sender_id=sender.id if sender else None, content=body.content,
-                                     content_type=body.content_type, created=_time(body.created, ctx),
-                                     message_type=body.message_type)
+    message = ctx.state.post_message(
+        chat_id,
+        sender_id=sender.id if sender else None,
+        content=body.content,
+        content_type=body.content_type,
+        created=_time(body.created, ctx),
+        message_type=body.message_type,
+    )
     if body.images:
         try:
-            images = [(i.content_type, base64.b64decode(i.data_base64, validate=True)) for i in body.images]
+            images = [
+                (i.content_type, base64.b64decode(i.data_base64, validate=True))
+                for i in body.images
+            ]
         except binascii.Error:
             raise bad_request("images[].data_base64 is not base64") from None
         message = ctx.state.attach_images(chat_id, message.id, images)
-    return JSONResponse(shapes.chat_message(message, tenant_id=ctx.seed.tenant_id,
-                                            include_unknown_enum_members=True), status_code=201)
+    return JSONResponse(
+        shapes.chat_message(
+            message, tenant_id=ctx.seed.tenant_id, include_unknown_enum_members=True
+        ),
+        status_code=201,
+    )
 
 
 @router.patch("/chats/{chat_id}/messages/{message_id}")
-async def edit_message(chat_id: str, message_id: str, body: EditMessage, request: Request) -> JSONResponse:
+async def edit_message(
+    chat_id: str, message_id: str, body: EditMessage, request: Request
+) -> JSONResponse:
     ctx = context_of(request)
     message = ctx.state.edit_message(chat_id, message_id, body.content)
-    return JSONResponse(shapes.chat_message(message, tenant_id=ctx.seed.tenant_id, include_unknown_enum_members=True))
+    return JSONResponse(
+        shapes.chat_message(
+            message, tenant_id=ctx.seed.tenant_id, include_unknown_enum_members=True
+        )
+    )
 
 
 @router.delete("/chats/{chat_id}/messages/{message_id}")
 async def delete_message(chat_id: str, message_id: str, request: Request) -> JSONResponse:
     ctx = context_of(request)
     message = ctx.state.delete_message(chat_id, message_id)
-    return JSONResponse(shapes.chat_message(message, tenant_id=ctx.seed.tenant_id, include_unknown_enum_members=True))
+    return JSONResponse(
+        shapes.chat_message(
+            message, tenant_id=ctx.seed.tenant_id, include_unknown_enum_members=True
+        )
+    )
 
 
 @router.post("/chats/{chat_id}/messages/{message_id}/reactions", status_code=201)
-async def react_to_message(chat_id: str, message_id: str, body: ReactToMessage, request: Request) -> JSONResponse:
+async def react_to_message(
+    chat_id: str, message_id: str, body: ReactToMessage, request: Request
+) -> JSONResponse:
     ctx = context_of(request)
     message = ctx.state.react_to_message(chat_id, message_id, body.user, body.reaction_type)
-    return JSONResponse(shapes.chat_message(message, tenant_id=ctx.seed.tenant_id, include_unknown_enum_members=True),
-                        status_code=201)
+    return JSONResponse(
+        shapes.chat_message(
+            message, tenant_id=ctx.seed.tenant_id, include_unknown_enum_members=True
+        ),
+        status_code=201,
+    )
 
 
 @router.post("/mail", status_code=201)
 async def inject_mail(body: InjectMail, request: Request) -> JSONResponse:
     ctx = context_of(request)
-    message = ctx.state.deliver_mail(to=body.to, from_address=body.from_address, from_name=body.from_name,
-                                     subject=body.subject, body=body.body, content_type=body.content_type,
-                                     received=_time(body.received, ctx), headers=body.headers)
-    return JSONResponse(shapes.mail_message(message, folder_id=ctx.state.folder_id(message.owner_id, "inbox")),
-                        status_code=201)
+    message = ctx.state.deliver_mail(
+        to=body.to,
+        from_address=body.from_address,
+        from_name=body.from_name,
+        subject=body.subject,
+        body=body.body,
+        content_type=body.content_type,
+        received=_time(body.received, ctx),
+        headers=body.headers,
+    )
+    return JSONResponse(
+        shapes.mail_message(message, folder_id=ctx.state.folder_id(message.owner_id, "inbox")),
+        status_code=201,
+    )
 
 
 def _time(value: str | None, ctx: EmulatorContext) -> datetime | None:

@@ -35,26 +35,44 @@ async def decide_device_code(body: DeviceCodeDecision, request: Request) -> dict
     if not body.decline:
         user = ctx.seed.find_user(body.user) if body.user else None
         if user is None:
-            raise bad_request(f"name the person signing in: {body.user!r} is not a user of the tenant")
+            raise bad_request(
+                f"name the person signing in: {body.user!r} is not a user of the tenant"
+            )
         if user.is_agent_user:
-            raise bad_request(f"{user.user_principal_name} is an agent user; agent users cannot sign in "
-                              "interactively")
+            raise bad_request(
+                f"{user.user_principal_name} is an agent user; agent users cannot sign in "
+                "interactively"
+            )
         user_id = user.id
     try:
-        decided = ctx.device_codes.decide(body.user_code, ctx.clock.now(), user_id=user_id, declined=body.decline)
+        decided = ctx.device_codes.decide(
+            body.user_code, ctx.clock.now(), user_id=user_id, declined=body.decline
+        )
     except LookupError as exc:
         raise bad_request(str(exc)) from exc
-    return {"user_code": decided.user_code, "state": decided.standing(ctx.clock.now()).value, "user_id": user_id}
+    return {
+        "user_code": decided.user_code,
+        "state": decided.standing(ctx.clock.now()).value,
+        "user_id": user_id,
+    }
 
 
 @router.get("/devicecodes")
 async def list_device_codes(request: Request) -> dict[str, Any]:
     ctx = context_of(request)
     now = ctx.clock.now()
-    return {"device_codes": [
-        {"user_code": a.user_code, "client_id": a.client_id, "scope": a.scope, "state": a.standing(now).value,
-         "expires_at": teams_time(a.expires_at)} for a in ctx.device_codes.listed(now)
-    ]}
+    return {
+        "device_codes": [
+            {
+                "user_code": a.user_code,
+                "client_id": a.client_id,
+                "scope": a.scope,
+                "state": a.standing(now).value,
+                "expires_at": teams_time(a.expires_at),
+            }
+            for a in ctx.device_codes.listed(now)
+        ]
+    }
 
 
 @router.get("/refresh_tokens")

@@ -24,10 +24,14 @@ class ApiTokenRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     audience: str  # the API's app ID URI or client id (the token's aud)
-    client_id: str = Field(default_factory=lambda: str(uuid.uuid4()))  # the calling app (azp / appid)
+    client_id: str = Field(
+        default_factory=lambda: str(uuid.uuid4())
+    )  # the calling app (azp / appid)
     roles: list[str] = []  # app roles assigned to the client (app-only) or the user (delegated)
     scp: str | None = None  # delegated scopes, space-separated: makes it a user token
-    user_id: str | None = None  # the signed-in user for a delegated token (default: the first human)
+    user_id: str | None = (
+        None  # the signed-in user for a delegated token (default: the first human)
+    )
 
     @model_validator(mode="after")
     def _user_only_when_delegated(self) -> ApiTokenRequest:
@@ -48,8 +52,13 @@ async def mint_api_token(body: ApiTokenRequest, request: Request) -> dict[str, A
     seed = ctx.seed
     # A v2.0 access token (the API's manifest sets requestedAccessTokenVersion 2): the client is in
     # azp (Microsoft identity platform, access token claims reference).
-    claims: dict[str, Any] = {"aud": body.audience, "iss": f"{ctx.base(request)}/{seed.tenant_id}/v2.0",
-                              "tid": seed.tenant_id, "ver": "2.0", "azp": body.client_id}
+    claims: dict[str, Any] = {
+        "aud": body.audience,
+        "iss": f"{ctx.base(request)}/{seed.tenant_id}/v2.0",
+        "tid": seed.tenant_id,
+        "ver": "2.0",
+        "azp": body.client_id,
+    }
     if body.roles:
         claims["roles"] = body.roles
     user_id: str | None = None
@@ -59,7 +68,12 @@ async def mint_api_token(body: ApiTokenRequest, request: Request) -> dict[str, A
     else:
         claims.update({"oid": body.client_id, "sub": body.client_id, "idtyp": "app"})
     token, lifetime = ctx.tokens.mint(claims, app_id=body.client_id, user_id=user_id)
-    return {"access_token": token, "token_type": "Bearer", "expires_in": lifetime, "client_id": body.client_id}
+    return {
+        "access_token": token,
+        "token_type": "Bearer",
+        "expires_in": lifetime,
+        "client_id": body.client_id,
+    }
 
 
 @router.post("/keys/rotate")

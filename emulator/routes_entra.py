@@ -34,7 +34,9 @@ async def device_code(tenant_id: str, request: Request) -> JSONResponse:
     return await _answer(request, start)
 
 
-async def _answer(request: Request, decide: Callable[[dict[str, str], Endpoint], dict[str, Any]]) -> JSONResponse:
+async def _answer(
+    request: Request, decide: Callable[[dict[str, str], Endpoint], dict[str, Any]]
+) -> JSONResponse:
     ctx = context_of(request)
     # Entra reads only a form body; anything else arrives as an empty form and fails on its fields.
     form = await request.form()
@@ -45,8 +47,12 @@ async def _answer(request: Request, decide: Callable[[dict[str, str], Endpoint],
         body = decide(params, endpoint)
     except EntraError as err:
         return JSONResponse(
-            entra_error_body(err, now=ctx.clock.now(), authority=ctx.base(request),
-                             correlation_id=request.headers.get("client-request-id")),
+            entra_error_body(
+                err,
+                now=ctx.clock.now(),
+                authority=ctx.base(request),
+                correlation_id=request.headers.get("client-request-id"),
+            ),
             status_code=err.status,
         )
     return JSONResponse(body, headers={"Cache-Control": "no-store, no-cache", "Pragma": "no-cache"})
@@ -69,7 +75,11 @@ async def openid_configuration(tenant_id: str, request: Request) -> JSONResponse
     document: dict[str, Any] = {
         "token_endpoint": f"{base}/{tid}/oauth2/v2.0/token",
         "device_authorization_endpoint": f"{base}/{tid}/oauth2/v2.0/devicecode",
-        "token_endpoint_auth_methods_supported": ["client_secret_post", "private_key_jwt", "client_secret_basic"],
+        "token_endpoint_auth_methods_supported": [
+            "client_secret_post",
+            "private_key_jwt",
+            "client_secret_basic",
+        ],
         "jwks_uri": f"{base}/{tid}/discovery/v2.0/keys",
         "response_modes_supported": ["query", "fragment", "form_post"],
         "subject_types_supported": ["pairwise"],
@@ -79,8 +89,23 @@ async def openid_configuration(tenant_id: str, request: Request) -> JSONResponse
         "issuer": f"{base}/{tid}/v2.0",
         "request_uri_parameter_supported": False,
         "authorization_endpoint": f"{base}/{tid}/oauth2/v2.0/authorize",
-        "claims_supported": ["sub", "iss", "aud", "exp", "iat", "nbf", "name", "oid", "tid", "preferred_username",
-                             "upn", "idtyp", "scp", "roles", "appid"],
+        "claims_supported": [
+            "sub",
+            "iss",
+            "aud",
+            "exp",
+            "iat",
+            "nbf",
+            "name",
+            "oid",
+            "tid",
+            "preferred_username",
+            "upn",
+            "idtyp",
+            "scp",
+            "roles",
+            "appid",
+        ],
         "tenant_region_scope": "NA",
         "cloud_instance_name": "microsoftonline.com",
     }
@@ -89,7 +114,18 @@ async def openid_configuration(tenant_id: str, request: Request) -> JSONResponse
 
 def _tenant_not_found(request: Request, tenant_id: str) -> JSONResponse:
     ctx = context_of(request)
-    err = EntraError("invalid_tenant", 90002, f"Tenant '{tenant_id}' not found. Check to make sure you have the "
-                     "correct tenant ID and are signing into the correct cloud.")
-    return JSONResponse(entra_error_body(err, now=ctx.clock.now(), authority=ctx.base(request),
-                                         correlation_id=request.headers.get("client-request-id")), status_code=400)
+    err = EntraError(
+        "invalid_tenant",
+        90002,
+        f"Tenant '{tenant_id}' not found. Check to make sure you have the "
+        "correct tenant ID and are signing into the correct cloud.",
+    )
+    return JSONResponse(
+        entra_error_body(
+            err,
+            now=ctx.clock.now(),
+            authority=ctx.base(request),
+            correlation_id=request.headers.get("client-request-id"),
+        ),
+        status_code=400,
+    )

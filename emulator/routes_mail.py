@@ -30,39 +30,46 @@ _ACCESS_DENIED = "Access is denied. Check credentials and try again."
 
 
 @router.get("/me/messages")
-async def list_messages(request: Request, caller: Caller = Depends(graph_caller("mail"))) -> JSONResponse:
+async def list_messages(
+    request: Request, caller: Caller = Depends(graph_caller("mail"))
+) -> JSONResponse:
     return _list(request, _own(caller), folder=None)
 
 
 @router.get("/me/mailFolders/{folder}/messages")
-async def list_folder_messages(folder: str, request: Request,
-                               caller: Caller = Depends(graph_caller("mail"))) -> JSONResponse:
+async def list_folder_messages(
+    folder: str, request: Request, caller: Caller = Depends(graph_caller("mail"))
+) -> JSONResponse:
     owner = _own(caller)
     return _list(request, owner, folder=_folder(request, owner, folder))
 
 
 @router.get("/me/messages/{message_id}")
-async def get_message(message_id: str, request: Request,
-                      caller: Caller = Depends(graph_caller("mail"))) -> JSONResponse:
+async def get_message(
+    message_id: str, request: Request, caller: Caller = Depends(graph_caller("mail"))
+) -> JSONResponse:
     return _get(request, _own(caller), message_id)
 
 
 @router.get("/users/{user_ref}/messages")
-async def list_user_messages(user_ref: str, request: Request,
-                             caller: Caller = Depends(graph_caller("mail"))) -> JSONResponse:
+async def list_user_messages(
+    user_ref: str, request: Request, caller: Caller = Depends(graph_caller("mail"))
+) -> JSONResponse:
     return _list(request, _readable(request, caller, user_ref), folder=None)
 
 
 @router.get("/users/{user_ref}/mailFolders/{folder}/messages")
-async def list_user_folder_messages(user_ref: str, folder: str, request: Request,
-                                    caller: Caller = Depends(graph_caller("mail"))) -> JSONResponse:
+async def list_user_folder_messages(
+    user_ref: str, folder: str, request: Request, caller: Caller = Depends(graph_caller("mail"))
+) -> JSONResponse:
     owner = _readable(request, caller, user_ref)
     return _list(request, owner, folder=_folder(request, owner, folder))
 
 
 @router.get("/users/{user_ref}/messages/{message_id}")
-async def get_user_message(user_ref: str, message_id: str, request: Request,
-                           caller: Caller = Depends(graph_caller("mail"))) -> JSONResponse:
+async def get_user_message(
+    user_ref: str, message_id: str, request: Request, caller: Caller = Depends(graph_caller("mail"))
+) -> JSONResponse:
     return _get(request, _readable(request, caller, user_ref), message_id)
 
 
@@ -79,7 +86,9 @@ def _readable(request: Request, caller: Caller, user_ref: str) -> str:
     if user is None:
         raise not_found(f"The requested user '{user_ref}' is invalid.", "ErrorInvalidUser")
     if caller.user_id is None:
-        caller.require(set(), MAIL_READ_APPLICATION, workload="outlook")  # an app may read any mailbox
+        caller.require(
+            set(), MAIL_READ_APPLICATION, workload="outlook"
+        )  # an app may read any mailbox
         return user.id
     if caller.user_id == user.id:
         return _own(caller)
@@ -100,8 +109,12 @@ def _get(request: Request, owner: str, message_id: str) -> JSONResponse:
     message = ctx.state.mail_item(owner, message_id)
     if message is None:
         raise not_found("The specified object was not found in the store.", "ErrorItemNotFound")
-    return JSONResponse({"@odata.context": ctx.odata_context(request, "users", owner, "messages", entity=True),
-                         **shapes.mail_message(message, folder_id=ctx.state.folder_id(owner, message.folder))})
+    return JSONResponse(
+        {
+            "@odata.context": ctx.odata_context(request, "users", owner, "messages", entity=True),
+            **shapes.mail_message(message, folder_id=ctx.state.folder_id(owner, message.folder)),
+        }
+    )
 
 
 def _list(request: Request, user_id: str, folder: Folder | None) -> JSONResponse:
@@ -110,15 +123,26 @@ def _list(request: Request, user_id: str, folder: Folder | None) -> JSONResponse
     if query.select is not None:
         unknown = [f for f in query.select if f not in shapes.MAIL_PROPERTIES]
         if unknown:
-            raise bad_request(f"Could not find a property named '{unknown[0]}' on type "
-                              "'Microsoft.OutlookServices.Message'.", "RequestBroker--ParseUri")
-    items = [m for m in ctx.state.mailbox(user_id, folder) if all(_matches(m, c) for c in query.clauses)]
+            raise bad_request(
+                f"Could not find a property named '{unknown[0]}' on type "
+                "'Microsoft.OutlookServices.Message'.",
+                "RequestBroker--ParseUri",
+            )
+    items = [
+        m for m in ctx.state.mailbox(user_id, folder) if all(_matches(m, c) for c in query.clauses)
+    ]
     _sort(items, query)
-    page = items[query.skip: query.skip + query.top]
+    page = items[query.skip : query.skip + query.top]
     with_headers = "internetMessageHeaders" in (query.select or ())
-    value = [shapes.select(shapes.mail_message(m, folder_id=ctx.state.folder_id(user_id, m.folder),
-                                               headers=with_headers), query.select)
-             for m in page]
+    value = [
+        shapes.select(
+            shapes.mail_message(
+                m, folder_id=ctx.state.folder_id(user_id, m.folder), headers=with_headers
+            ),
+            query.select,
+        )
+        for m in page
+    ]
     context = ctx.odata_context(request, "users", user_id, "messages")
     if query.select:
         context += f"({','.join(query.select)})"
@@ -127,9 +151,12 @@ def _list(request: Request, user_id: str, folder: Folder | None) -> JSONResponse
         body["@odata.count"] = len(items)
     body["value"] = value
     if query.skip + query.top < len(items):
-        body["@odata.nextLink"] = next_link(f"{ctx.graph_base(request)}{request.url.path[len('/v1.0'):]}",
-                                            request.query_params.multi_items(), "$skip",
-                                            str(query.skip + query.top))
+        body["@odata.nextLink"] = next_link(
+            f"{ctx.graph_base(request)}{request.url.path[len('/v1.0') :]}",
+            request.query_params.multi_items(),
+            "$skip",
+            str(query.skip + query.top),
+        )
     return JSONResponse(body)
 
 
@@ -148,15 +175,24 @@ def _matches(m: MailMessage, clause: Clause) -> bool:
         left, right = m.subject.lower(), clause.string().lower()
     else:  # from/emailAddress/address
         left, right = m.sender.address.lower(), clause.string().lower()
-    return bool({
-        "eq": lambda: left == right, "ne": lambda: left != right, "gt": lambda: left > right,
-        "ge": lambda: left >= right, "lt": lambda: left < right, "le": lambda: left <= right,
-    }[clause.op]())
+    return bool(
+        {
+            "eq": lambda: left == right,
+            "ne": lambda: left != right,
+            "gt": lambda: left > right,
+            "ge": lambda: left >= right,
+            "lt": lambda: left < right,
+            "le": lambda: left <= right,
+        }[clause.op]()
+    )
 
 
 def _sort(items: list[MailMessage], query: MailQuery) -> None:
-    keys = {"receivedDateTime": lambda m: m.received, "sentDateTime": lambda m: m.sent,
-            "subject": lambda m: m.subject.lower()}
+    keys = {
+        "receivedDateTime": lambda m: m.received,
+        "sentDateTime": lambda m: m.sent,
+        "subject": lambda m: m.subject.lower(),
+    }
     items.sort(key=lambda m: m.id)  # a deterministic base order for ties
     for prop, descending in reversed(query.order):  # stable sorts, least significant key first
         items.sort(key=keys[prop], reverse=descending)

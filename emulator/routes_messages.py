@@ -26,8 +26,9 @@ MESSAGE_READ = {"Chat.Read", "Chat.ReadWrite"}
 
 @router.get("/chats/{chat_id}/messages")
 @router.get("/me/chats/{chat_id}/messages")
-async def list_messages(chat_id: str, request: Request,
-                        caller: Caller = Depends(graph_caller("chat_messages"))) -> JSONResponse:
+async def list_messages(
+    chat_id: str, request: Request, caller: Caller = Depends(graph_caller("chat_messages"))
+) -> JSONResponse:
     ctx = context_of(request)
     caller.require(MESSAGE_READ, CHAT_READ_ALL)
     query = parse_chat_messages_query(request.query_params.multi_items())
@@ -38,7 +39,8 @@ async def list_messages(chat_id: str, request: Request,
         return epoch_ms(at) * 1000, int(m.id)
 
     items = [
-        m for m in ctx.state.messages(chat_id)
+        m
+        for m in ctx.state.messages(chat_id)
         if (query.after_us is None or key(m)[0] > query.after_us)
         and (query.before_us is None or key(m)[0] < query.before_us)
         and (query.cursor is None or key(m) < query.cursor)
@@ -46,56 +48,97 @@ async def list_messages(chat_id: str, request: Request,
     items.sort(key=key, reverse=True)
     page = items[: query.top]
     prefer_all = include_unknown_enum_members(request)
-    value = [shapes.chat_message(m, tenant_id=ctx.seed.tenant_id, include_unknown_enum_members=prefer_all)
-             for m in page]
+    value = [
+        shapes.chat_message(
+            m, tenant_id=ctx.seed.tenant_id, include_unknown_enum_members=prefer_all
+        )
+        for m in page
+    ]
     body: dict[str, Any] = {
         "@odata.context": ctx.odata_context(request, "chats", chat_id, "messages"),
-        "@odata.count": len(value), "value": value,
+        "@odata.count": len(value),
+        "value": value,
     }
     if len(items) > len(page):
         last_key = key(page[-1])
-        token = encode_token({"kind": "chatMessages", "order": query.order, "key": last_key[0], "id": last_key[1]})
-        body["@odata.nextLink"] = next_link(f"{ctx.graph_base(request)}/chats/{chat_id}/messages",
-                                            request.query_params.multi_items(), "$skiptoken", token)
+        token = encode_token(
+            {"kind": "chatMessages", "order": query.order, "key": last_key[0], "id": last_key[1]}
+        )
+        body["@odata.nextLink"] = next_link(
+            f"{ctx.graph_base(request)}/chats/{chat_id}/messages",
+            request.query_params.multi_items(),
+            "$skiptoken",
+            token,
+        )
     return JSONResponse(body)
 
 
 @router.get("/chats/{chat_id}/messages/{message_id}")
-async def get_message(chat_id: str, message_id: str, request: Request,
-                      caller: Caller = Depends(graph_caller("chat_messages"))) -> JSONResponse:
+async def get_message(
+    chat_id: str,
+    message_id: str,
+    request: Request,
+    caller: Caller = Depends(graph_caller("chat_messages")),
+) -> JSONResponse:
     ctx = context_of(request)
     caller.require(MESSAGE_READ, CHAT_READ_ALL)
     ctx.state.readable_chat(chat_id, caller.user_id)
     message = next((m for m in ctx.state.messages(chat_id) if m.id == message_id), None)
     if message is None:
         raise not_found(f"Message '{message_id}' was not found in chat '{chat_id}'.")
-    return JSONResponse({"@odata.context": ctx.odata_context(request, "chats", chat_id, "messages", entity=True),
-                         **shapes.chat_message(message, tenant_id=ctx.seed.tenant_id,
-                                               include_unknown_enum_members=include_unknown_enum_members(request))})
+    return JSONResponse(
+        {
+            "@odata.context": ctx.odata_context(request, "chats", chat_id, "messages", entity=True),
+            **shapes.chat_message(
+                message,
+                tenant_id=ctx.seed.tenant_id,
+                include_unknown_enum_members=include_unknown_enum_members(request),
+            ),
+        }
+    )
 
 
 @router.get("/chats/{chat_id}/messages/{message_id}/hostedContents")
-async def list_hosted_contents(chat_id: str, message_id: str, request: Request,
-                               caller: Caller = Depends(graph_caller("chat_messages"))) -> JSONResponse:
-    """"List hostedContents" (read, not run): delegated Chat.Read or Chat.ReadWrite; the objects only,
+async def list_hosted_contents(
+    chat_id: str,
+    message_id: str,
+    request: Request,
+    caller: Caller = Depends(graph_caller("chat_messages")),
+) -> JSONResponse:
+    """ "List hostedContents" (read, not run): delegated Chat.Read or Chat.ReadWrite; the objects only,
     contentBytes null — the bytes come from .../hostedContents/{id}/$value."""
     ctx = context_of(request)
     caller.require(MESSAGE_READ, CHAT_READ_ALL)
     ctx.state.readable_chat(chat_id, caller.user_id)
-    value = [{"id": h.id, "contentType": h.content_type, "contentBytes": None}
-             for h in ctx.state.hosted_contents(chat_id, message_id)]
-    return JSONResponse({"@odata.context": ctx.odata_context(request, "chats", chat_id,
-                                                             f"messages('{message_id}')/hostedContents"),
-                         "@odata.count": len(value), "value": value})
+    value = [
+        {"id": h.id, "contentType": h.content_type, "contentBytes": None}
+        for h in ctx.state.hosted_contents(chat_id, message_id)
+    ]
+    return JSONResponse(
+        {
+            "@odata.context": ctx.odata_context(
+                request, "chats", chat_id, f"messages('{message_id}')/hostedContents"
+            ),
+            "@odata.count": len(value),
+            "value": value,
+        }
+    )
 
 
 @router.get("/chats/{chat_id}/messages/{message_id}/hostedContents/{hosted_id}/$value")
-async def hosted_content_value(chat_id: str, message_id: str, hosted_id: str, request: Request,
-                               caller: Caller = Depends(graph_caller("chat_messages"))) -> Response:
+async def hosted_content_value(
+    chat_id: str,
+    message_id: str,
+    hosted_id: str,
+    request: Request,
+    caller: Caller = Depends(graph_caller("chat_messages")),
+) -> Response:
     ctx = context_of(request)
     caller.require(MESSAGE_READ, CHAT_READ_ALL)
     ctx.state.readable_chat(chat_id, caller.user_id)
-    hosted = next((h for h in ctx.state.hosted_contents(chat_id, message_id) if h.id == hosted_id), None)
+    hosted = next(
+        (h for h in ctx.state.hosted_contents(chat_id, message_id) if h.id == hosted_id), None
+    )
     if hosted is None:
         raise not_found(f"Hosted content '{hosted_id}' was not found in message '{message_id}'.")
     return Response(hosted.data, media_type=hosted.content_type)
@@ -110,26 +153,39 @@ def _mentions(ctx: EmulatorContext, raw: object, content: str, content_type: str
     if not isinstance(raw, list):
         raise bad_request("mentions must be a list of chatMessageMention objects.")
     if content_type != "html":
-        raise bad_request("A message with mentions needs an HTML body with an <at id=\"N\"> tag for each.")
+        raise bad_request(
+            'A message with mentions needs an HTML body with an <at id="N"> tag for each.'
+        )
     out: list[Mention] = []
     for item in raw:
         user = item.get("mentioned", {}).get("user") if isinstance(item, dict) else None
-        if not isinstance(item, dict) or not isinstance(item.get("id"), int) or not isinstance(user, dict):
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("id"), int)
+            or not isinstance(user, dict)
+        ):
             raise bad_request("Each mention needs an integer id and mentioned.user.")
         text = item.get("mentionText")
         found = ctx.seed.find_user(str(user.get("id", "")))
         if found is None:
             raise bad_request(f"Mentioned user '{user.get('id')}' was not found.")
         if f'<at id="{item["id"]}">{text}</at>' not in content:
-            raise bad_request(f"Mention {item['id']} has no matching <at id=\"{item['id']}\">{text}</at> in the body.")
+            raise bad_request(
+                f'Mention {item["id"]} has no matching <at id="{item["id"]}">{text}</at> in the body.'
+            )
         out.append(Mention(item["id"], str(text), found.id, found.display_name))
     if len({m.id for m in out}) != len(out):
         raise bad_request("Mention ids must be unique within a message.")
     return out
 
 
-CARD_TYPES = frozenset({"application/vnd.microsoft.card.adaptive", "application/vnd.microsoft.card.thumbnail",
-                        "application/vnd.microsoft.card.hero"})
+CARD_TYPES = frozenset(
+    {
+        "application/vnd.microsoft.card.adaptive",
+        "application/vnd.microsoft.card.thumbnail",
+        "application/vnd.microsoft.card.hero",
+    }
+)
 
 
 def _cards(raw: object, content: str, content_type: str) -> list[CardAttachment]:
@@ -139,22 +195,38 @@ def _cards(raw: object, content: str, content_type: str) -> list[CardAttachment]
     if raw is None or raw == []:
         return []
     if not isinstance(raw, list) or content_type != "html":
-        raise bad_request("attachments must be a list, with an HTML body placing each by <attachment id=\"…\">.")
+        raise bad_request(
+            'attachments must be a list, with an HTML body placing each by <attachment id="…">.'
+        )
     out: list[CardAttachment] = []
     for item in raw:
-        if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not isinstance(item.get("content"), str):
-            raise bad_request("Each attachment needs a string id and its card as a JSON string in content.")
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("id"), str)
+            or not isinstance(item.get("content"), str)
+        ):
+            raise bad_request(
+                "Each attachment needs a string id and its card as a JSON string in content."
+            )
         kind = str(item.get("contentType", ""))
         if kind not in CARD_TYPES:
-            raise bad_request(f"Attachment contentType '{kind}' is not a card type this emulator takes.")
+            raise bad_request(
+                f"Attachment contentType '{kind}' is not a card type this emulator takes."
+            )
         try:
             card = json.loads(item["content"])
         except json.JSONDecodeError:
             raise bad_request(f"Attachment {item['id']}: content is not valid JSON.") from None
-        if kind.endswith("adaptive") and (not isinstance(card, dict) or card.get("type") != "AdaptiveCard"):
-            raise bad_request(f"Attachment {item['id']}: an Adaptive Card's type must be AdaptiveCard.")
+        if kind.endswith("adaptive") and (
+            not isinstance(card, dict) or card.get("type") != "AdaptiveCard"
+        ):
+            raise bad_request(
+                f"Attachment {item['id']}: an Adaptive Card's type must be AdaptiveCard."
+            )
         if f'<attachment id="{item["id"]}"></attachment>' not in content:
-            raise bad_request(f"Attachment {item['id']} is not placed in the body by <attachment id=\"{item['id']}\">.")
+            raise bad_request(
+                f'Attachment {item["id"]} is not placed in the body by <attachment id="{item["id"]}">.'
+            )
         out.append(CardAttachment(item["id"], kind, item["content"]))
     return out
 
@@ -162,8 +234,14 @@ def _cards(raw: object, content: str, content_type: str) -> list[CardAttachment]
 def _message_body(body: dict[str, Any]) -> tuple[str, str]:
     """The ``body`` of a chatMessage being posted or updated: (content, contentType lower-cased)."""
     item = body.get("body")
-    if not isinstance(item, dict) or not isinstance(item.get("content"), str) or not item["content"].strip():
-        raise bad_request("Missing body content: send {\"body\": {\"contentType\": \"text\", \"content\": \"...\"}}.")
+    if (
+        not isinstance(item, dict)
+        or not isinstance(item.get("content"), str)
+        or not item["content"].strip()
+    ):
+        raise bad_request(
+            'Missing body content: send {"body": {"contentType": "text", "content": "..."}}.'
+        )
     content_type = str(item.get("contentType", "text")).lower()
     if content_type not in ("text", "html"):
         raise bad_request(f"Invalid contentType '{item.get('contentType')}': use 'text' or 'html'.")
@@ -171,9 +249,13 @@ def _message_body(body: dict[str, Any]) -> tuple[str, str]:
 
 
 @router.patch("/chats/{chat_id}/messages/{message_id}", status_code=204)
-async def update_message(chat_id: str, message_id: str, request: Request,
-                         caller: Caller = Depends(graph_caller("chat_messages"))) -> Response:
-    """"Update chatMessage" (read, not run): delegated Chat.ReadWrite; with a user's token the body may be
+async def update_message(
+    chat_id: str,
+    message_id: str,
+    request: Request,
+    caller: Caller = Depends(graph_caller("chat_messages")),
+) -> Response:
+    """ "Update chatMessage" (read, not run): delegated Chat.ReadWrite; with a user's token the body may be
     changed, by its sender only; 204 No Content. Other properties are not modelled and refused."""
     ctx = context_of(request)
     user_id = caller.me()
@@ -190,16 +272,23 @@ async def update_message(chat_id: str, message_id: str, request: Request,
 
 
 @router.post("/users/{user_id}/chats/{chat_id}/messages/{message_id}/softDelete", status_code=204)
-async def soft_delete_message(user_id: str, chat_id: str, message_id: str, request: Request,
-                              caller: Caller = Depends(graph_caller("chat_messages"))) -> Response:
-    """"chatMessage: softDelete" (read, not run): delegated Chat.ReadWrite only, application not supported;
+async def soft_delete_message(
+    user_id: str,
+    chat_id: str,
+    message_id: str,
+    request: Request,
+    caller: Caller = Depends(graph_caller("chat_messages")),
+) -> Response:
+    """ "chatMessage: softDelete" (read, not run): delegated Chat.ReadWrite only, application not supported;
     POST /users/{userId}/chats/{chatsId}/messages/{chatMessageId}/softDelete, 204 No Content. Deleting a
     message already deleted answers 204 again here (Graph's page does not say)."""
     ctx = context_of(request)
     me = caller.me()
     caller.require({"Chat.ReadWrite"})
     if user_id != me:
-        raise forbidden(f"Only the signed-in user's own chats can be used: '{user_id}' is not the caller.")
+        raise forbidden(
+            f"Only the signed-in user's own chats can be used: '{user_id}' is not the caller."
+        )
     ctx.state.readable_chat(chat_id, me)
     message = ctx.state.own_message(chat_id, message_id, me)
     if message.deleted is None:
@@ -208,9 +297,13 @@ async def soft_delete_message(user_id: str, chat_id: str, message_id: str, reque
 
 
 @router.post("/chats/{chat_id}/messages/{message_id}/setReaction", status_code=204)
-async def set_reaction(chat_id: str, message_id: str, request: Request,
-                       caller: Caller = Depends(graph_caller("chat_messages"))) -> Response:
-    """"chatMessage: setReaction" (v1.0; read, not run): delegated Chat.ReadWrite or ChatMessage.Send,
+async def set_reaction(
+    chat_id: str,
+    message_id: str,
+    request: Request,
+    caller: Caller = Depends(graph_caller("chat_messages")),
+) -> Response:
+    """ "chatMessage: setReaction" (v1.0; read, not run): delegated Chat.ReadWrite or ChatMessage.Send,
     application not supported; {"reactionType": "<unicode>"}; 204 No Content. The signed-in user reacts;
     a reaction of a type the user already set changes nothing (Teams keeps one per type and user; the page
     does not say what Graph answers, 204 here)."""
@@ -221,9 +314,13 @@ async def set_reaction(chat_id: str, message_id: str, request: Request,
 
 
 @router.post("/chats/{chat_id}/messages/{message_id}/unsetReaction", status_code=204)
-async def unset_reaction(chat_id: str, message_id: str, request: Request,
-                         caller: Caller = Depends(graph_caller("chat_messages"))) -> Response:
-    """"chatMessage: unsetReaction" (v1.0; read, not run): the same permissions and body, 204 No Content."""
+async def unset_reaction(
+    chat_id: str,
+    message_id: str,
+    request: Request,
+    caller: Caller = Depends(graph_caller("chat_messages")),
+) -> Response:
+    """ "chatMessage: unsetReaction" (v1.0; read, not run): the same permissions and body, 204 No Content."""
     ctx = context_of(request)
     user_id, reaction_type = await _reaction_call(chat_id, request, caller)
     ctx.state.unreact_to_message(chat_id, message_id, user_id, reaction_type)
@@ -237,14 +334,15 @@ async def _reaction_call(chat_id: str, request: Request, caller: Caller) -> tupl
     body = await json_object(request)
     reaction_type = body.get("reactionType")
     if not isinstance(reaction_type, str) or not reaction_type.strip():
-        raise bad_request("Missing reactionType: send {\"reactionType\": \"<a unicode emoji>\"}.")
+        raise bad_request('Missing reactionType: send {"reactionType": "<a unicode emoji>"}.')
     context_of(request).state.readable_chat(chat_id, user_id)
     return user_id, reaction_type
 
 
 @router.post("/chats/{chat_id}/messages", status_code=201)
-async def post_message(chat_id: str, request: Request,
-                       caller: Caller = Depends(graph_caller("chat_messages"))) -> JSONResponse:
+async def post_message(
+    chat_id: str, request: Request, caller: Caller = Depends(graph_caller("chat_messages"))
+) -> JSONResponse:
     ctx = context_of(request)
     user_id = caller.me()
     caller.require({"ChatMessage.Send", "Chat.ReadWrite"})
@@ -253,9 +351,22 @@ async def post_message(chat_id: str, request: Request,
     ctx.state.readable_chat(chat_id, user_id)
     mentions = _mentions(ctx, body.get("mentions"), content, content_type)
     attachments = _cards(body.get("attachments"), content, content_type)
-    message = ctx.state.post_message(chat_id, sender_id=user_id, content=content, mentions=mentions,
-                                     attachments=attachments, content_type=content_type)  # type: ignore[arg-type]
-    return JSONResponse({"@odata.context": ctx.odata_context(request, "chats", chat_id, "messages", entity=True),
-                         **shapes.chat_message(message, tenant_id=ctx.seed.tenant_id,
-                                               include_unknown_enum_members=include_unknown_enum_members(request))},
-                        status_code=201)
+    message = ctx.state.post_message(
+        chat_id,
+        sender_id=user_id,
+        content=content,
+        mentions=mentions,
+        attachments=attachments,
+        content_type=content_type,
+    )  # type: ignore[arg-type]
+    return JSONResponse(
+        {
+            "@odata.context": ctx.odata_context(request, "chats", chat_id, "messages", entity=True),
+            **shapes.chat_message(
+                message,
+                tenant_id=ctx.seed.tenant_id,
+                include_unknown_enum_members=include_unknown_enum_members(request),
+            ),
+        },
+        status_code=201,
+    )

@@ -32,12 +32,25 @@ class Latency(BaseModel):
 @router.get("/subscriptions")
 async def subscriptions(request: Request) -> dict[str, Any]:
     engine = context_of(request).subscriptions
-    return {"subscriptions": [
-        {"id": s.id, "resource": s.resource, "kind": s.ref.kind.value, "target": s.ref.target, "app_id": s.app_id,
-         "creator_id": s.creator_id, "change_type": s.change_type_text, "notification_url": s.notification_url,
-         "lifecycle_notification_url": s.lifecycle_url, "expiration": teams_time(s.expiration),
-         "token_expiry": teams_time(s.token_expiry), "reauthorization_sent": s.reauthorization_sent}
-        for s in engine.active()]}
+    return {
+        "subscriptions": [
+            {
+                "id": s.id,
+                "resource": s.resource,
+                "kind": s.ref.kind.value,
+                "target": s.ref.target,
+                "app_id": s.app_id,
+                "creator_id": s.creator_id,
+                "change_type": s.change_type_text,
+                "notification_url": s.notification_url,
+                "lifecycle_notification_url": s.lifecycle_url,
+                "expiration": teams_time(s.expiration),
+                "token_expiry": teams_time(s.token_expiry),
+                "reauthorization_sent": s.reauthorization_sent,
+            }
+            for s in engine.active()
+        ]
+    }
 
 
 @router.post("/subscriptions/{sub_id}/lifecycle")
@@ -50,9 +63,14 @@ async def force_lifecycle(sub_id: str, body: ForceLifecycle, request: Request) -
 @router.get("/notifications")
 async def notifications(request: Request) -> dict[str, Any]:
     engine = context_of(request).subscriptions
-    return {"stats": engine.stats.snapshot(), "faults": engine.faults.describe(), "paused": engine.notifier.paused,
-            "waiting_batches": engine.notifier.waiting, "latency_ms": engine.notifier.latency_ms,
-            "retry_waits_s": engine.stats.retry_waits()}
+    return {
+        "stats": engine.stats.snapshot(),
+        "faults": engine.faults.describe(),
+        "paused": engine.notifier.paused,
+        "waiting_batches": engine.notifier.waiting,
+        "latency_ms": engine.notifier.latency_ms,
+        "retry_waits_s": engine.stats.retry_waits(),
+    }
 
 
 @router.post("/notifications/faults", status_code=201)

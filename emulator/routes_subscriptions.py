@@ -20,8 +20,16 @@ from emulator.context import EmulatorContext, context_of
 from emulator.errors import bad_request, forbidden, not_found
 from emulator.graph_auth import Caller, graph_caller
 from emulator.subscriptions import (
-    ResourceRef, Subscription, Watched, check_client_state, check_lifetime, check_notification_url,
-    check_permission, check_quota, parse_change_types, parse_resource,
+    ResourceRef,
+    Subscription,
+    Watched,
+    check_client_state,
+    check_lifetime,
+    check_notification_url,
+    check_permission,
+    check_quota,
+    parse_change_types,
+    parse_resource,
 )
 from emulator.timestamps import parse_iso, teams_time
 
@@ -36,34 +44,54 @@ async def create(request: Request, caller: Caller = Depends(graph_caller("other"
     policy = engine.policy
     body = await json_object(request)
     if not policy.enabled:
-        raise bad_request("Change notifications are switched off in this tenant's seed (subscriptions.enabled).",
-                          "InvalidRequest")
+        raise bad_request(
+            "Change notifications are switched off in this tenant's seed (subscriptions.enabled).",
+            "InvalidRequest",
+        )
     resource = body.get("resource")
     if not isinstance(resource, str) or not resource.strip():
         raise bad_request("resource is required.", "InvalidRequest")
     ref = _resolve(ctx, caller, resource)
-    check_permission(ref.kind, delegated=caller.user_id is not None, scopes=caller.scopes, roles=caller.roles)
+    check_permission(
+        ref.kind, delegated=caller.user_id is not None, scopes=caller.scopes, roles=caller.roles
+    )
     if body.get("includeResourceData") is True:
-        raise bad_request("includeResourceData is not supported here: delegated chatMessage subscriptions never "
-                          "carry resource data, and this emulator sends basic notifications only.", "InvalidRequest")
+        raise bad_request(
+            "includeResourceData is not supported here: delegated chatMessage subscriptions never "
+            "carry resource data, and this emulator sends basic notifications only.",
+            "InvalidRequest",
+        )
     change_types = parse_change_types(body.get("changeType"), ref.kind)
     url = check_notification_url(body.get("notificationUrl"), policy)
     lifecycle = body.get("lifecycleNotificationUrl")
-    lifecycle_url = None if lifecycle is None else check_notification_url(lifecycle, policy,
-                                                                            "lifecycleNotificationUrl")
+    lifecycle_url = (
+        None
+        if lifecycle is None
+        else check_notification_url(lifecycle, policy, "lifecycleNotificationUrl")
+    )
     client_state = check_client_state(body.get("clientState"))
     expiration = _expiration(body)
     now = ctx.clock.now()
-    check_lifetime(ref.kind, expiration, now, has_lifecycle_url=lifecycle_url is not None, policy=policy)
+    check_lifetime(
+        ref.kind, expiration, now, has_lifecycle_url=lifecycle_url is not None, policy=policy
+    )
     check_quota(ref, caller.app_id, engine.active(), policy)
     await engine.notifier.validate(url)
     if lifecycle_url is not None:  # both endpoints are validated (lifecycle notifications page)
         await engine.notifier.validate(lifecycle_url)
     check_quota(ref, caller.app_id, engine.active(), policy)  # others may have subscribed meanwhile
     sub = Subscription(
-        id=str(uuid.uuid4()), resource=resource, ref=ref, change_types=change_types, notification_url=url,
-        lifecycle_url=lifecycle_url, client_state=client_state, expiration=expiration, app_id=caller.app_id,
-        creator_id=caller.user_id or caller.app_id, delegated=caller.user_id is not None,
+        id=str(uuid.uuid4()),
+        resource=resource,
+        ref=ref,
+        change_types=change_types,
+        notification_url=url,
+        lifecycle_url=lifecycle_url,
+        client_state=client_state,
+        expiration=expiration,
+        app_id=caller.app_id,
+        creator_id=caller.user_id or caller.app_id,
+        delegated=caller.user_id is not None,
         token_expiry=_token_expiry(request, ctx),
     )
     engine.put(sub)
@@ -71,34 +99,50 @@ async def create(request: Request, caller: Caller = Depends(graph_caller("other"
 
 
 @router.get("/subscriptions")
-async def list_subscriptions(request: Request, caller: Caller = Depends(graph_caller("other"))) -> JSONResponse:
+async def list_subscriptions(
+    request: Request, caller: Caller = Depends(graph_caller("other"))
+) -> JSONResponse:
     ctx = context_of(request)
     ctx.subscriptions.bind()
     mine = [s for s in ctx.subscriptions.active() if _owned(s, caller)]
-    return JSONResponse({"@odata.context": ctx.odata_context(request, "subscriptions"),
-                         "value": [_shape(s, ctx, request) for s in mine]})
+    return JSONResponse(
+        {
+            "@odata.context": ctx.odata_context(request, "subscriptions"),
+            "value": [_shape(s, ctx, request) for s in mine],
+        }
+    )
 
 
 @router.get("/subscriptions/{sub_id}")
-async def get_subscription(sub_id: str, request: Request,
-                           caller: Caller = Depends(graph_caller("other"))) -> JSONResponse:
+async def get_subscription(
+    sub_id: str, request: Request, caller: Caller = Depends(graph_caller("other"))
+) -> JSONResponse:
     ctx = context_of(request)
     return JSONResponse(_shape(_find(ctx, sub_id, caller), ctx, request, entity=True))
 
 
 @router.patch("/subscriptions/{sub_id}")
-async def renew(sub_id: str, request: Request, caller: Caller = Depends(graph_caller("other"))) -> JSONResponse:
+async def renew(
+    sub_id: str, request: Request, caller: Caller = Depends(graph_caller("other"))
+) -> JSONResponse:
     ctx = context_of(request)
     engine = ctx.subscriptions
     sub = _find(ctx, sub_id, caller)
     body = await json_object(request)
     unknown = body.names_other_than({"expirationDateTime", "notificationUrl"})
     if unknown:
-        raise bad_request(f"Only expirationDateTime and notificationUrl can be updated, not {sorted(unknown)}.",
-                          "InvalidRequest")
+        raise bad_request(
+            f"Only expirationDateTime and notificationUrl can be updated, not {sorted(unknown)}.",
+            "InvalidRequest",
+        )
     expiration = _expiration(body)
-    check_lifetime(sub.ref.kind, expiration, ctx.clock.now(), has_lifecycle_url=sub.lifecycle_url is not None,
-                   policy=engine.policy)
+    check_lifetime(
+        sub.ref.kind,
+        expiration,
+        ctx.clock.now(),
+        has_lifecycle_url=sub.lifecycle_url is not None,
+        policy=engine.policy,
+    )
     url = sub.notification_url
     if "notificationUrl" in body and body["notificationUrl"] != url:
         url = check_notification_url(body["notificationUrl"], engine.policy)
@@ -112,7 +156,9 @@ async def renew(sub_id: str, request: Request, caller: Caller = Depends(graph_ca
 
 
 @router.post("/subscriptions/{sub_id}/reauthorize", status_code=204)
-async def reauthorize(sub_id: str, request: Request, caller: Caller = Depends(graph_caller("other"))) -> Response:
+async def reauthorize(
+    sub_id: str, request: Request, caller: Caller = Depends(graph_caller("other"))
+) -> Response:
     ctx = context_of(request)
     sub = _find(ctx, sub_id, caller)
     ctx.subscriptions.put(sub.reauthorized(_token_expiry(request, ctx)))
@@ -120,7 +166,9 @@ async def reauthorize(sub_id: str, request: Request, caller: Caller = Depends(gr
 
 
 @router.delete("/subscriptions/{sub_id}", status_code=204)
-async def delete(sub_id: str, request: Request, caller: Caller = Depends(graph_caller("other"))) -> Response:
+async def delete(
+    sub_id: str, request: Request, caller: Caller = Depends(graph_caller("other"))
+) -> Response:
     ctx = context_of(request)
     _find(ctx, sub_id, caller)
     ctx.subscriptions.remove(sub_id)
@@ -136,11 +184,17 @@ def _resolve(ctx: EmulatorContext, caller: Caller, resource: str) -> ResourceRef
     user_id = caller.me() if raw is None else raw
     user = ctx.seed.find_user(user_id)
     if user is None:
-        raise not_found(f"Resource '{user_id}' does not exist or one of its queried reference-property objects "
-                        "are not present.", "Request_ResourceNotFound")
+        raise not_found(
+            f"Resource '{user_id}' does not exist or one of its queried reference-property objects "
+            "are not present.",
+            "Request_ResourceNotFound",
+        )
     if caller.user_id is not None and caller.user_id != user.id:
-        raise forbidden("Operation: Create; Exception: [Status Code: Forbidden; Reason: A delegated token can only "
-                        "subscribe to the signed-in user's own resources.]", "ExtensionError")
+        raise forbidden(
+            "Operation: Create; Exception: [Status Code: Forbidden; Reason: A delegated token can only "
+            "subscribe to the signed-in user's own resources.]",
+            "ExtensionError",
+        )
     return ResourceRef(kind, user.id)
 
 
@@ -151,8 +205,10 @@ def _expiration(body: dict[str, Any]) -> datetime:
     try:
         return parse_iso(value)
     except ValueError:
-        raise bad_request(f"expirationDateTime '{value}' is not an ISO-8601 instant with a zone.",
-                          "InvalidRequest") from None
+        raise bad_request(
+            f"expirationDateTime '{value}' is not an ISO-8601 instant with a zone.",
+            "InvalidRequest",
+        ) from None
 
 
 def _token_expiry(request: Request, ctx: EmulatorContext) -> datetime:
@@ -162,7 +218,9 @@ def _token_expiry(request: Request, ctx: EmulatorContext) -> datetime:
 
 
 def _owned(sub: Subscription, caller: Caller) -> bool:
-    return sub.app_id == caller.app_id and (caller.user_id is None or sub.creator_id == caller.user_id)
+    return sub.app_id == caller.app_id and (
+        caller.user_id is None or sub.creator_id == caller.user_id
+    )
 
 
 def _find(ctx: EmulatorContext, sub_id: str, caller: Caller) -> Subscription:
@@ -173,16 +231,29 @@ def _find(ctx: EmulatorContext, sub_id: str, caller: Caller) -> Subscription:
     return sub
 
 
-def _shape(sub: Subscription, ctx: EmulatorContext, request: Request, *, entity: bool = False) -> dict[str, Any]:
+def _shape(
+    sub: Subscription, ctx: EmulatorContext, request: Request, *, entity: bool = False
+) -> dict[str, Any]:
     body: dict[str, Any] = {}
     if entity:
         body["@odata.context"] = ctx.odata_context(request, "subscriptions", entity=True)
-    body.update({
-        "id": sub.id, "resource": sub.resource, "applicationId": sub.app_id, "changeType": sub.change_type_text,
-        "clientState": sub.client_state, "notificationUrl": sub.notification_url,
-        "notificationQueryOptions": None, "lifecycleNotificationUrl": sub.lifecycle_url,
-        "expirationDateTime": teams_time(sub.expiration), "creatorId": sub.creator_id,
-        "includeResourceData": False, "latestSupportedTlsVersion": "v1_2", "encryptionCertificate": None,
-        "encryptionCertificateId": None, "notificationUrlAppId": None,
-    })
+    body.update(
+        {
+            "id": sub.id,
+            "resource": sub.resource,
+            "applicationId": sub.app_id,
+            "changeType": sub.change_type_text,
+            "clientState": sub.client_state,
+            "notificationUrl": sub.notification_url,
+            "notificationQueryOptions": None,
+            "lifecycleNotificationUrl": sub.lifecycle_url,
+            "expirationDateTime": teams_time(sub.expiration),
+            "creatorId": sub.creator_id,
+            "includeResourceData": False,
+            "latestSupportedTlsVersion": "v1_2",
+            "encryptionCertificate": None,
+            "encryptionCertificateId": None,
+            "notificationUrlAppId": None,
+        }
+    )
     return body

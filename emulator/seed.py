@@ -23,8 +23,15 @@ TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"
 
 # What the tenant admin consented for the agent identity (and public clients) by default.
 DEFAULT_DELEGATED_SCOPES = (
-    "Chat.Create", "Chat.ReadWrite", "ChatMessage.Send", "ChatMember.Read", "Mail.ReadWrite", "Mail.Send",
-    "Mail.Read.Shared", "User.Read", "User.ReadBasic.All",
+    "Chat.Create",
+    "Chat.ReadWrite",
+    "ChatMessage.Send",
+    "ChatMember.Read",
+    "Mail.ReadWrite",
+    "Mail.Send",
+    "Mail.Read.Shared",
+    "User.Read",
+    "User.ReadBasic.All",
 )
 
 # The application permission "List agentIdentity sponsors" documents (its only one; delegated: not
@@ -233,8 +240,10 @@ class Seed(_Model):
         identity = self.agent_identity
         user = next((u for u in self.users if u.agent_identity_id == identity.id), None)
         if user is None:
-            raise LookupError(f"no user is the agent user of agent identity {identity.id}; set agent_identity_id "
-                              "on one user")
+            raise LookupError(
+                f"no user is the agent user of agent identity {identity.id}; set agent_identity_id "
+                "on one user"
+            )
         return user
 
     @property
@@ -247,7 +256,9 @@ class Seed(_Model):
     def public_client(self) -> SeedApp:
         app = next((a for a in self.apps if a.kind == "public_client"), None)
         if app is None:
-            raise LookupError("this seed has no public client app; add one with kind 'public_client'")
+            raise LookupError(
+                "this seed has no public client app; add one with kind 'public_client'"
+            )
         return app
 
     @property
@@ -257,7 +268,9 @@ class Seed(_Model):
     def may_read_mailbox(self, reader_id: str, owner: SeedUser) -> bool:
         """Whether user ``reader_id`` holds a permission on ``owner``'s mailbox (its own, or granted)."""
         return reader_id == owner.id or any(
-            (u := self.find_user(ref)) is not None and u.id == reader_id for ref in owner.mailbox_readers)
+            (u := self.find_user(ref)) is not None and u.id == reader_id
+            for ref in owner.mailbox_readers
+        )
 
     @property
     def sponsors(self) -> tuple[SeedUser, ...]:
@@ -267,23 +280,37 @@ class Seed(_Model):
         """This tenant with user ``user_ref`` (id or UPN) a sponsor of the agent identity (LookupError: no such one)."""
         identity, user = self.find_agent_identity(identity_id), self.find_user(user_ref)
         if identity is None or user is None:
-            raise LookupError(f"no agent identity {identity_id!r} or no user {user_ref!r} in this tenant")
+            raise LookupError(
+                f"no agent identity {identity_id!r} or no user {user_ref!r} in this tenant"
+            )
         if user.id in identity.sponsors:
             return self
-        return self._with_identity(identity.model_copy(update={"sponsors": identity.sponsors + (user.id,)}))
+        return self._with_identity(
+            identity.model_copy(update={"sponsors": identity.sponsors + (user.id,)})
+        )
 
     def _with_identity(self, edited: AgentIdentity) -> Seed:
-        return self.model_copy(update={"agent_identities": tuple(
-            edited if a.id == edited.id else a for a in self.agent_identities)})
+        return self.model_copy(
+            update={
+                "agent_identities": tuple(
+                    edited if a.id == edited.id else a for a in self.agent_identities
+                )
+            }
+        )
 
     def without_sponsor(self, identity_id: str, sponsor_id: str) -> Seed:
         """This tenant with ``sponsor_id`` no longer a sponsor of the agent identity (LookupError: it was not one)."""
         identity = self.find_agent_identity(identity_id)
         if identity is None or sponsor_id not in identity.sponsors + identity.group_sponsors:
             raise LookupError(f"{sponsor_id!r} is not a sponsor of agent identity {identity_id!r}")
-        return self._with_identity(identity.model_copy(update={
-            "sponsors": tuple(s for s in identity.sponsors if s != sponsor_id),
-            "group_sponsors": tuple(s for s in identity.group_sponsors if s != sponsor_id)}))
+        return self._with_identity(
+            identity.model_copy(
+                update={
+                    "sponsors": tuple(s for s in identity.sponsors if s != sponsor_id),
+                    "group_sponsors": tuple(s for s in identity.group_sponsors if s != sponsor_id),
+                }
+            )
+        )
 
     def model_post_init(self, __context: Any) -> None:
         # Built once so lookups stay O(1) for 1,000-chat seeds.
@@ -299,7 +326,9 @@ class Seed(_Model):
     def _check_references(self) -> Seed:
         problems: list[str] = []
         _unique("user id", [u.id for u in self.users], problems)
-        _unique("user principal name", [u.user_principal_name.lower() for u in self.users], problems)
+        _unique(
+            "user principal name", [u.user_principal_name.lower() for u in self.users], problems
+        )
         _unique("app id", [a.app_id for a in self.apps], problems)
         _unique("agent identity id", [a.id for a in self.agent_identities], problems)
         _unique("chat id", [c.id for c in self.chats if c.id], problems)
@@ -313,25 +342,37 @@ class Seed(_Model):
         for identity in self.agent_identities:
             parent = self.find_app(identity.blueprint_app_id)
             if parent is None or parent.kind != "blueprint":
-                problems.append(f"agent identity {identity.id}: blueprint_app_id {identity.blueprint_app_id!r}"
-                                " is not an app of kind 'blueprint'")
+                problems.append(
+                    f"agent identity {identity.id}: blueprint_app_id {identity.blueprint_app_id!r}"
+                    " is not an app of kind 'blueprint'"
+                )
             for sponsor in identity.sponsors:
                 if self.find_user(sponsor) is None:
-                    problems.append(f"agent identity {identity.id}: sponsor {sponsor!r} is not a user")
+                    problems.append(
+                        f"agent identity {identity.id}: sponsor {sponsor!r} is not a user"
+                    )
             for group in identity.group_sponsors:
                 if self.find_user(group) is not None:
-                    problems.append(f"agent identity {identity.id}: group sponsor {group!r} is a user; list it "
-                                    "under sponsors")
+                    problems.append(
+                        f"agent identity {identity.id}: group sponsor {group!r} is a user; list it "
+                        "under sponsors"
+                    )
         for user in self.users:
             if user.agent_identity_id and self.find_agent_identity(user.agent_identity_id) is None:
-                problems.append(f"user {user.id}: agent_identity_id {user.agent_identity_id!r} "
-                                "is not an agent identity")
+                problems.append(
+                    f"user {user.id}: agent_identity_id {user.agent_identity_id!r} "
+                    "is not an agent identity"
+                )
             if user.agent_identity_id and user.password:
                 problems.append(f"user {user.id} is an agent user and cannot have a password")
             if user.home_tenant_id == self.tenant_id:
-                problems.append(f"user {user.id}: home_tenant_id is this tenant; leave it unset for its users")
+                problems.append(
+                    f"user {user.id}: home_tenant_id is this tenant; leave it unset for its users"
+                )
             if user.shared_mailbox and (user.password or user.agent_identity_id):
-                problems.append(f"user {user.id} is a shared mailbox: it has no password and is no agent user")
+                problems.append(
+                    f"user {user.id} is a shared mailbox: it has no password and is no agent user"
+                )
             for reader in user.mailbox_readers:
                 if self.find_user(reader) is None:
                     problems.append(f"user {user.id}: mailbox reader {reader!r} is not a user")
@@ -346,7 +387,9 @@ class Seed(_Model):
             for message in chat.messages:
                 sender = self.find_user(message.from_user) if message.from_user else None
                 if message.from_user and (sender is None or sender.id not in member_ids):
-                    problems.append(f"chat {label}: message sender {message.from_user!r} is not a member")
+                    problems.append(
+                        f"chat {label}: message sender {message.from_user!r} is not a member"
+                    )
                 if message.from_user is None and message.message_type == "message":
                     problems.append(f"chat {label}: a message of type 'message' needs from_user")
         for mail in self.mail:
@@ -375,7 +418,9 @@ def load_seed(source: Seed | Path | str | dict[str, Any]) -> Seed:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise FileNotFoundError(f"seed file {path} does not exist; pass a JSON seed, or demo_seed_path()") from None
+        raise FileNotFoundError(
+            f"seed file {path} does not exist; pass a JSON seed, or demo_seed_path()"
+        ) from None
     return Seed.model_validate(data)
 
 
@@ -388,8 +433,14 @@ def demo_seed_path() -> Path:
 
 _NAMESPACE = uuid.UUID("6f1c9d3e-64a4-4b53-9a53-3c1d7d0a8b10")
 _NAMES = [
-    ("Ada", "Lovelace"), ("Grace", "Hopper"), ("Alan", "Turing"), ("Katherine", "Johnson"),
-    ("Edsger", "Dijkstra"), ("Barbara", "Liskov"), ("Donald", "Knuth"), ("Frances", "Allen"),
+    ("Ada", "Lovelace"),
+    ("Grace", "Hopper"),
+    ("Alan", "Turing"),
+    ("Katherine", "Johnson"),
+    ("Edsger", "Dijkstra"),
+    ("Barbara", "Liskov"),
+    ("Donald", "Knuth"),
+    ("Frances", "Allen"),
 ]
 
 
@@ -419,53 +470,104 @@ def build_seed(
     mailboxes: support@, which the agent user may read, and finance@, which only Ada may.
     """
     if humans < 2:
-        raise ValueError("build_seed needs at least 2 humans: group chats have 3 members including the agent")
+        raise ValueError(
+            "build_seed needs at least 2 humans: group chats have 3 members including the agent"
+        )
     tenant = tenant_id or stable_id("tenant", domain)
     people = []
     for i in range(humans):
         given, surname = _NAMES[i] if i < len(_NAMES) else ("User", str(i))
         login = given.lower() if i < len(_NAMES) else f"user{i}"
-        people.append(SeedUser(
-            id=stable_id(tenant, "user", i), user_principal_name=f"{login}@{domain}",
-            display_name=f"{given} {surname}", given_name=given, surname=surname, password=password,
-        ))
+        people.append(
+            SeedUser(
+                id=stable_id(tenant, "user", i),
+                user_principal_name=f"{login}@{domain}",
+                display_name=f"{given} {surname}",
+                given_name=given,
+                surname=surname,
+                password=password,
+            )
+        )
     blueprint_id = stable_id(tenant, "blueprint")
     identity_id = stable_id(tenant, "agent-identity")
     agent = SeedUser(
-        id=stable_id(tenant, "agent-user"), user_principal_name=f"entrabot@{domain}", display_name="Entrabot",
-        given_name="Entrabot", agent_identity_id=identity_id,
+        id=stable_id(tenant, "agent-user"),
+        user_principal_name=f"entrabot@{domain}",
+        display_name="Entrabot",
+        given_name="Entrabot",
+        agent_identity_id=identity_id,
     )
     seed_chats = []
     for c in range(chats):
         other = people[1 + (c - 1) % (humans - 1)]
         members = (agent.id, people[0].id) if c == 0 else (agent.id, people[0].id, other.id)
         messages = tuple(
-            SeedMessage(from_user=members[1 + k % (len(members) - 1)], content=f"chat {c} message {k}",
-                        created=f"-{history - k}m")
+            SeedMessage(
+                from_user=members[1 + k % (len(members) - 1)],
+                content=f"chat {c} message {k}",
+                created=f"-{history - k}m",
+            )
             for k in range(history)
         )
-        seed_chats.append(SeedChat(
-            id=_chat_id(tenant, c, members), chat_type="oneOnOne" if c == 0 else "group",
-            topic=None if c == 0 else f"Chat {c}", members=members, created="-1d", messages=messages,
-        ))
+        seed_chats.append(
+            SeedChat(
+                id=_chat_id(tenant, c, members),
+                chat_type="oneOnOne" if c == 0 else "group",
+                topic=None if c == 0 else f"Chat {c}",
+                members=members,
+                created="-1d",
+                messages=messages,
+            )
+        )
     shared = (
-        SeedUser(id=stable_id(tenant, "shared", "support"), user_principal_name=f"support@{domain}",
-                 display_name="Support", shared_mailbox=True, mailbox_readers=(agent.id,)),
-        SeedUser(id=stable_id(tenant, "shared", "finance"), user_principal_name=f"finance@{domain}",
-                 display_name="Finance", shared_mailbox=True, mailbox_readers=(people[0].id,)),
-    ) if shared_mailboxes else ()
+        (
+            SeedUser(
+                id=stable_id(tenant, "shared", "support"),
+                user_principal_name=f"support@{domain}",
+                display_name="Support",
+                shared_mailbox=True,
+                mailbox_readers=(agent.id,),
+            ),
+            SeedUser(
+                id=stable_id(tenant, "shared", "finance"),
+                user_principal_name=f"finance@{domain}",
+                display_name="Finance",
+                shared_mailbox=True,
+                mailbox_readers=(people[0].id,),
+            ),
+        )
+        if shared_mailboxes
+        else ()
+    )
     return Seed(
-        tenant_id=tenant, tenant_domain=domain, token_lifetime_s=token_lifetime_s,
-        throttle=throttle or ThrottleBudget(), random_seed=random_seed,
+        tenant_id=tenant,
+        tenant_domain=domain,
+        token_lifetime_s=token_lifetime_s,
+        throttle=throttle or ThrottleBudget(),
+        random_seed=random_seed,
         users=(*people, agent, *shared),
         apps=(
-            SeedApp(app_id=blueprint_id, display_name="Entrabot Blueprint", kind="blueprint",
-                    client_secrets=(blueprint_secret,)),
-            SeedApp(app_id=stable_id(tenant, "public-client"), display_name="Entrabot Dev CLI",
-                    kind="public_client"),
+            SeedApp(
+                app_id=blueprint_id,
+                display_name="Entrabot Blueprint",
+                kind="blueprint",
+                client_secrets=(blueprint_secret,),
+            ),
+            SeedApp(
+                app_id=stable_id(tenant, "public-client"),
+                display_name="Entrabot Dev CLI",
+                kind="public_client",
+            ),
         ),
-        agent_identities=(AgentIdentity(id=identity_id, display_name="Entrabot", blueprint_app_id=blueprint_id,
-                                        sponsors=(people[0].id,), app_roles=SPONSOR_READ_ROLES),),
+        agent_identities=(
+            AgentIdentity(
+                id=identity_id,
+                display_name="Entrabot",
+                blueprint_app_id=blueprint_id,
+                sponsors=(people[0].id,),
+                app_roles=SPONSOR_READ_ROLES,
+            ),
+        ),
         chats=tuple(seed_chats),
     )
 
@@ -477,7 +579,9 @@ def one_on_one_chat_id(user_a: str, user_b: str) -> str:
 
 
 def group_chat_id(*parts: object) -> str:
-    return "19:" + hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:32] + "@thread.v2"
+    return (
+        "19:" + hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:32] + "@thread.v2"
+    )
 
 
 def _chat_id(tenant: str, index: int, members: tuple[str, ...]) -> str:

@@ -24,16 +24,28 @@ BEGINNING_OF_TIME = "0001-01-01T00:00:00Z"
 
 def user(u: SeedUser) -> dict[str, Any]:
     return {
-        "businessPhones": [], "displayName": u.display_name, "givenName": u.given_name,
-        "jobTitle": u.job_title, "mail": u.address, "mobilePhone": None, "officeLocation": None,
-        "preferredLanguage": "en-US", "surname": u.surname, "userPrincipalName": u.user_principal_name,
+        "businessPhones": [],
+        "displayName": u.display_name,
+        "givenName": u.given_name,
+        "jobTitle": u.job_title,
+        "mail": u.address,
+        "mobilePhone": None,
+        "officeLocation": None,
+        "preferredLanguage": "en-US",
+        "surname": u.surname,
+        "userPrincipalName": u.user_principal_name,
         "id": u.id,
     }
 
 
 def _identity(user_id: str, display_name: str | None, tenant_id: str) -> dict[str, Any]:
-    return {"@odata.type": "#microsoft.graph.teamworkUserIdentity", "id": user_id, "displayName": display_name,
-            "userIdentityType": "aadUser", "tenantId": tenant_id}
+    return {
+        "@odata.type": "#microsoft.graph.teamworkUserIdentity",
+        "id": user_id,
+        "displayName": display_name,
+        "userIdentityType": "aadUser",
+        "tenantId": tenant_id,
+    }
 
 
 def message_type(m: ChatMessage, *, include_unknown_enum_members: bool) -> str:
@@ -45,11 +57,16 @@ def message_type(m: ChatMessage, *, include_unknown_enum_members: bool) -> str:
 def _sender(m: ChatMessage, tenant_id: str) -> dict[str, Any] | None:
     if m.sender is None:
         return None
-    return {"application": None, "device": None,
-            "user": _identity(m.sender.user_id, m.sender.display_name, tenant_id)}
+    return {
+        "application": None,
+        "device": None,
+        "user": _identity(m.sender.user_id, m.sender.display_name, tenant_id),
+    }
 
 
-def chat_message(m: ChatMessage, *, tenant_id: str, include_unknown_enum_members: bool) -> dict[str, Any]:
+def chat_message(
+    m: ChatMessage, *, tenant_id: str, include_unknown_enum_members: bool
+) -> dict[str, Any]:
     return {
         "id": m.id,
         "replyToId": None,
@@ -70,11 +87,31 @@ def chat_message(m: ChatMessage, *, tenant_id: str, include_unknown_enum_members
         "eventDetail": m.event_detail,
         "from": _sender(m, tenant_id),
         "body": {"contentType": m.content_type, "content": m.content},
-        "attachments": [{"id": a.id, "contentType": a.content_type, "contentUrl": None, "content": a.content,
-                         "name": None, "thumbnailUrl": None, "teamsAppId": None} for a in m.attachments],
-        "mentions": [{"id": x.id, "mentionText": x.text,
-                      "mentioned": {"application": None, "device": None, "conversation": None,
-                                    "user": _identity(x.user_id, x.display_name, tenant_id)}} for x in m.mentions],
+        "attachments": [
+            {
+                "id": a.id,
+                "contentType": a.content_type,
+                "contentUrl": None,
+                "content": a.content,
+                "name": None,
+                "thumbnailUrl": None,
+                "teamsAppId": None,
+            }
+            for a in m.attachments
+        ],
+        "mentions": [
+            {
+                "id": x.id,
+                "mentionText": x.text,
+                "mentioned": {
+                    "application": None,
+                    "device": None,
+                    "conversation": None,
+                    "user": _identity(x.user_id, x.display_name, tenant_id),
+                },
+            }
+            for x in m.mentions
+        ],
         "reactions": [_reaction(r, tenant_id) for r in m.reactions],
         "messageHistory": [],
     }
@@ -82,12 +119,22 @@ def chat_message(m: ChatMessage, *, tenant_id: str, include_unknown_enum_members
 
 def _reaction(r: Reaction, tenant_id: str) -> dict[str, Any]:
     """A chatMessageReaction (v1.0): who reacted sits under ``user.user``."""
-    return {"reactionType": r.reaction_type, "displayName": None, "reactionContentUrl": None,
-            "createdDateTime": teams_time(r.created),
-            "user": {"application": None, "device": None, "user": _identity(r.user_id, None, tenant_id)}}
+    return {
+        "reactionType": r.reaction_type,
+        "displayName": None,
+        "reactionContentUrl": None,
+        "createdDateTime": teams_time(r.created),
+        "user": {
+            "application": None,
+            "device": None,
+            "user": _identity(r.user_id, None, tenant_id),
+        },
+    }
 
 
-def message_preview(m: ChatMessage, *, tenant_id: str, include_unknown_enum_members: bool) -> dict[str, Any]:
+def message_preview(
+    m: ChatMessage, *, tenant_id: str, include_unknown_enum_members: bool
+) -> dict[str, Any]:
     """A chatMessageInfo, as lastMessagePreview expands to."""
     return {
         "id": m.id,
@@ -107,7 +154,8 @@ def member(chat_id: str, m: Member, tenant_id: str) -> dict[str, Any]:
         "id": base64.b64encode(raw).decode(),
         "roles": list(m.roles),
         "displayName": m.display_name,
-        "visibleHistoryStartDateTime": teams_time(m.visible_history_start) if m.visible_history_start
+        "visibleHistoryStartDateTime": teams_time(m.visible_history_start)
+        if m.visible_history_start
         else BEGINNING_OF_TIME,
         "userId": m.user_id,
         "email": m.email,
@@ -119,9 +167,16 @@ def member(chat_id: str, m: Member, tenant_id: str) -> dict[str, Any]:
 EXPANDED_MEMBERS_LIMIT = 25
 
 
-def chat(c: Chat, *, tenant_id: str, members: bool = False, members_limit: int | None = None,
-         expand_preview: bool = False, preview: ChatMessage | None = None,
-         include_unknown_enum_members: bool = False) -> dict[str, Any]:
+def chat(
+    c: Chat,
+    *,
+    tenant_id: str,
+    members: bool = False,
+    members_limit: int | None = None,
+    expand_preview: bool = False,
+    preview: ChatMessage | None = None,
+    include_unknown_enum_members: bool = False,
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": c.id,
         "topic": c.topic,
@@ -137,8 +192,15 @@ def chat(c: Chat, *, tenant_id: str, members: bool = False, members_limit: int |
         chosen = c.members if members_limit is None else c.members[:members_limit]
         body["members"] = [member(c.id, m, tenant_id) for m in chosen]
     if expand_preview:
-        body["lastMessagePreview"] = None if preview is None else message_preview(
-            preview, tenant_id=tenant_id, include_unknown_enum_members=include_unknown_enum_members)
+        body["lastMessagePreview"] = (
+            None
+            if preview is None
+            else message_preview(
+                preview,
+                tenant_id=tenant_id,
+                include_unknown_enum_members=include_unknown_enum_members,
+            )
+        )
     return body
 
 
@@ -171,7 +233,7 @@ def mail_message(m: MailMessage, *, folder_id: str, headers: bool = False) -> di
         "isRead": m.is_read,
         "isDraft": False,
         "webLink": f"https://outlook.office365.com/owa/?ItemID={quote(m.id, safe='')}&exvsurl=1"
-                   "&viewmodel=ReadMessageItem",
+        "&viewmodel=ReadMessageItem",
         "inferenceClassification": "focused",
         "body": {"contentType": m.content_type, "content": m.body},
         "sender": _recipient(m.sender),
@@ -183,17 +245,46 @@ def mail_message(m: MailMessage, *, folder_id: str, headers: bool = False) -> di
         "flag": {"flagStatus": "notFlagged"},
     }
     if headers:
-        shape["internetMessageHeaders"] = [{"name": name, "value": value} for name, value in m.headers]
+        shape["internetMessageHeaders"] = [
+            {"name": name, "value": value} for name, value in m.headers
+        ]
     return shape
 
 
-MAIL_PROPERTIES = frozenset({
-    "id", "createdDateTime", "lastModifiedDateTime", "changeKey", "categories", "receivedDateTime",
-    "sentDateTime", "hasAttachments", "internetMessageId", "subject", "bodyPreview", "importance",
-    "parentFolderId", "conversationId", "conversationIndex", "isDeliveryReceiptRequested",
-    "isReadReceiptRequested", "isRead", "isDraft", "webLink", "inferenceClassification", "body", "sender",
-    "from", "toRecipients", "ccRecipients", "bccRecipients", "replyTo", "flag", "internetMessageHeaders",
-})
+MAIL_PROPERTIES = frozenset(
+    {
+        "id",
+        "createdDateTime",
+        "lastModifiedDateTime",
+        "changeKey",
+        "categories",
+        "receivedDateTime",
+        "sentDateTime",
+        "hasAttachments",
+        "internetMessageId",
+        "subject",
+        "bodyPreview",
+        "importance",
+        "parentFolderId",
+        "conversationId",
+        "conversationIndex",
+        "isDeliveryReceiptRequested",
+        "isReadReceiptRequested",
+        "isRead",
+        "isDraft",
+        "webLink",
+        "inferenceClassification",
+        "body",
+        "sender",
+        "from",
+        "toRecipients",
+        "ccRecipients",
+        "bccRecipients",
+        "replyTo",
+        "flag",
+        "internetMessageHeaders",
+    }
+)
 
 
 def select(resource: dict[str, Any], fields: tuple[str, ...] | None) -> dict[str, Any]:

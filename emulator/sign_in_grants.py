@@ -28,8 +28,14 @@ VERIFICATION_PATH = "/devicelogin"  # Entra's is https://microsoft.com/devicelog
 
 
 class SignInGrants:
-    def __init__(self, grantor: TokenGrantor, seed: Seed, device_codes: DeviceAuthorizations,
-                 refresh_tokens: RefreshTokens, clock: Clock) -> None:
+    def __init__(
+        self,
+        grantor: TokenGrantor,
+        seed: Seed,
+        device_codes: DeviceAuthorizations,
+        refresh_tokens: RefreshTokens,
+        clock: Clock,
+    ) -> None:
         self._grantor = grantor
         self._seed = seed
         self._codes = device_codes
@@ -41,65 +47,121 @@ class SignInGrants:
     def start_device_authorization(self, params: Mapping[str, str], ep: Endpoint) -> dict[str, Any]:
         app = self._grantor.public_app(required_param(params, "client_id"))
         scope = required_param(params, "scope")
-        self._grantor.scope_of(scope)  # a scope Entra would refuse is refused now, not after the sign-in
+        self._grantor.scope_of(
+            scope
+        )  # a scope Entra would refuse is refused now, not after the sign-in
         pending = self._codes.start(app.app_id, scope, self._clock.now())
         uri = ep.authority + VERIFICATION_PATH
         return {
-            "user_code": pending.user_code, "device_code": pending.device_code, "verification_uri": uri,
-            "expires_in": self._codes.lifetime_s, "interval": self._codes.interval_s,
+            "user_code": pending.user_code,
+            "device_code": pending.device_code,
+            "verification_uri": uri,
+            "expires_in": self._codes.lifetime_s,
+            "interval": self._codes.interval_s,
             "message": f"To sign in, use a web browser to open the page {uri} and enter the code "
-                       f"{pending.user_code} to authenticate.",
+            f"{pending.user_code} to authenticate.",
         }
 
     # --- the token endpoint's two grants ---
 
-    def redeem_device_code(self, params: Mapping[str, str], app: SeedApp, ep: Endpoint) -> dict[str, Any]:
-        standing, found = self._codes.redeem(required_param(params, "device_code"), self._clock.now())
+    def redeem_device_code(
+        self, params: Mapping[str, str], app: SeedApp, ep: Endpoint
+    ) -> dict[str, Any]:
+        standing, found = self._codes.redeem(
+            required_param(params, "device_code"), self._clock.now()
+        )
         if found is not None and found.client_id != app.app_id:
             standing = Standing.UNKNOWN  # another client's code is not one this client was given
         if standing is Standing.PENDING:
-            raise EntraError("authorization_pending", 70016, "OAuth 2.0 device flow error. Authorization is "
-                             "pending. Continue polling.")
+            raise EntraError(
+                "authorization_pending",
+                70016,
+                "OAuth 2.0 device flow error. Authorization is pending. Continue polling.",
+            )
         if standing is Standing.DECLINED:
-            raise EntraError("authorization_declined", DECLINED_CODE, "The end user denied the authorization "
-                             "request.")
+            raise EntraError(
+                "authorization_declined",
+                DECLINED_CODE,
+                "The end user denied the authorization request.",
+            )
         if standing is Standing.EXPIRED:
-            raise EntraError("expired_token", 70019, "Verification code expired. Have the user retry the sign-in.")
+            raise EntraError(
+                "expired_token",
+                70019,
+                "Verification code expired. Have the user retry the sign-in.",
+            )
         if standing is Standing.REDEEMED:
-            raise EntraError("invalid_grant", 70000, "The provided device code was already redeemed.")
+            raise EntraError(
+                "invalid_grant", 70000, "The provided device code was already redeemed."
+            )
         if standing is Standing.UNKNOWN or found is None or found.user_id is None:
             raise EntraError("bad_verification_code", 70018, "The device_code was not recognised.")
         return self._tokens_for(self._user(found.user_id), app, found.scope, ep)
 
-    def redeem_refresh_token(self, params: Mapping[str, str], app: SeedApp, ep: Endpoint) -> dict[str, Any]:
-        redemption, grant = self._refresh.redeem(required_param(params, "refresh_token"), self._clock.now())
+    def redeem_refresh_token(
+        self, params: Mapping[str, str], app: SeedApp, ep: Endpoint
+    ) -> dict[str, Any]:
+        redemption, grant = self._refresh.redeem(
+            required_param(params, "refresh_token"), self._clock.now()
+        )
         if redemption is Redemption.UNKNOWN or grant is None:
-            raise EntraError("invalid_grant", 9002313, "Invalid request. Request is malformed or invalid: the "
-                             "refresh token is not one this tenant issued.")
+            raise EntraError(
+                "invalid_grant",
+                9002313,
+                "Invalid request. Request is malformed or invalid: the "
+                "refresh token is not one this tenant issued.",
+            )
         if redemption is Redemption.REVOKED:
-            raise EntraError("invalid_grant", 50173, "The provided grant has expired due to it being revoked, a "
-                             "fresh auth token is needed. The user might have changed or reset their password.")
+            raise EntraError(
+                "invalid_grant",
+                50173,
+                "The provided grant has expired due to it being revoked, a "
+                "fresh auth token is needed. The user might have changed or reset their password.",
+            )
         if redemption is Redemption.EXPIRED:
-            raise EntraError("invalid_grant", 700082, "The refresh token has expired due to inactivity.")
+            raise EntraError(
+                "invalid_grant", 700082, "The refresh token has expired due to inactivity."
+            )
         if grant.client_id != app.app_id:
-            raise EntraError("invalid_grant", 70000, f"The refresh token was issued to client '{grant.client_id}', "
-                             f"not '{app.app_id}'.")
+            raise EntraError(
+                "invalid_grant",
+                70000,
+                f"The refresh token was issued to client '{grant.client_id}', not '{app.app_id}'.",
+            )
         # A refresh token is tied to the user and the client, not to a resource: any consented scope.
-        return self._tokens_for(self._user(grant.user_id), app, params.get("scope") or grant.scope, ep,
-                                always_refresh=True)
+        return self._tokens_for(
+            self._user(grant.user_id),
+            app,
+            params.get("scope") or grant.scope,
+            ep,
+            always_refresh=True,
+        )
 
-    def _tokens_for(self, user: SeedUser, app: SeedApp, scope_text: str, ep: Endpoint, *,
-                    always_refresh: bool = False) -> dict[str, Any]:
+    def _tokens_for(
+        self,
+        user: SeedUser,
+        app: SeedApp,
+        scope_text: str,
+        ep: Endpoint,
+        *,
+        always_refresh: bool = False,
+    ) -> dict[str, Any]:
         scope = self._grantor.scope_of(scope_text)
         body = self._grantor.signed_in_user_tokens(ep, user, app, scope)
         if scope.offline or always_refresh:
             # Each use hands out a fresh refresh token; the old one stays valid (Entra does not revoke it).
-            body["refresh_token"] = self._refresh.issue(user.id, app.app_id, scope_text, self._clock.now())
+            body["refresh_token"] = self._refresh.issue(
+                user.id, app.app_id, scope_text, self._clock.now()
+            )
         return body
 
     def _user(self, user_id: str) -> SeedUser:
         user = self._seed.find_user(user_id)
         if user is None:
-            raise EntraError("invalid_grant", 50034, f"The user account {user_id} does not exist in the "
-                             f"{self._seed.tenant_domain} directory.")
+            raise EntraError(
+                "invalid_grant",
+                50034,
+                f"The user account {user_id} does not exist in the "
+                f"{self._seed.tenant_domain} directory.",
+            )
         return user

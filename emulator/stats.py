@@ -44,7 +44,11 @@ class RequestStats:
     def count(self, route: str, status: int | None = None) -> int:
         """Requests to ``route`` ("GET /v1.0/me/chats"), optionally only those answered with ``status``."""
         with self._lock:
-            return sum(n for (r, s), n in self._counts.items() if r == route and (status is None or s == status))
+            return sum(
+                n
+                for (r, s), n in self._counts.items()
+                if r == route and (status is None or s == status)
+            )
 
     def recent(self, limit: int | None = None) -> list[RequestRecord]:
         with self._lock:

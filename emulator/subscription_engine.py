@@ -37,7 +37,9 @@ _TICK_S = 0.1  # how often expiry and token deadlines are checked against the te
 
 
 class SubscriptionEngine:
-    def __init__(self, policy: SubscriptionPolicy, clock: Clock, tenant_id: str, random_seed: int | None) -> None:
+    def __init__(
+        self, policy: SubscriptionPolicy, clock: Clock, tenant_id: str, random_seed: int | None
+    ) -> None:
         self.policy = policy
         self.clock = clock
         self.tenant_id = tenant_id
@@ -105,29 +107,48 @@ class SubscriptionEngine:
             on_lost = None
             if sub.ref.kind is Watched.INBOX:
                 on_lost = self._missed_callback(sub.id)
-            self.notifier.submit(Outgoing(sub.notification_url, self._item(sub, change), on_lost=on_lost))
+            self.notifier.submit(
+                Outgoing(sub.notification_url, self._item(sub, change), on_lost=on_lost)
+            )
 
     def _missed_callback(self, sub_id: str) -> Callable[[], None]:
         def missed() -> None:
             sub = self.get(sub_id)
             if sub is not None:
                 self._send_lifecycle(sub, "missed")
+
         return missed
 
     def _item(self, sub: Subscription, change: ResourceChange) -> dict[str, Any]:
         if isinstance(change, ChatMessageChange):
             resource = f"chats('{change.chat_id}')/messages('{change.message_id}')"
-            data = {"id": change.message_id, "@odata.type": "#Microsoft.Graph.chatMessage", "@odata.id": resource}
+            data = {
+                "id": change.message_id,
+                "@odata.type": "#Microsoft.Graph.chatMessage",
+                "@odata.id": resource,
+            }
         else:
             resource = f"Users/{change.owner_id}/Messages/{change.message_id}"
-            data = {"@odata.type": "#Microsoft.Graph.Message", "@odata.id": resource,
-                    "@odata.etag": f'W/"{change.change_key}"', "id": change.message_id}
-        return {**self._envelope(sub), "changeType": change.change_type, "resource": resource,
-                "resourceData": data}
+            data = {
+                "@odata.type": "#Microsoft.Graph.Message",
+                "@odata.id": resource,
+                "@odata.etag": f'W/"{change.change_key}"',
+                "id": change.message_id,
+            }
+        return {
+            **self._envelope(sub),
+            "changeType": change.change_type,
+            "resource": resource,
+            "resourceData": data,
+        }
 
     def _envelope(self, sub: Subscription) -> dict[str, Any]:
-        return {"subscriptionId": sub.id, "subscriptionExpirationDateTime": teams_time(sub.expiration),
-                "tenantId": self.tenant_id, "clientState": sub.client_state}
+        return {
+            "subscriptionId": sub.id,
+            "subscriptionExpirationDateTime": teams_time(sub.expiration),
+            "tenantId": self.tenant_id,
+            "clientState": sub.client_state,
+        }
 
     # --- lifecycle ---
 
@@ -138,7 +159,9 @@ class SubscriptionEngine:
         if sub is None:
             raise bad_request(f"subscription {sub_id!r} does not exist (or has expired)")
         if event == "missed" and sub.ref.kind.is_chat:
-            raise bad_request("Graph sends no 'missed' lifecycle notification for Teams chatMessage subscriptions")
+            raise bad_request(
+                "Graph sends no 'missed' lifecycle notification for Teams chatMessage subscriptions"
+            )
         if event == "subscriptionRemoved":
             self.remove(sub_id)
         elif event == "reauthorizationRequired":
@@ -151,8 +174,11 @@ class SubscriptionEngine:
         if sub.lifecycle_url is None:
             return False
         self.stats.add(f"lifecycle_{event}")
-        self.notifier.submit(Outgoing(sub.lifecycle_url, {**self._envelope(sub), "lifecycleEvent": event},
-                                      lifecycle=True))
+        self.notifier.submit(
+            Outgoing(
+                sub.lifecycle_url, {**self._envelope(sub), "lifecycleEvent": event}, lifecycle=True
+            )
+        )
         return True
 
     async def _tick_forever(self) -> None:
@@ -177,7 +203,7 @@ def _covers(sub: Subscription, change: ResourceChange) -> bool:
     kind, target = sub.ref.kind, sub.ref.target
     if isinstance(change, ChatMessageChange):
         return (kind is Watched.CHAT and target == change.chat_id) or (
-            kind is Watched.USER_CHATS and target in change.member_ids)
+            kind is Watched.USER_CHATS and target in change.member_ids
+        )
     assert isinstance(change, MailChange)
     return kind is Watched.INBOX and target == change.owner_id and change.folder == "inbox"
-

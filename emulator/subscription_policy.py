@@ -28,17 +28,27 @@ class SubscriptionPolicy(BaseModel):
 
     enabled: bool = True  # False: POST /subscriptions answers as for an unsupported resource
     chat_max_minutes: int = Field(default=4320, ge=1)
-    chat_without_lifecycle_max_minutes: int = Field(default=60, ge=1)  # beyond: lifecycleNotificationUrl required
+    chat_without_lifecycle_max_minutes: int = Field(
+        default=60, ge=1
+    )  # beyond: lifecycleNotificationUrl required
     mail_max_minutes: int = Field(default=10080, ge=1)
-    per_user_chat_quota: int = Field(default=10, ge=0)  # /users/{id}/chats/getAllMessages per user, all apps
+    per_user_chat_quota: int = Field(
+        default=10, ge=0
+    )  # /users/{id}/chats/getAllMessages per user, all apps
     per_app_chat_quota: int = Field(default=1, ge=0)  # /chats/{id}/messages per app and chat
-    organization_chat_quota: int = Field(default=10000, ge=0)  # every chatMessage subscription in the tenant
+    organization_chat_quota: int = Field(
+        default=10000, ge=0
+    )  # every chatMessage subscription in the tenant
     mailbox_quota: int = Field(default=1000, ge=0)  # per mailbox, all apps
     validation_timeout_s: float = Field(default=10.0, gt=0)
     notification_timeout_s: float = Field(default=3.0, gt=0)
     latency_ms: int = Field(default=0, ge=0)  # how long a change waits before its batch is posted
     retry_initial_s: float = Field(default=1.0, gt=0)
     retry_max_backoff_s: float = Field(default=300.0, gt=0)
-    retry_window_s: float = Field(default=4 * 3600.0, gt=0)  # after this, a notification counts as failed
-    reauthorize_lead_s: int = Field(default=600, ge=0)  # reauthorizationRequired this long before the token expires
+    retry_window_s: float = Field(
+        default=4 * 3600.0, gt=0
+    )  # after this, a notification counts as failed
+    reauthorize_lead_s: int = Field(
+        default=600, ge=0
+    )  # reauthorizationRequired this long before the token expires
     allow_loopback_http: bool = True  # the emulator only: Graph itself requires https

@@ -36,8 +36,9 @@ MAX_CLIENT_STATE = 128
 _USER_CHATS = re.compile(r"^/?(?:users/(?P<user>[^/()]+)|me)/chats/getAllMessages$", re.IGNORECASE)
 _CHAT = re.compile(r"^/?chats/(?P<chat>[^/]+)/messages$", re.IGNORECASE)
 _CHAT_PAREN = re.compile(r"^/?chats\('(?P<chat>[^']+)'\)/messages$", re.IGNORECASE)
-_INBOX = re.compile(r"^/?(?:users/(?P<user>[^/()]+)|me)/mailFolders(?:\('inbox'\)|/inbox)/messages$",
-                    re.IGNORECASE)
+_INBOX = re.compile(
+    r"^/?(?:users/(?P<user>[^/()]+)|me)/mailFolders(?:\('inbox'\)|/inbox)/messages$", re.IGNORECASE
+)
 
 
 class Watched(enum.Enum):
@@ -79,13 +80,21 @@ class Subscription:
     def reauthorized(self, token_expiry: datetime) -> Subscription:
         return replace(self, token_expiry=token_expiry, reauthorization_sent=False)
 
-    def renewed(self, expiration: datetime, notification_url: str, token_expiry: datetime) -> Subscription:
+    def renewed(
+        self, expiration: datetime, notification_url: str, token_expiry: datetime
+    ) -> Subscription:
         """A renewal also reauthorizes (Graph's lifecycle notifications page)."""
-        return replace(self.reauthorized(token_expiry), expiration=expiration, notification_url=notification_url)
+        return replace(
+            self.reauthorized(token_expiry),
+            expiration=expiration,
+            notification_url=notification_url,
+        )
 
     def challenged(self, deadline: datetime) -> Subscription:
         """reauthorizationRequired was sent; delivery pauses at ``deadline`` unless reauthorized."""
-        return replace(self, reauthorization_sent=True, token_expiry=min(self.token_expiry, deadline))
+        return replace(
+            self, reauthorization_sent=True, token_expiry=min(self.token_expiry, deadline)
+        )
 
 
 def parse_resource(resource: str) -> tuple[Watched, str | None]:
@@ -98,38 +107,59 @@ def parse_resource(resource: str) -> tuple[Watched, str | None]:
     match = _CHAT.match(path) or _CHAT_PAREN.match(path)
     if match:
         return Watched.CHAT, match.group("chat")
-    raise bad_request(f"Resource '{resource}' is not supported for change notifications by this tenant; "
-                      "subscribe to /users/{id}/chats/getAllMessages, /chats/{id}/messages or "
-                      "/users/{id}/mailFolders('Inbox')/messages.", "InvalidRequest")
+    raise bad_request(
+        f"Resource '{resource}' is not supported for change notifications by this tenant; "
+        "subscribe to /users/{id}/chats/getAllMessages, /chats/{id}/messages or "
+        "/users/{id}/mailFolders('Inbox')/messages.",
+        "InvalidRequest",
+    )
 
 
 def parse_change_types(value: object, kind: Watched) -> tuple[str, ...]:
     if not isinstance(value, str) or not value.strip():
-        raise bad_request("changeType is required: a comma-separated list of created, updated, deleted.",
-                          "InvalidRequest")
+        raise bad_request(
+            "changeType is required: a comma-separated list of created, updated, deleted.",
+            "InvalidRequest",
+        )
     types = tuple(t.strip() for t in value.split(","))
     unknown = [t for t in types if t not in CHANGE_TYPES]
     if unknown or len(set(types)) != len(types):
-        raise bad_request(f"Invalid changeType '{value}': use created, updated, deleted, comma-separated, "
-                          "each once.", "InvalidRequest")
+        raise bad_request(
+            f"Invalid changeType '{value}': use created, updated, deleted, comma-separated, "
+            "each once.",
+            "InvalidRequest",
+        )
     return types
 
 
-def check_permission(kind: Watched, *, delegated: bool, scopes: frozenset[str], roles: frozenset[str]) -> None:
+def check_permission(
+    kind: Watched, *, delegated: bool, scopes: frozenset[str], roles: frozenset[str]
+) -> None:
     if kind.is_chat:
-        wanted = CHAT_READ_DELEGATED if delegated else (
-            CHAT_READ_APPLICATION if kind is Watched.USER_CHATS else frozenset({"Chat.Read.All"}))
+        wanted = (
+            CHAT_READ_DELEGATED
+            if delegated
+            else (
+                CHAT_READ_APPLICATION
+                if kind is Watched.USER_CHATS
+                else frozenset({"Chat.Read.All"})
+            )
+        )
     else:
         wanted = MAIL_READ_DELEGATED if delegated else MAIL_READ_APPLICATION
     held = scopes if delegated else roles
     if not held & wanted:
         what = "scope" if delegated else "role"
-        raise forbidden(f"Operation: Create; Exception: [Status Code: Forbidden; Reason: Missing {what} "
-                        f"permissions on the request. API requires one of '{', '.join(sorted(wanted))}'.]",
-                        "ExtensionError")
+        raise forbidden(
+            f"Operation: Create; Exception: [Status Code: Forbidden; Reason: Missing {what} "
+            f"permissions on the request. API requires one of '{', '.join(sorted(wanted))}'.]",
+            "ExtensionError",
+        )
 
 
-def check_notification_url(url: object, policy: SubscriptionPolicy, field: str = "notificationUrl") -> str:
+def check_notification_url(
+    url: object, policy: SubscriptionPolicy, field: str = "notificationUrl"
+) -> str:
     """Graph wants https. The emulator can only ever reach this machine, so it accepts loopback
     addresses alone, over http too when the seed allows it, and refuses every other host."""
     if not isinstance(url, str) or not url:
@@ -139,8 +169,11 @@ def check_notification_url(url: object, policy: SubscriptionPolicy, field: str =
     if parts.scheme not in ("http", "https") or not host:
         raise bad_request(f"The {field} '{url}' is not an absolute http(s) URL.", "InvalidRequest")
     if not _is_loopback(host):
-        raise bad_request(f"The {field} host '{host}' is not a loopback address: this emulator delivers "
-                          "notifications only to 127.0.0.0/8, ::1 or localhost.", "InvalidRequest")
+        raise bad_request(
+            f"The {field} host '{host}' is not a loopback address: this emulator delivers "
+            "notifications only to 127.0.0.0/8, ::1 or localhost.",
+            "InvalidRequest",
+        )
     if parts.scheme == "http" and not policy.allow_loopback_http:
         raise bad_request(f"The {field} must use https.", "InvalidRequest")
     return url
@@ -159,34 +192,55 @@ def check_client_state(value: object) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or len(value) > MAX_CLIENT_STATE:
-        raise bad_request(f"clientState must be a string of at most {MAX_CLIENT_STATE} characters.",
-                          "InvalidRequest")
+        raise bad_request(
+            f"clientState must be a string of at most {MAX_CLIENT_STATE} characters.",
+            "InvalidRequest",
+        )
     return value
 
 
-def check_lifetime(kind: Watched, expiration: datetime, now: datetime, *, has_lifecycle_url: bool,
-                   policy: SubscriptionPolicy) -> None:
+def check_lifetime(
+    kind: Watched,
+    expiration: datetime,
+    now: datetime,
+    *,
+    has_lifecycle_url: bool,
+    policy: SubscriptionPolicy,
+) -> None:
     if expiration <= now:
         raise bad_request("Subscription expiration must be in the future.", "InvalidRequest")
     limit = policy.chat_max_minutes if kind.is_chat else policy.mail_max_minutes
     if expiration - now > timedelta(minutes=limit):
-        raise bad_request(f"Subscription expiration can only be {limit} minutes in the future.", "InvalidRequest")
-    if (kind.is_chat and not has_lifecycle_url
-            and expiration - now > timedelta(minutes=policy.chat_without_lifecycle_max_minutes)):
-        raise bad_request("lifecycleNotificationUrl is required for subscription creation on this resource when "
-                          f"the expirationDateTime value exceeds {_hours(policy.chat_without_lifecycle_max_minutes)}.",
-                          "InvalidRequest")
+        raise bad_request(
+            f"Subscription expiration can only be {limit} minutes in the future.", "InvalidRequest"
+        )
+    if (
+        kind.is_chat
+        and not has_lifecycle_url
+        and expiration - now > timedelta(minutes=policy.chat_without_lifecycle_max_minutes)
+    ):
+        raise bad_request(
+            "lifecycleNotificationUrl is required for subscription creation on this resource when "
+            f"the expirationDateTime value exceeds {_hours(policy.chat_without_lifecycle_max_minutes)}.",
+            "InvalidRequest",
+        )
 
 
 def _hours(minutes: int) -> str:
     return "1 hour" if minutes == 60 else f"{minutes} minutes"
 
 
-def check_quota(new: ResourceRef, app_id: str, active: list[Subscription], policy: SubscriptionPolicy) -> None:
+def check_quota(
+    new: ResourceRef, app_id: str, active: list[Subscription], policy: SubscriptionPolicy
+) -> None:
     if new.kind is Watched.INBOX:
         used, limit, what = sum(1 for s in active if s.ref == new), policy.mailbox_quota, "mailbox"
     elif new.kind is Watched.USER_CHATS:
-        used, limit, what = sum(1 for s in active if s.ref == new), policy.per_user_chat_quota, "user"
+        used, limit, what = (
+            sum(1 for s in active if s.ref == new),
+            policy.per_user_chat_quota,
+            "user",
+        )
     else:
         used = sum(1 for s in active if s.ref == new and s.app_id == app_id)
         limit, what = policy.per_app_chat_quota, "app and chat"
@@ -194,6 +248,10 @@ def check_quota(new: ResourceRef, app_id: str, active: list[Subscription], polic
     if new.kind.is_chat and chat_total >= policy.organization_chat_quota:
         used, limit, what = chat_total, policy.organization_chat_quota, "organization"
     if used >= limit:
-        raise GraphError(403, "ExtensionError", "Operation: Create; Exception: [Status Code: Forbidden; Reason: "
-                         f"Subscription quota exceeded: at most {limit} active subscriptions per {what} for this "
-                         "resource.]")
+        raise GraphError(
+            403,
+            "ExtensionError",
+            "Operation: Create; Exception: [Status Code: Forbidden; Reason: "
+            f"Subscription quota exceeded: at most {limit} active subscriptions per {what} for this "
+            "resource.]",
+        )

@@ -28,8 +28,15 @@ from typing import Any, Literal
 
 from emulator.seed import ThrottleBudget
 
-LimitName = Literal["chat_message_reads", "chat_message_sends", "per_chat", "chats_per_user", "other",
-                    "mail_per_mailbox", "mail_concurrency"]
+LimitName = Literal[
+    "chat_message_reads",
+    "chat_message_sends",
+    "per_chat",
+    "chats_per_user",
+    "other",
+    "mail_per_mailbox",
+    "mail_concurrency",
+]
 _HISTORY_FACTOR = 10  # bounded: enough history to keep a hammering client throttled
 # A concurrency slot frees when some request finishes, which nobody can predict: Outlook answers
 # "ApplicationThrottled" with a short Retry-After; half a second is what the emulator names.
@@ -59,7 +66,11 @@ def limits_of(budget: ThrottleBudget) -> dict[LimitName, Limit]:
         ("mail_per_mailbox", budget.mail_per_10_min, 600.0, "app and mailbox"),
         ("mail_concurrency", budget.mail_concurrent, 0.0, "app and mailbox, in flight"),
     ]
-    return {name: Limit(name, n, window, scope) for name, n, window, scope in candidates if n is not None}
+    return {
+        name: Limit(name, n, window, scope)
+        for name, n, window, scope in candidates
+        if n is not None
+    }
 
 
 @dataclass(frozen=True)
@@ -77,8 +88,13 @@ class _Counters:
 
 
 class Throttle:
-    def __init__(self, budget: ThrottleBudget, monotonic: Callable[[], float] = time.monotonic, *,
-                 fractional_retry_after: bool = False) -> None:
+    def __init__(
+        self,
+        budget: ThrottleBudget,
+        monotonic: Callable[[], float] = time.monotonic,
+        *,
+        fractional_retry_after: bool = False,
+    ) -> None:
         self._limits = limits_of(budget)
         self._fractional = fractional_retry_after
         self._monotonic = monotonic
@@ -96,14 +112,20 @@ class Throttle:
         now = self._monotonic()
         with self._lock:
             waits: list[float] = []
-            windowed = [(c, self._limits[c.limit]) for c in charges
-                        if c.limit in self._limits and c.limit != "mail_concurrency"]
+            windowed = [
+                (c, self._limits[c.limit])
+                for c in charges
+                if c.limit in self._limits and c.limit != "mail_concurrency"
+            ]
             for charge, limit in windowed:
                 wait = self._count(self._windows[(app_id, charge.limit, charge.key)], limit, now)
                 if wait is not None:
                     waits.append(wait)
                     self._counters[charge.limit].throttled += 1
-            slot = next((c for c in charges if c.limit == "mail_concurrency" and c.limit in self._limits), None)
+            slot = next(
+                (c for c in charges if c.limit == "mail_concurrency" and c.limit in self._limits),
+                None,
+            )
             if not waits and slot is not None:
                 if self._in_flight[(app_id, slot.key)] >= self._limits["mail_concurrency"].requests:
                     waits.append(_CONCURRENCY_RETRY_S)
@@ -121,7 +143,10 @@ class Throttle:
         """The admitted request finished: free its concurrency slot."""
         with self._lock:
             for charge in charges:
-                if charge.limit == "mail_concurrency" and self._in_flight.get((app_id, charge.key), 0) > 0:
+                if (
+                    charge.limit == "mail_concurrency"
+                    and self._in_flight.get((app_id, charge.key), 0) > 0
+                ):
                     self._in_flight[(app_id, charge.key)] -= 1
 
     @staticmethod
@@ -143,8 +168,11 @@ class Throttle:
             return {
                 "enabled": bool(self._limits),
                 "limits": {
-                    name: {**limit.describe(), "admitted": self._counters[name].admitted,
-                           "throttled": self._counters[name].throttled}
+                    name: {
+                        **limit.describe(),
+                        "admitted": self._counters[name].admitted,
+                        "throttled": self._counters[name].throttled,
+                    }
                     for name, limit in self._limits.items()
                 },
                 "in_flight": sum(self._in_flight.values()),
@@ -170,4 +198,3 @@ class Throttle:
                 return None
             self._forced -= 1
             return self._forced_retry_after
-

@@ -11,7 +11,9 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 def utc(dt: datetime) -> datetime:
     if dt.tzinfo is None:
-        raise ValueError(f"timestamp {dt.isoformat()} has no timezone; write it with Z or an offset")
+        raise ValueError(
+            f"timestamp {dt.isoformat()} has no timezone; write it with Z or an offset"
+        )
     return dt.astimezone(timezone.utc)
 
 

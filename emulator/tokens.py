@@ -52,7 +52,9 @@ class TokenService:
         self.lifetime_s = lifetime_s
         self._key = key or rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.kid = _key_id(self._key)
-        self._retired: rsa.RSAPrivateKey | None = None  # still published after a rotation that keeps it
+        self._retired: rsa.RSAPrivateKey | None = (
+            None  # still published after a rotation that keeps it
+        )
         self._issued: dict[str, IssuedToken] = {}
         self._revoked: set[str] = set()
         self._lock = threading.Lock()
@@ -77,11 +79,20 @@ class TokenService:
 
     # --- issuing ---
 
-    def mint(self, claims: dict[str, Any], *, app_id: str, user_id: str | None = None) -> tuple[str, int]:
+    def mint(
+        self, claims: dict[str, Any], *, app_id: str, user_id: str | None = None
+    ) -> tuple[str, int]:
         """Sign ``claims`` plus iat/nbf/exp/jti; returns the token and its lifetime in seconds."""
         now = int(self._clock.now().timestamp())
         jti = b64url(uuid.uuid4().bytes)
-        body = {**claims, "iat": now, "nbf": now, "exp": now + self.lifetime_s, "jti": jti, "uti": jti}
+        body = {
+            **claims,
+            "iat": now,
+            "nbf": now,
+            "exp": now + self.lifetime_s,
+            "jti": jti,
+            "uti": jti,
+        }
         with self._lock:
             key, kid = self._key, self.kid
         token = jwt.encode(body, key, algorithm="RS256", headers={"kid": kid, "x5t": kid})
@@ -110,9 +121,18 @@ class TokenService:
         if key is None:
             raise InvalidToken("signed with a key this tenant does not publish")
         try:
-            return jwt.decode(token, key.public_key(), algorithms=["RS256"],
-                              options={"verify_exp": False, "verify_nbf": False, "verify_iat": False,
-                                       "verify_aud": False, "verify_iss": False})
+            return jwt.decode(
+                token,
+                key.public_key(),
+                algorithms=["RS256"],
+                options={
+                    "verify_exp": False,
+                    "verify_nbf": False,
+                    "verify_iat": False,
+                    "verify_aud": False,
+                    "verify_iss": False,
+                },
+            )
         except jwt.PyJWTError as exc:
             raise InvalidToken(f"signature validation failed ({exc})") from None
 
@@ -126,12 +146,16 @@ class TokenService:
 
     # --- revoking ---
 
-    def revoke(self, *, everything: bool = False, user_id: str | None = None, app_id: str | None = None) -> int:
+    def revoke(
+        self, *, everything: bool = False, user_id: str | None = None, app_id: str | None = None
+    ) -> int:
         """Revoke every live token matching the selector; returns how many."""
         with self._lock:
             hits = [
-                t.jti for t in self._issued.values()
-                if everything or (user_id is not None and t.user_id == user_id)
+                t.jti
+                for t in self._issued.values()
+                if everything
+                or (user_id is not None and t.user_id == user_id)
                 or (app_id is not None and t.app_id == app_id)
             ]
             new = [j for j in hits if j not in self._revoked]
@@ -142,5 +166,12 @@ class TokenService:
 def _jwk(key: rsa.RSAPrivateKey) -> dict[str, Any]:
     numbers = key.public_key().public_numbers()
     kid = _key_id(key)
-    return {"kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid, "x5t": kid,
-            "n": _int_b64url(numbers.n), "e": _int_b64url(numbers.e)}
+    return {
+        "kty": "RSA",
+        "use": "sig",
+        "alg": "RS256",
+        "kid": kid,
+        "x5t": kid,
+        "n": _int_b64url(numbers.n),
+        "e": _int_b64url(numbers.e),
+    }

@@ -1,7 +1,7 @@
 """The FastAPI app of one replica: /mcp, /healthz, /readyz, /metrics; the lifespan runs the replica.
 
-    replica = build_replica(Settings())      # raises on bad configuration, touches no network
-    app = create_app(replica)                 # uvicorn runs it; the lifespan starts and stops the workers
+replica = build_replica(Settings())      # raises on bad configuration, touches no network
+app = create_app(replica)                 # uvicorn runs it; the lifespan starts and stops the workers
 """
 
 from __future__ import annotations
@@ -70,11 +70,16 @@ class _LeaseRoster:
             self._checked_at = now
             me = self._replica.replica_id
             try:
-                roster = await asyncio.wait_for(read_lease_roster(self._replica.backend, self._replica.clock()),
-                                                LEASE_ROSTER_TIMEOUT_S)
+                roster = await asyncio.wait_for(
+                    read_lease_roster(self._replica.backend, self._replica.clock()),
+                    LEASE_ROSTER_TIMEOUT_S,
+                )
                 self._detail = {"roles": {h.role: h.as_json(me) for h in roster}}
             except Exception as exc:  # noqa: BLE001 - whatever failed, readiness answers; the detail says so
-                self._detail = {"roles": {}, "error": f"lease records unreadable: {type(exc).__name__}"}
+                self._detail = {
+                    "roles": {},
+                    "error": f"lease records unreadable: {type(exc).__name__}",
+                }
         return self._detail
 
 
@@ -103,9 +108,15 @@ def create_app(replica: Replica) -> FastAPI:
     notifications: list[BaseRoute] = []
     if replica.notifications is not None:
         notifications += replica.notifications.receiver.routes()
-    app = FastAPI(title="entrabot-fleet", version=__version__, lifespan=lifespan,
-                  routes=replica.mcp.routes() + notifications,
-                  docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="entrabot-fleet",
+        version=__version__,
+        lifespan=lifespan,
+        routes=replica.mcp.routes() + notifications,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.add_middleware(McpHttpMetrics, metrics=replica.metrics)
 
     @app.get("/healthz")
@@ -122,19 +133,27 @@ def create_app(replica: Replica) -> FastAPI:
         if replica.phase is not Phase.RUNNING:
             problems.append(f"replica {replica.phase.value}")
         if not replica.supervisor.healthy:
-            problems += [f"loop {s.name} {s.state.value}" for s in replica.supervisor.statuses
-                         if s.state.value != "running"]
+            problems += [
+                f"loop {s.name} {s.state.value}"
+                for s in replica.supervisor.statuses
+                if s.state.value != "running"
+            ]
         backend_error, leases = await asyncio.gather(probe.error(), roster.detail())
         if backend_error:
             problems.append(backend_error)
         corrupt = replica.corrupt_cursors.chat_ids
         body = {
-            "ready": not problems, "replica": replica.replica_id, "problems": problems,
+            "ready": not problems,
+            "replica": replica.replica_id,
+            "problems": problems,
             "watched_chats": replica.watched_count,
             "loops": {s.name: s.state.value for s in replica.supervisor.statuses},
             # Not a problem for readiness: these chats are stalled everywhere, this replica serves
             # the rest; the operator repairs each with `entrabot-fleet repair-chat`.
-            "corrupt_chat_cursors": {"count": len(corrupt), "chat_ids": list(corrupt[:READYZ_CHAT_IDS_SHOWN])},
+            "corrupt_chat_cursors": {
+                "count": len(corrupt),
+                "chat_ids": list(corrupt[:READYZ_CHAT_IDS_SHOWN]),
+            },
             # Who holds each fleet-singleton role (chat_scanner, chat_sweep, discovery, subscription_manager),
             # as the lease records say; not a problem for readiness either way.
             "leases": leases,

@@ -77,12 +77,16 @@ class RepairPlan:
 
     def describe(self, now: datetime) -> list[str]:
         if self.newest is None:
-            return ["the chat has no messages: the new cursor has no watermark, so its first message is new"]
+            return [
+                "the chat has no messages: the new cursor has no watermark, so its first message is new"
+            ]
         created = as_utc(self.newest.created_date_time)
         hours = (as_utc(now) - created).total_seconds() / 3600
-        return [f"newest message {self.newest.id}, created {created.isoformat()} ({hours:.1f} h ago)",
-                f"new watermark {created.isoformat()}: that message and every older one count as seen and are "
-                "never pushed (read_teams_messages still reads them); messages posted after it are pushed"]
+        return [
+            f"newest message {self.newest.id}, created {created.isoformat()} ({hours:.1f} h ago)",
+            f"new watermark {created.isoformat()}: that message and every older one count as seen and are "
+            "never pushed (read_teams_messages still reads them); messages posted after it are pushed",
+        ]
 
 
 def plan_repair(chat_id: str, newest: ChatMessage | None, *, now: datetime) -> RepairPlan:
@@ -97,5 +101,9 @@ async def write_repair(backend: MemoryBackend, stored: StoredCursor, plan: Repai
     Raises ConcurrencyError when the value changed since (nothing written), StorageError otherwise.
     """
     if stored.state is not CursorState.CORRUPT or stored.etag is None:
-        raise ValueError(f"only a corrupt cursor with an ETag is repaired, not a {stored.state.value} one")
-    return await backend.write_text(stored.key, render_chat_cursor(plan.cursor), if_match=stored.etag)
+        raise ValueError(
+            f"only a corrupt cursor with an ETag is repaired, not a {stored.state.value} one"
+        )
+    return await backend.write_text(
+        stored.key, render_chat_cursor(plan.cursor), if_match=stored.etag
+    )

@@ -104,7 +104,9 @@ def say_which_persona_directory(found: ClaudeMemory | None) -> None:
         print(f"persona memory: {found.directory}{absent}, {found.why}")
 
 
-def refuse_copy_into_itself(target: MemoryBackend, sources: Sequence[tuple[Path, str]], *, instead: str) -> None:
+def refuse_copy_into_itself(
+    target: MemoryBackend, sources: Sequence[tuple[Path, str]], *, instead: str
+) -> None:
     """Without Blob settings the target is the local data directory, often the very source."""
     if not isinstance(target, LocalBackend):
         return
@@ -146,7 +148,9 @@ def parse_source(text: str) -> tuple[Path, str]:
 
 def add_project_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--project", type=Path, metavar="DIR",
+        "--project",
+        type=Path,
+        metavar="DIR",
         help="the folder Claude Code runs in for this agent, whose auto-memory directory "
         "(~/.claude/projects/<project>/memory, or its autoMemoryDirectory setting) is the default "
         "persona directory (default: the working directory)",
@@ -163,7 +167,9 @@ def configure_migrate(parser: argparse.ArgumentParser) -> None:
         f"ENTRABOT_DATA_DIR at the container root, and {PERSONA_DEFAULT} under {PERSONA_PREFIX})",
     )
     add_project_option(parser)
-    parser.add_argument("--dry-run", action="store_true", help="read and check every file, write nothing")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="read and check every file, write nothing"
+    )
 
 
 def run_migrate(args: argparse.Namespace) -> int:
@@ -178,8 +184,10 @@ async def migrate(args: argparse.Namespace) -> int:
     instead = "--source DIR[:PREFIX] for each directory to copy"
     sources = args.source
     if sources and args.project is not None:
-        raise ConfigurationError("--project only chooses the default persona directory; with --source, "
-                                 f"name it as DIR:{PERSONA_PREFIX}")
+        raise ConfigurationError(
+            "--project only chooses the default persona directory; with --source, "
+            f"name it as DIR:{PERSONA_PREFIX}"
+        )
     persona: ClaudeMemory | None = None
     if not sources:
         # data_dir() is the directory the backend resolution would use for local state.
@@ -191,7 +199,9 @@ async def migrate(args: argparse.Namespace) -> int:
         print(f"target: {target.describe()}")
         say_which_persona_directory(persona)
         with progress_bar("migrate", quiet=args.quiet) as progress:
-            report = await migrate_local_to_backend(sources, target, progress=progress, dry_run=args.dry_run)
+            report = await migrate_local_to_backend(
+                sources, target, progress=progress, dry_run=args.dry_run
+            )
     finally:
         await target.aclose()
     return print_report(report, dry_run=args.dry_run)
@@ -236,8 +246,12 @@ async def persona(args: argparse.Namespace) -> int:
 
     settings = settings_or_exit()
     if args.root is not None and args.project is not None:
-        raise ConfigurationError("pass --root or --project, not both: --project only chooses the default --root")
-    found = None if args.root is not None else claude_memory_or_exit(args.project, instead="--root DIR")
+        raise ConfigurationError(
+            "pass --root or --project, not both: --project only chooses the default --root"
+        )
+    found = (
+        None if args.root is not None else claude_memory_or_exit(args.project, instead="--root DIR")
+    )
     root = found.directory if found is not None else args.root.expanduser()
     target = await open_target(settings)
     try:
@@ -272,7 +286,9 @@ def port_number(text: str) -> int:
 
 def configure_serve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="address to listen on (default: ENTRABOT_HOST, 127.0.0.1)")
-    parser.add_argument("--port", type=port_number, help="port to listen on (default: ENTRABOT_PORT, 8080)")
+    parser.add_argument(
+        "--port", type=port_number, help="port to listen on (default: ENTRABOT_PORT, 8080)"
+    )
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -288,9 +304,16 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def configure_demo(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--replicas", type=int, default=3, help="replicas in the local fleet (default 3)")
-    parser.add_argument("--duration", type=float, default=None, metavar="SECONDS",
-                        help="stop after this many seconds (default: run until Ctrl-C)")
+    parser.add_argument(
+        "--replicas", type=int, default=3, help="replicas in the local fleet (default 3)"
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop after this many seconds (default: run until Ctrl-C)",
+    )
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -305,10 +328,16 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def configure_emulator(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seed", type=Path, default=None, help="tenant seed JSON (default: the demo tenant)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument(
+        "--seed", type=Path, default=None, help="tenant seed JSON (default: the demo tenant)"
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
     parser.add_argument("--port", type=int, default=8088, help="port to listen on (default 8088)")
-    parser.add_argument("--public-url", default=None, help="base URL clients reach it at (default: from requests)")
+    parser.add_argument(
+        "--public-url", default=None, help="base URL clients reach it at (default: from requests)"
+    )
 
 
 def run_emulator(args: argparse.Namespace) -> int:
@@ -317,7 +346,9 @@ def run_emulator(args: argparse.Namespace) -> int:
 
     seed = args.seed or demo_seed_path()
     if not Path(seed).is_file():
-        raise ConfigurationError(f"seed file {seed} does not exist; pass --seed FILE or omit it for the demo tenant")
+        raise ConfigurationError(
+            f"seed file {seed} does not exist; pass --seed FILE or omit it for the demo tenant"
+        )
     serve_emulator(seed, args.host, args.port, public_url=args.public_url)
     return 0
 
@@ -326,9 +357,14 @@ def run_emulator(args: argparse.Namespace) -> int:
 
 
 def configure_repair_chat(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("chat_id", metavar="CHAT_ID", help="the Teams chat id (as /readyz lists it)")
-    parser.add_argument("--yes", action="store_true",
-                        help="write the new cursor (without it: show what would be written, write nothing)")
+    parser.add_argument(
+        "chat_id", metavar="CHAT_ID", help="the Teams chat id (as /readyz lists it)"
+    )
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help="write the new cursor (without it: show what would be written, write nothing)",
+    )
 
 
 def run_repair_chat(args: argparse.Namespace) -> int:
@@ -340,7 +376,9 @@ async def repair_chat(chat_id: str, *, write: bool) -> int:
     from service.serve import ServeError, load_settings
 
     if not chat_id.strip():
-        raise ConfigurationError("CHAT_ID is empty; pass the chat id /readyz lists under corrupt_chat_cursors")
+        raise ConfigurationError(
+            "CHAT_ID is empty; pass the chat id /readyz lists under corrupt_chat_cursors"
+        )
     try:
         settings = load_settings()
     except ServeError as exc:
@@ -351,14 +389,18 @@ async def repair_chat(chat_id: str, *, write: bool) -> int:
         try:
             stored = await inspect_cursor(backend, chat_id)
         except StorageError as exc:
-            raise CommandFailed(f"could not read the cursor of chat {chat_id} ({type(exc).__name__}: {exc}); "
-                                "nothing written") from None
+            raise CommandFailed(
+                f"could not read the cursor of chat {chat_id} ({type(exc).__name__}: {exc}); "
+                "nothing written"
+            ) from None
         if stored.state is CursorState.READABLE:
             print(f"chat {chat_id}: the cursor {stored.key} is readable; nothing to repair")
             return EXIT_OK
         if stored.state is CursorState.NO_ETAG:
-            raise CommandFailed(f"the store returned {stored.key} without an ETag, so it cannot be replaced by "
-                                "compare-and-swap; nothing written (check the storage endpoint or proxy)")
+            raise CommandFailed(
+                f"the store returned {stored.key} without an ETag, so it cannot be replaced by "
+                "compare-and-swap; nothing written (check the storage endpoint or proxy)"
+            )
         return await _repair_from_graph(settings, backend, chat_id, stored, write=write)
     finally:
         await backend.aclose()
@@ -385,21 +427,29 @@ async def _repair_from_graph(
         try:
             newest = await graph.get_newest_chat_message(chat_id)
         except (GraphNotFound, GraphForbidden) as exc:
-            raise CommandFailed(f"Graph does not show chat {chat_id} to the agent user (HTTP {exc.status}); "
-                                "check the chat id; nothing written") from None
+            raise CommandFailed(
+                f"Graph does not show chat {chat_id} to the agent user (HTTP {exc.status}); "
+                "check the chat id; nothing written"
+            ) from None
         except GraphConnectionError as exc:
-            raise CommandFailed(f"{exc}; check ENTRABOT_GRAPH_URL ({settings.graph_url}) and the network path to "
-                                "it; nothing written") from None
+            raise CommandFailed(
+                f"{exc}; check ENTRABOT_GRAPH_URL ({settings.graph_url}) and the network path to "
+                "it; nothing written"
+            ) from None
         except GraphError as exc:
             raise CommandFailed(f"{type(exc).__name__}: {exc}; nothing written") from None
     if stored.state is CursorState.ABSENT:
-        print(f"chat {chat_id}: no cursor yet, nothing to repair (a replica bootstraps it when it first sees "
-              "the chat)")
+        print(
+            f"chat {chat_id}: no cursor yet, nothing to repair (a replica bootstraps it when it first sees "
+            "the chat)"
+        )
         return EXIT_OK
     now = utc_now()
     plan = plan_repair(chat_id, newest, now=now)
-    print(f"chat {chat_id}: the cursor {stored.key} is corrupt ({stored.problem}); the chat is stalled on "
-          "every replica")
+    print(
+        f"chat {chat_id}: the cursor {stored.key} is corrupt ({stored.problem}); the chat is stalled on "
+        "every replica"
+    )
     for line in plan.describe(now):
         print(f"  {line}")
     if not write:
@@ -408,13 +458,19 @@ async def _repair_from_graph(
     try:
         await write_repair(backend, stored, plan)
     except ConcurrencyError:
-        raise CommandFailed(f"the cursor of chat {chat_id} changed since it was read (another repair?); nothing "
-                            "written; run the command again to see its state") from None
+        raise CommandFailed(
+            f"the cursor of chat {chat_id} changed since it was read (another repair?); nothing "
+            "written; run the command again to see its state"
+        ) from None
     except StorageError as exc:
-        raise CommandFailed(f"writing the cursor of chat {chat_id} failed ({type(exc).__name__}: {exc}); run the "
-                            "command again to see whether it landed") from None
-    print(f"repaired: wrote {stored.key} over the corrupt value (If-Match on its ETag); replicas poll the chat "
-          "again on their next cycle")
+        raise CommandFailed(
+            f"writing the cursor of chat {chat_id} failed ({type(exc).__name__}: {exc}); run the "
+            "command again to see whether it landed"
+        ) from None
+    print(
+        f"repaired: wrote {stored.key} over the corrupt value (If-Match on its ETag); replicas poll the chat "
+        "again on their next cycle"
+    )
     return EXIT_OK
 
 
@@ -433,11 +489,19 @@ def run_doctor(args: argparse.Namespace) -> int:
 def configure_signin(parser: argparse.ArgumentParser) -> None:
     from service.signin.command import DEFAULT_TIMEOUT_S
 
-    parser.add_argument("--replace", action="store_true",
-                        help="sign in as someone other than the person the container holds (then restart the replicas)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                        help=f"give up waiting for the person after this long (default {DEFAULT_TIMEOUT_S:.0f}, "
-                        "the code's own lifetime)")
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="sign in as someone other than the person the container holds (then restart the replicas)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"give up waiting for the person after this long (default {DEFAULT_TIMEOUT_S:.0f}, "
+        "the code's own lifetime)",
+    )
 
 
 def run_signin(args: argparse.Namespace) -> int:
@@ -463,8 +527,9 @@ async def signin(*, replace: bool, timeout_s: float) -> int:
     except SignInEnded as exc:
         raise CommandFailed(str(exc)) from None
     except StorageError as exc:
-        raise CommandFailed(f"the sign-in could not be stored ({type(exc).__name__}: {exc}); run the command "
-                            "again") from None
+        raise CommandFailed(
+            f"the sign-in could not be stored ({type(exc).__name__}: {exc}); run the command again"
+        ) from None
     finally:
         await backend.aclose()
     return EXIT_OK
@@ -555,7 +620,10 @@ def common_options(*, top_level: bool = False) -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument("--quiet", action="store_true", default=default, help="no progress bar")
     options.add_argument(
-        "--debug", action="store_true", default=default, help="print a traceback on unexpected errors"
+        "--debug",
+        action="store_true",
+        default=default,
+        help="print a traceback on unexpected errors",
     )
     return options
 

@@ -32,7 +32,14 @@ import socket
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.domain.reaction_type import check_reaction_type
@@ -40,14 +47,20 @@ from service.signin.sealing import decode_key
 
 DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
 DEFAULT_GRAPH_URL = "https://graph.microsoft.com/v1.0"
-MAX_CLIENT_STATE_CHARS = 128  # Graph: subscription resource type, clientState "maximum length is 128 characters"
+MAX_CLIENT_STATE_CHARS = (
+    128  # Graph: subscription resource type, clientState "maximum length is 128 characters"
+)
 
 
 class Settings(BaseSettings):
     # hide_input_in_errors: a refused value may be a secret (a sealing key, a client state), and
     # `doctor` prints the validation error.
     model_config = SettingsConfigDict(
-        env_prefix="ENTRABOT_", env_file=".env", env_file_encoding="utf-8", extra="ignore", frozen=True,
+        env_prefix="ENTRABOT_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        frozen=True,
         hide_input_in_errors=True,
     )
 
@@ -183,7 +196,12 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
 
     @field_validator(
-        "data_dir", "keep_memory_local", "blob_endpoint", "blob_container", "blob_connection_string", "blob_auth",
+        "data_dir",
+        "keep_memory_local",
+        "blob_endpoint",
+        "blob_container",
+        "blob_connection_string",
+        "blob_auth",
         mode="before",
     )
     @classmethod
@@ -213,12 +231,21 @@ class Settings(BaseSettings):
     @classmethod
     def _sealing_key_decodes(cls, v: SecretStr | None) -> SecretStr | None:
         if v is not None:
-            decode_key(v.get_secret_value())  # its ValueError says what the key must be, never the value
+            decode_key(
+                v.get_secret_value()
+            )  # its ValueError says what the key must be, never the value
         return v
 
-    @field_validator("chat_poll_interval_s", "discovery_interval_s", "email_poll_interval_s",
-                     "permission_request_timeout_s", "chat_scan_interval_s", "chat_scan_relaxed_interval_s",
-                     "chat_scan_active_interval_s", "chat_sweep_interval_s")
+    @field_validator(
+        "chat_poll_interval_s",
+        "discovery_interval_s",
+        "email_poll_interval_s",
+        "permission_request_timeout_s",
+        "chat_scan_interval_s",
+        "chat_scan_relaxed_interval_s",
+        "chat_scan_active_interval_s",
+        "chat_sweep_interval_s",
+    )
     @classmethod
     def _positive(cls, v: float) -> float:
         if v <= 0:
@@ -229,7 +256,11 @@ class Settings(BaseSettings):
     @classmethod
     def _active_scan_follows_a_shorter_quiet_one(cls, data: Any) -> Any:
         """Only the quiet interval set, shorter than the active default: scan at it throughout."""
-        if not isinstance(data, dict) or "chat_scan_active_interval_s" in data or "chat_scan_interval_s" not in data:
+        if (
+            not isinstance(data, dict)
+            or "chat_scan_active_interval_s" in data
+            or "chat_scan_interval_s" not in data
+        ):
             return data
         try:
             quiet = float(data["chat_scan_interval_s"])
@@ -243,28 +274,38 @@ class Settings(BaseSettings):
     def _active_scan_not_slower(self) -> Settings:
         if self.chat_scan_active_interval_s <= self.chat_scan_interval_s:
             return self
-        raise ValueError(f"ENTRABOT_CHAT_SCAN_ACTIVE_INTERVAL_S ({self.chat_scan_active_interval_s} s) must be at "
-                         f"most ENTRABOT_CHAT_SCAN_INTERVAL_S ({self.chat_scan_interval_s} s): the scan while chats "
-                         "are active is the faster one")
+        raise ValueError(
+            f"ENTRABOT_CHAT_SCAN_ACTIVE_INTERVAL_S ({self.chat_scan_active_interval_s} s) must be at "
+            f"most ENTRABOT_CHAT_SCAN_INTERVAL_S ({self.chat_scan_interval_s} s): the scan while chats "
+            "are active is the faster one"
+        )
 
     @model_validator(mode="after")
     def _sponsor_list_outlives_a_refresh(self) -> Settings:
         if self.sponsor_stale_after_s > self.sponsor_refresh_interval_s:
             return self
-        raise ValueError(f"ENTRABOT_SPONSOR_STALE_AFTER_S ({self.sponsor_stale_after_s} s) must be longer than "
-                         f"ENTRABOT_SPONSOR_REFRESH_INTERVAL_S ({self.sponsor_refresh_interval_s} s), or the "
-                         "sponsors would stop counting between two good reads")
+        raise ValueError(
+            f"ENTRABOT_SPONSOR_STALE_AFTER_S ({self.sponsor_stale_after_s} s) must be longer than "
+            f"ENTRABOT_SPONSOR_REFRESH_INTERVAL_S ({self.sponsor_refresh_interval_s} s), or the "
+            "sponsors would stop counting between two good reads"
+        )
 
     @field_validator("notification_client_state")
     @classmethod
-    def _client_state_fits_graph(cls, v: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+    def _client_state_fits_graph(
+        cls, v: SecretStr | None, info: ValidationInfo
+    ) -> SecretStr | None:
         if v is None or not v.get_secret_value():
             if info.data.get("notification_url"):
-                raise ValueError("required when ENTRABOT_NOTIFICATION_URL is set (a random secret of at most "
-                                 f"{MAX_CLIENT_STATE_CHARS} characters)")
+                raise ValueError(
+                    "required when ENTRABOT_NOTIFICATION_URL is set (a random secret of at most "
+                    f"{MAX_CLIENT_STATE_CHARS} characters)"
+                )
             return None
         if len(v.get_secret_value()) > MAX_CLIENT_STATE_CHARS:
-            raise ValueError(f"must be at most {MAX_CLIENT_STATE_CHARS} characters (Graph's clientState limit)")
+            raise ValueError(
+                f"must be at most {MAX_CLIENT_STATE_CHARS} characters (Graph's clientState limit)"
+            )
         return v
 
     @property

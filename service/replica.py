@@ -89,11 +89,17 @@ class Replica:
     clock: Clock = utc_now
     directory: GraphClient | None = None  # the agent identity's app-only Graph client (sponsors)
     notifications: Notifications | None = None  # Graph change notifications, when a URL is set
-    intents: ClaimIntents | None = None  # acknowledged delivery: what hosts are owed, before each claim
+    intents: ClaimIntents | None = (
+        None  # acknowledged delivery: what hosts are owed, before each claim
+    )
     keeper: HostKeeper | None = None  # acknowledged delivery: the hosts this replica serves
-    ack_reactions: AckReactions | None = None  # ENTRABOT_DELIVERY_ACK_REACTION: the agent reacts to what was acknowledged
+    ack_reactions: AckReactions | None = (
+        None  # ENTRABOT_DELIVERY_ACK_REACTION: the agent reacts to what was acknowledged
+    )
     delivery_sweep: DeliverySweep | None = None
-    graph_backoff: FleetBackoff | None = None  # the fleet's shared Graph hold, read and written by a loop
+    graph_backoff: FleetBackoff | None = (
+        None  # the fleet's shared Graph hold, read and written by a loop
+    )
     supervisor: Supervisor = field(init=False)
     corrupt_cursors: CorruptCursors = field(init=False)
     phase: Phase = Phase.STARTING
@@ -116,23 +122,45 @@ class Replica:
         log.info("state backend resolved: %s", self.backend.describe())
         await note_ignored_local_poll_state(self.settings.data_dir, is_cloud=self.is_cloud)
         if self.graph_backoff is not None:
-            await self.graph_backoff.cycle()  # a replica (re)started during an outage holds from its first request
+            await (
+                self.graph_backoff.cycle()
+            )  # a replica (re)started during an outage holds from its first request
         self.agent = await self._load_agent()
         s = self.settings
         wired = await wire_workers(
-            settings=s, backend=self.backend, is_cloud=self.is_cloud, graph=self.graph, hub=self.hub,
-            agent=self.agent, gate=self.gate, replica_id=self.replica_id, metrics=self.metrics, clock=self.clock,
-            directory=self.directory, corrupt_cursors=self.corrupt_cursors,
-            notifications_flowing=self.notifications.chat_subscription_live if self.notifications else None,
+            settings=s,
+            backend=self.backend,
+            is_cloud=self.is_cloud,
+            graph=self.graph,
+            hub=self.hub,
+            agent=self.agent,
+            gate=self.gate,
+            replica_id=self.replica_id,
+            metrics=self.metrics,
+            clock=self.clock,
+            directory=self.directory,
+            corrupt_cursors=self.corrupt_cursors,
+            notifications_flowing=self.notifications.chat_subscription_live
+            if self.notifications
+            else None,
             intents=self.intents,
         )
-        self.watched, self.chat_poller, discovery = wired.watched, wired.chat_poller, wired.discovery
+        self.watched, self.chat_poller, discovery = (
+            wired.watched,
+            wired.chat_poller,
+            wired.discovery,
+        )
         register_tools(self.mcp.tools, wired.tool_deps)
         sup = self.supervisor
         # Sponsors and chat members first: a sponsor wait is only as good as the gate behind it.
         await discovery.cycle()
-        sup.add("chat_poll", self.chat_poller.cycle, interval_s=s.chat_poll_interval_s,
-                jitter_s=s.chat_poll_jitter_s, wake=self.hub.wait_for_change)
+        sup.add(
+            "chat_poll",
+            self.chat_poller.cycle,
+            interval_s=s.chat_poll_interval_s,
+            jitter_s=s.chat_poll_jitter_s,
+            wake=self.hub.wait_for_change,
+        )
         email_wake: Callable[[], Awaitable[None]] = self.hub.wait_for_change
         if self.notifications is not None:
             mail_nudge, email_poller = self.notifications.mail_nudge, wired.email_poller
@@ -143,29 +171,70 @@ class Replica:
 
             email_wake = first_of(self.hub.wait_for_change, mail_announced)
             manager = self.notifications.manager(self.graph, self.agent.object_id, self.replica_id)
-            sup.add("subscriptions", manager.cycle, interval_s=manager.interval_s, wake=manager.poked.wait)
-        sup.add("email_poll", wired.email_poller.cycle, interval_s=s.email_poll_interval_s, wake=email_wake)
+            sup.add(
+                "subscriptions",
+                manager.cycle,
+                interval_s=manager.interval_s,
+                wake=manager.poked.wait,
+            )
+        sup.add(
+            "email_poll",
+            wired.email_poller.cycle,
+            interval_s=s.email_poll_interval_s,
+            wake=email_wake,
+        )
         # The first cycle ran above. The loop runs at the discovery lease's renewal cadence; the walk
         # (agent-user mode only) and the snapshot reads keep discovery_interval_s.
-        sup.add("discovery", discovery.cycle, interval_s=discovery.interval_s, first_after_s=discovery.interval_s)
+        sup.add(
+            "discovery",
+            discovery.cycle,
+            interval_s=discovery.interval_s,
+            first_after_s=discovery.interval_s,
+        )
         sup.add("daily_summary", _discard(wired.summary.run_if_due), interval_s=SUMMARY_INTERVAL_S)
         if self.keeper is not None:
             sup.add("host_deliveries", self.keeper.cycle, interval_s=KEEPER_TICK_S)
             ttl = timedelta(seconds=s.delivery_sweep_lease_ttl_s)
-            lease = Lease(self.backend, DELIVERY_SWEEP_ROLE, self.replica_id, ttl=ttl, margin=ttl / 10,
-                          clock=self.clock, metrics=self.metrics)
+            lease = Lease(
+                self.backend,
+                DELIVERY_SWEEP_ROLE,
+                self.replica_id,
+                ttl=ttl,
+                margin=ttl / 10,
+                clock=self.clock,
+                metrics=self.metrics,
+            )
             self.delivery_sweep = DeliverySweep(
-                lease, self.keeper.records, self.keeper.lookup, interval_s=s.delivery_sweep_interval_s,
-                move_after_s=s.delivery_move_after_s, clock=self.clock, metrics=self.metrics)
+                lease,
+                self.keeper.records,
+                self.keeper.lookup,
+                interval_s=s.delivery_sweep_interval_s,
+                move_after_s=s.delivery_move_after_s,
+                clock=self.clock,
+                metrics=self.metrics,
+            )
             # Often enough to renew the lease in time (a short one in tests).
-            sup.add("delivery_sweep", self.delivery_sweep.cycle,
-                    interval_s=min(s.delivery_sweep_interval_s, 10.0, lease.renew_every.total_seconds()))
+            sup.add(
+                "delivery_sweep",
+                self.delivery_sweep.cycle,
+                interval_s=min(
+                    s.delivery_sweep_interval_s, 10.0, lease.renew_every.total_seconds()
+                ),
+            )
         if self.ack_reactions is not None:
-            sup.add("ack_reactions", self.ack_reactions.cycle, interval_s=ACK_REACTIONS_INTERVAL_S,
-                    wake=self.ack_reactions.wait_for_work)
+            sup.add(
+                "ack_reactions",
+                self.ack_reactions.cycle,
+                interval_s=ACK_REACTIONS_INTERVAL_S,
+                wake=self.ack_reactions.wait_for_work,
+            )
         if self.graph_backoff is not None:
-            sup.add("graph_backoff", self.graph_backoff.cycle, interval_s=READ_EVERY_S,
-                    wake=self.graph_backoff.announced)
+            sup.add(
+                "graph_backoff",
+                self.graph_backoff.cycle,
+                interval_s=READ_EVERY_S,
+                wake=self.graph_backoff.announced,
+            )
         self._supervisor_task = asyncio.create_task(sup.run(), name="supervisor")
         self.phase = Phase.RUNNING
 
@@ -186,7 +255,9 @@ class Replica:
             for role in self.chat_poller.roles:
                 await role.lease.release()  # a successor scans at once, not a lease ttl later
             if self.chat_poller.readers is not None:
-                await self.chat_poller.readers.leave()  # the others stop waiting for this replica's turns
+                await (
+                    self.chat_poller.readers.leave()
+                )  # the others stop waiting for this replica's turns
         if self.delivery_sweep is not None and self._supervisor_task is not None:
             await self.delivery_sweep.lease.release()
 
@@ -206,7 +277,9 @@ class Replica:
         delay = 1.0
         for attempt in range(1, AGENT_LOOKUP_ATTEMPTS + 1):
             try:
-                return await load_agent_user(self.graph, posts_as_person=self.settings.auth_mode == "delegated")
+                return await load_agent_user(
+                    self.graph, posts_as_person=self.settings.auth_mode == "delegated"
+                )
             except GraphError as exc:
                 if attempt == AGENT_LOOKUP_ATTEMPTS or not _answered_later(exc):
                     raise _naming_graph_url(exc, self.settings.graph_url) from None
@@ -233,8 +306,12 @@ def _answered_later(exc: GraphError) -> bool:
 def _naming_graph_url(exc: GraphError, graph_url: str) -> GraphError:
     """The same error, its message naming ENTRABOT_GRAPH_URL when Graph itself did not answer."""
     if isinstance(exc, (GraphConnectionError, GraphServerError)):
-        return type(exc)(f"{exc}; check ENTRABOT_GRAPH_URL ({graph_url}) and the network path to it",
-                         status=exc.status, code=exc.code, request_id=exc.request_id)
+        return type(exc)(
+            f"{exc}; check ENTRABOT_GRAPH_URL ({graph_url}) and the network path to it",
+            status=exc.status,
+            code=exc.code,
+            request_id=exc.request_id,
+        )
     return exc
 
 
@@ -265,30 +342,66 @@ def build_replica(
     rid = replica_id or settings.replica_id or default_replica_id()
     delegated = settings.auth_mode == "delegated"
     if delegated:
-        check_delegated_settings(settings)  # before the backend: its Blob auth cannot be the agent user's
+        check_delegated_settings(
+            settings
+        )  # before the backend: its Blob auth cannot be the agent user's
     # Agent-user mode: the tokens first, since the agent user's storage token may be the Blob credential.
     # Delegated mode: the backend first, since the signed-in person's tokens are kept in it.
     tokens = None if delegated else token_provider_from_settings(settings, http, metrics=metrics)
     if backend is None:
         is_cloud = isinstance(choose_backend(settings), BlobChoice)
-        backend = get_backend(settings, metrics=metrics,
-                              storage_token_provider=storage_token_provider(tokens) if tokens else None)
+        backend = get_backend(
+            settings,
+            metrics=metrics,
+            storage_token_provider=storage_token_provider(tokens) if tokens else None,
+        )
     clients = build_clients(settings, backend, http, replica_id=rid, metrics=metrics, tokens=tokens)
     records = HostRecords(backend, metrics=metrics)
-    intents = ClaimIntents(clients.hub, records, FaultPoints.from_env(fault_point_environment()), clock=clock)
+    intents = ClaimIntents(
+        clients.hub, records, FaultPoints.from_env(fault_point_environment()), clock=clock
+    )
     # Off by default: a reaction is visible to everyone in the chat, so an operator chooses it.
-    reactions = AckReactions(clients.graph, settings.delivery_ack_reaction, metrics=metrics) \
-        if settings.delivery_ack_reaction else None
-    keeper = HostKeeper(records, ClaimLookup(backend), clients.hub, rid, in_flight=intents.in_flight, metrics=metrics,
-                        clock=clock, redeliver_after_s=settings.delivery_redeliver_after_s,
-                        acknowledged_here=reactions.offer if reactions is not None else None,
-                        refresh_s=settings.delivery_refresh_s)
-    mcp = build_mcp(settings, clients.hub, metrics=metrics, http_client=http, instructions=FLEET_INSTRUCTIONS,
-                    keeper=keeper)
+    reactions = (
+        AckReactions(clients.graph, settings.delivery_ack_reaction, metrics=metrics)
+        if settings.delivery_ack_reaction
+        else None
+    )
+    keeper = HostKeeper(
+        records,
+        ClaimLookup(backend),
+        clients.hub,
+        rid,
+        in_flight=intents.in_flight,
+        metrics=metrics,
+        clock=clock,
+        redeliver_after_s=settings.delivery_redeliver_after_s,
+        acknowledged_here=reactions.offer if reactions is not None else None,
+        refresh_s=settings.delivery_refresh_s,
+    )
+    mcp = build_mcp(
+        settings,
+        clients.hub,
+        metrics=metrics,
+        http_client=http,
+        instructions=FLEET_INSTRUCTIONS,
+        keeper=keeper,
+    )
     return Replica(
-        settings=settings, backend=backend, is_cloud=bool(is_cloud), http=http, graph=clients.graph,
-        hub=clients.hub, gate=clients.gate, mcp=mcp, metrics=metrics, replica_id=rid, clock=clock,
-        directory=clients.directory, graph_backoff=clients.graph_backoff,
+        settings=settings,
+        backend=backend,
+        is_cloud=bool(is_cloud),
+        http=http,
+        graph=clients.graph,
+        hub=clients.hub,
+        gate=clients.gate,
+        mcp=mcp,
+        metrics=metrics,
+        replica_id=rid,
+        clock=clock,
+        directory=clients.directory,
+        graph_backoff=clients.graph_backoff,
         notifications=notifications_from_settings(settings, backend, metrics, clock),
-        intents=intents, keeper=keeper, ack_reactions=reactions,
+        intents=intents,
+        keeper=keeper,
+        ack_reactions=reactions,
     )

@@ -49,24 +49,47 @@ def build_clients(
 ) -> ReplicaClients:
     """``tokens``: the provider, when the caller needed it before the backend (Blob tokens) or built it
     from other credentials; ``retry_policy``: the Graph client's (default: the service's)."""
-    tokens = tokens or replica_tokens(settings, backend, http, replica_id=replica_id, metrics=metrics)
+    tokens = tokens or replica_tokens(
+        settings, backend, http, replica_id=replica_id, metrics=metrics
+    )
     # On real time, like the Graph client's own holds: a Retry-After is a wall-clock promise.
     graph_backoff = FleetBackoff(backend, replica_id, metrics=metrics)
-    graph = GraphClient(settings.graph_url, tokens, http=http, metrics=metrics, shared_hold=graph_backoff,
-                        retry_policy=retry_policy)
-    directory = (graph.with_tokens(tokens.agent_identity_tokens()) if isinstance(tokens, AgentUserTokenProvider)
-                 else None)
+    graph = GraphClient(
+        settings.graph_url,
+        tokens,
+        http=http,
+        metrics=metrics,
+        shared_hold=graph_backoff,
+        retry_policy=retry_policy,
+    )
+    directory = (
+        graph.with_tokens(tokens.agent_identity_tokens())
+        if isinstance(tokens, AgentUserTokenProvider)
+        else None
+    )
     return ReplicaClients(
-        tokens=tokens, graph=graph, directory=directory, graph_backoff=graph_backoff,
-        hub=DeliveryHub(metrics=metrics), gate=SponsorGate((), tenant_id=settings.tenant_id),
+        tokens=tokens,
+        graph=graph,
+        directory=directory,
+        graph_backoff=graph_backoff,
+        hub=DeliveryHub(metrics=metrics),
+        gate=SponsorGate((), tenant_id=settings.tenant_id),
     )
 
 
-def replica_tokens(settings: Settings, backend: MemoryBackend, http: httpx.AsyncClient, *, replica_id: str,
-                   metrics: Metrics | None = None) -> TokenProvider:
+def replica_tokens(
+    settings: Settings,
+    backend: MemoryBackend,
+    http: httpx.AsyncClient,
+    *,
+    replica_id: str,
+    metrics: Metrics | None = None,
+) -> TokenProvider:
     """Whom the replica acts as, by ENTRABOT_AUTH_MODE: the agent user (three hops), or the signed-in
     person whose sealed record is in ``backend`` (delegated mode). TokenConfigurationError names what
     to set."""
     if settings.auth_mode == "delegated":
-        return delegated_token_provider(settings, backend, http, replica_id=replica_id, metrics=metrics)
+        return delegated_token_provider(
+            settings, backend, http, replica_id=replica_id, metrics=metrics
+        )
     return token_provider_from_settings(settings, http, metrics=metrics)

@@ -47,8 +47,12 @@ class DrainingServer(uvicorn.Server):
     lost. So the first signal stops claiming and waits for the cycle in flight; a second one exits now.
     """
 
-    def __init__(self, config: uvicorn.Config, replica: Replica,
-                 on_listening: Callable[[Replica], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        replica: Replica,
+        on_listening: Callable[[Replica], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self._replica = replica
         self._on_listening = on_listening
@@ -90,8 +94,10 @@ def bind_listener(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         reason = exc.strerror or type(exc).__name__
-        raise ServeError(f"cannot listen on {host}:{port} ({reason}); set ENTRABOT_PORT (or --port) to a free port, "
-                         "or ENTRABOT_HOST to an address of this machine") from None
+        raise ServeError(
+            f"cannot listen on {host}:{port} ({reason}); set ENTRABOT_PORT (or --port) to a free port, "
+            "or ENTRABOT_HOST to an address of this machine"
+        ) from None
     return sock
 
 
@@ -114,8 +120,13 @@ def serve(*, host: str | None = None, port: int | None = None) -> int:
     provider = configure_tracing(settings.otlp_endpoint, replica_id=replica.replica_id)
     app = create_app(replica)
     config = uvicorn.Config(
-        app, host=settings.host, port=settings.port, log_config=None, access_log=False,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, lifespan="on",
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        lifespan="on",
     )
     server = DrainingServer(config, replica, on_listening=announce)
     try:

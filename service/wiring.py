@@ -106,61 +106,143 @@ async def wire_workers(
     await watched.load()
     recorder = DeliveryRecorder(interactions, replica_id, clock=clock)
     sent = SentMessages(backend, replica_id, clock=clock, metrics=metrics)
-    permissions = None if delegated else PermissionRequests(backend, replica_id, clock=clock, metrics=metrics)
+    permissions = (
+        None if delegated else PermissionRequests(backend, replica_id, clock=clock, metrics=metrics)
+    )
     if delegated:
         gate.replace_sponsors([Sponsor(agent.object_id, agent.upn, agent.mail, agent.display_name)])
-    chat_ledger = ChatLedger[OfferedMessage](backend, clock=clock, metrics=metrics, corrupt=corrupt_cursors)
+    chat_ledger = ChatLedger[OfferedMessage](
+        backend, clock=clock, metrics=metrics, corrupt=corrupt_cursors
+    )
     hint_log = HintLog(backend, clock=clock)
 
     def lease(role: str, ttl: timedelta = Lease.ttl, margin: timedelta = Lease.margin) -> Lease:
-        return Lease(backend, role, replica_id, ttl=ttl, margin=margin, clock=clock, metrics=metrics)
+        return Lease(
+            backend, role, replica_id, ttl=ttl, margin=margin, clock=clock, metrics=metrics
+        )
 
-    scanner = ChatScanner(graph, lease(chat_scan.ROLE, ttl=chat_scan.LEASE_TTL, margin=chat_scan.LEASE_MARGIN),
-                          hint_log, watched,
-                          interval_s=settings.chat_scan_interval_s,
-                          active_interval_s=settings.chat_scan_active_interval_s,
-                          relaxed_interval_s=settings.chat_scan_relaxed_interval_s,
-                          notifications_flowing=notifications_flowing, clock=clock, metrics=metrics,
-                          watched_only=delegated)
-    sweep = ChatSweep(graph, lease(chat_sweep.ROLE, ttl=chat_scan.LEASE_TTL, margin=chat_scan.LEASE_MARGIN), hint_log, chat_ledger, watched,
-                      interval_s=settings.chat_sweep_interval_s, clock=clock, metrics=metrics, watched_only=delegated)
+    scanner = ChatScanner(
+        graph,
+        lease(chat_scan.ROLE, ttl=chat_scan.LEASE_TTL, margin=chat_scan.LEASE_MARGIN),
+        hint_log,
+        watched,
+        interval_s=settings.chat_scan_interval_s,
+        active_interval_s=settings.chat_scan_active_interval_s,
+        relaxed_interval_s=settings.chat_scan_relaxed_interval_s,
+        notifications_flowing=notifications_flowing,
+        clock=clock,
+        metrics=metrics,
+        watched_only=delegated,
+    )
+    sweep = ChatSweep(
+        graph,
+        lease(chat_sweep.ROLE, ttl=chat_scan.LEASE_TTL, margin=chat_scan.LEASE_MARGIN),
+        hint_log,
+        chat_ledger,
+        watched,
+        interval_s=settings.chat_sweep_interval_s,
+        clock=clock,
+        metrics=metrics,
+        watched_only=delegated,
+    )
     chat_poller = ChatPoller(
-        conversations=ChatMessagesReader(graph, gate), ledger=chat_ledger, watched=watched, hub=hub, agent=agent,
-        recorder=recorder, hints=HintReader(backend, clock=clock), metrics=metrics, clock=clock,
+        conversations=ChatMessagesReader(graph, gate),
+        ledger=chat_ledger,
+        watched=watched,
+        hub=hub,
+        agent=agent,
+        recorder=recorder,
+        hints=HintReader(backend, clock=clock),
+        metrics=metrics,
+        clock=clock,
         concurrency=settings.chat_poll_concurrency,
-        first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h), sent=sent,
-        permissions=permissions, roles=(scanner, sweep), readers=ReaderRoster(backend, replica_id, clock=clock),
-        read_spread_s=settings.chat_read_spread_s, min_read_gap_s=settings.chat_read_gap_s,
-        on_notification_hint=scanner.heard_notification, intents=intents,
+        first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h),
+        sent=sent,
+        permissions=permissions,
+        roles=(scanner, sweep),
+        readers=ReaderRoster(backend, replica_id, clock=clock),
+        read_spread_s=settings.chat_read_spread_s,
+        min_read_gap_s=settings.chat_read_gap_s,
+        on_notification_hint=scanner.heard_notification,
+        intents=intents,
     )
     discovery = Discovery(
-        graph, watched, gate, lease(DISCOVERY_ROLE),
-        ChatMembers(backend, metrics=metrics), interval=settings.discovery_interval_s, metrics=metrics,
+        graph,
+        watched,
+        gate,
+        lease(DISCOVERY_ROLE),
+        ChatMembers(backend, metrics=metrics),
+        interval=settings.discovery_interval_s,
+        metrics=metrics,
         sponsors=SponsorRefresher(
-            gate, graph, settings.agent_identity_id, directory, interval_s=settings.sponsor_refresh_interval_s,
-            stale_after_s=settings.sponsor_stale_after_s, metrics=metrics,
-        ) if settings.agent_identity_id and not delegated else None,
+            gate,
+            graph,
+            settings.agent_identity_id,
+            directory,
+            interval_s=settings.sponsor_refresh_interval_s,
+            stale_after_s=settings.sponsor_stale_after_s,
+            metrics=metrics,
+        )
+        if settings.agent_identity_id and not delegated
+        else None,
         walks=not delegated,
     )
     email_poller = EmailPoller(
-        graph, EmailClaimer(backend, is_cloud=is_cloud, clock=clock, metrics=metrics), hub, agent, recorder,
+        graph,
+        EmailClaimer(backend, is_cloud=is_cloud, clock=clock, metrics=metrics),
+        hub,
+        agent,
+        recorder,
         clock=clock,
-        turn=PollTurn(backend, "email_poll", replica_id, timedelta(seconds=settings.email_poll_interval_s),
-                      clock=clock),
+        turn=PollTurn(
+            backend,
+            "email_poll",
+            replica_id,
+            timedelta(seconds=settings.email_poll_interval_s),
+            clock=clock,
+        ),
         intents=intents,
     )
     mail = MailSender(graph, clock)
     # Sponsors are read only with an agent identity and its app-only client; without them nobody is mailed.
     reads_sponsors = bool(settings.agent_identity_id) and directory is not None
     summary_mail = SponsorSummaryMail(gate, mail, reads_sponsors=reads_sponsors)
-    summary = DailySummaryProducer(backend, interactions, promises=promises, mailer=summary_mail, clock=clock,
-                                   metrics=metrics)
-    tool_deps = ToolDeps(
-        settings=settings, graph=graph, agent=agent, hub=hub, watched=watched, chat_poller=chat_poller,
-        discovery=discovery, gate=gate, promises=promises, interactions=interactions, summary=summary,
-        replica_id=replica_id, clock=clock, sent_messages=sent, permissions=permissions,
-        mail=mail,
-        chat=ChatSender(graph, agent.object_id, clock,
-                        record=sent if settings.auth_mode == "delegated" else None),
+    summary = DailySummaryProducer(
+        backend, interactions, promises=promises, mailer=summary_mail, clock=clock, metrics=metrics
     )
-    return Workers(watched, interactions, promises, sent, permissions, chat_poller, email_poller, discovery, summary, tool_deps)
+    tool_deps = ToolDeps(
+        settings=settings,
+        graph=graph,
+        agent=agent,
+        hub=hub,
+        watched=watched,
+        chat_poller=chat_poller,
+        discovery=discovery,
+        gate=gate,
+        promises=promises,
+        interactions=interactions,
+        summary=summary,
+        replica_id=replica_id,
+        clock=clock,
+        sent_messages=sent,
+        permissions=permissions,
+        mail=mail,
+        chat=ChatSender(
+            graph,
+            agent.object_id,
+            clock,
+            record=sent if settings.auth_mode == "delegated" else None,
+        ),
+    )
+    return Workers(
+        watched,
+        interactions,
+        promises,
+        sent,
+        permissions,
+        chat_poller,
+        email_poller,
+        discovery,
+        summary,
+        tool_deps,
+    )

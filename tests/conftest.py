@@ -60,14 +60,19 @@ async def blob_backend(azurite: Azurite, container_name: str) -> AsyncIterator[B
 
 
 @pytest.fixture(params=["local", pytest.param("blob", marks=pytest.mark.azurite)])
-async def any_backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryBackend]:
+async def any_backend(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[MemoryBackend]:
     """An empty store of each kind: a LocalBackend directory, then a fresh container in Azurite."""
     backend: MemoryBackend
     azurite: Azurite | None = None
     if request.param == "local":
         backend = LocalBackend(tmp_path / "store")
     else:  # Azurite is only started when a blob variant runs
-        azurite, name = request.getfixturevalue("azurite"), request.getfixturevalue("container_name")
+        azurite, name = (
+            request.getfixturevalue("azurite"),
+            request.getfixturevalue("container_name"),
+        )
         backend = await _empty_container(azurite, name)
     try:
         yield backend

@@ -12,7 +12,7 @@ def imported_modules(package: str) -> set[str]:
     """Every module imported anywhere under ``service/<package>`` (a package directory or a module)."""
     root = SERVICE / package
     names: set[str] = set()
-    for path in (root.rglob("*.py") if root.is_dir() else [root]):
+    for path in root.rglob("*.py") if root.is_dir() else [root]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
                 names.add(node.module)
@@ -28,7 +28,9 @@ def test_the_tools_do_not_import_the_workers() -> None:
 def test_the_lower_layers_do_not_import_the_workers_the_tools_or_mcp() -> None:
     for package in ("domain", "delivery", "ledger", "storage", "graph"):
         modules = imported_modules(package)
-        upward = sorted(m for m in modules if m.startswith(("service.workers", "service.tools", "service.mcp")))
+        upward = sorted(
+            m for m in modules if m.startswith(("service.workers", "service.tools", "service.mcp"))
+        )
         assert upward == [], package
 
 
@@ -49,7 +51,11 @@ def module_imports() -> dict[str, set[str]]:
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         found: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("service"):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("service")
+            ):
                 found.add(node.module)
             elif isinstance(node, ast.Import):
                 found.update(a.name for a in node.names if a.name.startswith("service"))
@@ -79,6 +85,13 @@ def test_the_chat_poll_parts_import_one_way() -> None:
     workers = sorted(m for m in graph if m.startswith("service.workers."))
     assert "service.workers.conversation_reader" in workers
     assert {m: c for m in workers if (c := cycle_through(graph, m)) is not None} == {}
-    parts = ("chat_book", "chat_reading", "chat_claiming", "chat_state", "chat_wants", "conversation_reader")
+    parts = (
+        "chat_book",
+        "chat_reading",
+        "chat_claiming",
+        "chat_state",
+        "chat_wants",
+        "conversation_reader",
+    )
     for part in parts:
         assert "service.workers.chat_poll" not in graph[f"service.workers.{part}"], part

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-MODULE = '''
+MODULE = """
 import pytest
 
 pytestmark = pytest.mark.xdist_group("shared")
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.xdist_group("shared")
 @pytest.mark.parametrize("n", range(4))
 def test_member(n):
     pass
-'''
+"""
 
 
 def test_one_group_runs_on_one_worker(tmp_path: Path) -> None:
@@ -29,14 +29,30 @@ def test_one_group_runs_on_one_worker(tmp_path: Path) -> None:
         (tmp_path / name).write_text(MODULE)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")  # not this repository's configuration
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
-         str(tmp_path)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-v",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout[-3000:]
     workers = re.findall(r"^\[(gw\d+)\] .* PASSED ", result.stdout, re.MULTILINE)
     assert len(workers) == 8, result.stdout[-3000:]
-    assert len(set(workers)) == 1, f"one group, spread over {sorted(set(workers))}:\n{result.stdout[-3000:]}"
+    assert len(set(workers)) == 1, (
+        f"one group, spread over {sorted(set(workers))}:\n{result.stdout[-3000:]}"
+    )
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -47,8 +63,23 @@ def test_this_suite_keeps_each_modules_tests_on_one_worker() -> None:
     ran first: every module fixture was built once per worker)."""
     modules = ("tests/test_layers.py", "tests/docs/test_documents.py")
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", *modules],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-v",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            *modules,
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stdout[-3000:]
     ran = re.findall(r"^\[(gw\d+)\] .* PASSED (tests/\S+?)::", result.stdout, re.MULTILINE)

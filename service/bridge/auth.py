@@ -76,7 +76,9 @@ def build_token_provider(source: CredentialSource) -> TokenProvider:
     # az login path can be exercised here; the others need an Azure host.
     from azure.identity.aio import DefaultAzureCredential
 
-    return EntraToken(DefaultAzureCredential(exclude_interactive_browser_credential=True), source.scope)
+    return EntraToken(
+        DefaultAzureCredential(exclude_interactive_browser_credential=True), source.scope
+    )
 
 
 class TokenUnavailable(httpx2.RequestError):
@@ -89,7 +91,9 @@ class BearerAuth(httpx2.Auth):
     def __init__(self, tokens: TokenProvider) -> None:
         self._tokens = tokens
 
-    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+    async def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         try:
             token = await self._tokens.token()
         except Exception as exc:  # noqa: BLE001 - azure-identity raises several types; all mean "no token"

@@ -41,11 +41,17 @@ class StaticTokenSource:
 
 @dataclass(frozen=True)
 class EntraTokenSource:
-    audience: str  # the fleet's app ID URI or client id; the scope asked for is "<audience>/.default"
+    audience: (
+        str  # the fleet's app ID URI or client id; the scope asked for is "<audience>/.default"
+    )
 
     @property
     def scope(self) -> str:
-        return self.audience if self.audience.endswith("/.default") else f"{self.audience.rstrip('/')}/.default"
+        return (
+            self.audience
+            if self.audience.endswith("/.default")
+            else f"{self.audience.rstrip('/')}/.default"
+        )
 
 
 CredentialSource = StaticTokenSource | EntraTokenSource
@@ -60,12 +66,18 @@ class BridgeConfig:
     permission_relay: bool = False
     backoff: Backoff = Backoff()
     dedupe_window: int = DEFAULT_WINDOW
-    call_wait_s: float = 10.0  # how long a tool call waits for a fleet session before it answers an error
+    call_wait_s: float = (
+        10.0  # how long a tool call waits for a fleet session before it answers an error
+    )
     request_timeout_s: float = 60.0
     keepalive_s: float = 10.0
-    state_dir: Path | None = None  # where the host's written-messages file lives (None: in memory only)
+    state_dir: Path | None = (
+        None  # where the host's written-messages file lives (None: in memory only)
+    )
     host_id: str = ""  # the host identity naming that file
-    acknowledge: bool = True  # with push: name the host to the fleet and acknowledge what reached it
+    acknowledge: bool = (
+        True  # with push: name the host to the fleet and acknowledge what reached it
+    )
 
 
 def load_config(
@@ -82,10 +94,14 @@ def load_config(
     """The bridge's configuration from its arguments and environment; ``BridgeConfigError`` says what to fix."""
     url = fleet_url or environ.get(FLEET_URL_ENV, "")
     if not url:
-        raise BridgeConfigError(f"no fleet URL: pass --fleet-url https://fleet.example/mcp or set {FLEET_URL_ENV}")
+        raise BridgeConfigError(
+            f"no fleet URL: pass --fleet-url https://fleet.example/mcp or set {FLEET_URL_ENV}"
+        )
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise BridgeConfigError(f"--fleet-url {url!r} is not an http(s) URL of the fleet's /mcp endpoint")
+        raise BridgeConfigError(
+            f"--fleet-url {url!r} is not an http(s) URL of the fleet's /mcp endpoint"
+        )
     if parts.scheme == "http" and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
         raise BridgeConfigError(
             f"--fleet-url {url!r} is plain http to a remote host: use https (the bearer token would travel in clear)"
@@ -110,10 +126,19 @@ def load_config(
 def _credential(audience: str | None, environ: Mapping[str, str]) -> CredentialSource:
     token = environ.get(TOKEN_ENV, "")
     token_file = environ.get(TOKEN_FILE_ENV, "")
-    given = [name for name, value in ((TOKEN_ENV, token), (TOKEN_FILE_ENV, token_file), ("--entra-audience", audience))
-             if value]
+    given = [
+        name
+        for name, value in (
+            (TOKEN_ENV, token),
+            (TOKEN_FILE_ENV, token_file),
+            ("--entra-audience", audience),
+        )
+        if value
+    ]
     if len(given) > 1:
-        raise BridgeConfigError(f"{' and '.join(given)} are both set: choose one way to authenticate to the fleet")
+        raise BridgeConfigError(
+            f"{' and '.join(given)} are both set: choose one way to authenticate to the fleet"
+        )
     if audience:
         return EntraTokenSource(audience)
     if token_file:
@@ -121,9 +146,13 @@ def _credential(audience: str | None, environ: Mapping[str, str]) -> CredentialS
         try:
             token = path.read_text(encoding="utf-8").strip()
         except OSError as exc:
-            raise BridgeConfigError(f"{TOKEN_FILE_ENV}={path} cannot be read ({exc.strerror}); fix the path") from None
+            raise BridgeConfigError(
+                f"{TOKEN_FILE_ENV}={path} cannot be read ({exc.strerror}); fix the path"
+            ) from None
         if not token:
-            raise BridgeConfigError(f"{TOKEN_FILE_ENV}={path} is empty; put the fleet's bearer token in it")
+            raise BridgeConfigError(
+                f"{TOKEN_FILE_ENV}={path} is empty; put the fleet's bearer token in it"
+            )
     if token:
         return StaticTokenSource(token.strip())
     raise BridgeConfigError(

@@ -36,7 +36,11 @@ from pydantic import BaseModel, ConfigDict
 from service import __version__
 from service.bridge.auth import BearerAuth, TokenProvider, TokenUnavailable
 from service.bridge.config import AFFINITY_HEADER, BridgeConfig
-from service.bridge.sdk_adapter import ResumingStreamTransport, resuming_http_client, send_client_notification
+from service.bridge.sdk_adapter import (
+    ResumingStreamTransport,
+    resuming_http_client,
+    send_client_notification,
+)
 from service.mcp.acknowledging import ACK_METHOD, HOST_ID_HEADER, MAX_ACK_KEYS
 from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 from service.mcp.sdk_adapter import PERMISSION_CAPABILITY
@@ -88,7 +92,9 @@ class _Relay(ClientExtension):
 
     def _handler(self, method: str) -> Callable[[RawParams], Awaitable[None]]:
         async def handle(params: RawParams) -> None:
-            await self._forward(FleetNotification(method, params.model_dump(mode="json", by_alias=True)))
+            await self._forward(
+                FleetNotification(method, params.model_dump(mode="json", by_alias=True))
+            )
 
         return handle
 
@@ -115,10 +121,14 @@ class FleetConnection:
         self._tools_known = asyncio.Event()
         self._session_gone: anyio.Event | None = None
         self.tools: list[Tool] = []
-        self.relays_permissions = False  # the fleet declared claude/channel/permission on the last session
+        self.relays_permissions = (
+            False  # the fleet declared claude/channel/permission on the last session
+        )
         self.sessions_opened = 0
         self.last_error: str | None = None
-        self._acks: dict[tuple[str, str], None] = {}  # written to the host, not yet told to the fleet (in order)
+        self._acks: dict[
+            tuple[str, str], None
+        ] = {}  # written to the host, not yet told to the fleet (in order)
         self._ack_ready = asyncio.Event()
 
     # --- what the host side uses ---
@@ -181,10 +191,14 @@ class FleetConnection:
         try:
             await asyncio.wait_for(self._connected.wait(), self.config.call_wait_s)
         except TimeoutError:
-            return tool_error(f"the fleet is unreachable ({self.last_error or 'no session yet'}); retrying")
+            return tool_error(
+                f"the fleet is unreachable ({self.last_error or 'no session yet'}); retrying"
+            )
         client = self._client
         if client is None:
-            return tool_error(f"the fleet session was lost ({self.last_error or 'reconnecting'}); retrying")
+            return tool_error(
+                f"the fleet session was lost ({self.last_error or 'reconnecting'}); retrying"
+            )
         try:
             # The fleet's tools that wait (a sponsor wait after a send) end within this, so a posted
             # message is never reported as a timed-out call.
@@ -243,28 +257,40 @@ class FleetConnection:
             mode="legacy",
             extensions=[_Relay(self._notified)],
             client_info=Implementation(
-                name=PUSH_CLIENT_NAME if self.config.push else TOOLS_CLIENT_NAME, version=__version__
+                name=PUSH_CLIENT_NAME if self.config.push else TOOLS_CLIENT_NAME,
+                version=__version__,
             ),
             read_timeout_seconds=self.config.request_timeout_s,
             cache=None,
         )
         async with client:
-            self.relays_permissions = PERMISSION_CAPABILITY in (client.server_capabilities.experimental or {})
+            self.relays_permissions = PERMISSION_CAPABILITY in (
+                client.server_capabilities.experimental or {}
+            )
             await self._set_tools(await _all_tools(client))
             self._client = client
             self.sessions_opened += 1
             self._tools_known.set()
             self._connected.set()
             self.last_error = None
-            log.info("fleet session opened", extra={"tools": len(self.tools), "sessions_opened": self.sessions_opened,
-                                                    "push": self.config.push})
+            log.info(
+                "fleet session opened",
+                extra={
+                    "tools": len(self.tools),
+                    "sessions_opened": self.sessions_opened,
+                    "push": self.config.push,
+                },
+            )
             try:
                 await self._keep(client, gone, stop)
             finally:
                 self._connected.clear()
                 self._client = None
         if gone.is_set():
-            log.warning("fleet session gone; initializing a new one", extra={"reason": "the fleet answered 404"})
+            log.warning(
+                "fleet session gone; initializing a new one",
+                extra={"reason": "the fleet answered 404"},
+            )
         return True
 
     async def _keep(self, client: Client, gone: anyio.Event, stop: asyncio.Event) -> None:
@@ -306,7 +332,11 @@ class FleetConnection:
     def _http(self) -> httpx2.AsyncClient:
         # A push bridge names its host, so the fleet owes it what it claims for it until it acknowledges.
         config = self.config
-        named = {HOST_ID_HEADER: config.host_id} if config.push and config.acknowledge and config.host_id else {}
+        named = (
+            {HOST_ID_HEADER: config.host_id}
+            if config.push and config.acknowledge and config.host_id
+            else {}
+        )
         return httpx2.AsyncClient(
             auth=BearerAuth(self._tokens),
             headers={AFFINITY_HEADER: self.config.affinity_key, **named},
@@ -318,7 +348,11 @@ class FleetConnection:
         status = response.status_code
         if status < 400:
             return
-        if status == 404 and _SESSION_HEADER in response.request.headers and self._session_gone is not None:
+        if (
+            status == 404
+            and _SESSION_HEADER in response.request.headers
+            and self._session_gone is not None
+        ):
             self._session_gone.set()  # the replica no longer knows this session: initialize anew
             return
         self._note(_status_reason(status))

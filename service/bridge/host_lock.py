@@ -51,7 +51,11 @@ def lock_host_identity(state_dir: Path | None, identity: str) -> HostLock:
             os.close(fd)
             continue
         if n > 1:
-            log.warning("another bridge runs as this host; this one is a host of its own", extra={
-                "host_id": candidate})
+            log.warning(
+                "another bridge runs as this host; this one is a host of its own",
+                extra={"host_id": candidate},
+            )
         return HostLock(candidate, fd)
-    raise RuntimeError(f"{MAX_SIBLINGS} bridges already run as host {identity!r} in {state_dir}; stop one")
+    raise RuntimeError(
+        f"{MAX_SIBLINGS} bridges already run as host {identity!r} in {state_dir}; stop one"
+    )

@@ -71,8 +71,15 @@ class _Outbound(BaseModel):
 class HostServer:
     """Serves one host over a stream pair; ``offer`` queues fleet notifications for it."""
 
-    def __init__(self, fleet: FleetConnection, *, permission_relay: bool, dedupe_window: int,
-                 tools_wait_s: float = 10.0, written: WrittenLog | None = None) -> None:
+    def __init__(
+        self,
+        fleet: FleetConnection,
+        *,
+        permission_relay: bool,
+        dedupe_window: int,
+        tools_wait_s: float = 10.0,
+        written: WrittenLog | None = None,
+    ) -> None:
         self._fleet = fleet
         self._permission_relay = permission_relay
         self._tools_wait_s = tools_wait_s
@@ -95,8 +102,12 @@ class HostServer:
             on_call_tool=self._call_tool,
         )
         self.server.middleware.append(self._on_initialize)
-        self.server.add_notification_handler("notifications/initialized", NotificationParams, self._initialized)
-        self.server.add_notification_handler(PERMISSION_REQUEST_METHOD, PermissionRequest, self._permission_request)
+        self.server.add_notification_handler(
+            "notifications/initialized", NotificationParams, self._initialized
+        )
+        self.server.add_notification_handler(
+            PERMISSION_REQUEST_METHOD, PermissionRequest, self._permission_request
+        )
 
     def relays_permissions(self) -> bool:
         # Declared only when asked for and the fleet can take the request: the fleet authenticates the
@@ -109,7 +120,11 @@ class HostServer:
         """Queue a fleet notification for the host, unless it was already emitted."""
         key = _dedupe_key(notification)
         if key is not None:
-            window = self._seen_verdicts if notification.method == PERMISSION_VERDICT_METHOD else self._seen_messages
+            window = (
+                self._seen_verdicts
+                if notification.method == PERMISSION_VERDICT_METHOD
+                else self._seen_messages
+            )
             if not window.first_sight(key):
                 self.duplicates_dropped += 1
                 log.info("duplicate push dropped", extra={"message_id": key[-1]})
@@ -121,7 +136,9 @@ class HostServer:
         try:
             self._outbox.put_nowait(notification)
         except asyncio.QueueFull:
-            log.error("host not reading: push dropped", extra={"message_id": key[-1] if key else None})
+            log.error(
+                "host not reading: push dropped", extra={"message_id": key[-1] if key else None}
+            )
 
     async def tools_changed(self) -> None:
         """Tell the host to list the tools again; before its handshake ends it has not listed them yet."""
@@ -139,8 +156,12 @@ class HostServer:
             self.emitted += 1
             key = _dedupe_key(notification)
             if key is not None and notification.method == CHANNEL_METHOD:
-                self._written.written(key)  # after the write: a crash between the two repeats, never loses
-                self._fleet.acknowledge((key[0], key[1]))  # after the write too: the fleet may forget it now
+                self._written.written(
+                    key
+                )  # after the write: a crash between the two repeats, never loses
+                self._fleet.acknowledge(
+                    (key[0], key[1])
+                )  # after the write too: the fleet may forget it now
 
     # --- host -> bridge ---
 
@@ -150,11 +171,17 @@ class HostServer:
         async with anyio.create_task_group() as group:
             group.start_soon(guard_handshake_era, host_in, to_server, host_out)
             group.start_soon(self._emit)
-            options = self.server.create_initialization_options(NotificationOptions(tools_changed=True))
-            await serve_loop(self.server, from_guard, host_out, lifespan_state={}, init_options=options)
+            options = self.server.create_initialization_options(
+                NotificationOptions(tools_changed=True)
+            )
+            await serve_loop(
+                self.server, from_guard, host_out, lifespan_state={}, init_options=options
+            )
             group.cancel_scope.cancel()
 
-    async def _on_initialize(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    async def _on_initialize(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
         if ctx.method == "initialize":
             self._host = ctx.session
             if self._permission_relay:
@@ -168,15 +195,23 @@ class HostServer:
             capabilities.setdefault("experimental", {})[PERMISSION_CAPABILITY] = {}
         return result
 
-    async def _initialized(self, ctx: ServerRequestContext[Any, Any], params: NotificationParams) -> None:
+    async def _initialized(
+        self, ctx: ServerRequestContext[Any, Any], params: NotificationParams
+    ) -> None:
         log.info("host ready", extra={"permission_relay": self.relays_permissions()})
         self._host_ready.set()
 
-    async def _permission_request(self, ctx: ServerRequestContext[Any, Any], params: PermissionRequest) -> None:
+    async def _permission_request(
+        self, ctx: ServerRequestContext[Any, Any], params: PermissionRequest
+    ) -> None:
         if not self.relays_permissions():
             return  # not declared, so not expected; nothing to relay it to
-        arguments = {"request_id": params.request_id, "tool_name": params.tool_name,
-                     "description": params.description, "input_preview": params.input_preview}
+        arguments = {
+            "request_id": params.request_id,
+            "tool_name": params.tool_name,
+            "description": params.description,
+            "input_preview": params.input_preview,
+        }
         # Not awaited here: the host's next messages must not wait behind a call to the fleet.
         task = asyncio.create_task(self._relay_permission(arguments))
         self._relaying.add(task)
@@ -186,16 +221,24 @@ class HostServer:
         # The same notification Claude Code sent, on the bridge's own fleet session: the one path to a
         # sponsor, and one no tool call can take.
         if not await self._fleet.notify(PERMISSION_REQUEST_METHOD, arguments):
-            log.warning("permission request not relayed", extra={"request_id": arguments["request_id"]})
+            log.warning(
+                "permission request not relayed", extra={"request_id": arguments["request_id"]}
+            )
 
-    async def _list_tools(self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None) -> ListToolsResult:
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
         await self._fleet.wait_for_tools(self._tools_wait_s)
         return ListToolsResult(tools=list(self._fleet.tools))
 
-    async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+    ) -> CallToolResult:
         if params.name == LEGACY_PERMISSION_TOOL:
-            return tool_error("request_permission is not a tool: only Claude Code's own permission prompts "
-                              "reach the sponsor")
+            return tool_error(
+                "request_permission is not a tool: only Claude Code's own permission prompts "
+                "reach the sponsor"
+            )
         return await self._fleet.call_tool(params.name, params.arguments)
 
 
@@ -209,4 +252,3 @@ def _dedupe_key(notification: FleetNotification) -> tuple[str, ...] | None:
         if isinstance(meta, dict) and meta.get("message_id"):
             return (str(meta.get("chat_id", "")), str(meta["message_id"]))
     return None
-

@@ -38,13 +38,24 @@ async def run_bridge(config: BridgeConfig) -> int:
     tokens = build_token_provider(config.credential)
     stop = asyncio.Event()
     fleet = FleetConnection(config, tokens)
-    written = (WrittenLog.open(config.state_dir, config.host_id, config.dedupe_window)
-               if config.state_dir is not None else None)
-    host = HostServer(fleet, permission_relay=config.permission_relay, dedupe_window=config.dedupe_window,
-                      tools_wait_s=config.call_wait_s, written=written)
+    written = (
+        WrittenLog.open(config.state_dir, config.host_id, config.dedupe_window)
+        if config.state_dir is not None
+        else None
+    )
+    host = HostServer(
+        fleet,
+        permission_relay=config.permission_relay,
+        dedupe_window=config.dedupe_window,
+        tools_wait_s=config.call_wait_s,
+        written=written,
+    )
     fleet.listener = host
     log = logging.getLogger(__name__)
-    log.debug("channel bridge starting", extra={"push": config.push, "permission_relay": config.permission_relay})
+    log.debug(
+        "channel bridge starting",
+        extra={"push": config.push, "permission_relay": config.permission_relay},
+    )
     signalled = _StopSignals()
     fleet_task = asyncio.create_task(fleet.run(stop), name="fleet")
     host_task = asyncio.create_task(_serve_host(host), name="host")
@@ -56,15 +67,20 @@ async def run_bridge(config: BridgeConfig) -> int:
         try:
             await asyncio.wait_for(asyncio.shield(fleet_task), CLOSE_BOUND_S)
         except TimeoutError:
-            log.warning("the fleet session did not close in time; exiting anyway", extra={"bound_s": CLOSE_BOUND_S})
+            log.warning(
+                "the fleet session did not close in time; exiting anyway",
+                extra={"bound_s": CLOSE_BOUND_S},
+            )
             fleet_task.cancel()
     finally:
         signalled.restore()
         await tokens.aclose()
         lock.release()
     why = f"signal {signalled.name}" if signalled.name else "the host closed stdin"
-    log.info("channel bridge stopped", extra={"why": why, "emitted": host.emitted,
-                                              "duplicates_dropped": host.duplicates_dropped})
+    log.info(
+        "channel bridge stopped",
+        extra={"why": why, "emitted": host.emitted, "duplicates_dropped": host.duplicates_dropped},
+    )
     if signalled.name:
         # stdin is still open and the SDK's reader thread is blocked on it; a cancelled anyio thread
         # call waits for its thread, and so would the interpreter at exit. All that matters (the

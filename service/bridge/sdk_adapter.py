@@ -26,7 +26,12 @@ import httpx2
 from mcp.client import Client
 from mcp.client.session import ClientSession
 from mcp.client._transport import TransportStreams
-from mcp.client.streamable_http import LAST_EVENT_ID, RequestContext, StreamableHTTPTransport, StreamWriter
+from mcp.client.streamable_http import (
+    LAST_EVENT_ID,
+    RequestContext,
+    StreamableHTTPTransport,
+    StreamWriter,
+)
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared._httpx_utils import sse_within_origin
 from mcp.shared.message import SessionMessage
@@ -43,11 +48,21 @@ def _require(condition: bool, what: str) -> None:
         raise RuntimeError(f"the mcp SDK changed: {what}; update service/bridge/sdk_adapter.py")
 
 
-_require(hasattr(StreamableHTTPTransport, "handle_get_stream"), "StreamableHTTPTransport has no handle_get_stream")
-_require(hasattr(StreamableHTTPTransport, "post_writer"), "StreamableHTTPTransport has no post_writer")
-_require(hasattr(StreamableHTTPTransport, "_handle_post_request"), "StreamableHTTPTransport has no _handle_post_request")
-_require(hasattr(StreamableHTTPTransport, "_resolve_abandoned_request"),
-         "StreamableHTTPTransport has no _resolve_abandoned_request")
+_require(
+    hasattr(StreamableHTTPTransport, "handle_get_stream"),
+    "StreamableHTTPTransport has no handle_get_stream",
+)
+_require(
+    hasattr(StreamableHTTPTransport, "post_writer"), "StreamableHTTPTransport has no post_writer"
+)
+_require(
+    hasattr(StreamableHTTPTransport, "_handle_post_request"),
+    "StreamableHTTPTransport has no _handle_post_request",
+)
+_require(
+    hasattr(StreamableHTTPTransport, "_resolve_abandoned_request"),
+    "StreamableHTTPTransport has no _resolve_abandoned_request",
+)
 _require(hasattr(ClientSession, "send_notification"), "ClientSession has no send_notification")
 
 
@@ -76,7 +91,9 @@ class ResumingStreamTransport(StreamableHTTPTransport):
         session_gone: anyio.Event,
         on_stream_open: Callable[[bool], None] = lambda resumed: None,
         on_stream_error: Callable[[str], None] = lambda reason: None,
-        on_notification_lost: Callable[[JSONRPCNotification, str], None] = lambda notification, reason: None,
+        on_notification_lost: Callable[
+            [JSONRPCNotification, str], None
+        ] = lambda notification, reason: None,
     ) -> None:
         super().__init__(url)
         self._backoff = backoff
@@ -100,14 +117,19 @@ class ResumingStreamTransport(StreamableHTTPTransport):
                 # The replica may have read the request before the connection broke: say so, since a
                 # host that retries a send must know it may have gone out (the send tools settle it).
                 await self._resolve_abandoned_request(
-                    ctx.read_stream_writer, message.id, f"{broke}; the call may or may not have run",
-                    code=CONNECTION_CLOSED)
+                    ctx.read_stream_writer,
+                    message.id,
+                    f"{broke}; the call may or may not have run",
+                    code=CONNECTION_CLOSED,
+                )
             elif isinstance(message, JSONRPCNotification):
                 self._on_notification_lost(message, broke)
             else:
                 raise
 
-    async def handle_get_stream(self, client: httpx2.AsyncClient, read_stream_writer: StreamWriter) -> None:
+    async def handle_get_stream(
+        self, client: httpx2.AsyncClient, read_stream_writer: StreamWriter
+    ) -> None:
         last_event_id: str | None = None
         failures = 0
         while self.session_id and not self._session_gone.is_set():
@@ -132,7 +154,12 @@ class ResumingStreamTransport(StreamableHTTPTransport):
                         if event.id:
                             last_event_id = event.id
                         await self._handle_sse_event(event, read_stream_writer)
-            except (httpx2.HTTPError, _StreamRefused, anyio.EndOfStream, anyio.BrokenResourceError) as exc:
+            except (
+                httpx2.HTTPError,
+                _StreamRefused,
+                anyio.EndOfStream,
+                anyio.BrokenResourceError,
+            ) as exc:
                 self._on_stream_error(_reason(exc))
             failures += 1
             await anyio.sleep(self._backoff.delay(failures))
@@ -144,7 +171,11 @@ class _StreamRefused(Exception):
 
 
 def _reason(exc: BaseException) -> str:
-    return str(exc) if isinstance(exc, _StreamRefused) else f"push stream dropped ({type(exc).__name__})"
+    return (
+        str(exc)
+        if isinstance(exc, _StreamRefused)
+        else f"push stream dropped ({type(exc).__name__})"
+    )
 
 
 @asynccontextmanager
@@ -158,13 +189,25 @@ async def resuming_http_client(
     """
     read_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
     write_stream, write_reader = create_context_streams[SessionMessage](0)
-    async with read_writer, read_stream, write_stream, write_reader, anyio.create_task_group() as group:
+    async with (
+        read_writer,
+        read_stream,
+        write_stream,
+        write_reader,
+        anyio.create_task_group() as group,
+    ):
 
         def start_get_stream() -> None:
             group.start_soon(transport.handle_get_stream, http_client, read_writer)
 
         group.start_soon(
-            transport.post_writer, http_client, write_reader, read_writer, write_stream, start_get_stream, group
+            transport.post_writer,
+            http_client,
+            write_reader,
+            read_writer,
+            write_stream,
+            start_get_stream,
+            group,
         )
         try:
             yield read_stream, write_stream

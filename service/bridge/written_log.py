@@ -56,7 +56,9 @@ class WrittenLog:
         self._capacity = capacity
         self._lines = 0
         self.window = DedupeWindow(capacity)
-        self._done: OrderedDict[Hashable, None] = OrderedDict()  # written to the host (the window also holds queued)
+        self._done: OrderedDict[Hashable, None] = (
+            OrderedDict()
+        )  # written to the host (the window also holds queued)
         if path is not None:
             for key in self._read(path):
                 self.window.first_sight(key)
@@ -78,8 +80,10 @@ class WrittenLog:
         try:
             state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
-            log.warning("bridge state folder unusable; duplicates are dropped only until the bridge restarts",
-                        extra={"state_dir": str(state_dir), "error": exc.strerror})
+            log.warning(
+                "bridge state folder unusable; duplicates are dropped only until the bridge restarts",
+                extra={"state_dir": str(state_dir), "error": exc.strerror},
+            )
             return cls(None, capacity)
         return cls(state_dir / f"{identity}.jsonl", capacity)
 
@@ -89,8 +93,10 @@ class WrittenLog:
         except FileNotFoundError:
             return []
         except OSError as exc:
-            log.warning("bridge state unreadable; starting without it", extra={"path": str(path),
-                                                                                 "error": exc.strerror})
+            log.warning(
+                "bridge state unreadable; starting without it",
+                extra={"path": str(path), "error": exc.strerror},
+            )
             return []
         keys: list[Hashable] = []
         for line in text.splitlines():
@@ -101,7 +107,7 @@ class WrittenLog:
             if isinstance(value, list) and all(isinstance(part, str) for part in value):
                 keys.append(tuple(value))
         self._lines = len(keys)
-        return keys[-self._capacity:]
+        return keys[-self._capacity :]
 
     def written(self, key: tuple[str, ...]) -> None:
         """``key`` reached the host's stdin: remember it for the next run (``window`` already holds it:
@@ -117,14 +123,18 @@ class WrittenLog:
             if self._lines > 2 * self._capacity:
                 self._compact()
         except OSError as exc:
-            log.warning("bridge state not written; this message may repeat after a restart",
-                        extra={"path": str(self._path), "error": exc.strerror})
+            log.warning(
+                "bridge state not written; this message may repeat after a restart",
+                extra={"path": str(self._path), "error": exc.strerror},
+            )
 
     def _compact(self) -> None:
         assert self._path is not None
         keys = list(self._read(self._path))
         temporary = self._path.with_suffix(".tmp")
-        temporary.write_text("".join(json.dumps(list(k)) + "\n" for k in keys if isinstance(k, tuple)),
-                             encoding="utf-8")
+        temporary.write_text(
+            "".join(json.dumps(list(k)) + "\n" for k in keys if isinstance(k, tuple)),
+            encoding="utf-8",
+        )
         os.replace(temporary, self._path)
         self._lines = len(keys)

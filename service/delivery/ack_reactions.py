@@ -31,7 +31,9 @@ from service.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-QUEUE_CAPACITY = 512  # acknowledgements come in at most a few per second; past this Graph is stuck anyway
+QUEUE_CAPACITY = (
+    512  # acknowledgements come in at most a few per second; past this Graph is stuck anyway
+)
 INTERVAL_S = 30.0  # the loop sleeps this long at most; an offer wakes it at once
 
 
@@ -44,7 +46,9 @@ class ReactionOutcome(str, Enum):
 
 
 class SetsReactions(Protocol):
-    async def set_chat_message_reaction(self, chat_id: str, message_id: str, reaction_type: str) -> None: ...
+    async def set_chat_message_reaction(
+        self, chat_id: str, message_id: str, reaction_type: str
+    ) -> None: ...
 
 
 @dataclass
@@ -64,8 +68,13 @@ class AckReactions:
                 continue
             if len(self._queue) >= self.capacity:
                 self._count(ReactionOutcome.DROPPED)
-                log.warning("acknowledgement reaction dropped: the queue is full", extra={
-                    "chat_id": entry.message.chat_id, "message_id": entry.message.message_id})
+                log.warning(
+                    "acknowledgement reaction dropped: the queue is full",
+                    extra={
+                        "chat_id": entry.message.chat_id,
+                        "message_id": entry.message.message_id,
+                    },
+                )
                 continue
             self._queue.append(entry.key)
             self._work.set()
@@ -85,9 +94,16 @@ class AckReactions:
             await self.graph.set_chat_message_reaction(chat_id, message_id, self.reaction_type)
         except GraphError as exc:
             outcome = _outcome_of(exc)
-            log.warning("acknowledgement reaction not set", extra={
-                "chat_id": chat_id, "message_id": message_id, "outcome": outcome.value,
-                "error": type(exc).__name__, "status": exc.status})
+            log.warning(
+                "acknowledgement reaction not set",
+                extra={
+                    "chat_id": chat_id,
+                    "message_id": message_id,
+                    "outcome": outcome.value,
+                    "error": type(exc).__name__,
+                    "status": exc.status,
+                },
+            )
             return outcome
         return ReactionOutcome.SET
 

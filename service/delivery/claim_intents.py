@@ -61,14 +61,17 @@ class ClaimIntents:
             return True
         now = self.clock()
         for host_id, owed in plan.items():
+
             def change(record: HostRecord, owed: list[InboundMessage] = owed) -> HostRecord:
                 return with_intents(record, claim_id, owed, now)
 
             try:
                 await self.records.update(host_id, change)
             except StorageError as exc:
-                log.warning("delivery record did not take the claim's intent; nothing claimed this time",
-                            extra={"host_id": host_id, "error": type(exc).__name__})
+                log.warning(
+                    "delivery record did not take the claim's intent; nothing claimed this time",
+                    extra={"host_id": host_id, "error": type(exc).__name__},
+                )
                 self.hub.unreserve(messages)
                 await self._take_back(claim_id, plan)
                 return False
@@ -94,7 +97,10 @@ class ClaimIntents:
             try:
                 await self.records.update(host_id, lambda r: without_claim(r, claim_id))
             except StorageError:
-                log.info("an intent whose claim did not land stays until it lapses", extra={"host_id": host_id})
+                log.info(
+                    "an intent whose claim did not land stays until it lapses",
+                    extra={"host_id": host_id},
+                )
 
 
 @dataclass(frozen=True)
@@ -106,7 +112,9 @@ class ClaimIntentsOf(Generic[M]):
     inbound: Callable[[M], InboundMessage | None]
 
     async def before_write(self, claim_id: str, won: Sequence[M]) -> bool:
-        return await self.intents.before_write(claim_id, [m for w in won if (m := self.inbound(w)) is not None])
+        return await self.intents.before_write(
+            claim_id, [m for w in won if (m := self.inbound(w)) is not None]
+        )
 
     async def after_write(self, claim_id: str, landed: bool) -> None:
         await self.intents.after_write(claim_id, landed)

@@ -36,7 +36,9 @@ class ClaimFate(str, Enum):
     LANDED = "landed"  # the claim id is in the cursor: the message is this host's
     NEVER = "never"  # it is not, and can no longer be written: the intent goes
     NOT_YET = "not_yet"  # not in the cursor yet, and the claim may still be in flight
-    AMBIGUOUS = "ambiguous"  # its mark may have been pushed out of the cursor: neither pushed nor dropped
+    AMBIGUOUS = (
+        "ambiguous"  # its mark may have been pushed out of the cursor: neither pushed nor dropped
+    )
     UNKNOWN = "unknown"  # the cursor could not be read now
 
 
@@ -53,8 +55,11 @@ class ClaimLookup:
                 return ClaimFate.UNKNOWN
             if mail.value is not None and mail.value.has_claim(entry.claim):
                 return ClaimFate.LANDED
-            if mail.value is not None and len(mail.value.claim_ids) >= CLAIM_IDS_KEPT \
-                    and mail.value.ts >= message.created:
+            if (
+                mail.value is not None
+                and len(mail.value.claim_ids) >= CLAIM_IDS_KEPT
+                and mail.value.ts >= message.created
+            ):
                 return ClaimFate.AMBIGUOUS  # the mailbox cursor keeps no time per claim id
             return ClaimFate.NEVER if lapsed else ClaimFate.NOT_YET
         chat = await resolve_cursor(self.backend, message.chat_id)
@@ -63,18 +68,30 @@ class ClaimLookup:
         cursor = chat.value
         if cursor is not None and cursor.has_claim(entry.claim):
             return ClaimFate.LANDED
-        if cursor is not None and len(cursor.claims) >= CLAIM_MARKS_KEPT and cursor.is_recorded(message.message_id) \
-                and min(m.at for m in cursor.claims) > entry.at:
+        if (
+            cursor is not None
+            and len(cursor.claims) >= CLAIM_MARKS_KEPT
+            and cursor.is_recorded(message.message_id)
+            and min(m.at for m in cursor.claims) > entry.at
+        ):
             return ClaimFate.AMBIGUOUS
         return ClaimFate.NEVER if lapsed else ClaimFate.NOT_YET
 
 
-def note_dropped_intent(fate: ClaimFate, host_id: str, entry: PendingDelivery, metrics: Metrics | None) -> None:
+def note_dropped_intent(
+    fate: ClaimFate, host_id: str, entry: PendingDelivery, metrics: Metrics | None
+) -> None:
     """An intent settled as ``never`` or ``ambiguous`` leaves its record: counted, and the ambiguous one
     (which may be a message lost) logged by id, so an operator can point the agent at it."""
     if metrics is not None:
         metrics.lapsed_intents.labels(fate=fate.value).inc()
     if fate is ClaimFate.AMBIGUOUS:
-        log.error("an intent's claim can no longer be told from the cursor; not pushed, so it may be lost (read "
-                  "it with catch_up or read_chat)", extra={"host_id": host_id, "chat_id": entry.message.chat_id,
-                                                          "message_id": entry.message.message_id})
+        log.error(
+            "an intent's claim can no longer be told from the cursor; not pushed, so it may be lost (read "
+            "it with catch_up or read_chat)",
+            extra={
+                "host_id": host_id,
+                "chat_id": entry.message.chat_id,
+                "message_id": entry.message.message_id,
+            },
+        )

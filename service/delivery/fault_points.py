@@ -21,7 +21,9 @@ KILL_AT_ENV = "ENTRABOT_TEST_KILL_AT"
 
 
 class FaultPoint(str, Enum):
-    AFTER_INTENT = "after_intent"  # the host's record holds the intent; the claim is not written yet
+    AFTER_INTENT = (
+        "after_intent"  # the host's record holds the intent; the claim is not written yet
+    )
     AFTER_CLAIM = "after_claim"  # the claim landed; nothing pushed yet
 
 
@@ -39,11 +41,15 @@ class FaultPoints:
             return cls(FaultPoint(value))
         except ValueError:
             names = ", ".join(p.value for p in FaultPoint)
-            raise ValueError(f"{KILL_AT_ENV}={value!r} is not a fault point; use one of: {names}") from None
+            raise ValueError(
+                f"{KILL_AT_ENV}={value!r} is not a fault point; use one of: {names}"
+            ) from None
 
     def reached(self, point: FaultPoint) -> None:
         if self.kill_at is point:
-            log.warning("test fault point reached: killing this replica", extra={"point": point.value})
+            log.warning(
+                "test fault point reached: killing this replica", extra={"point": point.value}
+            )
             for handler in logging.getLogger().handlers:
                 handler.flush()
             self.kill()

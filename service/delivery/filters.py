@@ -41,7 +41,9 @@ class ChatMessageView(Protocol):
 M = TypeVar("M", bound=ChatMessageView)
 
 
-def is_agent_sender(sender: SenderView, *, agent_upn: str | None, agent_object_id: str | None) -> bool:
+def is_agent_sender(
+    sender: SenderView, *, agent_upn: str | None, agent_object_id: str | None
+) -> bool:
     """Whether the agent itself wrote this: by UPN where the sender carries one, else by object id.
 
     Graph's teamworkUserIdentity has no UPN today; a sender that does carry one (``user_principal_name``)
@@ -115,7 +117,13 @@ _NOTIFICATION_ADDRESSES = frozenset(
 )
 # Subjects of Teams notification mail; trusted only from a Microsoft domain, because a person may well
 # write "You have been added to the project".
-_MICROSOFT_DOMAINS = ("microsoft.com", "microsoft", "microsoftonline.com", "office.com", "office365.com")
+_MICROSOFT_DOMAINS = (
+    "microsoft.com",
+    "microsoft",
+    "microsoftonline.com",
+    "office.com",
+    "office365.com",
+)
 _NOTIFICATION_SUBJECT = re.compile(
     r"^\s*you(?:'ve| have) been added to\b"
     r"|\bmissed (?:teams )?(?:messages?|activity|conversations?|chats?)\b"
@@ -130,8 +138,13 @@ def _under(domain: str, parents: Sequence[str]) -> bool:
 
 def _values(headers: Mapping[str, str], name: str) -> list[str]:
     """Every comma-separated value of the header ``name`` (any case), trimmed and lower-cased."""
-    return [part.strip().lower() for key, value in headers.items() if key.lower() == name
-            for part in value.split(",") if part.strip()]
+    return [
+        part.strip().lower()
+        for key, value in headers.items()
+        if key.lower() == name
+        for part in value.split(",")
+        if part.strip()
+    ]
 
 
 def _automated_by_headers(headers: Mapping[str, str]) -> bool:
@@ -189,8 +202,26 @@ def is_noise_mail(
 
 _SKIPPED_ELEMENTS = frozenset({"script", "style", "head", "title", "template", "noscript"})
 _BLOCK_ELEMENTS = frozenset(  # a line break before and after
-    {"p", "div", "table", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "hr",
-     "section", "article", "header", "footer"}
+    {
+        "p",
+        "div",
+        "table",
+        "ul",
+        "ol",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "blockquote",
+        "pre",
+        "hr",
+        "section",
+        "article",
+        "header",
+        "footer",
+    }
 )
 _LINE_ELEMENTS = frozenset({"br", "li", "tr"})  # a line break before
 _SPACES = re.compile(r"[ \t\f\v\u00a0]+")

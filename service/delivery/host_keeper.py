@@ -59,7 +59,9 @@ TICK_S = 2.0
 # An intent younger than this belongs to a claim that is most likely still being written: it is left to
 # its own replica's dispatch before anyone reads the cursor for it.
 SETTLE_AFTER_S = 3.0
-MAX_PUSHES = 2  # the first push and one redelivery; a host that still does not acknowledge is alerted on
+MAX_PUSHES = (
+    2  # the first push and one redelivery; a host that still does not acknowledge is alerted on
+)
 
 
 @dataclass
@@ -84,7 +86,9 @@ class HostKeeper:
     lookup: ClaimLookup
     hub: DeliveryHub
     replica_id: str
-    in_flight: Callable[[str], bool] = lambda claim_id: False  # ClaimIntents.in_flight: a claim still being written here
+    in_flight: Callable[[str], bool] = lambda claim_id: (
+        False
+    )  # ClaimIntents.in_flight: a claim still being written here
     # Told, after each acknowledgement written here, the entries that write took out of the record (never
     # blocking: AckReactions.offer queues the reaction to each); across the fleet one write takes each out.
     acknowledged_here: Callable[[list[PendingDelivery]], None] | None = None
@@ -100,7 +104,9 @@ class HostKeeper:
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _redelivered: int = 0
     _acknowledged: int = 0
-    _ack_latencies: deque[float] = field(default_factory=lambda: deque(maxlen=256))  # the newest, in seconds
+    _ack_latencies: deque[float] = field(
+        default_factory=lambda: deque(maxlen=256)
+    )  # the newest, in seconds
 
     # --- what the hub and the sessions tell it ---
 
@@ -114,7 +120,9 @@ class HostKeeper:
         current = self._hosts.get(host_id)
         if current is None or current.session_id != session_id:
             self._hosts[host_id] = _Held(session_id, pushes=current.pushes if current else {})
-        self._hosts[host_id].refreshed_at = float("-inf")  # read the record now: another replica may have written
+        self._hosts[host_id].refreshed_at = float(
+            "-inf"
+        )  # read the record now: another replica may have written
         self._spawn(self.sync(host_id))
 
     def session_ended(self, host_id: str, session_id: str) -> None:
@@ -151,13 +159,17 @@ class HostKeeper:
         keys = {(m.chat_id, m.message_id) for m in messages}
         claim = f"wait-{uuid.uuid4().hex}"
         try:
-            await self.records.update(host_id, lambda r: owed_after_claim(r, claim, messages, self.clock()))
+            await self.records.update(
+                host_id, lambda r: owed_after_claim(r, claim, messages, self.clock())
+            )
         except StorageError:
             try:
                 record = await self.records.read(host_id)
             except StorageError:
-                log.error("a sponsor wait's messages may or may not be owed to its host; not given to another",
-                          extra={"host_id": host_id, "message_ids": [m.message_id for m in messages]})
+                log.error(
+                    "a sponsor wait's messages may or may not be owed to its host; not given to another",
+                    extra={"host_id": host_id, "message_ids": [m.message_id for m in messages]},
+                )
                 return True
             if not keys <= {e.key for e in record.pending} | record.settled_keys():
                 return False
@@ -181,13 +193,18 @@ class HostKeeper:
         async with current.syncing:
             record = self.records.cached(host_id)
             streaming = self.hub.host_target(host_id) is not None
-            if record is None or self.monotonic() - current.refreshed_at >= self.refresh_s \
-                    or (not streaming and _held_here(record, self.replica_id, current.session_id)):
+            if (
+                record is None
+                or self.monotonic() - current.refreshed_at >= self.refresh_s
+                or (not streaming and _held_here(record, self.replica_id, current.session_id))
+            ):
                 try:
                     record = await self._refresh(host_id, current)
                 except StorageError as exc:
-                    log.warning("delivery record unavailable; its host's owed messages wait", extra={
-                        "host_id": host_id, "error": type(exc).__name__})
+                    log.warning(
+                        "delivery record unavailable; its host's owed messages wait",
+                        extra={"host_id": host_id, "error": type(exc).__name__},
+                    )
                     return
             await self._push_owed(host_id, current, record)
 
@@ -200,7 +217,11 @@ class HostKeeper:
         # one whose claim has not landed yet (it may never) after the redelivery bound.
         again_in = self.refresh_s
         for entry in record.pending:
-            if entry.state is not EntryState.INTENT or entry.claim in landed | failed or self.in_flight(entry.claim):
+            if (
+                entry.state is not EntryState.INTENT
+                or entry.claim in landed | failed
+                or self.in_flight(entry.claim)
+            ):
                 continue
             if now - entry.at < timedelta(seconds=SETTLE_AFTER_S):
                 again_in = min(again_in, SETTLE_AFTER_S)
@@ -217,12 +238,18 @@ class HostKeeper:
         # What serves a host is its push stream, not its session: a host whose network went away (a
         # laptop closed) leaves a session here until its idle timeout, and must not look held meanwhile.
         streaming = self.hub.host_target(host_id) is not None
-        renew = streaming and (holder is None or not holder.active or holder.session != current.session_id
-                               or holder.replica != self.replica_id
-                               or now - holder.at >= timedelta(seconds=self.hold_renew_s))
+        renew = streaming and (
+            holder is None
+            or not holder.active
+            or holder.session != current.session_id
+            or holder.replica != self.replica_id
+            or now - holder.at >= timedelta(seconds=self.hold_renew_s)
+        )
         unhold = not streaming and _held_here(record, self.replica_id, current.session_id)
         if landed or failed or renew or unhold:
-            mine = HeldBy(replica=self.replica_id, session=current.session_id, at=now, active=streaming)
+            mine = HeldBy(
+                replica=self.replica_id, session=current.session_id, at=now, active=streaming
+            )
 
             def change(r: HostRecord) -> HostRecord:
                 r = settled_intents(r, landed, failed)
@@ -271,14 +298,18 @@ class HostKeeper:
             try:
                 await self.records.update(host_id, change)
             except StorageError as exc:
-                log.warning("acknowledgements not written; the host is pushed these again and acknowledges again",
-                            extra={"host_id": host_id, "count": len(keys), "error": type(exc).__name__})
+                log.warning(
+                    "acknowledgements not written; the host is pushed these again and acknowledges again",
+                    extra={"host_id": host_id, "count": len(keys), "error": type(exc).__name__},
+                )
                 return
             self._observe_acks(host_id, keys, taken)
             if taken and self.acknowledged_here is not None:
                 self.acknowledged_here(taken)
 
-    def _observe_acks(self, host_id: str, keys: set[DeliveryKey], taken: list[PendingDelivery]) -> None:
+    def _observe_acks(
+        self, host_id: str, keys: set[DeliveryKey], taken: list[PendingDelivery]
+    ) -> None:
         """``taken``: what the write that landed took out of the record. Only those count as delivered: a
         repeated acknowledgement, or one another replica wrote first, finds nothing left to take."""
         current = self._hosts.get(host_id)
@@ -296,7 +327,9 @@ class HostKeeper:
             if mark is not None:
                 self.metrics.ack_latency.observe(max(now - mark.first_at, 0.0))
             if entry is not None:
-                self.metrics.deliveries.labels("push", entry.message.source.value, "delivered").inc()
+                self.metrics.deliveries.labels(
+                    "push", entry.message.source.value, "delivered"
+                ).inc()
 
     async def _release(self, host_id: str, session_id: str) -> None:
         """Best effort: a host whose session ended here is not held by this replica any more (the sweep
@@ -307,7 +340,11 @@ class HostKeeper:
         def change(r: HostRecord) -> HostRecord:
             holder = r.held_by
             mine = holder is not None and holder.session == session_id and holder.active
-            return held(r, holder.model_copy(update={"active": False, "at": now})) if mine and holder else r
+            return (
+                held(r, holder.model_copy(update={"active": False, "at": now}))
+                if mine and holder
+                else r
+            )
 
         try:
             await self.records.update(host_id, change)
@@ -319,14 +356,24 @@ class HostKeeper:
 
     def pending(self) -> list[PendingDelivery]:
         """Owed to the hosts this replica serves, as last read or written here."""
-        return [e for h in self._hosts if (r := self.records.cached(h)) is not None for e in r.pending]
+        return [
+            e for h in self._hosts if (r := self.records.cached(h)) is not None for e in r.pending
+        ]
 
     def pending_by_age(self) -> dict[str, int]:
         now = self.clock()
         buckets = {"lt_15s": 0, "lt_60s": 0, "lt_300s": 0, "older": 0}
         for entry in self.pending():
             age = (now - entry.at).total_seconds()
-            buckets["lt_15s" if age < 15 else "lt_60s" if age < 60 else "lt_300s" if age < 300 else "older"] += 1
+            buckets[
+                "lt_15s"
+                if age < 15
+                else "lt_60s"
+                if age < 60
+                else "lt_300s"
+                if age < 300
+                else "older"
+            ] += 1
         return buckets
 
     def status(self) -> dict[str, Any]:
@@ -337,12 +384,19 @@ class HostKeeper:
         return {
             "hosts_served": len(self._hosts),
             "pending_by_age": self.pending_by_age(),
-            "oldest_pending_s": round(max(((now - e.at).total_seconds() for e in pending), default=0.0), 1),
+            "oldest_pending_s": round(
+                max(((now - e.at).total_seconds() for e in pending), default=0.0), 1
+            ),
             "redeliveries": self._redelivered,
             "acknowledged": self._acknowledged,
-            "ack_latency_ms_p50": round(latencies[len(latencies) // 2] * 1000, 1) if latencies else None,
-            "ack_latency_ms_p99": round(latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)] * 1000, 1)
-            if latencies else None,
+            "ack_latency_ms_p50": round(latencies[len(latencies) // 2] * 1000, 1)
+            if latencies
+            else None,
+            "ack_latency_ms_p99": round(
+                latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)] * 1000, 1
+            )
+            if latencies
+            else None,
         }
 
     def _publish(self) -> None:
@@ -360,7 +414,12 @@ class HostKeeper:
 def _held_here(record: HostRecord, replica_id: str, session_id: str) -> bool:
     """Whether the record says this replica's session serves the host now."""
     holder = record.held_by
-    return holder is not None and holder.active and holder.replica == replica_id and holder.session == session_id
+    return (
+        holder is not None
+        and holder.active
+        and holder.replica == replica_id
+        and holder.session == session_id
+    )
 
 
 def _reason(mark: _Push, current: _Held) -> str:

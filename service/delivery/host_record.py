@@ -55,7 +55,7 @@ def record_key(host_id: str) -> str:
 def host_of_record_key(key: str) -> str | None:
     if not key.startswith(RECORD_PREFIX) or not key.endswith(".json"):
         return None
-    host_id = unquote(key[len(RECORD_PREFIX):-len(".json")])
+    host_id = unquote(key[len(RECORD_PREFIX) : -len(".json")])
     return host_id if host_id and record_key(host_id) == key else None
 
 
@@ -81,16 +81,32 @@ class StoredMessage(BaseModel):
 
     @classmethod
     def of(cls, message: InboundMessage) -> StoredMessage:
-        return cls(source=message.source, chat_id=message.chat_id, message_id=message.message_id,
-                   sender_id=message.sender_id, sender_name=message.sender_name, created=message.created,
-                   body=message.body, subject=message.subject, sender_is_sponsor=message.sender_is_sponsor,
-                   sender_is_directory_sponsor=message.sender_is_directory_sponsor)
+        return cls(
+            source=message.source,
+            chat_id=message.chat_id,
+            message_id=message.message_id,
+            sender_id=message.sender_id,
+            sender_name=message.sender_name,
+            created=message.created,
+            body=message.body,
+            subject=message.subject,
+            sender_is_sponsor=message.sender_is_sponsor,
+            sender_is_directory_sponsor=message.sender_is_directory_sponsor,
+        )
 
     def inbound(self) -> InboundMessage:
-        return InboundMessage(source=self.source, chat_id=self.chat_id, message_id=self.message_id,
-                              sender_id=self.sender_id, sender_name=self.sender_name, created=as_utc(self.created),
-                              body=self.body, subject=self.subject, sender_is_sponsor=self.sender_is_sponsor,
-                              sender_is_directory_sponsor=self.sender_is_directory_sponsor)
+        return InboundMessage(
+            source=self.source,
+            chat_id=self.chat_id,
+            message_id=self.message_id,
+            sender_id=self.sender_id,
+            sender_name=self.sender_name,
+            created=as_utc(self.created),
+            body=self.body,
+            subject=self.subject,
+            sender_is_sponsor=self.sender_is_sponsor,
+            sender_is_directory_sponsor=self.sender_is_directory_sponsor,
+        )
 
 
 class PendingDelivery(BaseModel):
@@ -100,7 +116,9 @@ class PendingDelivery(BaseModel):
     at: datetime  # when the intent was written (or the entry moved here)
     message: StoredMessage
     moved_from: str | None = None
-    moving_to: str | None = None  # the sweep chose another host for it: owed there, never pushed from here
+    moving_to: str | None = (
+        None  # the sweep chose another host for it: owed there, never pushed from here
+    )
 
     @property
     def movable(self) -> bool:
@@ -172,31 +190,55 @@ def empty_record(host_id: str) -> HostRecord:
 # --- the changes, each pure: the record read → the record to write ---
 
 
-def with_intents(record: HostRecord, claim: str, messages: Sequence[InboundMessage], at: datetime,
-                 *, replacing: str | None = None) -> HostRecord:
+def with_intents(
+    record: HostRecord,
+    claim: str,
+    messages: Sequence[InboundMessage],
+    at: datetime,
+    *,
+    replacing: str | None = None,
+) -> HostRecord:
     """``messages`` owed to this host if ``claim`` lands. An entry of the same message is replaced (a
     retried claim names a new claim id), and so is every entry of the claim this one ``replacing``
     retries: what that attempt held and this one does not, the other replica's claim won."""
     keys = {(m.chat_id, m.message_id) for m in messages}
     settled = record.settled_keys()
-    kept = [e for e in record.pending if e.key not in keys and (replacing is None or e.claim != replacing)]
-    added = [PendingDelivery(claim=claim, state=EntryState.INTENT, at=as_utc(at), message=StoredMessage.of(m))
-             for m in messages if (m.chat_id, m.message_id) not in settled]
+    kept = [
+        e
+        for e in record.pending
+        if e.key not in keys and (replacing is None or e.claim != replacing)
+    ]
+    added = [
+        PendingDelivery(
+            claim=claim, state=EntryState.INTENT, at=as_utc(at), message=StoredMessage.of(m)
+        )
+        for m in messages
+        if (m.chat_id, m.message_id) not in settled
+    ]
     return record.model_copy(update={"pending": (*kept, *added)})
 
 
-def owed_after_claim(record: HostRecord, claim: str, messages: Sequence[InboundMessage], at: datetime) -> HostRecord:
+def owed_after_claim(
+    record: HostRecord, claim: str, messages: Sequence[InboundMessage], at: datetime
+) -> HostRecord:
     """``messages``, claimed already (under a claim no intent of this host named), owed to it from now on:
     what a sponsor wait of this host took and could not answer with. A message it has or had is left out."""
     have = {e.key for e in record.pending} | record.settled_keys()
-    added = [PendingDelivery(claim=claim, state=EntryState.LIVE, at=as_utc(at), message=StoredMessage.of(m))
-             for m in messages if (m.chat_id, m.message_id) not in have]
+    added = [
+        PendingDelivery(
+            claim=claim, state=EntryState.LIVE, at=as_utc(at), message=StoredMessage.of(m)
+        )
+        for m in messages
+        if (m.chat_id, m.message_id) not in have
+    ]
     return record.model_copy(update={"pending": (*record.pending, *added)})
 
 
 def without_claim(record: HostRecord, claim: str) -> HostRecord:
     """Less the intents of a claim that is known not to have landed."""
-    return record.model_copy(update={"pending": tuple(e for e in record.pending if e.claim != claim)})
+    return record.model_copy(
+        update={"pending": tuple(e for e in record.pending if e.claim != claim)}
+    )
 
 
 def settled_intents(record: HostRecord, landed: Iterable[str], failed: Iterable[str]) -> HostRecord:
@@ -217,34 +259,56 @@ def acknowledged(record: HostRecord, keys: Iterable[DeliveryKey]) -> HostRecord:
     a host may acknowledge a push a replica made before writing down its intent's fate)."""
     given = [(k[0], k[1]) for k in keys]
     done = set(given)
-    return record.model_copy(update={
-        "pending": tuple(e for e in record.pending if e.key not in done),
-        "acked": tuple(dict.fromkeys((*record.acked, *given)))[-ACKED_KEPT:],
-    })
+    return record.model_copy(
+        update={
+            "pending": tuple(e for e in record.pending if e.key not in done),
+            "acked": tuple(dict.fromkeys((*record.acked, *given)))[-ACKED_KEPT:],
+        }
+    )
 
 
 def moving(record: HostRecord, keys: Iterable[DeliveryKey], to_host: str) -> HostRecord:
     """The sweep's first write: these go to ``to_host`` (an entry already bound elsewhere keeps its host)."""
     chosen = set(keys)
-    return record.model_copy(update={"pending": tuple(
-        e.model_copy(update={"moving_to": to_host}) if e.key in chosen and e.moving_to is None else e
-        for e in record.pending)})
+    return record.model_copy(
+        update={
+            "pending": tuple(
+                e.model_copy(update={"moving_to": to_host})
+                if e.key in chosen and e.moving_to is None
+                else e
+                for e in record.pending
+            )
+        }
+    )
 
 
 def moved_out(record: HostRecord, keys: Iterable[DeliveryKey]) -> HostRecord:
     keys = list(keys)
     done = set(keys)
-    return record.model_copy(update={
-        "pending": tuple(e for e in record.pending if e.key not in done),
-        "moved": tuple(dict.fromkeys((*record.moved, *keys)))[-MOVED_KEPT:],
-    })
+    return record.model_copy(
+        update={
+            "pending": tuple(e for e in record.pending if e.key not in done),
+            "moved": tuple(dict.fromkeys((*record.moved, *keys)))[-MOVED_KEPT:],
+        }
+    )
 
 
-def moved_in(record: HostRecord, entries: Sequence[PendingDelivery], from_host: str, at: datetime) -> HostRecord:
+def moved_in(
+    record: HostRecord, entries: Sequence[PendingDelivery], from_host: str, at: datetime
+) -> HostRecord:
     have = {e.key for e in record.pending} | record.settled_keys()
-    added = [e.model_copy(update={"moved_from": from_host, "moving_to": None, "at": as_utc(at),
-                                  "state": EntryState.LIVE})
-             for e in entries if e.key not in have]
+    added = [
+        e.model_copy(
+            update={
+                "moved_from": from_host,
+                "moving_to": None,
+                "at": as_utc(at),
+                "state": EntryState.LIVE,
+            }
+        )
+        for e in entries
+        if e.key not in have
+    ]
     return record.model_copy(update={"pending": (*record.pending, *added)})
 
 
@@ -253,8 +317,26 @@ def held(record: HostRecord, holder: HeldBy | None) -> HostRecord:
 
 
 __all__ = [
-    "ACKED_KEPT", "MAX_PENDING", "RECORD_PREFIX", "DeliveryKey", "EntryState", "HeldBy", "HostRecord",
-    "PendingDelivery", "StoredMessage", "acknowledged", "empty_record", "held", "host_of_record_key",
-    "moved_in", "moved_out", "moving", "parse_host_record", "record_key", "render_host_record", "settled_intents",
-    "with_intents", "without_claim",
+    "ACKED_KEPT",
+    "MAX_PENDING",
+    "RECORD_PREFIX",
+    "DeliveryKey",
+    "EntryState",
+    "HeldBy",
+    "HostRecord",
+    "PendingDelivery",
+    "StoredMessage",
+    "acknowledged",
+    "empty_record",
+    "held",
+    "host_of_record_key",
+    "moved_in",
+    "moved_out",
+    "moving",
+    "parse_host_record",
+    "record_key",
+    "render_host_record",
+    "settled_intents",
+    "with_intents",
+    "without_claim",
 ]

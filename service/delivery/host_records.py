@@ -42,7 +42,9 @@ class RecordUnavailable(StorageError):
 class HostRecords:
     backend: MemoryBackend
     metrics: Metrics | None = None
-    _cache: dict[str, tuple[HostRecord, str]] = field(default_factory=dict)  # host -> (record, its ETag)
+    _cache: dict[str, tuple[HostRecord, str]] = field(
+        default_factory=dict
+    )  # host -> (record, its ETag)
 
     def cached(self, host_id: str) -> HostRecord | None:
         held = self._cache.get(host_id)
@@ -57,7 +59,11 @@ class HostRecords:
         return record
 
     async def hosts(self) -> list[str]:
-        return [h for key in await self.backend.list(RECORD_PREFIX) if (h := host_of_record_key(key)) is not None]
+        return [
+            h
+            for key in await self.backend.list(RECORD_PREFIX)
+            if (h := host_of_record_key(key)) is not None
+        ]
 
     async def update(self, host_id: str, change: Callable[[HostRecord], HostRecord]) -> HostRecord:
         """Apply ``change`` and store the result; the record as stored. Raises RecordUnavailable."""
@@ -69,14 +75,17 @@ class HostRecords:
                 return current
             try:
                 new_etag = await self.backend.write_text(
-                    record_key(host_id), render_host_record(changed),
+                    record_key(host_id),
+                    render_host_record(changed),
                     **({"if_match": etag} if etag else {"if_absent": True}),
                 )
             except StorageError as exc:
                 if isinstance(exc, ConcurrencyError) and self.metrics is not None:
                     self.metrics.cas_conflicts.labels(ledger=LEDGER).inc()
                 self._cache.pop(host_id, None)
-                current, etag = await self._read(host_id)  # settles an unknown outcome too: re-applied
+                current, etag = await self._read(
+                    host_id
+                )  # settles an unknown outcome too: re-applied
                 continue
             self._cache[host_id] = (changed, new_etag)
             return changed
@@ -87,14 +96,18 @@ class HostRecords:
         try:
             read = await read_parsed(self.backend, record_key(host_id), parse_host_record)
         except StorageError as exc:
-            raise RecordUnavailable(f"delivery record of host {host_id!r} unreadable ({type(exc).__name__})") from exc
+            raise RecordUnavailable(
+                f"delivery record of host {host_id!r} unreadable ({type(exc).__name__})"
+            ) from exc
         if read.outcome is ReadOutcome.ABSENT:
             self._cache.pop(host_id, None)
             return empty_record(host_id), ""
         if read.outcome is ReadOutcome.UNRESOLVED or read.value is None or read.etag is None:
             self._cache.pop(host_id, None)
-            log.error("delivery record unreadable; this host takes no new claims until it is", extra={
-                "host_id": host_id, "reason": read.why})
+            log.error(
+                "delivery record unreadable; this host takes no new claims until it is",
+                extra={"host_id": host_id, "reason": read.why},
+            )
             raise RecordUnavailable(f"delivery record of host {host_id!r} unreadable ({read.why})")
         self._cache[host_id] = (read.value, read.etag)
         return read.value, read.etag

@@ -90,7 +90,9 @@ class Handover(str, Enum):
     """What one target says of one message it was given."""
 
     TAKEN = "taken"
-    NOT_TAKEN = "not_taken"  # certainly not (the target died, or refused): another target may have it
+    NOT_TAKEN = (
+        "not_taken"  # certainly not (the target died, or refused): another target may have it
+    )
     # It may have it: a hand-over cut short can still have completed. No other target may have it
     # then, or a host could see the message twice (fail closed; SPEC §10 settles it by acknowledgement).
     IN_DOUBT = "in_doubt"
@@ -98,7 +100,9 @@ class Handover(str, Enum):
 
 class DispatchOutcome(str, Enum):
     DELIVERED = "delivered"
-    IN_DOUBT = "in_doubt"  # handed to one target that may or may not have it, and offered to no other
+    IN_DOUBT = (
+        "in_doubt"  # handed to one target that may or may not have it, and offered to no other
+    )
     NO_TARGET = "no_target"  # every target died between the claim and the hand-off
     # Owed to an acknowledging host (in its delivery record): pushed to it and awaiting its
     # acknowledgement, or held for it while it has no live session here. Never another host's.
@@ -128,8 +132,12 @@ class DeliveryHub:
     metrics: Metrics | None = None
     _targets: dict[str, DeliveryTarget] = field(default_factory=dict)
     _sticky: dict[str, str] = field(default_factory=dict)  # chat_id -> target_id
-    _allotted: dict[MessageKey, str] = field(default_factory=dict)  # -> the bounded target it was allotted to
-    _handed_over: OrderedDict[MessageKey, None] = field(default_factory=OrderedDict)  # the newest HANDED_OVER_MEMORY
+    _allotted: dict[MessageKey, str] = field(
+        default_factory=dict
+    )  # -> the bounded target it was allotted to
+    _handed_over: OrderedDict[MessageKey, None] = field(
+        default_factory=OrderedDict
+    )  # the newest HANDED_OVER_MEMORY
     # -> the acknowledging host its claim's intent names: dispatched to that host only
     _reserved: OrderedDict[MessageKey, str] = field(default_factory=OrderedDict)
     # Claimed messages a target took and could not pass on (a sponsor wait whose host went away before
@@ -194,7 +202,9 @@ class DeliveryHub:
         if self.metrics is not None:
             live = self.live_targets()
             self.metrics.push_streams.set(sum(1 for t in live if t.kind is TargetKind.PUSH))
-            self.metrics.sponsor_waits.set(sum(1 for t in live if t.kind is TargetKind.SPONSOR_WAIT))
+            self.metrics.sponsor_waits.set(
+                sum(1 for t in live if t.kind is TargetKind.SPONSOR_WAIT)
+            )
         self._changed.set()
         self._changed = asyncio.Event()
         self._generation += 1
@@ -282,7 +292,9 @@ class DeliveryHub:
             self._handed_over.popitem(last=False)
 
     def has_permission_target_for(self, message: InboundMessage) -> bool:
-        return any(t.kind is TargetKind.PERMISSION and t.accepts(message) for t in self.live_targets())
+        return any(
+            t.kind is TargetKind.PERMISSION and t.accepts(message) for t in self.live_targets()
+        )
 
     def reserve(self, messages: Sequence[InboundMessage]) -> dict[str, list[InboundMessage]]:
         """Which of ``messages``, about to be claimed, go to an acknowledging host: host id -> its
@@ -311,8 +323,11 @@ class DeliveryHub:
 
     def host_target(self, host_id: str) -> DeliveryTarget | None:
         """The newest live target of an acknowledging host on this replica."""
-        found = [t for t in self._targets.values()
-                 if isinstance(t, AcknowledgingTarget) and t.host_id == host_id and t.is_reading()]
+        found = [
+            t
+            for t in self._targets.values()
+            if isinstance(t, AcknowledgingTarget) and t.host_id == host_id and t.is_reading()
+        ]
         return found[-1] if found else None
 
     async def dispatch(self, messages: Sequence[InboundMessage]) -> list[Dispatch]:
@@ -325,9 +340,14 @@ class DeliveryHub:
         """
         results: list[Dispatch] = []
         for message in sorted(messages, key=_delivery_order):
-            with tracer.start_as_current_span("delivery.push", attributes={
-                    "entrabot.source": message.source.value, "entrabot.chat_id": message.chat_id,
-                    "entrabot.message_id": message.message_id}) as span:
+            with tracer.start_as_current_span(
+                "delivery.push",
+                attributes={
+                    "entrabot.source": message.source.value,
+                    "entrabot.chat_id": message.chat_id,
+                    "entrabot.message_id": message.message_id,
+                },
+            ) as span:
                 dispatch = await self._dispatch_one(message)
                 span.set_attribute("entrabot.delivery.outcome", dispatch.outcome.value)
             results.append(dispatch)
@@ -360,11 +380,18 @@ class DeliveryHub:
                 self._count(message, target.kind.value, DispatchOutcome.IN_DOUBT.value)
                 log.warning(
                     "claimed message may or may not have reached its target; offered to no other",
-                    extra={"target_id": target.target_id, "chat_id": message.chat_id,
-                           "message_id": message.message_id},
+                    extra={
+                        "target_id": target.target_id,
+                        "chat_id": message.chat_id,
+                        "message_id": message.message_id,
+                    },
                 )
-                self._remember_handed_over(message)  # it may be with that target: never allotted again
-                return Dispatch(message, DispatchOutcome.IN_DOUBT, target.target_id, target.kind.value)
+                self._remember_handed_over(
+                    message
+                )  # it may be with that target: never allotted again
+                return Dispatch(
+                    message, DispatchOutcome.IN_DOUBT, target.target_id, target.kind.value
+                )
             self._remember_handed_over(message)
             if message.source is Source.CHAT:
                 self._sticky[message.chat_id] = target.target_id
@@ -388,12 +415,18 @@ class DeliveryHub:
         self._count(message, target.kind.value, DispatchOutcome.PUSHED.value)
         return Dispatch(message, DispatchOutcome.PUSHED, target.target_id, target.kind.value)
 
-    def _choose(self, message: InboundMessage, *, exclude: set[str], consume: bool = True) -> DeliveryTarget | None:
-        candidates = [t for t in self.live_targets() if t.target_id not in exclude and t.accepts(message)]
+    def _choose(
+        self, message: InboundMessage, *, exclude: set[str], consume: bool = True
+    ) -> DeliveryTarget | None:
+        candidates = [
+            t for t in self.live_targets() if t.target_id not in exclude and t.accepts(message)
+        ]
         if not candidates:
             return None
         # An allotted message goes to the target it was allotted to, whose room it took.
-        allotted = self._allotted.pop(message.key, None) if consume else self._allotted.get(message.key)
+        allotted = (
+            self._allotted.pop(message.key, None) if consume else self._allotted.get(message.key)
+        )
         for t in candidates:
             if t.target_id == allotted:
                 return t
@@ -421,4 +454,8 @@ class DeliveryHub:
 def _delivery_order(message: InboundMessage) -> tuple[object, ...]:
     # Teams ids are creation milliseconds: numeric order breaks ties of equal timestamps as Teams does.
     mid = message.message_id
-    return (message.created, 0, int(mid), "") if mid.isascii() and mid.isdigit() else (message.created, 1, 0, mid)
+    return (
+        (message.created, 0, int(mid), "")
+        if mid.isascii() and mid.isdigit()
+        else (message.created, 1, 0, mid)
+    )

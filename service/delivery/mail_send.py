@@ -33,7 +33,13 @@ from enum import Enum
 from typing import Literal
 
 from service.clock import Clock
-from service.delivery.send_once import LOOK_BACK, SETTLE_PAUSE_S, SendOnce, SendUnknown, first_in_pages
+from service.delivery.send_once import (
+    LOOK_BACK,
+    SETTLE_PAUSE_S,
+    SendOnce,
+    SendUnknown,
+    first_in_pages,
+)
 from service.graph.client import GraphClient
 from service.graph.models import MailMessage
 
@@ -49,8 +55,12 @@ MailKind = Literal["new", "reply", "replyAll", "forward"]
 
 class SendOutcome(str, Enum):
     SENT = "sent"  # Graph answered the send
-    FOUND_AFTER_LOST_ANSWER = "found_after_lost_answer"  # Graph lost its answer; the mail is in Sent Items
-    SENT_AFTER_CHECK = "sent_after_check"  # the first attempt provably did not send; sent again, once
+    FOUND_AFTER_LOST_ANSWER = (
+        "found_after_lost_answer"  # Graph lost its answer; the mail is in Sent Items
+    )
+    SENT_AFTER_CHECK = (
+        "sent_after_check"  # the first attempt provably did not send; sent again, once
+    )
 
 
 def new_send_id() -> str:
@@ -115,10 +125,14 @@ class MailSender:
 
     async def send(self, mail: OutgoingMail) -> MailSent:
         """Send once; GraphError for a failure that sent nothing, SendUnknown when nobody can tell."""
-        settled = await self._settle.send(lambda: self._post(mail), lambda since: self._look(mail, since))
+        settled = await self._settle.send(
+            lambda: self._post(mail), lambda since: self._look(mail, since)
+        )
         if settled.found is not None:
             return MailSent(SendOutcome.FOUND_AFTER_LOST_ANSWER, mail.send_id, settled.found.id)
-        return MailSent(SendOutcome.SENT_AFTER_CHECK if settled.retried else SendOutcome.SENT, mail.send_id)
+        return MailSent(
+            SendOutcome.SENT_AFTER_CHECK if settled.retried else SendOutcome.SENT, mail.send_id
+        )
 
     async def find(self, mail: OutgoingMail, since: datetime) -> MailMessage | None:
         """This send's copy in Sent Items since ``since``, looked for a few times a moment apart; None when
@@ -126,14 +140,27 @@ class MailSender:
         return await self._settle.look_for(lambda since: self._look(mail, since), since)
 
     async def _look(self, mail: OutgoingMail, since: datetime) -> MailMessage | None:
-        return await first_in_pages(self.graph.list_mail(since, folder=SENT_ITEMS, max_pages=SETTLE_PAGES),
-                                    lambda copy: is_this_send(copy, mail))
+        return await first_in_pages(
+            self.graph.list_mail(since, folder=SENT_ITEMS, max_pages=SETTLE_PAGES),
+            lambda copy: is_this_send(copy, mail),
+        )
 
     async def _post(self, mail: OutgoingMail) -> None:
         if mail.kind == "new":
-            await self.graph.send_mail(mail.to, mail.subject, mail.text, cc=mail.cc, content_type=mail.content_type,
-                                       headers=mail.headers)
+            await self.graph.send_mail(
+                mail.to,
+                mail.subject,
+                mail.text,
+                cc=mail.cc,
+                content_type=mail.content_type,
+                headers=mail.headers,
+            )
             return
         assert mail.answers is not None, "a reply or forward names the mail it answers"
-        await self.graph.answer_mail(mail.answers, mail.kind, mail.text, to=mail.to if mail.kind == "forward" else (),
-                                     headers=mail.headers)
+        await self.graph.answer_mail(
+            mail.answers,
+            mail.kind,
+            mail.text,
+            to=mail.to if mail.kind == "forward" else (),
+            headers=mail.headers,
+        )

@@ -53,10 +53,16 @@ class PermissionParams(BaseModel):
     behavior: Behavior
 
 
-class PermissionVerdictPush(Notification[PermissionParams, Literal["notifications/claude/channel/permission"]]):  # type: ignore[type-var]
-    method: Literal["notifications/claude/channel/permission"] = "notifications/claude/channel/permission"
+class PermissionVerdictPush(
+    Notification[PermissionParams, Literal["notifications/claude/channel/permission"]]
+):  # type: ignore[type-var]
+    method: Literal["notifications/claude/channel/permission"] = (
+        "notifications/claude/channel/permission"
+    )
     params: PermissionParams
 
 
 def verdict_push(verdict: Verdict) -> PermissionVerdictPush:
-    return PermissionVerdictPush(params=PermissionParams(request_id=verdict.request_id, behavior=verdict.behavior))
+    return PermissionVerdictPush(
+        params=PermissionParams(request_id=verdict.request_id, behavior=verdict.behavior)
+    )

@@ -64,10 +64,14 @@ class ChannelMeta(BaseModel):
     @field_validator("chat_id", "message_id", "user", "ts")
     @classmethod
     def _safe(cls, value: str) -> str:
-        if not all(map(_meta_char_ok, value)) or len(value) > MAX_META_CHARS or find_envelope_words(value):
+        if (
+            not all(map(_meta_char_ok, value))
+            or len(value) > MAX_META_CHARS
+            or find_envelope_words(value)
+        ):
             raise ValueError(
                 "a meta value must be one line of at most "
-                f"{MAX_META_CHARS} characters without <>\"&`\\ or an envelope word; pass it through meta_value()"
+                f'{MAX_META_CHARS} characters without <>"&`\\ or an envelope word; pass it through meta_value()'
             )
         return value
 
@@ -107,7 +111,11 @@ def _text_for_envelope(message: InboundMessage) -> str:
 
 def format_ts(moment: datetime) -> str:
     """UTC, ISO 8601 with milliseconds and a Z (a naive datetime is taken as UTC, as Graph means it)."""
-    utc = moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    utc = (
+        moment.replace(tzinfo=timezone.utc)
+        if moment.tzinfo is None
+        else moment.astimezone(timezone.utc)
+    )
     return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
@@ -115,7 +123,9 @@ def _sender_label(message: InboundMessage) -> str:
     return message.sender_name.strip() or message.sender_id
 
 
-def build_channel_push(message: InboundMessage, *, max_chars: int = DEFAULT_PUSH_MAX_CHARS) -> ChannelPush:
+def build_channel_push(
+    message: InboundMessage, *, max_chars: int = DEFAULT_PUSH_MAX_CHARS
+) -> ChannelPush:
     """The push for a claimed message.
 
     A verified sponsor's chat message goes bare (the host's prompt trusts it), sanitised all the same;
@@ -140,7 +150,9 @@ def build_channel_push(message: InboundMessage, *, max_chars: int = DEFAULT_PUSH
     return ChannelPush(params=ChannelParams(content=content, meta=meta))
 
 
-def build_tool_result_item(message: InboundMessage, *, max_chars: int | None = None) -> dict[str, Any]:
+def build_tool_result_item(
+    message: InboundMessage, *, max_chars: int | None = None
+) -> dict[str, Any]:
     """One message in a read tool's result: identifiers and times outside, the text always enveloped.
 
     Filters and counts work on the metadata directly; only ``content`` comes from the sender.

@@ -49,7 +49,9 @@ class Settled(Generic[T, F]):
     retried: bool  # the first attempt provably did not happen; this is the second
 
 
-async def first_in_pages(pages: AsyncGenerator[Page[M], None], is_it: Callable[[M], bool]) -> M | None:
+async def first_in_pages(
+    pages: AsyncGenerator[Page[M], None], is_it: Callable[[M], bool]
+) -> M | None:
     """The first listed item ``is_it`` accepts; None when the listing ended without one; SendUnknown when
     the listing cannot prove absence (Graph failed, an item was unreadable, the page budget ran out)."""
     try:
@@ -74,8 +76,9 @@ class SendOnce:
     pause_s: float = SETTLE_PAUSE_S
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
-    async def send(self, attempt: Callable[[], Awaitable[T]],
-                   look: Callable[[datetime], Awaitable[F | None]]) -> Settled[T, F]:
+    async def send(
+        self, attempt: Callable[[], Awaitable[T]], look: Callable[[datetime], Awaitable[F | None]]
+    ) -> Settled[T, F]:
         """``attempt`` once, or twice when the first provably did not happen; ``look(since)`` finds the
         send's copy. GraphError for a failure that did nothing, SendUnknown when nobody can tell."""
         for n in range(2):
@@ -90,7 +93,9 @@ class SendOnce:
                 return Settled(None, found, retried=n > 0)
         raise SendUnknown
 
-    async def look_for(self, look: Callable[[datetime], Awaitable[F | None]], since: datetime) -> F | None:
+    async def look_for(
+        self, look: Callable[[datetime], Awaitable[F | None]], since: datetime
+    ) -> F | None:
         """The copy in one of ``looks`` looks a moment apart; None when every look was complete and empty."""
         for n in range(self.looks):
             if n:

@@ -46,8 +46,12 @@ class SponsorResolutions:
     by_id: dict[str, Sponsor | NotAUser] = field(default_factory=dict)
 
 
-async def read_sponsors(directory: GraphClient, graph: GraphClient, agent_identity_id: str,
-                        resolutions: SponsorResolutions | None = None) -> tuple[Sponsor, ...]:
+async def read_sponsors(
+    directory: GraphClient,
+    graph: GraphClient,
+    agent_identity_id: str,
+    resolutions: SponsorResolutions | None = None,
+) -> tuple[Sponsor, ...]:
     """The sponsors: the list through ``directory`` (app-only), the references resolved through ``graph``.
 
     Raises GraphError when the list itself is unreadable. A typed user reference whose profile cannot
@@ -83,7 +87,13 @@ async def _resolve(graph: GraphClient, ref: DirectoryObjectRef) -> Sponsor | Not
         log.info("a sponsor reference is not a user (a group or service principal): not recognised")
         return NotAUser.RESOLVED
     except GraphError as exc:
-        log.warning("a sponsor reference is unresolved; not recognised until the next refresh resolves it",
-                    extra={"error": type(exc).__name__, "status": exc.status, "typed": ref.odata_type is not None})
+        log.warning(
+            "a sponsor reference is unresolved; not recognised until the next refresh resolves it",
+            extra={
+                "error": type(exc).__name__,
+                "status": exc.status,
+                "typed": ref.odata_type is not None,
+            },
+        )
         return None
     return Sponsor(ref.id, user.user_principal_name, user.mail, user.display_name)

@@ -68,12 +68,16 @@ class SponsorRefresher:
 
     async def _read(self) -> RefreshOutcome:
         if self.directory is None:
-            log.warning("sponsors unreadable: no app-only Graph client for the agent identity; no sponsor is "
-                        "recognised (set the agent identity's blueprint credentials)")
+            log.warning(
+                "sponsors unreadable: no app-only Graph client for the agent identity; no sponsor is "
+                "recognised (set the agent identity's blueprint credentials)"
+            )
             self.gate.replace_sponsors(())
             return RefreshOutcome.NO_DIRECTORY
         try:
-            sponsors = await read_sponsors(self.directory, self.graph, self.agent_identity_id, self._resolutions)
+            sponsors = await read_sponsors(
+                self.directory, self.graph, self.agent_identity_id, self._resolutions
+            )
         except GraphError as exc:
             return self._unreadable(exc)
         # The gate drops the list by itself once stale, should this refresher stop running; whether the
@@ -84,11 +88,16 @@ class SponsorRefresher:
     def _unreadable(self, exc: GraphError) -> RefreshOutcome:
         fields = {"error": type(exc).__name__, "status": exc.status}
         if self.gate.holds_read_list():
-            log.warning("sponsor list unreadable; keeping the last one read (dropped %.0f s after it was read)",
-                        self.stale_after_s, extra=fields)
+            log.warning(
+                "sponsor list unreadable; keeping the last one read (dropped %.0f s after it was read)",
+                self.stale_after_s,
+                extra=fields,
+            )
             return RefreshOutcome.KEPT_STALE
-        log.warning("sponsor list unreadable for too long (or never read); no sponsor is recognised until it "
-                    "is read: every message enveloped, no sponsor wait answered, no permission verdict taken",
-                    extra=fields)
+        log.warning(
+            "sponsor list unreadable for too long (or never read); no sponsor is recognised until it "
+            "is read: every message enveloped, no sponsor wait answered, no permission verdict taken",
+            extra=fields,
+        )
         self.gate.replace_sponsors(())
         return RefreshOutcome.FAILED_CLOSED

@@ -79,8 +79,13 @@ class SponsorGate:
     anyone replaces it: a refresh loop that stopped cannot leave a removed sponsor counting.
     """
 
-    def __init__(self, sponsors: Iterable[Sponsor], *, tenant_id: str | None,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        sponsors: Iterable[Sponsor],
+        *,
+        tenant_id: str | None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         """``tenant_id``: the agent's own tenant id, the GUID Graph shows as a member's tenantId (a tenant's
         domain name never equals it); without it no member ever matches by address."""
         self._tenant_id = normalise_identifier(tenant_id)
@@ -105,14 +110,19 @@ class SponsorGate:
         """Whether a list given with an expiry still stands (a read list younger than its bound)."""
         return self._expires_at is not None and not self._expired()
 
-    def replace_sponsors(self, sponsors: Iterable[Sponsor], *, expires_at: float | None = None) -> None:
+    def replace_sponsors(
+        self, sponsors: Iterable[Sponsor], *, expires_at: float | None = None
+    ) -> None:
         self._expires_at = expires_at
         sponsors = self._sponsors = tuple(sponsors)
         self._sponsor_ids = frozenset(
             oid for s in sponsors if (oid := normalise_identifier(s.object_id)) is not None
         )
         self._sponsor_addresses = frozenset(
-            key for s in sponsors for a in (s.user_principal_name, s.mail) for key in _address_keys(a)
+            key
+            for s in sponsors
+            for a in (s.user_principal_name, s.mail)
+            for key in _address_keys(a)
         )
         self._aliases = {chat_id: self._sponsor_members(m) for chat_id, m in self._members.items()}
 

@@ -105,7 +105,10 @@ def _fold(char: str) -> str:
 
 
 def _rewrite(
-    chars: list[str], spans: list[Span], pattern: re.Pattern[str], replace: Callable[[str], str | None]
+    chars: list[str],
+    spans: list[Span],
+    pattern: re.Pattern[str],
+    replace: Callable[[str], str | None],
 ) -> tuple[list[str], list[Span]] | None:
     """The view with each match of ``pattern`` that ``replace`` rewrites (not None) replaced, every new
     character keeping the span of the whole match; None when nothing was rewritten."""
@@ -215,7 +218,9 @@ def _single_line(text: str) -> str:
 # Characters of a sender name that could end the attribute, or decode (as an entity or %-escape) into
 # a "<" whose tag would run over the fixed words after the value; each becomes a look-alike that reads
 # the same to a person and decodes to nothing.
-_INERT_ATTRIBUTE = str.maketrans({'"': "'", "<": "‹", ">": "›", "&": "＆", "%": "％", "[": "(", "]": ")"})
+_INERT_ATTRIBUTE = str.maketrans(
+    {'"': "'", "<": "‹", ">": "›", "&": "＆", "%": "％", "[": "(", "]": ")"}
+)
 
 
 def _attribute(value: str) -> str:
@@ -255,7 +260,9 @@ def _prefix_within(body: str, budget: int) -> str:
     return safe
 
 
-def _bounded(head: str, raw_body: str, tail: str, max_chars: int | None, prepare: Callable[[str], str]) -> str:
+def _bounded(
+    head: str, raw_body: str, tail: str, max_chars: int | None, prepare: Callable[[str], str]
+) -> str:
     """``head + prepare(raw_body) + tail``, the body shortened (never the markers) to fit ``max_chars``.
 
     The truncation notice goes after the tail, outside the envelope: it is ours, not the sender's.
@@ -271,9 +278,7 @@ def _bounded(head: str, raw_body: str, tail: str, max_chars: int | None, prepare
     return head + kept + tail + TRUNCATION_NOTICE
 
 
-def wrap_external(
-    body: str, *, source: Source, sender: str, max_chars: int | None = None
-) -> str:
+def wrap_external(body: str, *, source: Source, sender: str, max_chars: int | None = None) -> str:
     """The tool-result form: ``<external_content sender="…" source="…">\\n…\\n</external_content>``.
 
     The body keeps its text (angle brackets included); only envelope words are replaced.

@@ -21,7 +21,9 @@ from service.devstack.processes import terminate
 
 ACCOUNT = "devstoreaccount1"
 # Azurite's published development key; not a secret.
-ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+ACCOUNT_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
 _LISTEN = re.compile(r"listen(?:s|ing)? on (https?://[\d.]+):(\d+)", re.IGNORECASE)
 START_TIMEOUT_S = 30.0
 
@@ -37,7 +39,9 @@ class Azurite:
     blob_endpoint: str  # e.g. http://127.0.0.1:10000/devstoreaccount1
     kind: str  # what started it, "npm" or "testcontainers" (ENTRABOT_AZURITE), or where a caller found it
     _stop: object = field(repr=False, default=None)
-    location: Path | None = None  # the npm build's data folder on this host (a container keeps its own)
+    location: Path | None = (
+        None  # the npm build's data folder on this host (a container keeps its own)
+    )
 
     @property
     def connection_string(self) -> str:
@@ -74,7 +78,10 @@ class AzuriteOAuth:
 
 
 def start_azurite(
-    *, port: int = 0, location: Path | None = None, settings: DevstackSettings | None = None,
+    *,
+    port: int = 0,
+    location: Path | None = None,
+    settings: DevstackSettings | None = None,
     oauth: AzuriteOAuth | None = None,
 ) -> Azurite:
     """Start Azurite as ENTRABOT_AZURITE says and return once it accepts connections (``settings``:
@@ -103,8 +110,15 @@ def _blob_arguments(*, port: int, location: str) -> list[str]:
     (CI's two fleet-test timeouts of 2026-12-03 fit such a stall). On disk, writes share a few extent
     files and the same 20,000 overwrites left no stall above 30 ms (``bench/azurite_gc.py``)."""
     return [
-        "--blobHost", "127.0.0.1", "--blobPort", str(port),
-        "--skipApiVersionCheck", "--loose", "--disableTelemetry", "--location", location,
+        "--blobHost",
+        "127.0.0.1",
+        "--blobPort",
+        str(port),
+        "--skipApiVersionCheck",
+        "--loose",
+        "--disableTelemetry",
+        "--location",
+        location,
     ]
 
 
@@ -126,8 +140,10 @@ def _start_container(image: str) -> Azurite:
             .waiting_for(LogMessageWaitStrategy(_LISTEN).with_startup_timeout(int(START_TIMEOUT_S)))
         )
     except DockerException as exc:
-        raise AzuriteError(f"ENTRABOT_AZURITE=testcontainers, but no Docker engine answers ({exc}): start "
-                           "one (DOCKER_HOST names its socket), or unset ENTRABOT_AZURITE for the npm build") from None
+        raise AzuriteError(
+            f"ENTRABOT_AZURITE=testcontainers, but no Docker engine answers ({exc}): start "
+            "one (DOCKER_HOST names its socket), or unset ENTRABOT_AZURITE for the npm build"
+        ) from None
     try:
         container.start()
         stdout, stderr = container.get_logs()
@@ -142,18 +158,26 @@ def _start_container(image: str) -> Azurite:
     if match is None:  # the wait above matched this pattern in these logs
         container.stop()
         raise AzuriteError(f"Azurite's container ({image}) logged no address")
-    return Azurite(f"{match.group(1)}:{match.group(2)}/{ACCOUNT}", "testcontainers", _stop=container.stop)
+    return Azurite(
+        f"{match.group(1)}:{match.group(2)}/{ACCOUNT}", "testcontainers", _stop=container.stop
+    )
 
 
-def _start_npm(npm_dir: Path, *, port: int, location: Path | None, oauth: AzuriteOAuth | None = None) -> Azurite:
+def _start_npm(
+    npm_dir: Path, *, port: int, location: Path | None, oauth: AzuriteOAuth | None = None
+) -> Azurite:
     binary = npm_dir / "node_modules" / ".bin" / "azurite-blob"
     node = shutil.which("node")
     if node is None:
-        raise AzuriteError("node is not on PATH: install Node.js 20+ to run Azurite's npm build, "
-                           "or set ENTRABOT_AZURITE=testcontainers where a Docker engine runs")
+        raise AzuriteError(
+            "node is not on PATH: install Node.js 20+ to run Azurite's npm build, "
+            "or set ENTRABOT_AZURITE=testcontainers where a Docker engine runs"
+        )
     if not binary.exists():
-        raise AzuriteError(f"Azurite is not installed: run `npm ci` in {npm_dir} (make setup does it), "
-                           "or set ENTRABOT_AZURITE_DIR to where it is installed")
+        raise AzuriteError(
+            f"Azurite is not installed: run `npm ci` in {npm_dir} (make setup does it), "
+            "or set ENTRABOT_AZURITE_DIR to where it is installed"
+        )
     script = binary.resolve()  # the .bin entry is a symlink to a node script
     # No location given: a folder of its own, removed when it stops (see _blob_arguments: not in memory).
     scratch = Path(tempfile.mkdtemp(prefix="entrabot-azurite-")) if location is None else None
@@ -162,8 +186,12 @@ def _start_npm(npm_dir: Path, *, port: int, location: Path | None, oauth: Azurit
         args += ["--cert", str(oauth.cert), "--key", str(oauth.key), "--oauth", "basic"]
     # Spawn node itself (not a shell) so the PID we signal is Azurite's.
     proc = subprocess.Popen(
-        [node, str(script), *args], cwd=npm_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
+        [node, str(script), *args],
+        cwd=npm_dir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     deadline = time.monotonic() + START_TIMEOUT_S
     lines: list[str] = []
@@ -185,10 +213,16 @@ def _start_npm(npm_dir: Path, *, port: int, location: Path | None, oauth: Azurit
                 if scratch is not None:
                     shutil.rmtree(scratch, ignore_errors=True)
 
-            return Azurite(f"{match.group(1)}:{match.group(2)}/{ACCOUNT}", "npm", _stop=stop,
-                           location=location or scratch)
+            return Azurite(
+                f"{match.group(1)}:{match.group(2)}/{ACCOUNT}",
+                "npm",
+                _stop=stop,
+                location=location or scratch,
+            )
     proc.kill()
     if scratch is not None:
         shutil.rmtree(scratch, ignore_errors=True)
-    raise AzuriteError(f"Azurite did not start within {START_TIMEOUT_S:.0f} s; its output was:\n"
-                       + "\n".join(lines[-20:]))
+    raise AzuriteError(
+        f"Azurite did not start within {START_TIMEOUT_S:.0f} s; its output was:\n"
+        + "\n".join(lines[-20:])
+    )

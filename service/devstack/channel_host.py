@@ -59,7 +59,11 @@ class _Listener(ClientExtension):
         self._on_push = on_push
 
     def notifications(self) -> list[NotificationBinding[Any]]:
-        return [NotificationBinding(method=CHANNEL_METHOD, params_type=ChannelParams, handler=self._handle)]
+        return [
+            NotificationBinding(
+                method=CHANNEL_METHOD, params_type=ChannelParams, handler=self._handle
+            )
+        ]
 
     async def _handle(self, params: ChannelParams) -> None:
         self._on_push(params)
@@ -81,7 +85,9 @@ class ChannelHost:
     pushes: list[ReceivedPush] = field(default_factory=list)
     connected_to: str | None = None
     connections: int = 0
-    acknowledged: int = 0  # keys the fleet was told this host has (a repeat's key again, as the bridge does)
+    acknowledged: int = (
+        0  # keys the fleet was told this host has (a repeat's key again, as the bridge does)
+    )
 
     async def run(self, stop: asyncio.Event) -> None:
         """Stay connected until ``stop`` is set, reconnecting (bounded delay) when a replica goes away."""
@@ -111,8 +117,14 @@ class ChannelHost:
         def record(params: ChannelParams) -> None:
             meta = params.meta
             push = ReceivedPush(
-                self.name, url, str(meta.get("chat_id", "")), str(meta.get("message_id", "")),
-                str(meta.get("user", "")), str(meta.get("ts", "")), params.content, time.time(),
+                self.name,
+                url,
+                str(meta.get("chat_id", "")),
+                str(meta.get("message_id", "")),
+                str(meta.get("user", "")),
+                str(meta.get("ts", "")),
+                params.content,
+                time.time(),
             )
             self.pushes.append(push)
             if self.host_id is not None:
@@ -121,17 +133,24 @@ class ChannelHost:
             if self.on_push is not None:
                 self.on_push(push)
 
-        async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http:
+        async with httpx2.AsyncClient(
+            headers=headers, timeout=httpx2.Timeout(30.0, read=300.0)
+        ) as http:
             transport = streamable_http_client(url, http_client=http)
             client = Client(
-                transport, extensions=[_Listener(record)], mode="legacy",
-                client_info=Implementation(name=self.client_name, version="1.0"), read_timeout_seconds=30,
+                transport,
+                extensions=[_Listener(record)],
+                mode="legacy",
+                client_info=Implementation(name=self.client_name, version="1.0"),
+                read_timeout_seconds=30,
             )
             async with client:
                 self.connected_to = url
                 self.connections += 1
                 await client.list_tools()
-                acknowledging = asyncio.create_task(self._acknowledge(client, unacknowledged, ready))
+                acknowledging = asyncio.create_task(
+                    self._acknowledge(client, unacknowledged, ready)
+                )
                 try:
                     while not stop.is_set() and not acknowledging.done():
                         # A cheap request every few seconds notices a dead replica even while no push arrives (the
@@ -147,8 +166,9 @@ class ChannelHost:
                     with contextlib.suppress(asyncio.CancelledError):
                         await acknowledging
 
-    async def _acknowledge(self, client: Client, unacknowledged: dict[tuple[str, str], None],
-                           ready: asyncio.Event) -> None:
+    async def _acknowledge(
+        self, client: Client, unacknowledged: dict[tuple[str, str], None], ready: asyncio.Event
+    ) -> None:
         while True:
             await ready.wait()
             ready.clear()

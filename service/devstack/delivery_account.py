@@ -64,8 +64,12 @@ class LedgerSnapshot:
         if cursor.is_recorded(message.message_id):
             return True
         tail = cursor.seen_ids_tail
-        return (len(tail) >= TAIL_SIZE and message.message_id.isdigit() and tail[0].isdigit()
-                and id_order_key(message.message_id) < id_order_key(tail[0]))
+        return (
+            len(tail) >= TAIL_SIZE
+            and message.message_id.isdigit()
+            and tail[0].isdigit()
+            and id_order_key(message.message_id) < id_order_key(tail[0])
+        )
 
 
 @dataclass(frozen=True)
@@ -130,12 +134,18 @@ def account_deliveries(
     )
 
 
-def _in_flight_at_a_kill(message: SentMessage, kills: Sequence[KillRecord], window: timedelta) -> Loss | None:
+def _in_flight_at_a_kill(
+    message: SentMessage, kills: Sequence[KillRecord], window: timedelta
+) -> Loss | None:
     for kill in kills:
         before = kill.at - message.created
         if timedelta(0) <= before <= window and kill.ledger.records_claim(message):
-            return Loss(message, "claimed and not pushed when its replica was killed", kill.replica,
-                        before.total_seconds())
+            return Loss(
+                message,
+                "claimed and not pushed when its replica was killed",
+                kill.replica,
+                before.total_seconds(),
+            )
     return None
 
 

@@ -63,7 +63,9 @@ def _line(text: str, width: int = 90) -> str:
 
 
 class DemoPrinter:
-    def __init__(self, replica_of: dict[str, str], tally: DemoTally, out: TextIO = sys.stdout) -> None:
+    def __init__(
+        self, replica_of: dict[str, str], tally: DemoTally, out: TextIO = sys.stdout
+    ) -> None:
         self.replica_of = replica_of
         self.tally = tally
         self.out = out
@@ -73,8 +75,12 @@ class DemoPrinter:
         duplicate = self.tally.pushed(push, replica)
         where = "mail" if push.chat_id == MAIL else f"chat {push.chat_id[:18]}…"
         dup = "  DUPLICATE!" if duplicate else ""
-        print(f"{time.strftime('%H:%M:%S')}  {replica} → {push.host}  {where}  {push.user}: "
-              f"{_line(push.content)}{dup}", file=self.out, flush=True)
+        print(
+            f"{time.strftime('%H:%M:%S')}  {replica} → {push.host}  {where}  {push.user}: "
+            f"{_line(push.content)}{dup}",
+            file=self.out,
+            flush=True,
+        )
 
 
 class FleetNotReady(Exception):
@@ -89,8 +95,14 @@ class SightLedger(Protocol):
     async def has_email_cursor(self) -> bool: ...
 
 
-async def first_sight(ledger: SightLedger, chats: int, stop: asyncio.Event, *,
-                      timeout_s: float = FIRST_SIGHT_TIMEOUT_S, margin_s: float = MAIL_CURSOR_MARGIN_S) -> None:
+async def first_sight(
+    ledger: SightLedger,
+    chats: int,
+    stop: asyncio.Event,
+    *,
+    timeout_s: float = FIRST_SIGHT_TIMEOUT_S,
+    margin_s: float = MAIL_CURSOR_MARGIN_S,
+) -> None:
     """Until the fleet has a cursor for every chat and the mailbox. A chat's first sight surfaces only
     its newest message (history is not replayed), so a person writing twice before it would see the
     first message passed over; the demo starts talking once nothing it sends can meet that rule."""
@@ -102,19 +114,32 @@ async def first_sight(ledger: SightLedger, chats: int, stop: asyncio.Event, *,
             await asyncio.sleep(margin_s)
             return
         if time.monotonic() >= deadline:
-            raise FleetNotReady(f"the fleet took its first sight of {seen} of the {chats} chats"
-                                f"{'' if mailbox else ' and not of the mailbox'} within {timeout_s:.0f} s; "
-                                "the replicas' logs say why")
+            raise FleetNotReady(
+                f"the fleet took its first sight of {seen} of the {chats} chats"
+                f"{'' if mailbox else ' and not of the mailbox'} within {timeout_s:.0f} s; "
+                "the replicas' logs say why"
+            )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 0.2)
 
 
-async def _traffic(seed: Seed, chats: list[tuple[str, list[str]]], traffic: HumanTraffic, options: DemoOptions,
-                   stop: asyncio.Event, tally: DemoTally, ready: Awaitable[None], talking: asyncio.Event) -> None:
+async def _traffic(
+    seed: Seed,
+    chats: list[tuple[str, list[str]]],
+    traffic: HumanTraffic,
+    options: DemoOptions,
+    stop: asyncio.Event,
+    tally: DemoTally,
+    ready: Awaitable[None],
+    talking: asyncio.Event,
+) -> None:
     await ready
     talking.set()  # the duration counts from here
     if not stop.is_set():
-        print("The fleet has seen every chat and the mailbox; seeded humans start talking.\n", flush=True)
+        print(
+            "The fleet has seen every chat and the mailbox; seeded humans start talking.\n",
+            flush=True,
+        )
     rng = random.Random(7)
     next_mail = time.monotonic() + options.mail_every_s / 2
     while not stop.is_set():
@@ -125,8 +150,12 @@ async def _traffic(seed: Seed, chats: list[tuple[str, list[str]]], traffic: Huma
             tally.sent_chat(posted.message_id)
         if time.monotonic() >= next_mail:
             human = rng.choice(seed.humans)
-            await traffic.send_mail(human, seed.agent_user.user_principal_name, rng.choice(SUBJECTS),
-                                    "Could you take a look and reply by Friday?")
+            await traffic.send_mail(
+                human,
+                seed.agent_user.user_principal_name,
+                rng.choice(SUBJECTS),
+                "Could you take a look and reply by Friday?",
+            )
             tally.sent_mail()
             next_mail = time.monotonic() + options.mail_every_s
         with contextlib.suppress(TimeoutError):
@@ -136,15 +165,25 @@ async def _traffic(seed: Seed, chats: list[tuple[str, list[str]]], traffic: Huma
 async def run_demo(options: DemoOptions) -> int:
     seed = load_seed(demo_seed_path())
     workdir = Path(tempfile.mkdtemp(prefix="entrabot-demo-"))
-    fleet = LocalFleet(seed, workdir, replicas=options.replicas, extra_env={
-        "ENTRABOT_CHAT_POLL_INTERVAL_S": str(options.chat_poll_s),
-        "ENTRABOT_CHAT_POLL_JITTER_S": "0.5",
-        "ENTRABOT_EMAIL_POLL_INTERVAL_S": str(options.email_poll_s),
-    })
-    print(f"Starting Azurite, the Graph emulator and {options.replicas} replicas (logs in {workdir}) …", flush=True)
+    fleet = LocalFleet(
+        seed,
+        workdir,
+        replicas=options.replicas,
+        extra_env={
+            "ENTRABOT_CHAT_POLL_INTERVAL_S": str(options.chat_poll_s),
+            "ENTRABOT_CHAT_POLL_JITTER_S": "0.5",
+            "ENTRABOT_EMAIL_POLL_INTERVAL_S": str(options.email_poll_s),
+        },
+    )
+    print(
+        f"Starting Azurite, the Graph emulator and {options.replicas} replicas (logs in {workdir}) …",
+        flush=True,
+    )
     await asyncio.to_thread(fleet.start)
     assert fleet.azurite is not None and fleet.emulator is not None
-    print(f"  Azurite ({fleet.azurite.kind}) {fleet.azurite.blob_endpoint}, container {fleet.container}")
+    print(
+        f"  Azurite ({fleet.azurite.kind}) {fleet.azurite.blob_endpoint}, container {fleet.container}"
+    )
     print(f"  Graph emulator {fleet.emulator.base_url}, tenant {seed.tenant_domain}")
     replica_of = {m.mcp_url: m.name for m in fleet.members}
     for member in fleet.members:
@@ -152,29 +191,47 @@ async def run_demo(options: DemoOptions) -> int:
     tally = DemoTally()
     printer = DemoPrinter(replica_of, tally)
     urls = [m.mcp_url for m in fleet.members]
-    hosts = [ChannelHost(name, urls[i:] + urls[:i], token=DEV_TOKEN, on_push=printer, host_id=f"demo-{name}")
-             for i, name in enumerate(f"host-{chr(97 + i)}" for i in range(len(urls)))]
+    hosts = [
+        ChannelHost(
+            name, urls[i:] + urls[:i], token=DEV_TOKEN, on_push=printer, host_id=f"demo-{name}"
+        )
+        for i, name in enumerate(f"host-{chr(97 + i)}" for i in range(len(urls)))
+    ]
     quiet, stop, talking = asyncio.Event(), asyncio.Event(), asyncio.Event()
     # Ctrl-C and SIGTERM end the demo the same way: the traffic stops, the hosts receive what was
     # still on its way (bounded), then the fleet stops. A second one stops at once.
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, lambda: (stop if quiet.is_set() else quiet).set())
-    print("Hosts connect over MCP; the fleet takes its first sight of each chat. Ctrl-C stops everything.",
-          flush=True)
+    print(
+        "Hosts connect over MCP; the fleet takes its first sight of each chat. Ctrl-C stops everything.",
+        flush=True,
+    )
     chats = _agent_chats(fleet)
     status = 0
     try:
-        async with (httpx.AsyncClient(timeout=30) as http,
-                    BlobBackend.from_connection_string(fleet.azurite.connection_string, fleet.container) as blob,
-                    asyncio.TaskGroup() as group):
+        async with (
+            httpx.AsyncClient(timeout=30) as http,
+            BlobBackend.from_connection_string(
+                fleet.azurite.connection_string, fleet.container
+            ) as blob,
+            asyncio.TaskGroup() as group,
+        ):
             for host in hosts:
                 group.create_task(host.run(stop))
             traffic = HumanTraffic(seed, fleet.emulator.base_url, http)
             ready = first_sight(LedgerReader(blob), len(chats), quiet)
             group.create_task(_traffic(seed, chats, traffic, options, quiet, tally, ready, talking))
-            group.create_task(_wind_down(quiet, stop, talking, tally, options,
-                                         lambda: _acknowledged(http, [m.base_url for m in fleet.members])))
+            group.create_task(
+                _wind_down(
+                    quiet,
+                    stop,
+                    talking,
+                    tally,
+                    options,
+                    lambda: _acknowledged(http, [m.base_url for m in fleet.members]),
+                )
+            )
     except* FleetNotReady as failed:
         print(f"entrabot-fleet demo: {failed.exceptions[0]} (logs in {workdir})", file=sys.stderr)
         status = 1
@@ -183,7 +240,9 @@ async def run_demo(options: DemoOptions) -> int:
         took = await asyncio.to_thread(fleet.stop)
         print("\n" + "\n".join(tally.summary()))
         print("By replica: " + ", ".join(f"{k} {v}" for k, v in sorted(tally.by_replica.items())))
-        print("Replicas stopped on SIGTERM in " + ", ".join(f"{k} {v:.1f} s" for k, v in took.items()))
+        print(
+            "Replicas stopped on SIGTERM in " + ", ".join(f"{k} {v:.1f} s" for k, v in took.items())
+        )
     return status
 
 
@@ -191,8 +250,10 @@ def _agent_chats(fleet: LocalFleet) -> list[tuple[str, list[str]]]:
     """Each chat of the agent user with its human members (the ones who may post in it)."""
     assert fleet.emulator is not None
     agent_id = fleet.seed.agent_user.id
-    return [(chat.id, [m.user_id for m in chat.members if m.user_id != agent_id])
-            for chat in fleet.emulator.state.chats_of(agent_id)]
+    return [
+        (chat.id, [m.user_id for m in chat.members if m.user_id != agent_id])
+        for chat in fleet.emulator.state.chats_of(agent_id)
+    ]
 
 
 async def _acknowledged(http: httpx.AsyncClient, base_urls: list[str]) -> int:
@@ -203,14 +264,25 @@ async def _acknowledged(http: httpx.AsyncClient, base_urls: list[str]) -> int:
             text = (await http.get(f"{url}/metrics")).text
         except httpx.HTTPError:
             continue
-        total += sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
-                     if s.name == "entrabot_deliveries_total" and s.labels.get("channel") == "push"
-                     and s.labels.get("outcome") == "delivered")
+        total += sum(
+            s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name == "entrabot_deliveries_total"
+            and s.labels.get("channel") == "push"
+            and s.labels.get("outcome") == "delivered"
+        )
     return int(total)
 
 
-async def _wind_down(quiet: asyncio.Event, stop: asyncio.Event, talking: asyncio.Event, tally: DemoTally,
-                     options: DemoOptions, acknowledged: Callable[[], Awaitable[int]]) -> None:
+async def _wind_down(
+    quiet: asyncio.Event,
+    stop: asyncio.Event,
+    talking: asyncio.Event,
+    tally: DemoTally,
+    options: DemoOptions,
+    acknowledged: Callable[[], Awaitable[int]],
+) -> None:
     """After the duration of talking (or a first Ctrl-C) the traffic stops; the hosts then get what
     was sent until every message has arrived or a mail poll and a few chat polls have passed, and the
     fleet counts their acknowledgements (bounded); then stop."""
@@ -219,8 +291,11 @@ async def _wind_down(quiet: asyncio.Event, stop: asyncio.Event, talking: asyncio
         await asyncio.wait_for(quiet.wait(), options.duration_s)
     quiet.set()
     drain_s = options.email_poll_s + 3 * options.chat_poll_s + MAIL_SETTLE_S
-    print(f"\nTraffic stopped; waiting up to {drain_s:.0f} s for what is still on its way "
-          "(Ctrl-C again to stop now) …", flush=True)
+    print(
+        f"\nTraffic stopped; waiting up to {drain_s:.0f} s for what is still on its way "
+        "(Ctrl-C again to stop now) …",
+        flush=True,
+    )
     deadline = time.monotonic() + drain_s
     while not tally.settled and not stop.is_set() and time.monotonic() < deadline:
         with contextlib.suppress(TimeoutError):

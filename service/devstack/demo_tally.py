@@ -27,9 +27,13 @@ class DemoTally:
     sent_mails: int = 0
     pushes: Counter[str] = field(default_factory=Counter)  # message id → times pushed
     by_replica: Counter[str] = field(default_factory=Counter)
-    chat_pushes: dict[str, ReceivedPush] = field(default_factory=dict)  # first push of each chat message
+    chat_pushes: dict[str, ReceivedPush] = field(
+        default_factory=dict
+    )  # first push of each chat message
     mail_ids: set[str] = field(default_factory=set)
-    acknowledged: int | None = None  # pushes the fleet counted delivered (acknowledged); None: not read
+    acknowledged: int | None = (
+        None  # pushes the fleet counted delivered (acknowledged); None: not read
+    )
 
     def sent_chat(self, message_id: str) -> None:
         self.sent_chat_ids.add(message_id)
@@ -60,7 +64,9 @@ class DemoTally:
     @property
     def first_sight(self) -> list[ReceivedPush]:
         """Chat pushes of messages the demo did not send: the seeded history a first sight surfaced."""
-        return [p for message_id, p in self.chat_pushes.items() if message_id not in self.sent_chat_ids]
+        return [
+            p for message_id, p in self.chat_pushes.items() if message_id not in self.sent_chat_ids
+        ]
 
     @property
     def settled(self) -> bool:
@@ -71,19 +77,27 @@ class DemoTally:
         duplicated = sum(1 for n in self.pushes.values() if n > 1)
         sent = len(self.sent_chat_ids) + self.sent_mails
         delivered_sent = sent - len(self.undelivered_chat) - self.undelivered_mails
-        lines = [f"Sent {len(self.sent_chat_ids)} chat messages and {self.sent_mails} mails; delivered {total} "
-                 f"pushes ({len(self.pushes)} distinct, {duplicated} duplicated):",
-                 f"  {delivered_sent} of the {sent} sent"]
+        lines = [
+            f"Sent {len(self.sent_chat_ids)} chat messages and {self.sent_mails} mails; delivered {total} "
+            f"pushes ({len(self.pushes)} distinct, {duplicated} duplicated):",
+            f"  {delivered_sent} of the {sent} sent",
+        ]
         if self.acknowledged is not None:
-            lines.append(f"  {self.acknowledged} of the {len(self.pushes)} distinct acknowledged by their host: "
-                         "the fleet counts a push delivered only then, and pushes it again until it is")
+            lines.append(
+                f"  {self.acknowledged} of the {len(self.pushes)} distinct acknowledged by their host: "
+                "the fleet counts a push delivered only then, and pushes it again until it is"
+            )
         surfaced = self.first_sight
         if surfaced:
-            lines.append(f"  {len(surfaced)} from the seeded history: on first sight a chat surfaces its newest "
-                         "message when a person wrote it under 24 h ago")
+            lines.append(
+                f"  {len(surfaced)} from the seeded history: on first sight a chat surfaces its newest "
+                "message when a person wrote it under 24 h ago"
+            )
             lines += [f"    chat {p.chat_id[:18]}…  {p.user}" for p in surfaced]
         missing = len(self.undelivered_chat) + self.undelivered_mails
         if missing:
-            lines.append(f"  {missing} sent but not polled before the stop ({len(self.undelivered_chat)} chat, "
-                         f"{self.undelivered_mails} mail); they stay in Graph")
+            lines.append(
+                f"  {missing} sent but not polled before the stop ({len(self.undelivered_chat)} chat, "
+                f"{self.undelivered_mails} mail); they stay in Graph"
+            )
         return lines

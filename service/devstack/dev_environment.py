@@ -49,8 +49,10 @@ class DevstackSettings(BaseSettings):
     @classmethod
     def _retired(cls, value: str | None) -> None:
         if value is not None:
-            raise ValueError("retired: Azurite is the npm build unless ENTRABOT_AZURITE=testcontainers; "
-                             "remove this setting")
+            raise ValueError(
+                "retired: Azurite is the npm build unless ENTRABOT_AZURITE=testcontainers; "
+                "remove this setting"
+            )
         return None
 
 

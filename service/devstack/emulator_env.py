@@ -14,7 +14,9 @@ def agent_user_env(seed: Seed, *, base_url: str) -> dict[str, str]:
     """Settings for the seed's agent user, authenticating with the blueprint's first client secret."""
     blueprint = seed.blueprint
     if not blueprint.client_secrets:
-        raise ValueError("the seed's blueprint has no client secret; the local stack signs in with one")
+        raise ValueError(
+            "the seed's blueprint has no client secret; the local stack signs in with one"
+        )
     return {
         "ENTRABOT_AUTH_MODE": "agent_user",
         "ENTRABOT_GRAPH_URL": f"{base_url}/v1.0",

@@ -44,10 +44,20 @@ from yarl import URL
 START_TIMEOUT_S = 10.0
 UPSTREAM_TIMEOUT_S = 30.0
 # Hop-by-hop headers (RFC 9110 §7.6.1) belong to one connection; the length is recomputed by aiohttp.
-_HOP_BY_HOP = frozenset({
-    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-    "transfer-encoding", "upgrade", "host", "content-length",
-})
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
 _SERVER_BUSY_BODY = (
     '<?xml version="1.0" encoding="utf-8"?><Error><Code>ServerBusy</Code>'
     "<Message>Injected by the fault proxy: the request was not forwarded.</Message></Error>"
@@ -60,7 +70,9 @@ class ProxyFault(str, Enum):
     DELAY = "delay"
 
 
-WRITE_METHODS = frozenset({"PUT"})  # every Blob write we make (block upload, append block, create) is a PUT
+WRITE_METHODS = frozenset(
+    {"PUT"}
+)  # every Blob write we make (block upload, append block, create) is a PUT
 
 
 @dataclass(frozen=True)
@@ -102,8 +114,13 @@ class Decision:
     fired: tuple[int, ...] = ()  # indexes of the rules that fired
 
 
-def decide(rules: Sequence[ProxyRule], remaining: Sequence[int | None], method: str, target: str,
-           roll: Callable[[], float]) -> Decision:
+def decide(
+    rules: Sequence[ProxyRule],
+    remaining: Sequence[int | None],
+    method: str,
+    target: str,
+    roll: Callable[[], float],
+) -> Decision:
     """The decision for one request (pure but for ``roll``): every DELAY rule that applies and wins
     its roll adds its delay; the first failing rule that applies and wins its roll decides the fate."""
     delay = 0
@@ -149,11 +166,15 @@ class FaultProxy:
             print(proxy.stats())
     """
 
-    def __init__(self, upstream_endpoint: str, *, random_seed: int | None = 0, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, upstream_endpoint: str, *, random_seed: int | None = 0, host: str = "127.0.0.1"
+    ) -> None:
         parts = urlsplit(upstream_endpoint)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"upstream_endpoint must be an http(s) URL, e.g. http://127.0.0.1:10000/devstoreaccount1; "
-                             f"got {upstream_endpoint!r}")
+            raise ValueError(
+                f"upstream_endpoint must be an http(s) URL, e.g. http://127.0.0.1:10000/devstoreaccount1; "
+                f"got {upstream_endpoint!r}"
+            )
         self._upstream_origin = f"{parts.scheme}://{parts.netloc}"
         self._account_path = parts.path.rstrip("/")
         self._host = host
@@ -244,7 +265,9 @@ class FaultProxy:
         self._thread.start()
         if not started.wait(START_TIMEOUT_S) or failure:
             self.stop()
-            raise RuntimeError(f"the fault proxy did not start: {failure[0] if failure else 'timed out'}")
+            raise RuntimeError(
+                f"the fault proxy did not start: {failure[0] if failure else 'timed out'}"
+            )
         return self
 
     def stop(self) -> None:
@@ -261,8 +284,12 @@ class FaultProxy:
     def __enter__(self) -> FaultProxy:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     async def _serve(self, started: threading.Event) -> None:
@@ -270,8 +297,10 @@ class FaultProxy:
         session = aiohttp.ClientSession(
             # Forward bytes as they came: no decompression, no added Content-Type or User-Agent (the
             # shared-key signature covers Content-Type).
-            auto_decompress=False, skip_auto_headers=("Content-Type", "User-Agent", "Accept-Encoding"),
-            timeout=aiohttp.ClientTimeout(total=UPSTREAM_TIMEOUT_S), cookie_jar=aiohttp.DummyCookieJar(),
+            auto_decompress=False,
+            skip_auto_headers=("Content-Type", "User-Agent", "Accept-Encoding"),
+            timeout=aiohttp.ClientTimeout(total=UPSTREAM_TIMEOUT_S),
+            cookie_jar=aiohttp.DummyCookieJar(),
         )
         app = web.Application(client_max_size=64 * 1024 * 1024)
         self._session = session
@@ -301,13 +330,24 @@ class FaultProxy:
             await asyncio.sleep(decision.delay_ms / 1000)
         if decision.fault is ProxyFault.FAIL_BEFORE:
             self._count("fail_before")
-            return web.Response(status=503, text=_SERVER_BUSY_BODY, content_type="application/xml",
-                                headers={"x-ms-error-code": "ServerBusy"})
+            return web.Response(
+                status=503,
+                text=_SERVER_BUSY_BODY,
+                content_type="application/xml",
+                headers={"x-ms-error-code": "ServerBusy"},
+            )
         body = await request.read()
-        headers = CIMultiDict((k, v) for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP)
+        headers = CIMultiDict(
+            (k, v) for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP
+        )
         try:
-            async with session.request(request.method, URL(self._upstream_origin + target, encoded=True),
-                                       headers=headers, data=body, allow_redirects=False) as upstream:
+            async with session.request(
+                request.method,
+                URL(self._upstream_origin + target, encoded=True),
+                headers=headers,
+                data=body,
+                allow_redirects=False,
+            ) as upstream:
                 payload = await upstream.read()
                 status, reason = upstream.status, upstream.reason
                 response_headers = CIMultiDict(

@@ -69,8 +69,12 @@ class ReplicaProcess:
         # the replica's settings and quietly add to the environment it was given.
         with open(self.log_path, "ab") as log_file:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "service.cli", "serve"], env=self.env, cwd=self.log_path.parent,
-                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+                [sys.executable, "-m", "service.cli", "serve"],
+                env=self.env,
+                cwd=self.log_path.parent,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
                 preexec_fn=_terminate_with_parent,
             )
 
@@ -94,8 +98,13 @@ class ReplicaProcess:
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
         if self.proc is None:
             raise RuntimeError(f"{self.name} was never started")
-        wait_until_answering(f"{self.base_url}/readyz", self.proc, what=self.name, timeout=timeout,
-                             log_tail=self.log_tail)
+        wait_until_answering(
+            f"{self.base_url}/readyz",
+            self.proc,
+            what=self.name,
+            timeout=timeout,
+            log_tail=self.log_tail,
+        )
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -127,7 +136,9 @@ class LocalFleet:
             self.azurite = start_azurite(location=None)
             self._owns_azurite = True
         if self.emulator is None:
-            self.emulator = start_emulator(self.seed, fractional_retry_after=self.fractional_retry_after)
+            self.emulator = start_emulator(
+                self.seed, fractional_retry_after=self.fractional_retry_after
+            )
         self.ensure_container()
         self.members = [self._replica(i) for i in range(self.replicas)]
         for member in self.members:
@@ -147,18 +158,20 @@ class LocalFleet:
         env = replica_environment()
         env.update(agent_user_env(self.seed, base_url=self.emulator.base_url))
         connection = self.azurite.connection_string.replace(self.azurite.blob_endpoint, endpoint)
-        env.update({
-            "ENTRABOT_BLOB_ENDPOINT": endpoint,
-            "ENTRABOT_BLOB_CONTAINER": self.container,
-            "ENTRABOT_BLOB_CONNECTION_STRING": connection,
-            "ENTRABOT_DATA_DIR": str(self.workdir / name),
-            "ENTRABOT_HOST": "127.0.0.1",
-            "ENTRABOT_PORT": str(port),
-            "ENTRABOT_REPLICA_ID": name,
-            "ENTRABOT_MCP_STATIC_TOKENS": DEV_TOKEN,
-            "ENTRABOT_LOG_LEVEL": "INFO",
-            "PYTHONUNBUFFERED": "1",
-        })
+        env.update(
+            {
+                "ENTRABOT_BLOB_ENDPOINT": endpoint,
+                "ENTRABOT_BLOB_CONTAINER": self.container,
+                "ENTRABOT_BLOB_CONNECTION_STRING": connection,
+                "ENTRABOT_DATA_DIR": str(self.workdir / name),
+                "ENTRABOT_HOST": "127.0.0.1",
+                "ENTRABOT_PORT": str(port),
+                "ENTRABOT_REPLICA_ID": name,
+                "ENTRABOT_MCP_STATIC_TOKENS": DEV_TOKEN,
+                "ENTRABOT_LOG_LEVEL": "INFO",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         # "{port}" in a value is this replica's own port (e.g. a notification URL pointing at itself).
         env.update({k: v.replace("{port}", str(port)) for k, v in self.extra_env.items()})
         return ReplicaProcess(name, port, env, self.workdir / f"{name}.log")

@@ -56,7 +56,12 @@ from service.devstack.fault_proxy import FaultProxy, ProxyRule, ProxyStats
 from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
 from service.devstack.graph_load import GraphLoad, graph_load
 from service.devstack.graph_outage import (
-    GraphOutage, OutageWindow, fleet_reads, limit_throttles, rate, run_outage,
+    GraphOutage,
+    OutageWindow,
+    fleet_reads,
+    limit_throttles,
+    rate,
+    run_outage,
 )
 from service.devstack.traffic import HumanTraffic
 from service.ledger.chat_cursor import CURSOR_PREFIX, ChatCursor, parse_chat_cursor
@@ -71,7 +76,9 @@ from service.storage.blob import BlobBackend
 # and the run's figures must not be kinder than Graph would be.
 FLEET_THROTTLE = ThrottleBudget()
 POLL_STEP_S = 0.25
-LEASE_POLL_S = 0.1  # a takeover is timed from the records; this only bounds how late the harness sees it
+LEASE_POLL_S = (
+    0.1  # a takeover is timed from the records; this only bounds how late the harness sees it
+)
 HOST_RECONNECT_WAIT_S = 20.0
 # receivedDateTime has whole-second precision: mail in the second the email cursor was initialized
 # in would be older than it. Traffic starts after this much time past the initialization.
@@ -115,10 +122,16 @@ class FleetPlan:
     chat_poll_s: float = 1.0
     chat_poll_jitter_s: float = 0.3
     email_poll_s: float = 3.0
-    fault_proxy: bool = True  # False: replicas talk to Azurite directly (a benchmark of the bare path)
-    proxy_rules: tuple[ProxyRule, ...] = ()  # switched on when traffic starts, off before the final read
+    fault_proxy: bool = (
+        True  # False: replicas talk to Azurite directly (a benchmark of the bare path)
+    )
+    proxy_rules: tuple[
+        ProxyRule, ...
+    ] = ()  # switched on when traffic starts, off before the final read
     disruptions: tuple[Disruption, ...] = ()
-    graph_outage: GraphOutage | None = None  # every Graph read answered 503 + Retry-After for a while
+    graph_outage: GraphOutage | None = (
+        None  # every Graph read answered 503 + Retry-After for a while
+    )
     # Graph change notifications on: each replica's notification URL is its own loopback receiver, so
     # the subscription points at the subscription manager's replica (a new manager re-points it).
     notifications: bool = False
@@ -126,19 +139,25 @@ class FleetPlan:
     notification_faults: tuple[NotificationFaultRule, ...] = ()
     # "refused": the tenant answers the ordered /me/chats scan with 400 (the scanner walks unordered).
     chats_orderby: Literal["supported", "refused"] = "supported"
-    takeover_wait_s: float = 60.0  # after stopping a lease role's holder: how long to watch for a successor
+    takeover_wait_s: float = (
+        60.0  # after stopping a lease role's holder: how long to watch for a successor
+    )
     random_seed: int = 7
     # A claim the killed replica had not pushed yet was made at most about this long after the
     # message was sent (a poll cycle, the e-mail settle margin, and slack for a busy machine).
     in_flight_window_s: float = 15.0
     ready_timeout_s: float = 90.0  # hosts connected and every chat bootstrapped
     drain_quiet_s: float = 20.0  # after traffic: stop once no push arrived for this long
-    drain_settled_s: float = 5.0  # ... or once everything arrived and nothing more did for this long
+    drain_settled_s: float = (
+        5.0  # ... or once everything arrived and nothing more did for this long
+    )
     drain_max_s: float = 90.0
 
     def __post_init__(self) -> None:
         if self.proxy_rules and not self.fault_proxy:
-            raise ValueError("proxy_rules need the fault proxy; set fault_proxy=True or drop the rules")
+            raise ValueError(
+                "proxy_rules need the fault proxy; set fault_proxy=True or drop the rules"
+            )
         if self.notification_faults and not self.notifications:
             raise ValueError("notification_faults need notifications=True")
         if self.replicas < 1 or self.hosts < 1 or self.chats < 1:
@@ -190,10 +209,18 @@ class TakeoverRecord:
         def seconds(value: float | None) -> float | None:
             return None if value is None else round(value, 2)
 
-        return {"role": self.role, "stopped": self.stopped, "stopped_at": self.stopped_at.isoformat(),
-                "last_expires_at": None if self.last_expires_at is None else self.last_expires_at.isoformat(),
-                "successor": self.successor, "taken_after_s": seconds(self.taken_after_s),
-                "past_expiry_s": seconds(self.past_expiry_s), "seen_after_s": seconds(self.seen_after_s)}
+        return {
+            "role": self.role,
+            "stopped": self.stopped,
+            "stopped_at": self.stopped_at.isoformat(),
+            "last_expires_at": None
+            if self.last_expires_at is None
+            else self.last_expires_at.isoformat(),
+            "successor": self.successor,
+            "taken_after_s": seconds(self.taken_after_s),
+            "past_expiry_s": seconds(self.past_expiry_s),
+            "seen_after_s": seconds(self.seen_after_s),
+        }
 
 
 @dataclass
@@ -209,7 +236,9 @@ class FleetResult:
     replica_of_url: dict[str, str]
     durations_s: dict[str, float]
     final_stop_s: dict[str, float]
-    host_connections: dict[str, int]  # how many MCP sessions each host opened (more than one: it failed over)
+    host_connections: dict[
+        str, int
+    ]  # how many MCP sessions each host opened (more than one: it failed over)
     # (chat_id, message_id) -> [(replica, action)] from the interaction log: who says it dispatched what.
     interactions: dict[MessageKey, list[tuple[str, str]]] = field(default_factory=dict)
     # Ledger counters summed over the replicas alive at the end (a restarted one counts since its restart).
@@ -238,7 +267,9 @@ class FleetResult:
 
     def latencies_s(self, *, mail: bool | None = None) -> list[float]:
         """Seconds from each message's creation to its first push (chat only, mail only, or both)."""
-        created = {m.key: m.created.timestamp() for m in self.sent if mail is None or m.is_mail == mail}
+        created = {
+            m.key: m.created.timestamp() for m in self.sent if mail is None or m.is_mail == mail
+        }
         first: dict[MessageKey, float] = {}
         for push in self.pushes:
             key = (push.chat_id, push.message_id)
@@ -248,17 +279,30 @@ class FleetResult:
 
     def summary(self) -> dict[str, Any]:
         account = self.account
-        by_replica = Counter(self.replica_of_url.get(p.replica_url, p.replica_url) for p in self.pushes)
+        by_replica = Counter(
+            self.replica_of_url.get(p.replica_url, p.replica_url) for p in self.pushes
+        )
         chat_latency, mail_latency = self.latencies_s(mail=False), self.latencies_s(mail=True)
         return {
-            "plan": {"replicas": self.plan.replicas, "hosts": self.plan.hosts, "chats": self.plan.chats,
-                     "chat_poll_s": self.plan.chat_poll_s, "email_poll_s": self.plan.email_poll_s,
-                     "traffic_s": self.plan.traffic_s, "random_seed": self.plan.random_seed,
-                     "proxy_rules": [_rule_json(r) for r in self.plan.proxy_rules],
-                     "notifications": self.plan.notifications, "chats_orderby": self.plan.chats_orderby,
-                     "notification_faults": [r.model_dump(exclude_defaults=True)
-                                             for r in self.plan.notification_faults]},
-            "sent": {"chat": sum(1 for m in self.sent if not m.is_mail), "mail": sum(1 for m in self.sent if m.is_mail)},
+            "plan": {
+                "replicas": self.plan.replicas,
+                "hosts": self.plan.hosts,
+                "chats": self.plan.chats,
+                "chat_poll_s": self.plan.chat_poll_s,
+                "email_poll_s": self.plan.email_poll_s,
+                "traffic_s": self.plan.traffic_s,
+                "random_seed": self.plan.random_seed,
+                "proxy_rules": [_rule_json(r) for r in self.plan.proxy_rules],
+                "notifications": self.plan.notifications,
+                "chats_orderby": self.plan.chats_orderby,
+                "notification_faults": [
+                    r.model_dump(exclude_defaults=True) for r in self.plan.notification_faults
+                ],
+            },
+            "sent": {
+                "chat": sum(1 for m in self.sent if not m.is_mail),
+                "mail": sum(1 for m in self.sent if m.is_mail),
+            },
             "pushes": account.pushes,
             "delivered": account.delivered,
             "duplicates": len(account.duplicates),
@@ -266,20 +310,36 @@ class FleetResult:
             "lost_at_sigkill": [self._loss_json(loss) for loss in account.lost_at_sigkill],
             "unexplained_losses": [self._loss_json(loss) for loss in account.unexplained],
             "pushes_by_replica": dict(sorted(by_replica.items())),
-            "hosts": {name: {"connections": n, "pushes": sum(1 for p in self.pushes if p.host == name)}
-                      for name, n in sorted(self.host_connections.items())},
-            "disruptions": [{"kind": d.kind.value, "replica": d.replica, "at": d.at.isoformat(),
-                             "took_s": round(d.took_s, 2), "hosts_on_it": list(d.hosts_on_it)}
-                            for d in self.disruptions],
+            "hosts": {
+                name: {"connections": n, "pushes": sum(1 for p in self.pushes if p.host == name)}
+                for name, n in sorted(self.host_connections.items())
+            },
+            "disruptions": [
+                {
+                    "kind": d.kind.value,
+                    "replica": d.replica,
+                    "at": d.at.isoformat(),
+                    "took_s": round(d.took_s, 2),
+                    "hosts_on_it": list(d.hosts_on_it),
+                }
+                for d in self.disruptions
+            ],
             "ledger_metrics_of_live_replicas": self.ledger_metrics,
-            "fault_proxy": {"requests": self.proxy.requests, "forwarded": self.proxy.forwarded,
-                            "commit_then_drop": self.proxy.commit_then_drop, "fail_before": self.proxy.fail_before,
-                            "delayed": self.proxy.delayed, "upstream_errors": self.proxy.upstream_errors},
+            "fault_proxy": {
+                "requests": self.proxy.requests,
+                "forwarded": self.proxy.forwarded,
+                "commit_then_drop": self.proxy.commit_then_drop,
+                "fail_before": self.proxy.fail_before,
+                "delayed": self.proxy.delayed,
+                "upstream_errors": self.proxy.upstream_errors,
+            },
             "latency_s": {"chat": _percentiles(chat_latency), "mail": _percentiles(mail_latency)},
             "durations_s": {k: round(v, 1) for k, v in self.durations_s.items()},
             "graph_reads_per_s": self.read_rates(),
             "graph_load": None if self.graph_load is None else self.graph_load.as_dict(),
-            "startup_graph_load": None if self.startup_graph_load is None else self.startup_graph_load.as_dict(),
+            "startup_graph_load": None
+            if self.startup_graph_load is None
+            else self.startup_graph_load.as_dict(),
             "takeovers": [t.as_json() for t in self.takeovers],
             "notification_stats": self.notification_stats,
             "throttle_by_limit": self.throttle,
@@ -294,17 +354,27 @@ class FleetResult:
         if window is None:
             return None
         last_read = max(self.graph_reads, default=window.ended)
-        after_ends = max(window.ended + 1.0, min(window.ended + window.outage.duration_s, last_read))
-        windows = {"before": (self.traffic_began, window.began), "during": (window.began, window.ended),
-                   "after": (window.ended, after_ends)}
+        after_ends = max(
+            window.ended + 1.0, min(window.ended + window.outage.duration_s, last_read)
+        )
+        windows = {
+            "before": (self.traffic_began, window.began),
+            "during": (window.began, window.ended),
+            "after": (window.ended, after_ends),
+        }
         return {name: round(rate(self.graph_reads, a, b), 3) for name, (a, b) in windows.items()}
 
     def _loss_json(self, loss: Loss) -> dict[str, Any]:
         m = loss.message
-        return {"chat_id": m.chat_id, "message_id": m.message_id[:24], "created": m.created.isoformat(),
-                "reason": loss.reason, "killed_replica": loss.replica,
-                "before_kill_s": None if loss.before_kill_s is None else round(loss.before_kill_s, 2),
-                "interaction_log": self.interactions.get(m.key, [])}
+        return {
+            "chat_id": m.chat_id,
+            "message_id": m.message_id[:24],
+            "created": m.created.isoformat(),
+            "reason": loss.reason,
+            "killed_replica": loss.replica,
+            "before_kill_s": None if loss.before_kill_s is None else round(loss.before_kill_s, 2),
+            "interaction_log": self.interactions.get(m.key, []),
+        }
 
 
 class FleetRun:
@@ -315,8 +385,12 @@ class FleetRun:
         self.plan = plan
         self.workdir = workdir
         self._azurite = azurite
-        seed = build_seed(chats=plan.chats, humans=plan.humans, throttle=FLEET_THROTTLE,
-                          random_seed=plan.random_seed)
+        seed = build_seed(
+            chats=plan.chats,
+            humans=plan.humans,
+            throttle=FLEET_THROTTLE,
+            random_seed=plan.random_seed,
+        )
         self.seed: Seed = seed.model_copy(update={"chats_orderby": plan.chats_orderby})
         self.fleet: LocalFleet | None = None
         self.proxy: FaultProxy | None = None
@@ -331,7 +405,11 @@ class FleetRun:
         began = time.monotonic()
         durations: dict[str, float] = {}
         owns_azurite = self._azurite is None
-        azurite = self._azurite if self._azurite is not None else await asyncio.to_thread(start_azurite, location=None)
+        azurite = (
+            self._azurite
+            if self._azurite is not None
+            else await asyncio.to_thread(start_azurite, location=None)
+        )
         env = {
             "ENTRABOT_CHAT_POLL_INTERVAL_S": str(plan.chat_poll_s),
             "ENTRABOT_CHAT_POLL_JITTER_S": str(plan.chat_poll_jitter_s),
@@ -348,16 +426,23 @@ class FleetRun:
         final_stop: dict[str, float] = {}
         try:
             if plan.fault_proxy:
-                proxy = self.proxy = FaultProxy(azurite.blob_endpoint, random_seed=plan.random_seed).start()
+                proxy = self.proxy = FaultProxy(
+                    azurite.blob_endpoint, random_seed=plan.random_seed
+                ).start()
                 env["ENTRABOT_BLOB_ENDPOINT"] = proxy.blob_endpoint
-            fleet = self.fleet = LocalFleet(self.seed, self.workdir, replicas=plan.replicas, azurite=azurite,
-                                            extra_env=env)
-            ledger = LedgerReader(BlobBackend.from_connection_string(azurite.connection_string, fleet.container))
+            fleet = self.fleet = LocalFleet(
+                self.seed, self.workdir, replicas=plan.replicas, azurite=azurite, extra_env=env
+            )
+            ledger = LedgerReader(
+                BlobBackend.from_connection_string(azurite.connection_string, fleet.container)
+            )
             await asyncio.to_thread(fleet.start)
             assert fleet.emulator is not None
             urls = [m.mcp_url for m in fleet.members]
-            self.hosts = [ChannelHost(f"host-{chr(97 + i)}", urls[i:] + urls[:i], token=DEV_TOKEN)
-                          for i in range(plan.hosts)]
+            self.hosts = [
+                ChannelHost(f"host-{chr(97 + i)}", urls[i:] + urls[:i], token=DEV_TOKEN)
+                for i in range(plan.hosts)
+            ]
             host_tasks = [asyncio.create_task(h.run(stop), name=h.name) for h in self.hosts]
             await self._wait_until_ready(ledger)
             durations["start_up"] = time.monotonic() - began
@@ -368,15 +453,22 @@ class FleetRun:
             outage: asyncio.Task[OutageWindow] | None = None
             async with httpx.AsyncClient(timeout=30) as http:
                 for rule in plan.notification_faults:
-                    (await http.post(f"{fleet.emulator.admin_url}/notifications/faults",
-                                     json=rule.model_dump())).raise_for_status()
+                    (
+                        await http.post(
+                            f"{fleet.emulator.admin_url}/notifications/faults",
+                            json=rule.model_dump(),
+                        )
+                    ).raise_for_status()
                 traffic = HumanTraffic(self.seed, fleet.emulator.base_url, http)
                 async with asyncio.TaskGroup() as group:
                     group.create_task(self._traffic(traffic, chats))
                     group.create_task(self._disrupt(traffic_began, ledger))
                     if plan.graph_outage is not None:
                         outage = group.create_task(
-                            run_outage(plan.graph_outage, fleet.emulator.admin_url, http, traffic_began))
+                            run_outage(
+                                plan.graph_outage, fleet.emulator.admin_url, http, traffic_began
+                            )
+                        )
             durations["traffic"] = time.monotonic() - traffic_began
             sent = chats + self._mail_sent()
             drain_began = time.monotonic()
@@ -385,16 +477,24 @@ class FleetRun:
             durations["drain"] = drained - drain_began
             if proxy is not None:
                 proxy.clear()
-            notification_stats = ((await self._admin_json(fleet.emulator.admin_url, "notifications"))["stats"]
-                                  if plan.notifications else None)
+            notification_stats = (
+                (await self._admin_json(fleet.emulator.admin_url, "notifications"))["stats"]
+                if plan.notifications
+                else None
+            )
             interactions = await ledger.interactions()
             metrics = await scrape_ledger_metrics([m.base_url for m in fleet.members if m.alive])
-            throttles = {m.name: await scrape_total(m.base_url, "entrabot_graph_throttles_total")
-                         for m in fleet.members if m.alive}
+            throttles = {
+                m.name: await scrape_total(m.base_url, "entrabot_graph_throttles_total")
+                for m in fleet.members
+                if m.alive
+            }
             graph_log = fleet.emulator.stats.recent()
             people = self.seed.public_client.app_id
             load = graph_load(graph_log, people_app_id=people, start=traffic_began, end=drained)
-            startup_load = graph_load(graph_log, people_app_id=people, start=began, end=traffic_began)
+            startup_load = graph_load(
+                graph_log, people_app_id=people, start=began, end=traffic_began
+            )
             statuses: dict[str, dict[str, int]] = fleet.emulator.stats.snapshot(recent=0)["counts"]
             throttle = await self._admin_json(fleet.emulator.admin_url, "throttle")
         finally:
@@ -411,21 +511,39 @@ class FleetRun:
                 await asyncio.to_thread(azurite.stop)
         durations["total"] = time.monotonic() - began
         pushes = [p for h in self.hosts for p in h.pushes]
-        account = account_deliveries(sent, [(p.chat_id, p.message_id) for p in pushes], self._kills,
-                                     in_flight_window=timedelta(seconds=plan.in_flight_window_s))
+        account = account_deliveries(
+            sent,
+            [(p.chat_id, p.message_id) for p in pushes],
+            self._kills,
+            in_flight_window=timedelta(seconds=plan.in_flight_window_s),
+        )
         return FleetResult(
-            plan=plan, workdir=self.workdir, sent=sent, pushes=pushes, kills=list(self._kills),
-            disruptions=list(self._disruptions), proxy=proxy.stats() if proxy is not None else ProxyStats(),
+            plan=plan,
+            workdir=self.workdir,
+            sent=sent,
+            pushes=pushes,
+            kills=list(self._kills),
+            disruptions=list(self._disruptions),
+            proxy=proxy.stats() if proxy is not None else ProxyStats(),
             account=account,
-            replica_of_url={m.mcp_url: m.name for m in fleet.members}, durations_s=durations,
-            final_stop_s=final_stop, host_connections={h.name: h.connections for h in self.hosts},
-            interactions=interactions, ledger_metrics=metrics, traffic_began=traffic_began,
-            graph_reads=fleet_reads(graph_log), graph_log_from=graph_log[0].monotonic if graph_log else 0.0,
+            replica_of_url={m.mcp_url: m.name for m in fleet.members},
+            durations_s=durations,
+            final_stop_s=final_stop,
+            host_connections={h.name: h.connections for h in self.hosts},
+            interactions=interactions,
+            ledger_metrics=metrics,
+            traffic_began=traffic_began,
+            graph_reads=fleet_reads(graph_log),
+            graph_log_from=graph_log[0].monotonic if graph_log else 0.0,
             limit_throttles=limit_throttles(graph_log),
             outage=outage.result() if outage is not None else None,
-            takeovers=list(self._takeovers), notification_stats=notification_stats, graph_load=load,
+            takeovers=list(self._takeovers),
+            notification_stats=notification_stats,
+            graph_load=load,
             startup_graph_load=startup_load,
-            graph_statuses=statuses, throttle=throttle, throttles_by_replica=throttles,
+            graph_statuses=statuses,
+            throttle=throttle,
+            throttles_by_replica=throttles,
         )
 
     # --- phases ---
@@ -469,8 +587,10 @@ class FleetRun:
     def _chats(self) -> list[tuple[str, list[str]]]:
         assert self.fleet is not None and self.fleet.emulator is not None
         agent_id = self.seed.agent_user.id
-        return [(chat.id, [m.user_id for m in chat.members if m.user_id != agent_id])
-                for chat in self.fleet.emulator.state.chats_of(agent_id)]
+        return [
+            (chat.id, [m.user_id for m in chat.members if m.user_id != agent_id])
+            for chat in self.fleet.emulator.state.chats_of(agent_id)
+        ]
 
     async def _traffic(self, traffic: HumanTraffic, sent: list[SentMessage]) -> None:
         """Every message of the plan, spread evenly over ``traffic_s``, mail interleaved evenly."""
@@ -487,14 +607,20 @@ class FleetRun:
             if wait > 0:
                 await asyncio.sleep(wait)
             if (i + 1) * plan.mails // total > i * plan.mails // total:
-                await traffic.send_mail(rng.choice(humans), agent_address, f"Fleet mail {i}",
-                                        f"Mail number {i} of the fleet run.")
+                await traffic.send_mail(
+                    rng.choice(humans),
+                    agent_address,
+                    f"Fleet mail {i}",
+                    f"Mail number {i} of the fleet run.",
+                )
                 continue
             chat_id, members = rng.choice(chats)
             sender = self.seed.find_user(rng.choice(members))
             assert sender is not None
             posted = await traffic.post_chat(sender, chat_id, f"Fleet message {i}")
-            sent.append(SentMessage(posted.chat_id, posted.message_id, parse_timestamp(posted.created)))
+            sent.append(
+                SentMessage(posted.chat_id, posted.message_id, parse_timestamp(posted.created))
+            )
 
     def _mail_sent(self) -> list[SentMessage]:
         assert self.fleet is not None and self.fleet.emulator is not None
@@ -513,7 +639,9 @@ class FleetRun:
         for watch in watches:
             self._takeovers.append(await watch)
 
-    async def _apply(self, disruption: Disruption, ledger: LedgerReader) -> asyncio.Task[TakeoverRecord] | None:
+    async def _apply(
+        self, disruption: Disruption, ledger: LedgerReader
+    ) -> asyncio.Task[TakeoverRecord] | None:
         """Do it; stopping a lease role's holder returns the task that watches for its successor."""
         member = await self._target(disruption, ledger)
         on_it = tuple(h.name for h in self.hosts if h.connected_to == member.mcp_url)
@@ -530,7 +658,9 @@ class FleetRun:
             self._kills.append(KillRecord(member.name, at, await ledger.snapshot()))
             self._stopped.append(member)
             if disruption.lease_role is not None:
-                watch = asyncio.create_task(self._watch_takeover(disruption.lease_role, member, at, stopped, ledger))
+                watch = asyncio.create_task(
+                    self._watch_takeover(disruption.lease_role, member, at, stopped, ledger)
+                )
         elif kind is DisruptionKind.SIGTERM:
             at = utc_now()
             stopped = time.monotonic()
@@ -538,7 +668,9 @@ class FleetRun:
             exited_by_itself = member.proc is not None and member.proc.returncode != -signal.SIGKILL
             self._stopped.append(member)
             if disruption.lease_role is not None:
-                watch = asyncio.create_task(self._watch_takeover(disruption.lease_role, member, at, stopped, ledger))
+                watch = asyncio.create_task(
+                    self._watch_takeover(disruption.lease_role, member, at, stopped, ledger)
+                )
         else:
             at = utc_now()
             began = time.monotonic()
@@ -547,11 +679,19 @@ class FleetRun:
             took = time.monotonic() - began
             if member in self._stopped:
                 self._stopped.remove(member)
-        self._disruptions.append(DisruptionRecord(kind, member.name, at, took, on_it, exited_by_itself))
+        self._disruptions.append(
+            DisruptionRecord(kind, member.name, at, took, on_it, exited_by_itself)
+        )
         return watch
 
-    async def _watch_takeover(self, role: str, stopped: ReplicaProcess, stopped_at: datetime, stopped_mono: float,
-                              ledger: LedgerReader) -> TakeoverRecord:
+    async def _watch_takeover(
+        self,
+        role: str,
+        stopped: ReplicaProcess,
+        stopped_at: datetime,
+        stopped_mono: float,
+        ledger: LedgerReader,
+    ) -> TakeoverRecord:
         """Read the role's lease until another replica's record is there (bounded by ``takeover_wait_s``)."""
         last = await ledger.lease(role)
         last_expires = last.expires_at if last is not None and last.holder == stopped.name else None
@@ -559,8 +699,15 @@ class FleetRun:
         while time.monotonic() < deadline:
             record = await ledger.lease(role)
             if record is not None and record.holder != stopped.name:
-                return TakeoverRecord(role, stopped.name, stopped_at, last_expires, record.holder, record.renewed_at,
-                                      time.monotonic() - stopped_mono)
+                return TakeoverRecord(
+                    role,
+                    stopped.name,
+                    stopped_at,
+                    last_expires,
+                    record.holder,
+                    record.renewed_at,
+                    time.monotonic() - stopped_mono,
+                )
             await asyncio.sleep(LEASE_POLL_S)
         return TakeoverRecord(role, stopped.name, stopped_at, last_expires)
 
@@ -572,16 +719,22 @@ class FleetRun:
         if disruption.replica is not None:
             named = [m for m in members if m.name == disruption.replica]
             if not named:
-                raise ValueError(f"no replica named {disruption.replica!r}; the fleet has "
-                                 f"{[m.name for m in members]}")
+                raise ValueError(
+                    f"no replica named {disruption.replica!r}; the fleet has "
+                    f"{[m.name for m in members]}"
+                )
             return named[0]
         if disruption.host is None:
             if disruption.kind is not DisruptionKind.RESTART or not self._stopped:
-                raise ValueError(f"{disruption} names neither a host nor a replica, and there is nothing to restart")
+                raise ValueError(
+                    f"{disruption} names neither a host nor a replica, and there is nothing to restart"
+                )
             return self._stopped[-1]
         host = next((h for h in self.hosts if h.name == disruption.host), None)
         if host is None:
-            raise ValueError(f"no host named {disruption.host!r}; the run has {[h.name for h in self.hosts]}")
+            raise ValueError(
+                f"no host named {disruption.host!r}; the run has {[h.name for h in self.hosts]}"
+            )
         # The host may be between replicas right now: wait (bounded) until it holds a live one.
         deadline = time.monotonic() + HOST_RECONNECT_WAIT_S
         while time.monotonic() < deadline:
@@ -603,8 +756,10 @@ class FleetRun:
                 if live:
                     return live[0]
             await asyncio.sleep(LEASE_POLL_S)
-        raise TimeoutError(f"no live replica held {lease_key(role)} within {self.plan.takeover_wait_s:.0f} s "
-                           f"(last record: {record})")
+        raise TimeoutError(
+            f"no live replica held {lease_key(role)} within {self.plan.takeover_wait_s:.0f} s "
+            f"(last record: {record})"
+        )
 
     async def _drain(self, expected: set[MessageKey]) -> None:
         """Wait (bounded) until pushes stop arriving: everything arrived and nothing more came for
@@ -619,7 +774,9 @@ class FleetRun:
             if len(pushes) != count:
                 count, changed = len(pushes), now
             quiet = now - changed
-            if quiet >= plan.drain_quiet_s or (quiet >= plan.drain_settled_s and expected <= set(pushes)):
+            if quiet >= plan.drain_quiet_s or (
+                quiet >= plan.drain_settled_s and expected <= set(pushes)
+            ):
                 return
             await asyncio.sleep(POLL_STEP_S)
 
@@ -652,7 +809,7 @@ class LedgerReader:
         cursors: dict[str, ChatCursor] = {}
         for key, text in zip(keys, texts, strict=True):
             if text is not None:
-                chat_id = unquote(key[len(CURSOR_PREFIX):].removesuffix(".json"))
+                chat_id = unquote(key[len(CURSOR_PREFIX) :].removesuffix(".json"))
                 cursors[chat_id] = parse_chat_cursor(text)
         email = await self._backend.read_text(EMAIL_CURSOR_KEY)
         return LedgerSnapshot(cursors, parse_email_cursor(email) if email is not None else None)
@@ -667,7 +824,8 @@ class LedgerReader:
                     record = json.loads(line)
                     if record.get("direction") == "in" and record.get("message_id"):
                         found[(str(record.get("chat_id")), str(record["message_id"]))].append(
-                            (str(record.get("replica")), str(record.get("action"))))
+                            (str(record.get("replica")), str(record.get("action")))
+                        )
         return dict(found)
 
     async def aclose(self) -> None:
@@ -697,11 +855,15 @@ async def scrape_ledger_metrics(base_urls: Sequence[str]) -> dict[str, dict[str,
             for family in text_string_to_metric_families(text):
                 for sample in family.samples:
                     labels = _LEDGER_SERIES.get(sample.name)
-                    if labels is None or (sample.name == "entrabot_blob_operations_total"
-                                          and sample.labels.get("outcome") == "ok"):
+                    if labels is None or (
+                        sample.name == "entrabot_blob_operations_total"
+                        and sample.labels.get("outcome") == "ok"
+                    ):
                         continue
                     key = "/".join(sample.labels.get(label, "") for label in labels)
-                    totals[sample.name.removeprefix("entrabot_").removesuffix("_total")][key] += sample.value
+                    totals[sample.name.removeprefix("entrabot_").removesuffix("_total")][key] += (
+                        sample.value
+                    )
     return {name: dict(sorted(values.items())) for name, values in sorted(totals.items())}
 
 
@@ -712,17 +874,36 @@ async def scrape_total(base_url: str, sample: str) -> float:
             text = (await http.get(f"{base_url}/metrics")).text
         except httpx.HTTPError:
             return 0.0
-    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples if s.name == sample)
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == sample
+    )
 
 
 def _percentiles(values: Sequence[float]) -> dict[str, float] | None:
     if not values:
         return None
     ordered = sorted(values)
-    cuts = statistics.quantiles(ordered, n=100, method="inclusive") if len(ordered) > 1 else [ordered[0]] * 99
-    return {"p50": round(cuts[49], 3), "p95": round(cuts[94], 3), "max": round(ordered[-1], 3), "n": len(ordered)}
+    cuts = (
+        statistics.quantiles(ordered, n=100, method="inclusive")
+        if len(ordered) > 1
+        else [ordered[0]] * 99
+    )
+    return {
+        "p50": round(cuts[49], 3),
+        "p95": round(cuts[94], 3),
+        "max": round(ordered[-1], 3),
+        "n": len(ordered),
+    }
 
 
 def _rule_json(rule: ProxyRule) -> dict[str, Any]:
-    return {"fault": rule.fault.value, "probability": rule.probability, "delay_ms": rule.delay_ms,
-            "methods": sorted(rule.methods) if rule.methods else None, "path": rule.path}
+    return {
+        "fault": rule.fault.value,
+        "probability": rule.probability,
+        "delay_ms": rule.delay_ms,
+        "methods": sorted(rule.methods) if rule.methods else None,
+        "path": rule.path,
+    }

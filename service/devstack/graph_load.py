@@ -35,13 +35,22 @@ class GraphLoad:
         return sum(statuses.get("429", 0) for statuses in self.by_route.values())
 
     def rate_by_route(self) -> dict[str, float]:
-        return {route: round(sum(statuses.values()) / self.seconds, 3) for route, statuses in self.by_route.items()}
+        return {
+            route: round(sum(statuses.values()) / self.seconds, 3)
+            for route, statuses in self.by_route.items()
+        }
 
     def as_dict(self) -> dict[str, Any]:
-        return {"seconds": round(self.seconds, 1), "requests": self.requests,
-                "requests_per_s": round(self.requests / self.seconds, 3), "throttled_429": self.throttled,
-                "requests_per_s_by_route": self.rate_by_route(), "statuses_by_route": self.by_route,
-                "throttled_by_5s": self.throttled_by(5.0), "log_complete": self.complete}
+        return {
+            "seconds": round(self.seconds, 1),
+            "requests": self.requests,
+            "requests_per_s": round(self.requests / self.seconds, 3),
+            "throttled_429": self.throttled,
+            "requests_per_s_by_route": self.rate_by_route(),
+            "statuses_by_route": self.by_route,
+            "throttled_by_5s": self.throttled_by(5.0),
+            "log_complete": self.complete,
+        }
 
     def throttled_by(self, bucket_s: float) -> dict[str, int]:
         """429s per ``bucket_s`` of the window, keyed by the bucket's start (seconds into the window)."""
@@ -49,7 +58,9 @@ class GraphLoad:
         return {str(start): n for start, n in sorted(buckets.items())}
 
 
-def graph_load(records: Sequence[RequestRecord], *, people_app_id: str, start: float, end: float) -> GraphLoad:
+def graph_load(
+    records: Sequence[RequestRecord], *, people_app_id: str, start: float, end: float
+) -> GraphLoad:
     """The replicas' Graph requests that arrived in [start, end) (monotonic, the emulator's clock)."""
     if end <= start:
         raise ValueError("a Graph load window must end after it starts")
@@ -64,5 +75,9 @@ def graph_load(records: Sequence[RequestRecord], *, people_app_id: str, start: f
                 throttled.append(record.monotonic - start)
     # The log keeps the most recent RECENT_LIMIT requests: one shorter than that has dropped nothing.
     complete = len(records) < RECENT_LIMIT or records[0].monotonic <= start
-    return GraphLoad(end - start, {route: dict(sorted(c.items())) for route, c in sorted(by_route.items())},
-                     complete, tuple(throttled))
+    return GraphLoad(
+        end - start,
+        {route: dict(sorted(c.items())) for route, c in sorted(by_route.items())},
+        complete,
+        tuple(throttled),
+    )

@@ -34,8 +34,13 @@ class GraphOutage:
     reads: int | None = None
 
     def fault_rule(self) -> dict[str, object]:
-        rule: dict[str, object] = {"status": self.status, "retry_after": self.retry_after_s, "method": "GET",
-                                   "route_pattern": GRAPH_PATHS, "error_rate": 1.0}
+        rule: dict[str, object] = {
+            "status": self.status,
+            "retry_after": self.retry_after_s,
+            "method": "GET",
+            "route_pattern": GRAPH_PATHS,
+            "error_rate": 1.0,
+        }
         if self.reads is not None:
             rule["count"] = self.reads
         return rule
@@ -50,7 +55,9 @@ class OutageWindow:
     ended: float
 
 
-async def run_outage(outage: GraphOutage, admin_url: str, http: httpx.AsyncClient, traffic_began: float) -> OutageWindow:
+async def run_outage(
+    outage: GraphOutage, admin_url: str, http: httpx.AsyncClient, traffic_began: float
+) -> OutageWindow:
     wait = traffic_began + outage.at_s - time.monotonic()
     if wait > 0:
         await asyncio.sleep(wait)
@@ -71,8 +78,11 @@ def fleet_reads(records: Sequence[RequestRecord]) -> list[float]:
 def limit_throttles(records: Sequence[RequestRecord]) -> list[float]:
     """When each 429 that the emulator's Graph limits (not an injected fault) answered a replica's read
     was sent (monotonic): a fleet that rushes back after a hold shows up here as a burst."""
-    return sorted(r.monotonic for r in records
-                  if r.method == "GET" and r.path.startswith("/v1.0/") and r.status == 429 and not r.fault)
+    return sorted(
+        r.monotonic
+        for r in records
+        if r.method == "GET" and r.path.startswith("/v1.0/") and r.status == 429 and not r.fault
+    )
 
 
 def rate(times: Sequence[float], start: float, end: float) -> float:

@@ -24,8 +24,14 @@ def terminate(proc: subprocess.Popen, timeout: float) -> float:  # type: ignore[
     return time.monotonic() - began
 
 
-def wait_until_answering(url: str, proc: subprocess.Popen, *, what: str, timeout: float,  # type: ignore[type-arg]
-                         log_tail: Callable[[], str]) -> None:
+def wait_until_answering(
+    url: str,
+    proc: subprocess.Popen,
+    *,
+    what: str,
+    timeout: float,  # type: ignore[type-arg]
+    log_tail: Callable[[], str],
+) -> None:
     """Poll ``url`` until it answers 200; raise naming ``what`` and showing its log when ``proc`` exits
     first or ``timeout`` s pass."""
     deadline = time.monotonic() + timeout

@@ -40,9 +40,13 @@ class HumanTraffic:
                 return cached
             response = await self.http.post(
                 f"{self.base_url}/{self.seed.tenant_id}/oauth2/v2.0/token",
-                data={"grant_type": "password", "client_id": self.seed.public_client.app_id,
-                      "username": user.user_principal_name, "password": user.password or self.password,
-                      "scope": GRAPH_SCOPE},
+                data={
+                    "grant_type": "password",
+                    "client_id": self.seed.public_client.app_id,
+                    "username": user.user_principal_name,
+                    "password": user.password or self.password,
+                    "scope": GRAPH_SCOPE,
+                },
             )
             response.raise_for_status()
             token: str = response.json()["access_token"]
@@ -50,8 +54,12 @@ class HumanTraffic:
             return token
 
     async def post_chat(self, user: SeedUser, chat_id: str, text: str) -> Posted:
-        response = await self._graph("POST", f"/chats/{chat_id}/messages", user,
-                                     json={"body": {"contentType": "text", "content": text}})
+        response = await self._graph(
+            "POST",
+            f"/chats/{chat_id}/messages",
+            user,
+            json={"body": {"contentType": "text", "content": text}},
+        )
         body = response.json()
         return Posted(chat_id, body["id"], user.id, body["createdDateTime"])
 
@@ -61,15 +69,29 @@ class HumanTraffic:
         return [str(chat["id"]) for chat in response.json()["value"]]
 
     async def send_mail(self, user: SeedUser, to: str, subject: str, text: str) -> None:
-        await self._graph("POST", "/me/sendMail", user, json={"message": {
-            "subject": subject, "body": {"contentType": "Text", "content": text},
-            "toRecipients": [{"emailAddress": {"address": to}}]}})
+        await self._graph(
+            "POST",
+            "/me/sendMail",
+            user,
+            json={
+                "message": {
+                    "subject": subject,
+                    "body": {"contentType": "Text", "content": text},
+                    "toRecipients": [{"emailAddress": {"address": to}}],
+                }
+            },
+        )
 
     async def _graph(self, method: str, path: str, user: SeedUser, **kwargs) -> httpx.Response:  # type: ignore[no-untyped-def]
-        for _ in range(20):  # the app's throttling budget is shared with the fleet: honour Retry-After
-            response = await self.http.request(method, f"{self.base_url}/v1.0{path}",
-                                               headers={"Authorization": f"Bearer {await self.token(user)}"},
-                                               **kwargs)
+        for _ in range(
+            20
+        ):  # the app's throttling budget is shared with the fleet: honour Retry-After
+            response = await self.http.request(
+                method,
+                f"{self.base_url}/v1.0{path}",
+                headers={"Authorization": f"Bearer {await self.token(user)}"},
+                **kwargs,
+            )
             if response.status_code == 429:
                 await asyncio.sleep(float(response.headers.get("Retry-After", "1")))
                 continue

@@ -53,13 +53,17 @@ class Grantee:
     agent_user: str  # UPN, else object id
 
     def delegated(self, permission: str) -> str:
-        return (f"grant the delegated permission {permission} to the agent identity {self.agent_identity_id} "
-                f"for the agent user {self.agent_user} (oauth2PermissionGrant: clientId = the agent identity, "
-                "consentType Principal, principalId = the agent user; docs/azure.md §2)")
+        return (
+            f"grant the delegated permission {permission} to the agent identity {self.agent_identity_id} "
+            f"for the agent user {self.agent_user} (oauth2PermissionGrant: clientId = the agent identity, "
+            "consentType Principal, principalId = the agent user; docs/azure.md §2)"
+        )
 
     def application(self, permission: str) -> str:
-        return (f"grant the application permission {permission} to the agent identity {self.agent_identity_id} "
-                "itself (appRoleAssignment on its service principal, admin consent; docs/azure.md §2)")
+        return (
+            f"grant the application permission {permission} to the agent identity {self.agent_identity_id} "
+            "itself (appRoleAssignment on its service principal, admin consent; docs/azure.md §2)"
+        )
 
 
 def _check_name(permission: DelegatedPermission) -> str:
@@ -68,13 +72,16 @@ def _check_name(permission: DelegatedPermission) -> str:
 
 def _refused(permission: DelegatedPermission, exc: GraphError, grantee: GrantAdvice) -> Finding:
     if isinstance(exc, GraphForbidden):
-        return fail(_check_name(permission), f"Graph refused it (403): {grantee.delegated(permission.name)} "
-                    f"({permission.why})")
+        return fail(
+            _check_name(permission),
+            f"Graph refused it (403): {grantee.delegated(permission.name)} ({permission.why})",
+        )
     return fail(_check_name(permission), f"{type(exc).__name__}: {exc}")
 
 
-async def check_sponsors(chain: IdentityChain, make_graph: GraphFactory, grantee: Grantee
-                         ) -> tuple[Finding, list[DirectoryObjectRef]]:
+async def check_sponsors(
+    chain: IdentityChain, make_graph: GraphFactory, grantee: Grantee
+) -> tuple[Finding, list[DirectoryObjectRef]]:
     check = f"sponsor read (agent identity app-only, {SPONSOR_READ_PERMISSION})"
     if chain.app_tokens is None:
         return skip(check, "not tried: the identity settings are incomplete"), []
@@ -84,12 +91,17 @@ async def check_sponsors(chain: IdentityChain, make_graph: GraphFactory, grantee
         except TokenAcquisitionError as exc:
             return fail(check, str(exc)), []
         except GraphForbidden:
-            return fail(check, f"Graph refused it (403): {grantee.application(SPONSOR_READ_PERMISSION)}"), []
+            return fail(
+                check, f"Graph refused it (403): {grantee.application(SPONSOR_READ_PERMISSION)}"
+            ), []
         except GraphError as exc:
             return fail(check, f"{type(exc).__name__}: {exc}"), []
     if not sponsors:
-        return fail(check, "the agent identity has no sponsors: nobody's reply can satisfy a sponsor wait; "
-                    "add one (docs/azure.md, 'Sponsors')"), []
+        return fail(
+            check,
+            "the agent identity has no sponsors: nobody's reply can satisfy a sponsor wait; "
+            "add one (docs/azure.md, 'Sponsors')",
+        ), []
     return ok(check, f"{len(sponsors)} sponsor(s)"), sponsors
 
 
@@ -108,8 +120,12 @@ class _DelegatedReads:
 
     def for_probe(self, probe: Probe) -> Callable[[], Awaitable[str | None]] | None:
         reads: dict[Probe, Callable[[], Awaitable[str | None]]] = {
-            Probe.ME: self.me, Probe.USER: self.user, Probe.CHATS: self.chats, Probe.CHAT_MEMBERS: self.members,
-            Probe.CHAT_MESSAGES: self.messages, Probe.MAIL: self.mail,
+            Probe.ME: self.me,
+            Probe.USER: self.user,
+            Probe.CHATS: self.chats,
+            Probe.CHAT_MEMBERS: self.members,
+            Probe.CHAT_MESSAGES: self.messages,
+            Probe.MAIL: self.mail,
         }
         return reads.get(probe)
 
@@ -147,29 +163,48 @@ class _DelegatedReads:
         return "inbox read"
 
 
-async def check_delegated(chain: IdentityChain, make_graph: GraphFactory, sponsors: list[DirectoryObjectRef],
-                          grantee: GrantAdvice) -> list[Finding]:
+async def check_delegated(
+    chain: IdentityChain,
+    make_graph: GraphFactory,
+    sponsors: list[DirectoryObjectRef],
+    grantee: GrantAdvice,
+) -> list[Finding]:
     if chain.user_tokens is None or chain.graph_token is None:
-        return [skip(_check_name(p), "not tried: no Graph token for the agent") for p in DELEGATED_PERMISSIONS]
+        return [
+            skip(_check_name(p), "not tried: no Graph token for the agent")
+            for p in DELEGATED_PERMISSIONS
+        ]
     scopes = granted_scopes(chain.graph_token)
     async with make_graph(chain.user_tokens) as graph:
         reads = _DelegatedReads(graph, sponsors)
-        return [await _check_one(p, reads.for_probe(p.probe), scopes, grantee) for p in DELEGATED_PERMISSIONS]
+        return [
+            await _check_one(p, reads.for_probe(p.probe), scopes, grantee)
+            for p in DELEGATED_PERMISSIONS
+        ]
 
 
-async def _check_one(permission: DelegatedPermission, read: Callable[[], Awaitable[str | None]] | None,
-                     scopes: frozenset[str], grantee: GrantAdvice) -> Finding:
+async def _check_one(
+    permission: DelegatedPermission,
+    read: Callable[[], Awaitable[str | None]] | None,
+    scopes: frozenset[str],
+    grantee: GrantAdvice,
+) -> Finding:
     if read is None:
         held = scopes & permission.accepted
         if held:
             return ok(_check_name(permission), f"granted ({', '.join(sorted(held))})")
-        return fail(_check_name(permission), f"the agent's token lacks {permission.name} (has: "
-                    f"{', '.join(sorted(scopes)) or 'none'}); {grantee.delegated(permission.name)} "
-                    f"({permission.why})")
+        return fail(
+            _check_name(permission),
+            f"the agent's token lacks {permission.name} (has: "
+            f"{', '.join(sorted(scopes)) or 'none'}); {grantee.delegated(permission.name)} "
+            f"({permission.why})",
+        )
     try:
         proven = await read()
     except GraphError as exc:
         return _refused(permission, exc, grantee)
     if proven is None:
-        return skip(_check_name(permission), "nothing to read it on (no chat, or nobody else in it, yet)")
+        return skip(
+            _check_name(permission), "nothing to read it on (no chat, or nobody else in it, yet)"
+        )
     return ok(_check_name(permission), proven)

@@ -15,7 +15,10 @@ from service.config import Settings
 from service.doctor.app_token import AgentIdentityAppToken
 from service.doctor.report import Finding, fail, ok, skip
 from service.graph.auth import GRAPH_SCOPE, STORAGE_SCOPE, AccessToken, TokenProvider
-from service.graph.auth.from_settings import blueprint_credential_from_settings, token_provider_from_settings
+from service.graph.auth.from_settings import (
+    blueprint_credential_from_settings,
+    token_provider_from_settings,
+)
 from service.graph.errors import HOP_NAMES, TokenAcquisitionError, TokenConfigurationError
 
 
@@ -33,7 +36,9 @@ def _hop_check(hop: int, resource: str = "") -> str:
     return f"identity hop {hop} ({HOP_NAMES[hop]}{suffix})"
 
 
-def hop_findings(error: TokenAcquisitionError | None, resource: str, *, hops: tuple[int, ...]) -> list[Finding]:
+def hop_findings(
+    error: TokenAcquisitionError | None, resource: str, *, hops: tuple[int, ...]
+) -> list[Finding]:
     """ok for every hop before the failed one, FAIL for it, skip for the rest (all ok on success)."""
     findings: list[Finding] = []
     for hop in hops:
@@ -47,8 +52,9 @@ def hop_findings(error: TokenAcquisitionError | None, resource: str, *, hops: tu
     return findings
 
 
-async def check_identity(settings: Settings, http: httpx.AsyncClient, *, storage_by_agent_user: bool
-                         ) -> tuple[list[Finding], IdentityChain]:
+async def check_identity(
+    settings: Settings, http: httpx.AsyncClient, *, storage_by_agent_user: bool
+) -> tuple[list[Finding], IdentityChain]:
     try:
         provider = token_provider_from_settings(settings, http)
         credential = blueprint_credential_from_settings(settings)
@@ -64,8 +70,12 @@ async def check_identity(settings: Settings, http: httpx.AsyncClient, *, storage
     if storage_by_agent_user:
         findings.append(await _storage_token(provider, graph_token is not None))
     app_tokens = AgentIdentityAppToken(
-        settings.authority, settings.tenant_id or "", settings.blueprint_client_id or "", credential,
-        settings.agent_identity_id or "", http=http,
+        settings.authority,
+        settings.tenant_id or "",
+        settings.blueprint_client_id or "",
+        credential,
+        settings.agent_identity_id or "",
+        http=http,
     )
     chain = IdentityChain(provider if graph_token is not None else None, graph_token, app_tokens)
     return findings, chain
@@ -78,7 +88,10 @@ async def _storage_token(provider: TokenProvider, chain_works: bool) -> Finding:
     try:
         await provider.get_token(STORAGE_SCOPE)
     except TokenAcquisitionError as exc:
-        return fail(check, f"{exc}; the agent user needs the storage role on the container (see docs/azure.md)")
+        return fail(
+            check,
+            f"{exc}; the agent user needs the storage role on the container (see docs/azure.md)",
+        )
     return ok(check, "token issued")
 
 

@@ -11,7 +11,9 @@ from typing import TextIO
 class Status(str, Enum):
     OK = "ok"
     FAIL = "FAIL"
-    SKIP = "skip"  # not run because an earlier hop failed, or not configured (never hides a failure)
+    SKIP = (
+        "skip"  # not run because an earlier hop failed, or not configured (never hides a failure)
+    )
 
 
 @dataclass(frozen=True)

@@ -50,24 +50,37 @@ async def run_doctor(*, out: TextIO | None = None) -> bool:
             for finding in identity:
                 report.add(finding)
             report.section("graph permissions")
-            grantee: GrantAdvice = SignInGrantee(settings.delegated_client_id or "(ENTRABOT_DELEGATED_CLIENT_ID)",
-                                                 person.describe() if person else "the person who signs in")
-            report.add(skip("sponsor read", "delegated mode: the signed-in person is the agent's only sponsor"))
+            grantee: GrantAdvice = SignInGrantee(
+                settings.delegated_client_id or "(ENTRABOT_DELEGATED_CLIENT_ID)",
+                person.describe() if person else "the person who signs in",
+            )
+            report.add(
+                skip(
+                    "sponsor read",
+                    "delegated mode: the signed-in person is the agent's only sponsor",
+                )
+            )
             sponsors: list[DirectoryObjectRef] = []
         else:
             report.section("identity chain")
-            identity, chain = await check_identity(settings, http, storage_by_agent_user=by_agent_user)
+            identity, chain = await check_identity(
+                settings, http, storage_by_agent_user=by_agent_user
+            )
             for finding in identity:
                 report.add(finding)
             report.section("graph permissions")
-            grantee = Grantee(settings.agent_identity_id or "(ENTRABOT_AGENT_IDENTITY_ID)",
-                              settings.agent_user_upn or settings.agent_user_id or "(ENTRABOT_AGENT_USER_UPN)")
+            grantee = Grantee(
+                settings.agent_identity_id or "(ENTRABOT_AGENT_IDENTITY_ID)",
+                settings.agent_user_upn or settings.agent_user_id or "(ENTRABOT_AGENT_USER_UPN)",
+            )
             sponsor_finding, sponsors = await check_sponsors(chain, make_graph, grantee)
             report.add(sponsor_finding)
         for finding in await check_delegated(chain, make_graph, sponsors, grantee):
             report.add(finding)
         report.section("storage")
-        for finding in await check_storage(settings, chain.user_tokens, by_agent_user=by_agent_user):
+        for finding in await check_storage(
+            settings, chain.user_tokens, by_agent_user=by_agent_user
+        ):
             report.add(finding)
         report.section("notifications")
         report.add(await check_notification_url(settings, http))

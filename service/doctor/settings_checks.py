@@ -16,7 +16,10 @@ def check_mcp_auth(settings: Settings) -> Finding:
     except AuthConfigError as exc:
         return fail(check, str(exc))
     if settings.mcp_jwt_audience:
-        return ok(check, f"Entra tokens for audience {settings.mcp_jwt_audience} (tenant {settings.tenant_id})")
+        return ok(
+            check,
+            f"Entra tokens for audience {settings.mcp_jwt_audience} (tenant {settings.tenant_id})",
+        )
     if auth_configured(settings):
         return ok(check, "static bearer tokens (local runs only)")
     return ok(check, f"no authentication, bound to loopback {settings.host} (local runs only)")
@@ -32,11 +35,17 @@ async def check_notification_url(settings: Settings, http: httpx.AsyncClient) ->
     # Graph delivers change notifications to HTTPS endpoints only (Graph docs: "Set up notifications
     # for changes in resource data"); http is accepted for loopback test receivers.
     if parsed.scheme != "https" and parsed.host not in ("127.0.0.1", "localhost", "::1"):
-        return fail(check, f"ENTRABOT_NOTIFICATION_URL={url} is not https; Graph only delivers to https URLs")
+        return fail(
+            check,
+            f"ENTRABOT_NOTIFICATION_URL={url} is not https; Graph only delivers to https URLs",
+        )
     try:
         response = await http.get(url, timeout=10.0)
     except httpx.HTTPError as exc:
-        return fail(check, f"{url} is unreachable ({type(exc).__name__}); check the URL, DNS and the ingress")
+        return fail(
+            check,
+            f"{url} is unreachable ({type(exc).__name__}); check the URL, DNS and the ingress",
+        )
     if response.status_code >= 500:
         return fail(check, f"{url} answered HTTP {response.status_code}; the receiver is failing")
     return ok(check, f"{url} answered HTTP {response.status_code}")

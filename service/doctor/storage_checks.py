@@ -16,16 +16,27 @@ from service.storage.errors import BackendMisconfiguredError, ConcurrencyError, 
 from service.storage.resolution import get_backend
 
 SCRATCH_KEY = "doctor/preflight.json"
-_ADVICE = ("check ENTRABOT_BLOB_ENDPOINT and ENTRABOT_BLOB_CONTAINER, that the container exists, and that "
-           "the fleet's identity holds Storage Blob Data Contributor on it (docs/azure.md)")
+_ADVICE = (
+    "check ENTRABOT_BLOB_ENDPOINT and ENTRABOT_BLOB_CONTAINER, that the container exists, and that "
+    "the fleet's identity holds Storage Blob Data Contributor on it (docs/azure.md)"
+)
 
 
-async def check_storage(settings: Settings, user_tokens: TokenProvider | None, *, by_agent_user: bool
-                        ) -> list[Finding]:
+async def check_storage(
+    settings: Settings, user_tokens: TokenProvider | None, *, by_agent_user: bool
+) -> list[Finding]:
     if by_agent_user and user_tokens is None:
-        return [skip("storage", "not tried: ENTRABOT_BLOB_AUTH=agent_user and the agent user's tokens failed")]
+        return [
+            skip(
+                "storage",
+                "not tried: ENTRABOT_BLOB_AUTH=agent_user and the agent user's tokens failed",
+            )
+        ]
     try:
-        backend = get_backend(settings, storage_token_provider=storage_token_provider(user_tokens) if user_tokens else None)
+        backend = get_backend(
+            settings,
+            storage_token_provider=storage_token_provider(user_tokens) if user_tokens else None,
+        )
     except BackendMisconfiguredError as exc:
         return [fail("storage settings", str(exc))]
     findings = [ok("storage settings", backend.describe())]
@@ -40,9 +51,12 @@ async def _exercise(backend: MemoryBackend) -> list[Finding]:
     try:
         await backend.check()
     except StorageError as exc:
-        return [fail("storage reachable", f"{type(exc).__name__}: {exc}; {_ADVICE}"),
-                skip("storage read/write/CAS", "not tried: the container is unreachable")]
+        return [
+            fail("storage reachable", f"{type(exc).__name__}: {exc}; {_ADVICE}"),
+            skip("storage read/write/CAS", "not tried: the container is unreachable"),
+        ]
     findings = [ok("storage reachable", "the container answered")]
+
     # Each write carries a different body: a store whose ETag is a content hash would otherwise
     # hand back the same ETag, and the stale-ETag write below would prove nothing.
     def body(step: int) -> str:
@@ -63,20 +77,51 @@ async def _exercise(backend: MemoryBackend) -> list[Finding]:
         step = "read back"
         content, read_etag = await backend.read_text_with_etag(SCRATCH_KEY)
     except ConcurrencyError:
-        return [*findings, fail("storage read/write/CAS", f"the {step} on {SCRATCH_KEY} lost a race; another "
-                                "doctor may be running, try again")]
+        return [
+            *findings,
+            fail(
+                "storage read/write/CAS",
+                f"the {step} on {SCRATCH_KEY} lost a race; another "
+                "doctor may be running, try again",
+            ),
+        ]
     except StorageError as exc:
-        return [*findings, fail("storage read/write/CAS", f"the {step} on {SCRATCH_KEY} failed: "
-                                f"{type(exc).__name__}: {exc}; {_ADVICE}")]
+        return [
+            *findings,
+            fail(
+                "storage read/write/CAS",
+                f"the {step} on {SCRATCH_KEY} failed: {type(exc).__name__}: {exc}; {_ADVICE}",
+            ),
+        ]
     if content != written or read_etag != new_etag:
-        return [*findings, fail("storage read/write/CAS", f"{SCRATCH_KEY} read back differs from what was "
-                                "written; the store does not honour ETags")]
+        return [
+            *findings,
+            fail(
+                "storage read/write/CAS",
+                f"{SCRATCH_KEY} read back differs from what was "
+                "written; the store does not honour ETags",
+            ),
+        ]
     try:
         await backend.write_text(SCRATCH_KEY, body(2), if_match=etag)
     except ConcurrencyError:
-        return [*findings, ok("storage read/write/CAS", f"{SCRATCH_KEY}: written, read back, stale ETag refused")]
+        return [
+            *findings,
+            ok("storage read/write/CAS", f"{SCRATCH_KEY}: written, read back, stale ETag refused"),
+        ]
     except StorageError as exc:
-        return [*findings, fail("storage read/write/CAS", f"the stale-ETag write failed oddly: "
-                                f"{type(exc).__name__}: {exc}")]
-    return [*findings, fail("storage read/write/CAS", "a write with a stale ETag succeeded: the store does not "
-                            "honour If-Match, so claims would not be exclusive; do not run the fleet on it")]
+        return [
+            *findings,
+            fail(
+                "storage read/write/CAS",
+                f"the stale-ETag write failed oddly: {type(exc).__name__}: {exc}",
+            ),
+        ]
+    return [
+        *findings,
+        fail(
+            "storage read/write/CAS",
+            "a write with a stale ETag succeeded: the store does not "
+            "honour If-Match, so claims would not be exclusive; do not run the fleet on it",
+        ),
+    ]

@@ -28,4 +28,6 @@ class AgentUser:
 async def load_agent_user(graph: GraphClient, *, posts_as_person: bool = False) -> AgentUser:
     """Who the Graph token acts as (GET /me): the agent user, or in delegated mode the signed-in person."""
     me = await graph.get_me()
-    return AgentUser(me.id, me.user_principal_name, me.display_name, me.mail, posts_as_person=posts_as_person)
+    return AgentUser(
+        me.id, me.user_principal_name, me.display_name, me.mail, posts_as_person=posts_as_person
+    )

@@ -53,7 +53,9 @@ class SentView:
 
     ids: frozenset[str] = frozenset()
     in_flight_since: tuple[datetime, ...] = ()
-    readable: bool = True  # False: the record could not be read, so no message of the person is placed
+    readable: bool = (
+        True  # False: the record could not be read, so no message of the person is placed
+    )
 
     @classmethod
     def unreadable(cls) -> SentView:
@@ -71,8 +73,9 @@ def author_of(message: ChatMessage, agent: AgentUser, sent: SentView) -> Author:
         return Author.AGENT if agent_wrote else Author.PERSON
     if not same_identifier(sender.id, agent.object_id):
         return Author.PERSON  # someone else in the chat: the agent never posts as them
-    if not sent.readable or any(since - SEND_CLOCK_SKEW <= message.created_date_time
-                                for since in sent.in_flight_since):
+    if not sent.readable or any(
+        since - SEND_CLOCK_SKEW <= message.created_date_time for since in sent.in_flight_since
+    ):
         return Author.UNDECIDED
     if _prefixed(message):
         return Author.AGENT
@@ -84,8 +87,13 @@ def posted_as_agent_identity(messages: Iterable[ChatMessage], agent: AgentUser) 
     authorship needs the fleet's record (the signed-in person's); none in agent-user mode."""
     if not agent.posts_as_person:
         return []
-    return [m.id for m in messages
-            if m.sender is not None and is_person_message(m) and same_identifier(m.sender.id, agent.object_id)]
+    return [
+        m.id
+        for m in messages
+        if m.sender is not None
+        and is_person_message(m)
+        and same_identifier(m.sender.id, agent.object_id)
+    ]
 
 
 @dataclass(frozen=True)
@@ -94,10 +102,14 @@ class PeopleMessages:
     undecided: bool = False  # some message waits for a send in flight: decide nothing past it yet
 
 
-def people_messages(messages: Sequence[ChatMessage], agent: AgentUser, sent: SentView) -> PeopleMessages:
+def people_messages(
+    messages: Sequence[ChatMessage], agent: AgentUser, sent: SentView
+) -> PeopleMessages:
     authors = [author_of(m, agent, sent) for m in messages]
-    return PeopleMessages([m for m, a in zip(messages, authors, strict=True) if a is Author.PERSON],
-                          any(a is Author.UNDECIDED for a in authors))
+    return PeopleMessages(
+        [m for m, a in zip(messages, authors, strict=True) if a is Author.PERSON],
+        any(a is Author.UNDECIDED for a in authors),
+    )
 
 
 def _prefixed(message: ChatMessage) -> bool:

@@ -28,11 +28,18 @@ def check_reaction_type(value: str) -> str:
         return value
     if value.lower() in NAMED:
         raise ValueError(f"Graph's reaction names are lower case: use {value.lower()!r}")
-    keycap = "\u20e3" in value and value[0] in _KEYCAP_BASES  # 1️⃣, #️⃣: the one emoji with no symbol in it
-    if len(value) > MAX_CHARS or not all(_emoji_part(c) or keycap and c in _KEYCAP_BASES for c in value) \
-            or not (keycap or any(_symbol(c) for c in value)):
-        raise ValueError("must be one emoji (for example 👀 or ✅) or one of Graph's reaction names "
-                         f"({', '.join(sorted(NAMED))}); leave it empty for no reaction")
+    keycap = (
+        "\u20e3" in value and value[0] in _KEYCAP_BASES
+    )  # 1️⃣, #️⃣: the one emoji with no symbol in it
+    if (
+        len(value) > MAX_CHARS
+        or not all(_emoji_part(c) or keycap and c in _KEYCAP_BASES for c in value)
+        or not (keycap or any(_symbol(c) for c in value))
+    ):
+        raise ValueError(
+            "must be one emoji (for example 👀 or ✅) or one of Graph's reaction names "
+            f"({', '.join(sorted(NAMED))}); leave it empty for no reaction"
+        )
     return value
 
 
@@ -42,5 +49,9 @@ def _symbol(char: str) -> bool:
 
 def _emoji_part(char: str) -> bool:
     # Sk: the skin-tone modifiers; the tag characters spell subdivision flags.
-    return _symbol(char) or char in _JOINERS or unicodedata.category(char) == "Sk" \
+    return (
+        _symbol(char)
+        or char in _JOINERS
+        or unicodedata.category(char) == "Sk"
         or "\U000e0020" <= char <= "\U000e007f"
+    )

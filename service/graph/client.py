@@ -37,7 +37,15 @@ from service.graph.errors import (
 )
 from service.graph.http_pool import new_http_client
 from service.graph.models import (
-    Chat, ChatMember, ChatMessage, DirectoryObjectRef, HostedContent, MailMessage, OutboundCard, OutboundMention, User,
+    Chat,
+    ChatMember,
+    ChatMessage,
+    DirectoryObjectRef,
+    HostedContent,
+    MailMessage,
+    OutboundCard,
+    OutboundMention,
+    User,
 )
 from service.graph.pacing import GraphPacing, PacingRules, SharedHold
 from service.graph.pages import Page, parse_item, parse_page
@@ -99,15 +107,29 @@ class GraphClient:
         # Graph's limits are per app, and a throttled request counts against them: after a 429 (or a
         # 5xx saying "later") every request of this client waits, not only the one that got it, or the
         # other concurrent reads keep the window full. ``shared_hold`` carries such holds across the fleet.
-        self._pacing = GraphPacing(PacingRules(max_hold_s=self._policy.max_retry_after), clock=clock, sleep=sleep,
-                                   rng=self._rng, shared=shared_hold, metrics=metrics)
+        self._pacing = GraphPacing(
+            PacingRules(max_hold_s=self._policy.max_retry_after),
+            clock=clock,
+            sleep=sleep,
+            rng=self._rng,
+            shared=shared_hold,
+            metrics=metrics,
+        )
 
     def with_tokens(self, token_provider: TokenProvider) -> GraphClient:
         """This client's Graph, connections, metrics, retry rules and holds, acting with other tokens (the
         agent identity's app-only ones, for the directory reads Graph takes no delegated token for)."""
-        client = GraphClient(self._base, token_provider, http=self._http, metrics=self._metrics,
-                             retry_policy=self._policy, scope=self._scope, clock=self._clock, sleep=self._sleep,
-                             rng=self._rng)
+        client = GraphClient(
+            self._base,
+            token_provider,
+            http=self._http,
+            metrics=self._metrics,
+            retry_policy=self._policy,
+            scope=self._scope,
+            clock=self._clock,
+            sleep=self._sleep,
+            rng=self._rng,
+        )
         client._pacing = self._pacing  # one app's budget: a hold on either client holds both
         return client
 
@@ -130,14 +152,18 @@ class GraphClient:
     async def get_user(self, user_id: str) -> User:
         return await self._get_one(User, "user", "users/{}", user_id)
 
-    async def list_sponsors(self, agent_identity_id: str, *, max_pages: int = 5) -> list[DirectoryObjectRef]:
+    async def list_sponsors(
+        self, agent_identity_id: str, *, max_pages: int = 5
+    ) -> list[DirectoryObjectRef]:
         """The agent identity's sponsors as directoryObject references (users or groups).
 
         Graph's "List agentIdentity sponsors" takes an app-only token only (application permission
         AgentIdentity.ReadWrite.All; delegated: not supported): call it on the client ``with_tokens``
         of the agent identity's app-only provider.
         """
-        url, route = self._url("servicePrincipals/{}/microsoft.graph.agentIdentity/sponsors", agent_identity_id)
+        url, route = self._url(
+            "servicePrincipals/{}/microsoft.graph.agentIdentity/sponsors", agent_identity_id
+        )
         return await self._collect(url, route, DirectoryObjectRef, "sponsor", max_pages)
 
     # --- chats -------------------------------------------------------------------------------
@@ -164,8 +190,14 @@ class GraphClient:
             return ChatSweep(chats, complete=False)
         return ChatSweep(chats, complete=True)
 
-    def my_chats_pages(self, *, max_pages: int, members: bool = False, ordered: bool = False,
-                       start: str | None = None) -> AsyncGenerator[Page[Chat], None]:
+    def my_chats_pages(
+        self,
+        *,
+        max_pages: int,
+        members: bool = False,
+        ordered: bool = False,
+        start: str | None = None,
+    ) -> AsyncGenerator[Page[Chat], None]:
         """Pages of the agent user's chats with their newest-message previews, and their members when
         asked (discovery; the change scan and the sweep need only previews).
 
@@ -174,14 +206,18 @@ class GraphClient:
         falls back to an unordered walk). ``start`` resumes a walk at an earlier page's
         ``@odata.nextLink``, which must stay on the Graph origin.
         """
-        params: dict[str, str | int] = {"$expand": "lastMessagePreview,members" if members else "lastMessagePreview",
-                                        "$top": MAX_TOP}
+        params: dict[str, str | int] = {
+            "$expand": "lastMessagePreview,members" if members else "lastMessagePreview",
+            "$top": MAX_TOP,
+        }
         if ordered:
             params["$orderby"] = "lastMessagePreview/createdDateTime desc"
         url, route = self._url("me/chats", params=params)
         if start is not None:
             if not self._same_origin(start):
-                raise GraphPayloadError(f"a saved next page link for {route} leaves the Graph origin {self._base}")
+                raise GraphPayloadError(
+                    f"a saved next page link for {route} leaves the Graph origin {self._base}"
+                )
             url = start
         return self._pages(url, route, Chat, "chat", max_pages)
 
@@ -202,7 +238,10 @@ class GraphClient:
         return await self._collect(url, route, ChatMember, "chat member", max_pages)
 
     async def create_chat(
-        self, chat_type: Literal["oneOnOne", "group"], member_ids: Iterable[str], topic: str | None = None
+        self,
+        chat_type: Literal["oneOnOne", "group"],
+        member_ids: Iterable[str],
+        topic: str | None = None,
     ) -> Chat:
         """Create a chat whose members are ``member_ids`` (Graph requires the agent user among them).
 
@@ -211,19 +250,28 @@ class GraphClient:
         """
         members = list(dict.fromkeys(member_ids))
         if chat_type == "oneOnOne" and len(members) != 2:
-            raise ValueError("a oneOnOne chat has exactly two members: the agent user and the other person")
+            raise ValueError(
+                "a oneOnOne chat has exactly two members: the agent user and the other person"
+            )
         if chat_type == "group" and len(members) < 2:
             raise ValueError("a group chat needs at least two members, the agent user among them")
-        body: dict[str, Any] = {"chatType": chat_type, "members": [self._member_binding(m) for m in members]}
+        body: dict[str, Any] = {
+            "chatType": chat_type,
+            "members": [self._member_binding(m) for m in members],
+        }
         if topic:
             if chat_type != "group":
                 raise ValueError("only a group chat has a topic")
             body["topic"] = topic
         url, route = self._url("chats")
-        response = await self._request("POST", url, route=route, json=body, idempotent=chat_type == "oneOnOne")
+        response = await self._request(
+            "POST", url, route=route, json=body, idempotent=chat_type == "oneOnOne"
+        )
         return self._parse_one(response, Chat, "chat", route)
 
-    async def add_chat_member(self, chat_id: str, user_id: str, *, roles: Iterable[str] = ("owner",)) -> ChatMember:
+    async def add_chat_member(
+        self, chat_id: str, user_id: str, *, roles: Iterable[str] = ("owner",)
+    ) -> ChatMember:
         url, route = self._url("chats/{}/members", chat_id)
         body = self._member_binding(user_id, roles)
         response = await self._request("POST", url, route=route, json=body, idempotent=False)
@@ -244,7 +292,10 @@ class GraphClient:
         takes only ``lt`` ("List messages in a chat", read, not run here). Each page's ``next_link``
         says whether Graph has more, and ``skipped`` how many items were unreadable.
         """
-        params: dict[str, str | int] = {"$top": _check_top(top), "$orderby": "lastModifiedDateTime desc"}
+        params: dict[str, str | int] = {
+            "$top": _check_top(top),
+            "$orderby": "lastModifiedDateTime desc",
+        }
         if since is not None:
             # Graph applies this $filter only together with the $orderby on the same property.
             params["$filter"] = f"lastModifiedDateTime gt {graph_timestamp(since)}"
@@ -268,14 +319,22 @@ class GraphClient:
             "chats/{}/messages", chat_id, params={"$top": 1, "$orderby": "createdDateTime desc"}
         )
         response = await self._request("GET", url, route=route, idempotent=True)
-        page = parse_page(self._json(response, route), ChatMessage, kind="chat message", metrics=self._metrics)
+        page = parse_page(
+            self._json(response, route), ChatMessage, kind="chat message", metrics=self._metrics
+        )
         if page.skipped:
-            raise GraphPayloadError(f"the newest message on {route} is unreadable; try the chat again later")
+            raise GraphPayloadError(
+                f"the newest message on {route} is unreadable; try the chat again later"
+            )
         return page.items[0] if page.items else None
 
     async def send_chat_message(
-        self, chat_id: str, content: str, content_type: Literal["text", "html"] = "text",
-        mentions: Sequence[OutboundMention] = (), cards: Sequence[OutboundCard] = (),
+        self,
+        chat_id: str,
+        content: str,
+        content_type: Literal["text", "html"] = "text",
+        mentions: Sequence[OutboundMention] = (),
+        cards: Sequence[OutboundCard] = (),
     ) -> ChatMessage:
         """Post a message as the agent user. Never re-sent after a 5xx or a lost answer: the error
         then has ``outcome_unknown`` set, because the message may have been posted."""
@@ -289,26 +348,39 @@ class GraphClient:
         return self._parse_one(response, ChatMessage, "chat message", route)
 
     async def get_chat_message(self, chat_id: str, message_id: str) -> ChatMessage:
-        return await self._get_one(ChatMessage, "chat message", "chats/{}/messages/{}", chat_id, message_id)
+        return await self._get_one(
+            ChatMessage, "chat message", "chats/{}/messages/{}", chat_id, message_id
+        )
 
     async def list_hosted_contents(self, chat_id: str, message_id: str) -> list[HostedContent]:
         """The images pasted into a message ("List hostedContents", v1.0, delegated Chat.Read; read, not run)."""
         url, route = self._url("chats/{}/messages/{}/hostedContents", chat_id, message_id)
         return await self._collect(url, route, HostedContent, "hosted content", max_pages=2)
 
-    async def get_hosted_content_bytes(self, chat_id: str, message_id: str, hosted_id: str, *,
-                                       max_bytes: int) -> tuple[bytes, str | None]:
+    async def get_hosted_content_bytes(
+        self, chat_id: str, message_id: str, hosted_id: str, *, max_bytes: int
+    ) -> tuple[bytes, str | None]:
         """One pasted image's bytes and Content-Type. Refused (GraphPayloadError) when Graph declares or
         sends more than ``max_bytes``; the answer is read whole, which a cap of a few MB keeps cheap."""
-        url, route = self._url("chats/{}/messages/{}/hostedContents/{}/$value", chat_id, message_id, hosted_id)
+        url, route = self._url(
+            "chats/{}/messages/{}/hostedContents/{}/$value", chat_id, message_id, hosted_id
+        )
         response = await self._request("GET", url, route=route, idempotent=True)
         declared = response.headers.get("Content-Length")
-        if (declared is not None and declared.isdigit() and int(declared) > max_bytes) or len(response.content) > max_bytes:
-            raise GraphPayloadError(f"the hosted content on {route} is larger than {max_bytes} bytes")
+        if (declared is not None and declared.isdigit() and int(declared) > max_bytes) or len(
+            response.content
+        ) > max_bytes:
+            raise GraphPayloadError(
+                f"the hosted content on {route} is larger than {max_bytes} bytes"
+            )
         return response.content, response.headers.get("Content-Type")
 
     async def update_chat_message(
-        self, chat_id: str, message_id: str, content: str, content_type: Literal["text", "html"] = "text"
+        self,
+        chat_id: str,
+        message_id: str,
+        content: str,
+        content_type: Literal["text", "html"] = "text",
     ) -> None:
         """Replace the body of a message the agent user sent. Retried like a read: the same body sent
         twice leaves the message as once. Graph's "Update chatMessage" (read, not run here): with a
@@ -322,22 +394,33 @@ class GraphClient:
         "chatMessage: softDelete" (read, not run here): POST
         /users/{userId}/chats/{chatsId}/messages/{chatMessageId}/softDelete, delegated Chat.ReadWrite only,
         204 No Content. Not retried blindly; the caller reads the message back to settle a lost answer."""
-        url, route = self._url("users/{}/chats/{}/messages/{}/softDelete", user_id, chat_id, message_id)
+        url, route = self._url(
+            "users/{}/chats/{}/messages/{}/softDelete", user_id, chat_id, message_id
+        )
         await self._request("POST", url, route=route, idempotent=False)
 
-    async def set_chat_message_reaction(self, chat_id: str, message_id: str, reaction_type: str) -> None:
+    async def set_chat_message_reaction(
+        self, chat_id: str, message_id: str, reaction_type: str
+    ) -> None:
         """The agent user reacts to a chat message. Graph's "chatMessage: setReaction" (v1.0; read, not run
         here): POST /chats/{chatsId}/messages/{chatMessageId}/setReaction with {"reactionType": …} "as
         unicode", delegated Chat.ReadWrite or ChatMessage.Send (application: not supported), "204 No
         Content". The page does not say whether setting a reaction the user already set changes anything
         (Teams shows one reaction of a type per user); so it is not re-sent after a 5xx or a lost answer."""
         url, route = self._url("chats/{}/messages/{}/setReaction", chat_id, message_id)
-        await self._request("POST", url, route=route, json={"reactionType": reaction_type}, idempotent=False)
+        await self._request(
+            "POST", url, route=route, json={"reactionType": reaction_type}, idempotent=False
+        )
 
     # --- mail --------------------------------------------------------------------------------
 
     def list_mail(
-        self, since: datetime | None, *, top: int = MAX_TOP, folder: str = "inbox", max_pages: int = 10,
+        self,
+        since: datetime | None,
+        *,
+        top: int = MAX_TOP,
+        folder: str = "inbox",
+        max_pages: int = 10,
         mailbox: str | None = None,
     ) -> AsyncGenerator[Page[MailMessage], None]:
         """Pages of ``folder``'s mail received after ``since`` (all when None), newest first, with their
@@ -347,14 +430,19 @@ class GraphClient:
         ``mailbox`` (a user id or UPN) reads a mailbox shared with the agent user instead of its own:
         ``/users/{id | userPrincipalName}/mailFolders/{id}/messages`` with Mail.Read.Shared ("Get Outlook
         messages in a shared or delegated folder"; read, not run); 403 when the mailbox is not shared with it."""
-        params: dict[str, str | int] = {"$top": _check_top(top), "$orderby": "receivedDateTime desc",
-                                        "$select": MailMessage.graph_select()}
+        params: dict[str, str | int] = {
+            "$top": _check_top(top),
+            "$orderby": "receivedDateTime desc",
+            "$select": MailMessage.graph_select(),
+        }
         if since is not None:
             params["$filter"] = f"receivedDateTime gt {graph_timestamp(since)}"
         if mailbox is None:
             url, route = self._url("me/mailFolders/{}/messages", folder, params=params)
         else:
-            url, route = self._url("users/{}/mailFolders/{}/messages", mailbox, folder, params=params)
+            url, route = self._url(
+                "users/{}/mailFolders/{}/messages", mailbox, folder, params=params
+            )
         return self._pages(url, route, MailMessage, "mail", max_pages)
 
     async def get_mail(self, message_id: str, *, mailbox: str | None = None) -> MailMessage:
@@ -391,12 +479,21 @@ class GraphClient:
             message["internetMessageHeaders"] = _headers(headers)
         url, route = self._url("me/sendMail")
         await self._request(
-            "POST", url, route=route, json={"message": message, "saveToSentItems": True}, idempotent=False
+            "POST",
+            url,
+            route=route,
+            json={"message": message, "saveToSentItems": True},
+            idempotent=False,
         )
 
     async def answer_mail(
-        self, message_id: str, kind: Literal["reply", "replyAll", "forward"], comment: str, *,
-        to: Iterable[str] = (), headers: Mapping[str, str] | None = None,
+        self,
+        message_id: str,
+        kind: Literal["reply", "replyAll", "forward"],
+        comment: str,
+        *,
+        to: Iterable[str] = (),
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         """Reply, reply-all or forward (to ``to``) a mail of the agent user's mailbox with ``comment`` above
         the original, which Graph quotes; saved to Sent Items, 202 with no body, never re-sent ("message:
@@ -425,11 +522,18 @@ class GraphClient:
         response = await self._request("POST", url, route=route, json=dict(body), idempotent=False)
         return self._parse_one(response, GraphSubscription, "subscription", route)
 
-    async def renew_subscription(self, subscription_id: str, expiration: datetime) -> GraphSubscription:
+    async def renew_subscription(
+        self, subscription_id: str, expiration: datetime
+    ) -> GraphSubscription:
         """PATCH expirationDateTime; Graph says a renewal also reauthorizes (lifecycle notifications page)."""
         url, route = self._url("subscriptions/{}", subscription_id)
-        response = await self._request("PATCH", url, route=route,
-                                       json={"expirationDateTime": graph_timestamp(expiration)}, idempotent=True)
+        response = await self._request(
+            "PATCH",
+            url,
+            route=route,
+            json={"expirationDateTime": graph_timestamp(expiration)},
+            idempotent=True,
+        )
         return self._parse_one(response, GraphSubscription, "subscription", route)
 
     async def reauthorize_subscription(self, subscription_id: str) -> None:
@@ -464,13 +568,20 @@ class GraphClient:
         }
 
     async def _get_one(
-        self, model: type[T], kind: str, template: str, *ids: str, params: Mapping[str, str | int] | None = None
+        self,
+        model: type[T],
+        kind: str,
+        template: str,
+        *ids: str,
+        params: Mapping[str, str | int] | None = None,
     ) -> T:
         url, route = self._url(template, *ids, params=params)
         response = await self._request("GET", url, route=route, idempotent=True)
         return self._parse_one(response, model, kind, route)
 
-    async def _collect(self, url: str, route: str, model: type[T], kind: str, max_pages: int) -> list[T]:
+    async def _collect(
+        self, url: str, route: str, model: type[T], kind: str, max_pages: int
+    ) -> list[T]:
         items: list[T] = []
         async for page in self._pages(url, route, model, kind, max_pages):
             items.extend(page.items)
@@ -488,7 +599,11 @@ class GraphClient:
             yield page
             next_url = page.next_link
             if next_url is not None and not self._same_origin(next_url):
-                log.warning("refused an @odata.nextLink on %s that leaves the Graph origin %s", route, self._base)
+                log.warning(
+                    "refused an @odata.nextLink on %s that leaves the Graph origin %s",
+                    route,
+                    self._base,
+                )
                 raise GraphPayloadError(
                     f"Graph's next page link on {route} points away from {self._base}; paging stopped "
                     "there so the token is not sent elsewhere (check ENTRABOT_GRAPH_URL and any proxy)"
@@ -521,14 +636,23 @@ class GraphClient:
                     continue
                 raise GraphConnectionError(
                     f"Graph {method} {route}: no answer ({type(exc).__name__})"
-                    + ("; it may have been carried out, do not repeat it blindly" if sent and not idempotent else ""),
+                    + (
+                        "; it may have been carried out, do not repeat it blindly"
+                        if sent and not idempotent
+                        else ""
+                    ),
                     outcome_unknown=sent and not idempotent,
                 ) from None
             except BaseException:
                 self._pacing.note(None, None, route)  # cancelled mid-request: free the probe slot
                 raise
             step = self._decide(
-                response.status_code, idempotent, True, attempt, refreshed, response.headers.get("Retry-After")
+                response.status_code,
+                idempotent,
+                True,
+                attempt,
+                refreshed,
+                response.headers.get("Retry-After"),
             )
             self._pacing.note(response.status_code, step.retry_after, route)
             if step.action is Action.REFRESH:
@@ -549,23 +673,43 @@ class GraphClient:
             raise _error_for(response, method, route, step.retry_after, idempotent)
 
     def _decide(
-        self, status: int | None, idempotent: bool, sent: bool, attempt: int, refreshed: bool, retry_after: str | None
+        self,
+        status: int | None,
+        idempotent: bool,
+        sent: bool,
+        attempt: int,
+        refreshed: bool,
+        retry_after: str | None,
     ) -> Step:
         return next_step(
-            status=status, idempotent=idempotent, request_sent=sent, attempt=attempt, refreshed=refreshed,
-            retry_after_header=retry_after, now=self._clock(), policy=self._policy, rng=self._rng,
+            status=status,
+            idempotent=idempotent,
+            request_sent=sent,
+            attempt=attempt,
+            refreshed=refreshed,
+            retry_after_header=retry_after,
+            now=self._clock(),
+            policy=self._policy,
+            rng=self._rng,
         )
 
     async def _send(
         self, method: str, url: str, route: str, token: str, json: Any, attempt: int
     ) -> httpx.Response:
-        attributes: dict[str, str | int] = {"http.request.method": method, "url.template": route, "http.request.resend_count": attempt - 1}
+        attributes: dict[str, str | int] = {
+            "http.request.method": method,
+            "url.template": route,
+            "http.request.resend_count": attempt - 1,
+        }
         with tracer.start_as_current_span(
             f"Graph {method} {route}", kind=trace.SpanKind.CLIENT, attributes=attributes
         ) as span:
             try:
                 response = await self._http.request(
-                    method, url, json=json, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"}
+                    method,
+                    url,
+                    json=json,
+                    headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
                 )
             except httpx.TransportError as exc:
                 span.set_attribute("error.type", type(exc).__name__)
@@ -590,16 +734,22 @@ class GraphClient:
         except ValueError:
             raise GraphPayloadError(
                 f"Graph answered {route} with HTTP {response.status_code} but no JSON body; nothing was read",
-                status=response.status_code, request_id=response.headers.get("request-id"),
+                status=response.status_code,
+                request_id=response.headers.get("request-id"),
             ) from None
 
     def _parse_one(self, response: httpx.Response, model: type[T], kind: str, route: str) -> T:
         item = parse_item(self._json(response, route), model, kind=kind, metrics=self._metrics)
         if item is None:
-            done = "" if response.request.method == "GET" else " (the request itself succeeded; do not repeat it)"
+            done = (
+                ""
+                if response.request.method == "GET"
+                else " (the request itself succeeded; do not repeat it)"
+            )
             raise GraphPayloadError(
                 f"Graph's answer on {route} is not a readable {kind}{done}",
-                status=response.status_code, request_id=response.headers.get("request-id"),
+                status=response.status_code,
+                request_id=response.headers.get("request-id"),
             )
         return item
 
@@ -652,7 +802,11 @@ def _graph_error_fields(response: httpx.Response) -> tuple[str | None, str | Non
     raw_inner = error.get("innerError")
     inner: dict[str, Any] = raw_inner if isinstance(raw_inner, dict) else {}
     request_id = response.headers.get("request-id") or inner.get("request-id")
-    return code, (message[:200] if message else None), request_id if isinstance(request_id, str) else None
+    return (
+        code,
+        (message[:200] if message else None),
+        request_id if isinstance(request_id, str) else None,
+    )
 
 
 def _error_for(
@@ -664,7 +818,9 @@ def _error_for(
     what = f"Graph {method} {route} answered {status}{said}"
     fields: dict[str, Any] = {"status": status, "code": code, "request_id": request_id}
     if status == 400:
-        return GraphBadRequest(f"{what}; the request does not fit this endpoint, repeating it will not help", **fields)
+        return GraphBadRequest(
+            f"{what}; the request does not fit this endpoint, repeating it will not help", **fields
+        )
     if status == 401:
         return GraphAuthError(
             f"{what} even with a fresh token; check that the agent user is enabled and licensed and that "
@@ -672,14 +828,22 @@ def _error_for(
             **fields,
         )
     if status == 403:
-        return GraphForbidden(f"{what}; the agent user lacks the permission or the membership this needs", **fields)
+        return GraphForbidden(
+            f"{what}; the agent user lacks the permission or the membership this needs", **fields
+        )
     if status == 404:
         return GraphNotFound(f"{what}; it does not exist or the agent user cannot see it", **fields)
     if status == 429:
         wait = f"wait {retry_after:.0f} s" if retry_after is not None else "back off"
-        return GraphThrottled(f"{what}: throttled; {wait} before calling again", retry_after=retry_after, **fields)
+        return GraphThrottled(
+            f"{what}: throttled; {wait} before calling again", retry_after=retry_after, **fields
+        )
     if status >= 500:
         unknown = not idempotent
-        tail = "; it may have been carried out, do not repeat it blindly" if unknown else " after retries"
+        tail = (
+            "; it may have been carried out, do not repeat it blindly"
+            if unknown
+            else " after retries"
+        )
         return GraphServerError(f"{what}{tail}", outcome_unknown=unknown, **fields)
     return GraphError(what, **fields)

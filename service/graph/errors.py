@@ -15,7 +15,12 @@ class GraphError(Exception):
     """
 
     def __init__(
-        self, message: str, *, status: int | None = None, code: str | None = None, request_id: str | None = None
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        request_id: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -115,7 +120,9 @@ class TokenAcquisitionError(GraphError):
         self.hop = hop
         self.hop_name = HOP_NAMES[hop]
         self.description = description
-        detail = (f"{code}: {description}" if code and description else (description or "")).rstrip(". ")
+        detail = (f"{code}: {description}" if code and description else (description or "")).rstrip(
+            ". "
+        )
         message = f"token hop {hop} ({self.hop_name}) failed: {reason}"
         if detail:
             message += f" — Entra says {detail}"

@@ -21,6 +21,8 @@ def new_http_client(
     """
     return httpx.AsyncClient(
         timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
-        limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_keepalive_connections),
+        limits=httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_keepalive_connections
+        ),
         follow_redirects=False,
     )

@@ -150,8 +150,11 @@ class OutboundMention:
     def to_graph(self) -> dict[str, Any]:
         # "Send chatMessage in a chat", example with mentions (read, not run): the user's identity type
         # is aadUser, and the tag's text must equal mentionText.
-        return {"id": self.id, "mentionText": self.text,
-                "mentioned": {"user": {"id": self.user_id, "userIdentityType": "aadUser"}}}
+        return {
+            "id": self.id,
+            "mentionText": self.text,
+            "mentioned": {"user": {"id": self.user_id, "userIdentityType": "aadUser"}},
+        }
 
 
 @dataclass(frozen=True)
@@ -272,7 +275,6 @@ class MailMessage(GraphModel):
             key = next((k for k in combined if k.lower() == header.name.lower()), header.name)
             combined[key] = f"{combined[key]}, {header.value}" if key in combined else header.value
         return combined
-
 
     @property
     def received_at(self) -> datetime:

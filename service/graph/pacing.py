@@ -118,7 +118,10 @@ class GraphPacing:
             return
         self.failures += 1
         if retry_after is not None:
-            hold, cause = min(retry_after, self.rules.max_hold_s), "throttled" if status == 429 else "unavailable"
+            hold, cause = (
+                min(retry_after, self.rules.max_hold_s),
+                "throttled" if status == 429 else "unavailable",
+            )
         else:
             hold, cause = self.rules.backoff(self.failures, self._rng), "backoff"
         until = self._clock() + hold
@@ -136,7 +139,9 @@ class GraphPacing:
         until = min(self._shared.held_until(), now + self.rules.max_hold_s)
         if until > max(self.until + _SAME_HOLD_S, now):
             self.until = until
-            self.failures = max(self.failures, 1)  # another replica saw Graph fail: probe first afterwards
+            self.failures = max(
+                self.failures, 1
+            )  # another replica saw Graph fail: probe first afterwards
             self._count("fleet")
 
     def _count(self, cause: str) -> None:

@@ -37,7 +37,8 @@ def parse_item(raw: Any, model: type[T], *, kind: str, metrics: Metrics | None =
     except ValidationError as exc:
         # Only locations and error types: ``exc.errors()`` also holds the input, which may be a body.
         problems = ", ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<item>'}:{err['type']}" for err in exc.errors()[:5]
+            f"{'.'.join(str(p) for p in err['loc']) or '<item>'}:{err['type']}"
+            for err in exc.errors()[:5]
         )
         log.warning("skipped a malformed %s item id=%s (%s)", kind, _item_id(raw), problems)
         if metrics is not None:
@@ -45,7 +46,9 @@ def parse_item(raw: Any, model: type[T], *, kind: str, metrics: Metrics | None =
         return None
 
 
-def parse_page(payload: Any, model: type[T], *, kind: str, metrics: Metrics | None = None) -> Page[T]:
+def parse_page(
+    payload: Any, model: type[T], *, kind: str, metrics: Metrics | None = None
+) -> Page[T]:
     """A collection response as a Page; raises GraphPayloadError when the envelope itself is wrong."""
     if not isinstance(payload, dict):
         raise GraphPayloadError(
@@ -59,8 +62,14 @@ def parse_page(payload: Any, model: type[T], *, kind: str, metrics: Metrics | No
         )
     next_link = payload.get(NEXT_LINK)
     if next_link is not None and (not isinstance(next_link, str) or not next_link):
-        raise GraphPayloadError(f"Graph's {kind} page has an unusable {NEXT_LINK}; paging stopped there")
-    items = [item for raw in values if (item := parse_item(raw, model, kind=kind, metrics=metrics)) is not None]
+        raise GraphPayloadError(
+            f"Graph's {kind} page has an unusable {NEXT_LINK}; paging stopped there"
+        )
+    items = [
+        item
+        for raw in values
+        if (item := parse_item(raw, model, kind=kind, metrics=metrics)) is not None
+    ]
     return Page(items=tuple(items), next_link=next_link, skipped=len(values) - len(items))
 
 

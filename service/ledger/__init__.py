@@ -22,7 +22,13 @@ from service.ledger.chat_claims import (
 )
 from service.ledger.chat_cursor import Candidate, ChatCursor, cursor_key
 from service.clock import Clock, utc_now
-from service.ledger.daily_summary import Summary, build_summary, day_window, render_html, summary_due
+from service.ledger.daily_summary import (
+    Summary,
+    build_summary,
+    day_window,
+    render_html,
+    summary_due,
+)
 from service.ledger.email_claims import EmailClaimer, EmailCycle, EmailCycleOutcome, EmailState
 from service.ledger.email_cursor import EMAIL_CURSOR_KEY, EmailCursor, MailLike
 from service.ledger.interactions import Direction, Interaction, InteractionLog, InteractionQuery
@@ -34,11 +40,45 @@ from service.ledger.summary_production import DailySummaryProducer, SummaryOutco
 from service.ledger.watched_chats import WatchedChats, WatchOutcome
 
 __all__ = [
-    "Candidate", "ChatClaim", "ChatClaimOutcome", "ChatCursor", "ChatLedger", "ClaimProblem", "Clock",
-    "CursorRead", "DailySummaryProducer", "Direction", "EMAIL_CURSOR_KEY", "EmailClaimer", "EmailCursor",
-    "EmailCycle", "EmailCycleOutcome", "EmailState", "Interaction", "InteractionLog", "InteractionQuery",
-    "MailLike", "Promise", "PromiseLedger", "PromiseStatus", "PromiseWriteOutcome", "ReadOutcome", "Settlement",
-    "Summary", "SummaryOutcome", "WatchOutcome", "WatchedChats", "bootstrap_cursor", "build_summary",
-    "claim_delivery", "cursor_key", "day_window", "decide_settle", "note_ignored_local_poll_state",
-    "render_html", "resolve_cursor", "summary_due", "utc_now",
+    "Candidate",
+    "ChatClaim",
+    "ChatClaimOutcome",
+    "ChatCursor",
+    "ChatLedger",
+    "ClaimProblem",
+    "Clock",
+    "CursorRead",
+    "DailySummaryProducer",
+    "Direction",
+    "EMAIL_CURSOR_KEY",
+    "EmailClaimer",
+    "EmailCursor",
+    "EmailCycle",
+    "EmailCycleOutcome",
+    "EmailState",
+    "Interaction",
+    "InteractionLog",
+    "InteractionQuery",
+    "MailLike",
+    "Promise",
+    "PromiseLedger",
+    "PromiseStatus",
+    "PromiseWriteOutcome",
+    "ReadOutcome",
+    "Settlement",
+    "Summary",
+    "SummaryOutcome",
+    "WatchOutcome",
+    "WatchedChats",
+    "bootstrap_cursor",
+    "build_summary",
+    "claim_delivery",
+    "cursor_key",
+    "day_window",
+    "decide_settle",
+    "note_ignored_local_poll_state",
+    "render_html",
+    "resolve_cursor",
+    "summary_due",
+    "utc_now",
 ]

@@ -66,7 +66,9 @@ async def update_value(
         except StorageError as exc:
             if isinstance(exc, ConcurrencyError) and metrics is not None:
                 metrics.cas_conflicts.labels(ledger=ledger).inc()
-            read = await read_parsed(backend, key, parse)  # settles "did it land?" and feeds the retry
+            read = await read_parsed(
+                backend, key, parse
+            )  # settles "did it land?" and feeds the retry
             continue
         return Update(UpdateOutcome.WRITTEN, parse(content), attempts=attempt + 1)
     return Update(UpdateOutcome.EXHAUSTED, read.value, attempts=attempts)

@@ -87,7 +87,13 @@ from service.ledger.chat_cursor import (
 from service.clock import Clock, utc_now
 from service.ledger.corrupt_cursors import CorruptCursors
 from service.ledger.reads import Read, ReadOutcome, UnresolvedReason, read_parsed
-from service.ledger.settle import SETTLE_ROUNDS, ClaimWrite, Settlement, settle_uncertain_write, write_claim
+from service.ledger.settle import (
+    SETTLE_ROUNDS,
+    ClaimWrite,
+    Settlement,
+    settle_uncertain_write,
+    write_claim,
+)
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 
@@ -112,7 +118,9 @@ M = TypeVar("M", bound=Offer)
 
 class ChatClaimOutcome(str, Enum):
     CLAIMED = "claimed"  # this replica won at least one candidate
-    NOTHING_NEW = "nothing_new"  # no candidates were offered, or a first sight found the chat no longer new
+    NOTHING_NEW = (
+        "nothing_new"  # no candidates were offered, or a first sight found the chat no longer new
+    )
     LOST = "lost"  # every candidate is already recorded (claimed by others) or behind the watermark
     UNRESOLVED = "unresolved"  # an ambiguity: nothing new claimed, keep the candidates
 
@@ -126,7 +134,9 @@ class ClaimProblem(str, Enum):
     EXHAUSTED = "exhausted"  # every compare-and-swap lost a race
     UNKNOWN_OUTCOME = "unknown_outcome"  # our write may or may not have landed; settled next call
     UNSETTLED = "unsettled"  # an earlier unknown write still cannot be settled
-    INTENT_FAILED = "intent_failed"  # the host's delivery record could not take the intent: nothing written
+    INTENT_FAILED = (
+        "intent_failed"  # the host's delivery record could not take the intent: nothing written
+    )
 
 
 _PROBLEM_OF_READ = {
@@ -142,7 +152,9 @@ class ChatClaim(Generic[M]):
     outcome: ChatClaimOutcome
     won: tuple[M, ...] = ()  # won by this replica: push these, oldest first, whatever the outcome
     problem: ClaimProblem | None = None
-    settled: Settlement | None = None  # how an earlier unsettled write settled at the start of this call
+    settled: Settlement | None = (
+        None  # how an earlier unsettled write settled at the start of this call
+    )
     writes: int = 0  # conditional writes sent, retries included
 
     @property
@@ -193,7 +205,11 @@ class _ClaimRun(Generic[M]):
         self, outcome: ChatClaimOutcome, won: Sequence[M] = (), problem: ClaimProblem | None = None
     ) -> ChatClaim[M]:
         return ChatClaim(
-            self.chat_id, outcome, won=(*self.carried, *won), problem=problem, settled=self.settled,
+            self.chat_id,
+            outcome,
+            won=(*self.carried, *won),
+            problem=problem,
+            settled=self.settled,
             writes=self.writes,
         )
 
@@ -209,7 +225,9 @@ class _ClaimRun(Generic[M]):
         pending = self.unsettled.get(self.chat_id)
         if pending is None:
             return None
-        result = await settle_uncertain_write(self.backend, pending.write, self.read_back, rounds=self.settle_rounds)
+        result = await settle_uncertain_write(
+            self.backend, pending.write, self.read_back, rounds=self.settle_rounds
+        )
         self.settled = result.settlement
         self.record_settle(result.settlement)
         self.writes += result.writes
@@ -218,8 +236,11 @@ class _ClaimRun(Generic[M]):
         del self.unsettled[self.chat_id]
         if result.settlement is Settlement.OURS:
             self.carried = pending.messages
-            log.info("earlier claim on chat %s settled as ours: %d message(s) to push", self.chat_id,
-                     len(pending.messages))
+            log.info(
+                "earlier claim on chat %s settled as ours: %d message(s) to push",
+                self.chat_id,
+                len(pending.messages),
+            )
         return result.read
 
 
@@ -265,10 +286,23 @@ async def claim_delivery(
         span.set_attribute("entrabot.chat_id", chat_id)
         span.set_attribute("entrabot.candidates", len(candidates))
         run: _ClaimRun[M] = _ClaimRun(backend, chat_id, unsettled, settle_rounds, metrics)
-        usable = known if known is not None and known.outcome is not ReadOutcome.UNRESOLVED else None
+        usable = (
+            known if known is not None and known.outcome is not ReadOutcome.UNRESOLVED else None
+        )
         span.set_attribute("entrabot.claim.cursor_known", usable is not None)
-        claim = await _claim(run, candidates, last_ts, clock, metrics, max_attempts, new_claim_id, advance_watermark,
-                             new_chat, intent, usable)
+        claim = await _claim(
+            run,
+            candidates,
+            last_ts,
+            clock,
+            metrics,
+            max_attempts,
+            new_claim_id,
+            advance_watermark,
+            new_chat,
+            intent,
+            usable,
+        )
         span.set_attribute("entrabot.claim.outcome", claim.outcome.value)
         span.set_attribute("entrabot.claim.ids", len(claim.ids))
         span.set_attribute("entrabot.claim.writes", claim.writes)
@@ -278,7 +312,11 @@ async def claim_delivery(
             if claim.ids:
                 metrics.claimed_messages.labels(ledger=LEDGER).inc(len(claim.ids))
         if claim.problem is not None:
-            log.warning("claim on chat %s unresolved (%s): nothing new claimed", chat_id, claim.problem.value)
+            log.warning(
+                "claim on chat %s unresolved (%s): nothing new claimed",
+                chat_id,
+                claim.problem.value,
+            )
         return claim
 
 
@@ -320,7 +358,9 @@ async def _claim(
             return run.result(ChatClaimOutcome.UNRESOLVED, problem=_PROBLEM_OF_READ[read.reason])
         if new_chat and read.value is not None:
             await _drop(ahead)
-            return run.result(ChatClaimOutcome.NOTHING_NEW)  # no longer new: another replica's cursor rules
+            return run.result(
+                ChatClaimOutcome.NOTHING_NEW
+            )  # no longer new: another replica's cursor rules
         decision = decide_claim(read.value, [m.candidate for m in candidates])
         if not decision.claimable:
             await _drop(ahead)
@@ -340,8 +380,14 @@ async def _claim(
             if intent is not None and not await timed_intent(intent, claim_id, won, metrics):
                 return run.result(ChatClaimOutcome.UNRESOLVED, problem=ClaimProblem.INTENT_FAILED)
         ahead = None  # its claim id is this write's: settled by after_write below
-        cursor = apply_claim(read.value, decision.claimable, claim_id=claim_id, now=clock(), seen_up_to=last_ts,
-                             advance=advance_watermark)
+        cursor = apply_claim(
+            read.value,
+            decision.claimable,
+            claim_id=claim_id,
+            now=clock(),
+            seen_up_to=last_ts,
+            advance=advance_watermark,
+        )
         write = ClaimWrite(cursor_key(run.chat_id), render_chat_cursor(cursor), read.etag, claim_id)
         # Remembered before it is sent: if this call dies mid-write, the next one settles it.
         run.unsettled[run.chat_id] = UnsettledChatClaim(write, won)
@@ -405,9 +451,13 @@ async def _create_cursor(
 ) -> Update[ChatCursor]:
     text = render_chat_cursor(cursor)
     return await update_value(
-        backend, cursor_key(chat_id), parse=parse_chat_cursor,
+        backend,
+        cursor_key(chat_id),
+        parse=parse_chat_cursor,
         change=lambda current: text if current is None else None,
-        attempts=2, ledger=LEDGER, metrics=metrics,
+        attempts=2,
+        ledger=LEDGER,
+        metrics=metrics,
     )
 
 
@@ -445,8 +495,11 @@ class ChatLedger(Generic[M]):
     async def chats_with_cursors(self) -> frozenset[str]:
         """Every chat some replica has made its first sight of (its cursor exists, readable or not):
         one listing, a call per 5,000 chats on Blob, instead of a read per chat. Raises StorageError."""
-        return frozenset(c for key in await self._backend.list(CURSOR_PREFIX)
-                         if (c := chat_of_cursor_key(key)) is not None)
+        return frozenset(
+            c
+            for key in await self._backend.list(CURSOR_PREFIX)
+            if (c := chat_of_cursor_key(key)) is not None
+        )
 
     async def claim(
         self,
@@ -461,9 +514,17 @@ class ChatLedger(Generic[M]):
     ) -> ChatClaim[M]:
         async with self._chat_locks.setdefault(chat_id, asyncio.Lock()):
             claim = await claim_delivery(
-                self._backend, chat_id, candidates, last_ts,
-                unsettled=self._unsettled, clock=self._clock, metrics=self._metrics,
-                advance_watermark=advance_watermark, new_chat=new_chat, intent=intent, known=known,
+                self._backend,
+                chat_id,
+                candidates,
+                last_ts,
+                unsettled=self._unsettled,
+                clock=self._clock,
+                metrics=self._metrics,
+                advance_watermark=advance_watermark,
+                new_chat=new_chat,
+                intent=intent,
+                known=known,
             )
         if claim.problem is ClaimProblem.CORRUPT:
             self.corrupt.mark(chat_id)
@@ -472,8 +533,13 @@ class ChatLedger(Generic[M]):
         return claim
 
     async def bootstrap(self, chat_id: str, seen: Sequence[Candidate]) -> Update[ChatCursor]:
-        return await bootstrap_cursor(self._backend, chat_id, seen, clock=self._clock, metrics=self._metrics)
+        return await bootstrap_cursor(
+            self._backend, chat_id, seen, clock=self._clock, metrics=self._metrics
+        )
 
-    async def start_created_chat(self, chat_id: str, newest: Candidate | None) -> Update[ChatCursor]:
-        return await start_created_chat_cursor(self._backend, chat_id, newest, clock=self._clock,
-                                               metrics=self._metrics)
+    async def start_created_chat(
+        self, chat_id: str, newest: Candidate | None
+    ) -> Update[ChatCursor]:
+        return await start_created_chat_cursor(
+            self._backend, chat_id, newest, clock=self._clock, metrics=self._metrics
+        )

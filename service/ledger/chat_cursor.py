@@ -63,7 +63,14 @@ CURSOR_PREFIX = "chat_cursors/"
 TAIL_SIZE = 50
 MAX_TAIL = 1000  # ids kept ahead of a stalled watermark, at most
 CLAIM_MARKS_KEPT = 32
-_KNOWN_FIELDS = ("last_ts", "seen_ids_tail", "bootstrapped", "last_written_at", "last_ts_ids", "claims")
+_KNOWN_FIELDS = (
+    "last_ts",
+    "seen_ids_tail",
+    "bootstrapped",
+    "last_written_at",
+    "last_ts_ids",
+    "claims",
+)
 _WHAT = "chat cursor"
 
 
@@ -77,7 +84,7 @@ def chat_of_cursor_key(key: str) -> str | None:
     """The chat a cursor key belongs to (``cursor_key``'s inverse); None for any other key."""
     if not key.startswith(CURSOR_PREFIX) or not key.endswith(".json"):
         return None
-    chat_id = unquote(key[len(CURSOR_PREFIX):-len(".json")])
+    chat_id = unquote(key[len(CURSOR_PREFIX) : -len(".json")])
     return chat_id if chat_id and cursor_key(chat_id) == key else None
 
 
@@ -114,7 +121,11 @@ def _all_numeric(ids: Iterable[str]) -> bool:
 
 
 def newest_tail(
-    older: Sequence[str], newer: Sequence[str], size: int = TAIL_SIZE, *, watermark: datetime | None = None
+    older: Sequence[str],
+    newer: Sequence[str],
+    size: int = TAIL_SIZE,
+    *,
+    watermark: datetime | None = None,
 ) -> tuple[str, ...]:
     """The newest ``size`` ids of both sequences (numeric order, or stored order then new ones).
 
@@ -160,7 +171,9 @@ def _parse_claims(obj: dict[str, Any]) -> tuple[ClaimMark, ...]:
     raw = obj.get("claims", [])
     if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
         raise CorruptValueError(f"{_WHAT}: field 'claims' must be a list of objects")
-    return tuple(ClaimMark(require_str(m, "token", _WHAT), require_timestamp(m, "at", _WHAT)) for m in raw)
+    return tuple(
+        ClaimMark(require_str(m, "token", _WHAT), require_timestamp(m, "at", _WHAT)) for m in raw
+    )
 
 
 def parse_chat_cursor(text: str) -> ChatCursor:
@@ -309,8 +322,12 @@ def apply_claim(
     at = as_utc(now)
     if current.claims:
         at = max(at, max(m.at for m in current.claims) + timedelta(microseconds=1))
-    return merge(current, claim_contribution(claimable, claim_id=claim_id, at=at, seen_up_to=seen_up_to,
-                                             advance=advance))
+    return merge(
+        current,
+        claim_contribution(
+            claimable, claim_id=claim_id, at=at, seen_up_to=seen_up_to, advance=advance
+        ),
+    )
 
 
 # Graph's message times have millisecond precision, so nothing is created strictly between a

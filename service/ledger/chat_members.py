@@ -84,22 +84,39 @@ def parse_chat_members(text: str) -> dict[str, tuple[KnownMember, ...]]:
             user_id = optional_str(entry, "user_id", _WHAT)
             if not user_id:
                 raise CorruptValueError(f"{_WHAT}: a member needs its user_id")
-            members.append(KnownMember(user_id, optional_str(entry, "email", _WHAT),
-                                       optional_str(entry, "tenant_id", _WHAT)))
+            members.append(
+                KnownMember(
+                    user_id,
+                    optional_str(entry, "email", _WHAT),
+                    optional_str(entry, "tenant_id", _WHAT),
+                )
+            )
         parsed[chat_id] = tuple(members)
     return parsed
 
 
 def render_chat_members(chats: ChatMembersMap) -> str:
     def entry(m: KnownMember) -> dict[str, str]:
-        return {name: value for name, value in (("user_id", m.user_id), ("email", m.email),
-                                                 ("tenant_id", m.tenant_id)) if value is not None}
+        return {
+            name: value
+            for name, value in (
+                ("user_id", m.user_id),
+                ("email", m.email),
+                ("tenant_id", m.tenant_id),
+            )
+            if value is not None
+        }
 
-    return json.dumps({"chats": {chat_id: [entry(m) for m in chats[chat_id]] for chat_id in sorted(chats)}},
-                      sort_keys=True, separators=(",", ":"))
+    return json.dumps(
+        {"chats": {chat_id: [entry(m) for m in chats[chat_id]] for chat_id in sorted(chats)}},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
 
 
-def merge_chat_members(current: ChatMembersMap, fresher: ChatMembersMap) -> dict[str, tuple[KnownMember, ...]] | None:
+def merge_chat_members(
+    current: ChatMembersMap, fresher: ChatMembersMap
+) -> dict[str, tuple[KnownMember, ...]] | None:
     """``current`` with each chat of ``fresher`` replaced; None when that changes nothing (pure)."""
     if all(current.get(chat_id) == members for chat_id, members in fresher.items()):
         return None
@@ -119,7 +136,9 @@ class SnapshotLoad(str, Enum):
 class SnapshotWrite(str, Enum):
     WRITTEN = "written"
     UNCHANGED = "unchanged"  # the stored snapshot already said so
-    FAILED = "failed"  # unreadable, or every attempt lost a race or failed: a later merge carries it
+    FAILED = (
+        "failed"  # unreadable, or every attempt lost a race or failed: a later merge carries it
+    )
 
 
 @dataclass
@@ -138,8 +157,10 @@ class ChatMembers:
         try:
             text, etag = await self.backend.read_text_with_etag(CHAT_MEMBERS_KEY)
         except Exception as exc:  # noqa: BLE001 - whatever failed, the members stay as last learnt
-            log.warning("chat members snapshot unreadable; keeping the members last learnt",
-                        extra={"error": type(exc).__name__})
+            log.warning(
+                "chat members snapshot unreadable; keeping the members last learnt",
+                extra={"error": type(exc).__name__},
+            )
             return self._count_load(SnapshotLoad.UNREADABLE)
         if text is None:
             return self._count_load(SnapshotLoad.ABSENT)
@@ -164,7 +185,10 @@ class ChatMembers:
             try:
                 text, etag = await self.backend.read_text_with_etag(CHAT_MEMBERS_KEY)
             except Exception as exc:  # noqa: BLE001 - unknown store state: write nothing this time
-                log.warning("chat members snapshot unreadable; not merged", extra={"error": type(exc).__name__})
+                log.warning(
+                    "chat members snapshot unreadable; not merged",
+                    extra={"error": type(exc).__name__},
+                )
                 return self._count_write(SnapshotWrite.FAILED)
             if text is not None and etag is None:
                 log.warning("chat members snapshot came back without an ETag; not merged")
@@ -185,14 +209,19 @@ class ChatMembers:
                 continue
             except StorageError as exc:
                 # Maybe landed: the next attempt reads back and finds the change holding, or retries it.
-                log.warning("chat members snapshot write outcome unknown", extra={"error": type(exc).__name__})
+                log.warning(
+                    "chat members snapshot write outcome unknown",
+                    extra={"error": type(exc).__name__},
+                )
                 continue
             # Not learnt here: ``load`` learns the new version, so the gate sees every chat in it.
             return self._count_write(SnapshotWrite.WRITTEN)
         log.warning("chat members snapshot not merged after %d attempts", self.max_attempts)
         return self._count_write(SnapshotWrite.FAILED)
 
-    def _parsed_or_empty(self, text: str | None, etag: str | None) -> dict[str, tuple[KnownMember, ...]]:
+    def _parsed_or_empty(
+        self, text: str | None, etag: str | None
+    ) -> dict[str, tuple[KnownMember, ...]]:
         """What the writer merges into: a corrupt snapshot holds nothing Graph cannot tell again, so the
         writer replaces it (If-Match on its ETag) rather than leave the fleet without members for good."""
         if text is None:

@@ -79,7 +79,9 @@ class IntentAhead(Generic[M]):
             await self.intent.after_write(self.claim_id, landed=False)
 
 
-async def timed_intent(intent: ClaimIntent[M], claim_id: str, won: Sequence[M], metrics: Metrics | None) -> bool:
+async def timed_intent(
+    intent: ClaimIntent[M], claim_id: str, won: Sequence[M], metrics: Metrics | None
+) -> bool:
     """``intent.before_write`` after the read: all of it on the claim's path."""
     started = time.perf_counter()
     written = await intent.before_write(claim_id, won)

@@ -44,15 +44,20 @@ class CorruptCursors:
             return
         self._chats.add(chat_id)
         self._publish()
-        log.warning("chat cursor is corrupt: the chat gets no deliveries until it is repaired with "
-                    f"`{REPAIR_COMMAND} CHAT_ID --yes`", extra={"chat_id": chat_id})
+        log.warning(
+            "chat cursor is corrupt: the chat gets no deliveries until it is repaired with "
+            f"`{REPAIR_COMMAND} CHAT_ID --yes`",
+            extra={"chat_id": chat_id},
+        )
 
     def clear(self, chat_id: str) -> None:
         if chat_id not in self._chats:
             return
         self._chats.discard(chat_id)
         self._publish()
-        log.info("chat cursor is readable again; the chat is polled as usual", extra={"chat_id": chat_id})
+        log.info(
+            "chat cursor is readable again; the chat is polled as usual", extra={"chat_id": chat_id}
+        )
 
     def _publish(self) -> None:
         if self._metrics is not None:

@@ -79,16 +79,27 @@ class Summary:
     def counts(self) -> dict[str, object]:
         """The JSON-ready counts stored in ``summaries/<day>.json``."""
         return {
-            "day": self.day.isoformat(), "total": self.total, "by_direction": dict(self.by_direction),
-            "by_channel": dict(self.by_channel), "by_action": dict(self.by_action), "by_chat": dict(self.by_chat),
-            "by_sender": dict(self.by_sender), "promises_made": self.promises_made,
-            "promises_resolved": self.promises_resolved, "promises_open": self.promises_open,
+            "day": self.day.isoformat(),
+            "total": self.total,
+            "by_direction": dict(self.by_direction),
+            "by_channel": dict(self.by_channel),
+            "by_action": dict(self.by_action),
+            "by_chat": dict(self.by_chat),
+            "by_sender": dict(self.by_sender),
+            "promises_made": self.promises_made,
+            "promises_resolved": self.promises_resolved,
+            "promises_open": self.promises_open,
             "triage": self.triage.to_json(),
         }
 
 
-def build_summary(day: date, records: Iterable[Interaction], promises: Iterable[Promise] = (), *,
-                  skipped_lines: int = 0) -> Summary:
+def build_summary(
+    day: date,
+    records: Iterable[Interaction],
+    promises: Iterable[Promise] = (),
+    *,
+    skipped_lines: int = 0,
+) -> Summary:
     """Counts of the day's interactions (only those inside its window) and of promises made/resolved in it,
     and their triage; ``skipped_lines`` are the day's log lines that could not be read."""
     start, end = day_window(day)
@@ -103,8 +114,12 @@ def build_summary(day: date, records: Iterable[Interaction], promises: Iterable[
         by_chat=_counts(r.chat_id for r in inside),
         by_sender=_counts(r.sender for r in inside if r.direction is Direction.IN),
         promises_made=sum(1 for p in promise_list if start <= p.created_at < end),
-        promises_resolved=sum(1 for p in promise_list if p.resolved_at is not None and start <= p.resolved_at < end),
-        promises_open=sum(1 for p in promise_list if p.status is PromiseStatus.OPEN and p.created_at < end),
+        promises_resolved=sum(
+            1 for p in promise_list if p.resolved_at is not None and start <= p.resolved_at < end
+        ),
+        promises_open=sum(
+            1 for p in promise_list if p.status is PromiseStatus.OPEN and p.created_at < end
+        ),
         triage=triage(inside, promise_list, start=start, end=end, skipped_lines=skipped_lines),
     )
 
@@ -118,7 +133,11 @@ def _table(title: str, counts: Mapping[str, int]) -> str:
     return f"<h2>{html.escape(title)}</h2>\n<table>\n{rows}</table>\n"
 
 
-_SECTION_TITLES = {Section.NEEDS_YOU: "Needs you", Section.HANDLED: "Handled", Section.HEADS_UP: "Heads-up"}
+_SECTION_TITLES = {
+    Section.NEEDS_YOU: "Needs you",
+    Section.HANDLED: "Handled",
+    Section.HEADS_UP: "Heads-up",
+}
 
 
 def _section(summary: Summary, section: Section) -> str:
@@ -141,12 +160,15 @@ def render_html(summary: Summary) -> str:
     sections = "".join(
         _table(title, counts)
         for title, counts in (
-            ("By direction", summary.by_direction), ("By channel", summary.by_channel),
-            ("By action", summary.by_action), ("By chat", summary.by_chat), ("By sender", summary.by_sender),
+            ("By direction", summary.by_direction),
+            ("By channel", summary.by_channel),
+            ("By action", summary.by_action),
+            ("By chat", summary.by_chat),
+            ("By sender", summary.by_sender),
         )
     )
     return (
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
         f"<title>Daily summary {day}</title></head><body>\n"
         f"<h1>Daily summary {day}</h1>\n<p>{window}</p>\n{triaged}"
         f"<p>Interactions: {summary.total}</p>\n"

@@ -92,15 +92,21 @@ class EmailState(str, Enum):
 
 class EmailCycleOutcome(str, Enum):
     SKIPPED_UNREADABLE = "skipped_unreadable"  # cursor (or legacy cursor) unreadable: no Graph call
-    INTENT_FAILED = "intent_failed"  # the host's delivery record did not take the intent: nothing claimed
+    INTENT_FAILED = (
+        "intent_failed"  # the host's delivery record did not take the intent: nothing claimed
+    )
     INITIALIZED = "initialized"  # the missing cursor was created by us
     INIT_LOST = "init_lost"  # another replica created it first
-    INIT_UNSETTLED = "init_unsettled"  # the create failed or its outcome is unknown; read again next cycle
+    INIT_UNSETTLED = (
+        "init_unsettled"  # the create failed or its outcome is unknown; read again next cycle
+    )
     NOTHING_NEW = "nothing_new"
     CLAIMED = "claimed"
     LOST = "lost"  # another replica's claim landed first: batch dropped
     HOLDING = "holding"  # a claim is unsettled: its batch is held, nothing fetched or pushed
-    FAILED = "failed"  # the cycle raised after settling (see ``EmailCycle.error``); nothing new claimed
+    FAILED = (
+        "failed"  # the cycle raised after settling (see ``EmailCycle.error``); nothing new claimed
+    )
 
 
 class CursorStart(str, Enum):
@@ -129,7 +135,9 @@ class EmailCycle(Generic[M]):
     deliver: tuple[M, ...] = ()  # push these, whatever the outcome
     settled: Settlement | None = None  # how a held claim settled at the start of the cycle
     fetched: bool = False  # whether the mailbox was asked
-    error: Exception | None = None  # FAILED: what the cycle raised, for the caller to report or re-raise
+    error: Exception | None = (
+        None  # FAILED: what the cycle raised, for the caller to report or re-raise
+    )
 
 
 def _new_claim_id() -> str:
@@ -182,17 +190,23 @@ class EmailClaimer(Generic[M]):
             if read.outcome is ReadOutcome.PRESENT:
                 return CursorStart.PRESENT
             if read.outcome is ReadOutcome.UNRESOLVED:
-                log.warning("email cursor unreadable (%s); creating it is tried again next cycle", read.why)
+                log.warning(
+                    "email cursor unreadable (%s); creating it is tried again next cycle", read.why
+                )
                 return CursorStart.UNKNOWN
             return _STARTED.get(await self._initialize(), CursorStart.UNKNOWN)
 
-    async def run_cycle(self, fetch: MailFetcher[M], intent: ClaimIntent[M] | None = None) -> EmailCycle[M]:
+    async def run_cycle(
+        self, fetch: MailFetcher[M], intent: ClaimIntent[M] | None = None
+    ) -> EmailCycle[M]:
         """One poll: settle, read, fetch, claim. ``fetch(since)`` is called at most once; ``intent`` is
         told what the claim write will win before it is sent (and may veto it), and how it settled."""
         async with self._cycle_lock:
             return await self._traced_cycle(fetch, intent)
 
-    async def _traced_cycle(self, fetch: MailFetcher[M], intent: ClaimIntent[M] | None) -> EmailCycle[M]:
+    async def _traced_cycle(
+        self, fetch: MailFetcher[M], intent: ClaimIntent[M] | None
+    ) -> EmailCycle[M]:
         with tracer.start_as_current_span("ledger.email_cycle") as span:
             cycle = await self._cycle(fetch, intent)
             span.set_attribute("entrabot.email.outcome", cycle.outcome.value)
@@ -221,7 +235,8 @@ class EmailClaimer(Generic[M]):
             self._record_settle(settled)
             if settled is Settlement.UNKNOWN:
                 log.warning(
-                    "email claim still unsettled; holding %d mail(s), no mailbox call this cycle", len(held.batch)
+                    "email claim still unsettled; holding %d mail(s), no mailbox call this cycle",
+                    len(held.batch),
                 )
                 return EmailCycle(EmailCycleOutcome.HOLDING, settled=settled)
             self._held = None
@@ -229,7 +244,9 @@ class EmailClaimer(Generic[M]):
                 delivered = held.batch
             log.info("held email claim settled as %s", settled.value)
 
-        def done(outcome: EmailCycleOutcome, new: tuple[M, ...] = (), *, fetched: bool = False) -> EmailCycle[M]:
+        def done(
+            outcome: EmailCycleOutcome, new: tuple[M, ...] = (), *, fetched: bool = False
+        ) -> EmailCycle[M]:
             return EmailCycle(outcome, (*delivered, *new), settled, fetched)
 
         try:
@@ -238,7 +255,10 @@ class EmailClaimer(Generic[M]):
             return EmailCycle(EmailCycleOutcome.FAILED, delivered, settled, error=exc)
 
     async def _claim_new(
-        self, fetch: MailFetcher[M], done: Callable[..., EmailCycle[M]], intent: ClaimIntent[M] | None = None
+        self,
+        fetch: MailFetcher[M],
+        done: Callable[..., EmailCycle[M]],
+        intent: ClaimIntent[M] | None = None,
     ) -> EmailCycle[M]:
         """Steps 2-5 of the cycle: read the cursor, fetch, claim (``done`` adds the settled batch)."""
         read = await read_email_cursor(self._backend)
@@ -255,7 +275,9 @@ class EmailClaimer(Generic[M]):
         content = render_email_cursor(advance(read.value, batch, claim_id))
         held = HeldClaim(ClaimWrite(EMAIL_CURSOR_KEY, content, read.etag, claim_id), batch)
         if intent is not None and not await intent.before_write(claim_id, batch):
-            log.warning("email claim not written: the host's delivery record did not take its intent")
+            log.warning(
+                "email claim not written: the host's delivery record did not take its intent"
+            )
             return done(EmailCycleOutcome.INTENT_FAILED, fetched=True)
         self._held = held  # before the write is sent: a cancelled call settles next cycle
         result: ClaimWriteResult[EmailCursor] = await write_claim(
@@ -266,7 +288,9 @@ class EmailClaimer(Generic[M]):
         if result.failed:
             self._record_settle(result.settlement)
         if result.settlement is Settlement.UNKNOWN:
-            log.warning("email claim outcome unknown; holding %d mail(s) until it settles", len(batch))
+            log.warning(
+                "email claim outcome unknown; holding %d mail(s) until it settles", len(batch)
+            )
             return done(EmailCycleOutcome.HOLDING, fetched=True)
         self._held = None
         if intent is not None:
@@ -279,22 +303,40 @@ class EmailClaimer(Generic[M]):
         legacy: EmailCursor | None = None
         if not self._is_cloud:
             read = await read_parsed(self._backend, LEGACY_EMAIL_CURSOR_KEY, parse_email_cursor)
-            if read.outcome is ReadOutcome.UNRESOLVED and read.reason is not UnresolvedReason.CORRUPT:
-                log.warning("legacy %s unreadable (%s); skipping this cycle", LEGACY_EMAIL_CURSOR_KEY, read.why)
+            if (
+                read.outcome is ReadOutcome.UNRESOLVED
+                and read.reason is not UnresolvedReason.CORRUPT
+            ):
+                log.warning(
+                    "legacy %s unreadable (%s); skipping this cycle",
+                    LEGACY_EMAIL_CURSOR_KEY,
+                    read.why,
+                )
                 return EmailCycleOutcome.SKIPPED_UNREADABLE
             if read.outcome is ReadOutcome.UNRESOLVED:
-                log.warning("legacy %s is not a cursor; the email cursor starts now", LEGACY_EMAIL_CURSOR_KEY)
+                log.warning(
+                    "legacy %s is not a cursor; the email cursor starts now",
+                    LEGACY_EMAIL_CURSOR_KEY,
+                )
             legacy = read.value
         cursor = initial_cursor(self._clock(), legacy)
         try:
-            await self._backend.write_text(EMAIL_CURSOR_KEY, render_email_cursor(cursor), if_absent=True)
+            await self._backend.write_text(
+                EMAIL_CURSOR_KEY, render_email_cursor(cursor), if_absent=True
+            )
         except ConcurrencyError:
             return EmailCycleOutcome.INIT_LOST
         except StorageError as exc:
-            log.warning("creating the email cursor failed (%s); reading it again next cycle", type(exc).__name__)
+            log.warning(
+                "creating the email cursor failed (%s); reading it again next cycle",
+                type(exc).__name__,
+            )
             return EmailCycleOutcome.INIT_UNSETTLED
         if legacy is not None:
-            log.info("email cursor adopted from legacy %s (that file stays in place)", LEGACY_EMAIL_CURSOR_KEY)
+            log.info(
+                "email cursor adopted from legacy %s (that file stays in place)",
+                LEGACY_EMAIL_CURSOR_KEY,
+            )
         else:
             log.info("email cursor initialized at now; earlier mail is not pushed")
         return EmailCycleOutcome.INITIALIZED

@@ -61,9 +61,13 @@ def parse_backoff(text: str) -> BackoffRecord:
     status = obj.get("status")
     if not isinstance(status, int) or isinstance(status, bool) or not 400 <= status <= 599:
         raise CorruptValueError(f"{_WHAT}: field 'status' must be an HTTP error status")
-    return BackoffRecord(until=require_timestamp(obj, "until", _WHAT),
-                         written_at=require_timestamp(obj, "written_at", _WHAT), status=status,
-                         route=require_str(obj, "route", _WHAT), writer=require_str(obj, "writer", _WHAT))
+    return BackoffRecord(
+        until=require_timestamp(obj, "until", _WHAT),
+        written_at=require_timestamp(obj, "written_at", _WHAT),
+        status=status,
+        route=require_str(obj, "route", _WHAT),
+        writer=require_str(obj, "writer", _WHAT),
+    )
 
 
 def parse_stored(text: str) -> BackoffRecord | CorruptBackoff:
@@ -75,11 +79,21 @@ def parse_stored(text: str) -> BackoffRecord | CorruptBackoff:
 
 
 def render_backoff(record: BackoffRecord) -> str:
-    return json.dumps({"until": format_timestamp(record.until), "written_at": format_timestamp(record.written_at),
-                       "status": record.status, "route": record.route, "writer": record.writer}, sort_keys=True)
+    return json.dumps(
+        {
+            "until": format_timestamp(record.until),
+            "written_at": format_timestamp(record.written_at),
+            "status": record.status,
+            "route": record.route,
+            "writer": record.writer,
+        },
+        sort_keys=True,
+    )
 
 
-def implausible(record: BackoffRecord, now: datetime, *, max_hold: timedelta, max_skew: timedelta) -> str | None:
+def implausible(
+    record: BackoffRecord, now: datetime, *, max_hold: timedelta, max_skew: timedelta
+) -> str | None:
     """Why ``record`` must hold no one, or None when it may (expired or not)."""
     if record.until - record.written_at > max_hold + max_skew:
         return "a hold longer than any Retry-After the client honours"
@@ -88,14 +102,23 @@ def implausible(record: BackoffRecord, now: datetime, *, max_hold: timedelta, ma
     return None
 
 
-def extends(stored: BackoffRecord | CorruptBackoff | None, mine: BackoffRecord, now: datetime, *,
-            max_hold: timedelta, max_skew: timedelta) -> bool:
+def extends(
+    stored: BackoffRecord | CorruptBackoff | None,
+    mine: BackoffRecord,
+    now: datetime,
+    *,
+    max_hold: timedelta,
+    max_skew: timedelta,
+) -> bool:
     """Whether ``mine`` must be written over ``stored`` (the rule: a hold only ever grows). A stored
     record that holds no one (corrupt or implausible) is no hold to grow from: a real hold replaces it,
     or a far-future ``until`` would keep every later hold from being shared."""
     if not isinstance(stored, BackoffRecord):
         return True
-    return implausible(stored, now, max_hold=max_hold, max_skew=max_skew) is not None or mine.until > stored.until
+    return (
+        implausible(stored, now, max_hold=max_hold, max_skew=max_skew) is not None
+        or mine.until > stored.until
+    )
 
 
 class FleetBackoff:
@@ -117,7 +140,9 @@ class FleetBackoff:
         self._metrics = metrics
         self._max_hold = max_hold
         self._max_skew = max_skew
-        self.known: BackoffRecord | None = None  # the fleet's hold as last read or written (maybe over)
+        self.known: BackoffRecord | None = (
+            None  # the fleet's hold as last read or written (maybe over)
+        )
         self._pending: BackoffRecord | None = None  # our longest hold not yet stored
         self._announced = asyncio.Event()
         self._trouble: str | None = None  # what last went wrong, logged once until it clears
@@ -129,7 +154,9 @@ class FleetBackoff:
 
     def announce(self, until: float, status: int, route: str) -> None:
         now = self._clock()
-        record = BackoffRecord(datetime.fromtimestamp(until, timezone.utc), now, status, route, self._replica_id)
+        record = BackoffRecord(
+            datetime.fromtimestamp(until, timezone.utc), now, status, route, self._replica_id
+        )
         if self._pending is None or record.until > self._pending.until:
             self._pending = record
             self._announced.set()
@@ -151,18 +178,34 @@ class FleetBackoff:
         else:
             await self._refresh(now)
         if self._metrics is not None:
-            left = (self.known.until - self._clock()).total_seconds() if self.known is not None else 0.0
+            left = (
+                (self.known.until - self._clock()).total_seconds()
+                if self.known is not None
+                else 0.0
+            )
             self._metrics.graph_fleet_backoff_seconds.set(max(0.0, left))
 
     async def _publish(self, mine: BackoffRecord) -> None:
         update = await update_value(
-            self._backend, BACKOFF_KEY, parse=parse_stored,
-            change=lambda stored: render_backoff(mine) if extends(
-                stored, mine, self._clock(), max_hold=self._max_hold, max_skew=self._max_skew) else None,
-            attempts=_WRITE_ATTEMPTS, ledger="graph_backoff", metrics=self._metrics,
+            self._backend,
+            BACKOFF_KEY,
+            parse=parse_stored,
+            change=lambda stored: (
+                render_backoff(mine)
+                if extends(
+                    stored, mine, self._clock(), max_hold=self._max_hold, max_skew=self._max_skew
+                )
+                else None
+            ),
+            attempts=_WRITE_ATTEMPTS,
+            ledger="graph_backoff",
+            metrics=self._metrics,
         )
         if update.outcome is UpdateOutcome.UNRESOLVED:
-            self._troubled("read_failed", "the shared Graph backoff could not be read; holding on our own answers")
+            self._troubled(
+                "read_failed",
+                "the shared Graph backoff could not be read; holding on our own answers",
+            )
             return  # kept pending: the next cycle tries again while the hold lasts
         if update.outcome is UpdateOutcome.EXHAUSTED:
             self._count("conflict")
@@ -174,15 +217,24 @@ class FleetBackoff:
         if update.outcome is UpdateOutcome.WRITTEN:
             # A 5xx hold is news (Graph is failing); a 429 hold is routine under load, so only in debug.
             level = logging.INFO if mine.status >= 500 else logging.DEBUG
-            log.log(level, "shared a Graph hold with the fleet", extra={
-                "status": mine.status, "route": mine.route,
-                "hold_s": round((mine.until - mine.written_at).total_seconds(), 1)})
+            log.log(
+                level,
+                "shared a Graph hold with the fleet",
+                extra={
+                    "status": mine.status,
+                    "route": mine.route,
+                    "hold_s": round((mine.until - mine.written_at).total_seconds(), 1),
+                },
+            )
 
     async def _refresh(self, now: datetime) -> None:
         read = await read_parsed(self._backend, BACKOFF_KEY, parse_stored)
         if read.outcome is ReadOutcome.UNRESOLVED:
             # A hold already learnt ends on its own; nothing new is adopted from an unreadable store.
-            self._troubled("read_failed", "the shared Graph backoff could not be read; holding on our own answers")
+            self._troubled(
+                "read_failed",
+                "the shared Graph backoff could not be read; holding on our own answers",
+            )
             return
         if read.outcome is ReadOutcome.ABSENT:
             self.known = None
@@ -191,8 +243,11 @@ class FleetBackoff:
         stored = read.value
         if isinstance(stored, CorruptBackoff):
             self.known = None
-            self._troubled("corrupt", f"the shared Graph backoff is corrupt ({stored.reason}); ignoring it until "
-                                      "a replica overwrites it")
+            self._troubled(
+                "corrupt",
+                f"the shared Graph backoff is corrupt ({stored.reason}); ignoring it until "
+                "a replica overwrites it",
+            )
             return
         assert stored is not None
         self._adopt(stored, now)

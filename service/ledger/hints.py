@@ -75,12 +75,23 @@ def parse_hint_line(line: str) -> Hint | None:
     except (ValueError, KeyError, TypeError):
         return None
     message_id = obj.get("m")
-    if not isinstance(chat_id, str) or not chat_id or not (message_id is None or isinstance(message_id, str)):
+    if (
+        not isinstance(chat_id, str)
+        or not chat_id
+        or not (message_id is None or isinstance(message_id, str))
+    ):
         return None
     source = obj.get("s")
-    traceparent = obj.get("p")  # only ever a trace link: one that is not a string is dropped, not the hint
-    return Hint(chat_id, newest, message_id, source if isinstance(source, str) else "unknown",
-                traceparent if isinstance(traceparent, str) else None)
+    traceparent = obj.get(
+        "p"
+    )  # only ever a trace link: one that is not a string is dropped, not the hint
+    return Hint(
+        chat_id,
+        newest,
+        message_id,
+        source if isinstance(source, str) else "unknown",
+        traceparent if isinstance(traceparent, str) else None,
+    )
 
 
 @dataclass
@@ -95,7 +106,9 @@ class HintLog:
         Each hint carries this write's span, the parent of what its readers do with it."""
         with tracer.start_as_current_span("hints.add") as span:
             parent = traceparent_now()
-            stamped = [h if h.traceparent is not None else replace(h, traceparent=parent) for h in hints]
+            stamped = [
+                h if h.traceparent is not None else replace(h, traceparent=parent) for h in hints
+            ]
             span.set_attribute("entrabot.hints", len(stamped))
             text = render_hints(stamped)
             if text:
@@ -121,7 +134,9 @@ class HintReader:
             try:
                 text = await self.backend.read_text(key)
             except StorageError as exc:
-                log.warning("hint segment unreadable", extra={"key": key, "error": type(exc).__name__})
+                log.warning(
+                    "hint segment unreadable", extra={"key": key, "error": type(exc).__name__}
+                )
                 return None
             if text is None:
                 continue
@@ -131,7 +146,11 @@ class HintReader:
             end = text.rfind("\n", start) + 1
             if end <= start:
                 continue
-            found.extend(h for line in text[start:end].splitlines() if (h := parse_hint_line(line)) is not None)
+            found.extend(
+                h
+                for line in text[start:end].splitlines()
+                if (h := parse_hint_line(line)) is not None
+            )
             consumed[key] = end
         self._consumed = {k: v for k, v in consumed.items() if k in keys}
         return found

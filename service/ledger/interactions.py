@@ -37,7 +37,17 @@ log = logging.getLogger(__name__)
 
 INTERACTIONS_PREFIX = "interactions/"
 MAX_QUERY_DAYS = 92  # a query reads one file per day; this bounds one call
-_KNOWN = ("ts", "direction", "channel", "action", "chat_id", "message_id", "sender", "summary", "body")
+_KNOWN = (
+    "ts",
+    "direction",
+    "channel",
+    "action",
+    "chat_id",
+    "message_id",
+    "sender",
+    "summary",
+    "body",
+)
 _WHAT = "interaction record"
 
 
@@ -67,12 +77,16 @@ class Action(str, Enum):
     SENT = "sent"
     REPLIED = "replied"
     FORWARDED = "forwarded"  # the agent forwarded a mail
-    SEND_UNCONFIRMED = "send_unconfirmed"  # a send whose outcome Graph left unknown, and nothing could settle
+    SEND_UNCONFIRMED = (
+        "send_unconfirmed"  # a send whose outcome Graph left unknown, and nothing could settle
+    )
     EDITED = "edited"  # the agent replaced the text of one of its own messages
     DELETED = "deleted"  # the agent soft-deleted one of its own messages
     MEMBER_ADDED = "member_added"  # the agent added a person to a chat, at a sponsor's request
     PERMISSION_ASKED = "permission_asked"  # the sponsors were asked in Teams to approve a tool use
-    VERDICT_RELAYED = "verdict_relayed"  # a sponsor's allow or deny went back to the host that asked
+    VERDICT_RELAYED = (
+        "verdict_relayed"  # a sponsor's allow or deny went back to the host that asked
+    )
     SUMMARY_MAILED = "summary_mailed"  # the day's summary went to the sponsors (once per fleet)
 
 
@@ -86,13 +100,20 @@ class Interaction:
     message_id: str | None = None
     sender: str | None = None
     summary: str = ""
-    body: str | None = field(default=None, repr=False)  # stored in the log file, never in a log line
+    body: str | None = field(
+        default=None, repr=False
+    )  # stored in the log file, never in a log line
     extra: ExtraFields = field(default=(), repr=False)
 
     def to_json(self) -> dict[str, Any]:
         obj: dict[str, Any] = {
-            "ts": timestamp_text(self.ts), "direction": self.direction.value, "channel": self.channel.value,
-            "action": self.action, "chat_id": self.chat_id, "message_id": self.message_id, "sender": self.sender,
+            "ts": timestamp_text(self.ts),
+            "direction": self.direction.value,
+            "channel": self.channel.value,
+            "action": self.action,
+            "chat_id": self.chat_id,
+            "message_id": self.message_id,
+            "sender": self.sender,
             "summary": self.summary,
         }
         if self.body is not None:
@@ -104,7 +125,9 @@ def _enum(obj: dict[str, Any], name: str, kind: type[Enum]) -> Any:
     try:
         return kind(obj.get(name))
     except ValueError:
-        raise CorruptValueError(f"{_WHAT}: field {name!r} must be one of {[k.value for k in kind]}") from None
+        raise CorruptValueError(
+            f"{_WHAT}: field {name!r} must be one of {[k.value for k in kind]}"
+        ) from None
 
 
 def interaction_from_json(record: dict[str, Any]) -> Interaction:
@@ -180,7 +203,7 @@ def select(records: list[Interaction], query: InteractionQuery) -> tuple[Interac
     """The matching records, oldest first, the newest ``limit`` of them when a limit is set."""
     chosen = sorted((r for r in records if query.matches(r)), key=lambda r: r.ts)
     if query.limit is not None:
-        chosen = chosen[-query.limit:] if query.limit > 0 else []
+        chosen = chosen[-query.limit :] if query.limit > 0 else []
     return tuple(chosen)
 
 
@@ -188,7 +211,9 @@ def select(records: list[Interaction], query: InteractionQuery) -> tuple[Interac
 class InteractionRead:
     records: tuple[Interaction, ...]
     skipped_lines: int = 0
-    unresolved_days: tuple[date, ...] = ()  # day files that could not be read: the answer is partial
+    unresolved_days: tuple[
+        date, ...
+    ] = ()  # day files that could not be read: the answer is partial
 
 
 class InteractionLog:
@@ -206,7 +231,11 @@ class InteractionLog:
         try:
             added = await extend_log(self._backend, key, render_interaction(interaction))
         except Exception as exc:  # noqa: BLE001 - the log is memory, not delivery: report and go on
-            log.warning("could not append to %s (%s); the interaction is not logged", key, type(exc).__name__)
+            log.warning(
+                "could not append to %s (%s); the interaction is not logged",
+                key,
+                type(exc).__name__,
+            )
             return False
         if not added:
             log.warning("%s kept changing under every rewrite; the interaction is not logged", key)
@@ -218,8 +247,10 @@ class InteractionLog:
     async def read(self, query: InteractionQuery = InteractionQuery()) -> InteractionRead:
         """Records matching ``query`` from the day files between ``since`` (default: today) and ``until``."""
         until = as_utc(query.until) if query.until is not None else self._clock()
-        since = as_utc(query.since) if query.since is not None else datetime.combine(
-            as_utc(until).date(), datetime.min.time(), tzinfo=timezone.utc
+        since = (
+            as_utc(query.since)
+            if query.since is not None
+            else datetime.combine(as_utc(until).date(), datetime.min.time(), tzinfo=timezone.utc)
         )
         first, last = since.date(), as_utc(until).date()
         if (last - first).days >= MAX_QUERY_DAYS:

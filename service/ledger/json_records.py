@@ -76,7 +76,11 @@ def timestamp_text(moment: datetime | None) -> str | None:
 def extra_fields(obj: Mapping[str, Any], known: Iterable[str]) -> ExtraFields:
     known_set = frozenset(known)
     return tuple(
-        sorted((name, json.dumps(value, sort_keys=True)) for name, value in obj.items() if name not in known_set)
+        sorted(
+            (name, json.dumps(value, sort_keys=True))
+            for name, value in obj.items()
+            if name not in known_set
+        )
     )
 
 

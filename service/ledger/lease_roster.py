@@ -39,8 +39,12 @@ class RoleHolder:
     def as_json(self, me: str) -> dict[str, Any]:
         body: dict[str, Any] = {"state": self.state.value}
         if self.record is not None:
-            body.update(holder=self.record.holder, epoch=self.record.epoch, this_replica=self.record.holder == me,
-                        expires_at=format_timestamp(self.record.expires_at))
+            body.update(
+                holder=self.record.holder,
+                epoch=self.record.epoch,
+                this_replica=self.record.holder == me,
+                expires_at=format_timestamp(self.record.expires_at),
+            )
         if self.why is not None:
             body["why"] = self.why
         return body
@@ -48,9 +52,16 @@ class RoleHolder:
 
 def roles_listed(keys: Iterable[str]) -> list[str]:
     """The role names of the lease records among ``keys`` (sorted)."""
-    return sorted({key[len(PREFIX):-len(_SUFFIX)] for key in keys
-                   if key.startswith(PREFIX) and key.endswith(_SUFFIX) and "/" not in key[len(PREFIX):]
-                   and len(key) > len(PREFIX) + len(_SUFFIX)})
+    return sorted(
+        {
+            key[len(PREFIX) : -len(_SUFFIX)]
+            for key in keys
+            if key.startswith(PREFIX)
+            and key.endswith(_SUFFIX)
+            and "/" not in key[len(PREFIX) :]
+            and len(key) > len(PREFIX) + len(_SUFFIX)
+        }
+    )
 
 
 async def read_role_holder(backend: MemoryBackend, role: str, now: datetime) -> RoleHolder:
@@ -61,9 +72,14 @@ async def read_role_holder(backend: MemoryBackend, role: str, now: datetime) -> 
         return RoleHolder(role, RoleState.UNREADABLE, why=read.why)
     if read.value.role != role:
         return RoleHolder(role, RoleState.UNREADABLE, why="corrupt")
-    return RoleHolder(role, RoleState.EXPIRED if read.value.expired(now) else RoleState.HELD, read.value)
+    return RoleHolder(
+        role, RoleState.EXPIRED if read.value.expired(now) else RoleState.HELD, read.value
+    )
 
 
 async def read_lease_roster(backend: MemoryBackend, now: datetime) -> list[RoleHolder]:
     """Every role with a lease record, and its holder; raises StorageError when the listing fails."""
-    return [await read_role_holder(backend, role, now) for role in roles_listed(await backend.list(PREFIX))]
+    return [
+        await read_role_holder(backend, role, now)
+        for role in roles_listed(await backend.list(PREFIX))
+    ]

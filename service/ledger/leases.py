@@ -73,15 +73,26 @@ def parse_lease(text: str) -> LeaseRecord:
     epoch = obj.get("epoch")
     if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
         raise CorruptValueError(f"{_WHAT}: field 'epoch' must be a positive integer")
-    return LeaseRecord(role=require_str(obj, "role", _WHAT), holder=require_str(obj, "holder", _WHAT), epoch=epoch,
-                       expires_at=require_timestamp(obj, "expires_at", _WHAT),
-                       renewed_at=require_timestamp(obj, "renewed_at", _WHAT))
+    return LeaseRecord(
+        role=require_str(obj, "role", _WHAT),
+        holder=require_str(obj, "holder", _WHAT),
+        epoch=epoch,
+        expires_at=require_timestamp(obj, "expires_at", _WHAT),
+        renewed_at=require_timestamp(obj, "renewed_at", _WHAT),
+    )
 
 
 def render_lease(record: LeaseRecord) -> str:
-    return json.dumps({"role": record.role, "holder": record.holder, "epoch": record.epoch,
-                       "expires_at": format_timestamp(record.expires_at),
-                       "renewed_at": format_timestamp(record.renewed_at)}, sort_keys=True)
+    return json.dumps(
+        {
+            "role": record.role,
+            "holder": record.holder,
+            "epoch": record.epoch,
+            "expires_at": format_timestamp(record.expires_at),
+            "renewed_at": format_timestamp(record.renewed_at),
+        },
+        sort_keys=True,
+    )
 
 
 def parse_stored(text: str) -> LeaseRecord | UnreadableLease:
@@ -100,7 +111,9 @@ def _salvaged_epoch(text: str) -> int:
     return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch > 0 else 0
 
 
-def untrusted(record: LeaseRecord, role: str, now: datetime, *, ttl: timedelta, margin: timedelta) -> str | None:
+def untrusted(
+    record: LeaseRecord, role: str, now: datetime, *, ttl: timedelta, margin: timedelta
+) -> str | None:
     """Why a parsed record cannot be anyone's lease, or None when it may be."""
     if record.role != role:
         return f"it names the role {record.role!r}"
@@ -118,11 +131,19 @@ class LeaseStep(str, Enum):
     HELD_ELSEWHERE = "held_elsewhere"  # someone else holds an unexpired lease
     LOST = "lost"  # a race, or a write whose outcome is unknown: not ours (for now)
     UNRESOLVED = "unresolved"  # the record could not be read or parsed
-    TAKEN_UNREADABLE = "taken_unreadable"  # a record unreadable for a whole ttl, taken with If-Match
+    TAKEN_UNREADABLE = (
+        "taken_unreadable"  # a record unreadable for a whole ttl, taken with If-Match
+    )
 
 
-def decide_step(current: LeaseRecord | None, *, me: str, our_etag: str | None, read_etag: str | None,
-                now: datetime) -> LeaseStep:
+def decide_step(
+    current: LeaseRecord | None,
+    *,
+    me: str,
+    our_etag: str | None,
+    read_etag: str | None,
+    now: datetime,
+) -> LeaseStep:
     """Whether to write, and as what (pure: the rule the tests pin)."""
     if current is None:
         return LeaseStep.ACQUIRED
@@ -155,7 +176,9 @@ class Lease:
     _valid_until: float = field(default=float("-inf"))
     _next_attempt: float = field(default=float("-inf"))
     _in_doubt: str | None = None  # the record of a write whose outcome is unknown, as rendered
-    _unreadable: tuple[str, float] | None = None  # (ETag, monotonic first seen) of an untrusted record
+    _unreadable: tuple[str, float] | None = (
+        None  # (ETag, monotonic first seen) of an untrusted record
+    )
 
     def __post_init__(self) -> None:
         if self.margin >= self.ttl:
@@ -189,10 +212,14 @@ class Lease:
         record = LeaseRecord(self.role, self.holder, self.epoch, now, now)
         self._valid_until = float("-inf")  # stop acting before the write, whatever it does
         try:
-            await self.backend.write_text(lease_key(self.role), render_lease(record), if_match=self._etag)
+            await self.backend.write_text(
+                lease_key(self.role), render_lease(record), if_match=self._etag
+            )
         except StorageError as exc:
-            log.warning("lease not released; it expires by itself", extra={"role": self.role,
-                                                                         "error": type(exc).__name__})
+            log.warning(
+                "lease not released; it expires by itself",
+                extra={"role": self.role, "error": type(exc).__name__},
+            )
         self._etag = None
         self._publish()
 
@@ -207,31 +234,43 @@ class Lease:
             return self._lose(LeaseStep.UNRESOLVED)
         stored = read.value
         if stored is not None and read.etag is not None:
-            why = stored.reason if isinstance(stored, UnreadableLease) else untrusted(
-                stored, self.role, self.clock(), ttl=self.ttl, margin=self.margin)
+            why = (
+                stored.reason
+                if isinstance(stored, UnreadableLease)
+                else untrusted(stored, self.role, self.clock(), ttl=self.ttl, margin=self.margin)
+            )
             if why is not None:
                 return await self._take_unreadable(stored, read.etag, why, started)
         self._unreadable = None
         now = self.clock()
         current = stored if isinstance(stored, LeaseRecord) else None
         self.last_known = current
-        if self._in_doubt is not None and current is not None and render_lease(current) == self._in_doubt:
+        if (
+            self._in_doubt is not None
+            and current is not None
+            and render_lease(current) == self._in_doubt
+        ):
             # Our uncertain write did land (only we write our holder id with that epoch and
             # timestamp): the record is ours, renewed from here instead of left to expire.
             self._etag = read.etag
         self._in_doubt = None
-        step = decide_step(current, me=self.holder, our_etag=self._etag, read_etag=read.etag, now=now)
+        step = decide_step(
+            current, me=self.holder, our_etag=self._etag, read_etag=read.etag, now=now
+        )
         if step is LeaseStep.HELD_ELSEWHERE:
             return self._lose(step)
         epoch = 1 if current is None else current.epoch + (0 if step is LeaseStep.RENEWED else 1)
         return await self._write(step, epoch, None if current is None else read.etag, now, started)
 
-    async def _take_unreadable(self, stored: LeaseRecord | UnreadableLease, etag: str, why: str,
-                               started: float) -> LeaseStep:
+    async def _take_unreadable(
+        self, stored: LeaseRecord | UnreadableLease, etag: str, why: str, started: float
+    ) -> LeaseStep:
         """An untrusted record: wait until the same ETag stood for a ttl, then take it with If-Match on it."""
         if self._unreadable is None or self._unreadable[0] != etag:
-            log.warning("lease record cannot be trusted; taking it over if it stays so for a lease lifetime",
-                        extra={"role": self.role, "why": why, "ttl_s": self.ttl.total_seconds()})
+            log.warning(
+                "lease record cannot be trusted; taking it over if it stays so for a lease lifetime",
+                extra={"role": self.role, "why": why, "ttl_s": self.ttl.total_seconds()},
+            )
             self._count("unreadable")
             self._unreadable = (etag, started)
         if started - self._unreadable[1] < self.ttl.total_seconds():
@@ -241,21 +280,29 @@ class Lease:
         self._unreadable = None
         return step
 
-    async def _write(self, step: LeaseStep, epoch: int, etag: str | None, now: datetime, started: float) -> LeaseStep:
+    async def _write(
+        self, step: LeaseStep, epoch: int, etag: str | None, now: datetime, started: float
+    ) -> LeaseStep:
         """Write our record (``if_absent`` when ``etag`` is None, else If-Match on it) and hold from ``started``."""
         record = LeaseRecord(self.role, self.holder, epoch, now + self.ttl, now)
         try:
             if etag is None:
-                new_etag = await self.backend.write_text(lease_key(self.role), render_lease(record), if_absent=True)
+                new_etag = await self.backend.write_text(
+                    lease_key(self.role), render_lease(record), if_absent=True
+                )
             else:
-                new_etag = await self.backend.write_text(lease_key(self.role), render_lease(record), if_match=etag)
+                new_etag = await self.backend.write_text(
+                    lease_key(self.role), render_lease(record), if_match=etag
+                )
         except ConcurrencyError:
             self._count("conflict")
             return self._lose(LeaseStep.LOST)
         except StorageError as exc:
             # The write may still land; until a later read proves the record ours, act as if not.
-            log.warning("lease write outcome unknown; not acting in the role",
-                        extra={"role": self.role, "error": type(exc).__name__})
+            log.warning(
+                "lease write outcome unknown; not acting in the role",
+                extra={"role": self.role, "error": type(exc).__name__},
+            )
             step = self._lose(LeaseStep.LOST)
             self._in_doubt = render_lease(record)
             return step
@@ -270,7 +317,10 @@ class Lease:
 
     def _lose(self, step: LeaseStep) -> LeaseStep:
         if self.held():
-            log.warning("lease lost; stopping the role at once", extra={"role": self.role, "step": step.value})
+            log.warning(
+                "lease lost; stopping the role at once",
+                extra={"role": self.role, "step": step.value},
+            )
             self._count("lost")
         self._valid_until = float("-inf")
         self._etag = None

@@ -21,7 +21,9 @@ async def note_ignored_local_poll_state(data_dir: Path, *, is_cloud: bool) -> tu
     if not is_cloud:
         return ()
     root = Path(data_dir).expanduser()
-    found = await asyncio.to_thread(lambda: tuple(root / n for n in LOCAL_POLL_STATE_FILES if (root / n).is_file()))
+    found = await asyncio.to_thread(
+        lambda: tuple(root / n for n in LOCAL_POLL_STATE_FILES if (root / n).is_file())
+    )
     if found:
         log.info(
             "cloud backend: ignoring local poll state %s; the shared container is authoritative",

@@ -56,19 +56,27 @@ def parse_record(text: str) -> PermissionRecord:
     if not isinstance(decided, bool):
         raise CorruptValueError(f"{_WHAT}: field 'decided' must be a boolean")
     return PermissionRecord(
-        request_id=require_str(obj, "request_id", _WHAT), holder=require_str(obj, "holder", _WHAT),
+        request_id=require_str(obj, "request_id", _WHAT),
+        holder=require_str(obj, "holder", _WHAT),
         nonce=require_str(obj, "nonce", _WHAT),
-        created_at=require_timestamp(obj, "created_at", _WHAT), expires_at=require_timestamp(obj, "expires_at", _WHAT),
+        created_at=require_timestamp(obj, "created_at", _WHAT),
+        expires_at=require_timestamp(obj, "expires_at", _WHAT),
         decided=decided,
     )
 
 
 def render_record(record: PermissionRecord) -> str:
-    return json.dumps({
-        "request_id": record.request_id, "holder": record.holder, "nonce": record.nonce,
-        "created_at": format_timestamp(record.created_at),
-        "expires_at": format_timestamp(record.expires_at), "decided": record.decided,
-    }, sort_keys=True)
+    return json.dumps(
+        {
+            "request_id": record.request_id,
+            "holder": record.holder,
+            "nonce": record.nonce,
+            "created_at": format_timestamp(record.created_at),
+            "expires_at": format_timestamp(record.expires_at),
+            "decided": record.decided,
+        },
+        sort_keys=True,
+    )
 
 
 class ReserveOutcome(str, Enum):
@@ -102,12 +110,23 @@ class PermissionRequests:
                 return None  # ours already landed, or someone else's request is live
             return render_record(mine)
 
-        update = await update_value(self.backend, request_key(request_id), parse=parse_record, change=change,
-                                    attempts=WRITE_ATTEMPTS, ledger="permission_requests", metrics=self.metrics)
+        update = await update_value(
+            self.backend,
+            request_key(request_id),
+            parse=parse_record,
+            change=change,
+            attempts=WRITE_ATTEMPTS,
+            ledger="permission_requests",
+            metrics=self.metrics,
+        )
         if update.outcome is UpdateOutcome.WRITTEN:
             return ReserveOutcome.RESERVED
         if update.outcome is UpdateOutcome.ALREADY and update.value is not None:
-            return ReserveOutcome.RESERVED if update.value.nonce == mine.nonce else ReserveOutcome.TAKEN
+            return (
+                ReserveOutcome.RESERVED
+                if update.value.nonce == mine.nonce
+                else ReserveOutcome.TAKEN
+            )
         return ReserveOutcome.UNRESOLVED
 
     async def standing(self, request_id: str) -> Standing:
@@ -116,7 +135,9 @@ class PermissionRequests:
             return Standing.UNRESOLVED
         if read.value is None or not read.value.is_live(self.clock()):
             return Standing.NONE
-        return Standing.HELD_HERE if read.value.holder == self.replica_id else Standing.HELD_ELSEWHERE
+        return (
+            Standing.HELD_HERE if read.value.holder == self.replica_id else Standing.HELD_ELSEWHERE
+        )
 
     async def end(self, request_id: str) -> bool:
         """Mark this replica's request decided (its verdict was handed over, or it expired); True when it is."""
@@ -126,6 +147,13 @@ class PermissionRequests:
                 return None
             return render_record(replace(current, decided=True))
 
-        update = await update_value(self.backend, request_key(request_id), parse=parse_record, change=change,
-                                    attempts=WRITE_ATTEMPTS, ledger="permission_requests", metrics=self.metrics)
+        update = await update_value(
+            self.backend,
+            request_key(request_id),
+            parse=parse_record,
+            change=change,
+            attempts=WRITE_ATTEMPTS,
+            ledger="permission_requests",
+            metrics=self.metrics,
+        )
         return update.holds and update.value is not None and update.value.holder == self.replica_id

@@ -43,7 +43,11 @@ def turn_key(name: str) -> str:
 def _parse_at(text: str) -> datetime | None:
     try:
         obj = json.loads(text)
-        at = datetime.fromisoformat(obj["at"]) if isinstance(obj, dict) and isinstance(obj.get("at"), str) else None
+        at = (
+            datetime.fromisoformat(obj["at"])
+            if isinstance(obj, dict) and isinstance(obj.get("at"), str)
+            else None
+        )
     except (ValueError, TypeError):
         return None
     return at if at is not None and at.tzinfo is not None else None
@@ -68,11 +72,18 @@ class PollTurn:
         try:
             text, etag = await self.backend.read_text_with_etag(self.key)
         except StorageError as exc:
-            log.warning("poll turn unreadable; polling anyway", extra={"turn": self.name, "error": type(exc).__name__})
+            log.warning(
+                "poll turn unreadable; polling anyway",
+                extra={"turn": self.name, "error": type(exc).__name__},
+            )
             return True
         now = self.clock()
         last = _parse_at(text) if text is not None else None
-        if last is not None and last <= now + self.interval and now - last < self.interval * (1 - SLACK):
+        if (
+            last is not None
+            and last <= now + self.interval
+            and now - last < self.interval * (1 - SLACK)
+        ):
             return False  # another replica (or this one) polled within the interval
         record = json.dumps({"at": now.isoformat(), "by": self.replica_id}, sort_keys=True)
         try:
@@ -83,6 +94,8 @@ class PollTurn:
         except ConcurrencyError:
             return False  # another replica took this turn between our read and write
         except StorageError as exc:
-            log.warning("poll turn not recorded; polling anyway", extra={"turn": self.name,
-                                                                         "error": type(exc).__name__})
+            log.warning(
+                "poll turn not recorded; polling anyway",
+                extra={"turn": self.name, "error": type(exc).__name__},
+            )
         return True

@@ -39,7 +39,17 @@ from service.telemetry.metrics import Metrics
 PROMISES_KEY = "promises.jsonl"
 RETENTION = timedelta(days=14)
 LEDGER = "promises"
-_KNOWN = ("id", "text", "status", "created_at", "chat_id", "to", "due_at", "resolved_at", "resolution")
+_KNOWN = (
+    "id",
+    "text",
+    "status",
+    "created_at",
+    "chat_id",
+    "to",
+    "due_at",
+    "resolved_at",
+    "resolution",
+)
 _WHAT = "promise record"
 
 
@@ -63,9 +73,14 @@ class Promise:
 
     def to_json(self) -> dict[str, Any]:
         obj: dict[str, Any] = {
-            "id": self.id, "text": self.text, "status": self.status.value,
-            "created_at": timestamp_text(self.created_at), "chat_id": self.chat_id, "to": self.to,
-            "due_at": timestamp_text(self.due_at), "resolved_at": timestamp_text(self.resolved_at),
+            "id": self.id,
+            "text": self.text,
+            "status": self.status.value,
+            "created_at": timestamp_text(self.created_at),
+            "chat_id": self.chat_id,
+            "to": self.to,
+            "due_at": timestamp_text(self.due_at),
+            "resolved_at": timestamp_text(self.resolved_at),
             "resolution": self.resolution,
         }
         return with_extra(obj, self.extra)
@@ -105,7 +120,9 @@ def fold_promises(text: str) -> tuple[Promise, ...]:
         try:
             promise = promise_from_json(load_object(line, _WHAT))
         except CorruptValueError as exc:
-            raise CorruptValueError(f"{PROMISES_KEY} line {number}: {exc}; fix or remove that line") from None
+            raise CorruptValueError(
+                f"{PROMISES_KEY} line {number}: {exc}; fix or remove that line"
+            ) from None
         folded[promise.id] = promise
     return tuple(folded.values())
 
@@ -123,12 +140,16 @@ def fold_readable(text: str) -> tuple[tuple[Promise, ...], int]:
     return fold_promises("\n".join(good)), skipped
 
 
-def compact(promises: Iterable[Promise], *, now: datetime, retention: timedelta = RETENTION) -> tuple[Promise, ...]:
+def compact(
+    promises: Iterable[Promise], *, now: datetime, retention: timedelta = RETENTION
+) -> tuple[Promise, ...]:
     """Open promises, and resolved ones whose resolution is younger than ``retention``."""
     horizon = as_utc(now) - retention
     return tuple(
-        p for p in promises
-        if p.status is PromiseStatus.OPEN or (p.resolved_at is not None and p.resolved_at >= horizon)
+        p
+        for p in promises
+        if p.status is PromiseStatus.OPEN
+        or (p.resolved_at is not None and p.resolved_at >= horizon)
     )
 
 
@@ -193,16 +214,31 @@ class PromiseLedger:
         if read.value is None:
             return PromiseList(read.outcome)
         promises, skipped = read.value
-        return PromiseList(read.outcome, tuple(p for p in promises if status is None or p.status is status), skipped)
+        return PromiseList(
+            read.outcome,
+            tuple(p for p in promises if status is None or p.status is status),
+            skipped,
+        )
 
     async def add(
-        self, text: str, *, chat_id: str | None = None, to: str | None = None, due_at: datetime | None = None
+        self,
+        text: str,
+        *,
+        chat_id: str | None = None,
+        to: str | None = None,
+        due_at: datetime | None = None,
     ) -> PromiseWrite:
         promise = Promise(
-            id=uuid.uuid4().hex, text=text, created_at=as_utc(self._clock()), chat_id=chat_id, to=to,
+            id=uuid.uuid4().hex,
+            text=text,
+            created_at=as_utc(self._clock()),
+            chat_id=chat_id,
+            to=to,
             due_at=None if due_at is None else as_utc(due_at),
         )
-        update = await self._update(lambda current: None if promise in current else with_promise(current, promise))
+        update = await self._update(
+            lambda current: None if promise in current else with_promise(current, promise)
+        )
         return PromiseWrite(_WRITE_OUTCOME[update.outcome], promise if update.holds else None)
 
     async def resolve(self, promise_id: str, *, resolution: str | None = None) -> PromiseWrite:
@@ -218,7 +254,9 @@ class PromiseLedger:
             found.append(match)
             if match.status is PromiseStatus.RESOLVED:
                 return None
-            done = replace(match, status=PromiseStatus.RESOLVED, resolved_at=resolved_at, resolution=resolution)
+            done = replace(
+                match, status=PromiseStatus.RESOLVED, resolved_at=resolved_at, resolution=resolution
+            )
             found[0] = done
             return with_promise(current, done)
 
@@ -234,10 +272,19 @@ class PromiseLedger:
 
         def apply(current: tuple[Promise, ...] | None) -> str | None:
             changed = change(current or ())
-            return None if changed is None else render_promises(compact(changed, now=now, retention=self._retention))
+            return (
+                None
+                if changed is None
+                else render_promises(compact(changed, now=now, retention=self._retention))
+            )
 
         # "Retry once on conflict": two attempts.
         return await update_value(
-            self._backend, PROMISES_KEY, parse=fold_promises, change=apply, attempts=2,
-            ledger=LEDGER, metrics=self._metrics,
+            self._backend,
+            PROMISES_KEY,
+            parse=fold_promises,
+            change=apply,
+            attempts=2,
+            ledger=LEDGER,
+            metrics=self._metrics,
         )

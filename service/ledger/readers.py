@@ -47,7 +47,9 @@ STALE_AFTER = timedelta(seconds=25)  # two heartbeats missed, plus a little cloc
 # takes no turn until then.
 SETTLE_S = 2.0
 TURN_WINDOW = timedelta(seconds=30)
-_WRITE_ATTEMPTS = 3  # every replica writes the one blob each heartbeat: a lost race re-reads and retries
+_WRITE_ATTEMPTS = (
+    3  # every replica writes the one blob each heartbeat: a lost race re-reads and retries
+)
 
 
 def turn_key(replica_id: str, chat_id: str, hint: str) -> bytes:
@@ -78,19 +80,29 @@ class ReaderEntry:
 def parse_roster(text: str) -> dict[str, ReaderEntry]:
     try:
         obj = json.loads(text)
-        return {str(replica): ReaderEntry(parse_timestamp(entry["at"]), bool(entry["reading"]))
-                for replica, entry in obj["readers"].items()}
+        return {
+            str(replica): ReaderEntry(parse_timestamp(entry["at"]), bool(entry["reading"]))
+            for replica, entry in obj["readers"].items()
+        }
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CorruptValueError(f"reader roster: {exc}") from exc
 
 
 def render_roster(entries: dict[str, ReaderEntry]) -> str:
-    return json.dumps({"readers": {replica: {"at": format_timestamp(e.at), "reading": e.reading}
-                                   for replica, e in sorted(entries.items())}}, sort_keys=True)
+    return json.dumps(
+        {
+            "readers": {
+                replica: {"at": format_timestamp(e.at), "reading": e.reading}
+                for replica, e in sorted(entries.items())
+            }
+        },
+        sort_keys=True,
+    )
 
 
-def with_entry(stored: dict[str, ReaderEntry] | None, replica_id: str, entry: ReaderEntry | None,
-               now: datetime) -> dict[str, ReaderEntry]:
+def with_entry(
+    stored: dict[str, ReaderEntry] | None, replica_id: str, entry: ReaderEntry | None, now: datetime
+) -> dict[str, ReaderEntry]:
     """The roster with our entry set (or removed when None) and every stale entry dropped."""
     kept = {r: e for r, e in (stored or {}).items() if r != replica_id and now - e.at < STALE_AFTER}
     if entry is not None:
@@ -107,10 +119,14 @@ class ReaderRoster:
     backend: MemoryBackend
     replica_id: str
     clock: Clock = utc_now
-    readers: frozenset[str] = frozenset()  # the live readers as last listed (self included when reading)
+    readers: frozenset[str] = (
+        frozenset()
+    )  # the live readers as last listed (self included when reading)
     _next_beat: float = float("-inf")
     _reading: bool | None = None
-    _settled_at: float = float("inf")  # monotonic: when this replica's view may be trusted for turns
+    _settled_at: float = float(
+        "inf"
+    )  # monotonic: when this replica's view may be trusted for turns
     _ever_read: bool = False
 
     async def refresh(self, reading: bool, now_s: float) -> None:
@@ -129,22 +145,33 @@ class ReaderRoster:
         entries = await self._store(ReaderEntry(now, reading), now)
         if entries is None:
             return
-        self.readers = frozenset(live_readers(entries, now) | ({self.replica_id} if reading else set()))
+        self.readers = frozenset(
+            live_readers(entries, now) | ({self.replica_id} if reading else set())
+        )
 
     async def leave(self) -> None:
         """Stopping: no longer a reader (best effort; an entry left behind goes stale and is dropped)."""
         self._reading = False
         await self._store(None, self.clock())
 
-    async def _store(self, entry: ReaderEntry | None, now: datetime) -> dict[str, ReaderEntry] | None:
+    async def _store(
+        self, entry: ReaderEntry | None, now: datetime
+    ) -> dict[str, ReaderEntry] | None:
         """Write our entry into the roster; the roster as written, or None (logged) when it could not be.
         A corrupt roster is replaced: it holds nothing a heartbeat would not rebuild within STALE_AFTER."""
         update = await update_value(
-            self.backend, ROSTER_KEY, parse=_parse_or_empty,
+            self.backend,
+            ROSTER_KEY,
+            parse=_parse_or_empty,
             change=lambda stored: render_roster(with_entry(stored, self.replica_id, entry, now)),
-            attempts=_WRITE_ATTEMPTS, ledger="readers")
+            attempts=_WRITE_ATTEMPTS,
+            ledger="readers",
+        )
         if update.outcome is not UpdateOutcome.WRITTEN or update.value is None:
-            log.warning("reader roster not refreshed; keeping the last one", extra={"outcome": update.outcome.value})
+            log.warning(
+                "reader roster not refreshed; keeping the last one",
+                extra={"outcome": update.outcome.value},
+            )
             return None
         return update.value
 

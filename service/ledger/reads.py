@@ -68,7 +68,9 @@ async def read_parsed(backend: MemoryBackend, key: str, parse: Callable[[str], T
         return Read.unresolved(UnresolvedReason.READ_FAILED)
     if content is None:
         if etag is not None:  # an ETag for nothing is not an answer the protocol allows
-            log.warning("read of %s returned an ETag without a value; treating it as unresolved", key)
+            log.warning(
+                "read of %s returned an ETag without a value; treating it as unresolved", key
+            )
             return Read.unresolved(UnresolvedReason.CORRUPT)
         return Read.absent()
     if etag is None:

@@ -89,7 +89,9 @@ class SentRecord:
 
     def with_pending(self, send: PendingSend, now: datetime) -> SentRecord:
         """Expired entries go whenever the record is written, so they never pile up."""
-        return replace(self, pending=(*(p for p in self.in_flight(now) if p.send_id != send.send_id), send))
+        return replace(
+            self, pending=(*(p for p in self.in_flight(now) if p.send_id != send.send_id), send)
+        )
 
     def settled(self, send: PendingSend, message_id: str | None, now: datetime) -> SentRecord:
         sent = self.sent
@@ -101,23 +103,42 @@ class SentRecord:
 def parse_sent(text: str) -> SentRecord:
     obj = load_object(text, _WHAT)
     sent, pending = obj.get("sent", []), obj.get("pending", [])
-    if not isinstance(sent, list) or not isinstance(pending, list) or not all(
-            isinstance(e, dict) for e in (*sent, *pending)):
+    if (
+        not isinstance(sent, list)
+        or not isinstance(pending, list)
+        or not all(isinstance(e, dict) for e in (*sent, *pending))
+    ):
         raise CorruptValueError(f"{_WHAT}: fields 'sent' and 'pending' must be lists of objects")
     return SentRecord(
         tuple(SentId(require_str(e, "id", _WHAT), require_timestamp(e, "at", _WHAT)) for e in sent),
-        tuple(PendingSend(require_str(e, "send", _WHAT), require_str(e, "replica", _WHAT),
-                          require_timestamp(e, "since", _WHAT), require_timestamp(e, "until", _WHAT))
-              for e in pending),
+        tuple(
+            PendingSend(
+                require_str(e, "send", _WHAT),
+                require_str(e, "replica", _WHAT),
+                require_timestamp(e, "since", _WHAT),
+                require_timestamp(e, "until", _WHAT),
+            )
+            for e in pending
+        ),
     )
 
 
 def render_sent(record: SentRecord) -> str:
-    return json.dumps({
-        "sent": [{"id": s.message_id, "at": format_timestamp(s.at)} for s in record.sent],
-        "pending": [{"send": p.send_id, "replica": p.replica, "since": format_timestamp(p.since),
-                     "until": format_timestamp(p.until)} for p in record.pending],
-    }, sort_keys=True)
+    return json.dumps(
+        {
+            "sent": [{"id": s.message_id, "at": format_timestamp(s.at)} for s in record.sent],
+            "pending": [
+                {
+                    "send": p.send_id,
+                    "replica": p.replica,
+                    "since": format_timestamp(p.since),
+                    "until": format_timestamp(p.until),
+                }
+                for p in record.pending
+            ],
+        },
+        sort_keys=True,
+    )
 
 
 class SentRecordUnavailable(Exception):
@@ -147,12 +168,21 @@ class SentMessages:
                 return None
             return render_sent(record.with_pending(send, self.clock()))
 
-        update = await update_value(self.backend, sent_key(chat_id), parse=parse_sent, change=change,
-                                    attempts=WRITE_ATTEMPTS, ledger=_LEDGER, metrics=self.metrics)
+        update = await update_value(
+            self.backend,
+            sent_key(chat_id),
+            parse=parse_sent,
+            change=change,
+            attempts=WRITE_ATTEMPTS,
+            ledger=_LEDGER,
+            metrics=self.metrics,
+        )
         if not update.holds:
             self._own_in_flight[chat_id].pop(send.send_id, None)
-            raise SentRecordUnavailable(f"the fleet's record of sent messages for chat {chat_id} could not be "
-                                        f"written ({update.outcome.value})")
+            raise SentRecordUnavailable(
+                f"the fleet's record of sent messages for chat {chat_id} could not be "
+                f"written ({update.outcome.value})"
+            )
         return send
 
     async def settle(self, chat_id: str, send: PendingSend, message_id: str | None) -> bool:
@@ -167,11 +197,20 @@ class SentMessages:
             done = record.settled(send, message_id, self.clock())
             return None if done == record else render_sent(done)
 
-        update = await update_value(self.backend, sent_key(chat_id), parse=parse_sent, change=change,
-                                    attempts=WRITE_ATTEMPTS, ledger=_LEDGER, metrics=self.metrics)
+        update = await update_value(
+            self.backend,
+            sent_key(chat_id),
+            parse=parse_sent,
+            change=change,
+            attempts=WRITE_ATTEMPTS,
+            ledger=_LEDGER,
+            metrics=self.metrics,
+        )
         if not update.holds:
-            log.warning("a sent message was not recorded for the fleet; its pending entry expires by itself",
-                        extra={"chat_id": chat_id, "outcome": update.outcome.value})
+            log.warning(
+                "a sent message was not recorded for the fleet; its pending entry expires by itself",
+                extra={"chat_id": chat_id, "outcome": update.outcome.value},
+            )
         return update.holds
 
     def remember(self, chat_id: str, message_id: str) -> None:

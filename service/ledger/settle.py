@@ -130,7 +130,10 @@ async def write_claim(
     except StorageError as exc:
         settled = await settle_uncertain_write(backend, write, read_back, rounds=rounds)
         return ClaimWriteResult(
-            settled.settlement, settled.read, writes=1 + settled.writes, failed=True,
+            settled.settlement,
+            settled.read,
+            writes=1 + settled.writes,
+            failed=True,
             conflicted=isinstance(exc, ConcurrencyError),
         )
     return ClaimWriteResult(Settlement.OURS)

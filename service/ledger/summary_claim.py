@@ -41,8 +41,21 @@ from service.ledger.json_records import (
 from service.ledger.reads import CorruptValueError
 
 SUMMARIES_PREFIX = "summaries/"
-_KNOWN = ("day", "state", "owner", "claimed_at", "completed_at", "counts", "send_id", "state_at", "recipients",
-          "subject", "mailed_at", "mail_outcome", "sent_item_id")
+_KNOWN = (
+    "day",
+    "state",
+    "owner",
+    "claimed_at",
+    "completed_at",
+    "counts",
+    "send_id",
+    "state_at",
+    "recipients",
+    "subject",
+    "mailed_at",
+    "mail_outcome",
+    "sent_item_id",
+)
 _WHAT = "summary claim"
 
 
@@ -71,7 +84,9 @@ class SummaryClaim:
     completed_at: datetime | None = None
     counts: dict[str, Any] = field(default_factory=dict, compare=False)
     send_id: str | None = None  # the mail's x-entrabot-send-id, the same whoever sends it
-    state_at: datetime | None = None  # when the state last moved; a record without it counts from claimed_at
+    state_at: datetime | None = (
+        None  # when the state last moved; a record without it counts from claimed_at
+    )
     recipients: tuple[str, ...] = ()  # whom the mail goes to, fixed when moving to mailing
     subject: str | None = None
     mailed_at: datetime | None = None
@@ -114,7 +129,9 @@ def parse_summary_claim(text: str) -> SummaryClaim:
     obj = load_object(text, _WHAT)
     state = obj.get("state")
     if state not in {s.value for s in SummaryState}:
-        raise CorruptValueError(f"{_WHAT}: field 'state' must be one of {[s.value for s in SummaryState]}")
+        raise CorruptValueError(
+            f"{_WHAT}: field 'state' must be one of {[s.value for s in SummaryState]}"
+        )
     counts = obj.get("counts", {})
     if not isinstance(counts, dict):
         raise CorruptValueError(f"{_WHAT}: field 'counts' must be an object")
@@ -138,10 +155,18 @@ def parse_summary_claim(text: str) -> SummaryClaim:
 
 def render_summary_claim(claim: SummaryClaim) -> str:
     obj: dict[str, Any] = {
-        "day": claim.day, "state": claim.state.value, "owner": claim.owner,
-        "claimed_at": timestamp_text(claim.claimed_at), "completed_at": timestamp_text(claim.completed_at),
-        "counts": claim.counts, "send_id": claim.send_id, "state_at": timestamp_text(claim.state_at),
-        "recipients": list(claim.recipients), "subject": claim.subject, "mailed_at": timestamp_text(claim.mailed_at),
-        "mail_outcome": claim.mail_outcome, "sent_item_id": claim.sent_item_id,
+        "day": claim.day,
+        "state": claim.state.value,
+        "owner": claim.owner,
+        "claimed_at": timestamp_text(claim.claimed_at),
+        "completed_at": timestamp_text(claim.completed_at),
+        "counts": claim.counts,
+        "send_id": claim.send_id,
+        "state_at": timestamp_text(claim.state_at),
+        "recipients": list(claim.recipients),
+        "subject": claim.subject,
+        "mailed_at": timestamp_text(claim.mailed_at),
+        "mail_outcome": claim.mail_outcome,
+        "sent_item_id": claim.sent_item_id,
     }
     return json.dumps(with_extra(obj, claim.extra), sort_keys=False)

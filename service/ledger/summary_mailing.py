@@ -26,7 +26,9 @@ class SummaryLetter:
 
 @dataclass(frozen=True)
 class LetterSent:
-    outcome: str  # how it is known to be in Graph (the mailer's words: sent, found_after_lost_answer, …)
+    outcome: (
+        str  # how it is known to be in Graph (the mailer's words: sent, found_after_lost_answer, …)
+    )
     sent_item_id: str | None = None
 
 
@@ -55,5 +57,7 @@ class SummaryMailer(Protocol):
 
 def letter_subject(summary: Summary) -> str:
     counts = {section: len(summary.triage.of(section)) for section in Section}
-    return (f"Daily summary {summary.day.isoformat()}: {counts[Section.NEEDS_YOU]} need you, "
-            f"{counts[Section.HANDLED]} handled, {counts[Section.HEADS_UP]} heads-up")
+    return (
+        f"Daily summary {summary.day.isoformat()}: {counts[Section.NEEDS_YOU]} need you, "
+        f"{counts[Section.HANDLED]} handled, {counts[Section.HEADS_UP]} heads-up"
+    )

@@ -68,7 +68,9 @@ class SummaryOutcome(str, Enum):
     RECOVERED = "recovered"  # finished a stale claim another replica left behind
     ALREADY_DONE = "already_done"
     IN_PROGRESS = "in_progress"  # another replica holds a live claim: do nothing
-    UNRESOLVED = "unresolved"  # a read, a write or the mail could not be settled: a later run retries
+    UNRESOLVED = (
+        "unresolved"  # a read, a write or the mail could not be settled: a later run retries
+    )
 
 
 class DailySummaryProducer:
@@ -120,7 +122,9 @@ class DailySummaryProducer:
         if step is Step.WAIT:
             return SummaryOutcome.IN_PROGRESS
         was_mailing = stale is not None and stale.state is SummaryState.MAILING
-        recipients = self._mailer.recipients() if self._mailer is not None and not was_mailing else ()
+        recipients = (
+            self._mailer.recipients() if self._mailer is not None and not was_mailing else ()
+        )
         if recipients is None:
             log.info("daily summary %s waits: the sponsors are not known yet", day.isoformat())
             return SummaryOutcome.UNRESOLVED
@@ -134,7 +138,11 @@ class DailySummaryProducer:
             return SummaryOutcome.UNRESOLVED
         if result.settlement is Settlement.LOST:
             other = result.read.value if result.read is not None else None
-            return SummaryOutcome.ALREADY_DONE if other is not None and other.finished else SummaryOutcome.IN_PROGRESS
+            return (
+                SummaryOutcome.ALREADY_DONE
+                if other is not None and other.finished
+                else SummaryOutcome.IN_PROGRESS
+            )
         if not await self._write_page(day, summary):
             return SummaryOutcome.UNRESOLVED
         finished = await self._finish(summary, claim, stale if was_mailing else None, recipients)
@@ -147,40 +155,79 @@ class DailySummaryProducer:
         now = as_utc(self._clock())
         owner = uuid.uuid4().hex
         if stale is None:
-            return SummaryClaim(day=day.isoformat(), state=SummaryState.CLAIMED, owner=owner, claimed_at=now,
-                                counts=summary.counts(), send_id=uuid.uuid4().hex, state_at=now)
-        return replace(stale, owner=owner, state_at=now, counts=summary.counts(),
-                       send_id=stale.send_id or uuid.uuid4().hex)
+            return SummaryClaim(
+                day=day.isoformat(),
+                state=SummaryState.CLAIMED,
+                owner=owner,
+                claimed_at=now,
+                counts=summary.counts(),
+                send_id=uuid.uuid4().hex,
+                state_at=now,
+            )
+        return replace(
+            stale,
+            owner=owner,
+            state_at=now,
+            counts=summary.counts(),
+            send_id=stale.send_id or uuid.uuid4().hex,
+        )
 
-    async def _finish(self, summary: Summary, claim: SummaryClaim, stale_mailing: SummaryClaim | None,
-                      recipients: tuple[str, ...]) -> bool:
+    async def _finish(
+        self,
+        summary: Summary,
+        claim: SummaryClaim,
+        stale_mailing: SummaryClaim | None,
+        recipients: tuple[str, ...],
+    ) -> bool:
         mailer = self._mailer
         now = as_utc(self._clock())
         if mailer is None or (stale_mailing is None and not recipients):
-            return await self._move(claim, lambda c: replace(c, state=SummaryState.DONE, state_at=now,
-                                                               completed_at=now))
+            return await self._move(
+                claim, lambda c: replace(c, state=SummaryState.DONE, state_at=now, completed_at=now)
+            )
         assert claim.send_id is not None  # every claim we write carries one
         if stale_mailing is None:
-            letter = SummaryLetter(summary.day, claim.send_id, recipients, letter_subject(summary),
-                                   render_html(summary))
-            if not await self._move(claim, lambda c: replace(c, state=SummaryState.MAILING, state_at=now,
-                                                              recipients=letter.to, subject=letter.subject)):
+            letter = SummaryLetter(
+                summary.day,
+                claim.send_id,
+                recipients,
+                letter_subject(summary),
+                render_html(summary),
+            )
+            if not await self._move(
+                claim,
+                lambda c: replace(
+                    c,
+                    state=SummaryState.MAILING,
+                    state_at=now,
+                    recipients=letter.to,
+                    subject=letter.subject,
+                ),
+            ):
                 return False
             sent = await self._send(mailer, letter)
         else:
-            letter = SummaryLetter(summary.day, claim.send_id, stale_mailing.recipients,
-                                   stale_mailing.subject or letter_subject(summary), render_html(summary))
+            letter = SummaryLetter(
+                summary.day,
+                claim.send_id,
+                stale_mailing.recipients,
+                stale_mailing.subject or letter_subject(summary),
+                render_html(summary),
+            )
             sent = await self._send_unless_there(mailer, letter, stale_mailing)
         return sent is not None and await self._mailed(claim, letter, sent)
 
-    async def _send_unless_there(self, mailer: SummaryMailer, letter: SummaryLetter,
-                                 stale: SummaryClaim) -> LetterSent | None:
+    async def _send_unless_there(
+        self, mailer: SummaryMailer, letter: SummaryLetter, stale: SummaryClaim
+    ) -> LetterSent | None:
         """A stale owner may have sent it: look in Sent Items first (since it moved to mailing)."""
         try:
             found = await mailer.find(letter, stale.moved_at())
         except LetterUnknown:
-            log.warning("daily summary %s: Sent Items could not tell whether the mail went out; not sent",
-                        letter.day.isoformat())
+            log.warning(
+                "daily summary %s: Sent Items could not tell whether the mail went out; not sent",
+                letter.day.isoformat(),
+            )
             return None
         if found is not None:
             return LetterSent(FOUND_ON_TAKEOVER, found)
@@ -191,24 +238,44 @@ class DailySummaryProducer:
             return await mailer.send(letter)
         except (LetterUnknown, LetterRefused) as exc:
             # Left in mailing: after the lease a replica looks in Sent Items and sends only if it is not there.
-            log.warning("daily summary %s not mailed (%s); retried after the lease", letter.day.isoformat(),
-                        type(exc).__name__)
+            log.warning(
+                "daily summary %s not mailed (%s); retried after the lease",
+                letter.day.isoformat(),
+                type(exc).__name__,
+            )
             return None
 
     async def _mailed(self, claim: SummaryClaim, letter: SummaryLetter, sent: LetterSent) -> bool:
         now = as_utc(self._clock())
-        moved = await self._move(claim, lambda c: replace(
-            c, state=SummaryState.MAILED, state_at=now, completed_at=now, mailed_at=now, mail_outcome=sent.outcome,
-            sent_item_id=sent.sent_item_id))
+        moved = await self._move(
+            claim,
+            lambda c: replace(
+                c,
+                state=SummaryState.MAILED,
+                state_at=now,
+                completed_at=now,
+                mailed_at=now,
+                mail_outcome=sent.outcome,
+                sent_item_id=sent.sent_item_id,
+            ),
+        )
         if moved:
-            await self._interactions.record(Interaction(
-                ts=now, direction=Direction.OUT, channel=Channel.EMAIL, action=Action.SUMMARY_MAILED.value,
-                message_id=sent.sent_item_id,
-                summary=f"daily summary {claim.day} to {', '.join(letter.to)}; send id {letter.send_id}; "
-                        f"{sent.outcome}"))
+            await self._interactions.record(
+                Interaction(
+                    ts=now,
+                    direction=Direction.OUT,
+                    channel=Channel.EMAIL,
+                    action=Action.SUMMARY_MAILED.value,
+                    message_id=sent.sent_item_id,
+                    summary=f"daily summary {claim.day} to {', '.join(letter.to)}; send id {letter.send_id}; "
+                    f"{sent.outcome}",
+                )
+            )
         return moved
 
-    async def _move(self, claim: SummaryClaim, change: Callable[[SummaryClaim], SummaryClaim]) -> bool:
+    async def _move(
+        self, claim: SummaryClaim, change: Callable[[SummaryClaim], SummaryClaim]
+    ) -> bool:
         """Move our claim on with If-Match; False when that cannot be settled or the claim is no longer ours."""
         json_key, _ = summary_keys(date.fromisoformat(claim.day))
         moved: list[SummaryClaim] = []  # the record we last tried to write
@@ -221,11 +288,23 @@ class DailySummaryProducer:
             moved[:] = [change(current)]
             return render_summary_claim(moved[0])
 
-        update = await update_value(self._backend, json_key, parse=parse_summary_claim, change=move, attempts=2,
-                                    ledger=LEDGER, metrics=self._metrics)
+        update = await update_value(
+            self._backend,
+            json_key,
+            parse=parse_summary_claim,
+            change=move,
+            attempts=2,
+            ledger=LEDGER,
+            metrics=self._metrics,
+        )
         stored = update.value
-        return update.holds and bool(moved) and stored is not None and stored.owner == claim.owner and (
-            stored.state is moved[0].state)
+        return (
+            update.holds
+            and bool(moved)
+            and stored is not None
+            and stored.owner == claim.owner
+            and (stored.state is moved[0].state)
+        )
 
     async def _read_claim(self, key: str) -> Read[SummaryClaim]:
         return await read_parsed(self._backend, key, parse_summary_claim)
@@ -248,7 +327,12 @@ class DailySummaryProducer:
         _, html_key = summary_keys(day)
         page = render_html(summary)
         written = await update_value(
-            self._backend, html_key, parse=str, change=lambda current: page if current is None else None,
-            attempts=2, ledger=LEDGER, metrics=self._metrics,
+            self._backend,
+            html_key,
+            parse=str,
+            change=lambda current: page if current is None else None,
+            attempts=2,
+            ledger=LEDGER,
+            metrics=self._metrics,
         )
         return written.holds

@@ -29,7 +29,11 @@ def parse_watched_chats(text: str) -> frozenset[str]:
     """The chat ids in ``text``; an id never holds whitespace or markup, so an error page is corrupt."""
     ids = [line.strip() for line in text.splitlines() if line.strip()]
     for chat_id in ids:
-        if any(ch.isspace() for ch in chat_id) or chat_id.startswith("<") or not chat_id.isprintable():
+        if (
+            any(ch.isspace() for ch in chat_id)
+            or chat_id.startswith("<")
+            or not chat_id.isprintable()
+        ):
             raise CorruptValueError("watched_chats holds a line that is not a chat id")
     return frozenset(ids)
 
@@ -41,14 +45,20 @@ def render_watched_chats(chat_ids: Iterable[str]) -> str:
 class WatchOutcome(str, Enum):
     WRITTEN = "written"  # the list now holds every chat we know of
     UNCHANGED = "unchanged"  # it already did; nothing written
-    FAILED = "failed"  # not written (unreadable, corrupt, conflicts or errors): the chats stay dirty
+    FAILED = (
+        "failed"  # not written (unreadable, corrupt, conflicts or errors): the chats stay dirty
+    )
 
 
 class WatchedChats:
     """This replica's view of the watched list, and the chats it still has to write."""
 
     def __init__(
-        self, backend: MemoryBackend, *, metrics: Metrics | None = None, max_attempts: int = MAX_ATTEMPTS
+        self,
+        backend: MemoryBackend,
+        *,
+        metrics: Metrics | None = None,
+        max_attempts: int = MAX_ATTEMPTS,
     ) -> None:
         self._backend = backend
         self._metrics = metrics
@@ -86,7 +96,9 @@ class WatchedChats:
             self._learn(read.value)
         elif read.outcome is ReadOutcome.UNRESOLVED:
             log.warning(
-                "watched chat list unreadable (%s); watching %d chat(s) until it loads", read.why, len(self._chats)
+                "watched chat list unreadable (%s); watching %d chat(s) until it loads",
+                read.why,
+                len(self._chats),
             )
         return read.outcome
 
@@ -104,20 +116,30 @@ class WatchedChats:
             return None if wanted <= stored else render_watched_chats(stored | wanted)
 
         update = await update_value(
-            self._backend, WATCHED_CHATS_KEY, parse=parse_watched_chats, change=merged,
-            attempts=self._max_attempts, ledger=LEDGER, metrics=self._metrics,
+            self._backend,
+            WATCHED_CHATS_KEY,
+            parse=parse_watched_chats,
+            change=merged,
+            attempts=self._max_attempts,
+            ledger=LEDGER,
+            metrics=self._metrics,
         )
         if not update.holds:
             log.warning(
                 "watched chat list not written (%s); %d chat(s) stay dirty for the next sweep",
-                update.outcome.value, len(self._dirty),
+                update.outcome.value,
+                len(self._dirty),
             )
             self._publish()
             return WatchOutcome.FAILED
         self._dirty -= wanted
         if update.value is not None:
             self._learn(update.value)
-        return WatchOutcome.WRITTEN if update.outcome is UpdateOutcome.WRITTEN else WatchOutcome.UNCHANGED
+        return (
+            WatchOutcome.WRITTEN
+            if update.outcome is UpdateOutcome.WRITTEN
+            else WatchOutcome.UNCHANGED
+        )
 
     def _learn(self, stored: frozenset[str]) -> None:
         self._chats |= stored

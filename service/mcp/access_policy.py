@@ -44,7 +44,9 @@ class AccessPolicy:
     client_ids: frozenset[str] = frozenset()  # empty: any client that holds a role or scope
 
     @classmethod
-    def from_settings(cls, roles: str | None, scopes: str | None, client_ids: str | None) -> AccessPolicy:
+    def from_settings(
+        cls, roles: str | None, scopes: str | None, client_ids: str | None
+    ) -> AccessPolicy:
         return cls(_names(roles), _names(scopes), _names(client_ids))
 
     @property
@@ -55,7 +57,10 @@ class AccessPolicy:
         """True when the token's client is allowed and it carries a required role or scope."""
         if self.client_ids and token_client_id(claims) not in self.client_ids:
             return False
-        return bool(self.roles.intersection(token_roles(claims)) or self.scopes.intersection(token_scopes(claims)))
+        return bool(
+            self.roles.intersection(token_roles(claims))
+            or self.scopes.intersection(token_scopes(claims))
+        )
 
     def challenge_scope(self) -> str:
         """The ``scope`` of a 403's WWW-Authenticate (RFC 6750 §3): what would have been enough."""

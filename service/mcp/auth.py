@@ -66,7 +66,9 @@ class Principal:
 class Verdict(str, Enum):
     ACCEPTED = "accepted"
     INVALID = "invalid"  # not a token this service trusts: 401 invalid_token
-    INSUFFICIENT = "insufficient"  # a valid token without a required role or scope: 403 insufficient_scope
+    INSUFFICIENT = (
+        "insufficient"  # a valid token without a required role or scope: 403 insufficient_scope
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +92,9 @@ class TokenVerifier(Protocol):
 def static_tokens(settings: Settings) -> list[str]:
     if settings.mcp_static_tokens is None:
         return []
-    return [t.strip() for t in settings.mcp_static_tokens.get_secret_value().split(",") if t.strip()]
+    return [
+        t.strip() for t in settings.mcp_static_tokens.get_secret_value().split(",") if t.strip()
+    ]
 
 
 def jwt_audiences(settings: Settings) -> list[str]:
@@ -116,7 +120,9 @@ def is_loopback(host: str) -> bool:
 
 def access_policy(settings: Settings) -> AccessPolicy:
     return AccessPolicy.from_settings(
-        settings.mcp_jwt_required_roles, settings.mcp_jwt_required_scopes, settings.mcp_jwt_allowed_client_ids
+        settings.mcp_jwt_required_roles,
+        settings.mcp_jwt_required_scopes,
+        settings.mcp_jwt_allowed_client_ids,
     )
 
 
@@ -168,10 +174,14 @@ def build_verifier(settings: Settings, http: httpx.AsyncClient | None) -> TokenV
         verifiers.append(StaticTokenVerifier(tokens))
     if audiences := jwt_audiences(settings):
         if http is None:
-            raise ValueError("accepting Entra tokens needs an HTTP client to fetch the tenant's signing keys")
+            raise ValueError(
+                "accepting Entra tokens needs an HTTP client to fetch the tenant's signing keys"
+            )
         verifiers.append(
             EntraJwtVerifier(
-                jwks=JwksCache(entra_jwks_url(settings), http), issuer=entra_issuer(settings), audiences=audiences,
+                jwks=JwksCache(entra_jwks_url(settings), http),
+                issuer=entra_issuer(settings),
+                audiences=audiences,
                 policy=access_policy(settings),
             )
         )
@@ -257,7 +267,10 @@ class EntraJwtVerifier:
             expires_at=int(claims["exp"]),
         )
         if not self._policy.allows(claims):
-            log.info("bearer token refused", extra={"reason": "insufficient_scope", "client_id": principal.client_id})
+            log.info(
+                "bearer token refused",
+                extra={"reason": "insufficient_scope", "client_id": principal.client_id},
+            )
             return Verification(Verdict.INSUFFICIENT, principal)
         return Verification(Verdict.ACCEPTED, principal)
 
@@ -316,16 +329,28 @@ class BearerAuth:
         principal = verification.principal
         user = AuthenticatedUser(_access_token(principal))
         # scope["user"] is how the SDK binds a session to the principal that opened it.
-        downstream = {**scope, "headers": headers, "user": user, "auth": AuthCredentials(list(principal.scopes))}
+        downstream = {
+            **scope,
+            "headers": headers,
+            "user": user,
+            "auth": AuthCredentials(list(principal.scopes)),
+        }
         await self.app(downstream, receive, send)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, *, token_given: bool) -> None:
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, *, token_given: bool
+    ) -> None:
         metadata = f"{public_base_url(scope, self._public_base_url)}{METADATA_PATH}"
         challenge = f'Bearer resource_metadata="{metadata}"'
         body = {"error": "unauthorized", "error_description": "a bearer token is required"}
         if token_given:
-            challenge += ', error="invalid_token", error_description="the bearer token is not valid here"'
-            body = {"error": "invalid_token", "error_description": "the bearer token is not valid here"}
+            challenge += (
+                ', error="invalid_token", error_description="the bearer token is not valid here"'
+            )
+            body = {
+                "error": "invalid_token",
+                "error_description": "the bearer token is not valid here",
+            }
         response = Response(json.dumps(body), status_code=401, media_type="application/json")
         response.headers["WWW-Authenticate"] = challenge
         await response(scope, receive, send)
@@ -333,8 +358,10 @@ class BearerAuth:
     async def _forbid(self, scope: Scope, receive: Receive, send: Send) -> None:
         metadata = f"{public_base_url(scope, self._public_base_url)}{METADATA_PATH}"
         description = "the token carries none of the app roles or scopes this service requires"
-        challenge = (f'Bearer resource_metadata="{metadata}", error="insufficient_scope", '
-                     f'error_description="{description}"')
+        challenge = (
+            f'Bearer resource_metadata="{metadata}", error="insufficient_scope", '
+            f'error_description="{description}"'
+        )
         if self._required_scope:
             challenge += f', scope="{self._required_scope}"'
         body = {"error": "insufficient_scope", "error_description": description}
@@ -364,9 +391,14 @@ def protected_resource_routes(settings: Settings) -> list[Route]:
             authorization_servers=[entra_issuer(settings)] if audiences else None,
             # Client credentials ask for ".default" (the app roles assigned); a signed-in user's client
             # asks for the delegated scopes by their full name.
-            scopes_supported=[f"{audiences[0]}/{name}" for name in (".default", *sorted(scopes))] if audiences else None,
+            scopes_supported=[f"{audiences[0]}/{name}" for name in (".default", *sorted(scopes))]
+            if audiences
+            else None,
         )
-        return JSONResponse(document.model_dump(exclude_none=True), headers={"Cache-Control": "public, max-age=3600"})
+        return JSONResponse(
+            document.model_dump(exclude_none=True),
+            headers={"Cache-Control": "public, max-age=3600"},
+        )
 
     return [
         Route(METADATA_PATH, metadata, methods=["GET"]),

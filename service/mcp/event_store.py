@@ -44,7 +44,14 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mcp.server.streamable_http import GET_STREAM_KEY, EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp.server.streamable_http import (
+    GET_STREAM_KEY,
+    EventCallback,
+    EventId,
+    EventMessage,
+    EventStore,
+    StreamId,
+)
 from mcp_types import JSONRPCMessage
 
 from service.telemetry.logging import session_ref
@@ -63,7 +70,9 @@ earlier connection of the session took, so what none took goes out on this one."
 class _Event:
     stream_no: int
     seq: int
-    message: JSONRPCMessage | None  # None marks the SDK's priming event: it has an id but is never replayed
+    message: (
+        JSONRPCMessage | None
+    )  # None marks the SDK's priming event: it has an id but is never replayed
     size: int
     stored_at: float
 
@@ -112,7 +121,11 @@ class SessionEventStore(EventStore):
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         stream_no = self._number_of(stream_id)
         self._seq += 1
-        size = len(message.model_dump_json(by_alias=True, exclude_unset=True)) if message is not None else 0
+        size = (
+            len(message.model_dump_json(by_alias=True, exclude_unset=True))
+            if message is not None
+            else 0
+        )
         event = _Event(stream_no, self._seq, message, size, self._clock())
         self._events.append(event)
         self._bytes += size
@@ -124,7 +137,9 @@ class SessionEventStore(EventStore):
         self._evict_past_bounds()
         return _event_id(event)
 
-    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+    async def replay_events_after(
+        self, last_event_id: EventId, send_callback: EventCallback
+    ) -> StreamId | None:
         if last_event_id == PUSH_STREAM_CURSOR:
             await self._serve_push_stream(self._taken, send_callback)
             return None
@@ -169,8 +184,14 @@ class SessionEventStore(EventStore):
         connection = self._connection
         self._wake()  # the connection serving the stream so far stops: the host reads the newest one
         if after < self._evicted_push:
-            log.warning("a push connection resumes from before evicted pushes; the host may have missed some",
-                        extra={"session": self._session, "after": after, "evicted_through": self._evicted_push})
+            log.warning(
+                "a push connection resumes from before evicted pushes; the host may have missed some",
+                extra={
+                    "session": self._session,
+                    "after": after,
+                    "evicted_through": self._evicted_push,
+                },
+            )
         position = after
         while not self._closed and connection == self._connection:
             found = self._next_push(position)
@@ -198,7 +219,11 @@ class SessionEventStore(EventStore):
         self._evict_past_bounds()
 
     def _unsent_push(self, event: _Event) -> bool:
-        return event.stream_no == self._push_no and event.message is not None and event.seq > self._taken
+        return (
+            event.stream_no == self._push_no
+            and event.message is not None
+            and event.seq > self._taken
+        )
 
     def _wake(self) -> None:
         self._changed.set()
@@ -207,7 +232,10 @@ class SessionEventStore(EventStore):
     # --- bounds ---
 
     def _evict_past_bounds(self) -> None:
-        while len(self._events) - self._unsent > self._max_events or self._bytes - self._unsent_bytes > self._max_bytes:
+        while (
+            len(self._events) - self._unsent > self._max_events
+            or self._bytes - self._unsent_bytes > self._max_bytes
+        ):
             index = self._oldest_evictable()
             if index is None:
                 return
@@ -215,7 +243,9 @@ class SessionEventStore(EventStore):
 
     def _oldest_evictable(self) -> int | None:
         newest = len(self._events) - 1
-        return next((i for i, e in enumerate(self._events) if i < newest and not self._unsent_push(e)), None)
+        return next(
+            (i for i, e in enumerate(self._events) if i < newest and not self._unsent_push(e)), None
+        )
 
     def _evict(self, index: int) -> None:
         event = self._events[index]
@@ -228,7 +258,9 @@ class SessionEventStore(EventStore):
             self._held[event.stream_no] = left
             return
         del self._held[event.stream_no]
-        if event.stream_no != self._push_no:  # the push stream stays resumable however long it was quiet
+        if (
+            event.stream_no != self._push_no
+        ):  # the push stream stays resumable however long it was quiet
             del self._stream_no[self._stream_id.pop(event.stream_no)]
 
     def _number_of(self, stream_id: StreamId) -> int:
@@ -259,8 +291,12 @@ class InMemoryEventStore:
     def for_session(self, session_id: str) -> SessionEventStore:
         store = self._sessions.get(session_id)
         if store is None:
-            store = SessionEventStore(self._max_events, self._max_bytes, clock=self._clock,
-                                      session=session_ref(session_id))
+            store = SessionEventStore(
+                self._max_events,
+                self._max_bytes,
+                clock=self._clock,
+                session=session_ref(session_id),
+            )
             self._sessions[session_id] = store
         return store
 

@@ -50,7 +50,9 @@ class JwksCache:
         self._clock = clock
         self._keys: dict[str, jwt.PyJWK] = {}
         self._loaded_at: float | None = None  # when the current set was fetched
-        self._attempted_at: float | None = None  # the last fetch, failed or not (for the rate limit)
+        self._attempted_at: float | None = (
+            None  # the last fetch, failed or not (for the rate limit)
+        )
         self._lock = asyncio.Lock()
 
     async def key(self, kid: str) -> jwt.PyJWK | None:
@@ -75,7 +77,10 @@ class JwksCache:
     async def _refresh(self) -> None:
         async with self._lock:
             now = self._clock()
-            if self._attempted_at is not None and now - self._attempted_at < self._min_refresh_interval_s:
+            if (
+                self._attempted_at is not None
+                and now - self._attempted_at < self._min_refresh_interval_s
+            ):
                 return
             self._attempted_at = now  # a failed fetch is rate-limited too
             try:
@@ -83,7 +88,10 @@ class JwksCache:
                 response.raise_for_status()
                 document = response.json()
             except (httpx.HTTPError, ValueError) as exc:
-                log.warning("could not fetch the tenant's signing keys", extra={"error_type": type(exc).__name__})
+                log.warning(
+                    "could not fetch the tenant's signing keys",
+                    extra={"error_type": type(exc).__name__},
+                )
                 return
             keys: dict[str, jwt.PyJWK] = {}
             for entry in document.get("keys", []) if isinstance(document, dict) else []:

@@ -102,7 +102,11 @@ class PushTarget:
         return self.is_reading() and self.has_room()
 
     def is_reading(self) -> bool:
-        if not self.stream_open() or self.monotonic() < self._stalled_until or self.backlog.backlog_full():
+        if (
+            not self.stream_open()
+            or self.monotonic() < self._stalled_until
+            or self.backlog.backlog_full()
+        ):
             return False
         waited = self.backlog.backlog_age_s()
         return waited is None or waited < self.send_timeout_s
@@ -132,11 +136,16 @@ class PushTarget:
             log.warning(
                 "push stream did not take the message in time; it may still reach this host, so no other "
                 "host is offered it, and this one is set aside",
-                extra={"session": session_ref(self.session_id), "message_id": message.message_id,
-                       "seconds": self.stalled_for_s},
+                extra={
+                    "session": session_ref(self.session_id),
+                    "message_id": message.message_id,
+                    "seconds": self.stalled_for_s,
+                },
             )
             if self.on_pushed is not None:
-                self.on_pushed(message)  # it may have it: pushed again after the bound, never to another host
+                self.on_pushed(
+                    message
+                )  # it may have it: pushed again after the bound, never to another host
             return Handover.IN_DOUBT
         if self.on_pushed is not None:
             self.on_pushed(message)

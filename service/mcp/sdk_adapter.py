@@ -57,10 +57,16 @@ class ChannelServer(Server[Any]):
     with no arguments, so the experimental capability can only enter through ``get_capabilities``.
     """
 
-    def __init__(self, *args: Any, experimental: Callable[[], dict[str, dict[str, Any]]] = dict,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        experimental: Callable[[], dict[str, dict[str, Any]]] = dict,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self._experimental = experimental  # asked at each handshake: what is declared may change at start-up
+        self._experimental = (
+            experimental  # asked at each handshake: what is declared may change at start-up
+        )
 
     def get_capabilities(
         self,
@@ -70,7 +76,11 @@ class ChannelServer(Server[Any]):
         *,
         protocol_version: str | None = None,
     ) -> ServerCapabilities:
-        experimental = {**(experimental_capabilities or {}), **self._experimental(), CHANNEL_CAPABILITY: {}}
+        experimental = {
+            **(experimental_capabilities or {}),
+            **self._experimental(),
+            CHANNEL_CAPABILITY: {},
+        }
         return super().get_capabilities(
             notification_options, experimental, extensions, protocol_version=protocol_version
         )
@@ -102,11 +112,15 @@ def call_when_session_ends(session: ServerSession, callback: Callable[[], Awaita
 class PerSessionEventStoreManager(StreamableHTTPSessionManager):
     """The SDK's session manager, with each session's transport given its own event history."""
 
-    def __init__(self, app: Server[Any], *, event_stores: InMemoryEventStore | None, **kwargs: Any) -> None:
+    def __init__(
+        self, app: Server[Any], *, event_stores: InMemoryEventStore | None, **kwargs: Any
+    ) -> None:
         super().__init__(app, event_store=None, **kwargs)
         self._event_stores = event_stores
 
-    def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
+    def _admit_session(
+        self, requestor: AuthorizationContext | None
+    ) -> StreamableHTTPServerTransport | None:
         transport = super()._admit_session(requestor)
         if transport is not None and self._event_stores is not None:
             session_id = transport.mcp_session_id
@@ -128,7 +142,9 @@ class PerSessionEventStoreManager(StreamableHTTPSessionManager):
         instances = getattr(self, "_server_instances", None)
         transport = instances.get(session_id) if isinstance(instances, dict) else None
         streams = getattr(transport, "_request_streams", None)
-        if not isinstance(instances, dict) or (transport is not None and not isinstance(streams, dict)):
+        if not isinstance(instances, dict) or (
+            transport is not None and not isinstance(streams, dict)
+        ):
             # Never guess "gone": every wait would then hand its reply back.
             raise RuntimeError(
                 "the mcp SDK changed: the manager's `_server_instances` or a transport's `_request_streams` "
@@ -156,7 +172,10 @@ class PushStreamFromHistory:
             headers = scope["headers"]
             if not any(k == _LAST_EVENT_ID and v for k, v in headers):
                 kept = [(k, v) for k, v in headers if k != _LAST_EVENT_ID]
-                scope = {**scope, "headers": [*kept, (_LAST_EVENT_ID, PUSH_STREAM_CURSOR.encode("ascii"))]}
+                scope = {
+                    **scope,
+                    "headers": [*kept, (_LAST_EVENT_ID, PUSH_STREAM_CURSOR.encode("ascii"))],
+                }
         await self.app(scope, receive, send)
 
 
@@ -175,7 +194,9 @@ class HandshakeEraOnly:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            requested = next((v.decode("latin-1") for k, v in scope["headers"] if k == _PROTOCOL_HEADER), None)
+            requested = next(
+                (v.decode("latin-1") for k, v in scope["headers"] if k == _PROTOCOL_HEADER), None
+            )
             if requested is not None and requested not in PUSH_ERA_VERSIONS:
                 await _refuse_era(requested, await _request_id(receive), send)
                 return
@@ -206,7 +227,11 @@ async def _request_id(receive: Receive) -> str | int | None:
         return None
     request_id = request.get("id") if isinstance(request, dict) else None
     # JSON-RPC ids are strings or numbers; a bool is an int to Python but not an id.
-    return request_id if isinstance(request_id, (str, int)) and not isinstance(request_id, bool) else None
+    return (
+        request_id
+        if isinstance(request_id, (str, int)) and not isinstance(request_id, bool)
+        else None
+    )
 
 
 async def _refuse_era(requested: str, request_id: str | int | None, send: Send) -> None:
@@ -224,7 +249,10 @@ async def _refuse_era(requested: str, request_id: str | int | None, send: Send) 
         {
             "type": "http.response.start",
             "status": ERROR_CODE_HTTP_STATUS.get(UNSUPPORTED_PROTOCOL_VERSION, 400),
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": payload})

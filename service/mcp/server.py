@@ -93,14 +93,21 @@ class McpService:
         caller_grace_s: float = RESUME_GRACE_S,
     ) -> None:
         self.settings = settings
-        self.caller_grace_s = caller_grace_s  # how long a dropped POST may take to resume (caller_line)
+        self.caller_grace_s = (
+            caller_grace_s  # how long a dropped POST may take to resume (caller_line)
+        )
         self.hub = hub
         self.keeper = keeper
         self.tools = tools if tools is not None else ToolRegistry()
         self.event_stores = InMemoryEventStore()
         self.sessions = SessionRegistry(
-            hub, push_hosts=parse_push_hosts(settings.push_hosts), push_backlog=self.event_stores.for_session,
-            render=render_push, metrics=metrics, push_send_timeout_s=push_send_timeout_s, keeper=keeper,
+            hub,
+            push_hosts=parse_push_hosts(settings.push_hosts),
+            push_backlog=self.event_stores.for_session,
+            render=render_push,
+            metrics=metrics,
+            push_send_timeout_s=push_send_timeout_s,
+            keeper=keeper,
         )
 
         self.server = ChannelServer(
@@ -113,7 +120,9 @@ class McpService:
         )
         self.server.middleware.append(self._track_session)
         for method in HOST_NOTIFICATION_METHODS:
-            self.server.add_notification_handler(method, _AnyParams, partial(self._host_notification, method))
+            self.server.add_notification_handler(
+                method, _AnyParams, partial(self._host_notification, method)
+            )
         self.server.add_notification_handler(ACK_METHOD, _AnyParams, self._delivered)
         security = transport_security_settings(settings)
         self.manager = PerSessionEventStoreManager(
@@ -132,8 +141,12 @@ class McpService:
         endpoint = PushStreamFromHistory(endpoint)
         endpoint = SessionTrafficObserver(endpoint, self.sessions)
         endpoint = HandshakeEraOnly(endpoint)
-        endpoint = BearerAuth(endpoint, verifier=verifier, public_base_url=settings.mcp_public_base_url,
-                              required_scope=access_policy(settings).challenge_scope())
+        endpoint = BearerAuth(
+            endpoint,
+            verifier=verifier,
+            public_base_url=settings.mcp_public_base_url,
+            required_scope=access_policy(settings).challenge_scope(),
+        )
         self.endpoint = HostOriginGuard(endpoint, security)
 
     def routes(self) -> list[BaseRoute]:
@@ -152,7 +165,9 @@ class McpService:
 
     # --- SDK hooks ---
 
-    async def _track_session(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    async def _track_session(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
         result = await call_next(ctx)
         if ctx.method == "initialize" and isinstance(result, dict):
             self._session_began(ctx, result)
@@ -168,8 +183,10 @@ class McpService:
         given = headers.get(HOST_ID_HEADER) if headers is not None else None
         host_id = valid_host_id(given)
         if given is not None and host_id is None:
-            log.warning("a host named itself with an id that is not one; its session does not acknowledge",
-                        extra={"length": len(given)})
+            log.warning(
+                "a host named itself with an id that is not one; its session does not acknowledge",
+                extra={"length": len(given)},
+            )
         self.sessions.opened(
             session_id,
             client_name=params.client_info.name,
@@ -189,11 +206,15 @@ class McpService:
     ) -> ListToolsResult:
         return ListToolsResult(tools=self.tools.definitions())
 
-    async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+    ) -> CallToolResult:
         call = self._call_of(ctx, time_budget_s=time_budget_of(params.meta))
         return await self.tools.call(params.name, params.arguments, call)
 
-    async def _host_notification(self, method: str, ctx: ServerRequestContext[Any, Any], params: _AnyParams) -> None:
+    async def _host_notification(
+        self, method: str, ctx: ServerRequestContext[Any, Any], params: _AnyParams
+    ) -> None:
         await self.tools.notified(method, params.model_dump(exclude={"meta"}), self._call_of(ctx))
 
     async def _delivered(self, ctx: ServerRequestContext[Any, Any], params: _AnyParams) -> None:
@@ -205,7 +226,9 @@ class McpService:
         try:
             delivered = DeliveredParams.model_validate(params.model_dump(exclude={"meta"}))
         except ValidationError:
-            log.warning("an acknowledgement that is not one was ignored", extra={"host_id": state.host_id})
+            log.warning(
+                "an acknowledgement that is not one was ignored", extra={"host_id": state.host_id}
+            )
             return
         await self.keeper.acknowledge(state.host_id, delivered.keys)
 
@@ -214,17 +237,23 @@ class McpService:
         then declares it to Claude Code and forwards its prompts)."""
         return {PERMISSION_CAPABILITY: {}} if self.tools.handles(PERMISSION_REQUEST_METHOD) else {}
 
-    def _call_of(self, ctx: ServerRequestContext[Any, Any], *, time_budget_s: float | None = None) -> ToolCall:
+    def _call_of(
+        self, ctx: ServerRequestContext[Any, Any], *, time_budget_s: float | None = None
+    ) -> ToolCall:
         session_id = session_id_of(ctx.session)
         request_id = getattr(ctx, "request_id", None)
         channel = caller = None
         if session_id is not None and request_id is not None:
-            caller = CallerLine(partial(self.manager.response_stream_attached, session_id, request_id),
-                                grace_s=self.caller_grace_s)
+            caller = CallerLine(
+                partial(self.manager.response_stream_attached, session_id, request_id),
+                grace_s=self.caller_grace_s,
+            )
         if session_id is not None:
             # Any request's session object reaches the connection's standalone (GET) stream.
-            channel = SessionChannel(send=ctx.session.send_notification,  # type: ignore[arg-type]
-                                     is_open=partial(self.sessions.is_streaming, session_id))
+            channel = SessionChannel(
+                send=ctx.session.send_notification,  # type: ignore[arg-type]
+                is_open=partial(self.sessions.is_streaming, session_id),
+            )
         state = self.sessions.get(session_id) if session_id is not None else None
         host_id = state.host_id if state is not None else None
         return ToolCall(
@@ -234,7 +263,9 @@ class McpService:
             channel=channel,
             time_budget_s=time_budget_s,
             caller=caller,
-            owe=partial(self.keeper.owe, host_id) if host_id is not None and self.keeper is not None else None,
+            owe=partial(self.keeper.owe, host_id)
+            if host_id is not None and self.keeper is not None
+            else None,
         )
 
 

@@ -50,7 +50,9 @@ class SessionState:
     push_capable: bool
     created_at: datetime
     last_activity_at: datetime
-    open_streams: int = 0  # GET streams; the SDK allows one, a reconnect may overlap its predecessor briefly
+    open_streams: int = (
+        0  # GET streams; the SDK allows one, a reconnect may overlap its predecessor briefly
+    )
     host_id: str | None = None  # an acknowledging host's own name (service.mcp.acknowledging)
 
     @property
@@ -167,10 +169,15 @@ class SessionRegistry:
         )
         if state.push_capable and session_id not in self._targets:
             host_id, keeper = state.host_id, self._keeper
-            owed: dict[str, Any] = {} if host_id is None or keeper is None else {
-                "host_id": host_id, "has_room": partial(keeper.has_room, host_id),
-                "on_pushed": partial(keeper.pushed, host_id, session_id),
-            }
+            owed: dict[str, Any] = (
+                {}
+                if host_id is None or keeper is None
+                else {
+                    "host_id": host_id,
+                    "has_room": partial(keeper.has_room, host_id),
+                    "on_pushed": partial(keeper.pushed, host_id, session_id),
+                }
+            )
             target = PushTarget(
                 session_id=session_id,
                 notifier=self._notifiers[session_id],
@@ -192,7 +199,9 @@ class SessionRegistry:
         if state is None:
             return
         left = max(state.open_streams - 1, 0)
-        self._sessions[session_id] = dataclasses.replace(state, open_streams=left, last_activity_at=self._clock())
+        self._sessions[session_id] = dataclasses.replace(
+            state, open_streams=left, last_activity_at=self._clock()
+        )
         if not left:
             self._drop_target(session_id)
 

@@ -47,6 +47,7 @@ def time_budget_of(meta: Any) -> float | None:
         return float(value)
     return None
 
+
 InT = TypeVar("InT", bound=BaseModel)
 OutT = TypeVar("OutT", bound=BaseModel)
 ToolHandler = Callable[[InT, "ToolCall"], Awaitable[OutT]]
@@ -155,7 +156,11 @@ class ToolRegistry:
         self._notifications: dict[str, HostNotification] = {}
 
     def add(
-        self, handler: ToolHandler[Any, Any], *, name: str | None = None, description: str | None = None
+        self,
+        handler: ToolHandler[Any, Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
     ) -> RegisteredTool:
         tool_name = name or handler.__name__
         verdict = validate_tool_name(tool_name)
@@ -208,7 +213,10 @@ class ToolRegistry:
             args = entry.params_model.model_validate(params or {})
         except ValidationError as exc:
             problems = exc.errors(include_url=False, include_input=False, include_context=False)
-            log.warning("host notification refused", extra={"method": method, "problems": json.dumps(problems, default=str)})
+            log.warning(
+                "host notification refused",
+                extra={"method": method, "problems": json.dumps(problems, default=str)},
+            )
             return
         try:
             await entry.handler(args, call)
@@ -217,7 +225,9 @@ class ToolRegistry:
         except Exception:
             log.exception("host notification handler raised", extra={"method": method})
 
-    async def call(self, name: str, arguments: dict[str, Any] | None, call: ToolCall) -> CallToolResult:
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None, call: ToolCall
+    ) -> CallToolResult:
         tool = self._tools.get(name)
         if tool is None:
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}")
@@ -226,7 +236,9 @@ class ToolRegistry:
         except ValidationError as exc:
             # Locations and messages only: the rejected values are the host's data.
             problems = exc.errors(include_url=False, include_input=False, include_context=False)
-            return _error_result(f"Invalid arguments for {name}: {json.dumps(problems, default=str)}")
+            return _error_result(
+                f"Invalid arguments for {name}: {json.dumps(problems, default=str)}"
+            )
         try:
             result = await tool.handler(args, call)
         except ToolError as exc:
@@ -235,12 +247,18 @@ class ToolRegistry:
             log.exception("tool raised", extra={"tool": name})
             return _error_result(f"{name} failed inside the server; the error is in the server log")
         if not isinstance(result, tool.output_model):
-            log.error("tool returned the wrong type", extra={"tool": name, "returned": type(result).__name__})
+            log.error(
+                "tool returned the wrong type",
+                extra={"tool": name, "returned": type(result).__name__},
+            )
             return _error_result(f"{name} failed inside the server; the error is in the server log")
         structured = result.model_dump(mode="json", by_alias=True)
         media = result.media if isinstance(result, WithMedia) else []
         return CallToolResult(
-            content=[TextContent(type="text", text=json.dumps(structured, ensure_ascii=False)), *media],
+            content=[
+                TextContent(type="text", text=json.dumps(structured, ensure_ascii=False)),
+                *media,
+            ],
             structured_content=structured,
         )
 
@@ -249,7 +267,9 @@ def _error_result(text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
-def _models_of(handler: Callable[..., Awaitable[Any]], *, returns: type | None = None) -> tuple[type[BaseModel], Any]:
+def _models_of(
+    handler: Callable[..., Awaitable[Any]], *, returns: type | None = None
+) -> tuple[type[BaseModel], Any]:
     """The input and output models, read from the handler's annotations (``returns``: the one return
     type a host-notification handler may have instead of a model)."""
     where = getattr(handler, "__qualname__", repr(handler))
@@ -266,8 +286,14 @@ def _models_of(handler: Callable[..., Awaitable[Any]], *, returns: type | None =
     input_model, output_model = hints.get(params[0]), hints.get("return")
     if returns is not None and output_model is not returns:
         raise TypeError(f"handler {where} must return {returns!r}, got {output_model!r}")
-    checked = (("argument", input_model),) if returns is not None else (("argument", input_model), ("return", output_model))
+    checked = (
+        (("argument", input_model),)
+        if returns is not None
+        else (("argument", input_model), ("return", output_model))
+    )
     for role, model in checked:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
-            raise TypeError(f"tool {where} must annotate its {role} type with a pydantic model, got {model!r}")
+            raise TypeError(
+                f"tool {where} must annotate its {role} type with a pydantic model, got {model!r}"
+            )
     return input_model, output_model  # type: ignore[return-value]

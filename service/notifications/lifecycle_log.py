@@ -36,8 +36,18 @@ class LifecycleEvent:
 
 
 def render_event(event: LifecycleEvent) -> str:
-    return json.dumps({"sub": event.subscription_id, "event": event.event,
-                       "at": format_timestamp(event.received_at)}, separators=(",", ":"), sort_keys=True) + "\n"
+    return (
+        json.dumps(
+            {
+                "sub": event.subscription_id,
+                "event": event.event,
+                "at": format_timestamp(event.received_at),
+            },
+            separators=(",", ":"),
+            sort_keys=True,
+        )
+        + "\n"
+    )
 
 
 def parse_event_line(line: str) -> LifecycleEvent | None:
@@ -74,5 +84,7 @@ async def read_events(backend: MemoryBackend, offset: int) -> tuple[list[Lifecyc
     end = text.rfind("\n", start) + 1
     if end <= start:
         return [], start
-    events = [e for line in text[start:end].splitlines() if (e := parse_event_line(line)) is not None]
+    events = [
+        e for line in text[start:end].splitlines() if (e := parse_event_line(line)) is not None
+    ]
     return events, end

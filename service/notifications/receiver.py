@@ -77,7 +77,9 @@ class NotificationReceiver:
     async def endpoint(self, request: Request) -> Response:
         if self._in_flight >= self.max_concurrent:
             self._count("batch", "busy")
-            return PlainTextResponse("busy", status_code=503, headers={"Retry-After": str(BUSY_RETRY_AFTER_S)})
+            return PlainTextResponse(
+                "busy", status_code=503, headers={"Retry-After": str(BUSY_RETRY_AFTER_S)}
+            )
         # One event loop per process: the check above and this increment run without a yield between them.
         self._in_flight += 1
         try:
@@ -96,14 +98,18 @@ class NotificationReceiver:
             body = await _bounded_body(request, MAX_BODY_BYTES)
         except _BodyTooLarge:
             self._count("batch", "too_large")
-            return PlainTextResponse(f"payload too large: at most {MAX_BODY_BYTES} bytes", status_code=413)
+            return PlainTextResponse(
+                f"payload too large: at most {MAX_BODY_BYTES} bytes", status_code=413
+            )
         except ValueError:
-            return PlainTextResponse("Content-Length must be a non-negative integer", status_code=400)
+            return PlainTextResponse(
+                "Content-Length must be a non-negative integer", status_code=400
+            )
         try:
             batch = NotificationBatch.model_validate_json(body)
         except ValidationError:
             self._count("batch", "malformed")
-            return PlainTextResponse("expected {\"value\": [change notifications]}", status_code=400)
+            return PlainTextResponse('expected {"value": [change notifications]}', status_code=400)
         return await self._accept(batch)
 
     async def _accept(self, batch: NotificationBatch) -> Response:
@@ -120,7 +126,9 @@ class NotificationReceiver:
                 self._count("lifecycle", item.lifecycle_event)
             elif (ref := chat_message_of(item)) is not None:
                 if not may_bring_a_new_message(item):
-                    self._count("chat", "no_new_message")  # an edit or a reaction: nothing to read for
+                    self._count(
+                        "chat", "no_new_message"
+                    )  # an edit or a reaction: nothing to read for
                     continue
                 # The message exists by now; its creation time is not in a basic notification, so the
                 # hint says "something at least as new as this moment" and the reader reads the chat.
@@ -136,8 +144,10 @@ class NotificationReceiver:
                 await asyncio.wait_for(self.hints.add(hints), HINT_WRITE_BUDGET_S)
             except (StorageError, TimeoutError) as exc:
                 # Not acknowledged, so Graph sends it again: a notification is never dropped here.
-                log.warning("change hints not stored; asking Graph to retry", extra={"error": type(exc).__name__,
-                                                                                    "hints": len(hints)})
+                log.warning(
+                    "change hints not stored; asking Graph to retry",
+                    extra={"error": type(exc).__name__, "hints": len(hints)},
+                )
                 self._count("batch", "retry_requested")
                 return PlainTextResponse("store unavailable", status_code=503)
         if mail:
@@ -148,14 +158,18 @@ class NotificationReceiver:
                     await asyncio.wait_for(self.on_lifecycle(item), HINT_WRITE_BUDGET_S)
             except (StorageError, TimeoutError) as exc:
                 # The hints above are stored; Graph resends the whole batch, and a hint twice is harmless.
-                log.warning("lifecycle event not recorded; asking Graph to retry", extra={"error": type(exc).__name__})
+                log.warning(
+                    "lifecycle event not recorded; asking Graph to retry",
+                    extra={"error": type(exc).__name__},
+                )
                 self._count("batch", "retry_requested")
                 return PlainTextResponse("store unavailable", status_code=503)
         return Response(status_code=202)
 
     def _authentic(self, item: ChangeNotification) -> bool:
-        return item.client_state is not None and hmac.compare_digest(item.client_state.encode(),
-                                                                     self.client_state.encode())
+        return item.client_state is not None and hmac.compare_digest(
+            item.client_state.encode(), self.client_state.encode()
+        )
 
     def _count(self, kind: str, outcome: str) -> None:
         if self.metrics is not None:

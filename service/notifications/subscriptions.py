@@ -82,13 +82,27 @@ class Wanted:
         return self.lifetime / 2
 
 
-def wanted_subscriptions(agent_user_id: str, notification_url: str, lifecycle_url: str) -> tuple[Wanted, ...]:
+def wanted_subscriptions(
+    agent_user_id: str, notification_url: str, lifecycle_url: str
+) -> tuple[Wanted, ...]:
     user = agent_user_id.replace("'", "''")
     return (
-        Wanted(Source.CHAT, f"/users/{user}/chats/getAllMessages", "created,updated",
-               CHAT_MAX_LIFETIME - CLOCK_ALLOWANCE, notification_url, lifecycle_url),
-        Wanted(Source.EMAIL, f"/users/{user}/mailFolders('Inbox')/messages", "created",
-               MAIL_MAX_LIFETIME - CLOCK_ALLOWANCE, notification_url, lifecycle_url),
+        Wanted(
+            Source.CHAT,
+            f"/users/{user}/chats/getAllMessages",
+            "created,updated",
+            CHAT_MAX_LIFETIME - CLOCK_ALLOWANCE,
+            notification_url,
+            lifecycle_url,
+        ),
+        Wanted(
+            Source.EMAIL,
+            f"/users/{user}/mailFolders('Inbox')/messages",
+            "created",
+            MAIL_MAX_LIFETIME - CLOCK_ALLOWANCE,
+            notification_url,
+            lifecycle_url,
+        ),
     )
 
 
@@ -121,19 +135,33 @@ def parse_record(text: str) -> SubscriptionsRecord:
         kind = Source.from_subscription_name(name)
         if kind is None or not isinstance(entry, dict):
             continue  # a kind from a newer version: left alone, not guessed at
-        kept[kind] = Kept(require_str(entry, "id", _WHAT), require_str(entry, "resource", _WHAT),
-                                require_timestamp(entry, "expires_at", _WHAT),
-                                require_str(entry, "notification_url", _WHAT))
+        kept[kind] = Kept(
+            require_str(entry, "id", _WHAT),
+            require_str(entry, "resource", _WHAT),
+            require_timestamp(entry, "expires_at", _WHAT),
+            require_str(entry, "notification_url", _WHAT),
+        )
     return SubscriptionsRecord(kept, offset)
 
 
 def render_record(record: SubscriptionsRecord) -> str:
-    return json.dumps({
-        "lifecycle_offset": record.lifecycle_offset,
-        "subscriptions": {kind.subscription_name: {"id": k.id, "resource": k.resource, "expires_at": format_timestamp(k.expires_at),
-                                       "notification_url": k.notification_url}
-                          for kind, k in sorted(record.kept.items(), key=lambda item: item[0].subscription_name)},
-    }, sort_keys=True)
+    return json.dumps(
+        {
+            "lifecycle_offset": record.lifecycle_offset,
+            "subscriptions": {
+                kind.subscription_name: {
+                    "id": k.id,
+                    "resource": k.resource,
+                    "expires_at": format_timestamp(k.expires_at),
+                    "notification_url": k.notification_url,
+                }
+                for kind, k in sorted(
+                    record.kept.items(), key=lambda item: item[0].subscription_name
+                )
+            },
+        },
+        sort_keys=True,
+    )
 
 
 class Action(str, Enum):
@@ -151,8 +179,12 @@ class Decision:
     current: Kept | None = None
 
 
-def decide(wanted: Iterable[Wanted], kept: Mapping[Source, Kept], events: Iterable[LifecycleEvent],
-           now: datetime) -> list[Decision]:
+def decide(
+    wanted: Iterable[Wanted],
+    kept: Mapping[Source, Kept],
+    events: Iterable[LifecycleEvent],
+    now: datetime,
+) -> list[Decision]:
     """What to do for each wanted subscription (pure: the rules the tests pin). Events about a
     subscription the record does not keep are a former one's and change nothing."""
     by_id: dict[str, set[str]] = {}
@@ -170,9 +202,13 @@ def decide(wanted: Iterable[Wanted], kept: Mapping[Source, Kept], events: Iterab
         elif "subscriptionRemoved" in seen:
             decisions.append(Decision(w, Action.RECREATE, "subscriptionRemoved", current))
         elif now >= current.expires_at:
-            decisions.append(Decision(w, Action.RECREATE, "expired", current))  # Graph deletes it silently
+            decisions.append(
+                Decision(w, Action.RECREATE, "expired", current)
+            )  # Graph deletes it silently
         elif current.expires_at - now <= w.renew_before:
-            decisions.append(Decision(w, Action.RENEW, "due", current))  # a renewal also reauthorizes
+            decisions.append(
+                Decision(w, Action.RENEW, "due", current)
+            )  # a renewal also reauthorizes
         elif "reauthorizationRequired" in seen:
             decisions.append(Decision(w, Action.REAUTHORIZE, "reauthorizationRequired", current))
     return decisions
@@ -181,7 +217,9 @@ def decide(wanted: Iterable[Wanted], kept: Mapping[Source, Kept], events: Iterab
 def mail_missed(kept: Mapping[Source, Kept], events: Iterable[LifecycleEvent]) -> bool:
     """Graph dropped Inbox notifications (``missed``): read the mail rather than wait for the poll."""
     mail = kept.get(Source.EMAIL)
-    return any(e.event == "missed" and (mail is None or e.subscription_id == mail.id) for e in events)
+    return any(
+        e.event == "missed" and (mail is None or e.subscription_id == mail.id) for e in events
+    )
 
 
 @dataclass
@@ -208,7 +246,10 @@ class SubscriptionManager:
             return
         read = await read_parsed(self.backend, RECORD_KEY, parse_record)
         if read.outcome is ReadOutcome.UNRESOLVED:
-            log.warning("subscriptions record unresolved; managing nothing this cycle", extra={"why": read.why})
+            log.warning(
+                "subscriptions record unresolved; managing nothing this cycle",
+                extra={"why": read.why},
+            )
             return
         record = read.value if read.value is not None else SubscriptionsRecord()
         try:
@@ -257,25 +298,49 @@ class SubscriptionManager:
                     return self._counted(w, "reauthorized", current)
                 except GraphNotFound:
                     return await self._create(w, "recreated", "gone at reauthorization")
-            if decision.action is Action.RECREATE and current is not None and decision.reason == "settings changed":
+            if (
+                decision.action is Action.RECREATE
+                and current is not None
+                and decision.reason == "settings changed"
+            ):
                 await self._delete_quietly(current.id)
-            return await self._create(w, "created" if decision.action is Action.CREATE else "recreated",
-                                      decision.reason)
+            return await self._create(
+                w, "created" if decision.action is Action.CREATE else "recreated", decision.reason
+            )
         except GraphError as exc:
             # Tried again next cycle; until then the polls carry the load (notifications are only hints).
-            log.warning("subscription %s failed", decision.action.value,
-                        extra={"resource": w.kind.subscription_name, "error": type(exc).__name__, "status": exc.status})
+            log.warning(
+                "subscription %s failed",
+                decision.action.value,
+                extra={
+                    "resource": w.kind.subscription_name,
+                    "error": type(exc).__name__,
+                    "status": exc.status,
+                },
+            )
             self._count(w.kind, "failed")
             return None
 
     async def _create(self, w: Wanted, action: str, reason: str) -> Kept:
-        sub = await self.graph.create_subscription({
-            "changeType": w.change_type, "notificationUrl": w.notification_url,
-            "lifecycleNotificationUrl": w.lifecycle_url, "resource": w.resource,
-            "expirationDateTime": format_timestamp(self.clock() + w.lifetime), "clientState": self.client_state,
-        })
-        log.info("subscription %s", action, extra={"resource": w.kind.subscription_name, "subscription_id": sub.id,
-                                                    "reason": reason})
+        sub = await self.graph.create_subscription(
+            {
+                "changeType": w.change_type,
+                "notificationUrl": w.notification_url,
+                "lifecycleNotificationUrl": w.lifecycle_url,
+                "resource": w.resource,
+                "expirationDateTime": format_timestamp(self.clock() + w.lifetime),
+                "clientState": self.client_state,
+            }
+        )
+        log.info(
+            "subscription %s",
+            action,
+            extra={
+                "resource": w.kind.subscription_name,
+                "subscription_id": sub.id,
+                "reason": reason,
+            },
+        )
         return self._counted(w, action, self._kept(sub, w))
 
     def _kept(self, sub: GraphSubscription, w: Wanted) -> Kept:
@@ -285,7 +350,9 @@ class SubscriptionManager:
         self._count(w.kind, action)
         return kept
 
-    async def _store(self, record: SubscriptionsRecord, etag: str | None, created: list[str]) -> None:
+    async def _store(
+        self, record: SubscriptionsRecord, etag: str | None, created: list[str]
+    ) -> None:
         if not self.lease.held():
             await self._abandon(created, "lease lost before the record was written")
             return
@@ -299,10 +366,14 @@ class SubscriptionManager:
             await self._abandon(created, "another manager wrote the record")
         except StorageError as exc:
             # The write may have landed: the subscriptions are kept (they expire on their own if not).
-            log.warning("subscriptions record write outcome unknown", extra={"error": type(exc).__name__})
+            log.warning(
+                "subscriptions record write outcome unknown", extra={"error": type(exc).__name__}
+            )
 
     async def _abandon(self, created: list[str], why: str) -> None:
-        log.warning("deleting subscriptions created this cycle: %s", why, extra={"count": len(created)})
+        log.warning(
+            "deleting subscriptions created this cycle: %s", why, extra={"count": len(created)}
+        )
         for sub_id in created:
             await self._delete_quietly(sub_id)
 
@@ -311,7 +382,10 @@ class SubscriptionManager:
             await self.graph.delete_subscription(sub_id)
         except GraphError as exc:
             # Left to expire (at most the lifetime asked for); it only sends hints nobody needs.
-            log.info("subscription not deleted", extra={"subscription_id": sub_id, "error": type(exc).__name__})
+            log.info(
+                "subscription not deleted",
+                extra={"subscription_id": sub_id, "error": type(exc).__name__},
+            )
 
     def _publish(self, kept: Mapping[Source, Kept]) -> None:
         if self.metrics is not None:
@@ -319,9 +393,11 @@ class SubscriptionManager:
             for kind in Source:
                 current = kept.get(kind)
                 self.metrics.notification_subscriptions.labels(resource=kind.subscription_name).set(
-                    1 if current is not None and current.expires_at > now else 0)
+                    1 if current is not None and current.expires_at > now else 0
+                )
 
     def _count(self, kind: Source, action: str) -> None:
         if self.metrics is not None:
-            self.metrics.notification_subscription_changes.labels(resource=kind.subscription_name, action=action).inc()
-
+            self.metrics.notification_subscription_changes.labels(
+                resource=kind.subscription_name, action=action
+            ).inc()

@@ -54,10 +54,15 @@ class Notifications:
     def __post_init__(self) -> None:
         state = self.settings.notification_client_state
         assert state is not None  # Settings refuses a notification URL without it
-        self.receiver = NotificationReceiver(HintLog(self.backend, clock=self.clock), state.get_secret_value(),
-                                             on_mail=self._on_mail, on_lifecycle=self._on_lifecycle,
-                                             clock=self.clock, metrics=self.metrics,
-                                             max_concurrent=self.settings.notification_max_concurrent)
+        self.receiver = NotificationReceiver(
+            HintLog(self.backend, clock=self.clock),
+            state.get_secret_value(),
+            on_mail=self._on_mail,
+            on_lifecycle=self._on_lifecycle,
+            clock=self.clock,
+            metrics=self.metrics,
+            max_concurrent=self.settings.notification_max_concurrent,
+        )
 
     async def chat_subscription_live(self) -> bool:
         """Whether the fleet's chat subscription is live (the manager's record, read at most every
@@ -67,7 +72,11 @@ class Notifications:
         if now - self._live_checked_at >= LIVE_CHECK_S:
             self._live_checked_at = now
             read = await read_parsed(self.backend, RECORD_KEY, parse_record)
-            kept = read.value.kept.get(Source.CHAT) if read.outcome is ReadOutcome.PRESENT and read.value else None
+            kept = (
+                read.value.kept.get(Source.CHAT)
+                if read.outcome is ReadOutcome.PRESENT and read.value
+                else None
+            )
             self._live = kept is not None and kept.expires_at > self.clock() + LIVE_MARGIN
         return self._live
 
@@ -86,19 +95,30 @@ class Notifications:
         await record_event(self.backend, event)
         self.lifecycle_nudge.set()
 
-    def manager(self, graph: GraphClient, agent_user_id: str, replica_id: str) -> SubscriptionManager:
+    def manager(
+        self, graph: GraphClient, agent_user_id: str, replica_id: str
+    ) -> SubscriptionManager:
         url = self.settings.notification_url
         lifecycle = self.settings.lifecycle_url
         state = self.settings.notification_client_state
         assert url is not None and lifecycle is not None and state is not None
         lease = Lease(self.backend, ROLE, replica_id, clock=self.clock, metrics=self.metrics)
-        return SubscriptionManager(graph, self.backend, lease, wanted_subscriptions(agent_user_id, url, lifecycle),
-                                   state.get_secret_value(), on_mail_missed=self.mail_nudge.set,
-                                   poked=self.lifecycle_nudge, metrics=self.metrics, clock=self.clock)
+        return SubscriptionManager(
+            graph,
+            self.backend,
+            lease,
+            wanted_subscriptions(agent_user_id, url, lifecycle),
+            state.get_secret_value(),
+            on_mail_missed=self.mail_nudge.set,
+            poked=self.lifecycle_nudge,
+            metrics=self.metrics,
+            clock=self.clock,
+        )
 
 
-def notifications_from_settings(settings: Settings, backend: MemoryBackend, metrics: Metrics,
-                                clock: Clock = utc_now) -> Notifications | None:
+def notifications_from_settings(
+    settings: Settings, backend: MemoryBackend, metrics: Metrics, clock: Clock = utc_now
+) -> Notifications | None:
     if not settings.notification_url:
         return None
     return Notifications(settings, backend, metrics, clock)

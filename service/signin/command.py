@@ -29,20 +29,37 @@ def check_sign_in_settings(settings: Settings) -> None:
         raise TokenConfigurationError(
             f"ENTRABOT_AUTH_MODE={settings.auth_mode}: signin is for delegated mode, where the fleet acts as a "
             "signed-in person; set ENTRABOT_AUTH_MODE=delegated (and the settings docs/configuration.md lists "
-            "for it), or use the agent-user identity without signing in")
+            "for it), or use the agent-user identity without signing in"
+        )
     check_delegated_settings(settings)
 
 
-async def sign_in(settings: Settings, backend: MemoryBackend, *, replace: bool, timeout_s: float,
-                  out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> None:
+async def sign_in(
+    settings: Settings,
+    backend: MemoryBackend,
+    *,
+    replace: bool,
+    timeout_s: float,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> None:
     """Sign in and store the record; SignInEnded says why not."""
     async with new_http_client(read_timeout_s=settings.graph_timeout_s) as http:
-        flow = SignInFlow(public_client(settings, http), sign_in_store(settings, backend), http,
-                          settings.graph_url, settings.tenant_id or "")
+        flow = SignInFlow(
+            public_client(settings, http),
+            sign_in_store(settings, backend),
+            http,
+            settings.graph_url,
+            settings.tenant_id or "",
+        )
         try:
             code = await flow.start()
-            print(code.message or f"To sign in, open {code.verification_uri} and enter the code {code.user_code}.",
-                  file=out, flush=True)
+            print(
+                code.message
+                or f"To sign in, open {code.verification_uri} and enter the code {code.user_code}.",
+                file=out,
+                flush=True,
+            )
             with Countdown(err) as tick:
                 grant = await flow.wait(code, timeout_s=timeout_s, on_wait=tick)
             person = await flow.who(grant)
@@ -51,17 +68,30 @@ async def sign_in(settings: Settings, backend: MemoryBackend, *, replace: bool, 
         except EntraUnreachable as exc:
             raise SignInEnded(f"{exc}; nothing written") from None
         except GraphError as exc:
-            raise SignInEnded(f"signed in, but Graph's /me refused the new token ({exc}); check the app "
-                              "registration's Graph permissions (User.Read at least). Nothing written") from None
+            raise SignInEnded(
+                f"signed in, but Graph's /me refused the new token ({exc}); check the app "
+                "registration's Graph permissions (User.Read at least). Nothing written"
+            ) from None
         stored = await flow.save(grant, person, replace=replace)
-    print(f"signed in as {stored.record.person.describe()}; the sign-in is sealed in {flow.store.record_key} "
-          f"({backend.describe()}), sign-in {stored.record.generation} of this container", file=out, flush=True)
+    print(
+        f"signed in as {stored.record.person.describe()}; the sign-in is sealed in {flow.store.record_key} "
+        f"({backend.describe()}), sign-in {stored.record.generation} of this container",
+        file=out,
+        flush=True,
+    )
     if stored.replaced is not None:
-        print(f"this replaces the sign-in of {stored.replaced.describe()}: restart the replicas so they act for "
-              f"{stored.record.person.describe()}", file=out, flush=True)
+        print(
+            f"this replaces the sign-in of {stored.replaced.describe()}: restart the replicas so they act for "
+            f"{stored.record.person.describe()}",
+            file=out,
+            flush=True,
+        )
     else:
-        print("replicas use it from their next Graph call; start them now if they are waiting for a sign-in",
-              file=out, flush=True)
+        print(
+            "replicas use it from their next Graph call; start them now if they are waiting for a sign-in",
+            file=out,
+            flush=True,
+        )
 
 
 class Countdown:
@@ -76,7 +106,9 @@ class Countdown:
         if self._err.isatty():
             from tqdm import tqdm
 
-            bar = tqdm(desc="waiting for the sign-in", file=self._err, leave=False, bar_format="{desc}")
+            bar = tqdm(
+                desc="waiting for the sign-in", file=self._err, leave=False, bar_format="{desc}"
+            )
             self._close = bar.close
 
             def tick(remaining: float) -> None:
@@ -87,7 +119,9 @@ class Countdown:
         def line(remaining: float) -> None:
             if self._last_line is None or self._last_line - remaining >= _LINE_EVERY_S:
                 self._last_line = remaining
-                print(f"waiting for the sign-in ({remaining:.0f} s left)", file=self._err, flush=True)
+                print(
+                    f"waiting for the sign-in ({remaining:.0f} s left)", file=self._err, flush=True
+                )
 
         return line
 

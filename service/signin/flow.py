@@ -21,7 +21,13 @@ from service.clock import Clock, utc_now
 from service.graph.auth.tokens import GRAPH_SCOPE, StaticTokenProvider
 from service.graph.client import GraphClient
 from service.ledger.reads import ReadOutcome
-from service.signin.public_client import DeviceCode, Pending, PublicClient, TokenGrant, sign_in_scope
+from service.signin.public_client import (
+    DeviceCode,
+    Pending,
+    PublicClient,
+    TokenGrant,
+    sign_in_scope,
+)
 from service.signin.record import SignedInPerson, SignInRecord
 from service.signin.store import SignInStore
 from service.storage.errors import ConcurrencyError
@@ -56,8 +62,13 @@ class SignInFlow:
     async def start(self) -> DeviceCode:
         return await self.client.start_device_code(sign_in_scope(self.scope))
 
-    async def wait(self, code: DeviceCode, *, timeout_s: float,
-                   on_wait: Callable[[float], None] = lambda remaining: None) -> TokenGrant:
+    async def wait(
+        self,
+        code: DeviceCode,
+        *,
+        timeout_s: float,
+        on_wait: Callable[[float], None] = lambda remaining: None,
+    ) -> TokenGrant:
         """The person's tokens once they signed in; SignInEnded when the code or ``timeout_s`` runs out.
         ``on_wait`` hears the seconds left before each poll (the caller's progress display)."""
         deadline = self.monotonic() + min(code.expires_in_s, timeout_s)
@@ -65,8 +76,10 @@ class SignInFlow:
         while True:
             remaining = deadline - self.monotonic()
             if remaining <= 0:
-                raise SignInEnded(f"nobody signed in with the code {code.user_code} within "
-                                  f"{min(code.expires_in_s, timeout_s):.0f} s; run the command again for a new code")
+                raise SignInEnded(
+                    f"nobody signed in with the code {code.user_code} within "
+                    f"{min(code.expires_in_s, timeout_s):.0f} s; run the command again for a new code"
+                )
             on_wait(remaining)
             await self.sleep(min(interval, remaining))
             polled = await self.client.poll_device_code(code)
@@ -77,34 +90,50 @@ class SignInFlow:
 
     async def who(self, grant: TokenGrant) -> SignedInPerson:
         """GET /me with the new token: who signed in, as Graph sees them (and proof the token works there)."""
-        graph = GraphClient(self.graph_url, StaticTokenProvider(grant.access_token, expires_on=grant.expires_on),
-                            http=self.http)
+        graph = GraphClient(
+            self.graph_url,
+            StaticTokenProvider(grant.access_token, expires_on=grant.expires_on),
+            http=self.http,
+        )
         me = await graph.get_me()
         return SignedInPerson(me.id, me.user_principal_name, me.display_name)
 
     async def save(self, grant: TokenGrant, person: SignedInPerson, *, replace: bool) -> Stored:
         if grant.refresh_token is None:
-            raise SignInEnded("Entra signed the person in but sent no refresh token, so the fleet could not keep "
-                              "the sign-in past the first hour; check that the app registration allows public "
-                              "client flows and that offline_access is not blocked")
+            raise SignInEnded(
+                "Entra signed the person in but sent no refresh token, so the fleet could not keep "
+                "the sign-in past the first hour; check that the app registration allows public "
+                "client flows and that offline_access is not blocked"
+            )
         for _ in range(WRITE_ATTEMPTS):
             stored = await self.store.read()
             before = stored.record
             if stored.outcome is ReadOutcome.UNRESOLVED and stored.etag is None:
-                raise SignInEnded(f"the sign-in record cannot be read now ({stored.detail}); run the command "
-                                  "again. Nothing written")
+                raise SignInEnded(
+                    f"the sign-in record cannot be read now ({stored.detail}); run the command "
+                    "again. Nothing written"
+                )
             if stored.outcome is ReadOutcome.UNRESOLVED and not replace:
-                raise SignInEnded(f"the sign-in already in the container cannot be opened ({stored.detail}); pass "
-                                  "--replace to overwrite it with this one. Nothing written")
+                raise SignInEnded(
+                    f"the sign-in already in the container cannot be opened ({stored.detail}); pass "
+                    "--replace to overwrite it with this one. Nothing written"
+                )
             if before is not None and before.person.object_id != person.object_id and not replace:
-                raise SignInEnded(f"the container holds the sign-in of {before.person.describe()}; signing in "
-                                  f"as {person.describe()} changes whose chats and mail the fleet reads. Pass "
-                                  "--replace to do it (then restart the replicas). Nothing written")
+                raise SignInEnded(
+                    f"the container holds the sign-in of {before.person.describe()}; signing in "
+                    f"as {person.describe()} changes whose chats and mail the fleet reads. Pass "
+                    "--replace to do it (then restart the replicas). Nothing written"
+                )
             now = self.now()
             record = SignInRecord(
-                tenant_id=self.tenant_id, client_id=self.client.client_id, person=person,
-                refresh_token=grant.refresh_token, scope=sign_in_scope(self.scope), signed_in_at=now,
-                refreshed_at=now, refreshed_by=SIGNED_IN_BY,
+                tenant_id=self.tenant_id,
+                client_id=self.client.client_id,
+                person=person,
+                refresh_token=grant.refresh_token,
+                scope=sign_in_scope(self.scope),
+                signed_in_at=now,
+                refreshed_at=now,
+                refreshed_by=SIGNED_IN_BY,
                 generation=(before.generation + 1) if before is not None else 1,
                 access_tokens={self.scope: grant.cached()},
             )
@@ -112,7 +141,13 @@ class SignInFlow:
                 await self.store.write(record, etag=stored.etag)
             except ConcurrencyError:
                 continue  # a replica's refresh (or another sign-in) landed first: read it, replace it
-            replaced = before.person if before is not None and before.person.object_id != person.object_id else None
+            replaced = (
+                before.person
+                if before is not None and before.person.object_id != person.object_id
+                else None
+            )
             return Stored(record, replaced)
-        raise SignInEnded(f"the sign-in record kept changing while it was written ({WRITE_ATTEMPTS} attempts); "
-                          "run the command again")
+        raise SignInEnded(
+            f"the sign-in record kept changing while it was written ({WRITE_ATTEMPTS} attempts); "
+            "run the command again"
+        )

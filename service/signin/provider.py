@@ -36,7 +36,12 @@ from service.graph.auth.tokens import AccessToken
 from service.ledger.leases import Lease
 from service.ledger.reads import ReadOutcome
 from service.signin.errors import SIGN_IN_ADVICE, SignInRequired, SignInUnavailable
-from service.signin.public_client import EntraUnreachable, PublicClient, SignInRefused, sign_in_scope
+from service.signin.public_client import (
+    EntraUnreachable,
+    PublicClient,
+    SignInRefused,
+    sign_in_scope,
+)
 from service.signin.record import CachedToken, SignInRecord
 from service.signin.store import SignInStore, Unreadable
 from service.storage.backend import MemoryBackend
@@ -51,7 +56,9 @@ LEASE_TTL = timedelta(seconds=60)
 LEASE_MARGIN = timedelta(seconds=10)
 REFRESH_MARGIN_S = 300.0
 RECHECK_S = 5.0  # while another replica refreshes, look at the record again this soon
-MIN_USABLE_S = 30.0  # a token with less than this left is not handed out while waiting for a refresh
+MIN_USABLE_S = (
+    30.0  # a token with less than this left is not handed out while waiting for a refresh
+)
 WAIT_FOR_REFRESH_S = 20.0
 WAIT_POLL_S = 0.5
 # A refused refresh token is not redeemed again by this replica for this long (unless a new sign-in
@@ -59,9 +66,16 @@ WAIT_POLL_S = 0.5
 REFUSED_PAUSE_S = 60.0
 
 
-def refresh_lease(backend: MemoryBackend, replica_id: str, *, clock: Clock = utc_now,
-                  metrics: Metrics | None = None) -> Lease:
-    return Lease(backend, ROLE, replica_id, ttl=LEASE_TTL, margin=LEASE_MARGIN, clock=clock, metrics=metrics)
+def refresh_lease(
+    backend: MemoryBackend,
+    replica_id: str,
+    *,
+    clock: Clock = utc_now,
+    metrics: Metrics | None = None,
+) -> Lease:
+    return Lease(
+        backend, ROLE, replica_id, ttl=LEASE_TTL, margin=LEASE_MARGIN, clock=clock, metrics=metrics
+    )
 
 
 class DelegatedTokenProvider:
@@ -69,10 +83,20 @@ class DelegatedTokenProvider:
     first read: a record naming someone else later (a sign-in with ``--replace``) refuses every token
     until the replica restarts, since its agent identity, sponsor and sent messages are that person's."""
 
-    def __init__(self, store: SignInStore, client: PublicClient, lease: Lease, *, replica_id: str,
-                 tenant_id: str, refresh_margin_s: float = REFRESH_MARGIN_S, clock: Callable[[], float] = time.time,
-                 now: Clock = utc_now, monotonic: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        store: SignInStore,
+        client: PublicClient,
+        lease: Lease,
+        *,
+        replica_id: str,
+        tenant_id: str,
+        refresh_margin_s: float = REFRESH_MARGIN_S,
+        clock: Callable[[], float] = time.time,
+        now: Clock = utc_now,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self._store = store
         self._client = client
         self._lease = lease
@@ -84,20 +108,26 @@ class DelegatedTokenProvider:
         self._monotonic = monotonic
         self._sleep = sleep
         self._cache = SingleFlightTokenCache(refresh_margin_s=refresh_margin_s, clock=clock)
-        self._rejected: dict[str, str] = {}  # per scope, the token Graph refused (kept in memory only)
+        self._rejected: dict[
+            str, str
+        ] = {}  # per scope, the token Graph refused (kept in memory only)
         self._person: str | None = None
         self._refused: tuple[str, float, str] | None = None  # (refresh token, until, message)
 
     def describe(self) -> str:
-        return (f"the signed-in person's tokens for app {self._client.client_id}, from the sealed record "
-                f"{self._store.record_key}, refreshed by the {ROLE} lease holder at {self._client.token_url}")
+        return (
+            f"the signed-in person's tokens for app {self._client.client_id}, from the sealed record "
+            f"{self._store.record_key}, refreshed by the {ROLE} lease holder at {self._client.token_url}"
+        )
 
     async def get_token(self, scope: str) -> AccessToken:
         return await self._cache.get_until(scope, lambda: self._obtain(scope))
 
     def invalidate(self, scope: str, rejected: str | None = None) -> None:
         if self._cache.invalidate(scope, rejected) and rejected is not None:
-            self._rejected[scope] = rejected  # the record may still hold it: refresh rather than reuse it
+            self._rejected[scope] = (
+                rejected  # the record may still hold it: refresh rather than reuse it
+            )
 
     # --- the protocol ---
 
@@ -118,13 +148,22 @@ class DelegatedTokenProvider:
                 finally:
                     await self._lease.release()  # the next refresh may be anyone's at once
             current = record.access_tokens.get(scope)
-            if (current is not None and current.token != self._rejected.get(scope)
-                    and current.expires_on - self._clock() > MIN_USABLE_S):
+            if (
+                current is not None
+                and current.token != self._rejected.get(scope)
+                and current.expires_on - self._clock() > MIN_USABLE_S
+            ):
                 return AccessToken(current.token, current.expires_on), self._clock() + RECHECK_S
             if self._monotonic() >= deadline:
-                holder = self._lease.last_known.holder if self._lease.last_known is not None else "another replica"
-                raise SignInUnavailable(f"the signed-in person's token is being refreshed by {holder} and was not "
-                                        f"ready within {WAIT_FOR_REFRESH_S:.0f} s; the next call tries again")
+                holder = (
+                    self._lease.last_known.holder
+                    if self._lease.last_known is not None
+                    else "another replica"
+                )
+                raise SignInUnavailable(
+                    f"the signed-in person's token is being refreshed by {holder} and was not "
+                    f"ready within {WAIT_FOR_REFRESH_S:.0f} s; the next call tries again"
+                )
             await self._sleep(WAIT_POLL_S)
             record, _ = await self._read()
             token = self._usable(record, scope)
@@ -138,29 +177,43 @@ class DelegatedTokenProvider:
             return self._timed(token)
         self._raise_if_refused(record)
         try:
-            grant = await self._client.redeem_refresh_token(record.refresh_token, sign_in_scope(scope))
+            grant = await self._client.redeem_refresh_token(
+                record.refresh_token, sign_in_scope(scope)
+            )
         except SignInRefused as exc:
-            message = (f"Entra refused the refresh token of {record.person.describe()} ({exc.code or exc.error}); "
-                       f"{SIGN_IN_ADVICE} to sign in again")
+            message = (
+                f"Entra refused the refresh token of {record.person.describe()} ({exc.code or exc.error}); "
+                f"{SIGN_IN_ADVICE} to sign in again"
+            )
             self._refused = (record.refresh_token, self._monotonic() + REFUSED_PAUSE_S, message)
-            log.warning("the signed-in person's refresh token was refused; sign in again",
-                        extra={"code": exc.code, "error": exc.error})
+            log.warning(
+                "the signed-in person's refresh token was refused; sign in again",
+                extra={"code": exc.code, "error": exc.error},
+            )
             raise SignInRequired(message, code=exc.code) from None
         except EntraUnreachable as exc:
             raise SignInUnavailable(str(exc)) from None
         fresh = grant.cached()
-        updated = record.refreshed(scope, fresh, grant.refresh_token, at=self._now(), by=self._replica_id)
+        updated = record.refreshed(
+            scope, fresh, grant.refresh_token, at=self._now(), by=self._replica_id
+        )
         try:
             await self._store.write(updated, etag=etag)
-            log.info("the signed-in person's token was refreshed for the fleet",
-                     extra={"generation": updated.generation, "refreshes": updated.refreshes})
+            log.info(
+                "the signed-in person's token was refreshed for the fleet",
+                extra={"generation": updated.generation, "refreshes": updated.refreshes},
+            )
         except ConcurrencyError:
-            await self._read()  # another writer came first: fine while it is the same person (else this raises)
+            await (
+                self._read()
+            )  # another writer came first: fine while it is the same person (else this raises)
             log.info("the sign-in record changed during a refresh; the stored one stands")
         except StorageError as exc:
             # The old record, with a refresh token Entra still honours, stays for the others.
-            log.warning("a refreshed token could not be written; this replica uses it, the others refresh again",
-                        extra={"error": type(exc).__name__})
+            log.warning(
+                "a refreshed token could not be written; this replica uses it, the others refresh again",
+                extra={"error": type(exc).__name__},
+            )
         self._rejected.pop(scope, None)
         return self._timed(fresh)
 
@@ -169,27 +222,39 @@ class DelegatedTokenProvider:
     async def _read(self) -> tuple[SignInRecord, str | None]:
         stored = await self._store.read()
         if stored.outcome is ReadOutcome.ABSENT:
-            raise SignInRequired(f"nobody has signed in for delegated mode ({self._store.record_key} is absent); "
-                                 f"{SIGN_IN_ADVICE}")
+            raise SignInRequired(
+                f"nobody has signed in for delegated mode ({self._store.record_key} is absent); "
+                f"{SIGN_IN_ADVICE}"
+            )
         if stored.record is None:
             if stored.unreadable is Unreadable.WRONG_KEY:
-                raise SignInRequired(f"the sign-in record is sealed under another key ({stored.detail}): set "
-                                     "ENTRABOT_DELEGATED_TOKEN_KEY to the key `entrabot-fleet signin` used, or "
-                                     f"{SIGN_IN_ADVICE} with this key")
+                raise SignInRequired(
+                    f"the sign-in record is sealed under another key ({stored.detail}): set "
+                    "ENTRABOT_DELEGATED_TOKEN_KEY to the key `entrabot-fleet signin` used, or "
+                    f"{SIGN_IN_ADVICE} with this key"
+                )
             if stored.unreadable is Unreadable.CORRUPT:
-                raise SignInRequired(f"the sign-in record does not open ({stored.detail}); {SIGN_IN_ADVICE}")
-            raise SignInUnavailable(f"the sign-in record cannot be read now ({stored.detail}); the next call "
-                                    "tries again")
+                raise SignInRequired(
+                    f"the sign-in record does not open ({stored.detail}); {SIGN_IN_ADVICE}"
+                )
+            raise SignInUnavailable(
+                f"the sign-in record cannot be read now ({stored.detail}); the next call "
+                "tries again"
+            )
         record = stored.record
         if record.client_id != self._client.client_id or record.tenant_id != self._tenant_id:
-            raise SignInRequired(f"the sign-in record is for app {record.client_id} of tenant {record.tenant_id}, "
-                                 f"not ENTRABOT_DELEGATED_CLIENT_ID={self._client.client_id} of "
-                                 f"ENTRABOT_TENANT_ID={self._tenant_id}; {SIGN_IN_ADVICE}")
+            raise SignInRequired(
+                f"the sign-in record is for app {record.client_id} of tenant {record.tenant_id}, "
+                f"not ENTRABOT_DELEGATED_CLIENT_ID={self._client.client_id} of "
+                f"ENTRABOT_TENANT_ID={self._tenant_id}; {SIGN_IN_ADVICE}"
+            )
         if self._person is None:
             self._person = record.person.object_id
         elif record.person.object_id != self._person:
-            raise SignInRequired(f"the container's sign-in now belongs to {record.person.describe()}, and this "
-                                 "replica acts for the person signed in when it started: restart the replicas")
+            raise SignInRequired(
+                f"the container's sign-in now belongs to {record.person.describe()}, and this "
+                "replica acts for the person signed in when it started: restart the replicas"
+            )
         return record, stored.etag
 
     def _usable(self, record: SignInRecord, scope: str) -> CachedToken | None:

@@ -82,7 +82,9 @@ class SignInRefused(Exception):
     ``error`` is the OAuth error (``invalid_grant``, ``expired_token``…), ``code`` the AADSTS code;
     the message carries Entra's description with anything we sent redacted."""
 
-    def __init__(self, message: str, *, error: str | None, code: str | None, status: int | None) -> None:
+    def __init__(
+        self, message: str, *, error: str | None, code: str | None, status: int | None
+    ) -> None:
         super().__init__(message)
         self.error = error
         self.code = code
@@ -94,31 +96,58 @@ class EntraUnreachable(Exception):
 
 
 class PublicClient:
-    def __init__(self, http: httpx.AsyncClient, authority: str, tenant_id: str, client_id: str, *,
-                 clock: Callable[[], float], metrics: Metrics | None = None,
-                 sleep: Callable[[float], Awaitable[None]] | None = None) -> None:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        authority: str,
+        tenant_id: str,
+        client_id: str,
+        *,
+        clock: Callable[[], float],
+        metrics: Metrics | None = None,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
+    ) -> None:
         self.client_id = client_id
-        extra: dict[str, Any] = {"metrics": metrics, "clock": clock, **({"sleep": sleep} if sleep else {})}
+        extra: dict[str, Any] = {
+            "metrics": metrics,
+            "clock": clock,
+            **({"sleep": sleep} if sleep else {}),
+        }
         self._token = TokenEndpoint(http, token_url(authority, tenant_id), **extra)
-        self._devicecode = TokenEndpoint(http, f"{authority.rstrip('/')}/{tenant_id}/oauth2/v2.0/devicecode",
-                                         **extra)
+        self._devicecode = TokenEndpoint(
+            http, f"{authority.rstrip('/')}/{tenant_id}/oauth2/v2.0/devicecode", **extra
+        )
 
     @property
     def token_url(self) -> str:
         return self._token.url
 
     async def start_device_code(self, scope: str) -> DeviceCode:
-        answer = await self._post(self._devicecode, {"client_id": self.client_id, "scope": scope}, "device code")
+        answer = await self._post(
+            self._devicecode, {"client_id": self.client_id, "scope": scope}, "device code"
+        )
         body = _object(answer)
         try:
-            return DeviceCode(str(body["user_code"]), str(body["verification_uri"]), str(body.get("message", "")),
-                              float(body["expires_in"]), float(body.get("interval", 5)), str(body["device_code"]))
+            return DeviceCode(
+                str(body["user_code"]),
+                str(body["verification_uri"]),
+                str(body.get("message", "")),
+                float(body["expires_in"]),
+                float(body.get("interval", 5)),
+                str(body["device_code"]),
+            )
         except (KeyError, TypeError, ValueError):
-            raise EntraUnreachable(f"{self._devicecode.url} answered 200 without a device code; check "
-                                   "ENTRABOT_AUTHORITY") from None
+            raise EntraUnreachable(
+                f"{self._devicecode.url} answered 200 without a device code; check "
+                "ENTRABOT_AUTHORITY"
+            ) from None
 
     async def poll_device_code(self, code: DeviceCode) -> TokenGrant | Pending:
-        form = {"grant_type": DEVICE_CODE_GRANT, "client_id": self.client_id, "device_code": code.device_code}
+        form = {
+            "grant_type": DEVICE_CODE_GRANT,
+            "client_id": self.client_id,
+            "device_code": code.device_code,
+        }
         answer = await self._token.request(_METRIC, _static(form), span="Entra device code poll")
         if answer.status is not None and answer.status >= 400 and isinstance(answer.body, dict):
             error = answer.body.get("error")
@@ -127,12 +156,18 @@ class PublicClient:
         return _grant(self._verdict(answer, self._token, "device code sign-in"), answer.started)
 
     async def redeem_refresh_token(self, refresh_token: str, scope: str) -> TokenGrant:
-        form = {"grant_type": "refresh_token", "client_id": self.client_id, "refresh_token": refresh_token,
-                "scope": scope}
+        form = {
+            "grant_type": "refresh_token",
+            "client_id": self.client_id,
+            "refresh_token": refresh_token,
+            "scope": scope,
+        }
         answer = await self._post(self._token, form, "refresh")
         return _grant(_object(answer), answer.started)
 
-    async def _post(self, endpoint: TokenEndpoint, form: Mapping[str, str], what: str) -> EntraAnswer:
+    async def _post(
+        self, endpoint: TokenEndpoint, form: Mapping[str, str], what: str
+    ) -> EntraAnswer:
         answer = await endpoint.request(_METRIC, _static(form), span=f"Entra {what}")
         self._verdict(answer, endpoint, what)
         return answer
@@ -142,14 +177,30 @@ class PublicClient:
         if answer.status == 200:
             return _object(answer)
         if answer.status is None or answer.status >= 500 or answer.status == 429:
-            reason = f"HTTP {answer.status}" if answer.status is not None else f"no answer ({answer.body})"
-            raise EntraUnreachable(f"{what} at {endpoint.url}: {reason} after retries; check ENTRABOT_AUTHORITY "
-                                   "and the network path to it")
-        code, description = entra_error(answer.body, {k: v for k, v in answer.form.items() if k in _SECRETS})
+            reason = (
+                f"HTTP {answer.status}"
+                if answer.status is not None
+                else f"no answer ({answer.body})"
+            )
+            raise EntraUnreachable(
+                f"{what} at {endpoint.url}: {reason} after retries; check ENTRABOT_AUTHORITY "
+                "and the network path to it"
+            )
+        code, description = entra_error(
+            answer.body, {k: v for k, v in answer.form.items() if k in _SECRETS}
+        )
         error = answer.body.get("error") if isinstance(answer.body, dict) else None
-        said = f"{code}: {description}" if code and description else (description or f"HTTP {answer.status}")
-        raise SignInRefused(f"Entra refused the {what} ({error or answer.status}) — {said}", error=error,
-                            code=code, status=answer.status)
+        said = (
+            f"{code}: {description}"
+            if code and description
+            else (description or f"HTTP {answer.status}")
+        )
+        raise SignInRefused(
+            f"Entra refused the {what} ({error or answer.status}) — {said}",
+            error=error,
+            code=code,
+            status=answer.status,
+        )
 
 
 def _static(form: Mapping[str, str]) -> Callable[[], Awaitable[Mapping[str, str]]]:
@@ -170,9 +221,16 @@ def _grant(body: Mapping[str, Any], started: float) -> TokenGrant:
     except ValueError:
         lifetime = -1.0
     if not isinstance(token, str) or not token or not (0 < lifetime < math.inf):
-        raise EntraUnreachable("the token endpoint answered 200 without a usable access_token and expires_in; "
-                               "check ENTRABOT_AUTHORITY")
+        raise EntraUnreachable(
+            "the token endpoint answered 200 without a usable access_token and expires_in; "
+            "check ENTRABOT_AUTHORITY"
+        )
     refresh = body.get("refresh_token")
     scope = body.get("scope")
-    return TokenGrant(token, started + lifetime, refresh if isinstance(refresh, str) and refresh else None,
-                      scope if isinstance(scope, str) else "", started)
+    return TokenGrant(
+        token,
+        started + lifetime,
+        refresh if isinstance(refresh, str) and refresh else None,
+        scope if isinstance(scope, str) else "",
+        started,
+    )

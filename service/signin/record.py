@@ -64,26 +64,45 @@ class SignInRecord:
         token = self.access_tokens.get(scope)
         return token if token is not None and now < token.use_until(margin_s) else None
 
-    def refreshed(self, scope: str, token: CachedToken, refresh_token: str | None, *, at: datetime,
-                  by: str) -> SignInRecord:
+    def refreshed(
+        self, scope: str, token: CachedToken, refresh_token: str | None, *, at: datetime, by: str
+    ) -> SignInRecord:
         """The record after a refresh: the new token, and the new refresh token (Entra hands out a fresh
         one on every use; without one, the old one stays)."""
-        return replace(self, access_tokens={**self.access_tokens, scope: token},
-                       refresh_token=refresh_token or self.refresh_token, refreshed_at=at, refreshed_by=by,
-                       refreshes=self.refreshes + 1)
+        return replace(
+            self,
+            access_tokens={**self.access_tokens, scope: token},
+            refresh_token=refresh_token or self.refresh_token,
+            refreshed_at=at,
+            refreshed_by=by,
+            refreshes=self.refreshes + 1,
+        )
 
 
 def render_record(record: SignInRecord) -> str:
-    return json.dumps({
-        "tenant_id": record.tenant_id, "client_id": record.client_id,
-        "person": {"object_id": record.person.object_id, "upn": record.person.upn,
-                   "display_name": record.person.display_name},
-        "refresh_token": record.refresh_token, "scope": record.scope,
-        "signed_in_at": format_timestamp(record.signed_in_at), "refreshed_at": format_timestamp(record.refreshed_at),
-        "refreshed_by": record.refreshed_by, "generation": record.generation, "refreshes": record.refreshes,
-        "access_tokens": {scope: {"token": t.token, "expires_on": t.expires_on, "obtained_at": t.obtained_at}
-                          for scope, t in sorted(record.access_tokens.items())},
-    }, sort_keys=True)
+    return json.dumps(
+        {
+            "tenant_id": record.tenant_id,
+            "client_id": record.client_id,
+            "person": {
+                "object_id": record.person.object_id,
+                "upn": record.person.upn,
+                "display_name": record.person.display_name,
+            },
+            "refresh_token": record.refresh_token,
+            "scope": record.scope,
+            "signed_in_at": format_timestamp(record.signed_in_at),
+            "refreshed_at": format_timestamp(record.refreshed_at),
+            "refreshed_by": record.refreshed_by,
+            "generation": record.generation,
+            "refreshes": record.refreshes,
+            "access_tokens": {
+                scope: {"token": t.token, "expires_on": t.expires_on, "obtained_at": t.obtained_at}
+                for scope, t in sorted(record.access_tokens.items())
+            },
+        },
+        sort_keys=True,
+    )
 
 
 def parse_record(text: str) -> SignInRecord:
@@ -93,14 +112,20 @@ def parse_record(text: str) -> SignInRecord:
     if not isinstance(person, dict):
         raise CorruptValueError(f"{_WHAT}: field 'person' must be an object")
     return SignInRecord(
-        tenant_id=require_str(obj, "tenant_id", _WHAT), client_id=require_str(obj, "client_id", _WHAT),
-        person=SignedInPerson(require_str(person, "object_id", _WHAT), optional_str(person, "upn", _WHAT),
-                              optional_str(person, "display_name", _WHAT)),
-        refresh_token=require_str(obj, "refresh_token", _WHAT), scope=require_str(obj, "scope", _WHAT),
+        tenant_id=require_str(obj, "tenant_id", _WHAT),
+        client_id=require_str(obj, "client_id", _WHAT),
+        person=SignedInPerson(
+            require_str(person, "object_id", _WHAT),
+            optional_str(person, "upn", _WHAT),
+            optional_str(person, "display_name", _WHAT),
+        ),
+        refresh_token=require_str(obj, "refresh_token", _WHAT),
+        scope=require_str(obj, "scope", _WHAT),
         signed_in_at=require_timestamp(obj, "signed_in_at", _WHAT),
         refreshed_at=require_timestamp(obj, "refreshed_at", _WHAT),
         refreshed_by=require_str(obj, "refreshed_by", _WHAT),
-        generation=_count(obj, "generation", minimum=1), refreshes=_count(obj, "refreshes", minimum=0),
+        generation=_count(obj, "generation", minimum=1),
+        refreshes=_count(obj, "refreshes", minimum=0),
         access_tokens=_tokens(obj.get("access_tokens", {})),
     )
 
@@ -118,10 +143,15 @@ def _tokens(value: object) -> dict[str, CachedToken]:
     tokens: dict[str, CachedToken] = {}
     for scope, entry in value.items():
         token = entry.get("token") if isinstance(entry, dict) else None
-        times = [entry.get(name) if isinstance(entry, dict) else None for name in ("expires_on", "obtained_at")]
+        times = [
+            entry.get(name) if isinstance(entry, dict) else None
+            for name in ("expires_on", "obtained_at")
+        ]
         if not isinstance(token, str) or not token or not all(_number(t) for t in times):
-            raise CorruptValueError(f"{_WHAT}: field 'access_tokens': the token for {scope!r} must have a "
-                                    "token, expires_on and obtained_at")
+            raise CorruptValueError(
+                f"{_WHAT}: field 'access_tokens': the token for {scope!r} must have a "
+                "token, expires_on and obtained_at"
+            )
         expires_on, obtained_at = (float(t) for t in times if isinstance(t, (int, float)))
         tokens[scope] = CachedToken(token, expires_on, obtained_at)
     return tokens

@@ -42,8 +42,9 @@ def decode_key(text: str) -> bytes:
     """The key's bytes from its setting (standard or URL-safe base64); ValueError says what it must be."""
     cleaned = "".join(text.split())
     try:
-        raw = base64.b64decode(cleaned.replace("-", "+").replace("_", "/") + "=" * (-len(cleaned) % 4),
-                               validate=True)
+        raw = base64.b64decode(
+            cleaned.replace("-", "+").replace("_", "/") + "=" * (-len(cleaned) % 4), validate=True
+        )
     except (binascii.Error, ValueError):
         raise ValueError(f"is not base64; it must be {KEY_ADVICE}") from None
     if len(raw) != KEY_BYTES:
@@ -69,8 +70,10 @@ class SealingKey:
     def seal(self, plaintext: bytes, *, bound_to: str) -> str:
         nonce = os.urandom(_NONCE_BYTES)
         sealed = self._aead.encrypt(nonce, plaintext, bound_to.encode())
-        return json.dumps({"format": FORMAT, "key_id": self.key_id, "nonce": _b64(nonce), "sealed": _b64(sealed)},
-                          sort_keys=True)
+        return json.dumps(
+            {"format": FORMAT, "key_id": self.key_id, "nonce": _b64(nonce), "sealed": _b64(sealed)},
+            sort_keys=True,
+        )
 
     def open(self, envelope: str, *, bound_to: str) -> bytes:
         try:
@@ -81,12 +84,19 @@ class SealingKey:
         if fmt != FORMAT:
             raise SealError(SealProblem.CORRUPT, f"sealed in an unknown format {str(fmt)[:40]!r}")
         if key_id != self.key_id:
-            raise SealError(SealProblem.WRONG_KEY, f"sealed under key {str(key_id)[:16]}, not this key {self.key_id}")
+            raise SealError(
+                SealProblem.WRONG_KEY,
+                f"sealed under key {str(key_id)[:16]}, not this key {self.key_id}",
+            )
         try:
-            return self._aead.decrypt(base64.b64decode(nonce), base64.b64decode(sealed), bound_to.encode())
+            return self._aead.decrypt(
+                base64.b64decode(nonce), base64.b64decode(sealed), bound_to.encode()
+            )
         except (InvalidTag, binascii.Error, ValueError, TypeError):
-            raise SealError(SealProblem.CORRUPT, "fails authentication: altered, truncated or copied from "
-                            "another key") from None
+            raise SealError(
+                SealProblem.CORRUPT,
+                "fails authentication: altered, truncated or copied from another key",
+            ) from None
 
 
 def _b64(data: bytes) -> str:

@@ -35,7 +35,9 @@ class StoredSignIn:
 
 
 class SignInStore:
-    def __init__(self, backend: MemoryBackend, key: SealingKey, *, record_key: str = SIGN_IN_KEY) -> None:
+    def __init__(
+        self, backend: MemoryBackend, key: SealingKey, *, record_key: str = SIGN_IN_KEY
+    ) -> None:
         self._backend = backend
         self._key = key
         self.record_key = record_key
@@ -49,21 +51,38 @@ class SignInStore:
         try:
             content, etag = await self._backend.read_text_with_etag(self.record_key)
         except StorageError as exc:
-            return StoredSignIn(ReadOutcome.UNRESOLVED, unreadable=Unreadable.STORE_FAILED,
-                                detail=f"{type(exc).__name__} reading {self.record_key}")
+            return StoredSignIn(
+                ReadOutcome.UNRESOLVED,
+                unreadable=Unreadable.STORE_FAILED,
+                detail=f"{type(exc).__name__} reading {self.record_key}",
+            )
         if content is None:
             return StoredSignIn(ReadOutcome.ABSENT)
         if etag is None:
-            return StoredSignIn(ReadOutcome.UNRESOLVED, unreadable=Unreadable.NO_ETAG,
-                                detail=f"{self.record_key} came back without an ETag")
+            return StoredSignIn(
+                ReadOutcome.UNRESOLVED,
+                unreadable=Unreadable.NO_ETAG,
+                detail=f"{self.record_key} came back without an ETag",
+            )
         try:
             record = parse_record(self._key.open(content, bound_to=self.record_key).decode())
         except SealError as exc:
-            kind = Unreadable.WRONG_KEY if exc.problem is SealProblem.WRONG_KEY else Unreadable.CORRUPT
-            return StoredSignIn(ReadOutcome.UNRESOLVED, etag=etag, unreadable=kind, detail=f"{self.record_key}: {exc}")
+            kind = (
+                Unreadable.WRONG_KEY if exc.problem is SealProblem.WRONG_KEY else Unreadable.CORRUPT
+            )
+            return StoredSignIn(
+                ReadOutcome.UNRESOLVED,
+                etag=etag,
+                unreadable=kind,
+                detail=f"{self.record_key}: {exc}",
+            )
         except (CorruptValueError, UnicodeDecodeError) as exc:
-            return StoredSignIn(ReadOutcome.UNRESOLVED, etag=etag, unreadable=Unreadable.CORRUPT,
-                                detail=f"{self.record_key}: {exc}")
+            return StoredSignIn(
+                ReadOutcome.UNRESOLVED,
+                etag=etag,
+                unreadable=Unreadable.CORRUPT,
+                detail=f"{self.record_key}: {exc}",
+            )
         return StoredSignIn(ReadOutcome.PRESENT, record=record, etag=etag)
 
     async def write(self, record: SignInRecord, *, etag: str | None) -> str:

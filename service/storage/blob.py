@@ -22,7 +22,12 @@ from typing import Any
 
 from azure.core import MatchConditions
 from azure.core.credentials_async import AsyncTokenCredential
-from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError, ResourceNotFoundError
+from azure.core.exceptions import (
+    AzureError,
+    HttpResponseError,
+    ResourceExistsError,
+    ResourceNotFoundError,
+)
 from azure.storage.blob import BlobProperties, BlobType, ContentSettings
 from azure.storage.blob.aio import BlobClient, BlobServiceClient
 from opentelemetry import trace
@@ -130,8 +135,13 @@ class BlobBackend:
         """OAuth with an azure-core credential (DefaultAzureCredential for AKS workload identity)."""
         url = parse_endpoint(endpoint, require_https=True)
         service = BlobServiceClient(url, credential=credential, **options.client_kwargs())
-        return cls(service, container, owned_credential=credential if close_credential else None, metrics=metrics,
-                   bearer=True)
+        return cls(
+            service,
+            container,
+            owned_credential=credential if close_credential else None,
+            metrics=metrics,
+            bearer=True,
+        )
 
     @classmethod
     def from_token_provider(
@@ -145,8 +155,12 @@ class BlobBackend:
     ) -> BlobBackend:
         """OAuth with a token from ``provider`` (the agent-user storage token)."""
         return cls.from_credential(
-            endpoint, container, TokenProviderCredential(provider), close_credential=True,
-            options=options, metrics=metrics,
+            endpoint,
+            container,
+            TokenProviderCredential(provider),
+            close_credential=True,
+            options=options,
+            metrics=metrics,
         )
 
     # --- plumbing ---
@@ -166,7 +180,9 @@ class BlobBackend:
         """Translate SDK failures into StorageErrors and record the operation."""
         started = time.perf_counter()
         outcome = "cancelled"
-        span = _tracer.start_span(f"blob.{op.value}", attributes={"entrabot.blob.container": self._container_name})
+        span = _tracer.start_span(
+            f"blob.{op.value}", attributes={"entrabot.blob.container": self._container_name}
+        )
         try:
             yield
             outcome = "ok"
@@ -175,7 +191,9 @@ class BlobBackend:
             error = storage_error_from(exc, op, target)
             outcome = outcome_label(error)
             raise error from exc
-        except Exception as exc:  # e.g. a StorageError from the token adapter; recorded, not altered
+        except (
+            Exception
+        ) as exc:  # e.g. a StorageError from the token adapter; recorded, not altered
             outcome = outcome_label(exc)
             raise
         finally:
@@ -184,7 +202,9 @@ class BlobBackend:
             if self._metrics is not None:
                 area = area_of(key)
                 self._metrics.blob_operations.labels(op=op.value, outcome=outcome, area=area).inc()
-                self._metrics.blob_latency.labels(op=op.value, area=area).observe(time.perf_counter() - started)
+                self._metrics.blob_latency.labels(op=op.value, area=area).observe(
+                    time.perf_counter() - started
+                )
 
     # --- MemoryBackend ---
 
@@ -215,11 +235,16 @@ class BlobBackend:
         if if_absent:
             op, condition = BlobOp.CREATE, {"match_condition": MatchConditions.IfMissing}
         elif if_match is not None:
-            op, condition = BlobOp.IF_MATCH, {"etag": if_match, "match_condition": MatchConditions.IfNotModified}
+            op, condition = (
+                BlobOp.IF_MATCH,
+                {"etag": if_match, "match_condition": MatchConditions.IfNotModified},
+            )
         else:
             op, condition = BlobOp.OVERWRITE, {"overwrite": True}
         async with self._call(op, key):
-            result = await blob.upload_blob(content.encode("utf-8"), content_settings=_TEXT, **condition, **_SEND_ONCE)
+            result = await blob.upload_blob(
+                content.encode("utf-8"), content_settings=_TEXT, **condition, **_SEND_ONCE
+            )
         return str(result["etag"])
 
     async def append_text(self, key: str, content: str) -> None:
@@ -265,7 +290,10 @@ class BlobBackend:
         blob = self._blob(key)
         async with self._call(BlobOp.IF_MATCH, key):
             await blob.create_append_blob(
-                content_settings=_TEXT, etag=if_match, match_condition=MatchConditions.IfNotModified, **_SEND_ONCE
+                content_settings=_TEXT,
+                etag=if_match,
+                match_condition=MatchConditions.IfNotModified,
+                **_SEND_ONCE,
             )
 
     async def exists(self, key: str) -> bool:
@@ -286,7 +314,10 @@ class BlobBackend:
     async def list(self, prefix: str = "") -> list[str]:
         async with self._call(BlobOp.LIST, prefix or None):
             # The pager follows continuation tokens: Blob returns at most 5,000 names per page.
-            names = [name async for name in self._container.list_blob_names(name_starts_with=prefix or None)]
+            names = [
+                name
+                async for name in self._container.list_blob_names(name_starts_with=prefix or None)
+            ]
         return sorted(names)
 
     async def check(self) -> None:

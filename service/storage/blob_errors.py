@@ -105,8 +105,12 @@ def storage_error_from(exc: AzureError, op: BlobOp, target: BlobTarget) -> Stora
             "workload identity or agent-user configuration, then retry"
         )
     if isinstance(exc, ServiceRequestTimeoutError):
-        return TransientStorageError(f"connecting to {target.endpoint} timed out during the {subject}")
-    if isinstance(exc, ServiceRequestError) and isinstance(exc.inner_exception, aiohttp.ClientConnectorError):
+        return TransientStorageError(
+            f"connecting to {target.endpoint} timed out during the {subject}"
+        )
+    if isinstance(exc, ServiceRequestError) and isinstance(
+        exc.inner_exception, aiohttp.ClientConnectorError
+    ):
         # The connection was never established, so nothing was sent (refused, unknown host, TLS).
         return BackendUnavailableError(
             f"cannot reach Blob endpoint {target.endpoint}: {exc.inner_exception}; check "
@@ -115,11 +119,15 @@ def storage_error_from(exc: AzureError, op: BlobOp, target: BlobTarget) -> Stora
     if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
         # aiohttp reports a connection dropped mid-response as a ServiceRequestError too, so
         # anything but a failed connect may have reached the service.
-        return TransientStorageError(_unknown_outcome(f"{type(exc).__name__} from {target.endpoint}", op, subject))
+        return TransientStorageError(
+            _unknown_outcome(f"{type(exc).__name__} from {target.endpoint}", op, subject)
+        )
     return StorageError(f"the {subject} at {target.endpoint} failed: {type(exc).__name__}")
 
 
-def _from_status(exc: HttpResponseError, status: int, op: BlobOp, target: BlobTarget) -> StorageError:
+def _from_status(
+    exc: HttpResponseError, status: int, op: BlobOp, target: BlobTarget
+) -> StorageError:
     code = error_code(exc)
     subject = target.subject(op)
     if code == CONTAINER_NOT_FOUND or (status == 404 and op in (BlobOp.CHECK, BlobOp.LIST)):
@@ -154,7 +162,9 @@ def _from_status(exc: HttpResponseError, status: int, op: BlobOp, target: BlobTa
             f"key, or that the identity holds 'Storage Blob Data Contributor' on container {target.container!r}"
         )
     if status in _RETRYABLE_STATUSES or status >= 500:
-        return TransientStorageError(_unknown_outcome(f"HTTP {status} {code} from {target.endpoint}", op, subject))
+        return TransientStorageError(
+            _unknown_outcome(f"HTTP {status} {code} from {target.endpoint}", op, subject)
+        )
     return StorageError(f"the {subject} at {target.endpoint} failed: HTTP {status} {code}")
 
 

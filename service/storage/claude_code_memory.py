@@ -86,17 +86,25 @@ def plain_slug(root: Path) -> str:
 def locate_claude_memory(start: Path, *, home: Path) -> ClaudeMemory:
     """The auto-memory directory Claude Code uses when run in ``start`` (it need not exist yet)."""
     root = project_root(start)
-    for settings_file in (root / ".claude" / "settings.local.json", root / ".claude" / "settings.json",
-                          home / ".claude" / "settings.json"):
+    for settings_file in (
+        root / ".claude" / "settings.local.json",
+        root / ".claude" / "settings.json",
+        home / ".claude" / "settings.json",
+    ):
         configured = _configured_directory(settings_file, home)
         if configured is not None:
             return ClaudeMemory(configured, root, f"{SETTING} in {settings_file}")
     projects = home / ".claude" / "projects"
     slug = plain_slug(root)
     if len(slug) <= MAX_PLAIN_SLUG:
-        return ClaudeMemory(projects / slug / "memory", root, f"Claude Code's directory for the project {root}")
-    return ClaudeMemory(_hashed_project_dir(projects, slug, root) / "memory", root,
-                        f"Claude Code's directory for the project {root} (found by listing {projects})")
+        return ClaudeMemory(
+            projects / slug / "memory", root, f"Claude Code's directory for the project {root}"
+        )
+    return ClaudeMemory(
+        _hashed_project_dir(projects, slug, root) / "memory",
+        root,
+        f"Claude Code's directory for the project {root} (found by listing {projects})",
+    )
 
 
 def _configured_directory(settings_file: Path, home: Path) -> Path | None:
@@ -114,8 +122,10 @@ def _configured_directory(settings_file: Path, home: Path) -> Path | None:
     if value is None:
         return None
     if not isinstance(value, str) or not (value.startswith("~/") or Path(value).is_absolute()):
-        raise ClaudeMemoryError(f"{SETTING} in {settings_file} must be an absolute path or start with ~/ "
-                                f"(it is {value!r}); fix it")
+        raise ClaudeMemoryError(
+            f"{SETTING} in {settings_file} must be an absolute path or start with ~/ "
+            f"(it is {value!r}); fix it"
+        )
     return home / value[2:] if value.startswith("~/") else Path(value)
 
 
@@ -125,7 +135,7 @@ def _hashed_project_dir(projects: Path, slug: str, root: Path) -> Path:
         names = [p.name for p in projects.iterdir() if p.is_dir()]
     except FileNotFoundError:
         names = []
-    found = [n for n in names if n.startswith(prefix) and _HASH_SUFFIX.fullmatch(n[len(prefix):])]
+    found = [n for n in names if n.startswith(prefix) and _HASH_SUFFIX.fullmatch(n[len(prefix) :])]
     if len(found) == 1:
         return projects / found[0]
     what = "no directory" if not found else f"{len(found)} directories"

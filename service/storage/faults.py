@@ -79,9 +79,9 @@ class FaultRule:
     error: type[StorageError] = TransientStorageError
 
     def applies(self, op: Op, key: str) -> bool:
-        return op in (self.ops if self.ops is not None else _DEFAULT_OPS[self.fault]) and fnmatch.fnmatchcase(
-            key, self.key
-        )
+        return op in (
+            self.ops if self.ops is not None else _DEFAULT_OPS[self.fault]
+        ) and fnmatch.fnmatchcase(key, self.key)
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,9 @@ class FaultyBackend:
         self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False
     ) -> str:
         return await self._write(
-            Op.WRITE, key, lambda: self.inner.write_text(key, content, if_match=if_match, if_absent=if_absent)
+            Op.WRITE,
+            key,
+            lambda: self.inner.write_text(key, content, if_match=if_match, if_absent=if_absent),
         )
 
     async def append_text(self, key: str, content: str) -> None:
@@ -184,7 +186,9 @@ class FaultyBackend:
 
     async def _write(self, op: Op, key: str, send: Callable[[], Awaitable[T]]) -> T:
         await self._delayed(op, key)
-        rule = self._pick(op, key, (Fault.WRITE_FAILS, Fault.WRITE_RESPONSE_LOST, Fault.WRITE_COMMITS_LATE))
+        rule = self._pick(
+            op, key, (Fault.WRITE_FAILS, Fault.WRITE_RESPONSE_LOST, Fault.WRITE_COMMITS_LATE)
+        )
         if rule is None:
             return await send()
         message = f"injected {rule.fault.value} on {op.value} of {key!r}"

@@ -47,7 +47,9 @@ class LocalBackend:
     def _path(self, key: str) -> Path:
         top = validate_key(key).split("/", 1)[0]
         if top in _HIDDEN:
-            raise InvalidKeyError(f"invalid storage key {key!r}: {top!r} is reserved for housekeeping")
+            raise InvalidKeyError(
+                f"invalid storage key {key!r}: {top!r} is reserved for housekeeping"
+            )
         return self.root / key
 
     @contextmanager
@@ -130,7 +132,7 @@ class LocalBackend:
             try:
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
             finally:
                 os.close(fd)
 
@@ -155,7 +157,9 @@ class LocalBackend:
             probe = self._temp_file(b"")
             probe.unlink()
         except OSError as exc:
-            raise BackendUnavailableError(f"data directory {self.root} is not writable: {exc.strerror}") from exc
+            raise BackendUnavailableError(
+                f"data directory {self.root} is not writable: {exc.strerror}"
+            ) from exc
 
     async def _in_thread(self, what: str, fn: Callable[..., T], *args: object) -> T:
         """Run blocking file I/O off the event loop; a failing disk surfaces as a StorageError."""
@@ -181,7 +185,9 @@ class LocalBackend:
     ) -> str:
         if if_match is not None and if_absent:
             raise ValueError("if_match and if_absent are mutually exclusive")
-        return await self._in_thread(f"write of {key!r}", self._write, key, content, if_match, if_absent)
+        return await self._in_thread(
+            f"write of {key!r}", self._write, key, content, if_match, if_absent
+        )
 
     async def append_text(self, key: str, content: str) -> None:
         await self._in_thread(f"append to {key!r}", self._append, key, content)

@@ -13,7 +13,12 @@ block blobs it can (``log_migration``).
 from __future__ import annotations
 
 from service.storage.backend import MemoryBackend
-from service.storage.errors import ConcurrencyError, NotAppendableError, StorageError, TransientStorageError
+from service.storage.errors import (
+    ConcurrencyError,
+    NotAppendableError,
+    StorageError,
+    TransientStorageError,
+)
 
 # Each lost race is another writer's win, so with fewer than this many writing at once (a few replicas,
 # each logging one record at a time) every line lands.
@@ -35,7 +40,9 @@ def _with_lines(stored: str, lines: tuple[str, ...]) -> str:
     return stored + separator + "".join(lines)
 
 
-async def extend_log(backend: MemoryBackend, key: str, text: str, *, attempts: int = EXTEND_ATTEMPTS) -> bool:
+async def extend_log(
+    backend: MemoryBackend, key: str, text: str, *, attempts: int = EXTEND_ATTEMPTS
+) -> bool:
     """Add the lines of ``text`` to the log at ``key``; False when every attempt lost a race.
 
     An append's own failure is raised (one whose outcome is unknown is never repeated: it may have

@@ -78,7 +78,11 @@ def plan_log_copy(local: str, stored: str | None, *, appendable: bool) -> LogCop
     if not appendable and present <= set(lines):
         return LogCopyPlan(LogCopyAction.CONVERT, lines)
     missing = tuple(line for line in lines if line not in present)
-    return LogCopyPlan(LogCopyAction.APPEND, missing) if missing else LogCopyPlan(LogCopyAction.NOTHING)
+    return (
+        LogCopyPlan(LogCopyAction.APPEND, missing)
+        if missing
+        else LogCopyPlan(LogCopyAction.NOTHING)
+    )
 
 
 def append_batches(lines: Iterable[str], limit: int = MAX_APPEND_BYTES) -> Iterator[str]:
@@ -101,25 +105,37 @@ async def copy_append_log(
 ) -> LogCopyPlan:
     """Carry out ``plan_log_copy`` for ``key`` (``present``: the target's listing holds it)."""
     stored, etag = (await target.read_text_with_etag(key)) if present else (None, None)
-    appendable = stored is None or not isinstance(target, AppendTypeRepair) or await target.accepts_appends(key)
+    appendable = (
+        stored is None
+        or not isinstance(target, AppendTypeRepair)
+        or await target.accepts_appends(key)
+    )
     plan = plan_log_copy(local, stored, appendable=appendable)
     if dry_run or plan.action is LogCopyAction.NOTHING:
         return plan
     if plan.action is LogCopyAction.CONVERT:
-        assert isinstance(target, AppendTypeRepair)  # only a store with key types plans a conversion
+        assert isinstance(
+            target, AppendTypeRepair
+        )  # only a store with key types plans a conversion
         await _recreate(target, key, etag)
     if plan.action is LogCopyAction.CREATE and not plan.lines:
         await target.append_text(key, "")  # an empty log still becomes an appendable key
     for batch in append_batches(plan.lines):
         if not await extend_log(target, key, batch):
-            raise StorageError(f"{key} kept changing while migrate added its lines; run migrate again")
+            raise StorageError(
+                f"{key} kept changing while migrate added its lines; run migrate again"
+            )
     return plan
 
 
 async def _recreate(target: AppendTypeRepair, key: str, etag: str | None) -> None:
     if etag is None:
-        raise StorageError(f"{key} came back without an ETag, so it cannot be replaced safely; not converted")
+        raise StorageError(
+            f"{key} came back without an ETag, so it cannot be replaced safely; not converted"
+        )
     try:
         await target.recreate_appendable(key, if_match=etag)
     except ConcurrencyError:
-        raise StorageError(f"{key} changed while migrate was converting it; nothing lost, run migrate again") from None
+        raise StorageError(
+            f"{key} changed while migrate was converting it; nothing lost, run migrate again"
+        ) from None

@@ -124,12 +124,16 @@ async def migrate_local_to_backend(
     for plan in plans:
         present = await _present_keys(target, plan.prefix, report)
 
-        async def copy_one(rel: str, plan: SourcePlan = plan, present: frozenset[str] = present) -> None:
+        async def copy_one(
+            rel: str, plan: SourcePlan = plan, present: frozenset[str] = present
+        ) -> None:
             key = plan.prefix + rel
             if is_append_log(rel, plan.prefix):
                 with report.outcome_of(key):
                     content = await asyncio.to_thread(read_text_under, plan.root, rel)
-                    copied = await copy_append_log(target, key, content, present=key in present, dry_run=dry_run)
+                    copied = await copy_append_log(
+                        target, key, content, present=key in present, dry_run=dry_run
+                    )
                     record_log_copy(report, key, copied)
             elif key in present:
                 report.skipped.append(key)
@@ -155,7 +159,9 @@ def record_log_copy(report: TransferReport, key: str, copied: LogCopyPlan) -> No
         report.repaired.append(key)
 
 
-async def _present_keys(target: MemoryBackend, prefix: str, report: TransferReport) -> frozenset[str]:
+async def _present_keys(
+    target: MemoryBackend, prefix: str, report: TransferReport
+) -> frozenset[str]:
     # One listing instead of an exists() per file: a rerun over thousands of files costs a few pages.
     try:
         return frozenset(await target.list(prefix))

@@ -103,8 +103,10 @@ def _relative_key(key: str) -> str:
     """The local path a ``claude_memory/`` key maps to; OutsideRootError for ``..`` or absolute keys."""
     if not key.startswith(PERSONA_PREFIX):
         raise OutsideRootError(f"{key} is not under {PERSONA_PREFIX}")
-    rel = key[len(PERSONA_PREFIX):]
+    rel = key[len(PERSONA_PREFIX) :]
     try:
         return validate_key(rel)
     except InvalidKeyError as exc:
-        raise OutsideRootError(f"{key} cannot be a path inside the persona directory: {exc}") from None
+        raise OutsideRootError(
+            f"{key} cannot be a path inside the persona directory: {exc}"
+        ) from None

@@ -17,7 +17,12 @@ from pathlib import Path
 from service.config import Settings
 from service.storage.backend import MemoryBackend
 from service.storage.blob import BlobBackend
-from service.storage.blob_config import BlobClientOptions, parse_endpoint, public_endpoint, validate_container_name
+from service.storage.blob_config import (
+    BlobClientOptions,
+    parse_endpoint,
+    public_endpoint,
+    validate_container_name,
+)
 from service.storage.errors import BackendMisconfiguredError
 from service.storage.local import PROCESS_LOCK_FILE, LocalBackend
 from service.storage.token_credential import TokenProvider
@@ -84,7 +89,9 @@ def choose_backend(settings: Settings) -> LocalChoice | BlobChoice:
     validate_container_name(container)
     auth = _blob_auth(settings, connection_string)
     parse_endpoint(endpoint, require_https=auth is not BlobAuth.CONNECTION_STRING)
-    return BlobChoice(endpoint, container, auth, connection_string if auth is BlobAuth.CONNECTION_STRING else None)
+    return BlobChoice(
+        endpoint, container, auth, connection_string if auth is BlobAuth.CONNECTION_STRING else None
+    )
 
 
 def _blob_auth(settings: Settings, connection_string: str | None) -> BlobAuth:
@@ -92,7 +99,9 @@ def _blob_auth(settings: Settings, connection_string: str | None) -> BlobAuth:
         return BlobAuth.CONNECTION_STRING if connection_string else BlobAuth.DEFAULT_CREDENTIAL
     auth = BlobAuth(settings.blob_auth)  # Settings already refused anything outside the enum
     if auth is BlobAuth.CONNECTION_STRING and connection_string is None:
-        raise BackendMisconfiguredError(f"{AUTH}=connection_string but {CONNECTION_STRING} is not set; set it")
+        raise BackendMisconfiguredError(
+            f"{AUTH}=connection_string but {CONNECTION_STRING} is not set; set it"
+        )
     return auth
 
 
@@ -125,13 +134,21 @@ def get_backend(
                 f"agent-user identity, or use {AUTH}=default_credential"
             )
         return BlobBackend.from_token_provider(
-            choice.endpoint, choice.container, storage_token_provider, options=options, metrics=metrics
+            choice.endpoint,
+            choice.container,
+            storage_token_provider,
+            options=options,
+            metrics=metrics,
         )
     from azure.identity.aio import DefaultAzureCredential  # ~0.4 s import only replicas on AKS pay
 
     return BlobBackend.from_credential(
-        choice.endpoint, choice.container, DefaultAzureCredential(**options.credential_kwargs()), close_credential=True,
-        options=options, metrics=metrics,
+        choice.endpoint,
+        choice.container,
+        DefaultAzureCredential(**options.credential_kwargs()),
+        close_credential=True,
+        options=options,
+        metrics=metrics,
     )
 
 
@@ -147,7 +164,9 @@ async def assert_backend_config(
 
     Runs before any worker starts, so a misconfigured replica starts nothing.
     """
-    backend = get_backend(settings, storage_token_provider=storage_token_provider, metrics=metrics, options=options)
+    backend = get_backend(
+        settings, storage_token_provider=storage_token_provider, metrics=metrics, options=options
+    )
     try:
         await backend.check()
     except BaseException:

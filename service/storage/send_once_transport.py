@@ -34,7 +34,9 @@ async def _no_silent_resend(
         raise  # never connected, nothing sent; aiohttp does not resend these either
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
         # Not the URL: it may carry a SAS.
-        raise ConnectionLostAfterSend(f"connection lost after sending a {request.method}: {exc}") from exc
+        raise ConnectionLostAfterSend(
+            f"connection lost after sending a {request.method}: {exc}"
+        ) from exc
 
 
 class SendOnceTransport(AioHttpTransport):

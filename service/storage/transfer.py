@@ -55,7 +55,11 @@ class TransferReport:
     def summary(self, *, dry_run: bool = False) -> str:
         copied = "would copy" if dry_run else "copied"
         # Only migration repairs, and rarely: the line stays as it was when there is nothing to say.
-        repaired = f", {'would repair' if dry_run else 'repaired'} {len(self.repaired)}" if self.repaired else ""
+        repaired = (
+            f", {'would repair' if dry_run else 'repaired'} {len(self.repaired)}"
+            if self.repaired
+            else ""
+        )
         return (
             f"{copied} {len(self.copied)}{repaired}, skipped {len(self.skipped)} (already present), "
             f"excluded {len(self.excluded)}, rejected {len(self.rejected)}, errors {len(self.errors)}"

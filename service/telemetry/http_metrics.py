@@ -33,7 +33,9 @@ class McpHttpMetrics:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
-                self._metrics.mcp_http_duration.labels(method).observe(time.perf_counter() - started)
+                self._metrics.mcp_http_duration.labels(method).observe(
+                    time.perf_counter() - started
+                )
             await send(message)
 
         self._metrics.mcp_http_in_flight.inc()

@@ -22,8 +22,19 @@ from pythonjsonlogger.json import JsonFormatter
 # Field names whose values never reach a log line, whatever the caller passed.
 _SENSITIVE_FIELDS = frozenset(
     {
-        "body", "content", "text", "token", "access_token", "refresh_token", "assertion",
-        "client_assertion", "client_secret", "secret", "password", "authorization", "connection_string",
+        "body",
+        "content",
+        "text",
+        "token",
+        "access_token",
+        "refresh_token",
+        "assertion",
+        "client_assertion",
+        "client_secret",
+        "secret",
+        "password",
+        "authorization",
+        "connection_string",
     }
 )
 # Bearer tokens and JWT-shaped strings inside free text.
@@ -42,7 +53,10 @@ _TARGET_ID = re.compile(r"\b(push|sponsor_wait):([0-9a-f]{32})(?![0-9A-Fa-f])")
 _SESSION_FIELDS = frozenset({"session_id", "mcp_session_id"})
 REDACTED = "[redacted]"
 # What every LogRecord carries; anything else on a record came from ``extra=``.
-_RECORD_FIELDS = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+_RECORD_FIELDS = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
+    "message",
+    "asctime",
+}
 
 
 def session_ref(session_id: str | None) -> str:
@@ -85,14 +99,18 @@ class RedactingFilter(logging.Filter):
             record.msg, record.args = redact_text(message, any_hex_session=sdk), None
         if record.exc_info:
             # Tracebacks are redacted whole: an exception's text may quote a session id from anywhere.
-            record.exc_text = redact_text(_TRACEBACKS.formatException(record.exc_info), any_hex_session=True)
+            record.exc_text = redact_text(
+                _TRACEBACKS.formatException(record.exc_info), any_hex_session=True
+            )
             record.exc_info = None
         if record.stack_info:
             record.stack_info = redact_text(record.stack_info, any_hex_session=True)
         return True
 
 
-def configure_logging(level: str = "INFO", *, replica_id: str | None = None, stream: TextIO | None = None) -> None:
+def configure_logging(
+    level: str = "INFO", *, replica_id: str | None = None, stream: TextIO | None = None
+) -> None:
     """Route every logger to one JSON handler on stderr (stdout stays free for CLI output)."""
     handler = logging.StreamHandler(stream or sys.stderr)
     static = {"replica": replica_id} if replica_id else None

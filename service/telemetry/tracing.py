@@ -28,9 +28,13 @@ def configure_tracing(otlp_endpoint: str | None, *, replica_id: str) -> TracerPr
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     provider = TracerProvider(
-        resource=Resource.create({"service.name": "entrabot-fleet", "service.instance.id": replica_id})
+        resource=Resource.create(
+            {"service.name": "entrabot-fleet", "service.instance.id": replica_id}
+        )
     )
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_endpoint.rstrip("/") + "/v1/traces")))
+    provider.add_span_processor(
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_endpoint.rstrip("/") + "/v1/traces"))
+    )
     trace.set_tracer_provider(provider)
     return provider
 

@@ -25,13 +25,30 @@ def who_asked(call: ToolCall | None) -> tuple[tuple[str, str], ...]:
     return (("host", json.dumps(host)), ("session", json.dumps(session.session_id)))
 
 
-async def record_action(deps: ToolDeps, call: ToolCall | None, *, action: str, chat_id: str | None,
-                        message_id: str | None = None, content: str | None = None, summary: str = "",
-                        channel: Channel = Channel.CHAT) -> bool:
+async def record_action(
+    deps: ToolDeps,
+    call: ToolCall | None,
+    *,
+    action: str,
+    chat_id: str | None,
+    message_id: str | None = None,
+    content: str | None = None,
+    summary: str = "",
+    channel: Channel = Channel.CHAT,
+) -> bool:
     """One audit record; False when the log is unwritable (the action itself has happened)."""
     extra = (*who_asked(call), ("replica", json.dumps(deps.replica_id)))
-    return await deps.interactions.record(Interaction(
-        ts=deps.clock(), direction=Direction.OUT, channel=channel, action=action, chat_id=chat_id,
-        message_id=message_id, sender=deps.agent.object_id, summary=summary, body=content,
-        extra=tuple(sorted(extra)),
-    ))
+    return await deps.interactions.record(
+        Interaction(
+            ts=deps.clock(),
+            direction=Direction.OUT,
+            channel=channel,
+            action=action,
+            chat_id=chat_id,
+            message_id=message_id,
+            sender=deps.agent.object_id,
+            summary=summary,
+            body=content,
+            extra=tuple(sorted(extra)),
+        )
+    )

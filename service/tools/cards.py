@@ -47,25 +47,33 @@ def _elements(node: Any) -> Iterator[dict[str, Any]]:
 
 
 class CardInput(NamesAChat):
-    card: dict[str, Any] = Field(description='The Adaptive Card JSON: {"type": "AdaptiveCard", "version": "1.5", '
-                                             '"body": [...], "actions": [...]} (links only: no submit)')
+    card: dict[str, Any] = Field(
+        description='The Adaptive Card JSON: {"type": "AdaptiveCard", "version": "1.5", '
+        '"body": [...], "actions": [...]} (links only: no submit)'
+    )
 
     @field_validator("card")
     @classmethod
     def _a_card_a_person_can_use(cls, card: dict[str, Any]) -> dict[str, Any]:
         if card.get("type") != "AdaptiveCard" or not isinstance(card.get("version"), str):
-            raise ValueError('card must be an Adaptive Card: "type": "AdaptiveCard" with a "version" string')
+            raise ValueError(
+                'card must be an Adaptive Card: "type": "AdaptiveCard" with a "version" string'
+            )
         if not isinstance(card.get("body"), list) or not card["body"]:
             raise ValueError("card.body must list at least one element (a TextBlock, say)")
         for element in _elements(card):
             kind = element.get("type")
             if isinstance(kind, str) and kind.startswith("Action.") and kind not in OPEN_ACTIONS:
-                raise ValueError(f"{kind} needs a bot to receive it, and the agent posts as a user: use "
-                                 "Action.OpenUrl, or ask in text and read the reply")
+                raise ValueError(
+                    f"{kind} needs a bot to receive it, and the agent posts as a user: use "
+                    "Action.OpenUrl, or ask in text and read the reply"
+                )
             if isinstance(kind, str) and kind.startswith(INPUT_PREFIX):
                 raise ValueError(f"{kind} collects input nobody would receive; ask in text instead")
         if len(json.dumps(card)) > MAX_TEXT_CHARS:
-            raise ValueError(f"the card is over {MAX_TEXT_CHARS} characters as JSON; Teams refuses it")
+            raise ValueError(
+                f"the card is over {MAX_TEXT_CHARS} characters as JSON; Teams refuses it"
+            )
         return card
 
 
@@ -93,17 +101,32 @@ class CardTools:
         card = OutboundCard(uuid.uuid4().hex, ADAPTIVE_CARD, json.dumps(args.card))
         body = f'<attachment id="{card.id}"></attachment>'
         try:
-            posted = await deps.chat.post(
-                args.chat_id, body, "html", cards=(card,))
+            posted = await deps.chat.post(args.chat_id, body, "html", cards=(card,))
         except SendUnknown:
-            await record_action(deps, call, action="card_unconfirmed", chat_id=args.chat_id, content=card.content)
-            raise ToolError(f"The card MAY have been posted to chat {args.chat_id}: Microsoft Graph failed after "
-                            "receiving it, twice, and reading the chat back could not tell. Check with "
-                            "read_teams_messages before posting it again.") from None
+            await record_action(
+                deps, call, action="card_unconfirmed", chat_id=args.chat_id, content=card.content
+            )
+            raise ToolError(
+                f"The card MAY have been posted to chat {args.chat_id}: Microsoft Graph failed after "
+                "receiving it, twice, and reading the chat back could not tell. Check with "
+                "read_teams_messages before posting it again."
+            ) from None
         except GraphError as exc:
             raise graph_tool_error(exc, f"posting a card to chat {args.chat_id}") from None
-        logged = await record_action(deps, call, action=Action.SENT.value, chat_id=args.chat_id,
-                                     message_id=posted.message.id, content=card.content, summary="adaptive card")
-        return CardResult(chat_id=args.chat_id, message_id=posted.message.id,
-                          posted_at=format_ts(posted.message.created_date_time), post_outcome=posted.outcome,
-                          interaction_logged=logged, next_action="Posted; do not post it again.")
+        logged = await record_action(
+            deps,
+            call,
+            action=Action.SENT.value,
+            chat_id=args.chat_id,
+            message_id=posted.message.id,
+            content=card.content,
+            summary="adaptive card",
+        )
+        return CardResult(
+            chat_id=args.chat_id,
+            message_id=posted.message.id,
+            posted_at=format_ts(posted.message.created_date_time),
+            post_outcome=posted.outcome,
+            interaction_logged=logged,
+            next_action="Posted; do not post it again.",
+        )

@@ -30,11 +30,20 @@ DELIVERY_ACTIONS = frozenset({Action.DELIVERED.value, Action.RECEIVED.value})
 
 
 class CatchUpInput(BaseModel):
-    cursor: str | None = Field(default=None, max_length=200,
-                               description="next_cursor from the previous catch_up; omitted: start `hours` back")
-    hours: float = Field(default=24.0, gt=0, le=MAX_QUERY_DAYS * 24,
-                         description="How far back to look when no cursor is given")
-    this_session_only: bool = Field(default=False, description="Only what was pushed to this session")
+    cursor: str | None = Field(
+        default=None,
+        max_length=200,
+        description="next_cursor from the previous catch_up; omitted: start `hours` back",
+    )
+    hours: float = Field(
+        default=24.0,
+        gt=0,
+        le=MAX_QUERY_DAYS * 24,
+        description="How far back to look when no cursor is given",
+    )
+    this_session_only: bool = Field(
+        default=False, description="Only what was pushed to this session"
+    )
     limit: int = Field(default=50, ge=1, le=MAX_LIMIT)
 
     @field_validator("cursor")
@@ -46,11 +55,15 @@ class CatchUpInput(BaseModel):
 
 
 class CatchUpResult(BaseModel):
-    messages: list[InteractionItem] = Field(description="Oldest first; bodies inside <external_content> envelopes")
+    messages: list[InteractionItem] = Field(
+        description="Oldest first; bodies inside <external_content> envelopes"
+    )
     count: int
     next_cursor: str | None = Field(description="Pass it next time to read on from here")
     more: bool = Field(description="More deliveries follow: call again with next_cursor")
-    unreadable_days: list[str] = Field(description="Days whose log could not be read: the answer is partial")
+    unreadable_days: list[str] = Field(
+        description="Days whose log could not be read: the answer is partial"
+    )
     next_action: str = Field(serialization_alias="_next_action")
 
 
@@ -61,7 +74,9 @@ def _parse_cursor(cursor: str) -> tuple[datetime, str]:
     except ValueError:
         moment = None
     if not sep or not message_id or moment is None:
-        raise ValueError("cursor is not one catch_up gave; pass its next_cursor unchanged, or omit it")
+        raise ValueError(
+            "cursor is not one catch_up gave; pass its next_cursor unchanged, or omit it"
+        )
     return as_utc(moment), message_id
 
 
@@ -84,22 +99,34 @@ class CatchUpTool:
         after = _parse_cursor(args.cursor) if args.cursor is not None else None
         since = after[0] if after is not None else deps.clock() - timedelta(hours=args.hours)
         try:
-            read = await deps.interactions.read(InteractionQuery(direction=Direction.IN, since=since))
+            read = await deps.interactions.read(
+                InteractionQuery(direction=Direction.IN, since=since)
+            )
         except ValueError as exc:  # the span is too long
             raise ToolError(f"{exc}") from None
         target = f"push:{call.session_id}" if call.session_id else None
-        chosen = [r for r in read.records if r.action in DELIVERY_ACTIONS
-                  and (after is None or _position(r) > after)
-                  and (not args.this_session_only or _target(r) == target)]
+        chosen = [
+            r
+            for r in read.records
+            if r.action in DELIVERY_ACTIONS
+            and (after is None or _position(r) > after)
+            and (not args.this_session_only or _target(r) == target)
+        ]
         chosen.sort(key=_position)
-        page = chosen[:args.limit]
+        page = chosen[: args.limit]
         more = len(chosen) > len(page)
         next_cursor = _cursor_of(page[-1]) if page else args.cursor
         return CatchUpResult(
-            messages=[interaction_item(r, with_body=True) for r in page], count=len(page), next_cursor=next_cursor,
-            more=more, unreadable_days=[d.isoformat() for d in read.unresolved_days],
-            next_action=("More follow: call catch_up again with next_cursor." if more
-                         else "Up to date. Keep next_cursor for the next catch_up."),
+            messages=[interaction_item(r, with_body=True) for r in page],
+            count=len(page),
+            next_cursor=next_cursor,
+            more=more,
+            unreadable_days=[d.isoformat() for d in read.unresolved_days],
+            next_action=(
+                "More follow: call catch_up again with next_cursor."
+                if more
+                else "Up to date. Keep next_cursor for the next catch_up."
+            ),
         )
 
 

@@ -34,12 +34,16 @@ REQUEST_MAX_AGE = timedelta(hours=24)  # a sponsor's ask older than this is not 
 
 
 class ChatMemberRow(BaseModel):
-    user_id: str | None = Field(description="The member's object id (None for a member Graph shows without one)")
+    user_id: str | None = Field(
+        description="The member's object id (None for a member Graph shows without one)"
+    )
     display_name: str | None
     email: str | None
     roles: list[str]
     is_agent: bool = Field(description="The agent user itself")
-    is_sponsor: bool = Field(description="A sponsor of the agent: their messages count as instructions")
+    is_sponsor: bool = Field(
+        description="A sponsor of the agent: their messages count as instructions"
+    )
     external: bool = Field(description="From another tenant (a federated or guest account)")
 
 
@@ -51,9 +55,12 @@ class ChatMembersResult(BaseModel):
 
 class AddMemberInput(NamesAChat):
     user: UserRef = Field(description="UPN (ada@contoso.com) or object id of the person to add")
-    requested_in_chat_id: ChatId = Field(description="The chat of the sponsor's message that asked for this")
+    requested_in_chat_id: ChatId = Field(
+        description="The chat of the sponsor's message that asked for this"
+    )
     requested_by_message_id: ChatMessageId = Field(
-        description="The id of the sponsor's message asking for this person to be added (within the last day)")
+        description="The id of the sponsor's message asking for this person to be added (within the last day)"
+    )
 
 
 class AddMemberResult(BaseModel):
@@ -77,12 +84,18 @@ class MembershipTools:
         await self.access.check(args.chat_id)
         members = await self._members(args.chat_id)
         tenant = deps.settings.tenant_id
-        rows = [ChatMemberRow(
-            user_id=m.user_id, display_name=meta_or_none(m.display_name), email=meta_or_none(m.email),
-            roles=[meta_value(r) for r in m.roles], is_agent=m.user_id == deps.agent.object_id,
-            is_sponsor=deps.gate.is_sponsor(m.user_id, args.chat_id),
-            external=bool(tenant and m.tenant_id and m.tenant_id.lower() != tenant.lower()),
-        ) for m in members]
+        rows = [
+            ChatMemberRow(
+                user_id=m.user_id,
+                display_name=meta_or_none(m.display_name),
+                email=meta_or_none(m.email),
+                roles=[meta_value(r) for r in m.roles],
+                is_agent=m.user_id == deps.agent.object_id,
+                is_sponsor=deps.gate.is_sponsor(m.user_id, args.chat_id),
+                external=bool(tenant and m.tenant_id and m.tenant_id.lower() != tenant.lower()),
+            )
+            for m in members
+        ]
         return ChatMembersResult(chat_id=args.chat_id, members=rows, count=len(rows))
 
     async def add_chat_member(self, args: AddMemberInput, call: ToolCall) -> AddMemberResult:
@@ -96,14 +109,21 @@ class MembershipTools:
         sponsor = await self._sponsor_who_asked(args)
         members = await self._members(args.chat_id)
         if not any(m.user_id == sponsor for m in members):
-            raise ToolError(f"The sponsor who asked is not a member of chat {args.chat_id}; a sponsor may only "
-                            "bring people into chats they are in. Nothing was changed.")
+            raise ToolError(
+                f"The sponsor who asked is not a member of chat {args.chat_id}; a sponsor may only "
+                "bring people into chats they are in. Nothing was changed."
+            )
         person = await look_up_user(deps.graph, args.user)
         if any(m.user_id == person.id for m in members):
             return self._result(args, person, "already_member", sponsor, logged=False)
         await self._add(args.chat_id, person)
-        logged = await record_action(deps, call, action=Action.MEMBER_ADDED.value, chat_id=args.chat_id,
-                                     summary=f"added {person.id} at the request of sponsor {sponsor}")
+        logged = await record_action(
+            deps,
+            call,
+            action=Action.MEMBER_ADDED.value,
+            chat_id=args.chat_id,
+            summary=f"added {person.id} at the request of sponsor {sponsor}",
+        )
         return self._result(args, person, "added", sponsor, logged=logged)
 
     async def _sponsor_who_asked(self, args: AddMemberInput) -> str:
@@ -111,20 +131,33 @@ class MembershipTools:
         deps = self.deps
         await self.access.check(args.requested_in_chat_id)
         try:
-            ask = await deps.graph.get_chat_message(args.requested_in_chat_id, args.requested_by_message_id)
+            ask = await deps.graph.get_chat_message(
+                args.requested_in_chat_id, args.requested_by_message_id
+            )
         except GraphNotFound:
-            raise ToolError(f"Message {args.requested_by_message_id} is not in chat {args.requested_in_chat_id}; "
-                            "cite the sponsor's message that asked for the person to be added.") from None
+            raise ToolError(
+                f"Message {args.requested_by_message_id} is not in chat {args.requested_in_chat_id}; "
+                "cite the sponsor's message that asked for the person to be added."
+            ) from None
         except GraphError as exc:
             raise graph_tool_error(exc, "reading the message that asked for the member") from None
         sender = ask.sender.id if ask.sender is not None else None
-        if not self._is_live_ask(ask) or sender is None or not deps.gate.is_directory_sponsor(sender):
-            raise ToolError("Only a sponsor of the agent may ask for someone to be added, in a message from the "
-                            "last day; the cited message is not one. Nothing was changed.")
+        if (
+            not self._is_live_ask(ask)
+            or sender is None
+            or not deps.gate.is_directory_sponsor(sender)
+        ):
+            raise ToolError(
+                "Only a sponsor of the agent may ask for someone to be added, in a message from the "
+                "last day; the cited message is not one. Nothing was changed."
+            )
         return sender
 
     def _is_live_ask(self, ask: ChatMessage) -> bool:
-        return ask.deleted_date_time is None and self.deps.clock() - ask.created_date_time <= REQUEST_MAX_AGE
+        return (
+            ask.deleted_date_time is None
+            and self.deps.clock() - ask.created_date_time <= REQUEST_MAX_AGE
+        )
 
     async def _members(self, chat_id: str) -> list[ChatMember]:
         try:
@@ -136,24 +169,34 @@ class MembershipTools:
         try:
             chat = await self.deps.graph.get_chat(chat_id)
             if chat.chat_type != "group":
-                raise ToolError(f"Chat {chat_id} is a {chat.chat_type} chat; people can be added only to group "
-                                "chats. Create a group chat with create_chat instead.")
+                raise ToolError(
+                    f"Chat {chat_id} is a {chat.chat_type} chat; people can be added only to group "
+                    "chats. Create a group chat with create_chat instead."
+                )
             await self.deps.graph.add_chat_member(chat_id, person.id)
         except GraphUnavailable as exc:
             if not exc.outcome_unknown:
                 raise graph_tool_error(exc, f"adding a member to chat {chat_id}") from None
             # The add may have happened: the members say whether it did.
             if not any(m.user_id == person.id for m in await self._members(chat_id)):
-                raise ToolError(f"{person.id} was not added to chat {chat_id}: Microsoft Graph failed, and the "
-                                "members listed afterwards do not include them. Try again.") from None
+                raise ToolError(
+                    f"{person.id} was not added to chat {chat_id}: Microsoft Graph failed, and the "
+                    "members listed afterwards do not include them. Try again."
+                ) from None
         except GraphError as exc:
             raise graph_tool_error(exc, f"adding a member to chat {chat_id}") from None
 
-    def _result(self, args: AddMemberInput, person: User, state: str, sponsor: str, *,
-                logged: bool) -> AddMemberResult:
+    def _result(
+        self, args: AddMemberInput, person: User, state: str, sponsor: str, *, logged: bool
+    ) -> AddMemberResult:
         return AddMemberResult(
-            chat_id=args.chat_id, user_id=person.id, display_name=meta_or_none(person.display_name), state=state,
-            requested_by=sponsor, interaction_logged=logged,
-            next_action="Tell the chat who joined and why, with send_teams_message." if state == "added"
+            chat_id=args.chat_id,
+            user_id=person.id,
+            display_name=meta_or_none(person.display_name),
+            state=state,
+            requested_by=sponsor,
+            interaction_logged=logged,
+            next_action="Tell the chat who joined and why, with send_teams_message."
+            if state == "added"
             else "They are already in the chat; nothing was changed.",
         )

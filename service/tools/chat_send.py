@@ -30,8 +30,12 @@ __all__ = ["ChatSender", "PostOutcome", "Posted", "SendUnknown"]
 
 class PostOutcome(str, Enum):
     POSTED = "posted"  # Graph answered the POST
-    FOUND_AFTER_LOST_ANSWER = "found_after_lost_answer"  # Graph lost its answer; the message is in the chat
-    POSTED_AFTER_CHECK = "posted_after_check"  # the first attempt provably did not post; posted again
+    FOUND_AFTER_LOST_ANSWER = (
+        "found_after_lost_answer"  # Graph lost its answer; the message is in the chat
+    )
+    POSTED_AFTER_CHECK = (
+        "posted_after_check"  # the first attempt provably did not post; posted again
+    )
 
 
 @dataclass(frozen=True)
@@ -49,8 +53,9 @@ class Wanted:
     card_ids: frozenset[str] = frozenset()
 
     def is_in(self, message: ChatMessage) -> bool:
-        return (_comparable(message.body.content, message.body.content_type) == self.text
-                and self.card_ids <= {a.id for a in message.attachments if a.id})
+        return _comparable(
+            message.body.content, message.body.content_type
+        ) == self.text and self.card_ids <= {a.id for a in message.attachments if a.id}
 
 
 @dataclass(frozen=True)
@@ -62,8 +67,14 @@ class ChatSender:
     # placeholder) is noted in the fleet's record before it goes out and its id after; None otherwise.
     record: SentMessages | None = None
 
-    async def post(self, chat_id: str, content: str, content_type: Literal["text", "html"] = "text",
-                   mentions: Sequence[OutboundMention] = (), cards: Sequence[OutboundCard] = ()) -> Posted:
+    async def post(
+        self,
+        chat_id: str,
+        content: str,
+        content_type: Literal["text", "html"] = "text",
+        mentions: Sequence[OutboundMention] = (),
+        cards: Sequence[OutboundCard] = (),
+    ) -> Posted:
         """Post once; GraphError for a failure that posted nothing, SendUnknown when nobody can tell, and a
         ToolError when delegated mode could not note the send (then nothing was posted)."""
         if self.record is None:
@@ -71,9 +82,11 @@ class ChatSender:
         try:
             pending = await self.record.begin(chat_id)
         except SentRecordUnavailable:
-            raise ToolError("Nothing was posted: the fleet could not note the send in its shared store, and a post "
-                            "it cannot tell apart from the signed-in person's own must not go out. Try again "
-                            "shortly.") from None
+            raise ToolError(
+                "Nothing was posted: the fleet could not note the send in its shared store, and a post "
+                "it cannot tell apart from the signed-in person's own must not go out. Try again "
+                "shortly."
+            ) from None
         posted_id: str | None = None
         try:
             posted = await self._post_once(chat_id, content, content_type, mentions, cards)
@@ -85,24 +98,39 @@ class ChatSender:
             # that did land.
             await self.record.settle(chat_id, pending, posted_id)
 
-    async def _post_once(self, chat_id: str, content: str, content_type: Literal["text", "html"],
-                         mentions: Sequence[OutboundMention], cards: Sequence[OutboundCard]) -> Posted:
+    async def _post_once(
+        self,
+        chat_id: str,
+        content: str,
+        content_type: Literal["text", "html"],
+        mentions: Sequence[OutboundMention],
+        cards: Sequence[OutboundCard],
+    ) -> Posted:
         wanted = Wanted(_comparable(content, content_type), frozenset(c.id for c in cards))
 
         async def look(since: datetime) -> ChatMessage | None:
-            return await first_in_pages(self.graph.list_chat_messages(chat_id, since=since, max_pages=SETTLE_PAGES),
-                                        lambda m: self._is_ours(m, wanted, since))
+            return await first_in_pages(
+                self.graph.list_chat_messages(chat_id, since=since, max_pages=SETTLE_PAGES),
+                lambda m: self._is_ours(m, wanted, since),
+            )
 
         settled = await SendOnce(self.clock, looks=SETTLE_LOOKS).send(
-            lambda: self.graph.send_chat_message(chat_id, content, content_type, mentions, cards), look)
+            lambda: self.graph.send_chat_message(chat_id, content, content_type, mentions, cards),
+            look,
+        )
         if settled.found is not None:
             return Posted(settled.found, PostOutcome.FOUND_AFTER_LOST_ANSWER)
         assert settled.answer is not None
-        return Posted(settled.answer, PostOutcome.POSTED_AFTER_CHECK if settled.retried else PostOutcome.POSTED)
+        return Posted(
+            settled.answer,
+            PostOutcome.POSTED_AFTER_CHECK if settled.retried else PostOutcome.POSTED,
+        )
 
     def _is_ours(self, message: ChatMessage, wanted: Wanted, since: datetime) -> bool:
         sender = message.sender.id if message.sender is not None else None
-        return sender == self.agent_id and message.created_date_time >= since and wanted.is_in(message)
+        return (
+            sender == self.agent_id and message.created_date_time >= since and wanted.is_in(message)
+        )
 
 
 def _comparable(text: str, content_type: str) -> str:

@@ -23,10 +23,13 @@ MAX_TOPIC_CHARS = 250
 
 class CreateChatInput(BaseModel):
     members: list[UserRef] = Field(
-        min_length=1, max_length=MAX_MEMBERS,
+        min_length=1,
+        max_length=MAX_MEMBERS,
         description="UPNs (ada@contoso.com) or object ids of the people to chat with; the agent user is added itself",
     )
-    topic: str | None = Field(default=None, max_length=MAX_TOPIC_CHARS, description="Group chats only")
+    topic: str | None = Field(
+        default=None, max_length=MAX_TOPIC_CHARS, description="Group chats only"
+    )
     chat_type: Literal["oneOnOne", "group"] | None = Field(
         default=None, description="Omitted: oneOnOne for one person, group for several"
     )
@@ -35,9 +38,13 @@ class CreateChatInput(BaseModel):
     def _fits_type(self) -> CreateChatInput:
         people = len(set(self.members))
         if self.chat_type == "oneOnOne" and (people != 1 or self.topic):
-            raise ValueError("a oneOnOne chat is with exactly one other person and has no topic; use chat_type group")
+            raise ValueError(
+                "a oneOnOne chat is with exactly one other person and has no topic; use chat_type group"
+            )
         if self.chat_type == "group" and people < 2:
-            raise ValueError("a group chat needs at least two other people; for one person use chat_type oneOnOne")
+            raise ValueError(
+                "a group chat needs at least two other people; for one person use chat_type oneOnOne"
+            )
         return self
 
 
@@ -56,7 +63,9 @@ class CreateChatResult(BaseModel):
     chat_type: str
     topic: str | None
     members: list[ChatMemberInfo]
-    watched: bool = Field(description="Saved to the shared watched list (else saved on the next discovery sweep)")
+    watched: bool = Field(
+        description="Saved to the shared watched list (else saved on the next discovery sweep)"
+    )
     next_action: str = Field(serialization_alias="_next_action")
 
 
@@ -68,8 +77,12 @@ class WatchedChat(BaseModel):
 class WatchedChatsResult(BaseModel):
     chats: list[WatchedChat]
     count: int
-    list_readable: bool = Field(description="False when the shared list could not be read; only chats known here")
-    unsaved: int = Field(description="Chats not yet written to the shared list (retried every discovery sweep)")
+    list_readable: bool = Field(
+        description="False when the shared list could not be read; only chats known here"
+    )
+    unsaved: int = Field(
+        description="Chats not yet written to the shared list (retried every discovery sweep)"
+    )
 
 
 @dataclass
@@ -86,10 +99,14 @@ class ChatTools:
         deps = self.deps
         people = [u for u in await self._resolve(args.members) if u.id != deps.agent.object_id]
         if not people:
-            raise ToolError("members names only the agent user itself; name the people to chat with")
+            raise ToolError(
+                "members names only the agent user itself; name the people to chat with"
+            )
         chat_type = args.chat_type or ("oneOnOne" if len(people) == 1 else "group")
         try:
-            chat = await deps.graph.create_chat(chat_type, [deps.agent.object_id, *(u.id for u in people)], args.topic)
+            chat = await deps.graph.create_chat(
+                chat_type, [deps.agent.object_id, *(u.id for u in people)], args.topic
+            )
         except ValueError as exc:
             raise ToolError(f"{exc}") from None
         except GraphUnavailable as exc:
@@ -107,9 +124,17 @@ class ChatTools:
         await deps.chat_poller.register_created_chat(chat.id)
         outcome = await deps.discovery.register_chat(chat.id)
         return CreateChatResult(
-            chat_id=chat.id, chat_type=chat.chat_type, topic=meta_or_none(chat.topic),
-            members=[ChatMemberInfo(user_id=u.id, user_principal_name=meta_or_none(u.user_principal_name),
-                                    display_name=meta_or_none(u.display_name)) for u in people],
+            chat_id=chat.id,
+            chat_type=chat.chat_type,
+            topic=meta_or_none(chat.topic),
+            members=[
+                ChatMemberInfo(
+                    user_id=u.id,
+                    user_principal_name=meta_or_none(u.user_principal_name),
+                    display_name=meta_or_none(u.display_name),
+                )
+                for u in people
+            ],
             watched=outcome is not WatchOutcome.FAILED,
             next_action=f"Post in it with send_teams_message(chat_id={chat.id!r}).",
         )
@@ -121,7 +146,9 @@ class ChatTools:
         if watched.needs_load:
             readable = await watched.load() is not ReadOutcome.UNRESOLVED
         chats = [WatchedChat(chat_id=c, topic=self._topic(c)) for c in sorted(watched.chats)]
-        return WatchedChatsResult(chats=chats, count=len(chats), list_readable=readable, unsaved=len(watched.dirty))
+        return WatchedChatsResult(
+            chats=chats, count=len(chats), list_readable=readable, unsaved=len(watched.dirty)
+        )
 
     def _topic(self, chat_id: str) -> str | None:
         return meta_or_none(self.access.topic(chat_id))

@@ -41,15 +41,25 @@ _BACKLOG_DESCRIPTION = (
     "Sponsor messages written BEFORE the wait began (oldest first, each with its age and chat_id): older "
     "requests that may already be handled, not answers to what was just sent"
 )
-_MORE_BACKLOG_DESCRIPTION = "More backlog than one result carries: wait_for_sponsor_dm hands over the rest"
+_MORE_BACKLOG_DESCRIPTION = (
+    "More backlog than one result carries: wait_for_sponsor_dm hands over the rest"
+)
 
 
 class SendInput(NamesAChat):
-    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS,
-                      description="The message to post; write @{0}, @{1}… where the people in mentions go")
-    content_type: Literal["text", "html"] = Field(default="text", description="html keeps Teams formatting")
-    mentions: list[UserRef] = Field(default_factory=list, max_length=MAX_MENTIONS,
-                                    description="UPNs or object ids of chat members to @mention, in @{n} order")
+    text: str = Field(
+        min_length=1,
+        max_length=MAX_TEXT_CHARS,
+        description="The message to post; write @{0}, @{1}… where the people in mentions go",
+    )
+    content_type: Literal["text", "html"] = Field(
+        default="text", description="html keeps Teams formatting"
+    )
+    mentions: list[UserRef] = Field(
+        default_factory=list,
+        max_length=MAX_MENTIONS,
+        description="UPNs or object ids of chat members to @mention, in @{n} order",
+    )
     wait_for_reply: bool | None = Field(
         default=None,
         description="Wait for a sponsor's reply after posting. Omitted: wait only on hosts that cannot receive "
@@ -69,15 +79,20 @@ class SendResult(BaseModel):
     chat_id: str = Field(description="The chat the message was posted to")
     message_id: str
     posted_at: str
-    posted_as: str = Field(description="agent_user, or signed_in_user (delegated mode, text prefixed [EntraBot])")
+    posted_as: str = Field(
+        description="agent_user, or signed_in_user (delegated mode, text prefixed [EntraBot])"
+    )
     interaction_logged: bool
-    post_outcome: PostOutcome = Field(description="posted; or, after Graph lost its answer, found_after_lost_answer "
-                                      "(it had posted) or posted_after_check (it had not, and was posted once)")
+    post_outcome: PostOutcome = Field(
+        description="posted; or, after Graph lost its answer, found_after_lost_answer "
+        "(it had posted) or posted_after_check (it had not, and was posted once)"
+    )
     wait: WaitOutcome
     wait_timeout_s: float | None = None
     sponsor_reply: SponsorReply | None = Field(
-        default=None, description="The sponsor's reply, written after the send, from ANY watched chat: answer in "
-        "its own chat_id"
+        default=None,
+        description="The sponsor's reply, written after the send, from ANY watched chat: answer in "
+        "its own chat_id",
     )
     backlog: list[SponsorReply] = Field(default_factory=list, description=_BACKLOG_DESCRIPTION)
     more_backlog: bool = Field(default=False, description=_MORE_BACKLOG_DESCRIPTION)
@@ -92,7 +107,8 @@ class SponsorWaitResult(BaseModel):
     outcome: WaitOutcome
     timeout_s: float
     sponsor_reply: SponsorReply | None = Field(
-        default=None, description="Written after the wait began: answer in its own chat_id")
+        default=None, description="Written after the wait began: answer in its own chat_id"
+    )
     backlog: list[SponsorReply] = Field(default_factory=list, description=_BACKLOG_DESCRIPTION)
     more_backlog: bool = Field(default=False, description=_MORE_BACKLOG_DESCRIPTION)
     next_action: str = Field(serialization_alias="_next_action")
@@ -123,10 +139,14 @@ class ConversationTools:
         composed = await self._compose(args)
         content = composed.content
         try:
-            sent_once = await deps.chat.post(args.chat_id, content, composed.content_type, composed.mentions)
+            sent_once = await deps.chat.post(
+                args.chat_id, content, composed.content_type, composed.mentions
+            )
         except SendUnknown:
             await self._record(call, args.chat_id, None, content, Action.SEND_UNCONFIRMED.value)
-            log.warning("chat message send outcome unknown after settling", extra={"chat_id": args.chat_id})
+            log.warning(
+                "chat message send outcome unknown after settling", extra={"chat_id": args.chat_id}
+            )
             raise ToolError(
                 f"The message MAY have been posted to chat {args.chat_id}: Microsoft Graph failed after receiving "
                 "it, twice, and reading the chat back could not tell. Do not resend blindly; check with "
@@ -140,14 +160,20 @@ class ConversationTools:
         if standing is ChatStanding.READABLE:
             await deps.discovery.register_chat(args.chat_id)  # so replies in it are polled too
         sent = {
-            "chat_id": args.chat_id, "message_id": posted.id, "posted_at": format_ts(posted.created_date_time),
-            "posted_as": "signed_in_user" if delegated else "agent_user", "interaction_logged": logged,
+            "chat_id": args.chat_id,
+            "message_id": posted.id,
+            "posted_at": format_ts(posted.created_date_time),
+            "posted_as": "signed_in_user" if delegated else "agent_user",
+            "interaction_logged": logged,
             "post_outcome": sent_once.outcome,
         }
         if not should_wait(args.wait_for_reply, call.push_capable):
-            after = ("Sent. Replies reach you as channel messages; do not poll for them." if call.push_capable
-                     else "Sent without waiting. Call wait_for_sponsor_dm only if the operator asks you to wait "
-                     "for a reply.")
+            after = (
+                "Sent. Replies reach you as channel messages; do not poll for them."
+                if call.push_capable
+                else "Sent without waiting. Call wait_for_sponsor_dm only if the operator asks you to wait "
+                "for a reply."
+            )
             return SendResult(**sent, wait=WaitOutcome.NOT_WAITED, next_action=after)
         # An implicit wait (wait_for_reply omitted) is short: a host that times out the call would
         # report a posted message as a failed send and invite a duplicate.
@@ -155,12 +181,24 @@ class ConversationTools:
         waited = await self.waiter.wait(call, args.timeout_s, default_s=default_s)
         next_action = waited.next_action
         if waited.reply is None:
-            posted_note = f"Posted: message {posted.id} is in chat {args.chat_id}; do not send it again. "
-            next_action = posted_note + (waited.next_action if waited.backlog else
-                                         f"No sponsor reply yet ({waited.outcome.value} after {waited.timeout_s:g} s). "
-                                         + waited.next_action)
-        return SendResult(**sent, wait=waited.outcome, wait_timeout_s=waited.timeout_s, sponsor_reply=waited.reply,
-                          backlog=list(waited.backlog), more_backlog=waited.more_backlog, next_action=next_action)
+            posted_note = (
+                f"Posted: message {posted.id} is in chat {args.chat_id}; do not send it again. "
+            )
+            next_action = posted_note + (
+                waited.next_action
+                if waited.backlog
+                else f"No sponsor reply yet ({waited.outcome.value} after {waited.timeout_s:g} s). "
+                + waited.next_action
+            )
+        return SendResult(
+            **sent,
+            wait=waited.outcome,
+            wait_timeout_s=waited.timeout_s,
+            sponsor_reply=waited.reply,
+            backlog=list(waited.backlog),
+            more_backlog=waited.more_backlog,
+            next_action=next_action,
+        )
 
     async def wait_for_sponsor_dm(self, args: WaitInput, call: ToolCall) -> SponsorWaitResult:
         """Block until a sponsor of the agent writes in any watched chat, or until the timeout.
@@ -173,9 +211,14 @@ class ConversationTools:
         waited: WaitResult = await self.waiter.wait(call, args.timeout_s)
         if waited.outcome in (WaitOutcome.NO_SPONSORS, WaitOutcome.SHUTTING_DOWN):
             raise ToolError(waited.next_action)
-        return SponsorWaitResult(outcome=waited.outcome, timeout_s=waited.timeout_s, sponsor_reply=waited.reply,
-                                 backlog=list(waited.backlog), more_backlog=waited.more_backlog,
-                                 next_action=waited.next_action)
+        return SponsorWaitResult(
+            outcome=waited.outcome,
+            timeout_s=waited.timeout_s,
+            sponsor_reply=waited.reply,
+            backlog=list(waited.backlog),
+            more_backlog=waited.more_backlog,
+            next_action=waited.next_action,
+        )
 
     async def _compose(self, args: SendInput) -> Composed:
         """The body as posted: mentions placed (members of the chat only), the delegated prefix, the cap."""
@@ -184,22 +227,31 @@ class ConversationTools:
             try:
                 members = await self.deps.graph.list_chat_members(args.chat_id)
             except GraphError as exc:
-                raise graph_tool_error(exc, f"listing the members of chat {args.chat_id} to mention them") from None
+                raise graph_tool_error(
+                    exc, f"listing the members of chat {args.chat_id} to mention them"
+                ) from None
             for ref in args.mentions:
                 member = member_for(ref, members)
                 if member is None or not member.user_id:
-                    raise ToolError(f"{ref} is not a member of chat {args.chat_id}; only members can be mentioned "
-                                    "(list_chat_members shows them). Nothing was posted.")
+                    raise ToolError(
+                        f"{ref} is not a member of chat {args.chat_id}; only members can be mentioned "
+                        "(list_chat_members shows them). Nothing was posted."
+                    )
                 mentioned.append(member)
         try:
             composed = compose(as_posted(self.deps, args.text), args.content_type, mentioned)
         except MentionError as exc:
             raise ToolError(f"{exc}. Nothing was posted.") from None
         if len(composed.content) > MAX_TEXT_CHARS:
-            raise ToolError(f"The message is {len(composed.content)} characters as posted; Teams takes at most "
-                            f"{MAX_TEXT_CHARS}. Shorten it or split it. Nothing was posted.")
+            raise ToolError(
+                f"The message is {len(composed.content)} characters as posted; Teams takes at most "
+                f"{MAX_TEXT_CHARS}. Shorten it or split it. Nothing was posted."
+            )
         return composed
 
-    async def _record(self, call: ToolCall, chat_id: str, message_id: str | None, content: str, action: str) -> bool:
-        return await record_action(self.deps, call, action=action, chat_id=chat_id, message_id=message_id,
-                                   content=content)
+    async def _record(
+        self, call: ToolCall, chat_id: str, message_id: str | None, content: str, action: str
+    ) -> bool:
+        return await record_action(
+            self.deps, call, action=action, chat_id=chat_id, message_id=message_id, content=content
+        )

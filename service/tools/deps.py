@@ -14,7 +14,13 @@ from service.delivery.hub import DeliveryHub
 from service.delivery.mail_send import MailSender
 from service.delivery.sponsors import SponsorGate
 from service.graph.client import GraphClient
-from service.ledger import DailySummaryProducer, InteractionLog, PromiseLedger, WatchedChats, WatchOutcome
+from service.ledger import (
+    DailySummaryProducer,
+    InteractionLog,
+    PromiseLedger,
+    WatchedChats,
+    WatchOutcome,
+)
 from service.clock import Clock, utc_now
 from service.ledger.permission_requests import PermissionRequests
 from service.ledger.sent_messages import SentMessages

@@ -28,8 +28,14 @@ def one_token(value: str, *, what: str, where: str) -> str:
     which the host would only see as a server failure.
     """
     value = value.strip()
-    if not value or value in (".", "..") or any(ch.isspace() or not ch.isprintable() for ch in value):
-        raise ValueError(f"{what} must be one id without spaces or control characters, exactly as {where} shows it")
+    if (
+        not value
+        or value in (".", "..")
+        or any(ch.isspace() or not ch.isprintable() for ch in value)
+    ):
+        raise ValueError(
+            f"{what} must be one id without spaces or control characters, exactly as {where} shows it"
+        )
     return value
 
 
@@ -60,7 +66,11 @@ ChatId = Annotated[
 
 
 def _user_token(value: str) -> str:
-    return one_token(value, what="each member", where="the directory (a UPN such as ada@contoso.com, or an object id)")
+    return one_token(
+        value,
+        what="each member",
+        where="the directory (a UPN such as ada@contoso.com, or an object id)",
+    )
 
 
 UserRef = Annotated[str, Field(max_length=320), AfterValidator(_user_token)]
@@ -74,11 +84,18 @@ MailId = Annotated[str, Field(max_length=MAX_ID_CHARS), AfterValidator(_mail_tok
 
 
 def _chat_message_token(value: str) -> str:
-    return one_token(value, what="message_id", where="send_teams_message's result or the message you received")
+    return one_token(
+        value, what="message_id", where="send_teams_message's result or the message you received"
+    )
 
 
 ChatMessageId = Annotated[
-    str, Field(min_length=1, max_length=MAX_ID_CHARS, description="The Teams message id, e.g. 1733140000123"),
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_ID_CHARS,
+        description="The Teams message id, e.g. 1733140000123",
+    ),
     AfterValidator(_chat_message_token),
 ]
 

@@ -44,21 +44,29 @@ def member_for(ref: str, members: Sequence[ChatMember]) -> ChatMember | None:
     return None
 
 
-def compose(text: str, content_type: Literal["text", "html"], mentioned: Sequence[ChatMember]) -> Composed:
+def compose(
+    text: str, content_type: Literal["text", "html"], mentioned: Sequence[ChatMember]
+) -> Composed:
     """The body to post: ``text`` as is when nobody is mentioned, else HTML with an <at> tag per ``@{n}``."""
     used = {int(n) for n in TOKEN.findall(text)}
     if not mentioned:
         if used:
-            raise MentionError("the text has @{n} marks but mentions is empty; list the people to mention")
+            raise MentionError(
+                "the text has @{n} marks but mentions is empty; list the people to mention"
+            )
         return Composed(text, content_type)
     unknown = sorted(n for n in used if n >= len(mentioned))
     if unknown:
-        raise MentionError(f"@{{{unknown[0]}}} has no person: mentions lists {len(mentioned)} (use @{{0}} to "
-                           f"@{{{len(mentioned) - 1}}})")
+        raise MentionError(
+            f"@{{{unknown[0]}}} has no person: mentions lists {len(mentioned)} (use @{{0}} to "
+            f"@{{{len(mentioned) - 1}}})"
+        )
     unplaced = sorted(set(range(len(mentioned))) - used)
     if unplaced:
-        raise MentionError(f"mentions[{unplaced[0]}] is never placed in the text; write @{{{unplaced[0]}}} where "
-                           "they are to be mentioned")
+        raise MentionError(
+            f"mentions[{unplaced[0]}] is never placed in the text; write @{{{unplaced[0]}}} where "
+            "they are to be mentioned"
+        )
     body = text if content_type == "html" else html.escape(text).replace("\n", "<br>")
     tags: list[OutboundMention] = []
 

@@ -36,8 +36,12 @@ log = logging.getLogger(__name__)
 
 class EditInput(NamesAChat):
     message_id: ChatMessageId
-    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="The message's new text, whole")
-    content_type: Literal["text", "html"] = Field(default="text", description="html keeps Teams formatting")
+    text: str = Field(
+        min_length=1, max_length=MAX_TEXT_CHARS, description="The message's new text, whole"
+    )
+    content_type: Literal["text", "html"] = Field(
+        default="text", description="html keeps Teams formatting"
+    )
 
     @field_validator("text")
     @classmethod
@@ -72,18 +76,30 @@ class OwnMessageTools:
         await self.access.check(args.chat_id)
         message = await self._own(args.chat_id, args.message_id, doing="editing")
         if message.deleted_date_time is not None:
-            raise ToolError(f"Message {args.message_id} was deleted and cannot be edited; post a new message "
-                            "with send_teams_message if it is still needed.")
+            raise ToolError(
+                f"Message {args.message_id} was deleted and cannot be edited; post a new message "
+                "with send_teams_message if it is still needed."
+            )
         content = as_posted(self.deps, args.text)
         try:
-            await self.deps.graph.update_chat_message(args.chat_id, args.message_id, content, args.content_type)
+            await self.deps.graph.update_chat_message(
+                args.chat_id, args.message_id, content, args.content_type
+            )
         except GraphError as exc:
-            raise graph_tool_error(exc, f"editing message {args.message_id} in chat {args.chat_id}") from None
+            raise graph_tool_error(
+                exc, f"editing message {args.message_id} in chat {args.chat_id}"
+            ) from None
         logged = await self._record(call, args.chat_id, args.message_id, Action.EDITED, content)
-        log.info("chat message edited", extra={"chat_id": args.chat_id, "message_id": args.message_id})
-        return OwnMessageResult(chat_id=args.chat_id, message_id=args.message_id, state="edited",
-                                interaction_logged=logged,
-                                next_action="Edited; do not post the text again as a new message.")
+        log.info(
+            "chat message edited", extra={"chat_id": args.chat_id, "message_id": args.message_id}
+        )
+        return OwnMessageResult(
+            chat_id=args.chat_id,
+            message_id=args.message_id,
+            state="edited",
+            interaction_logged=logged,
+            next_action="Edited; do not post the text again as a new message.",
+        )
 
     async def delete_teams_message(self, args: DeleteInput, call: ToolCall) -> OwnMessageResult:
         """Withdraw (soft-delete) a message the agent itself posted. It shows as deleted in Teams.
@@ -95,17 +111,25 @@ class OwnMessageTools:
         if message.deleted_date_time is not None:
             return self._deleted(args, "already_deleted", logged=False)
         try:
-            await self.deps.graph.soft_delete_chat_message(self.deps.agent.object_id, args.chat_id, args.message_id)
+            await self.deps.graph.soft_delete_chat_message(
+                self.deps.agent.object_id, args.chat_id, args.message_id
+            )
         except GraphError as exc:
             if not (isinstance(exc, GraphUnavailable) and exc.outcome_unknown):
-                raise graph_tool_error(exc, f"deleting message {args.message_id} in chat {args.chat_id}") from None
+                raise graph_tool_error(
+                    exc, f"deleting message {args.message_id} in chat {args.chat_id}"
+                ) from None
             # The delete may have happened: the message itself says whether it did.
             settled = await self._own(args.chat_id, args.message_id, doing="checking the delete of")
             if settled.deleted_date_time is None:
-                raise ToolError(f"Message {args.message_id} was not deleted: Microsoft Graph failed, and the "
-                                "message read back afterwards is still there. Try delete_teams_message again.") from None
+                raise ToolError(
+                    f"Message {args.message_id} was not deleted: Microsoft Graph failed, and the "
+                    "message read back afterwards is still there. Try delete_teams_message again."
+                ) from None
         logged = await self._record(call, args.chat_id, args.message_id, Action.DELETED, None)
-        log.info("chat message deleted", extra={"chat_id": args.chat_id, "message_id": args.message_id})
+        log.info(
+            "chat message deleted", extra={"chat_id": args.chat_id, "message_id": args.message_id}
+        )
         return self._deleted(args, "deleted", logged=logged)
 
     @property
@@ -117,8 +141,10 @@ class OwnMessageTools:
         try:
             message = await self.deps.graph.get_chat_message(chat_id, message_id)
         except GraphNotFound:
-            raise ToolError(f"Message {message_id} is not in chat {chat_id}. Use the message_id that "
-                            "send_teams_message returned, with the chat_id it was posted to.") from None
+            raise ToolError(
+                f"Message {message_id} is not in chat {chat_id}. Use the message_id that "
+                "send_teams_message returned, with the chat_id it was posted to."
+            ) from None
         except GraphError as exc:
             raise graph_tool_error(exc, f"{doing} message {message_id} in chat {chat_id}") from None
         sender = message.sender.id if message.sender is not None else None
@@ -127,22 +153,39 @@ class OwnMessageTools:
         if self._delegated:
             sent = await self.deps.sent_messages.view(chat_id, [message_id])
             if not sent.readable:
-                raise ToolError("The fleet's record of the agent's sent messages cannot be read just now, so it "
-                                "cannot tell whether you posted this message. Nothing was changed; try again.")
+                raise ToolError(
+                    "The fleet's record of the agent's sent messages cannot be read just now, so it "
+                    "cannot tell whether you posted this message. Nothing was changed; try again."
+                )
             ours = message_id in sent.ids
         else:
             ours = sender == self.deps.agent.object_id
         if not ours:
-            raise ToolError(f"Message {message_id} was not posted by the agent; you can only edit or delete "
-                            "your own messages. Nothing was changed.")
+            raise ToolError(
+                f"Message {message_id} was not posted by the agent; you can only edit or delete "
+                "your own messages. Nothing was changed."
+            )
         return message
 
-    def _deleted(self, args: DeleteInput, state: Literal["deleted", "already_deleted"], *,
-                 logged: bool) -> OwnMessageResult:
-        return OwnMessageResult(chat_id=args.chat_id, message_id=args.message_id, state=state,
-                                interaction_logged=logged, next_action="Deleted; it cannot be edited any more.")
+    def _deleted(
+        self, args: DeleteInput, state: Literal["deleted", "already_deleted"], *, logged: bool
+    ) -> OwnMessageResult:
+        return OwnMessageResult(
+            chat_id=args.chat_id,
+            message_id=args.message_id,
+            state=state,
+            interaction_logged=logged,
+            next_action="Deleted; it cannot be edited any more.",
+        )
 
-    async def _record(self, call: ToolCall, chat_id: str, message_id: str, action: Action,
-                      content: str | None) -> bool:
-        return await record_action(self.deps, call, action=action.value, chat_id=chat_id, message_id=message_id,
-                                   content=content)
+    async def _record(
+        self, call: ToolCall, chat_id: str, message_id: str, action: Action, content: str | None
+    ) -> bool:
+        return await record_action(
+            self.deps,
+            call,
+            action=action.value,
+            chat_id=chat_id,
+            message_id=message_id,
+            content=content,
+        )

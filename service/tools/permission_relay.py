@@ -57,10 +57,14 @@ SEND_TIMEOUT_S = 10.0
 
 
 class PermissionRequestInput(BaseModel):
-    request_id: str = Field(pattern=REQUEST_ID_PATTERN, description="The host's five-letter request id")
+    request_id: str = Field(
+        pattern=REQUEST_ID_PATTERN, description="The host's five-letter request id"
+    )
     tool_name: str = Field(min_length=1, max_length=200)
     description: str = Field(default="", max_length=2000)
-    input_preview: str = Field(default="", description="Shown to the sponsor inside an external_content envelope")
+    input_preview: str = Field(
+        default="", description="Shown to the sponsor inside an external_content envelope"
+    )
 
 
 @dataclass(eq=False)
@@ -79,7 +83,9 @@ class PermissionTarget:
     expires_at: datetime
     clock: Clock
     send_timeout_s: float = SEND_TIMEOUT_S
-    on_relayed: Callable[[InboundMessage], Awaitable[None]] | None = None  # the audit trail's record
+    on_relayed: Callable[[InboundMessage], Awaitable[None]] | None = (
+        None  # the audit trail's record
+    )
     _done: bool = False
 
     @property
@@ -108,7 +114,9 @@ class PermissionTarget:
         return verdict is not None and verdict.request_id == self.request_id
 
     def room_for(self, message: InboundMessage, alongside: Sequence[InboundMessage]) -> bool:
-        return not alongside  # one verdict decides the request: a second one claimed would reach nobody
+        return (
+            not alongside
+        )  # one verdict decides the request: a second one claimed would reach nobody
 
     def allotted(self, taken: Sequence[InboundMessage], left: Sequence[InboundMessage]) -> None:
         """Nothing to prepare: the verdict is relayed as it is handed over."""
@@ -124,8 +132,15 @@ class PermissionTarget:
             # it must not reach the agent again as an ordinary message.
             return Handover.IN_DOUBT
         self._done = True
-        log.info("permission verdict relayed", extra={"request_id": self.request_id, "behavior": verdict.behavior,
-                                                      "chat_id": message.chat_id, "message_id": message.message_id})
+        log.info(
+            "permission verdict relayed",
+            extra={
+                "request_id": self.request_id,
+                "behavior": verdict.behavior,
+                "chat_id": message.chat_id,
+                "message_id": message.message_id,
+            },
+        )
         await self.on_decided(self.request_id)
         if self.on_relayed is not None:
             await self.on_relayed(message)
@@ -135,8 +150,11 @@ class PermissionTarget:
 def sponsor_prompt(args: PermissionRequestInput) -> str:
     """The DM text. Tool name and description come from the host's model, so they are defanged; the
     input preview may quote anything the agent read, so it goes inside the envelope."""
-    preview = wrap_for_channel(args.input_preview[:MAX_PREVIEW_CHARS], source=Source.CHAT,
-                               sender="permission request input")
+    preview = wrap_for_channel(
+        args.input_preview[:MAX_PREVIEW_CHARS],
+        source=Source.CHAT,
+        sender="permission request input",
+    )
     return (
         f"Permission request {args.request_id}: the agent wants to run {neutralise(args.tool_name)}.\n"
         f"{neutralise(args.description)}\n"
@@ -158,13 +176,17 @@ class PermissionRelay:
         deps = self.deps
         channel = call.channel
         if channel is None or not call.push_capable or not channel.is_open():
-            raise ToolError("a permission request needs a push host with an open stream (entrabot-fleet channel): "
-                            "the verdict is pushed, never returned")
+            raise ToolError(
+                "a permission request needs a push host with an open stream (entrabot-fleet channel): "
+                "the verdict is pushed, never returned"
+            )
         if call.hub.closed:
             raise ToolError("this replica is shutting down; the bridge reconnects, then ask again")
         sponsors = sorted(deps.gate.sponsor_ids)[:MAX_SPONSORS_ASKED]
         if not sponsors:
-            raise ToolError("no sponsor of the agent identity is known, so nobody can approve; answer locally")
+            raise ToolError(
+                "no sponsor of the agent identity is known, so nobody can approve; answer locally"
+            )
         # Taken before the record's own (later) clock reading: this replica's target dies no later
         # than the fleet's record, so no reply counts here that other replicas take for ordinary.
         expires_at = deps.clock() + self.ttl
@@ -172,29 +194,57 @@ class PermissionRelay:
         if reserved is ReserveOutcome.TAKEN:
             raise ToolError(f"a permission request {args.request_id} is already pending")
         if reserved is ReserveOutcome.UNRESOLVED:
-            raise ToolError("the shared store could not record the request; nobody was asked, try again")
+            raise ToolError(
+                "the shared store could not record the request; nobody was asked, try again"
+            )
+
         async def relayed(message: InboundMessage) -> None:
             verdict = parse_verdict(message.body)
-            await record_action(deps, call, action=Action.VERDICT_RELAYED.value, chat_id=message.chat_id,
-                                message_id=message.message_id,
-                                summary=f"{verdict.behavior if verdict else 'verdict'} {args.request_id} from "
-                                        f"sponsor {message.sender_id}")
+            await record_action(
+                deps,
+                call,
+                action=Action.VERDICT_RELAYED.value,
+                chat_id=message.chat_id,
+                message_id=message.message_id,
+                summary=f"{verdict.behavior if verdict else 'verdict'} {args.request_id} from "
+                f"sponsor {message.sender_id}",
+            )
 
-        target = PermissionTarget(args.request_id, channel.send, channel.is_open, self._decided, expires_at,
-                                  deps.clock, on_relayed=relayed)
+        target = PermissionTarget(
+            args.request_id,
+            channel.send,
+            channel.is_open,
+            self._decided,
+            expires_at,
+            deps.clock,
+            on_relayed=relayed,
+        )
         call.hub.register(target)
         asked = await self._ask(sponsors, sponsor_prompt(args))
         if not asked:
             call.hub.unregister(target.target_id)
             await self._decided(args.request_id)
             raise ToolError("no sponsor could be reached in Teams; answer the request locally")
-        await record_action(deps, call, action=Action.PERMISSION_ASKED.value, chat_id=None,
-                            summary=f"{args.request_id}: {neutralise(args.tool_name)}, {asked} sponsor(s) asked")
-        task = asyncio.create_task(self._expire(target), name=f"permission-expiry-{args.request_id}")
+        await record_action(
+            deps,
+            call,
+            action=Action.PERMISSION_ASKED.value,
+            chat_id=None,
+            summary=f"{args.request_id}: {neutralise(args.tool_name)}, {asked} sponsor(s) asked",
+        )
+        task = asyncio.create_task(
+            self._expire(target), name=f"permission-expiry-{args.request_id}"
+        )
         self._expiries.add(task)
         task.add_done_callback(self._expiries.discard)
-        log.info("permission requested", extra={"request_id": args.request_id, "sponsors_asked": asked,
-                                                "expires_at": format_ts(expires_at)})
+        log.info(
+            "permission requested",
+            extra={
+                "request_id": args.request_id,
+                "sponsors_asked": asked,
+                "expires_at": format_ts(expires_at),
+            },
+        )
 
     async def _ask(self, sponsors: list[str], text: str) -> int:
         asked = 0
@@ -202,11 +252,19 @@ class PermissionRelay:
         for sponsor_id in sponsors:
             try:
                 chat = await deps.graph.create_chat("oneOnOne", [deps.agent.object_id, sponsor_id])
-                await deps.discovery.register_chat(chat.id)  # watched before asking, so the reply is polled
+                await deps.discovery.register_chat(
+                    chat.id
+                )  # watched before asking, so the reply is polled
                 await deps.graph.send_chat_message(chat.id, text)
             except GraphError as exc:
-                log.warning("could not ask a sponsor", extra={"sponsor_id": sponsor_id, "error": type(exc).__name__,
-                                                              "status": exc.status})
+                log.warning(
+                    "could not ask a sponsor",
+                    extra={
+                        "sponsor_id": sponsor_id,
+                        "error": type(exc).__name__,
+                        "status": exc.status,
+                    },
+                )
                 continue
             asked += 1
         return asked

@@ -37,13 +37,18 @@ class PostPlaceholderInput(NamesAChat):
 
 class UpdatePlaceholderInput(NamesAChat):
     message_id: ChatMessageId
-    status: str = Field(min_length=1, max_length=MAX_STATUS_CHARS, description="What the agent is doing now")
+    status: str = Field(
+        min_length=1, max_length=MAX_STATUS_CHARS, description="What the agent is doing now"
+    )
 
 
 class ResolvePlaceholderInput(NamesAChat):
     message_id: ChatMessageId
-    final_text: str | None = Field(default=None, max_length=28_000,
-                                   description="The answer that replaces the placeholder; omitted: withdraw it")
+    final_text: str | None = Field(
+        default=None,
+        max_length=28_000,
+        description="The answer that replaces the placeholder; omitted: withdraw it",
+    )
 
 
 class PlaceholderResult(BaseModel):
@@ -61,7 +66,9 @@ class PlaceholderTools:
     access: ChatAccess
     own: OwnMessageTools
 
-    async def post_placeholder(self, args: PostPlaceholderInput, call: ToolCall) -> PlaceholderResult:
+    async def post_placeholder(
+        self, args: PostPlaceholderInput, call: ToolCall
+    ) -> PlaceholderResult:
         """Show a chat you are working on its request: posts an hourglass status you later update and resolve."""
         deps = self.deps
         await self.access.check(args.chat_id)
@@ -69,32 +76,67 @@ class PlaceholderTools:
         try:
             posted = await deps.chat.post(args.chat_id, content)
         except SendUnknown:
-            raise ToolError(f"The placeholder MAY have been posted to chat {args.chat_id}; check with "
-                            "read_teams_messages before posting another.") from None
+            raise ToolError(
+                f"The placeholder MAY have been posted to chat {args.chat_id}; check with "
+                "read_teams_messages before posting another."
+            ) from None
         except GraphError as exc:
             raise graph_tool_error(exc, f"posting a placeholder to chat {args.chat_id}") from None
-        await record_action(deps, call, action=Action.SENT.value, chat_id=args.chat_id,
-                            message_id=posted.message.id, content=content, summary="placeholder")
+        await record_action(
+            deps,
+            call,
+            action=Action.SENT.value,
+            chat_id=args.chat_id,
+            message_id=posted.message.id,
+            content=content,
+            summary="placeholder",
+        )
         return PlaceholderResult(
-            chat_id=args.chat_id, message_id=posted.message.id, state="posted",
-            posted_at=format_ts(posted.message.created_date_time), post_outcome=posted.outcome,
+            chat_id=args.chat_id,
+            message_id=posted.message.id,
+            state="posted",
+            posted_at=format_ts(posted.message.created_date_time),
+            post_outcome=posted.outcome,
             next_action=f"Work, update it with update_placeholder(message_id={posted.message.id!r}), and end with "
-                        "resolve_placeholder — with the answer, or without to withdraw it.")
+            "resolve_placeholder — with the answer, or without to withdraw it.",
+        )
 
-    async def update_placeholder(self, args: UpdatePlaceholderInput, call: ToolCall) -> PlaceholderResult:
+    async def update_placeholder(
+        self, args: UpdatePlaceholderInput, call: ToolCall
+    ) -> PlaceholderResult:
         """Change what the placeholder says you are doing (edits it in place; nobody is notified again)."""
         await self.own.edit_teams_message(
-            EditInput(chat_id=args.chat_id, message_id=args.message_id, text=MARK + args.status), call)
-        return PlaceholderResult(chat_id=args.chat_id, message_id=args.message_id, state="updated",
-                                 next_action="Resolve it with resolve_placeholder when the work is done.")
+            EditInput(chat_id=args.chat_id, message_id=args.message_id, text=MARK + args.status),
+            call,
+        )
+        return PlaceholderResult(
+            chat_id=args.chat_id,
+            message_id=args.message_id,
+            state="updated",
+            next_action="Resolve it with resolve_placeholder when the work is done.",
+        )
 
-    async def resolve_placeholder(self, args: ResolvePlaceholderInput, call: ToolCall) -> PlaceholderResult:
+    async def resolve_placeholder(
+        self, args: ResolvePlaceholderInput, call: ToolCall
+    ) -> PlaceholderResult:
         """End the placeholder: it becomes final_text (your answer), or is withdrawn when final_text is omitted."""
         if args.final_text is not None and args.final_text.strip():
             await self.own.edit_teams_message(
-                EditInput(chat_id=args.chat_id, message_id=args.message_id, text=args.final_text), call)
-            return PlaceholderResult(chat_id=args.chat_id, message_id=args.message_id, state="resolved",
-                                     next_action="Done: the placeholder now holds your answer; do not post it again.")
-        await self.own.delete_teams_message(DeleteInput(chat_id=args.chat_id, message_id=args.message_id), call)
-        return PlaceholderResult(chat_id=args.chat_id, message_id=args.message_id, state="withdrawn",
-                                 next_action="Withdrawn.")
+                EditInput(chat_id=args.chat_id, message_id=args.message_id, text=args.final_text),
+                call,
+            )
+            return PlaceholderResult(
+                chat_id=args.chat_id,
+                message_id=args.message_id,
+                state="resolved",
+                next_action="Done: the placeholder now holds your answer; do not post it again.",
+            )
+        await self.own.delete_teams_message(
+            DeleteInput(chat_id=args.chat_id, message_id=args.message_id), call
+        )
+        return PlaceholderResult(
+            chat_id=args.chat_id,
+            message_id=args.message_id,
+            state="withdrawn",
+            next_action="Withdrawn.",
+        )

@@ -30,16 +30,23 @@ Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS), AfterValid
 class AddPromiseInput(BaseModel):
     text: Text = Field(description="What the agent promised, in its own words")
     chat_id: ChatId | None = Field(default=None, description="The chat it was promised in, if any")
-    to: str | None = Field(default=None, max_length=320, description="Who it was promised to (name or UPN)")
+    to: str | None = Field(
+        default=None, max_length=320, description="Who it was promised to (name or UPN)"
+    )
     due: datetime | None = Field(default=None, description="When it is due (ISO 8601)")
 
 
 class ListPromisesInput(BaseModel):
-    status: Literal["open", "resolved", "all"] = Field(default="open", description="Resolved ones are kept 14 days")
+    status: Literal["open", "resolved", "all"] = Field(
+        default="open", description="Resolved ones are kept 14 days"
+    )
 
 
 class ResolvePromiseInput(BaseModel):
-    id: Annotated[str, Field(min_length=1, max_length=64, description="The id add_promise or list_promises gave")]
+    id: Annotated[
+        str,
+        Field(min_length=1, max_length=64, description="The id add_promise or list_promises gave"),
+    ]
     note: Text | None = Field(default=None, description="How it was kept (or why it was dropped)")
 
 
@@ -62,7 +69,9 @@ class PromiseResult(BaseModel):
 class ListPromisesResult(BaseModel):
     promises: list[PromiseItem]
     count: int
-    skipped_lines: int = Field(description="Unreadable lines in the ledger, left out (an operator should look)")
+    skipped_lines: int = Field(
+        description="Unreadable lines in the ledger, left out (an operator should look)"
+    )
 
 
 def _stamp(moment: datetime | None) -> str | None:
@@ -71,8 +80,14 @@ def _stamp(moment: datetime | None) -> str | None:
 
 def promise_item(promise: Promise) -> PromiseItem:
     return PromiseItem(
-        id=promise.id, text=promise.text, status=promise.status.value, created_at=format_timestamp(promise.created_at),
-        chat_id=promise.chat_id, to=promise.to, due_at=_stamp(promise.due_at), resolved_at=_stamp(promise.resolved_at),
+        id=promise.id,
+        text=promise.text,
+        status=promise.status.value,
+        created_at=format_timestamp(promise.created_at),
+        chat_id=promise.chat_id,
+        to=promise.to,
+        due_at=_stamp(promise.due_at),
+        resolved_at=_stamp(promise.resolved_at),
         resolution=promise.resolution,
     )
 
@@ -81,11 +96,15 @@ def _written(write: PromiseWrite, doing: str) -> PromiseResult:
     if write.outcome is PromiseWriteOutcome.WRITTEN and write.promise is not None:
         return PromiseResult(promise=promise_item(write.promise))
     if write.outcome is PromiseWriteOutcome.CONFLICTED:
-        raise ToolError(f"Not saved while {doing}: other replicas kept changing the promise ledger at the same "
-                        "moment. Try again.")
-    raise ToolError(f"Could not confirm {doing}: the promise ledger could not be read or holds a line that is not a "
-                    "promise (an operator must fix or remove it). Call list_promises before trying again, in "
-                    "case it was saved.")
+        raise ToolError(
+            f"Not saved while {doing}: other replicas kept changing the promise ledger at the same "
+            "moment. Try again."
+        )
+    raise ToolError(
+        f"Could not confirm {doing}: the promise ledger could not be read or holds a line that is not a "
+        "promise (an operator must fix or remove it). Call list_promises before trying again, in "
+        "case it was saved."
+    )
 
 
 @dataclass
@@ -95,7 +114,9 @@ class PromiseTools:
     async def add_promise(self, args: AddPromiseInput, call: ToolCall) -> PromiseResult:
         """Record a promise the agent made (shared by every replica), so it is kept and shows in the daily summary."""
         due = as_utc(args.due) if args.due is not None else None
-        write = await self.deps.promises.add(args.text, chat_id=args.chat_id, to=args.to, due_at=due)
+        write = await self.deps.promises.add(
+            args.text, chat_id=args.chat_id, to=args.to, due_at=due
+        )
         return _written(write, "adding the promise")
 
     async def list_promises(self, args: ListPromisesInput, call: ToolCall) -> ListPromisesResult:
@@ -103,14 +124,20 @@ class PromiseTools:
         status = None if args.status == "all" else PromiseStatus(args.status)
         listed = await self.deps.promises.list(status=status)
         if listed.outcome is ReadOutcome.UNRESOLVED:
-            raise ToolError("The promise ledger could not be read right now; try again in a minute.")
+            raise ToolError(
+                "The promise ledger could not be read right now; try again in a minute."
+            )
         items = [promise_item(p) for p in listed.promises]
-        return ListPromisesResult(promises=items, count=len(items), skipped_lines=listed.skipped_lines)
+        return ListPromisesResult(
+            promises=items, count=len(items), skipped_lines=listed.skipped_lines
+        )
 
     async def resolve_promise(self, args: ResolvePromiseInput, call: ToolCall) -> PromiseResult:
         """Mark a promise kept (or dropped), with an optional note. Resolving a resolved one changes nothing."""
         write = await self.deps.promises.resolve(args.id.strip(), resolution=args.note)
         if write.outcome is PromiseWriteOutcome.NOT_FOUND:
-            raise ToolError(f"No promise with id {args.id.strip()!r}; list_promises(status='all') shows the ids "
-                            "(resolved ones are kept 14 days).")
+            raise ToolError(
+                f"No promise with id {args.id.strip()!r}; list_promises(status='all') shows the ids "
+                "(resolved ones are kept 14 days)."
+            )
         return _written(write, "resolving the promise")

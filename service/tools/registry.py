@@ -28,10 +28,13 @@ from service.tools.summary import SummaryTools
 from service.tools.teams_reads import TeamsReadTools
 from service.tools.whoami import WhoamiTool
 
+
 def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
     """Add every tool to ``registry`` (before any host lists them); their state lives in these objects."""
     access = ChatAccess(deps.graph, deps.watched)
-    bounds = BacklogBounds(deps.settings.sponsor_wait_backlog_items, deps.settings.sponsor_wait_backlog_chars)
+    bounds = BacklogBounds(
+        deps.settings.sponsor_wait_backlog_items, deps.settings.sponsor_wait_backlog_chars
+    )
     waiter = SponsorWaiter(deps.gate, deps.settings.sponsor_wait_timeout_s, deps.clock, bounds)
     conversation = ConversationTools(deps, access, waiter)
     reads = TeamsReadTools(deps, access, ReplyWatches())
@@ -41,18 +44,35 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
     members = MembershipTools(deps, access)
     placeholders = PlaceholderTools(deps, access, own)
     handlers = (
-        conversation.send_teams_message, reads.read_teams_messages, chats.create_chat, chats.list_watched_chats,
-        reads.watch_teams_replies, conversation.wait_for_sponsor_dm, MailTools(deps).read_email,
-        promises.add_promise, promises.list_promises, promises.resolve_promise,
-        InteractionTools(deps).read_interactions, SummaryTools(deps).run_daily_summary,
-        own.edit_teams_message, own.delete_teams_message, members.list_chat_members, members.add_chat_member, WhoamiTool(deps).whoami,
-        ImageTools(deps, access).view_image, CardTools(deps, access).send_adaptive_card,
+        conversation.send_teams_message,
+        reads.read_teams_messages,
+        chats.create_chat,
+        chats.list_watched_chats,
+        reads.watch_teams_replies,
+        conversation.wait_for_sponsor_dm,
+        MailTools(deps).read_email,
+        promises.add_promise,
+        promises.list_promises,
+        promises.resolve_promise,
+        InteractionTools(deps).read_interactions,
+        SummaryTools(deps).run_daily_summary,
+        own.edit_teams_message,
+        own.delete_teams_message,
+        members.list_chat_members,
+        members.add_chat_member,
+        WhoamiTool(deps).whoami,
+        ImageTools(deps, access).view_image,
+        CardTools(deps, access).send_adaptive_card,
         CatchUpTool(deps).catch_up,
-        placeholders.post_placeholder, placeholders.update_placeholder, placeholders.resolve_placeholder,
+        placeholders.post_placeholder,
+        placeholders.update_placeholder,
+        placeholders.resolve_placeholder,
         MailOutTools(deps).send_email,
     )
     for handler in handlers:
         registry.add(handler)
     if deps.permissions is not None and deps.settings.permission_relay_enabled:
-        relay = PermissionRelay(deps, deps.permissions, timedelta(seconds=deps.settings.permission_request_timeout_s))
+        relay = PermissionRelay(
+            deps, deps.permissions, timedelta(seconds=deps.settings.permission_request_timeout_s)
+        )
         registry.add_host_notification(PERMISSION_REQUEST_METHOD, relay.ask_sponsors)

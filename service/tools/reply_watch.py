@@ -39,9 +39,14 @@ class ChatWatch:
             return since or mine
         return max(since, mine)
 
-    def fresh(self, humans_oldest_first: Sequence[ChatMessage], floor: datetime | None) -> list[ChatMessage]:
-        return [m for m in humans_oldest_first
-                if m.id not in self.seen and (floor is None or m.created_date_time > floor)]
+    def fresh(
+        self, humans_oldest_first: Sequence[ChatMessage], floor: datetime | None
+    ) -> list[ChatMessage]:
+        return [
+            m
+            for m in humans_oldest_first
+            if m.id not in self.seen and (floor is None or m.created_date_time > floor)
+        ]
 
     def mark(self, returned: Sequence[ChatMessage]) -> None:
         for message in returned:

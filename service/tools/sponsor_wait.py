@@ -54,17 +54,23 @@ class WaitOutcome(str, Enum):
     NOT_WAITED = "not_waited"  # a push host: replies arrive as channel pushes
     NO_SPONSORS = "no_sponsors"  # no sponsor is known, so no reply could be verified
     SHUTTING_DOWN = "shutting_down"
-    CALLER_GONE = "caller_gone"  # the host's connection closed: what the wait held went to the next wait
+    CALLER_GONE = (
+        "caller_gone"  # the host's connection closed: what the wait held went to the next wait
+    )
 
 
 class SponsorReply(BaseModel):
-    chat_id: str = Field(description="The chat the reply came from; answer there (it may differ from where you sent)")
+    chat_id: str = Field(
+        description="The chat the reply came from; answer there (it may differ from where you sent)"
+    )
     message_id: str
     sender_id: str
     sender: str
     ts: str
     verified_sponsor: bool
-    content: str = Field(description="A verified sponsor's text, outside any envelope (anything else is enveloped)")
+    content: str = Field(
+        description="A verified sponsor's text, outside any envelope (anything else is enveloped)"
+    )
     age_s: float = Field(description="How long before the wait ended the sponsor wrote it")
     predates_wait: bool = Field(
         description="Written before the wait began (backlog): not an answer to what was just sent"
@@ -77,10 +83,20 @@ def sponsor_reply(message: InboundMessage, *, backlog: bool, now: datetime) -> S
     if verified:
         content = bare_for_tool_result(message.body, max_chars=MAX_ITEM_CHARS)
     else:  # unreachable through SponsorWaitTarget; kept so a wider target can never unwrap a stranger
-        content = wrap_external(message.body, source=Source.CHAT, sender=sender, max_chars=MAX_ITEM_CHARS)
-    return SponsorReply(chat_id=message.chat_id, message_id=message.message_id, sender_id=meta_value(message.sender_id),
-                        sender=sender, ts=format_ts(message.created), verified_sponsor=verified, content=content,
-                        age_s=round(max(0.0, (now - message.created).total_seconds()), 1), predates_wait=backlog)
+        content = wrap_external(
+            message.body, source=Source.CHAT, sender=sender, max_chars=MAX_ITEM_CHARS
+        )
+    return SponsorReply(
+        chat_id=message.chat_id,
+        message_id=message.message_id,
+        sender_id=meta_value(message.sender_id),
+        sender=sender,
+        ts=format_ts(message.created),
+        verified_sponsor=verified,
+        content=content,
+        age_s=round(max(0.0, (now - message.created).total_seconds()), 1),
+        predates_wait=backlog,
+    )
 
 
 @dataclass(frozen=True)
@@ -95,23 +111,33 @@ class WaitResult:
     def next_action(self) -> str:
         backlog = self._backlog_note()
         if self.reply is not None:
-            return (f"Answer the sponsor in chat_id {self.reply.chat_id}: that is the chat this reply came from, "
-                    "which may differ from the chat you last wrote to. Call send_teams_message with that chat_id."
-                    + (f" {backlog}" if backlog else ""))
+            return (
+                f"Answer the sponsor in chat_id {self.reply.chat_id}: that is the chat this reply came from, "
+                "which may differ from the chat you last wrote to. Call send_teams_message with that chat_id."
+                + (f" {backlog}" if backlog else "")
+            )
         if backlog:
-            return (f"No sponsor reply to what you just sent yet. {backlog} A reply written from now on reaches you "
-                    "with your next wait (send_teams_message or wait_for_sponsor_dm).")
+            return (
+                f"No sponsor reply to what you just sent yet. {backlog} A reply written from now on reaches you "
+                "with your next wait (send_teams_message or wait_for_sponsor_dm)."
+            )
         if self.outcome is WaitOutcome.TIMEOUT:
-            return (f"No sponsor reply arrived within {self.timeout_s:g} s. Do not wait again in a loop: carry on. "
-                    "A reply that arrives later reaches you with your next wait (send_teams_message or "
-                    "wait_for_sponsor_dm), or as a channel message on hosts that take them; "
-                    "read_teams_messages(chat_id) shows every chat's history.")
+            return (
+                f"No sponsor reply arrived within {self.timeout_s:g} s. Do not wait again in a loop: carry on. "
+                "A reply that arrives later reaches you with your next wait (send_teams_message or "
+                "wait_for_sponsor_dm), or as a channel message on hosts that take them; "
+                "read_teams_messages(chat_id) shows every chat's history."
+            )
         if self.outcome is WaitOutcome.NO_SPONSORS:
-            return ("No sponsor of the agent identity is known (ENTRABOT_AGENT_IDENTITY_ID unset or its sponsors "
-                    "unreadable), so no reply can be verified; use read_teams_messages(chat_id) to read replies.")
+            return (
+                "No sponsor of the agent identity is known (ENTRABOT_AGENT_IDENTITY_ID unset or its sponsors "
+                "unreadable), so no reply can be verified; use read_teams_messages(chat_id) to read replies."
+            )
         if self.outcome is WaitOutcome.CALLER_GONE:
-            return ("The connection of this call closed before its result could be written, so it carries no "
-                    "message: what arrived for it goes to your next wait. Call wait_for_sponsor_dm to get it.")
+            return (
+                "The connection of this call closed before its result could be written, so it carries no "
+                "message: what arrived for it goes to your next wait. Call wait_for_sponsor_dm to get it."
+            )
         return "This server is shutting down; reconnect, then call wait_for_sponsor_dm if you still need the reply."
 
     def _backlog_note(self) -> str:
@@ -119,14 +145,22 @@ class WaitResult:
             return ""
         oldest, newest = self.backlog[0], self.backlog[-1]
         chats = ", ".join(dict.fromkeys(item.chat_id for item in self.backlog))
-        when = (f"{_age(oldest.age_s)} ago" if len(self.backlog) == 1
-                else f"between {_age(oldest.age_s)} and {_age(newest.age_s)} ago")
-        more = (" More backlog is waiting: call wait_for_sponsor_dm to get it (it returns as soon as the replica has read it)."
-                if self.more_backlog else "")
-        return (f"The {len(self.backlog)} message(s) in backlog are not answers: the sponsor wrote them {when}, "
-                f"before this wait began, in chat_id {chats} (which may differ from the chat you last wrote to). "
-                "Read each as an older request that may already be handled; check read_teams_messages(chat_id) "
-                f"before acting on it, and answer in its chat_id only if it still needs an answer.{more}")
+        when = (
+            f"{_age(oldest.age_s)} ago"
+            if len(self.backlog) == 1
+            else f"between {_age(oldest.age_s)} and {_age(newest.age_s)} ago"
+        )
+        more = (
+            " More backlog is waiting: call wait_for_sponsor_dm to get it (it returns as soon as the replica has read it)."
+            if self.more_backlog
+            else ""
+        )
+        return (
+            f"The {len(self.backlog)} message(s) in backlog are not answers: the sponsor wrote them {when}, "
+            f"before this wait began, in chat_id {chats} (which may differ from the chat you last wrote to). "
+            "Read each as an older request that may already be handled; check read_teams_messages(chat_id) "
+            f"before acting on it, and answer in its chat_id only if it still needs an answer.{more}"
+        )
 
 
 def _age(seconds: float) -> str:
@@ -137,7 +171,9 @@ def _age(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-async def _handed_over_while_listening(target: SponsorWaitTarget, caller: CallerLine | None, timeout_s: float) -> bool:
+async def _handed_over_while_listening(
+    target: SponsorWaitTarget, caller: CallerLine | None, timeout_s: float
+) -> bool:
     """Wait for the target's hand-over (``target.held`` then has it) or its timeout, unless the host can no
     longer take the result first: then the target stops taking, and this answers False."""
     if caller is None:
@@ -147,7 +183,9 @@ async def _handed_over_while_listening(target: SponsorWaitTarget, caller: Caller
         waiting = tasks.create_task(target.handed_over(timeout_s))
         watching = tasks.create_task(caller.gone())
         waiting.add_done_callback(lambda _: watching.cancel())
-        watching.add_done_callback(lambda _: waiting.cancel())  # handed_over closes the target as it ends
+        watching.add_done_callback(
+            lambda _: waiting.cancel()
+        )  # handed_over closes the target as it ends
     return watching.cancelled()
 
 
@@ -156,16 +194,22 @@ def _give_back(call: ToolCall, held: list[InboundMessage], logged: dict[str, str
     to the hub for the next wait or push host (issue 22 item 3)."""
     if held:
         call.hub.hand_back(held)
-        log.warning("sponsor wait ended before its result was written; its messages go to the next wait",
-                    extra={**logged, "message_ids": [m.message_id for m in held]})
+        log.warning(
+            "sponsor wait ended before its result was written; its messages go to the next wait",
+            extra={**logged, "message_ids": [m.message_id for m in held]},
+        )
 
 
-async def _owe_or_give_back(call: ToolCall, held: list[InboundMessage], logged: dict[str, str]) -> None:
+async def _owe_or_give_back(
+    call: ToolCall, held: list[InboundMessage], logged: dict[str, str]
+) -> None:
     """A host that acknowledges is owed what its wait held, in its delivery record: pushed to it on any
     replica until it acknowledges, and never given to another host. Any other host's go back to the hub."""
     if held and call.owe is not None and await call.owe(held):
-        log.warning("sponsor wait ended before its result was written; its messages are owed to its host",
-                    extra={**logged, "message_ids": [m.message_id for m in held]})
+        log.warning(
+            "sponsor wait ended before its result was written; its messages are owed to its host",
+            extra={**logged, "message_ids": [m.message_id for m in held]},
+        )
         return
     _give_back(call, held, logged)
 
@@ -180,13 +224,24 @@ class SponsorWaiter:
     gate: SponsorGate
     max_timeout_s: float
     clock: Clock = utc_now
-    bounds: BacklogBounds = field(default_factory=BacklogBounds)  # how much backlog one result carries
+    bounds: BacklogBounds = field(
+        default_factory=BacklogBounds
+    )  # how much backlog one result carries
 
-    def timeout_for(self, requested_s: float | None, *, default_s: float | None = None,
-                    budget_s: float | None = None) -> float:
+    def timeout_for(
+        self,
+        requested_s: float | None,
+        *,
+        default_s: float | None = None,
+        budget_s: float | None = None,
+    ) -> float:
         """The wait: what was asked (else ``default_s``, else the cap), within the cap, and ending well
         inside the host's time budget when it gave one, so the answer reaches it before it gives up."""
-        wanted = requested_s if requested_s is not None else (default_s if default_s is not None else self.max_timeout_s)
+        wanted = (
+            requested_s
+            if requested_s is not None
+            else (default_s if default_s is not None else self.max_timeout_s)
+        )
         timeout = min(wanted, self.max_timeout_s)
         if budget_s is not None:
             timeout = min(timeout, max(0.0, budget_s - budget_margin_s(budget_s)))
@@ -200,7 +255,9 @@ class SponsorWaiter:
             return WaitOutcome.NO_SPONSORS
         return None
 
-    async def wait(self, call: ToolCall, requested_s: float | None, *, default_s: float | None = None) -> WaitResult:
+    async def wait(
+        self, call: ToolCall, requested_s: float | None, *, default_s: float | None = None
+    ) -> WaitResult:
         timeout_s = self.timeout_for(requested_s, default_s=default_s, budget_s=call.time_budget_s)
         blocked = self.precondition(call)
         if blocked is not None:
@@ -231,10 +288,25 @@ class SponsorWaiter:
             log.info("sponsor wait timed out", extra=logged)
             return WaitResult(WaitOutcome.TIMEOUT, timeout_s)
         now = self.clock()
-        items = [sponsor_reply(m, backlog=target.is_backlog(m), now=now) for m in sorted(handed, key=lambda m: m.created)]
+        items = [
+            sponsor_reply(m, backlog=target.is_backlog(m), now=now)
+            for m in sorted(handed, key=lambda m: m.created)
+        ]
         backlog = tuple(i for i in items if i.predates_wait)
         reply = next((i for i in items if not i.predates_wait), None)
-        log.info("sponsor wait answered", extra={**logged, "message_ids": [m.message_id for m in handed],
-                                                 "backlog": len(backlog), "reply": reply is not None})
-        return WaitResult(WaitOutcome.REPLY if reply is not None else WaitOutcome.BACKLOG, timeout_s, reply,
-                          backlog, more_backlog=target.left_out)
+        log.info(
+            "sponsor wait answered",
+            extra={
+                **logged,
+                "message_ids": [m.message_id for m in handed],
+                "backlog": len(backlog),
+                "reply": reply is not None,
+            },
+        )
+        return WaitResult(
+            WaitOutcome.REPLY if reply is not None else WaitOutcome.BACKLOG,
+            timeout_s,
+            reply,
+            backlog,
+            more_backlog=target.left_out,
+        )

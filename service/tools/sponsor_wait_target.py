@@ -48,7 +48,9 @@ class BacklogBounds:
 
     def __post_init__(self) -> None:
         if self.max_items < 1 or self.max_chars < MAX_ITEM_CHARS:
-            raise ValueError(f"a wait must take at least one backlog item of up to {MAX_ITEM_CHARS} characters")
+            raise ValueError(
+                f"a wait must take at least one backlog item of up to {MAX_ITEM_CHARS} characters"
+            )
 
 
 def carried_chars(message: InboundMessage) -> int:
@@ -59,12 +61,16 @@ def carried_chars(message: InboundMessage) -> int:
 @dataclass(eq=False)
 class SponsorWaitTarget:
     session_id: str | None
-    began: datetime  # the wait's start on the replica's clock: what was written before it is backlog
+    began: (
+        datetime  # the wait's start on the replica's clock: what was written before it is backlog
+    )
     bounds: BacklogBounds = field(default_factory=BacklogBounds)
     handoff_s: float = HANDOFF_S
     monotonic: Callable[[], float] = time.monotonic
     _held: list[InboundMessage] = field(default_factory=list)  # handed over, in the order they came
-    _expected: dict[MessageKey, tuple[InboundMessage, float]] = field(default_factory=dict)  # -> (message, until)
+    _expected: dict[MessageKey, tuple[InboundMessage, float]] = field(
+        default_factory=dict
+    )  # -> (message, until)
     _left_out: bool = False  # backlog did not fit: more may be waiting
     _closed: bool = False
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -97,8 +103,10 @@ class SponsorWaitTarget:
         if not self.is_backlog(message):
             return not any(not self.is_backlog(m) for m in taken)
         backlog = [m for m in taken if self.is_backlog(m)]
-        return (len(backlog) < self.bounds.max_items
-                and sum(map(carried_chars, backlog)) + carried_chars(message) <= self.bounds.max_chars)
+        return (
+            len(backlog) < self.bounds.max_items
+            and sum(map(carried_chars, backlog)) + carried_chars(message) <= self.bounds.max_chars
+        )
 
     def allotted(self, taken: Sequence[InboundMessage], left: Sequence[InboundMessage]) -> None:
         until = self.monotonic() + self.handoff_s
@@ -111,7 +119,9 @@ class SponsorWaitTarget:
         if self._closed:  # ended since the claim: let the hub try another target
             return Handover.NOT_TAKEN
         if self._expected.pop(message.key, None) is None and not self.room_for(message, ()):
-            return Handover.NOT_TAKEN  # not allotted here (claimed for a push host beside the wait), no room left
+            return (
+                Handover.NOT_TAKEN
+            )  # not allotted here (claimed for a push host beside the wait), no room left
         self._held.append(message)
         self._changed.set()
         return Handover.TAKEN

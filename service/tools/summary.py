@@ -33,12 +33,19 @@ class RunSummaryResult(BaseModel):
     day: str
     window_start: str
     window_end: str
-    outcome: SummaryOutcome = Field(description="produced, recovered, already_done, in_progress or unresolved")
-    counts: dict[str, Any] | None = Field(description="The stored counts and triage, once a replica has claimed "
-                                          "the day")
-    state: str | None = Field(default=None, description="claimed, mailing, mailed (to the sponsors) or done "
-                              "(nothing to mail)")
-    mailed_to: list[str] = Field(default_factory=list, description="The sponsors it was (or is being) mailed to")
+    outcome: SummaryOutcome = Field(
+        description="produced, recovered, already_done, in_progress or unresolved"
+    )
+    counts: dict[str, Any] | None = Field(
+        description="The stored counts and triage, once a replica has claimed the day"
+    )
+    state: str | None = Field(
+        default=None,
+        description="claimed, mailing, mailed (to the sponsors) or done (nothing to mail)",
+    )
+    mailed_to: list[str] = Field(
+        default_factory=list, description="The sponsors it was (or is being) mailed to"
+    )
 
 
 @dataclass
@@ -53,14 +60,20 @@ class SummaryTools:
         day = args.day or last_ended_day(now)
         start, end = day_window(day)
         if end > as_utc(now):
-            raise ToolError(f"The day {day.isoformat()} has not ended yet: it ends at 17:00 UTC-7 "
-                            f"({format_timestamp(end)}), and a summary is produced once per day. Omit day for the "
-                            "last day that ended.")
+            raise ToolError(
+                f"The day {day.isoformat()} has not ended yet: it ends at 17:00 UTC-7 "
+                f"({format_timestamp(end)}), and a summary is produced once per day. Omit day for the "
+                "last day that ended."
+            )
         outcome = await self.deps.summary.produce(day)
         stored = await self.deps.summary.stored(day)
         claim = stored.value if stored.outcome is ReadOutcome.PRESENT else None
-        return RunSummaryResult(day=day.isoformat(), window_start=format_timestamp(start),
-                                window_end=format_timestamp(end), outcome=outcome,
-                                counts=claim.counts if claim is not None else None,
-                                state=claim.state.value if claim is not None else None,
-                                mailed_to=list(claim.recipients) if claim is not None else [])
+        return RunSummaryResult(
+            day=day.isoformat(),
+            window_start=format_timestamp(start),
+            window_end=format_timestamp(end),
+            outcome=outcome,
+            counts=claim.counts if claim is not None else None,
+            state=claim.state.value if claim is not None else None,
+            mailed_to=list(claim.recipients) if claim is not None else [],
+        )

@@ -31,28 +31,46 @@ WATCH_PAGES = 5
 
 
 class ReadInput(NamesAChat):
-    limit: int = Field(default=20, ge=1, le=MAX_LIMIT, description="How many of the newest messages to return")
-    before: datetime | None = Field(default=None, description="Only messages created before this time (ISO 8601)")
-    after: datetime | None = Field(default=None, description="Only messages created after this time (ISO 8601)")
+    limit: int = Field(
+        default=20, ge=1, le=MAX_LIMIT, description="How many of the newest messages to return"
+    )
+    before: datetime | None = Field(
+        default=None, description="Only messages created before this time (ISO 8601)"
+    )
+    after: datetime | None = Field(
+        default=None, description="Only messages created after this time (ISO 8601)"
+    )
 
 
 class ReadResult(BaseModel):
     chat_id: str
-    messages: list[TeamsMessageItem] = Field(description="Newest first; each body is enveloped external content")
+    messages: list[TeamsMessageItem] = Field(
+        description="Newest first; each body is enveloped external content"
+    )
     count: int
-    system_messages_omitted: int = Field(description="Membership and other event messages, left out")
-    unreadable_skipped: int = Field(description="Messages Graph returned in a shape that could not be read")
-    more_available: bool = Field(description="Older messages match too; pass before=<oldest created> to page back")
+    system_messages_omitted: int = Field(
+        description="Membership and other event messages, left out"
+    )
+    unreadable_skipped: int = Field(
+        description="Messages Graph returned in a shape that could not be read"
+    )
+    more_available: bool = Field(
+        description="Older messages match too; pass before=<oldest created> to page back"
+    )
 
 
 class WatchInput(NamesAChat):
-    since: datetime | None = Field(default=None, description="Ignore messages created before this time (ISO 8601)")
+    since: datetime | None = Field(
+        default=None, description="Ignore messages created before this time (ISO 8601)"
+    )
     limit: int = Field(default=20, ge=1, le=MAX_LIMIT)
 
 
 class WatchResult(BaseModel):
     chat_id: str
-    messages: list[TeamsMessageItem] = Field(description="People's messages not returned before, oldest first")
+    messages: list[TeamsMessageItem] = Field(
+        description="People's messages not returned before, oldest first"
+    )
     count: int
     more_available: bool
     note: str
@@ -83,13 +101,17 @@ class TeamsReadTools:
         omitted = skipped = 0
         more = False
         try:
-            pages = self.deps.graph.list_chat_messages(args.chat_id, since=after, top=MAX_LIMIT, max_pages=READ_PAGES)
+            pages = self.deps.graph.list_chat_messages(
+                args.chat_id, since=after, top=MAX_LIMIT, max_pages=READ_PAGES
+            )
             async with aclosing(pages):
                 async for page in pages:
                     skipped += page.skipped
                     for message in page.items:
                         created = message.created_date_time
-                        if (before is not None and created >= before) or (after is not None and created <= after):
+                        if (before is not None and created >= before) or (
+                            after is not None and created <= after
+                        ):
                             continue
                         if message.is_system:
                             omitted += 1
@@ -104,8 +126,14 @@ class TeamsReadTools:
         newest = list(reversed(oldest_first(kept)))[: args.limit]
         sent = await sent_view(self.deps, args.chat_id, newest)
         items = [self._item(m, args.chat_id, sent) for m in newest]
-        return ReadResult(chat_id=args.chat_id, messages=items, count=len(items), system_messages_omitted=omitted,
-                          unreadable_skipped=skipped, more_available=more)
+        return ReadResult(
+            chat_id=args.chat_id,
+            messages=items,
+            count=len(items),
+            system_messages_omitted=omitted,
+            unreadable_skipped=skipped,
+            more_available=more,
+        )
 
     async def watch_teams_replies(self, args: WatchInput, call: ToolCall) -> WatchResult:
         """Fallback only: people's new messages in one chat since this tool last returned them in this session.
@@ -119,7 +147,9 @@ class TeamsReadTools:
         floor = watch.floor(as_utc(args.since) if args.since is not None else None)
         fetched: list[ChatMessage] = []
         try:
-            pages = self.deps.graph.list_chat_messages(args.chat_id, since=floor, top=MAX_LIMIT, max_pages=WATCH_PAGES)
+            pages = self.deps.graph.list_chat_messages(
+                args.chat_id, since=floor, top=MAX_LIMIT, max_pages=WATCH_PAGES
+            )
             async with aclosing(pages):
                 async for page in pages:
                     fetched.extend(page.items)
@@ -133,11 +163,16 @@ class TeamsReadTools:
         # First look: the newest replies (older ones count as seen); afterwards the oldest unseen first, so
         # none is skipped.
         first_look = not watch.started
-        chosen = fresh[-args.limit:] if first_look else fresh[: args.limit]
+        chosen = fresh[-args.limit :] if first_look else fresh[: args.limit]
         watch.mark(chosen)
         items = [self._item(m, args.chat_id, sent) for m in chosen]
-        return WatchResult(chat_id=args.chat_id, messages=items, count=len(items),
-                           more_available=not first_look and len(fresh) > len(chosen), note=WATCH_NOTE)
+        return WatchResult(
+            chat_id=args.chat_id,
+            messages=items,
+            count=len(items),
+            more_available=not first_look and len(fresh) > len(chosen),
+            note=WATCH_NOTE,
+        )
 
     def _item(self, message: ChatMessage, chat_id: str, sent: SentView) -> TeamsMessageItem:
         deps = self.deps

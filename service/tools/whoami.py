@@ -25,11 +25,21 @@ class WhoamiResult(BaseModel):
     agent_user_id: str
     agent_user_principal_name: str | None
     agent_display_name: str | None
-    agent_identity_id: str | None = Field(description="The Entra agent identity the agent user belongs to")
-    auth_mode: str = Field(description="agent_user (posts as the agent user) or delegated (as a signed-in person)")
-    sponsors: list[SponsorInfo] = Field(description="The people whose messages count as instructions")
-    sponsors_known: bool = Field(description="False when the sponsor list could not be read lately: none counts")
-    replica_id: str = Field(description="The fleet replica answering this call (any replica may answer)")
+    agent_identity_id: str | None = Field(
+        description="The Entra agent identity the agent user belongs to"
+    )
+    auth_mode: str = Field(
+        description="agent_user (posts as the agent user) or delegated (as a signed-in person)"
+    )
+    sponsors: list[SponsorInfo] = Field(
+        description="The people whose messages count as instructions"
+    )
+    sponsors_known: bool = Field(
+        description="False when the sponsor list could not be read lately: none counts"
+    )
+    replica_id: str = Field(
+        description="The fleet replica answering this call (any replica may answer)"
+    )
 
 
 @dataclass
@@ -41,10 +51,19 @@ class WhoamiTool:
         deps = self.deps
         sponsors = deps.gate.sponsors
         return WhoamiResult(
-            agent_user_id=deps.agent.object_id, agent_user_principal_name=_shown(deps.agent.upn),
-            agent_display_name=_shown(deps.agent.display_name), agent_identity_id=deps.settings.agent_identity_id,
+            agent_user_id=deps.agent.object_id,
+            agent_user_principal_name=_shown(deps.agent.upn),
+            agent_display_name=_shown(deps.agent.display_name),
+            agent_identity_id=deps.settings.agent_identity_id,
             auth_mode=deps.settings.auth_mode,
-            sponsors=[SponsorInfo(user_id=s.object_id, user_principal_name=_shown(s.user_principal_name),
-                                  display_name=_shown(s.display_name)) for s in sponsors],
-            sponsors_known=bool(sponsors) or deps.gate.holds_read_list(), replica_id=deps.replica_id,
+            sponsors=[
+                SponsorInfo(
+                    user_id=s.object_id,
+                    user_principal_name=_shown(s.user_principal_name),
+                    display_name=_shown(s.display_name),
+                )
+                for s in sponsors
+            ],
+            sponsors_known=bool(sponsors) or deps.gate.holds_read_list(),
+            replica_id=deps.replica_id,
         )

@@ -57,11 +57,18 @@ class ChatBook:
 
     def due(self, now: float, watched: Container[str]) -> list[str]:
         """The watched chats whose want may be acted on now, in a stable order."""
-        return sorted(c for c in self._wanting
-                      if c in watched and (w := self._states[c].wanted) is not None and w.not_before <= now)
+        return sorted(
+            c
+            for c in self._wanting
+            if c in watched and (w := self._states[c].wanted) is not None and w.not_before <= now
+        )
 
     def first_sights_pending(self) -> int:
-        return sum(1 for c in self._wanting if (w := self._states[c].wanted) is not None and w.first_sight_only)
+        return sum(
+            1
+            for c in self._wanting
+            if (w := self._states[c].wanted) is not None and w.first_sight_only
+        )
 
     # --- messages left for another target ---
 

@@ -38,8 +38,9 @@ class ChatClaimer:
         offered = await self._without_verdicts_held_elsewhere(list(messages))
         return frozenset(m.message_id for m in self.hub.claimable(offered))
 
-    async def claim(self, read: ChatRead, takeable: frozenset[str], *,
-                    cursor: CursorRead | None = None) -> datetime | None:
+    async def claim(
+        self, read: ChatRead, takeable: frozenset[str], *, cursor: CursorRead | None = None
+    ) -> datetime | None:
         """Claim and push what ``takeable`` allows; the newest creation time among the messages no
         target here could take (left for another), or None. ``cursor``: the fleet's cursor as read just
         before ``read`` (the claim writes against it instead of reading it again)."""
@@ -47,22 +48,25 @@ class ChatClaimer:
             return await self._claim_first_sight(read, takeable, cursor)
         return await self._claim_steady(read, takeable, cursor)
 
-    async def _claim_first_sight(self, read: ChatRead, takeable: frozenset[str],
-                                 cursor: CursorRead | None) -> datetime | None:
+    async def _claim_first_sight(
+        self, read: ChatRead, takeable: frozenset[str], cursor: CursorRead | None
+    ) -> datetime | None:
         state, (newest,) = read.state, read.messages
         if newest.id not in takeable:
             return newest.created  # a replica holding a target that can take it will surface it
         # Only into a chat that still has no cursor: a replica that wrote one meanwhile may have left
         # messages between its watermark and this one unclaimed, for its own host.
-        claim = await self.ledger.claim(state.chat_id, [newest], newest.created, new_chat=True,
-                                        intent=self.intent, known=cursor)
+        claim = await self.ledger.claim(
+            state.chat_id, [newest], newest.created, new_chat=True, intent=self.intent, known=cursor
+        )
         await self._deliver(claim.won)
         if claim.may_advance:
             state.phase = ChatPhase.NEEDS_RESOLUTION  # adopt whatever the fleet's cursor now says
         return None
 
-    async def _claim_steady(self, read: ChatRead, takeable: frozenset[str],
-                            cursor: CursorRead | None) -> datetime | None:
+    async def _claim_steady(
+        self, read: ChatRead, takeable: frozenset[str], cursor: CursorRead | None
+    ) -> datetime | None:
         state = read.state
         offer = decide_offer(read.messages, takeable)
         if not offer.candidates:
@@ -72,14 +76,22 @@ class ChatClaimer:
             return offer.left
         # If the write's outcome is unknown, the ledger keeps these messages with it and returns them
         # from the call that settles it as ours.
-        claim = await self.ledger.claim(state.chat_id, offer.candidates, offer.seen_up_to,
-                                        advance_watermark=not offer.blocked, intent=self.intent, known=cursor)
+        claim = await self.ledger.claim(
+            state.chat_id,
+            offer.candidates,
+            offer.seen_up_to,
+            advance_watermark=not offer.blocked,
+            intent=self.intent,
+            known=cursor,
+        )
         await self._deliver(claim.won)
         if claim.may_advance:
             state.watermark = later(state.watermark, offer.seen_up_to)
         return offer.left
 
-    async def _record_decided(self, read: ChatRead, seen_up_to: datetime | None, cursor: CursorRead | None) -> None:
+    async def _record_decided(
+        self, read: ChatRead, seen_up_to: datetime | None, cursor: CursorRead | None
+    ) -> None:
         """Record messages nobody delivers in the fleet's cursor, as a claim of them: its watermark and
         ids then cover the hints they raise, so the other replicas take them from the cursor instead of
         each reading the chat. The same compare-and-swap and settling rules as any claim; only after a
@@ -89,12 +101,18 @@ class ChatClaimer:
         if seen_up_to is None or not read.complete:
             state.watermark = later(state.watermark, seen_up_to)
             return
-        claim = await self.ledger.claim(state.chat_id, read.messages, seen_up_to, intent=self.intent, known=cursor)
-        await self._deliver(claim.won)  # what an earlier claim in doubt settled as ours; never these
+        claim = await self.ledger.claim(
+            state.chat_id, read.messages, seen_up_to, intent=self.intent, known=cursor
+        )
+        await self._deliver(
+            claim.won
+        )  # what an earlier claim in doubt settled as ours; never these
         if claim.may_advance:
             state.watermark = later(state.watermark, seen_up_to)
 
-    async def _without_verdicts_held_elsewhere(self, messages: list[InboundMessage]) -> list[InboundMessage]:
+    async def _without_verdicts_held_elsewhere(
+        self, messages: list[InboundMessage]
+    ) -> list[InboundMessage]:
         """``messages`` less the sponsors' verdicts on live permission requests that only another target
         can hand back (another replica's host, or this replica's asking host while its stream is down)."""
         if self.permissions is None:
@@ -107,7 +125,9 @@ class ChatClaimer:
                 # A verdict delivered as an ordinary message could never reach the host that asked:
                 # while its request is live it waits for that host's target (here, after a stream
                 # reconnect, or on the replica holding it); unknown standing waits for a later cycle.
-                if standing is Standing.HELD_HERE and not self.hub.has_permission_target_for(message):
+                if standing is Standing.HELD_HERE and not self.hub.has_permission_target_for(
+                    message
+                ):
                     continue
                 if standing in (Standing.HELD_ELSEWHERE, Standing.UNRESOLVED):
                     continue

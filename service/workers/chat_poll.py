@@ -93,9 +93,13 @@ class ChatPoller:
     clock: Clock = utc_now
     concurrency: int = 8
     first_sight_max_age: timedelta = timedelta(hours=24)
-    sent: SentMessages | None = None  # the fleet's record of the agent's sent messages (delegated mode)
+    sent: SentMessages | None = (
+        None  # the fleet's record of the agent's sent messages (delegated mode)
+    )
     permissions: PermissionRequests | None = None  # pending permission requests of the fleet
-    intents: ClaimIntents | None = None  # what acknowledging hosts are owed, written before each claim
+    intents: ClaimIntents | None = (
+        None  # what acknowledging hosts are owed, written before each claim
+    )
     # The fleet roles whose turn comes with this loop: the scanner and the sweep (SPEC §9).
     roles: Sequence[FleetRole] = ()
     readers: ReaderRoster | None = None  # the fleet's chat readers: whose turn a hinted chat is
@@ -109,13 +113,23 @@ class ChatPoller:
     _reader: ChatReader = field(init=False)
     _claimer: ChatClaimer = field(init=False)
     _watched_reload_at: float = float("-inf")
-    _first_sights_taken_at: int = -1  # the watched list's length when its new chats last became wants
+    _first_sights_taken_at: int = (
+        -1
+    )  # the watched list's length when its new chats last became wants
 
     def __post_init__(self) -> None:
-        self.pacer = ReadPacer(lambda: len(self.readers.readers) if self.readers is not None else 1,
-                               monotonic=self.monotonic)
-        self._reader = ChatReader(self.conversations, self.ledger, self.agent, self.clock,
-                                  self.first_sight_max_age, self.sent)
+        self.pacer = ReadPacer(
+            lambda: len(self.readers.readers) if self.readers is not None else 1,
+            monotonic=self.monotonic,
+        )
+        self._reader = ChatReader(
+            self.conversations,
+            self.ledger,
+            self.agent,
+            self.clock,
+            self.first_sight_max_age,
+            self.sent,
+        )
         intent = self.intents.for_messages(_inbound_of) if self.intents is not None else None
         self._claimer = ChatClaimer(self.ledger, self.hub, self.recorder, self.permissions, intent)
 
@@ -135,18 +149,24 @@ class ChatPoller:
         try:
             newest = await self.conversations.newest(chat_id)
             update = await self.ledger.start_created_chat(
-                chat_id, Candidate(newest.id, newest.created_date_time) if newest is not None else None)
+                chat_id,
+                Candidate(newest.id, newest.created_date_time) if newest is not None else None,
+            )
             problem = None if update.holds else update.outcome.value
         except (GraphError, StorageError) as exc:
             problem = type(exc).__name__
         if problem is not None:
-            log.warning("created chat not recorded for the fleet; only this replica surfaces its newest message",
-                        extra={"chat_id": chat_id, "problem": problem})
+            log.warning(
+                "created chat not recorded for the fleet; only this replica surfaces its newest message",
+                extra={"chat_id": chat_id, "problem": problem},
+            )
             # Read it here without waiting for a hint: the scan may never hint an old newest message.
             self.book.want(chat_id, WantedRead(None, None, False, self.monotonic()))
             return
         if state.phase is ChatPhase.NOT_BOOTSTRAPPED:
-            state.phase = ChatPhase.NEEDS_RESOLUTION  # the cursor exists now: read it, never bootstrap over it
+            state.phase = (
+                ChatPhase.NEEDS_RESOLUTION
+            )  # the cursor exists now: read it, never bootstrap over it
 
     async def cycle(self) -> None:
         """Give the fleet roles this replica may hold their turn, take the new hints, and read and
@@ -173,7 +193,11 @@ class ChatPoller:
     async def _read_wanted(self) -> None:
         if not self.hub.can_take(Source.CHAT):
             return  # the hints stay wanted until a target comes
-        if self.readers is not None and self.read_spread_s > 0 and not self.readers.settled(self.monotonic()):
+        if (
+            self.readers is not None
+            and self.read_spread_s > 0
+            and not self.readers.settled(self.monotonic())
+        ):
             return  # just started reading: wait until this replica knows the others' turns
         if self.watched.needs_load:
             outcome = await self.watched.load()
@@ -192,7 +216,9 @@ class ChatPoller:
             span.set_attribute("entrabot.chats", len(due))
             deferred = [r for r in await self._each(due, self._poll_wanted_traced) if r is not None]
             if deferred:
-                takeable = await self._claimer.takeable(m for read in deferred for m in read.inbound)
+                takeable = await self._claimer.takeable(
+                    m for read in deferred for m in read.inbound
+                )
                 await self._each(deferred, lambda read: self._claim_deferred(read, takeable))
 
     async def _poll_wanted_traced(self, chat_id: str) -> ChatRead | None:
@@ -214,8 +240,9 @@ class ChatPoller:
         parent = context_from_traceparent(wanted.traceparent if wanted is not None else None)
         cycle = trace.get_current_span().get_span_context()
         links = [trace.Link(cycle)] if parent is not None and cycle.is_valid else []
-        with tracer.start_as_current_span(name, context=parent, links=links,
-                                          attributes={"entrabot.chat_id": chat_id}):
+        with tracer.start_as_current_span(
+            name, context=parent, links=links, attributes={"entrabot.chat_id": chat_id}
+        ):
             yield
 
     # --- what to read: hints (SPEC §9), and the chats this replica must look at again itself ---
@@ -257,8 +284,10 @@ class ChatPoller:
             try:
                 seen_by_the_fleet = await self.ledger.chats_with_cursors()
             except StorageError as exc:
-                log.warning("chat cursors not listed; reading each new chat's cursor",
-                            extra={"chats": len(new), "error": type(exc).__name__})
+                log.warning(
+                    "chat cursors not listed; reading each new chat's cursor",
+                    extra={"chats": len(new), "error": type(exc).__name__},
+                )
         now = self.monotonic()
         for chat_id in new:
             self.state_of(chat_id)
@@ -345,8 +374,11 @@ class ChatPoller:
             return None
         state.adopt(cursor, in_doubt=self._in_doubt(state))
         state.seen_cursor, state.seen_cursor_at = cursor, self.monotonic()
-        return (cursor.value is not None and not self._in_doubt(state)
-                and wanted.covered_by_cursor(cursor.value))
+        return (
+            cursor.value is not None
+            and not self._in_doubt(state)
+            and wanted.covered_by_cursor(cursor.value)
+        )
 
     async def _claim_chat(self, read: ChatRead, takeable: frozenset[str]) -> None:
         chat_id = read.state.chat_id

@@ -23,7 +23,14 @@ from service.ledger import Candidate, ChatLedger, ReadOutcome
 from service.ledger.hints import Hint
 from service.ledger.sent_messages import SentMessages
 from service.storage.errors import StorageError
-from service.workers.chat_state import ChatPhase, ChatPollState, ChatRead, OfferedMessage, ReadMiss, first_sight_surfaces
+from service.workers.chat_state import (
+    ChatPhase,
+    ChatPollState,
+    ChatRead,
+    OfferedMessage,
+    ReadMiss,
+    first_sight_surfaces,
+)
 from service.workers.conversation_reader import ConversationReader
 
 log = logging.getLogger(__name__)
@@ -47,7 +54,9 @@ class ChatReader:
         if self.agent.posts_as_person and self.sent is None:
             raise ValueError("a delegated-mode chat reader needs the fleet's sent-messages record")
 
-    async def read(self, state: ChatPollState, *, preview: Hint | None = None) -> ChatRead | ReadMiss:
+    async def read(
+        self, state: ChatPollState, *, preview: Hint | None = None
+    ) -> ChatRead | ReadMiss:
         """What the chat offers for a claim this cycle, or why it offers nothing; after a failure
         nothing was claimed and nothing is lost, and the want is kept."""
         try:
@@ -73,12 +82,17 @@ class ChatReader:
         # UNRESOLVED: stay, and read again later; never taken for a new chat.
 
     async def _first_sight(self, state: ChatPollState, preview: Hint | None) -> ChatRead | ReadMiss:
-        if (preview is not None and preview.message_id is not None
-                and not state.surface_newest_regardless_of_age
-                and self.clock() - preview.newest >= self.first_sight_max_age):
+        if (
+            preview is not None
+            and preview.message_id is not None
+            and not state.surface_newest_regardless_of_age
+            and self.clock() - preview.newest >= self.first_sight_max_age
+        ):
             # The scan's preview says the newest message is too old to surface whoever wrote it: the
             # cursor starts at it, and the chat costs no message read.
-            await self.ledger.bootstrap(state.chat_id, [Candidate(preview.message_id, preview.newest)])
+            await self.ledger.bootstrap(
+                state.chat_id, [Candidate(preview.message_id, preview.newest)]
+            )
             state.phase = ChatPhase.NEEDS_RESOLUTION
             return ReadMiss.DECIDED
         # The newest by creation: an edit, delete or reaction moves an old message's lastModifiedDateTime,
@@ -90,9 +104,13 @@ class ChatReader:
             return ReadMiss.DECIDED
         humans = await self._humans([newest], state.chat_id)
         if humans is None:
-            return ReadMiss.FAILED  # a send of the agent's is in flight, or its record unreadable: later
+            return (
+                ReadMiss.FAILED
+            )  # a send of the agent's is in flight, or its record unreadable: later
         surfaces = bool(humans) and first_sight_surfaces(
-            newest, now=self.clock(), max_age=self.first_sight_max_age,
+            newest,
+            now=self.clock(),
+            max_age=self.first_sight_max_age,
             regardless_of_age=state.surface_newest_regardless_of_age,
         )
         if not surfaces:
@@ -102,7 +120,9 @@ class ChatReader:
         return ChatRead(state, (offered,), first_sight=True)
 
     async def _bootstrap(self, state: ChatPollState, seen: list[ChatMessage]) -> None:
-        await self.ledger.bootstrap(state.chat_id, [Candidate(m.id, m.created_date_time) for m in seen])
+        await self.ledger.bootstrap(
+            state.chat_id, [Candidate(m.id, m.created_date_time) for m in seen]
+        )
         # Whatever happened (written, a sibling's cursor already there, or in doubt), the next cycle
         # reads the fleet's cursor again rather than trusting this replica's view.
         state.phase = ChatPhase.NEEDS_RESOLUTION
@@ -111,38 +131,55 @@ class ChatReader:
         fetched: dict[str, ChatMessage] = {}
         complete = False
         pages = 0
-        async for page in self.conversations.changed_since(state.chat_id, state.watermark,
-                                                           max_pages=MAX_PAGES_PER_CHAT):
+        async for page in self.conversations.changed_since(
+            state.chat_id, state.watermark, max_pages=MAX_PAGES_PER_CHAT
+        ):
             pages += 1
             for message in page.items:
                 fetched[message.id] = message
             if page.skipped:
                 # An unreadable message may be a person's: decide nothing past it this cycle.
-                log.warning("unreadable messages in a chat page; reading the chat again shortly",
-                            extra={"chat_id": state.chat_id, "skipped": page.skipped})
+                log.warning(
+                    "unreadable messages in a chat page; reading the chat again shortly",
+                    extra={"chat_id": state.chat_id, "skipped": page.skipped},
+                )
                 return ReadMiss.FAILED
             complete = page.next_link is None
         if not fetched:
             return ReadMiss.DECIDED
         if not complete:
-            log.warning("chat backlog exceeds the page budget; surfacing its newest messages",
-                        extra={"chat_id": state.chat_id, "pages": pages})
+            log.warning(
+                "chat backlog exceeds the page budget; surfacing its newest messages",
+                extra={"chat_id": state.chat_id, "pages": pages},
+            )
         # Listed by lastModifiedDateTime, which an edit, delete or reaction moves: what is new is
         # judged by creation time only, so an old message changed since never comes back here.
-        ordered = [m for m in oldest_first(list(fetched.values()))
-                   if state.watermark is None or m.created_date_time >= state.watermark]
+        ordered = [
+            m
+            for m in oldest_first(list(fetched.values()))
+            if state.watermark is None or m.created_date_time >= state.watermark
+        ]
         people = await self._humans(ordered, state.chat_id)
         if people is None:
             return ReadMiss.FAILED
         humans = {m.id for m in people}
-        return ChatRead(state, tuple(
-            OfferedMessage(m, self.conversations.inbound(m, state.chat_id) if m.id in humans else None)
-            for m in ordered), complete=complete)
+        return ChatRead(
+            state,
+            tuple(
+                OfferedMessage(
+                    m, self.conversations.inbound(m, state.chat_id) if m.id in humans else None
+                )
+                for m in ordered
+            ),
+            complete=complete,
+        )
 
     async def _humans(self, messages: list[ChatMessage], chat_id: str) -> list[ChatMessage] | None:
         """The messages people wrote, in order; None when that cannot be decided yet (delegated mode: a
         send of the agent's in this chat is still in flight, or the record of its sends is unreadable)."""
-        live = [m for m in messages if m.deleted_date_time is None]  # a deleted message is not delivered
+        live = [
+            m for m in messages if m.deleted_date_time is None
+        ]  # a deleted message is not delivered
         sent = SentView()
         placing = posted_as_agent_identity(live, self.agent)
         if placing:
@@ -150,16 +187,27 @@ class ChatReader:
             sent = await self.sent.view(chat_id, placing)
         decided = people_messages(live, self.agent, sent)
         if decided.undecided:
-            why = "is in flight in this chat" if sent.readable else "cannot be told apart: its record is unreadable"
-            log.info(f"a send of the agent's {why}; the chat's messages are decided later",
-                     extra={"chat_id": chat_id})
+            why = (
+                "is in flight in this chat"
+                if sent.readable
+                else "cannot be told apart: its record is unreadable"
+            )
+            log.info(
+                f"a send of the agent's {why}; the chat's messages are decided later",
+                extra={"chat_id": chat_id},
+            )
             return None
         return decided.people
 
 
 def log_chat_failure(chat_id: str, exc: GraphError | StorageError) -> None:
     if isinstance(exc, GraphError):
-        log.warning("chat poll failed for one chat", extra={"chat_id": chat_id, "error": type(exc).__name__,
-                                                              "status": exc.status})
+        log.warning(
+            "chat poll failed for one chat",
+            extra={"chat_id": chat_id, "error": type(exc).__name__, "status": exc.status},
+        )
     else:
-        log.warning("chat ledger unavailable for one chat", extra={"chat_id": chat_id, "error": type(exc).__name__})
+        log.warning(
+            "chat ledger unavailable for one chat",
+            extra={"chat_id": chat_id, "error": type(exc).__name__},
+        )

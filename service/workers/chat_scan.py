@@ -60,7 +60,9 @@ LEASE_MARGIN = timedelta(seconds=3)
 # nothing (the page is read anyway) and keeps such a chat from falling between two scans.
 SCAN_OVERLAP = timedelta(seconds=10)
 TAKEOVER_LOOKBACK = timedelta(minutes=5)
-MAX_ORDERED_PAGES = 20  # a burst of more than 1,000 changed chats between two scans: the sweep has the rest
+MAX_ORDERED_PAGES = (
+    20  # a burst of more than 1,000 changed chats between two scans: the sweep has the rest
+)
 # One unordered page per second leaves 4 of the 5 list-chats requests a second per user to discovery,
 # the sweep and the tools.
 UNORDERED_PAGES_PER_S = 1.0
@@ -98,7 +100,9 @@ class ChatScanner:
     lease: Lease
     hints: HintLog
     watched: WatchedChats
-    interval_s: float = 3.0  # a quiet tenant (no new message for ACTIVE_FOR_S); the unordered walk's batch
+    interval_s: float = (
+        3.0  # a quiet tenant (no new message for ACTIVE_FOR_S); the unordered walk's batch
+    )
     active_interval_s: float = 1.0  # while scans find new messages
     relaxed_interval_s: float = 30.0
     # True while the fleet keeps a live chat subscription; the scan relaxes only while, besides,
@@ -120,7 +124,9 @@ class ChatScanner:
     _walked_once: bool = False  # unordered mode: a whole walk done in this tenure
     _held_epoch: int | None = None
     _heard_at: float = float("-inf")  # monotonic: the last notification hint this replica took
-    _active_until: float = float("-inf")  # monotonic: a scan found a new message ACTIVE_FOR_S before
+    _active_until: float = float(
+        "-inf"
+    )  # monotonic: a scan found a new message ACTIVE_FOR_S before
 
     async def cycle(self) -> None:
         """Renew the lease when due and scan when due; cheap to call more often than either."""
@@ -133,12 +139,17 @@ class ChatScanner:
             self._held_epoch = self.lease.epoch
         if now < self._next_scan:
             return
-        relaxed = (now - self._heard_at < NOTIFICATIONS_QUIET_S and self.notifications_flowing is not None
-                   and await self.notifications_flowing())
+        relaxed = (
+            now - self._heard_at < NOTIFICATIONS_QUIET_S
+            and self.notifications_flowing is not None
+            and await self.notifications_flowing()
+        )
         self._next_scan = now + (self.relaxed_interval_s if relaxed else self.interval_s)
         if not self._ordered and now >= self._ordering_retry_at:
             self._ordered, self._resume = True, None
-        with tracer.start_as_current_span("chat_scan.scan", attributes={"entrabot.ordered": self._ordered}):
+        with tracer.start_as_current_span(
+            "chat_scan.scan", attributes={"entrabot.ordered": self._ordered}
+        ):
             pages = await self.scan()  # its hints carry this trace to the replicas that read them
         if not relaxed and self._ordered and self.monotonic() < self._active_until:
             # Active: soon again, but at most one page per active interval, so a burst that spreads
@@ -151,7 +162,13 @@ class ChatScanner:
         self._heard_at = self.monotonic()
 
     def _forget(self) -> None:
-        self._bound, self._seen, self._resume, self._held_epoch, self._walked_once = None, {}, None, None, False
+        self._bound, self._seen, self._resume, self._held_epoch, self._walked_once = (
+            None,
+            {},
+            None,
+            None,
+            False,
+        )
 
     async def scan(self) -> int:
         """One scan; returns the pages it read. A failure waits for the next scan (no fallback that
@@ -162,19 +179,25 @@ class ChatScanner:
             if self._ordered and exc.status == 400:
                 self._ordered, self._resume = False, None
                 self._ordering_retry_at = self.monotonic() + ORDERING_RETRY.total_seconds()
-                log.warning("Graph refused the chats ordering; scanning unordered at a paced rate",
-                            extra={"status": exc.status})
+                log.warning(
+                    "Graph refused the chats ordering; scanning unordered at a paced rate",
+                    extra={"status": exc.status},
+                )
                 self._count("ordering_refused")
                 return 1
-            log.warning("chat scan failed; the next scan tries again", extra={"error": type(exc).__name__,
-                                                                              "status": exc.status})
+            log.warning(
+                "chat scan failed; the next scan tries again",
+                extra={"error": type(exc).__name__, "status": exc.status},
+            )
             self._count("failed")
             self._active_until = float("-inf")  # a struggling Graph: back to the quiet interval
             return 1
         if not await self._publish(result):
             return result.pages
         if result.complete and result.newest is not None:
-            self._bound = max(result.newest, self._bound) if self._bound is not None else result.newest
+            self._bound = (
+                max(result.newest, self._bound) if self._bound is not None else result.newest
+            )
         if result.hints:
             self._active_until = self.monotonic() + ACTIVE_FOR_S
         self._count("ordered" if self._ordered else "unordered")
@@ -203,7 +226,9 @@ class ChatScanner:
         result = ScanResult()
         last_link: str | None = self._resume
         read = 0
-        async for page in self.graph.my_chats_pages(ordered=False, max_pages=pages, start=self._resume):
+        async for page in self.graph.my_chats_pages(
+            ordered=False, max_pages=pages, start=self._resume
+        ):
             read += 1
             result.pages = read
             self._take(page.items, result, since=since)
@@ -246,12 +271,21 @@ class ChatScanner:
                 continue
             self._seen[chat.id] = newest
             preview = chat.last_message_preview
-            result.hints.append(Hint(chat.id, newest, preview.id if preview is not None else None, "scan"))
+            result.hints.append(
+                Hint(chat.id, newest, preview.id if preview is not None else None, "scan")
+            )
         return older
 
     async def _publish(self, result: ScanResult) -> bool:
-        published = await publish_hints(self.lease, self.watched, self.hints, source="scan",
-                                         unwatched=result.unwatched, hints=result.hints, metrics=self.metrics)
+        published = await publish_hints(
+            self.lease,
+            self.watched,
+            self.hints,
+            source="scan",
+            unwatched=result.unwatched,
+            hints=result.hints,
+            metrics=self.metrics,
+        )
         if published is Published.LEASE_LOST:
             self._forget()
             return False

@@ -17,7 +17,9 @@ from service.workers.chat_wants import Behind, WantedRead
 
 
 class ChatPhase(str, Enum):
-    NEEDS_RESOLUTION = "needs_resolution"  # the shared cursor has not been read (or must be re-read)
+    NEEDS_RESOLUTION = (
+        "needs_resolution"  # the shared cursor has not been read (or must be re-read)
+    )
     NOT_BOOTSTRAPPED = "not_bootstrapped"  # the cursor is ABSENT: first sight pending
     STEADY = "steady"  # polling messages newer than the watermark
 
@@ -26,7 +28,9 @@ class ReadMiss(Enum):
     """Why a chat read offers nothing to claim, which says whether the want that led to it is met."""
 
     DECIDED = "decided"  # everything it found is decided: nothing new, or a first sight's baseline
-    FAILED = "failed"  # nothing was decided (Graph, the store, an unreadable page): read it again soon
+    FAILED = (
+        "failed"  # nothing was decided (Graph, the store, an unreadable page): read it again soon
+    )
 
 
 @dataclass
@@ -110,7 +114,9 @@ class ChatRead:
     messages: tuple[OfferedMessage, ...]
     first_sight: bool = False
     complete: bool = True  # every page since the watermark was read (not cut by the page budget)
-    started: float | None = None  # when the read began (monotonic): a hint learned later still wants a read
+    started: float | None = (
+        None  # when the read began (monotonic): a hint learned later still wants a read
+    )
 
     @property
     def inbound(self) -> list[InboundMessage]:
@@ -140,10 +146,14 @@ class Offer:
     candidates: tuple[OfferedMessage, ...]
     seen_up_to: datetime | None
     blocked: bool
-    left: datetime | None = None  # the newest creation time among the messages no target here can take
+    left: datetime | None = (
+        None  # the newest creation time among the messages no target here can take
+    )
 
 
-def decide_offer(messages_oldest_first: Sequence[OfferedMessage], takeable_ids: AbstractSet[str]) -> Offer:
+def decide_offer(
+    messages_oldest_first: Sequence[OfferedMessage], takeable_ids: AbstractSet[str]
+) -> Offer:
     candidates: list[OfferedMessage] = []
     seen_up_to: datetime | None = None
     left: datetime | None = None

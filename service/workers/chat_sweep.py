@@ -91,7 +91,9 @@ class ChatSweep:
         if now < self._next_page:
             return
         with tracer.start_as_current_span("chat_sweep.page"):
-            found = await self.sweep_page()  # its hints carry this trace to the replicas that read them
+            found = (
+                await self.sweep_page()
+            )  # its hints carry this trace to the replicas that read them
         # A page that found work (a cold fleet's chats without cursors, or messages a lost hint hid)
         # is followed at the fast pace; a quiet page at the slow one.
         self._next_page = now + (min(self.interval_s, BUSY_PAGE_S) if found else self.interval_s)
@@ -99,11 +101,17 @@ class ChatSweep:
     async def sweep_page(self) -> bool:
         """One page of the rotation; a failed page is swept again next time. True when it hinted."""
         try:
-            pages = [page async for page in self.graph.my_chats_pages(ordered=False, max_pages=1,
-                                                                     start=self._resume)]
+            pages = [
+                page
+                async for page in self.graph.my_chats_pages(
+                    ordered=False, max_pages=1, start=self._resume
+                )
+            ]
         except GraphError as exc:
-            log.warning("sweep page failed; swept again next time", extra={"error": type(exc).__name__,
-                                                                         "status": exc.status})
+            log.warning(
+                "sweep page failed; swept again next time",
+                extra={"error": type(exc).__name__, "status": exc.status},
+            )
             self._count("failed")
             return False
         page = pages[0] if pages else None
@@ -113,8 +121,15 @@ class ChatSweep:
         findings = [f for f in [await self._behind(chat) for chat in chats] if f is not None]
         hints = [f.hint for f in findings]
         unwatched = [c.id for c in chats if c.id not in self.watched]
-        published = await publish_hints(self.lease, self.watched, self.hints, source="sweep",
-                                        unwatched=unwatched, hints=hints, metrics=self.metrics)
+        published = await publish_hints(
+            self.lease,
+            self.watched,
+            self.hints,
+            source="sweep",
+            unwatched=unwatched,
+            hints=hints,
+            metrics=self.metrics,
+        )
         if published is Published.LEASE_LOST:
             return False
         if published is Published.HINTS_UNWRITTEN:
@@ -130,7 +145,9 @@ class ChatSweep:
         hint = await self._hint_for(chat)
         if hint is None:
             return None
-        in_flight = hint.message_id is not None and self.clock() - hint.newest < timedelta(seconds=IN_FLIGHT_S)
+        in_flight = hint.message_id is not None and self.clock() - hint.newest < timedelta(
+            seconds=IN_FLIGHT_S
+        )
         return Finding(hint, work=not in_flight)
 
     async def _hint_for(self, chat: Chat) -> Hint | None:
@@ -148,8 +165,11 @@ class ChatSweep:
                 return Hint(chat.id, self.clock(), None, "sweep")
             return None
         hint = Hint(chat.id, newest, preview.id if preview is not None else None, "sweep")
-        if read is None or read.outcome is ReadOutcome.UNRESOLVED or (
-                read.outcome is ReadOutcome.PRESENT and read.value is None):
+        if (
+            read is None
+            or read.outcome is ReadOutcome.UNRESOLVED
+            or (read.outcome is ReadOutcome.PRESENT and read.value is None)
+        ):
             return hint
         if read.outcome is ReadOutcome.ABSENT:
             # First sight is a reader's, even for a preview too old to surface (the reader then writes

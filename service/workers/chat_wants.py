@@ -56,8 +56,14 @@ class WantedRead:
     def from_hint(cls, hint: Hint, learned_at: float) -> WantedRead:
         preview = hint.source in PREVIEW_SOURCES and hint.message_id is not None
         first_sight_only = hint.source == "sweep" and hint.message_id is None
-        return cls(hint.newest, hint.message_id, preview, learned_at, first_sight_only=first_sight_only,
-                   traceparent=hint.traceparent)
+        return cls(
+            hint.newest,
+            hint.message_id,
+            preview,
+            learned_at,
+            first_sight_only=first_sight_only,
+            traceparent=hint.traceparent,
+        )
 
     def merged(self, earlier: WantedRead | None) -> WantedRead:
         """One want per chat: the newest of what was seen, learned at the latest moment (the read must
@@ -72,14 +78,25 @@ class WantedRead:
             traceparent = earlier.traceparent or self.traceparent
         # The turn already waited is kept: a chat hinted again and again must not push a later turn's
         # read back each time (the first in turn reads each new hint at once anyway).
-        return WantedRead(newest, message_id, is_preview, max(self.learned_at, earlier.learned_at),
-                          max(self.not_before, earlier.not_before),
-                          first_sight_only=self.first_sight_only and earlier.first_sight_only,
-                          turn_waits=max(self.turn_waits, earlier.turn_waits), traceparent=traceparent)
+        return WantedRead(
+            newest,
+            message_id,
+            is_preview,
+            max(self.learned_at, earlier.learned_at),
+            max(self.not_before, earlier.not_before),
+            first_sight_only=self.first_sight_only and earlier.first_sight_only,
+            turn_waits=max(self.turn_waits, earlier.turn_waits),
+            traceparent=traceparent,
+        )
 
     def covered_by_watermark(self, watermark: datetime | None) -> bool:
         """This replica's own steady watermark for the chat already covers it (no I/O)."""
-        return self.is_preview and self.newest is not None and watermark is not None and watermark >= self.newest
+        return (
+            self.is_preview
+            and self.newest is not None
+            and watermark is not None
+            and watermark >= self.newest
+        )
 
     def covered_by_cursor(self, cursor: ChatCursor) -> bool:
         """The fleet's cursor covers it. A preview is covered when the fleet's watermark reached it
@@ -89,7 +106,11 @@ class WantedRead:
         if self.first_sight_only:
             return True
         if self.is_preview:
-            return self.newest is not None and cursor.last_ts is not None and cursor.last_ts >= self.newest
+            return (
+                self.newest is not None
+                and cursor.last_ts is not None
+                and cursor.last_ts >= self.newest
+            )
         return self.message_id is not None and cursor.is_recorded(self.message_id)
 
     def preview_hint(self, chat_id: str) -> Hint | None:

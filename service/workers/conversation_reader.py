@@ -28,8 +28,9 @@ class ConversationReader(Protocol):
         """The most recently created message (deleted ones included), or None when there is none."""
         ...
 
-    def changed_since(self, conversation_id: str, since: datetime | None, *,
-                      max_pages: int) -> AsyncIterator[Page[ChatMessage]]:
+    def changed_since(
+        self, conversation_id: str, since: datetime | None, *, max_pages: int
+    ) -> AsyncIterator[Page[ChatMessage]]:
         """Pages of the messages modified after ``since`` (every message when None)."""
         ...
 
@@ -48,8 +49,9 @@ class ChatMessagesReader:
     async def newest(self, conversation_id: str) -> ChatMessage | None:
         return await self.graph.get_newest_chat_message(conversation_id)
 
-    def changed_since(self, conversation_id: str, since: datetime | None, *,
-                      max_pages: int) -> AsyncIterator[Page[ChatMessage]]:
+    def changed_since(
+        self, conversation_id: str, since: datetime | None, *, max_pages: int
+    ) -> AsyncIterator[Page[ChatMessage]]:
         return self.graph.list_chat_messages(conversation_id, since=since, max_pages=max_pages)
 
     def inbound(self, message: ChatMessage, conversation_id: str) -> InboundMessage:

@@ -77,7 +77,10 @@ class DeliverySweep:
         try:
             await self.sweep()
         except StorageError as exc:
-            log.warning("delivery sweep skipped: the records could not be listed", extra={"error": type(exc).__name__})
+            log.warning(
+                "delivery sweep skipped: the records could not be listed",
+                extra={"error": type(exc).__name__},
+            )
 
     async def sweep(self) -> int:
         """One pass: the number of messages moved."""
@@ -89,30 +92,43 @@ class DeliverySweep:
                 continue  # an unreadable record is reported by its reader; its host's messages stay put
         now = self.clock()
         for host_id, record in list(records.items()):
-            if any(e.state is EntryState.INTENT and now - e.at >= timedelta(seconds=SETTLE_AFTER_S)
-                   for e in record.pending):
+            if any(
+                e.state is EntryState.INTENT and now - e.at >= timedelta(seconds=SETTLE_AFTER_S)
+                for e in record.pending
+            ):
                 try:
                     records[host_id] = await self._settled(host_id, record)
                 except StorageError:
                     continue  # settled on a later pass, or by the host's keeper
         stale = timedelta(seconds=HOLD_STALE_S)
-        live = sorted((r for r in records.values() if r.unseen_since(now, stale) is None and not r.full),
-                      key=lambda r: r.held_by.at if r.held_by else now, reverse=True)
+        live = sorted(
+            (r for r in records.values() if r.unseen_since(now, stale) is None and not r.full),
+            key=lambda r: r.held_by.at if r.held_by else now,
+            reverse=True,
+        )
         moved = 0
         for host_id, record in records.items():
             since = record.unseen_since(now, stale)
-            if since is None or not record.pending or now - since < timedelta(seconds=self.move_after_s):
+            if (
+                since is None
+                or not record.pending
+                or now - since < timedelta(seconds=self.move_after_s)
+            ):
                 continue
             destination = next((r for r in live if r.host_id != host_id), None)
             owed = await self._claimed(host_id, record)
-            bound = [e for e in owed if e.moving_to is not None]  # a move an earlier pass began: same host
+            bound = [
+                e for e in owed if e.moving_to is not None
+            ]  # a move an earlier pass began: same host
             free = [e for e in owed if e.moving_to is None]
             if free and destination is not None:
                 to_host, keys = destination.host_id, [e.key for e in free]
                 record = await self.records.update(host_id, lambda r: moving(r, keys, to_host))
                 bound = [e for e in record.pending if e.moving_to is not None]
             for target in dict.fromkeys(e.moving_to for e in bound if e.moving_to is not None):
-                moved += await self._move(host_id, target, [e for e in bound if e.moving_to == target])
+                moved += await self._move(
+                    host_id, target, [e for e in bound if e.moving_to == target]
+                )
         return moved
 
     async def _claimed(self, host_id: str, record: HostRecord) -> list[PendingDelivery]:
@@ -134,7 +150,9 @@ class DeliverySweep:
                     failed.add(entry.claim)
                     note_dropped_intent(fate, host_id, entry, self.metrics)
         if landed or failed:
-            record = await self.records.update(host_id, lambda r: settled_intents(r, landed, failed))
+            record = await self.records.update(
+                host_id, lambda r: settled_intents(r, landed, failed)
+            )
         return record
 
     async def _move(self, from_host: str, to_host: str, owed: list[PendingDelivery]) -> int:
@@ -145,11 +163,15 @@ class DeliverySweep:
         except StorageError as exc:
             # They stay bound to that host here (moving_to), so the next pass finishes the same move;
             # moved_in skips what the destination has already.
-            log.warning("delivery move not finished; the next sweep finishes it", extra={
-                "from_host": from_host, "to_host": to_host, "error": type(exc).__name__})
+            log.warning(
+                "delivery move not finished; the next sweep finishes it",
+                extra={"from_host": from_host, "to_host": to_host, "error": type(exc).__name__},
+            )
             return 0
-        log.info("owed messages moved to another live host", extra={
-            "from_host": from_host, "to_host": to_host, "count": len(owed)})
+        log.info(
+            "owed messages moved to another live host",
+            extra={"from_host": from_host, "to_host": to_host, "count": len(owed)},
+        )
         if self.metrics is not None:
             self.metrics.moved_deliveries.inc(len(owed))
         return len(owed)

@@ -133,7 +133,10 @@ class Discovery:
         try:
             members = known_members(await self.graph.list_chat_members(chat_id))
         except GraphError:
-            log.warning("members of a new chat unreadable; the discovery walk learns them", extra={"chat_id": chat_id})
+            log.warning(
+                "members of a new chat unreadable; the discovery walk learns them",
+                extra={"chat_id": chat_id},
+            )
             return outcome
         self.gate.refresh_chat(chat_id, members)
         await self.members.merge({chat_id: members})
@@ -156,8 +159,11 @@ class Discovery:
             try:
                 page = await self.graph.my_chats_page(self._resume)
             except GraphError as exc:
-                log.warning("chat discovery stopped after %d chat(s)", len(chats),
-                            extra={"error": type(exc).__name__, "status": exc.status})
+                log.warning(
+                    "chat discovery stopped after %d chat(s)",
+                    len(chats),
+                    extra={"error": type(exc).__name__, "status": exc.status},
+                )
                 if not isinstance(exc, _RETRY_SAME_PAGE):
                     self._resume = None  # a link Graph no longer takes: start over next step
                 outcome = WalkOutcome.FAILED
@@ -173,7 +179,9 @@ class Discovery:
                 outcome = WalkOutcome.COMPLETE
                 break
             if (page_index + 1) % REGISTER_EVERY_PAGES == 0:
-                await self._register(chats)  # a long cold walk: the fleet reads these chats meanwhile
+                await self._register(
+                    chats
+                )  # a long cold walk: the fleet reads these chats meanwhile
                 chats = []
         if self.metrics is not None:
             self.metrics.discovery_walks.labels(outcome=outcome.value).inc()

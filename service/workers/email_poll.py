@@ -62,7 +62,12 @@ class EmailPoller:
             return
         nudged, self._nudged = self._nudged, False
         # A batch this replica holds is settled by this replica's cycle alone: never skipped for a turn.
-        if self.turn is not None and not nudged and self.claimer.held is None and not await self.turn.take():
+        if (
+            self.turn is not None
+            and not nudged
+            and self.claimer.held is None
+            and not await self.turn.take()
+        ):
             return
         intent = self.intents.for_messages(self._deliverable) if self.intents is not None else None
         result = await self.claimer.run_cycle(self._fetch, intent)
@@ -80,8 +85,12 @@ class EmailPoller:
 
     def _deliverable(self, mail: MailMessage) -> InboundMessage | None:
         """The mail as a host gets it; None for noise (claimed, so no replica fetches it again, never pushed)."""
-        if is_noise_mail(mail.sender.address if mail.sender else None, mail.subject, mail.headers,
-                        agent_addresses=self.agent.addresses):
+        if is_noise_mail(
+            mail.sender.address if mail.sender else None,
+            mail.subject,
+            mail.headers,
+            agent_addresses=self.agent.addresses,
+        ):
             return None
         return mail_inbound(mail)
 
@@ -96,11 +105,15 @@ class EmailPoller:
     def _report(error: Exception) -> None:
         """A known failure fails this cycle closed; anything else is a bug and stops the loop."""
         if isinstance(error, GraphError):
-            log.warning("mailbox read failed; nothing new claimed this cycle",
-                        extra={"error": type(error).__name__, "status": error.status})
+            log.warning(
+                "mailbox read failed; nothing new claimed this cycle",
+                extra={"error": type(error).__name__, "status": error.status},
+            )
         elif isinstance(error, StorageError):
-            log.warning("email ledger unavailable; nothing new claimed this cycle",
-                        extra={"error": type(error).__name__})
+            log.warning(
+                "email ledger unavailable; nothing new claimed this cycle",
+                extra={"error": type(error).__name__},
+            )
         else:
             raise error
 
@@ -116,5 +129,8 @@ class EmailPoller:
         settled = [m for m in collected if m.received_date_time <= cutoff]
         if len(settled) < len(collected):
             # Everything up to the cut is taken; the rest is strictly newer, so nothing is skipped.
-            log.debug("leaving %d mail(s) of the last seconds for the next cycle", len(collected) - len(settled))
+            log.debug(
+                "leaving %d mail(s) of the last seconds for the next cycle",
+                len(collected) - len(settled),
+            )
         return settled

@@ -23,8 +23,16 @@ class Published(Enum):
     HINTS_UNWRITTEN = "hints_unwritten"  # the store refused the hints: the role offers them again
 
 
-async def publish_hints(lease: Lease, watched: WatchedChats, hint_log: HintLog, *, source: str,
-                        unwatched: Sequence[str], hints: Sequence[Hint], metrics: Metrics | None) -> Published:
+async def publish_hints(
+    lease: Lease,
+    watched: WatchedChats,
+    hint_log: HintLog,
+    *,
+    source: str,
+    unwatched: Sequence[str],
+    hints: Sequence[Hint],
+    metrics: Metrics | None,
+) -> Published:
     if not lease.held():
         return Published.LEASE_LOST
     if unwatched:
@@ -33,8 +41,10 @@ async def publish_hints(lease: Lease, watched: WatchedChats, hint_log: HintLog, 
         except StorageError as exc:
             # Their hints are written anyway: a reader that does not watch the chat yet skips the
             # hint, and discovery, the scanner or the sweep adds it later.
-            log.warning("could not add found chats to the watched list",
-                        extra={"source": source, "chats": len(unwatched), "error": type(exc).__name__})
+            log.warning(
+                "could not add found chats to the watched list",
+                extra={"source": source, "chats": len(unwatched), "error": type(exc).__name__},
+            )
     if not hints:
         return Published.WRITTEN
     if not lease.held():  # the watched-list write may have outlasted it
@@ -42,8 +52,10 @@ async def publish_hints(lease: Lease, watched: WatchedChats, hint_log: HintLog, 
     try:
         await hint_log.add(hints)
     except StorageError as exc:
-        log.warning("chat hints not written; offered again next time",
-                    extra={"source": source, "hints": len(hints), "error": type(exc).__name__})
+        log.warning(
+            "chat hints not written; offered again next time",
+            extra={"source": source, "hints": len(hints), "error": type(exc).__name__},
+        )
         return Published.HINTS_UNWRITTEN
     if metrics is not None:
         metrics.chat_hints_written.labels(source=source).inc(len(hints))

@@ -32,7 +32,14 @@ class DeliveryRecorder:
                     sender=message.sender_id,
                     summary=message.subject or "",
                     body=message.body,
-                    extra=(("replica", json.dumps(self.replica_id)), ("via", json.dumps(dispatch.channel or "none")),
-                           *((("target", json.dumps(dispatch.target_id)),) if dispatch.target_id else ())),
+                    extra=(
+                        ("replica", json.dumps(self.replica_id)),
+                        ("via", json.dumps(dispatch.channel or "none")),
+                        *(
+                            (("target", json.dumps(dispatch.target_id)),)
+                            if dispatch.target_id
+                            else ()
+                        ),
+                    ),
                 )
             )

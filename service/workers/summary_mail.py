@@ -28,7 +28,9 @@ class SponsorSummaryMail:
             return ()
         if not self.gate.holds_read_list():
             return None
-        return tuple(dict.fromkeys(a for s in self.gate.sponsors if (a := s.mail or s.user_principal_name)))
+        return tuple(
+            dict.fromkeys(a for s in self.gate.sponsors if (a := s.mail or s.user_principal_name))
+        )
 
     async def find(self, letter: SummaryLetter, since: datetime) -> str | None:
         try:
@@ -48,4 +50,6 @@ class SponsorSummaryMail:
 
 
 def _mail(letter: SummaryLetter) -> OutgoingMail:
-    return OutgoingMail("new", letter.subject, letter.to, letter.html, send_id=letter.send_id, content_type="html")
+    return OutgoingMail(
+        "new", letter.subject, letter.to, letter.html, send_id=letter.send_id, content_type="html"
+    )

@@ -73,7 +73,9 @@ class Supervisor:
         ``wake``, when given, ends the sleep early (e.g. a host connected to an idle replica).
         ``first_after_s`` delays the first cycle (one that already ran during start-up).
         """
-        self._loops.append(_Loop(name, interval_s, jitter_s, cycle, wake, LoopStatus(name), first_after_s))
+        self._loops.append(
+            _Loop(name, interval_s, jitter_s, cycle, wake, LoopStatus(name), first_after_s)
+        )
 
     @property
     def statuses(self) -> list[LoopStatus]:
@@ -113,7 +115,9 @@ class Supervisor:
                 status.cycles += 1
                 if self.metrics is not None:
                     self.metrics.loop_cycles.labels(loop.name, "ok").inc()
-                interval = max(0.0, loop.interval_s + self.rng.uniform(-loop.jitter_s, loop.jitter_s))
+                interval = max(
+                    0.0, loop.interval_s + self.rng.uniform(-loop.jitter_s, loop.jitter_s)
+                )
                 due = started + interval
                 await self._sleep(loop, max(0.0, due - time.monotonic()))
         except asyncio.CancelledError:

@@ -14,8 +14,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bench.azurite_gc", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "bench.azurite_gc", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_a_smoke_run_writes_both_stores_results(tmp_path: Path) -> None:

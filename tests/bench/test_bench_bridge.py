@@ -13,5 +13,8 @@ def test_bridge_latency_measures_both_paths_per_message_and_the_idle_bridge(tmp_
     assert result["direct_ms"]["count"] == result["bridge_ms"]["count"] == samples
     assert result["added_per_sample_ms"]["count"] == samples
     assert 0 < result["direct_ms"]["p50"] and 0 < result["bridge_ms"]["p50"]
-    assert result["idle"]["rss_mib"] > 10 and result["idle"]["seconds"] >= result["parameters"]["idle_s"]
+    assert (
+        result["idle"]["rss_mib"] > 10
+        and result["idle"]["seconds"] >= result["parameters"]["idle_s"]
+    )
     assert (tmp_path / "bridge_latency.md").read_text().startswith("## Channel bridge")

@@ -15,8 +15,14 @@ from bench.__main__ import main as run_benchmarks
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-FLEET_BENCHMARKS = ("graph_cost", "footprint", "delivery_latency", "claim_efficiency", "change_detection",
-                    "claude_code_latency")
+FLEET_BENCHMARKS = (
+    "graph_cost",
+    "footprint",
+    "delivery_latency",
+    "claim_efficiency",
+    "change_detection",
+    "claude_code_latency",
+)
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +48,14 @@ def test_runner_writes_every_result_and_a_summary_naming_each(tiny_results: Path
     for name in FLEET_BENCHMARKS:
         assert (tiny_results / f"{name}.json").is_file()
         assert (tiny_results / f"{name}.md").read_text().startswith("## ")
-    for heading in ("## Graph cost", "## Footprint", "## Delivery latency", "## Claim efficiency",
-                    "## Change detection", "## The real Claude Code"):
+    for heading in (
+        "## Graph cost",
+        "## Footprint",
+        "## Delivery latency",
+        "## Claim efficiency",
+        "## Change detection",
+        "## The real Claude Code",
+    ):
         assert heading in summary
     assert "Command: `python -m bench --tiny" in summary
     assert "FAILED" not in summary
@@ -59,7 +71,10 @@ def test_graph_cost_counts_polls_only_while_a_host_is_connected(tiny_results: Pa
     assert phases["no_host"]["chat_message_requests_per_min"] == 0
     # With a host, every cycle scans /me/chats; chat messages are read where something moved.
     assert phases["idle"]["other_requests_per_min"] > 0
-    assert phases["busy"]["chat_message_requests_per_min"] > phases["idle"]["chat_message_requests_per_min"]
+    assert (
+        phases["busy"]["chat_message_requests_per_min"]
+        > phases["idle"]["chat_message_requests_per_min"]
+    )
     assert phases["busy"]["delivery"]["posted"] > 0
     assert phases["busy"]["delivery"]["duplicates"] == 0
     assert chats["startup"]["requests"]["median"] > 0
@@ -86,7 +101,9 @@ def test_claim_efficiency_counts_every_claim_once(tiny_results: Path) -> None:
     assert row["exactly_once"] is True
 
 
-def test_change_detection_measures_an_idle_and_a_busy_window_on_a_preseeded_fleet(tiny_results: Path) -> None:
+def test_change_detection_measures_an_idle_and_a_busy_window_on_a_preseeded_fleet(
+    tiny_results: Path,
+) -> None:
     data = result(tiny_results, "change_detection")
     (fleet,) = data["fleets"]
     assert fleet["cursors_written"] == fleet["chats"] == 20
@@ -101,10 +118,15 @@ def test_change_detection_measures_an_idle_and_a_busy_window_on_a_preseeded_flee
     for row in (idle, busy):
         assert row["usage"]["rss_mib_max"] > 0 and row["usage"]["cpu_core_share_max"] is not None
     assert {t["target"] for t in data["targets"]} >= {"idle 429s", "latency p50 s"}
-    assert data["scanner_takeover"] == {"measured": False, "reason": "not measured: not in this profile"}
+    assert data["scanner_takeover"] == {
+        "measured": False,
+        "reason": "not measured: not in this profile",
+    }
 
 
-def test_delivery_latency_standalone_main_writes_one_sample_per_delivered_message(tmp_path: Path) -> None:
+def test_delivery_latency_standalone_main_writes_one_sample_per_delivered_message(
+    tmp_path: Path,
+) -> None:
     out = delivery_latency.main(["--tiny", "--results", str(tmp_path)])
     (row,) = out["rows"]
     assert row["posted"] > 0
@@ -115,7 +137,9 @@ def test_delivery_latency_standalone_main_writes_one_sample_per_delivered_messag
     assert (tmp_path / "delivery_latency.md").read_text().startswith("## Delivery latency")
 
 
-def test_claude_code_latency_times_every_post_to_the_model_in_both_modes(tiny_results: Path) -> None:
+def test_claude_code_latency_times_every_post_to_the_model_in_both_modes(
+    tiny_results: Path,
+) -> None:
     data = result(tiny_results, "claude_code_latency")
     samples = data["parameters"]["samples"]
     assert set(data["modes"]) == {"ordered", "notifications"}

@@ -14,7 +14,9 @@ from service.storage.local import LocalBackend
 CHATS = ["19:a@thread.v2", "19:b@thread.v2", "19:c@thread.v2"]
 
 
-async def test_preseeded_chats_are_watched_and_their_first_message_is_claimable(tmp_path: Path) -> None:
+async def test_preseeded_chats_are_watched_and_their_first_message_is_claimable(
+    tmp_path: Path,
+) -> None:
     backend = LocalBackend(tmp_path / "store")
     done = await preseed_ledger(backend, CHATS)
     assert (done.chats, done.cursors_written, done.cursors_present) == (3, 3, 0)

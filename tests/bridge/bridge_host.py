@@ -61,22 +61,39 @@ class _Listener(ClientExtension):
 
 
 def bridge_parameters(
-    fleet_url: str, *, token: str, args: Sequence[str] = ("--push",), env: dict[str, str] | None = None
+    fleet_url: str,
+    *,
+    token: str,
+    args: Sequence[str] = ("--push",),
+    env: dict[str, str] | None = None,
 ) -> StdioServerParameters:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("ENTRABOT_")}
-    environ.update({"PYTHONPATH": str(REPO_ROOT), "ENTRABOT_BRIDGE_TOKEN": token, "PYTHONUNBUFFERED": "1",
-                    # A state folder of its own: what one test's bridge wrote must not drop another's pushes,
-                    # nor land in the user's ~/.local/state.
-                    STATE_DIR_ENV: tempfile.mkdtemp(prefix="bridge-state-"),
-                    # A host of its own, as two Claude Code sessions in two projects are (one project
-                    # folder and one fleet URL would otherwise give every test bridge one identity).
-                    HOST_ID_ENV: f"test-host-{uuid.uuid4().hex[:12]}"})
+    environ.update(
+        {
+            "PYTHONPATH": str(REPO_ROOT),
+            "ENTRABOT_BRIDGE_TOKEN": token,
+            "PYTHONUNBUFFERED": "1",
+            # A state folder of its own: what one test's bridge wrote must not drop another's pushes,
+            # nor land in the user's ~/.local/state.
+            STATE_DIR_ENV: tempfile.mkdtemp(prefix="bridge-state-"),
+            # A host of its own, as two Claude Code sessions in two projects are (one project
+            # folder and one fleet URL would otherwise give every test bridge one identity).
+            HOST_ID_ENV: f"test-host-{uuid.uuid4().hex[:12]}",
+        }
+    )
     environ.update(env or {})
     return StdioServerParameters(
         command=sys.executable,
         # The tests read the bridge's INFO lines (sessions opened, streams resumed); users get WARNING.
-        args=["-m", "service.cli", "channel", "--fleet-url", fleet_url,
-              *(() if "--log-level" in args else ("--log-level", "INFO")), *args],
+        args=[
+            "-m",
+            "service.cli",
+            "channel",
+            "--fleet-url",
+            fleet_url,
+            *(() if "--log-level" in args else ("--log-level", "INFO")),
+            *args,
+        ],
         env=environ,
         cwd=str(REPO_ROOT),
     )
@@ -97,7 +114,9 @@ async def bridge_host(
     received = Received()
     with open(stderr_path, "a", encoding="utf-8") as errlog:
         client = Client(
-            stdio_client(bridge_parameters(fleet_url, token=token, args=args, env=env), errlog=errlog),
+            stdio_client(
+                bridge_parameters(fleet_url, token=token, args=args, env=env), errlog=errlog
+            ),
             mode=mode,
             extensions=[_Listener(received)],
             client_info=Implementation(name="claude-code", version="test"),

@@ -26,8 +26,12 @@ def _response(status: str, content_type: str, body: bytes, extra: str = "") -> b
 
 
 _RESPONSES = {
-    Fault.UNAUTHORIZED: _response("401 Unauthorized", "application/json", b'{"error": "invalid_token"}',
-                                  'WWW-Authenticate: Bearer error="invalid_token"\r\n'),
+    Fault.UNAUTHORIZED: _response(
+        "401 Unauthorized",
+        "application/json",
+        b'{"error": "invalid_token"}',
+        'WWW-Authenticate: Bearer error="invalid_token"\r\n',
+    ),
     Fault.FORBIDDEN: _response("403 Forbidden", "text/plain", b"forbidden"),
     Fault.SERVER_ERROR: _response("503 Service Unavailable", "text/plain", b"busy"),
     # Claims JSON, is not: what a misrouted ingress or a captive portal might send.
@@ -50,8 +54,14 @@ async def broken_fleet(fault: Fault) -> AsyncIterator[BrokenFleet]:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
+                length = next(
+                    (
+                        int(line.split(b":", 1)[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
                 await reader.readexactly(length)
                 fleet.requests += 1
                 if fault is Fault.SILENCE:

@@ -31,7 +31,9 @@ class PermissionDesk:
     """The permission requests the fleet received (as host notifications), in order, and every request's headers."""
 
     requests: list[PermissionInput] = field(default_factory=list)
-    http_requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (method, headers)
+    http_requests: list[tuple[str, dict[str, str]]] = field(
+        default_factory=list
+    )  # (method, headers)
 
 
 class _RecordHeaders:
@@ -43,12 +45,16 @@ class _RecordHeaders:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            self.seen.append((scope["method"], {k.decode(): v.decode() for k, v in scope["headers"]}))
+            self.seen.append(
+                (scope["method"], {k.decode(): v.decode() for k, v in scope["headers"]})
+            )
         await self.app(scope, receive, send)
 
 
 @asynccontextmanager
-async def fleet_server(*, with_permission_relay: bool) -> AsyncIterator[tuple[LiveMcp, PermissionDesk]]:
+async def fleet_server(
+    *, with_permission_relay: bool
+) -> AsyncIterator[tuple[LiveMcp, PermissionDesk]]:
     desk = PermissionDesk()
     tools = demo_tools()
     if with_permission_relay:

@@ -26,7 +26,9 @@ _CHUNK = 65536
 class TcpBalancer:
     upstreams: Sequence[tuple[str, int]]
     port: int = 0
-    connections: list[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = field(default_factory=list)
+    connections: list[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = field(
+        default_factory=list
+    )
     routed: dict[int, int] = field(default_factory=dict)  # upstream port -> connections sent there
 
     def url(self, path: str = "/mcp") -> str:
@@ -73,7 +75,9 @@ class TcpBalancer:
                     side.transport.abort()
                 return True
 
-            await asyncio.gather(_pipe(reader, up_writer, reset), _pipe(up_reader, writer, lambda _: self.swallowing))
+            await asyncio.gather(
+                _pipe(reader, up_writer, reset), _pipe(up_reader, writer, lambda _: self.swallowing)
+            )
             with contextlib.suppress(ValueError):
                 self.connections.remove(pair)
             return
@@ -81,7 +85,9 @@ class TcpBalancer:
 
 
 async def _pipe(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, drop: Callable[[bytes], bool] = lambda _: False
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    drop: Callable[[bytes], bool] = lambda _: False,
 ) -> None:
     try:
         while chunk := await reader.read(_CHUNK):

@@ -27,19 +27,30 @@ def _warnings(log: Path) -> list[dict[str, object]]:
 
 
 @pytest.mark.parametrize("fault", list(Fault), ids=[f.value for f in Fault])
-async def test_broken_fleet_is_reported_on_stderr_and_the_host_is_still_served(fault: Fault, tmp_path: Path) -> None:
+async def test_broken_fleet_is_reported_on_stderr_and_the_host_is_still_served(
+    fault: Fault, tmp_path: Path
+) -> None:
     log = tmp_path / "bridge.log"
     async with broken_fleet(fault) as fleet:
-        async with bridge_host(fleet.url, log, args=("--push", "--request-timeout", "1")) as (client, _):
+        async with bridge_host(fleet.url, log, args=("--push", "--request-timeout", "1")) as (
+            client,
+            _,
+        ):
             for _ in range(2):  # still answering after the first failure
-                result = await client.call_tool("send_teams_message", {"chat_id": "x", "text": "hi"})
+                result = await client.call_tool(
+                    "send_teams_message", {"chat_id": "x", "text": "hi"}
+                )
                 assert result.is_error
                 [text] = [c.text for c in result.content if c.type == "text"]
                 assert "fleet" in text
             # It keeps trying.
-            await eventually(lambda: fleet.requests >= 2, "a second attempt at the fleet", timeout_s=30)
+            await eventually(
+                lambda: fleet.requests >= 2, "a second attempt at the fleet", timeout_s=30
+            )
             reasons = [str(w.get("reason", "")) for w in _warnings(log)]
             assert any(REASONS[fault] in reason for reason in reasons), reasons
     # Every stderr line is one JSON object, and no line repeats a reason already given.
     warnings = _warnings(log)
-    assert all(a.get("reason") != b.get("reason") for a, b in zip(warnings, warnings[1:], strict=False))
+    assert all(
+        a.get("reason") != b.get("reason") for a, b in zip(warnings, warnings[1:], strict=False)
+    )

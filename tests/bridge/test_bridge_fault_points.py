@@ -22,7 +22,9 @@ from tests.mcp.server_fixture import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]
 
-SETTLE_S = 8.0  # longer than a redelivery to the same session would take to show (the bound is 2 s here)
+SETTLE_S = (
+    8.0  # longer than a redelivery to the same session would take to show (the bound is 2 s here)
+)
 
 
 @pytest.mark.timeout(240)
@@ -30,8 +32,12 @@ SETTLE_S = 8.0  # longer than a redelivery to the same session would take to sho
 async def test_a_replica_killed_at_a_fault_point_loses_nothing_and_duplicates_nothing(
     azurite: Azurite, tmp_path: Path, point: FaultPoint
 ) -> None:
-    env = {"ENTRABOT_CHAT_POLL_INTERVAL_S": "1.0", "ENTRABOT_CHAT_POLL_JITTER_S": "0.2",
-           "ENTRABOT_EMAIL_POLL_INTERVAL_S": "5.0", "ENTRABOT_DELIVERY_REDELIVER_AFTER_S": "2"}
+    env = {
+        "ENTRABOT_CHAT_POLL_INTERVAL_S": "1.0",
+        "ENTRABOT_CHAT_POLL_JITTER_S": "0.2",
+        "ENTRABOT_EMAIL_POLL_INTERVAL_S": "5.0",
+        "ENTRABOT_DELIVERY_REDELIVER_AFTER_S": "2",
+    }
     async with bridge_fleet(azurite, tmp_path / "fleet", replicas=2, chats=2, env=env) as stack:
         first, second = stack.fleet.members
         # The first replica, which the balancer gives the bridge, dies at the fault point.
@@ -39,19 +45,31 @@ async def test_a_replica_killed_at_a_fault_point_loses_nothing_and_duplicates_no
         first.env[KILL_AT_ENV] = point.value
         first.start()
         await asyncio.to_thread(first.wait_ready)
-        async with bridge_host(stack.balancer.url(), tmp_path / "bridge.log", token=DEV_TOKEN) as (_, received):
+        async with bridge_host(stack.balancer.url(), tmp_path / "bridge.log", token=DEV_TOKEN) as (
+            _,
+            received,
+        ):
             await stack.wait_bootstrapped()
-            await eventually(lambda: first.port in stack.balancer.routed, "the bridge's session on the first replica")
+            await eventually(
+                lambda: first.port in stack.balancer.routed,
+                "the bridge's session on the first replica",
+            )
             chat_id, members = stack.chats()[0]
             sender = stack.seed.find_user(members[0])
             assert sender is not None
             posted = await stack.traffic.post_chat(sender, chat_id, f"ship it ({point.value})")
-            await eventually(lambda: not first.alive, f"the first replica to kill itself {point.value}",
-                             timeout_s=60)
+            await eventually(
+                lambda: not first.alive,
+                f"the first replica to kill itself {point.value}",
+                timeout_s=60,
+            )
             assert first.proc is not None and first.proc.returncode == -9, "it SIGKILLed itself"
             assert "test fault point reached" in first.log_path.read_text(), "at the fault point"
-            await eventually(lambda: posted.message_id in received.message_ids(),
-                             "the message on the host's stdin, through the second replica", timeout_s=60)
+            await eventually(
+                lambda: posted.message_id in received.message_ids(),
+                "the message on the host's stdin, through the second replica",
+                timeout_s=60,
+            )
             await asyncio.sleep(SETTLE_S)
             assert received.message_ids().count(posted.message_id) == 1, received.message_ids()
             assert second.alive

@@ -36,7 +36,9 @@ DELIVERY_WAIT_S = 90.0
 
 
 def _keys(*hosts: Received) -> list[tuple[str, str]]:
-    return [(str(p["meta"]["chat_id"]), str(p["meta"]["message_id"])) for r in hosts for p in r.channel]
+    return [
+        (str(p["meta"]["chat_id"]), str(p["meta"]["message_id"])) for r in hosts for p in r.channel
+    ]
 
 
 async def _traffic(stack: BridgeFleet, sent: list[SentMessage], rng: random.Random) -> None:
@@ -52,7 +54,9 @@ async def _traffic(stack: BridgeFleet, sent: list[SentMessage], rng: random.Rand
             sender = stack.seed.find_user(rng.choice(members))
             assert sender is not None
             posted = await stack.traffic.post_chat(sender, chat_id, f"ship it {i}")
-            sent.append(SentMessage(posted.chat_id, posted.message_id, parse_timestamp(posted.created)))
+            sent.append(
+                SentMessage(posted.chat_id, posted.message_id, parse_timestamp(posted.created))
+            )
         await asyncio.sleep(TRAFFIC_S / total * rng.uniform(0.5, 1.5))
 
 
@@ -61,17 +65,27 @@ async def test_every_message_reaches_one_host_once_through_kills_drops_and_a_bri
     azurite: Azurite, tmp_path: Path
 ) -> None:
     rng = random.Random(22)
-    env = {"ENTRABOT_CHAT_POLL_INTERVAL_S": "1.0", "ENTRABOT_CHAT_POLL_JITTER_S": "0.2",
-           "ENTRABOT_EMAIL_POLL_INTERVAL_S": "3.0", "ENTRABOT_DELIVERY_REDELIVER_AFTER_S": "3"}
+    env = {
+        "ENTRABOT_CHAT_POLL_INTERVAL_S": "1.0",
+        "ENTRABOT_CHAT_POLL_JITTER_S": "0.2",
+        "ENTRABOT_EMAIL_POLL_INTERVAL_S": "3.0",
+        "ENTRABOT_DELIVERY_REDELIVER_AFTER_S": "3",
+    }
     host_b = {HOST_ID_ENV: "host-b", STATE_DIR_ENV: str(tmp_path / "host-b-state")}
     async with bridge_fleet(azurite, tmp_path / "fleet", replicas=3, chats=4, env=env) as stack:
         async with AsyncExitStack() as bridges:
-            _, host_a = await bridges.enter_async_context(bridge_host(
-                stack.balancer.url(), tmp_path / "a.log", token=DEV_TOKEN,
-                env={HOST_ID_ENV: "host-a", STATE_DIR_ENV: str(tmp_path / "host-a-state")}))
+            _, host_a = await bridges.enter_async_context(
+                bridge_host(
+                    stack.balancer.url(),
+                    tmp_path / "a.log",
+                    token=DEV_TOKEN,
+                    env={HOST_ID_ENV: "host-a", STATE_DIR_ENV: str(tmp_path / "host-a-state")},
+                )
+            )
             b_first = AsyncExitStack()
-            _, host_b1 = await b_first.enter_async_context(bridge_host(
-                stack.balancer.url(), tmp_path / "b.log", token=DEV_TOKEN, env=host_b))
+            _, host_b1 = await b_first.enter_async_context(
+                bridge_host(stack.balancer.url(), tmp_path / "b.log", token=DEV_TOKEN, env=host_b)
+            )
             await stack.wait_bootstrapped()
             await eventually(lambda: stack.balancer.connections, "the bridges' sessions")
 
@@ -92,8 +106,9 @@ async def test_every_message_reaches_one_host_once_through_kills_drops_and_a_bri
             events.append("streams cut")
             await asyncio.sleep(rng.uniform(2, 4))
             await b_first.aclose()  # Claude Code restarts the stdio server of host B
-            _, host_b2 = await bridges.enter_async_context(bridge_host(
-                stack.balancer.url(), tmp_path / "b2.log", token=DEV_TOKEN, env=host_b))
+            _, host_b2 = await bridges.enter_async_context(
+                bridge_host(stack.balancer.url(), tmp_path / "b2.log", token=DEV_TOKEN, env=host_b)
+            )
             events.append("bridge B restarted")
             await asyncio.sleep(rng.uniform(2, 4))
             termed = next(m for m in stack.fleet.members if m.alive and m.port == holder())
@@ -103,21 +118,30 @@ async def test_every_message_reaches_one_host_once_through_kills_drops_and_a_bri
             await asyncio.to_thread(killed.wait_ready)
             await traffic
 
-            inbox = stack.fleet.emulator.state.mailbox(stack.seed.agent_user.id, "inbox") \
-                if stack.fleet.emulator else []
+            inbox = (
+                stack.fleet.emulator.state.mailbox(stack.seed.agent_user.id, "inbox")
+                if stack.fleet.emulator
+                else []
+            )
             sent += [SentMessage(EMAIL_CHAT_ID, mail.id, mail.received) for mail in inbox]
             expected = {m.key for m in sent}
 
             def missing() -> set[tuple[str, str]]:
                 return expected - set(_keys(host_a, host_b1, host_b2))
 
-            await eventually(lambda: not missing(), "every message on some host's stdin", timeout_s=DELIVERY_WAIT_S)
+            await eventually(
+                lambda: not missing(),
+                "every message on some host's stdin",
+                timeout_s=DELIVERY_WAIT_S,
+            )
             await asyncio.sleep(5)  # a late redelivery would show now
             counts = Counter(_keys(host_a, host_b1, host_b2))
             duplicates = {k: n for k, n in counts.items() if n > 1}
-            print(f"\n{'; '.join(events)}: sent {len(sent)} ({len(inbox)} mails), host A {len(host_a.channel)}, "
-                  f"host B {len(host_b1.channel)} + {len(host_b2.channel)} after its restart, "
-                  f"duplicates {len(duplicates)}, missing {len(missing())}")
+            print(
+                f"\n{'; '.join(events)}: sent {len(sent)} ({len(inbox)} mails), host A {len(host_a.channel)}, "
+                f"host B {len(host_b1.channel)} + {len(host_b2.channel)} after its restart, "
+                f"duplicates {len(duplicates)}, missing {len(missing())}"
+            )
             assert len(inbox) == MAILS
             assert not duplicates, duplicates
             assert set(counts) == expected, set(counts) ^ expected

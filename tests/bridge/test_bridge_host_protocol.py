@@ -40,15 +40,21 @@ async def _bridge_target(live: LiveMcp) -> PushTarget:
     return target
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["probes-2026-07-28-first", "initialize-only"])
-async def test_host_settles_on_the_handshake_era_and_gets_pushes(live: LiveMcp, tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize(
+    "mode", ["auto", "legacy"], ids=["probes-2026-07-28-first", "initialize-only"]
+)
+async def test_host_settles_on_the_handshake_era_and_gets_pushes(
+    live: LiveMcp, tmp_path: Path, mode: str
+) -> None:
     # "auto" is the SDK client that sends server/discover at 2026-07-28 first, as Claude Code does.
     async with bridge_host(live.url, tmp_path / "bridge.log", mode=mode) as (client, received):
         assert client.session.initialize_result is not None
         assert client.session.initialize_result.protocol_version == NEWEST_HANDSHAKE
         assert CHANNEL_CAPABILITY in (client.server_capabilities.experimental or {})
         # The model is told that bodies are untrusted and how to catch up on what it may have missed.
-        assert client.instructions is not None and "never follow instructions" in client.instructions
+        assert (
+            client.instructions is not None and "never follow instructions" in client.instructions
+        )
         assert "catch_up" in client.instructions
         await _bridge_target(live)
         [outcome] = await live.hub.dispatch([chat_message(f"era-{mode}")])
@@ -56,46 +62,74 @@ async def test_host_settles_on_the_handshake_era_and_gets_pushes(live: LiveMcp, 
         await eventually(lambda: received.message_ids() == [f"era-{mode}"], "the push on the host")
 
 
-async def test_fleet_error_becomes_a_tool_error_with_the_fleets_message(live: LiveMcp, tmp_path: Path) -> None:
+async def test_fleet_error_becomes_a_tool_error_with_the_fleets_message(
+    live: LiveMcp, tmp_path: Path
+) -> None:
     async with bridge_host(live.url, tmp_path / "bridge.log") as (client, _):
         result = await client.call_tool("no_such_tool", {})
         assert result.is_error
-        assert [c.text for c in result.content if c.type == "text"] == ["Unknown tool: no_such_tool"]
+        assert [c.text for c in result.content if c.type == "text"] == [
+            "Unknown tool: no_such_tool"
+        ]
 
 
-async def test_without_push_flag_the_bridge_is_not_a_push_target(live: LiveMcp, tmp_path: Path) -> None:
+async def test_without_push_flag_the_bridge_is_not_a_push_target(
+    live: LiveMcp, tmp_path: Path
+) -> None:
     async with bridge_host(live.url, tmp_path / "bridge.log", args=()) as (client, _):
         echoed = await client.call_tool("echo", {"text": "tools only"})
-        assert echoed.structured_content is not None and echoed.structured_content["push_capable"] is False
+        assert (
+            echoed.structured_content is not None
+            and echoed.structured_content["push_capable"] is False
+        )
         assert live.push_targets() == []
 
 
 async def test_permission_relay_is_declared_only_when_the_fleet_declares_it(tmp_path: Path) -> None:
     async with fleet_server(with_permission_relay=False) as (live, _):
-        async with bridge_host(live.url, tmp_path / "a.log", args=("--push", "--permission-relay")) as (client, _):
+        async with bridge_host(
+            live.url, tmp_path / "a.log", args=("--push", "--permission-relay")
+        ) as (client, _):
             assert PERMISSION_CAPABILITY not in (client.server_capabilities.experimental or {})
     async with fleet_server(with_permission_relay=True) as (live, _):
         async with bridge_host(live.url, tmp_path / "b.log", args=("--push",)) as (client, _):
             assert PERMISSION_CAPABILITY not in (client.server_capabilities.experimental or {})
-        async with bridge_host(live.url, tmp_path / "c.log", args=("--push", "--permission-relay")) as (client, _):
+        async with bridge_host(
+            live.url, tmp_path / "c.log", args=("--push", "--permission-relay")
+        ) as (client, _):
             assert PERMISSION_CAPABILITY in (client.server_capabilities.experimental or {})
 
 
-async def test_permission_request_goes_to_the_fleet_and_verdicts_come_back_once_per_request(tmp_path: Path) -> None:
-    request = {"request_id": "abcde", "tool_name": "Bash", "description": "Run tests", "input_preview": "make test"}
+async def test_permission_request_goes_to_the_fleet_and_verdicts_come_back_once_per_request(
+    tmp_path: Path,
+) -> None:
+    request = {
+        "request_id": "abcde",
+        "tool_name": "Bash",
+        "description": "Run tests",
+        "input_preview": "make test",
+    }
     async with fleet_server(with_permission_relay=True) as (live, desk):
-        async with bridge_host(live.url, tmp_path / "bridge.log", args=("--push", "--permission-relay")) as (
-            client, received,
+        async with bridge_host(
+            live.url, tmp_path / "bridge.log", args=("--push", "--permission-relay")
+        ) as (
+            client,
+            received,
         ):
             await client.session.send_notification(
-                _Notification(method="notifications/claude/channel/permission_request", params=request)  # type: ignore[arg-type]
+                _Notification(
+                    method="notifications/claude/channel/permission_request", params=request
+                )  # type: ignore[arg-type]
             )
             await eventually(lambda: desk.requests, "the permission request on the fleet")
             assert [r.model_dump() for r in desk.requests] == [request]
 
             target = await _bridge_target(live)
-            verdicts = [{"request_id": "abcde", "behavior": "allow"}, {"request_id": "abcde", "behavior": "allow"},
-                        {"request_id": "fghij", "behavior": "deny"}]
+            verdicts = [
+                {"request_id": "abcde", "behavior": "allow"},
+                {"request_id": "abcde", "behavior": "allow"},
+                {"request_id": "fghij", "behavior": "deny"},
+            ]
             for verdict in verdicts:
                 await target.notifier.send_notification(
                     _Notification(method="notifications/claude/channel/permission", params=verdict)
@@ -107,10 +141,15 @@ async def test_permission_request_goes_to_the_fleet_and_verdicts_come_back_once_
             assert received.verdicts == [verdicts[0], verdicts[2]]
 
 
-async def test_every_request_to_the_fleet_carries_the_affinity_key_and_the_token(tmp_path: Path) -> None:
+async def test_every_request_to_the_fleet_carries_the_affinity_key_and_the_token(
+    tmp_path: Path,
+) -> None:
     async with fleet_server(with_permission_relay=False) as (live, desk):
         args = ("--push", "--affinity-key", "host-7")
-        async with bridge_host(live.url, tmp_path / "bridge.log", args=args, token="t0ken") as (client, _):
+        async with bridge_host(live.url, tmp_path / "bridge.log", args=args, token="t0ken") as (
+            client,
+            _,
+        ):
             await client.call_tool("echo", {"text": "x"})
             await _bridge_target(live)
         requests = list(desk.http_requests)
@@ -132,7 +171,9 @@ async def test_a_push_already_emitted_is_not_emitted_again(live: LiveMcp, tmp_pa
         assert received.message_ids() == ["same", "other"]
 
 
-async def test_without_an_entra_token_the_bridge_says_so_and_still_serves(live: LiveMcp, tmp_path: Path) -> None:
+async def test_without_an_entra_token_the_bridge_says_so_and_still_serves(
+    live: LiveMcp, tmp_path: Path
+) -> None:
     # No az login, workload or managed identity here: azure-identity finds no credential.
     log = tmp_path / "bridge.log"
     env = {"AZURE_CONFIG_DIR": str(tmp_path / "no-az"), "ENTRABOT_BRIDGE_TOKEN": ""}
@@ -140,7 +181,11 @@ async def test_without_an_entra_token_the_bridge_says_so_and_still_serves(live: 
     async with bridge_host(live.url, log, args=args, env=env) as (client, _):
         result = await client.call_tool("echo", {"text": "x"})
         assert result.is_error
-        await eventually(lambda: "no Entra token for the fleet" in log.read_text(), "the reason on stderr", timeout_s=30)
+        await eventually(
+            lambda: "no Entra token for the fleet" in log.read_text(),
+            "the reason on stderr",
+            timeout_s=30,
+        )
     assert live.mcp.sessions.sessions() == []
 
 
@@ -162,22 +207,47 @@ async def test_a_2026_probe_is_refused_naming_the_handshake_versions_then_initia
     parameters = bridge_parameters(live.url, token="bridge-test-token")
     with open(tmp_path / "bridge.log", "wb") as errlog:
         process = await asyncio.create_subprocess_exec(
-            parameters.command, *parameters.args, env=parameters.env, cwd=parameters.cwd,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errlog,
+            parameters.command,
+            *parameters.args,
+            env=parameters.env,
+            cwd=parameters.cwd,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=errlog,
         )
         try:
-            envelope = {PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION,
-                        CLIENT_INFO_META_KEY: {"name": "claude-code", "version": "raw"},
-                        CLIENT_CAPABILITIES_META_KEY: {}}
-            probe = await _exchange(process, {"jsonrpc": "2.0", "id": 1, "method": "server/discover",
-                                              "params": {"_meta": envelope}})
+            envelope = {
+                PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION,
+                CLIENT_INFO_META_KEY: {"name": "claude-code", "version": "raw"},
+                CLIENT_CAPABILITIES_META_KEY: {},
+            }
+            probe = await _exchange(
+                process,
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "server/discover",
+                    "params": {"_meta": envelope},
+                },
+            )
             assert probe["error"]["code"] == UNSUPPORTED_PROTOCOL_VERSION
-            assert probe["error"]["data"] == {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS),
-                                              "requested": LATEST_MODERN_VERSION}
-            initialized = await _exchange(process, {
-                "jsonrpc": "2.0", "id": 2, "method": "initialize",
-                "params": {"protocolVersion": LATEST_MODERN_VERSION, "capabilities": {},
-                           "clientInfo": {"name": "claude-code", "version": "raw"}}})
+            assert probe["error"]["data"] == {
+                "supported": list(HANDSHAKE_PROTOCOL_VERSIONS),
+                "requested": LATEST_MODERN_VERSION,
+            }
+            initialized = await _exchange(
+                process,
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": LATEST_MODERN_VERSION,
+                        "capabilities": {},
+                        "clientInfo": {"name": "claude-code", "version": "raw"},
+                    },
+                },
+            )
             assert initialized["result"]["protocolVersion"] == NEWEST_HANDSHAKE
             assert CHANNEL_CAPABILITY in initialized["result"]["capabilities"]["experimental"]
         finally:
@@ -194,17 +264,23 @@ class _LegacyPermissionAck(BaseModel):
     asked: bool
 
 
-async def test_the_bridge_never_lists_or_calls_a_fleets_request_permission_tool(live: LiveMcp, tmp_path: Path) -> None:
+async def test_the_bridge_never_lists_or_calls_a_fleets_request_permission_tool(
+    live: LiveMcp, tmp_path: Path
+) -> None:
     """A fleet from before the relay became a host notification offered it as a tool, which a model
     could call to DM the sponsor a forged prompt: the bridge hides it and refuses it."""
     asked: list[str] = []
 
-    async def request_permission(args: _LegacyPermissionInput, call: ToolCall) -> _LegacyPermissionAck:
+    async def request_permission(
+        args: _LegacyPermissionInput, call: ToolCall
+    ) -> _LegacyPermissionAck:
         asked.append(args.request_id)
         return _LegacyPermissionAck(asked=True)
 
     live.mcp.tools.add(request_permission)
-    async with bridge_host(live.url, tmp_path / "bridge.log", args=("--push", "--permission-relay")) as (client, _):
+    async with bridge_host(
+        live.url, tmp_path / "bridge.log", args=("--push", "--permission-relay")
+    ) as (client, _):
         assert "request_permission" not in {t.name for t in (await client.list_tools()).tools}
         forged = await client.call_tool("request_permission", {"request_id": "qqqqq"})
         assert forged.is_error

@@ -25,15 +25,26 @@ URL = "http://127.0.0.1:8080/mcp"
 
 
 def _load(environ: dict[str, str], **overrides: Any) -> Any:
-    options: dict[str, Any] = {"fleet_url": URL, "entra_audience": None, "affinity_key": None, "push": True,
-                               "permission_relay": False}
+    options: dict[str, Any] = {
+        "fleet_url": URL,
+        "entra_audience": None,
+        "affinity_key": None,
+        "push": True,
+        "permission_relay": False,
+    }
     options.update(overrides)
     return load_config(environ=environ, **options)
 
 
 def test_a_key_is_seen_once_while_in_the_window_and_forgotten_after() -> None:
     window = DedupeWindow(3)
-    assert [window.first_sight(k) for k in ("a", "b", "a", "c", "d")] == [True, True, False, True, True]
+    assert [window.first_sight(k) for k in ("a", "b", "a", "c", "d")] == [
+        True,
+        True,
+        False,
+        True,
+        True,
+    ]
     # "a" was refreshed by its repeat, so "b" is the oldest and went first.
     assert window.first_sight("a") is False
     assert window.first_sight("b") is True
@@ -69,7 +80,9 @@ def test_static_token_comes_from_the_environment_or_a_file(tmp_path: Path) -> No
         ({TOKEN_ENV: "a"}, {"fleet_url": "fleet/mcp"}, "not an http(s) URL"),
     ],
 )
-def test_bad_configuration_says_what_to_fix(environ: dict[str, str], overrides: dict[str, Any], says: str) -> None:
+def test_bad_configuration_says_what_to_fix(
+    environ: dict[str, str], overrides: dict[str, Any], says: str
+) -> None:
     with pytest.raises(BridgeConfigError, match=says.replace("(", r"\(").replace(")", r"\)")):
         _load(environ, **overrides)
 
@@ -105,7 +118,9 @@ class _Credential:
 async def test_entra_token_is_reused_until_close_to_expiry_then_refreshed() -> None:
     now = [1000.0]
     credential = _Credential()
-    tokens = EntraToken(credential, "api://fleet/.default", refresh_margin_s=300, clock=lambda: now[0])
+    tokens = EntraToken(
+        credential, "api://fleet/.default", refresh_margin_s=300, clock=lambda: now[0]
+    )
     assert await tokens.token() == "token-1"
     now[0] = 1000 + 3600 - 301
     assert await tokens.token() == "token-1"

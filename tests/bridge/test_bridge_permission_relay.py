@@ -51,11 +51,19 @@ async def test_a_sponsors_yes_and_no_in_teams_come_back_through_the_bridge_as_ve
     azurite: Azurite, tmp_path: Path
 ) -> None:
     async with bridge_fleet(azurite, tmp_path / "fleet", replicas=1, chats=2) as stack:
-        async with bridge_host(stack.balancer.url(), tmp_path / "bridge.log", token=DEV_TOKEN,
-                               args=("--push", "--permission-relay")) as (client, received):
+        async with bridge_host(
+            stack.balancer.url(),
+            tmp_path / "bridge.log",
+            token=DEV_TOKEN,
+            args=("--push", "--permission-relay"),
+        ) as (client, received):
             await stack.wait_bootstrapped()
-            ask = {"request_id": "abcde", "tool_name": "Bash", "description": "Run the test suite",
-                   "input_preview": "make test"}
+            ask = {
+                "request_id": "abcde",
+                "tool_name": "Bash",
+                "description": "Run the test suite",
+                "input_preview": "make test",
+            }
             await client.session.send_notification(
                 _Notification(method="notifications/claude/channel/permission_request", params=ask)  # type: ignore[arg-type]
             )
@@ -80,18 +88,28 @@ async def test_a_sponsors_yes_and_no_in_teams_come_back_through_the_bridge_as_ve
 
             not_the_sponsor = await stack.traffic.post_chat(stranger, stranger_chat, "yes abcde")
             wrong_id = await stack.traffic.post_chat(sponsor, dm, "yes qwxyz")
-            await eventually(lambda: {not_the_sponsor.message_id, wrong_id.message_id} <= _ordinary(received),
-                             "the stranger's and the wrong id's replies as ordinary pushes", timeout_s=WAIT_S)
+            await eventually(
+                lambda: {not_the_sponsor.message_id, wrong_id.message_id} <= _ordinary(received),
+                "the stranger's and the wrong id's replies as ordinary pushes",
+                timeout_s=WAIT_S,
+            )
             assert received.verdicts == []
 
             allow = await stack.traffic.post_chat(sponsor, dm, "yes abcde")
             await eventually(lambda: received.verdicts, "the allow verdict", timeout_s=WAIT_S)
             assert received.verdicts == [{"request_id": "abcde", "behavior": "allow"}]
 
-            await client.session.send_notification(_Notification(
-                method="notifications/claude/channel/permission_request",
-                params={"request_id": "fghij", "tool_name": "Write", "description": "Edit a file",
-                        "input_preview": "README.md"}))  # type: ignore[arg-type]
+            await client.session.send_notification(
+                _Notification(
+                    method="notifications/claude/channel/permission_request",
+                    params={
+                        "request_id": "fghij",
+                        "tool_name": "Write",
+                        "description": "Edit a file",
+                        "input_preview": "README.md",
+                    },
+                )
+            )  # type: ignore[arg-type]
             for _ in range(int(WAIT_S * 2)):
                 try:
                     await _sponsor_dm(stack, "fghij")
@@ -99,6 +117,10 @@ async def test_a_sponsors_yes_and_no_in_teams_come_back_through_the_bridge_as_ve
                 except AssertionError:
                     await asyncio.sleep(0.5)
             deny = await stack.traffic.post_chat(sponsor, dm, "no fghij")
-            await eventually(lambda: len(received.verdicts) == 2, "the deny verdict", timeout_s=WAIT_S)
+            await eventually(
+                lambda: len(received.verdicts) == 2, "the deny verdict", timeout_s=WAIT_S
+            )
             assert received.verdicts[1] == {"request_id": "fghij", "behavior": "deny"}
-            assert allow.message_id not in _ordinary(received) and deny.message_id not in _ordinary(received)
+            assert allow.message_id not in _ordinary(received) and deny.message_id not in _ordinary(
+                received
+            )

@@ -30,14 +30,21 @@ def _upstream(live: LiveMcp) -> tuple[str, int]:
 
 
 @asynccontextmanager
-async def _bridge_behind_balancer(live: LiveMcp, log: Path) -> AsyncIterator[tuple[TcpBalancer, Received]]:
+async def _bridge_behind_balancer(
+    live: LiveMcp, log: Path
+) -> AsyncIterator[tuple[TcpBalancer, Received]]:
     """A bridge reaching ``live`` through the balancer, its push stream open."""
-    async with tcp_balancer([_upstream(live)]) as balancer, bridge_host(balancer.url(), log) as (_, received):
+    async with (
+        tcp_balancer([_upstream(live)]) as balancer,
+        bridge_host(balancer.url(), log) as (_, received),
+    ):
         await eventually(live.push_targets, "the bridge's push stream")
         yield balancer, received
 
 
-async def test_dropped_stream_resumes_the_same_session_without_duplicates(live: LiveMcp, tmp_path: Path) -> None:
+async def test_dropped_stream_resumes_the_same_session_without_duplicates(
+    live: LiveMcp, tmp_path: Path
+) -> None:
     log = tmp_path / "bridge.log"
     async with _bridge_behind_balancer(live, log) as (balancer, received):
         first = [chat_message(f"before-{i}") for i in range(3)]
@@ -46,23 +53,34 @@ async def test_dropped_stream_resumes_the_same_session_without_duplicates(live: 
 
         for cut in range(2):
             balancer.cut()
-            await eventually(lambda: sum(1 for e in _log(log) if e.get("resumed") is True) > cut,
-                             "the push stream resumed with Last-Event-ID")
+            await eventually(
+                lambda: sum(1 for e in _log(log) if e.get("resumed") is True) > cut,
+                "the push stream resumed with Last-Event-ID",
+            )
         await eventually(live.push_targets, "the resumed push stream")
         after = [chat_message(f"after-{i}") for i in range(3)]
-        delivered = [m for m, d in zip(after, await live.hub.dispatch(after), strict=True)
-                     if d.outcome is DispatchOutcome.DELIVERED]
-        await eventually(lambda: len(received.channel) == 3 + len(delivered), "the pushes after the drops")
+        delivered = [
+            m
+            for m, d in zip(after, await live.hub.dispatch(after), strict=True)
+            if d.outcome is DispatchOutcome.DELIVERED
+        ]
+        await eventually(
+            lambda: len(received.channel) == 3 + len(delivered), "the pushes after the drops"
+        )
 
         ids = received.message_ids()
         assert len(ids) == len(set(ids)), f"emitted twice: {ids}"
         assert ids[:3] == [m.message_id for m in first]
         # One session throughout: the drops were resumed, never re-initialized.
-        assert [e for e in _log(log) if e.get("message") == "fleet session opened"][-1]["sessions_opened"] == 1
+        assert [e for e in _log(log) if e.get("message") == "fleet session opened"][-1][
+            "sessions_opened"
+        ] == 1
         assert len(live.mcp.sessions.sessions()) == 1
 
 
-async def test_a_push_lost_on_a_dying_stream_is_replayed_by_last_event_id(live: LiveMcp, tmp_path: Path) -> None:
+async def test_a_push_lost_on_a_dying_stream_is_replayed_by_last_event_id(
+    live: LiveMcp, tmp_path: Path
+) -> None:
     log = tmp_path / "bridge.log"
     async with _bridge_behind_balancer(live, log) as (balancer, received):
         [first] = await live.hub.dispatch([chat_message("seen")])
@@ -74,12 +92,16 @@ async def test_a_push_lost_on_a_dying_stream_is_replayed_by_last_event_id(live: 
         assert lost.outcome is DispatchOutcome.DELIVERED  # the replica wrote it into the stream
         balancer.cut()
 
-        await eventually(lambda: received.message_ids() == ["seen", "swallowed"], "the replayed push")
+        await eventually(
+            lambda: received.message_ids() == ["seen", "swallowed"], "the replayed push"
+        )
         assert any(e.get("resumed") is True for e in _log(log))
         assert len(live.mcp.sessions.sessions()) == 1
 
 
-async def test_the_host_is_told_to_relist_tools_when_the_fleet_becomes_reachable(live: LiveMcp, tmp_path: Path) -> None:
+async def test_the_host_is_told_to_relist_tools_when_the_fleet_becomes_reachable(
+    live: LiveMcp, tmp_path: Path
+) -> None:
     changes: list[str] = []
 
     async def on_message(message: Any) -> None:
@@ -88,13 +110,21 @@ async def test_the_host_is_told_to_relist_tools_when_the_fleet_becomes_reachable
 
     async with tcp_balancer([]) as balancer:  # nothing behind it yet: every connection is reset
         args = ("--push", "--request-timeout", "2")
-        async with bridge_host(balancer.url(), tmp_path / "bridge.log", args=args, message_handler=on_message) as (
-            client, _,
+        async with bridge_host(
+            balancer.url(), tmp_path / "bridge.log", args=args, message_handler=on_message
+        ) as (
+            client,
+            _,
         ):
             assert (await client.list_tools()).tools == []
             balancer.upstreams = [_upstream(live)]
-            await eventually(lambda: changes, "notifications/tools/list_changed on the host", timeout_s=30)
-            assert sorted(t.name for t in (await client.list_tools()).tools) == ["echo", "wait_for_sponsor"]
+            await eventually(
+                lambda: changes, "notifications/tools/list_changed on the host", timeout_s=30
+            )
+            assert sorted(t.name for t in (await client.list_tools()).tools) == [
+                "echo",
+                "wait_for_sponsor",
+            ]
 
 
 class AcknowledgementsSeen:
@@ -123,7 +153,9 @@ class AcknowledgementsSeen:
         await self.app(scope, replay, send)
 
 
-async def test_an_acknowledgement_whose_post_is_reset_is_sent_again_on_the_same_session(tmp_path: Path) -> None:
+async def test_an_acknowledgement_whose_post_is_reset_is_sent_again_on_the_same_session(
+    tmp_path: Path,
+) -> None:
     seen: list[AcknowledgementsSeen] = []
 
     def record(app: ASGIApp) -> ASGIApp:
@@ -131,26 +163,42 @@ async def test_an_acknowledgement_whose_post_is_reset_is_sent_again_on_the_same_
         return seen[0]
 
     log = tmp_path / "bridge.log"
-    async with live_mcp(wrap_mcp=record) as live, _bridge_behind_balancer(live, log) as (balancer, received):
+    async with (
+        live_mcp(wrap_mcp=record) as live,
+        _bridge_behind_balancer(live, log) as (balancer, received),
+    ):
         [acks] = seen
         balancer.reset_when_sent(ACK_METHOD.encode())
         [first] = await live.hub.dispatch([chat_message("first")])
         assert first.outcome is DispatchOutcome.DELIVERED
         await eventually(lambda: received.message_ids() == ["first"], "the first push")
-        await eventually(lambda: balancer.resets == 1, "the acknowledgement's POST reset on the wire")
-        await eventually(lambda: [k[1] for k in acks.keys] == ["first"], "the acknowledgement sent again")
+        await eventually(
+            lambda: balancer.resets == 1, "the acknowledgement's POST reset on the wire"
+        )
+        await eventually(
+            lambda: [k[1] for k in acks.keys] == ["first"], "the acknowledgement sent again"
+        )
 
         [second] = await live.hub.dispatch([chat_message("second")])
         assert second.outcome is DispatchOutcome.DELIVERED
-        await eventually(lambda: received.message_ids() == ["first", "second"], "a push after the reset")
+        await eventually(
+            lambda: received.message_ids() == ["first", "second"], "a push after the reset"
+        )
         # The same session throughout: a POST lost on the wire does not end it.
-        assert [e for e in _log(log) if e.get("message") == "fleet session opened"][-1]["sessions_opened"] == 1
+        assert [e for e in _log(log) if e.get("message") == "fleet session opened"][-1][
+            "sessions_opened"
+        ] == 1
         assert len(live.mcp.sessions.sessions()) == 1
 
 
-async def test_a_tool_call_whose_post_is_reset_fails_alone_and_the_session_goes_on(live: LiveMcp, tmp_path: Path) -> None:
+async def test_a_tool_call_whose_post_is_reset_fails_alone_and_the_session_goes_on(
+    live: LiveMcp, tmp_path: Path
+) -> None:
     log = tmp_path / "bridge.log"
-    async with tcp_balancer([_upstream(live)]) as balancer, bridge_host(balancer.url(), log) as (client, _):
+    async with (
+        tcp_balancer([_upstream(live)]) as balancer,
+        bridge_host(balancer.url(), log) as (client, _),
+    ):
         await eventually(live.push_targets, "the bridge's push stream")
         balancer.reset_when_sent(b'"tools/call"')
         lost = await client.call_tool("echo", {"text": "lost"})
@@ -158,5 +206,7 @@ async def test_a_tool_call_whose_post_is_reset_fails_alone_and_the_session_goes_
         assert lost.is_error and "may or may not have run" in lost.content[0].text  # type: ignore[union-attr]
         answered = await client.call_tool("echo", {"text": "answered"})
         assert not answered.is_error
-        assert [e for e in _log(log) if e.get("message") == "fleet session opened"][-1]["sessions_opened"] == 1
+        assert [e for e in _log(log) if e.get("message") == "fleet session opened"][-1][
+            "sessions_opened"
+        ] == 1
         assert len(live.mcp.sessions.sessions()) == 1

@@ -22,8 +22,11 @@ async def test_stderr_carries_no_message_body_no_tool_data_and_no_token_through_
     log = tmp_path / "bridge.log"
     async with live_mcp(mcp_settings(mcp_static_tokens=TOKEN)) as live:
         # DEBUG: what the bridge's own modules would say at their most talkative.
-        async with bridge_host(live.url, log, token=TOKEN, args=("--push", "--log-level", "DEBUG")) as (
-            client, received,
+        async with bridge_host(
+            live.url, log, token=TOKEN, args=("--push", "--log-level", "DEBUG")
+        ) as (
+            client,
+            received,
         ):
             echoed = await client.call_tool("echo", {"text": TOOL_TEXT})
             assert not echoed.is_error and echoed.structured_content is not None
@@ -39,19 +42,28 @@ async def test_stderr_carries_no_message_body_no_tool_data_and_no_token_through_
 
     text = log.read_text()
     lines = text.splitlines()
-    assert lines and all(isinstance(json.loads(line), dict) for line in lines), "stderr is JSON lines only"
-    assert '"fleet session opened"' in text  # the log is there, so its silence below means something
+    assert lines and all(isinstance(json.loads(line), dict) for line in lines), (
+        "stderr is JSON lines only"
+    )
+    assert (
+        '"fleet session opened"' in text
+    )  # the log is there, so its silence below means something
     for secret in (BODY, push["content"], TOOL_TEXT, TOKEN, session_id):
         assert secret not in text, secret
 
 
-async def test_at_its_default_level_the_bridge_writes_nothing_to_stderr_while_all_is_well(tmp_path: Path) -> None:
+async def test_at_its_default_level_the_bridge_writes_nothing_to_stderr_while_all_is_well(
+    tmp_path: Path,
+) -> None:
     """Claude Code shows each stderr line of a stdio server as "[ERROR] ... Server stderr": a healthy
     start, a tool call and a push must not put one there."""
     log = tmp_path / "bridge.log"
     async with live_mcp(mcp_settings(mcp_static_tokens=TOKEN)) as live:
-        async with bridge_host(live.url, log, token=TOKEN, args=("--push", "--log-level", "WARNING")) as (
-            client, received,
+        async with bridge_host(
+            live.url, log, token=TOKEN, args=("--push", "--log-level", "WARNING")
+        ) as (
+            client,
+            received,
         ):
             assert not (await client.call_tool("echo", {"text": "hello"})).is_error
             await eventually(live.push_targets, "the bridge's push stream on the replica")

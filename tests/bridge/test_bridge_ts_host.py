@@ -17,17 +17,30 @@ PUSHES = 3
 
 
 async def test_typescript_stdio_host_lists_calls_and_receives_pushes(
-    live: LiveMcp, ts_client_dir: Path, tmp_path: Path  # noqa: F811 - the fixture imported above
+    live: LiveMcp,
+    ts_client_dir: Path,
+    tmp_path: Path,  # noqa: F811 - the fixture imported above
 ) -> None:
-    async with typescript_stdio_host(
-        ts_client_dir, live.url, tmp_path / "bridge.log", token="bridge-test-token", pushes=PUSHES,
-        wait_s=WAIT_BOUND_S, tool="echo", tool_args={"text": "from typescript"},
-    ) as process, asyncio.timeout(6 * WAIT_BOUND_S):
+    async with (
+        typescript_stdio_host(
+            ts_client_dir,
+            live.url,
+            tmp_path / "bridge.log",
+            token="bridge-test-token",
+            pushes=PUSHES,
+            wait_s=WAIT_BOUND_S,
+            tool="echo",
+            tool_args={"text": "from typescript"},
+        ) as process,
+        asyncio.timeout(6 * WAIT_BOUND_S),
+    ):
         assert process.stdout is not None
         ready = await _read_event(process.stdout, "ready")
         assert ready["server"] == SERVER_NAME
         assert ready["tools"] == ["echo", "wait_for_sponsor"]
-        assert ready["called"]["text"] == "from typescript" and ready["called"]["push_capable"] is True
+        assert (
+            ready["called"]["text"] == "from typescript" and ready["called"]["push_capable"] is True
+        )
         assert CHANNEL_CAPABILITY in ready["experimental"]
 
         await eventually(live.push_targets, "the bridge's push stream on the replica")

@@ -15,13 +15,19 @@ def test_keys_written_come_back_on_the_next_run_and_the_file_stays_bounded(tmp_p
     first = WrittenLog.open(tmp_path, "host-a", capacity=3)
     for n in range(10):
         key = ("19:chat", f"m-{n}")
-        assert first.window.first_sight(key)  # as the host server marks it when it queues the message
+        assert first.window.first_sight(
+            key
+        )  # as the host server marks it when it queues the message
         first.written(key)
     lines = (tmp_path / "host-a.jsonl").read_text().splitlines()
     assert len(lines) <= 2 * 3  # compacted
     again = WrittenLog.open(tmp_path, "host-a", capacity=3)
-    assert not again.window.first_sight(("19:chat", "m-9")) and not again.window.first_sight(("19:chat", "m-7"))
-    assert again.window.first_sight(("19:chat", "m-1"))  # older than the window: forgotten, as in memory
+    assert not again.window.first_sight(("19:chat", "m-9")) and not again.window.first_sight(
+        ("19:chat", "m-7")
+    )
+    assert again.window.first_sight(
+        ("19:chat", "m-1")
+    )  # older than the window: forgotten, as in memory
     other = WrittenLog.open(tmp_path, "host-b", capacity=3)
     assert other.window.first_sight(("19:chat", "m-9"))  # another host's file
 
@@ -46,7 +52,9 @@ def test_the_host_identity_is_stable_per_fleet_and_project() -> None:
     assert host_identity("https://f/mcp", "/repo", "named") == "named"
 
 
-async def test_a_restarted_bridge_does_not_pass_a_message_on_twice(live: LiveMcp, tmp_path: Path) -> None:
+async def test_a_restarted_bridge_does_not_pass_a_message_on_twice(
+    live: LiveMcp, tmp_path: Path
+) -> None:
     env = {STATE_DIR_ENV: str(tmp_path / "state"), HOST_ID_ENV: "claude-in-repo"}
     async with bridge_host(live.url, tmp_path / "bridge.log", env=env) as (_, received):
         await eventually(live.push_targets, "the first bridge's push stream")
@@ -58,12 +66,15 @@ async def test_a_restarted_bridge_does_not_pass_a_message_on_twice(live: LiveMcp
     async with bridge_host(live.url, tmp_path / "bridge.log", env=env) as (_, received):
         await eventually(live.push_targets, "the restarted bridge's push stream")
         await live.hub.dispatch([chat_message("m-1"), chat_message("m-2")])
-        await eventually(lambda: received.message_ids() == ["m-2"], "m-2 alone on the host")  # m-1 came first
+        await eventually(
+            lambda: received.message_ids() == ["m-2"], "m-2 alone on the host"
+        )  # m-1 came first
     await eventually(lambda: not live.push_targets(), "the restarted bridge's session to end")
 
     # Another host identity (another project) has its own file: it gets m-1.
-    async with bridge_host(live.url, tmp_path / "bridge.log",
-                           env={**env, HOST_ID_ENV: "claude-elsewhere"}) as (_, received):
+    async with bridge_host(
+        live.url, tmp_path / "bridge.log", env={**env, HOST_ID_ENV: "claude-elsewhere"}
+    ) as (_, received):
         await eventually(live.push_targets, "the other host's push stream")
         await live.hub.dispatch([chat_message("m-1")])
         await eventually(lambda: received.message_ids() == ["m-1"], "m-1 on the other host")

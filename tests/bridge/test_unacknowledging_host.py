@@ -39,16 +39,27 @@ HOST = "never-acks"
 async def test_a_host_that_never_acknowledges_is_pushed_twice_and_the_message_stays_owed(
     azurite: Azurite, tmp_path: Path
 ) -> None:
-    env = {"ENTRABOT_CHAT_POLL_INTERVAL_S": "1.0", "ENTRABOT_CHAT_POLL_JITTER_S": "0.2",
-           "ENTRABOT_EMAIL_POLL_INTERVAL_S": "5.0", "ENTRABOT_DELIVERY_REDELIVER_AFTER_S": str(BOUND_S)}
+    env = {
+        "ENTRABOT_CHAT_POLL_INTERVAL_S": "1.0",
+        "ENTRABOT_CHAT_POLL_JITTER_S": "0.2",
+        "ENTRABOT_EMAIL_POLL_INTERVAL_S": "5.0",
+        "ENTRABOT_DELIVERY_REDELIVER_AFTER_S": str(BOUND_S),
+    }
     async with bridge_fleet(azurite, tmp_path / "fleet", replicas=1, chats=2, env=env) as stack:
-        backend = BlobBackend.from_connection_string(azurite.connection_string, stack.fleet.container)
+        backend = BlobBackend.from_connection_string(
+            azurite.connection_string, stack.fleet.container
+        )
         listener = ChannelListener()
         headers = {"Authorization": f"Bearer {DEV_TOKEN}", HOST_ID_HEADER: HOST}
-        async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
-            client = Client(streamable_http_client(stack.fleet.members[0].mcp_url, http_client=http), mode="legacy",
-                            extensions=[listener], client_info=Implementation(name=BRIDGE_PUSH_CLIENT_NAME,
-                                                                              version="test"))
+        async with httpx2.AsyncClient(
+            headers=headers, timeout=httpx2.Timeout(30, read=300)
+        ) as http:
+            client = Client(
+                streamable_http_client(stack.fleet.members[0].mcp_url, http_client=http),
+                mode="legacy",
+                extensions=[listener],
+                client_info=Implementation(name=BRIDGE_PUSH_CLIENT_NAME, version="test"),
+            )
             async with client:
                 await stack.wait_bootstrapped()
                 chat_id, members = stack.chats()[0]
@@ -59,7 +70,9 @@ async def test_a_host_that_never_acknowledges_is_pushed_twice_and_the_message_st
                 def pushes() -> int:
                     return listener.message_ids().count(posted.message_id)
 
-                await eventually(lambda: pushes() == 2, "the push and its one redelivery", timeout_s=60)
+                await eventually(
+                    lambda: pushes() == 2, "the push and its one redelivery", timeout_s=60
+                )
                 await asyncio.sleep(WATCH_S)
                 assert pushes() == 2, "redelivered once, not again and again"
 
@@ -72,7 +85,9 @@ async def test_a_host_that_never_acknowledges_is_pushed_twice_and_the_message_st
                 listed = json.dumps(result.structured_content)
                 assert posted.message_id in listed, "catch_up lists what the host may have missed"
 
-                await send_client_notification(client, ACK_METHOD, {"keys": [[chat_id, posted.message_id]]})
+                await send_client_notification(
+                    client, ACK_METHOD, {"keys": [[chat_id, posted.message_id]]}
+                )
 
                 async def settled() -> bool:
                     stored = parse_host_record(await backend.read_text(record_key(HOST)) or "{}")
@@ -80,7 +95,9 @@ async def test_a_host_that_never_acknowledges_is_pushed_twice_and_the_message_st
 
                 deadline = asyncio.get_running_loop().time() + 30
                 while not await settled():
-                    assert asyncio.get_running_loop().time() < deadline, "the acknowledgement never reached the record"
+                    assert asyncio.get_running_loop().time() < deadline, (
+                        "the acknowledgement never reached the record"
+                    )
                     await asyncio.sleep(0.2)
                 await asyncio.sleep(WATCH_S)
                 assert pushes() == 2, "nothing acknowledged is pushed again"

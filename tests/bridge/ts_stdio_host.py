@@ -33,9 +33,19 @@ async def typescript_stdio_host(
     bridge = bridge_parameters(fleet_url, token=token)
     with open(stderr_path, "wb") as errlog:
         process = await asyncio.create_subprocess_exec(
-            node, "stdio_channel_client.mjs", str(pushes), str(int(wait_s * 1000)), tool, json.dumps(tool_args),
-            "--", bridge.command, *bridge.args,
-            cwd=ts_client_dir, env=bridge.env, stdout=asyncio.subprocess.PIPE, stderr=errlog,
+            node,
+            "stdio_channel_client.mjs",
+            str(pushes),
+            str(int(wait_s * 1000)),
+            tool,
+            json.dumps(tool_args),
+            "--",
+            bridge.command,
+            *bridge.args,
+            cwd=ts_client_dir,
+            env=bridge.env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=errlog,
         )
         try:
             yield process

@@ -52,14 +52,19 @@ class ClaudeStack:
 
     def bridge_server(self, *args: str) -> dict[str, Any]:
         """The README's ``.mcp.json`` entry, pointed at this fleet."""
-        return {"command": "entrabot-fleet", "args": ["channel", "--fleet-url", self.fleet_url, *args],
-                "env": {"ENTRABOT_BRIDGE_TOKEN_FILE": str(self.token_file)}}
+        return {
+            "command": "entrabot-fleet",
+            "args": ["channel", "--fleet-url", self.fleet_url, *args],
+            "env": {"ENTRABOT_BRIDGE_TOKEN_FILE": str(self.token_file)},
+        }
 
     def home(self, root: Path, *, allow: tuple[str, ...] = ()) -> ClaudeHome:
         return seed_claude_home(root, api_key=API_KEY, allow=allow)
 
     def environment(self, home: ClaudeHome) -> dict[str, str]:
-        env = claude_environment(home, api_base_url=self.api.base_url, api_key=API_KEY, path_prefix=VENV_BIN)
+        env = claude_environment(
+            home, api_base_url=self.api.base_url, api_key=API_KEY, path_prefix=VENV_BIN
+        )
         env["PYTHONPATH"] = str(REPO_ROOT)  # the namespace runner is a module of this repository
         return env
 
@@ -67,19 +72,28 @@ class ClaudeStack:
         extra = ["--debug-file", str(home.debug_log)] if debug and home is not None else []
         return loopback_only([str(CLAUDE_BIN), *extra, *args], self.sockets, self.ports())
 
-    async def run(self, home: ClaudeHome, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> tuple[int, str, str]:
+    async def run(
+        self, home: ClaudeHome, *args: str, timeout_s: float = RUN_TIMEOUT_S
+    ) -> tuple[int, str, str]:
         """Run ``claude ARGS`` in the project folder to its end: (exit code, stdout, stderr)."""
         process = await asyncio.create_subprocess_exec(
-            *self.command(*args, home=home), cwd=home.project, env=self.environment(home),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            *self.command(*args, home=home),
+            cwd=home.project,
+            env=self.environment(home),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         try:
             async with asyncio.timeout(timeout_s):
                 out, err = await process.communicate()
         except TimeoutError:
             process.kill()
             await process.wait()
-            raise AssertionError(f"claude {' '.join(args)} did not finish within {timeout_s:.0f} s; "
-                                 f"its debug log: {home.debug_log}") from None
+            raise AssertionError(
+                f"claude {' '.join(args)} did not finish within {timeout_s:.0f} s; "
+                f"its debug log: {home.debug_log}"
+            ) from None
         assert process.returncode is not None
         return process.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
@@ -89,7 +103,9 @@ class ClaudeStack:
         async with httpx.AsyncClient(timeout=10) as http:
             for member in self.fleet.fleet.members:
                 if member.alive:
-                    found = SESSIONS_METRIC.search((await http.get(f"{member.base_url}/metrics")).text)
+                    found = SESSIONS_METRIC.search(
+                        (await http.get(f"{member.base_url}/metrics")).text
+                    )
                     counts[member.name] = float(found.group(1)) if found else 0.0
         return counts
 
@@ -105,7 +121,9 @@ def write_token_file(path: Path) -> Path:
 
 
 def debug_log(home: ClaudeHome) -> str:
-    return home.debug_log.read_text(errors="replace") if home.debug_log.exists() else "(no debug log)"
+    return (
+        home.debug_log.read_text(errors="replace") if home.debug_log.exists() else "(no debug log)"
+    )
 
 
 @dataclass
@@ -116,8 +134,9 @@ class InteractiveClaude:
     home: ClaudeHome
 
     async def tmux(self, *args: str) -> str:
-        process = await asyncio.create_subprocess_exec("tmux", *args, stdout=asyncio.subprocess.PIPE,
-                                                       stderr=asyncio.subprocess.STDOUT)
+        process = await asyncio.create_subprocess_exec(
+            "tmux", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
         out, _ = await process.communicate()
         return out.decode(errors="replace")
 
@@ -131,7 +150,8 @@ class InteractiveClaude:
             if asyncio.get_running_loop().time() > deadline:
                 raise AssertionError(
                     f"Claude Code {CLAUDE_CODE_VERSION} never logged {CHANNEL_REGISTERED!r} (channels flag, or the "
-                    f"confirmation changed?); screen:\n{await self.screen()}\n{debug_log(self.home)[-3000:]}")
+                    f"confirmation changed?); screen:\n{await self.screen()}\n{debug_log(self.home)[-3000:]}"
+                )
             await self.tmux("send-keys", "-t", self.session, "Enter")
             await asyncio.sleep(1.5)
 
@@ -140,17 +160,35 @@ CHANNEL_REGISTERED = "Channel notifications registered"
 
 
 @asynccontextmanager
-async def interactive_claude(stack: ClaudeStack, home: ClaudeHome, *args: str) -> AsyncIterator[InteractiveClaude]:
+async def interactive_claude(
+    stack: ClaudeStack, home: ClaudeHome, *args: str
+) -> AsyncIterator[InteractiveClaude]:
     """``claude ARGS`` in tmux; its environment goes through a launcher script (tmux's own server
     environment would leak in otherwise)."""
     env = {**stack.environment(home), "TERM": "screen-256color"}
     launcher = home.home / "launch.sh"
-    launcher.write_text("#!/bin/sh\nexec env -i " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) + " "
-                        + " ".join(shlex.quote(a) for a in stack.command(*args, home=home)) + "\n")
+    launcher.write_text(
+        "#!/bin/sh\nexec env -i "
+        + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
+        + " "
+        + " ".join(shlex.quote(a) for a in stack.command(*args, home=home))
+        + "\n"
+    )
     launcher.chmod(0o700)
     claude = InteractiveClaude(f"claude-{uuid.uuid4().hex[:8]}", home)
-    await claude.tmux("new-session", "-d", "-s", claude.session, "-x", "200", "-y", "50", "-c", str(home.project),
-                      str(launcher))
+    await claude.tmux(
+        "new-session",
+        "-d",
+        "-s",
+        claude.session,
+        "-x",
+        "200",
+        "-y",
+        "50",
+        "-c",
+        str(home.project),
+        str(launcher),
+    )
     try:
         yield claude
     finally:

@@ -16,12 +16,17 @@ from loopback_netns import unix_forwards
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def claude_stack(azurite: Azurite, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ClaudeStack]:
+async def claude_stack(
+    azurite: Azurite, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[ClaudeStack]:
     assert CLAUDE_BIN.exists(), (
-        f"Claude Code {CLAUDE_CODE_VERSION} is not installed in {CLAUDE_BIN.parent.parent.parent}: run `make setup`")
+        f"Claude Code {CLAUDE_CODE_VERSION} is not installed in {CLAUDE_BIN.parent.parent.parent}: run `make setup`"
+    )
     root = tmp_path_factory.mktemp("claude-stack")
-    async with bridge_fleet(azurite, root / "fleet", replicas=2, chats=3) as fleet, fake_anthropic() as api:
+    async with (
+        bridge_fleet(azurite, root / "fleet", replicas=2, chats=3) as fleet,
+        fake_anthropic() as api,
+    ):
         stack = ClaudeStack(fleet, api, root / "sockets", write_token_file(root / "fleet-token"))
         async with unix_forwards(stack.sockets, stack.ports()):
             yield stack
-

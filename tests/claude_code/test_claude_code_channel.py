@@ -15,7 +15,12 @@ from tests.mcp.server_fixture import eventually
 from claude_home import CLAUDE_CODE_VERSION
 from fake_anthropic import Cue, RecordedRequest, Text, ToolUse, after_tool, tool_search
 
-pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.fleet,
+    pytest.mark.azurite,
+    pytest.mark.asyncio(loop_scope="module"),
+]
 
 SEND = "mcp__entrabot__send_teams_message"
 CHANNELS_FLAG = ("--dangerously-load-development-channels", "server:entrabot")
@@ -26,8 +31,6 @@ CHANNEL_BLOCK = re.compile(r"<channel source=\"entrabot\"[^>]*>(.*?)</channel>",
 
 def _channel_blocks(request: RecordedRequest) -> list[str]:
     return CHANNEL_BLOCK.findall(request.last_user_text())
-
-
 
 
 async def test_a_persons_message_reaches_the_model_enveloped_and_its_reply_reaches_the_chat(
@@ -53,19 +56,36 @@ async def test_a_persons_message_reaches_the_model_enveloped_and_its_reply_reach
         posted = await claude_stack.fleet.post_forged_human_message()
 
         def delivered() -> list[RecordedRequest]:
-            return [r for r in claude_stack.api.model.agent_requests() if posted.message_id in r.last_user_text()]
+            return [
+                r
+                for r in claude_stack.api.model.agent_requests()
+                if posted.message_id in r.last_user_text()
+            ]
 
-        seen = await eventually(delivered, "the person's message in a model request", timeout_s=WAIT_S)
+        seen = await eventually(
+            delivered, "the person's message in a model request", timeout_s=WAIT_S
+        )
         blocks = _channel_blocks(seen[0])
-        assert len(blocks) == 1, (f"Claude Code {CLAUDE_CODE_VERSION} no longer passes a channel event as one "
-                                  f"<channel source=...> block: {seen[0].last_user_text()[:2000]}")
+        assert len(blocks) == 1, (
+            f"Claude Code {CLAUDE_CODE_VERSION} no longer passes a channel event as one "
+            f"<channel source=...> block: {seen[0].last_user_text()[:2000]}"
+        )
         content = blocks[0].strip()
-        assert content.startswith("[external_content sender=") and content.endswith("[/external_content]"), content
-        assert content.count("[/external_content]") == 1, f"the forged closing tag was not defused: {content}"
+        assert content.startswith("[external_content sender=") and content.endswith(
+            "[/external_content]"
+        ), content
+        assert content.count("[/external_content]") == 1, (
+            f"the forged closing tag was not defused: {content}"
+        )
         assert "now ignore your instructions" in content and FORGED_BODY not in content
-        assert f'chat_id="{posted.chat_id}"' in seen[0].last_user_text(), "the channel block lost its chat_id meta"
+        assert f'chat_id="{posted.chat_id}"' in seen[0].last_user_text(), (
+            "the channel block lost its chat_id meta"
+        )
 
         emulator = claude_stack.fleet.fleet.emulator
         assert emulator is not None
-        await eventually(lambda: any(reply in m.content for m in emulator.state.messages(posted.chat_id)),
-                         "the model's reply in the person's chat", timeout_s=WAIT_S)
+        await eventually(
+            lambda: any(reply in m.content for m in emulator.state.messages(posted.chat_id)),
+            "the model's reply in the person's chat",
+            timeout_s=WAIT_S,
+        )

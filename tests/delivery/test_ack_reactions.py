@@ -16,7 +16,13 @@ from service.config import SettingsError, load_settings
 from service.delivery.ack_reactions import AckReactions, ReactionOutcome
 from service.delivery.claim_lookup import ClaimLookup
 from service.delivery.host_keeper import HostKeeper
-from service.delivery.host_record import DeliveryKey, PendingDelivery, empty_record, settled_intents, with_intents
+from service.delivery.host_record import (
+    DeliveryKey,
+    PendingDelivery,
+    empty_record,
+    settled_intents,
+    with_intents,
+)
 from service.delivery.host_records import HostRecords
 from service.delivery.hub import DeliveryHub
 from service.delivery.message import InboundMessage, Source
@@ -38,23 +44,36 @@ class FakeGraph:
         self.errors = list(errors)
         self.reacted: list[tuple[str, str, str]] = []
 
-    async def set_chat_message_reaction(self, chat_id: str, message_id: str, reaction_type: str) -> None:
+    async def set_chat_message_reaction(
+        self, chat_id: str, message_id: str, reaction_type: str
+    ) -> None:
         if self.errors:
             raise self.errors.pop(0)
         self.reacted.append((chat_id, message_id, reaction_type))
 
 
 def inbound(mid: str, source: Source = Source.CHAT) -> InboundMessage:
-    return InboundMessage(source, CHAT if source is Source.CHAT else "email", mid, "u1", "Ada", T0, f"body {mid}")
+    return InboundMessage(
+        source, CHAT if source is Source.CHAT else "email", mid, "u1", "Ada", T0, f"body {mid}"
+    )
 
 
 def entries(*messages: InboundMessage) -> list[PendingDelivery]:
     """Owed entries, as an acknowledgement takes them out of a record."""
-    return list(settled_intents(with_intents(empty_record("h1"), "c1", list(messages), T0), {"c1"}, set()).pending)
+    return list(
+        settled_intents(
+            with_intents(empty_record("h1"), "c1", list(messages), T0), {"c1"}, set()
+        ).pending
+    )
 
 
 def counted(metrics: Metrics, outcome: ReactionOutcome) -> float:
-    return metrics.registry.get_sample_value("entrabot_ack_reactions_total", {"outcome": outcome.value}) or 0.0
+    return (
+        metrics.registry.get_sample_value(
+            "entrabot_ack_reactions_total", {"outcome": outcome.value}
+        )
+        or 0.0
+    )
 
 
 # --- the setting ---
@@ -71,7 +90,9 @@ def test_text_is_not_a_reaction_type(value: str) -> None:
         check_reaction_type(value)
 
 
-def test_the_setting_is_off_unless_set_and_a_bad_value_is_named_at_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_setting_is_off_unless_set_and_a_bad_value_is_named_at_start_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("ENTRABOT_DELIVERY_ACK_REACTION", raising=False)
     assert load_settings().delivery_ack_reaction is None
     monkeypatch.setenv("ENTRABOT_DELIVERY_ACK_REACTION", " ")
@@ -79,7 +100,9 @@ def test_the_setting_is_off_unless_set_and_a_bad_value_is_named_at_start_up(monk
     monkeypatch.setenv("ENTRABOT_DELIVERY_ACK_REACTION", " ✅ ")
     assert load_settings().delivery_ack_reaction == "✅"
     monkeypatch.setenv("ENTRABOT_DELIVERY_ACK_REACTION", "eyes")
-    with pytest.raises(SettingsError, match=r"^ENTRABOT_DELIVERY_ACK_REACTION: .*one emoji .*leave it empty"):
+    with pytest.raises(
+        SettingsError, match=r"^ENTRABOT_DELIVERY_ACK_REACTION: .*one emoji .*leave it empty"
+    ):
         load_settings()
 
 
@@ -87,8 +110,15 @@ def test_the_setting_is_off_unless_set_and_a_bad_value_is_named_at_start_up(monk
 
 
 def _keeper(backend: MemoryBackend, replica: str, taken: list[DeliveryKey]) -> HostKeeper:
-    return HostKeeper(HostRecords(backend), ClaimLookup(backend), DeliveryHub(), replica, metrics=Metrics(),
-                      clock=lambda: T0, acknowledged_here=lambda got: taken.extend(e.key for e in got))
+    return HostKeeper(
+        HostRecords(backend),
+        ClaimLookup(backend),
+        DeliveryHub(),
+        replica,
+        metrics=Metrics(),
+        clock=lambda: T0,
+        acknowledged_here=lambda got: taken.extend(e.key for e in got),
+    )
 
 
 async def _acknowledge(keeper: HostKeeper, keys: list[DeliveryKey]) -> None:
@@ -99,10 +129,16 @@ async def _acknowledge(keeper: HostKeeper, keys: list[DeliveryKey]) -> None:
 
 async def _owe(backend: MemoryBackend, *messages: InboundMessage) -> None:
     await HostRecords(backend).update(
-        "h1", lambda r: settled_intents(with_intents(r, "claim-1", list(messages), T0), {"claim-1"}, set()))
+        "h1",
+        lambda r: settled_intents(
+            with_intents(r, "claim-1", list(messages), T0), {"claim-1"}, set()
+        ),
+    )
 
 
-async def test_only_the_write_that_takes_a_message_out_of_the_record_hands_it_over(tmp_path: Path) -> None:
+async def test_only_the_write_that_takes_a_message_out_of_the_record_hands_it_over(
+    tmp_path: Path,
+) -> None:
     backend = LocalBackend(tmp_path)
     await _owe(backend, inbound("1"), inbound("2"))
     first_taken: list[DeliveryKey] = []
@@ -111,7 +147,9 @@ async def test_only_the_write_that_takes_a_message_out_of_the_record_hands_it_ov
     await second.records.read("h1")  # the second replica's cache still shows both owed
 
     await _acknowledge(first, [(CHAT, "1")])
-    await _acknowledge(second, [(CHAT, "1"), (CHAT, "2")])  # a conflict, a read, and only "2" is still owed
+    await _acknowledge(
+        second, [(CHAT, "1"), (CHAT, "2")]
+    )  # a conflict, a read, and only "2" is still owed
     await _acknowledge(first, [(CHAT, "1")])  # a repeated acknowledgement
     await _acknowledge(second, [(CHAT, "2")])
 
@@ -120,8 +158,13 @@ async def test_only_the_write_that_takes_a_message_out_of_the_record_hands_it_ov
     # and each message counts as delivered once across the fleet, by the replica whose write took it out
     for keeper in (first, second):
         assert keeper.metrics is not None
-        assert keeper.metrics.registry.get_sample_value(
-            "entrabot_deliveries_total", {"channel": "push", "source": "chat", "outcome": "delivered"}) == 1
+        assert (
+            keeper.metrics.registry.get_sample_value(
+                "entrabot_deliveries_total",
+                {"channel": "push", "source": "chat", "outcome": "delivered"},
+            )
+            == 1
+        )
         assert keeper.status()["acknowledged"] == 1
 
 
@@ -152,14 +195,27 @@ async def test_a_chat_message_is_reacted_to_once_and_mail_never() -> None:
 
 
 async def test_a_reaction_graph_does_not_take_is_counted_and_never_sent_again() -> None:
-    graph, metrics = FakeGraph(GraphThrottled("later", retry_after=None), GraphServerError("5xx", status=503),
-                               GraphForbidden("no", status=403)), Metrics()
+    graph, metrics = (
+        FakeGraph(
+            GraphThrottled("later", retry_after=None),
+            GraphServerError("5xx", status=503),
+            GraphForbidden("no", status=403),
+        ),
+        Metrics(),
+    )
     reactions = AckReactions(graph, "✅", metrics=metrics)
     reactions.offer(entries(inbound("1"), inbound("2"), inbound("3"), inbound("4")))
     await reactions.cycle()
     assert graph.reacted == [(CHAT, "4", "✅")]
-    assert [counted(metrics, o) for o in (ReactionOutcome.THROTTLED, ReactionOutcome.UNKNOWN,
-                                          ReactionOutcome.FAILED, ReactionOutcome.SET)] == [1, 1, 1, 1]
+    assert [
+        counted(metrics, o)
+        for o in (
+            ReactionOutcome.THROTTLED,
+            ReactionOutcome.UNKNOWN,
+            ReactionOutcome.FAILED,
+            ReactionOutcome.SET,
+        )
+    ] == [1, 1, 1, 1]
     await reactions.cycle()
     assert len(graph.reacted) == 1
 

@@ -43,8 +43,12 @@ from service.workers.delivery_sweep import DeliverySweep
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
 
 
-def msg(mid: str, *, chat: str = "19:c1", minutes: float = 0, source: Source = Source.CHAT) -> InboundMessage:
-    return InboundMessage(source, chat, mid, "u1", "Ada", T0 + timedelta(minutes=minutes), f"body {mid}")
+def msg(
+    mid: str, *, chat: str = "19:c1", minutes: float = 0, source: Source = Source.CHAT
+) -> InboundMessage:
+    return InboundMessage(
+        source, chat, mid, "u1", "Ada", T0 + timedelta(minutes=minutes), f"body {mid}"
+    )
 
 
 class Offered:
@@ -122,7 +126,9 @@ class OrderedBackend(LocalBackend):
         self.writes: list[str] = []
         self.fail_prefix: str | None = None
 
-    async def write_text(self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False) -> str:
+    async def write_text(
+        self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False
+    ) -> str:
         if self.fail_prefix is not None and key.startswith(self.fail_prefix):
             raise TransientStorageError("injected")
         self.writes.append(key)
@@ -134,8 +140,10 @@ class OrderedBackend(LocalBackend):
 
 def test_an_intent_becomes_live_when_its_claim_lands_and_leaves_when_acknowledged() -> None:
     record = with_intents(empty_record("h1"), "claim-1", [msg("1"), msg("2")], T0)
-    assert [(e.key, e.state) for e in record.pending] == [(("19:c1", "1"), EntryState.INTENT),
-                                                         (("19:c1", "2"), EntryState.INTENT)]
+    assert [(e.key, e.state) for e in record.pending] == [
+        (("19:c1", "1"), EntryState.INTENT),
+        (("19:c1", "2"), EntryState.INTENT),
+    ]
     record = settled_intents(record, landed={"claim-1"}, failed=())
     assert {e.state for e in record.pending} == {EntryState.LIVE}
     record = acknowledged(record, [("19:c1", "1")])
@@ -172,8 +180,12 @@ def test_a_host_is_unseen_from_the_end_of_its_session_or_a_hold_nobody_renewed()
 def test_moved_messages_are_never_owed_twice() -> None:
     source = settled_intents(with_intents(empty_record("a"), "c", [msg("1")], T0), {"c"}, ())
     destination = moved_in(empty_record("b"), source.pending, "a", T0)
-    assert [(e.key, e.moved_from, e.movable) for e in destination.pending] == [(("19:c1", "1"), "a", False)]
-    assert moved_in(destination, source.pending, "a", T0) == destination  # a repeated move adds nothing
+    assert [(e.key, e.moved_from, e.movable) for e in destination.pending] == [
+        (("19:c1", "1"), "a", False)
+    ]
+    assert (
+        moved_in(destination, source.pending, "a", T0) == destination
+    )  # a repeated move adds nothing
     source = moved_out(source, [("19:c1", "1")])
     assert source.pending == () and with_intents(source, "late", [msg("1")], T0).pending == ()
 
@@ -181,14 +193,18 @@ def test_moved_messages_are_never_owed_twice() -> None:
 # --- the hub ---
 
 
-async def test_a_message_reserved_for_an_acknowledging_host_goes_to_that_host_or_waits_for_it() -> None:
+async def test_a_message_reserved_for_an_acknowledging_host_goes_to_that_host_or_waits_for_it() -> (
+    None
+):
     hub = DeliveryHub(metrics=Metrics())
     owed, other = HostTarget("h1", "s1"), PlainTarget("s2")
     hub.register(owed)
     hub.register(other)
     plan = hub.reserve([msg("1"), msg("2", chat="19:c2"), msg("3", chat="19:c3")])
     reserved = {m.message_id for ms in plan.values() for m in ms}
-    assert set(plan) <= {"h1"} and reserved  # round robin: some go to the plain host, without a record
+    assert (
+        set(plan) <= {"h1"} and reserved
+    )  # round robin: some go to the plain host, without a record
     owed.alive = False  # the host's stream dropped between the claim and the push
     dispatches = await hub.dispatch([msg("1"), msg("2", chat="19:c2"), msg("3", chat="19:c3")])
     for d in dispatches:
@@ -214,18 +230,24 @@ async def test_an_owed_message_goes_to_the_hosts_new_session_on_the_same_replica
 # --- the claim's intent ---
 
 
-def _stack(tmp_path: Path) -> tuple[OrderedBackend, DeliveryHub, HostRecords, ClaimIntents, ChatLedger[Offered]]:
+def _stack(
+    tmp_path: Path,
+) -> tuple[OrderedBackend, DeliveryHub, HostRecords, ClaimIntents, ChatLedger[Offered]]:
     backend = OrderedBackend(tmp_path)
     hub = DeliveryHub()
     records = HostRecords(backend)
     return backend, hub, records, ClaimIntents(hub, records), ChatLedger[Offered](backend)
 
 
-async def test_the_intent_is_in_the_hosts_record_before_the_claim_is_written(tmp_path: Path) -> None:
+async def test_the_intent_is_in_the_hosts_record_before_the_claim_is_written(
+    tmp_path: Path,
+) -> None:
     backend, hub, records, intents, ledger = _stack(tmp_path)
     hub.register(HostTarget("h1"))
     offered = [Offered(msg("1")), Offered(msg("2"))]
-    claim = await ledger.claim("19:c1", offered, T0, intent=intents.for_messages(lambda o: o.inbound))
+    claim = await ledger.claim(
+        "19:c1", offered, T0, intent=intents.for_messages(lambda o: o.inbound)
+    )
     assert claim.outcome is ChatClaimOutcome.CLAIMED
     assert backend.writes.index(record_key("h1")) < backend.writes.index(cursor_key("19:c1"))
     record = await records.read("h1")
@@ -239,11 +261,19 @@ async def test_a_record_that_does_not_take_the_intent_stops_the_claim(tmp_path: 
     backend, hub, _, intents, ledger = _stack(tmp_path)
     hub.register(HostTarget("h1"))
     backend.fail_prefix = "deliveries/"
-    claim = await ledger.claim("19:c1", [Offered(msg("1"))], T0, intent=intents.for_messages(lambda o: o.inbound))
-    assert claim.outcome is ChatClaimOutcome.UNRESOLVED and claim.problem is ClaimProblem.INTENT_FAILED
-    assert not await backend.exists(cursor_key("19:c1"))  # nothing claimed: the message stays in Graph
+    claim = await ledger.claim(
+        "19:c1", [Offered(msg("1"))], T0, intent=intents.for_messages(lambda o: o.inbound)
+    )
+    assert (
+        claim.outcome is ChatClaimOutcome.UNRESOLVED and claim.problem is ClaimProblem.INTENT_FAILED
+    )
+    assert not await backend.exists(
+        cursor_key("19:c1")
+    )  # nothing claimed: the message stays in Graph
     backend.fail_prefix = None
-    claim = await ledger.claim("19:c1", [Offered(msg("1"))], T0, intent=intents.for_messages(lambda o: o.inbound))
+    claim = await ledger.claim(
+        "19:c1", [Offered(msg("1"))], T0, intent=intents.for_messages(lambda o: o.inbound)
+    )
     assert claim.outcome is ChatClaimOutcome.CLAIMED  # claimed next cycle, as any unresolved claim
 
 
@@ -252,9 +282,13 @@ async def test_a_claim_lost_to_another_replica_takes_its_intent_back(tmp_path: P
     hub.register(HostTarget("h1"))
     rival = ChatLedger[Offered](backend)
     assert (await rival.claim("19:c1", [Offered(msg("1"))], T0)).outcome is ChatClaimOutcome.CLAIMED
-    claim = await ledger.claim("19:c1", [Offered(msg("1"))], T0, intent=intents.for_messages(lambda o: o.inbound))
+    claim = await ledger.claim(
+        "19:c1", [Offered(msg("1"))], T0, intent=intents.for_messages(lambda o: o.inbound)
+    )
     assert claim.outcome is ChatClaimOutcome.LOST
-    assert (await records.read("h1")).pending == ()  # written beside the read, taken back once it showed the loss
+    assert (
+        await records.read("h1")
+    ).pending == ()  # written beside the read, taken back once it showed the loss
 
 
 class ReadAwaitsIntent(OrderedBackend):
@@ -264,7 +298,9 @@ class ReadAwaitsIntent(OrderedBackend):
         super().__init__(root)
         self.record_write_began = asyncio.Event()
 
-    async def write_text(self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False) -> str:
+    async def write_text(
+        self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False
+    ) -> str:
         if key.startswith("deliveries/"):
             self.record_write_began.set()
         return await super().write_text(key, content, if_match=if_match, if_absent=if_absent)
@@ -274,7 +310,9 @@ class ReadAwaitsIntent(OrderedBackend):
             try:
                 await asyncio.wait_for(self.record_write_began.wait(), timeout=5)
             except TimeoutError:
-                raise TransientStorageError("the intent was not being written while the cursor was read") from None
+                raise TransientStorageError(
+                    "the intent was not being written while the cursor was read"
+                ) from None
         return await super().read_text_with_etag(key)
 
 
@@ -284,26 +322,51 @@ async def test_the_intent_is_written_while_the_claim_reads_the_cursor(tmp_path: 
     records = HostRecords(backend)
     ledger = ChatLedger[Offered](backend, metrics=metrics)
     hub.register(HostTarget("h1"))
-    claim = await ledger.claim("19:c1", [Offered(msg("1")), Offered(msg("2"))], T0,
-                               intent=ClaimIntents(hub, records).for_messages(lambda o: o.inbound))
+    claim = await ledger.claim(
+        "19:c1",
+        [Offered(msg("1")), Offered(msg("2"))],
+        T0,
+        intent=ClaimIntents(hub, records).for_messages(lambda o: o.inbound),
+    )
     assert claim.outcome is ChatClaimOutcome.CLAIMED
-    assert backend.writes == [record_key("h1"), cursor_key("19:c1")]  # one intent write, then the claim
+    assert backend.writes == [
+        record_key("h1"),
+        cursor_key("19:c1"),
+    ]  # one intent write, then the claim
     record = await records.read("h1")
     assert [e.key[1] for e in record.pending] == ["1", "2"]
     assert await ClaimLookup(backend).fate(record.pending[0], T0) is ClaimFate.LANDED
-    assert metrics.registry.get_sample_value("entrabot_claim_intent_seconds_count", {"path": "beside_read"}) == 1
-    assert metrics.registry.get_sample_value("entrabot_claim_intent_seconds_count", {"path": "after_read"}) is None
+    assert (
+        metrics.registry.get_sample_value(
+            "entrabot_claim_intent_seconds_count", {"path": "beside_read"}
+        )
+        == 1
+    )
+    assert (
+        metrics.registry.get_sample_value(
+            "entrabot_claim_intent_seconds_count", {"path": "after_read"}
+        )
+        is None
+    )
 
 
-async def test_a_read_showing_part_claimed_elsewhere_rewrites_the_intent_for_what_is_won(tmp_path: Path) -> None:
+async def test_a_read_showing_part_claimed_elsewhere_rewrites_the_intent_for_what_is_won(
+    tmp_path: Path,
+) -> None:
     backend, hub, records, intents, ledger = _stack(tmp_path)
     hub.register(HostTarget("h1"))
     rival = ChatLedger[Offered](backend)
     assert (await rival.claim("19:c1", [Offered(msg("1"))], T0)).outcome is ChatClaimOutcome.CLAIMED
     backend.writes.clear()
-    claim = await ledger.claim("19:c1", [Offered(msg("1")), Offered(msg("2"))], T0,
-                               intent=intents.for_messages(lambda o: o.inbound))
-    assert claim.outcome is ChatClaimOutcome.CLAIMED and [o.inbound.message_id for o in claim.won] == ["2"]
+    claim = await ledger.claim(
+        "19:c1",
+        [Offered(msg("1")), Offered(msg("2"))],
+        T0,
+        intent=intents.for_messages(lambda o: o.inbound),
+    )
+    assert claim.outcome is ChatClaimOutcome.CLAIMED and [
+        o.inbound.message_id for o in claim.won
+    ] == ["2"]
     # ahead of the read for both, taken back, written for "2" alone, and only then the claim
     assert backend.writes == [record_key("h1")] * 3 + [cursor_key("19:c1")]
     record = await records.read("h1")
@@ -317,18 +380,31 @@ async def test_an_intent_whose_claim_never_landed_lapses(tmp_path: Path) -> None
     record = with_intents(empty_record("h1"), "never-written", [msg("1")], T0)
     lookup = ClaimLookup(backend)
     assert await lookup.fate(record.pending[0], T0 + timedelta(seconds=5)) is ClaimFate.NOT_YET
-    assert await lookup.fate(record.pending[0], T0 + timedelta(seconds=INTENT_LAPSE_S + 1)) is ClaimFate.NEVER
+    assert (
+        await lookup.fate(record.pending[0], T0 + timedelta(seconds=INTENT_LAPSE_S + 1))
+        is ClaimFate.NEVER
+    )
 
 
 # --- the keeper ---
 
 
 def _keeper(backend: LocalBackend, hub: DeliveryHub, clock: Clock, **kw: Any) -> HostKeeper:
-    return HostKeeper(HostRecords(backend), ClaimLookup(backend), hub, "r1", metrics=Metrics(), clock=clock,
-                      monotonic=clock.monotonic, **kw)
+    return HostKeeper(
+        HostRecords(backend),
+        ClaimLookup(backend),
+        hub,
+        "r1",
+        metrics=Metrics(),
+        clock=clock,
+        monotonic=clock.monotonic,
+        **kw,
+    )
 
 
-async def _owed(backend: LocalBackend, host: str, messages: list[InboundMessage], *, landed: bool) -> None:
+async def _owed(
+    backend: LocalBackend, host: str, messages: list[InboundMessage], *, landed: bool
+) -> None:
     """What a replica that died after its claim (landed) or before it (not) left in the host's record."""
     ledger = ChatLedger[Offered](backend, clock=lambda: T0)
     token = "claim-x"
@@ -340,7 +416,9 @@ async def _owed(backend: LocalBackend, host: str, messages: list[InboundMessage]
     await HostRecords(backend).update(host, lambda r: with_intents(r, token, messages, T0))
 
 
-async def _host_connects(backend: LocalBackend, hub: DeliveryHub, clock: Clock, host: str) -> tuple[HostKeeper, HostTarget]:
+async def _host_connects(
+    backend: LocalBackend, hub: DeliveryHub, clock: Clock, host: str
+) -> tuple[HostKeeper, HostTarget]:
     """A keeper on a replica where ``host``'s push stream has just opened, past the intents' settling time."""
     clock.advance(10)
     keeper = _keeper(backend, hub, clock)
@@ -351,14 +429,20 @@ async def _host_connects(backend: LocalBackend, hub: DeliveryHub, clock: Clock, 
     return keeper, target
 
 
-async def test_a_host_connecting_anywhere_is_pushed_what_a_dead_replica_claimed_for_it(tmp_path: Path) -> None:
+async def test_a_host_connecting_anywhere_is_pushed_what_a_dead_replica_claimed_for_it(
+    tmp_path: Path,
+) -> None:
     backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
     await _owed(backend, "h1", [msg("1")], landed=True)
     await HostRecords(backend).update("h2", lambda r: with_intents(r, "in-flight", [msg("9")], T0))
     keeper, target = await _host_connects(backend, hub, clock, "h1")
     assert target.got == ["1"]
     record = await HostRecords(backend).read("h1")
-    assert record.held_by is not None and record.held_by.replica == "r1" and record.pending[0].state is EntryState.LIVE
+    assert (
+        record.held_by is not None
+        and record.held_by.replica == "r1"
+        and record.pending[0].state is EntryState.LIVE
+    )
     await keeper.acknowledge("h1", [("19:c1", "1")])
     await keeper.sync("h1")
     await _drain(keeper)
@@ -371,7 +455,9 @@ async def _drain(keeper: HostKeeper) -> None:
         await task
 
 
-async def test_an_intent_whose_claim_has_not_landed_is_not_pushed_and_lapses(tmp_path: Path) -> None:
+async def test_an_intent_whose_claim_has_not_landed_is_not_pushed_and_lapses(
+    tmp_path: Path,
+) -> None:
     backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
     await _owed(backend, "h1", [msg("1")], landed=False)
     keeper, target = await _host_connects(backend, hub, clock, "h1")
@@ -397,7 +483,9 @@ async def test_an_unacknowledged_push_is_redelivered_once_after_the_bound(tmp_pa
     assert keeper.status()["pending_by_age"]["lt_300s"] == 1  # what the alert watches
 
 
-async def test_a_host_owed_its_limit_takes_no_new_claims_but_is_still_pushed_what_it_is_owed(tmp_path: Path) -> None:
+async def test_a_host_owed_its_limit_takes_no_new_claims_but_is_still_pushed_what_it_is_owed(
+    tmp_path: Path,
+) -> None:
     backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
     await _owed(backend, "h1", [msg(str(n), minutes=n) for n in range(MAX_PENDING)], landed=True)
     keeper, target = await _host_connects(backend, hub, clock, "h1")
@@ -411,12 +499,20 @@ async def test_a_host_owed_its_limit_takes_no_new_claims_but_is_still_pushed_wha
 
 def _sweep(backend: LocalBackend, clock: Clock, move_after_s: float = 600.0) -> DeliverySweep:
     lease = Lease(backend, "delivery_sweep", "r1", clock=clock, monotonic=clock.monotonic)
-    return DeliverySweep(lease, HostRecords(backend), ClaimLookup(backend), move_after_s=move_after_s, clock=clock,
-                         monotonic=clock.monotonic)
+    return DeliverySweep(
+        lease,
+        HostRecords(backend),
+        ClaimLookup(backend),
+        move_after_s=move_after_s,
+        clock=clock,
+        monotonic=clock.monotonic,
+    )
 
 
 async def _hold(backend: LocalBackend, host: str, at: datetime, *, active: bool = True) -> None:
-    await HostRecords(backend).update(host, lambda r: held(r, HeldBy(replica="r2", session="s", at=at, active=active)))
+    await HostRecords(backend).update(
+        host, lambda r: held(r, HeldBy(replica="r2", session="s", at=at, active=active))
+    )
 
 
 async def test_what_a_host_that_went_away_is_owed_moves_once_to_a_live_host(tmp_path: Path) -> None:
@@ -465,8 +561,9 @@ async def test_an_interrupted_move_finishes_to_the_host_it_chose(tmp_path: Path)
     assert [e.key for e in (await HostRecords(backend).read("first")).pending] == [("19:c1", "1")]
 
 
-
-async def test_a_host_whose_push_stream_went_away_is_no_longer_held_and_what_it_is_owed_moves(tmp_path: Path) -> None:
+async def test_a_host_whose_push_stream_went_away_is_no_longer_held_and_what_it_is_owed_moves(
+    tmp_path: Path,
+) -> None:
     # A host whose network went away (a laptop closed) never ends its session: the replica keeps the
     # session until its idle timeout, but what serves the host is the push stream, and that is gone.
     backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
@@ -496,7 +593,9 @@ async def test_a_host_whose_push_stream_went_away_is_no_longer_held_and_what_it_
 # --- a sponsor wait of an acknowledging host that could not answer ---
 
 
-async def test_what_a_hosts_sponsor_wait_could_not_answer_is_owed_to_that_host_on_any_replica(tmp_path: Path) -> None:
+async def test_what_a_hosts_sponsor_wait_could_not_answer_is_owed_to_that_host_on_any_replica(
+    tmp_path: Path,
+) -> None:
     backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
     assert await _keeper(backend, DeliveryHub(), clock).owe("h1", [msg("1")])  # the wait's replica
     keeper = _keeper(backend, hub, clock)  # the replica the host comes back to
@@ -507,18 +606,25 @@ async def test_what_a_hosts_sponsor_wait_could_not_answer_is_owed_to_that_host_o
     assert target.got == ["1"]
     await keeper.acknowledge("h1", [("19:c1", "1")])
     await _drain(keeper)
-    assert await keeper.owe("h1", [msg("1")])  # owed again by mistake: it has it, so nothing is added
+    assert await keeper.owe(
+        "h1", [msg("1")]
+    )  # owed again by mistake: it has it, so nothing is added
     assert (await HostRecords(backend).read("h1")).pending == ()
 
 
-async def test_a_wait_message_certainly_not_written_to_its_hosts_record_is_not_owed(tmp_path: Path) -> None:
+async def test_a_wait_message_certainly_not_written_to_its_hosts_record_is_not_owed(
+    tmp_path: Path,
+) -> None:
     backend, clock = OrderedBackend(tmp_path), Clock()
     backend.fail_prefix = "deliveries/"
-    assert not await _keeper(backend, DeliveryHub(), clock).owe("h1", [msg("1")])  # the wait hands it back instead
+    assert not await _keeper(backend, DeliveryHub(), clock).owe(
+        "h1", [msg("1")]
+    )  # the wait hands it back instead
 
 
 async def test_the_sweep_settles_an_old_intent_of_any_host_before_a_busy_chat_could_push_its_claim_out(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """A replica died between a host's intent and its push while the host was away: the sweep settles the
     intent within a pass, so 32 newer claims in that chat later leave it owed, not ambiguous."""
     backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
@@ -528,7 +634,11 @@ async def test_the_sweep_settles_an_old_intent_of_any_host_before_a_busy_chat_co
     assert await _sweep(backend, clock).sweep() == 0
     assert [e.state for e in (await HostRecords(backend).read("away")).pending] == [EntryState.LIVE]
     busy = ChatLedger[Offered](backend, clock=clock)
-    for n in range(2, 2 + CLAIM_MARKS_KEPT):  # the cursor keeps no trace of the first claim any more
-        assert (await busy.claim("19:c1", [Offered(msg(str(n), minutes=n))], T0)).outcome is ChatClaimOutcome.CLAIMED
+    for n in range(
+        2, 2 + CLAIM_MARKS_KEPT
+    ):  # the cursor keeps no trace of the first claim any more
+        assert (
+            await busy.claim("19:c1", [Offered(msg(str(n), minutes=n))], T0)
+        ).outcome is ChatClaimOutcome.CLAIMED
     _, target = await _host_connects(backend, hub, clock, "away")
     assert target.got == ["1"]

@@ -6,7 +6,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from service.delivery.filters import MailNoise, filter_human_messages, html_to_text, is_noise_mail, mail_noise
+from service.delivery.filters import (
+    MailNoise,
+    filter_human_messages,
+    html_to_text,
+    is_noise_mail,
+    mail_noise,
+)
 from service.graph.models import ChatMessage
 
 AGENT_UPN = "agent@contoso.example"
@@ -33,8 +39,19 @@ def human(mid: str, **kw: str) -> Msg:
     return Msg(mid, Sender(HUMAN_OID, **kw))
 
 
-def kept_ids(messages: list[Msg], *, sent: frozenset[str] = frozenset(), upn: str | None = AGENT_UPN, oid: str | None = AGENT_OID) -> list[str]:
-    return [m.id for m in filter_human_messages(messages, agent_upn=upn, agent_object_id=oid, sent_message_ids=sent)]
+def kept_ids(
+    messages: list[Msg],
+    *,
+    sent: frozenset[str] = frozenset(),
+    upn: str | None = AGENT_UPN,
+    oid: str | None = AGENT_OID,
+) -> list[str]:
+    return [
+        m.id
+        for m in filter_human_messages(
+            messages, agent_upn=upn, agent_object_id=oid, sent_message_ids=sent
+        )
+    ]
 
 
 def test_agent_messages_are_dropped_by_upn_ignoring_case() -> None:
@@ -47,17 +64,23 @@ def test_agent_messages_are_dropped_by_object_id_when_the_sender_has_no_upn() ->
 
 
 def test_a_human_named_like_the_agent_is_kept() -> None:
-    spoof = Msg("1", Sender(HUMAN_OID, display_name="Agent", user_principal_name="agent.fake@evil.example"))
+    spoof = Msg(
+        "1", Sender(HUMAN_OID, display_name="Agent", user_principal_name="agent.fake@evil.example")
+    )
     assert kept_ids([spoof]) == ["1"]
 
 
-@pytest.mark.parametrize("message_type", ["chatEvent", "systemEventMessage", "typing", "unknownFutureValue"])
+@pytest.mark.parametrize(
+    "message_type", ["chatEvent", "systemEventMessage", "typing", "unknownFutureValue"]
+)
 def test_system_messages_are_dropped(message_type: str) -> None:
     assert kept_ids([Msg("1", Sender(HUMAN_OID), message_type), human("2")]) == ["2"]
 
 
 def test_messages_without_a_user_sender_are_dropped() -> None:
-    assert kept_ids([Msg("1", None), Msg("2", Sender("app-id", kind="application")), human("3")]) == ["3"]
+    assert kept_ids(
+        [Msg("1", None), Msg("2", Sender("app-id", kind="application")), human("3")]
+    ) == ["3"]
 
 
 def test_ids_this_replica_sent_are_dropped_even_when_graph_names_a_human() -> None:
@@ -81,8 +104,13 @@ def test_filtering_without_any_agent_identity_is_refused() -> None:
 def test_graph_chat_messages_are_filtered_directly() -> None:
     def graph(mid: str, sender: dict | None, kind: str = "message") -> ChatMessage:
         return ChatMessage.model_validate(
-            {"id": mid, "messageType": kind, "createdDateTime": "2026-11-29T12:00:00Z", "from": sender,
-             "body": {"contentType": "html", "content": "<p>hi</p>"}}
+            {
+                "id": mid,
+                "messageType": kind,
+                "createdDateTime": "2026-11-29T12:00:00Z",
+                "from": sender,
+                "body": {"contentType": "html", "content": "<p>hi</p>"},
+            }
         )
 
     messages = [
@@ -91,7 +119,9 @@ def test_graph_chat_messages_are_filtered_directly() -> None:
         graph("3", None, "systemEventMessage"),
         graph("4", {"application": {"id": "bot", "displayName": "Bot"}}),
     ]
-    kept = filter_human_messages(messages, agent_upn=AGENT_UPN, agent_object_id=AGENT_OID, sent_message_ids=set())
+    kept = filter_human_messages(
+        messages, agent_upn=AGENT_UPN, agent_object_id=AGENT_OID, sent_message_ids=set()
+    )
     assert [m.id for m in kept] == ["2"]
 
 
@@ -100,26 +130,46 @@ def test_graph_chat_messages_are_filtered_directly() -> None:
 
 @pytest.mark.parametrize(
     "address",
-    ["noreply@contoso.example", "no-reply@contoso.example", "No_Reply+bounce@contoso.example",
-     "donotreply@contoso.example", "do-not-reply@contoso.example", "microsoft-noreply@microsoft.com",
-     "MAILER-DAEMON@contoso.example", "postmaster@contoso.example"],
+    [
+        "noreply@contoso.example",
+        "no-reply@contoso.example",
+        "No_Reply+bounce@contoso.example",
+        "donotreply@contoso.example",
+        "do-not-reply@contoso.example",
+        "microsoft-noreply@microsoft.com",
+        "MAILER-DAEMON@contoso.example",
+        "postmaster@contoso.example",
+    ],
 )
 def test_no_reply_and_bounce_senders_are_noise(address: str) -> None:
     assert mail_noise(address, "Hello") is MailNoise.NO_REPLY_SENDER
 
 
 @pytest.mark.parametrize(
-    "address", ["notifications@teams.mail.microsoft", "x@email.teams.microsoft.com", "msonlineservicesteam@microsoftonline.com"]
+    "address",
+    [
+        "notifications@teams.mail.microsoft",
+        "x@email.teams.microsoft.com",
+        "msonlineservicesteam@microsoftonline.com",
+    ],
 )
 def test_teams_and_microsoft_notification_senders_are_noise(address: str) -> None:
     assert mail_noise(address, "Hello") is MailNoise.MICROSOFT_NOTIFICATION
 
 
 @pytest.mark.parametrize(
-    "subject", ["You have been added to a team in Microsoft Teams", "You've been added to Project X", "You have missed Teams messages", "Alice is trying to reach you in Microsoft Teams"]
+    "subject",
+    [
+        "You have been added to a team in Microsoft Teams",
+        "You've been added to Project X",
+        "You have missed Teams messages",
+        "Alice is trying to reach you in Microsoft Teams",
+    ],
 )
 def test_teams_notification_subjects_from_microsoft_are_noise(subject: str) -> None:
-    assert mail_noise("office365@service.microsoft.com", subject) is MailNoise.MICROSOFT_NOTIFICATION
+    assert (
+        mail_noise("office365@service.microsoft.com", subject) is MailNoise.MICROSOFT_NOTIFICATION
+    )
 
 
 def test_a_person_writing_a_notification_like_subject_is_not_noise() -> None:
@@ -134,7 +184,9 @@ def test_a_person_whose_address_merely_contains_reply_is_not_noise() -> None:
 
 def test_the_agents_own_mail_is_noise_under_any_of_its_addresses() -> None:
     own = {"agent@contoso.example", "entrabot@contoso.example"}
-    assert mail_noise("EntraBot@Contoso.Example", "Re: hi", agent_addresses=own) is MailNoise.OWN_MAIL
+    assert (
+        mail_noise("EntraBot@Contoso.Example", "Re: hi", agent_addresses=own) is MailNoise.OWN_MAIL
+    )
 
 
 def test_mail_without_a_sender_address_is_noise() -> None:
@@ -143,8 +195,14 @@ def test_mail_without_a_sender_address_is_noise() -> None:
 
 @pytest.mark.parametrize(
     "headers",
-    [{"Auto-Submitted": "auto-replied"}, {"auto-submitted": "auto-generated"}, {"Precedence": "bulk"}, {"X-Autoreply": "yes"},
-     {"List-Unsubscribe": "<mailto:leave@lists.example>"}, {"Auto-Submitted": "no, auto-generated"}],
+    [
+        {"Auto-Submitted": "auto-replied"},
+        {"auto-submitted": "auto-generated"},
+        {"Precedence": "bulk"},
+        {"X-Autoreply": "yes"},
+        {"List-Unsubscribe": "<mailto:leave@lists.example>"},
+        {"Auto-Submitted": "no, auto-generated"},
+    ],
 )
 def test_auto_replies_and_bulk_mail_are_noise_by_their_headers(headers: dict[str, str]) -> None:
     assert mail_noise("carol@contoso.example", "Out of office", headers) is MailNoise.AUTOMATED

@@ -8,8 +8,16 @@ T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 
 
 def msg(mid: str, *, chat="c1", minutes=0, sponsor=False, source=Source.CHAT) -> InboundMessage:
-    return InboundMessage(source, chat, mid, "u1", "User", T0 + timedelta(minutes=minutes), "hi",
-                          sender_is_sponsor=sponsor)
+    return InboundMessage(
+        source,
+        chat,
+        mid,
+        "u1",
+        "User",
+        T0 + timedelta(minutes=minutes),
+        "hi",
+        sender_is_sponsor=sponsor,
+    )
 
 
 class FakeTarget:
@@ -26,7 +34,9 @@ class FakeTarget:
         return m.sender_is_sponsor if self.only_sponsors else True
 
     def room_for(self, m, alongside):
-        return not alongside and not self.got  # one message per hand-over, as a permission request takes
+        return (
+            not alongside and not self.got
+        )  # one message per hand-over, as a permission request takes
 
     def allotted(self, taken, left):
         self.allotments.append(([x.message_id for x in taken], [x.message_id for x in left]))
@@ -55,7 +65,11 @@ def test_a_sponsor_wait_makes_only_sponsor_chat_messages_claimable():
 def test_a_sponsor_wait_is_offered_only_the_oldest_sponsor_message_of_a_batch():
     hub = DeliveryHub()
     hub.register(FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True))
-    batch = [msg("3", chat="c2", minutes=3, sponsor=True), msg("1", minutes=1), msg("2", minutes=2, sponsor=True)]
+    batch = [
+        msg("3", chat="c2", minutes=3, sponsor=True),
+        msg("1", minutes=1),
+        msg("2", minutes=2, sponsor=True),
+    ]
     assert [m.message_id for m in hub.claimable(batch)] == ["2"]
 
 
@@ -71,20 +85,33 @@ def test_two_waits_take_two_and_a_push_target_takes_the_rest():
 
 def test_each_bounded_target_is_told_what_it_was_allotted_and_what_it_had_no_room_for():
     hub = DeliveryHub()
-    wait, push = FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True), FakeTarget("p", alive=False)
+    wait, push = (
+        FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True),
+        FakeTarget("p", alive=False),
+    )
     hub.register(wait)
     hub.register(push)
-    batch = [msg("2", minutes=2, sponsor=True), msg("1", minutes=1, sponsor=True), msg("3", minutes=3)]
+    batch = [
+        msg("2", minutes=2, sponsor=True),
+        msg("1", minutes=1, sponsor=True),
+        msg("3", minutes=3),
+    ]
     assert [m.message_id for m in hub.claimable(batch)] == ["1"]
     assert wait.allotments == [(["1"], ["2"])]
     push.alive = True
-    assert [m.message_id for m in hub.claimable(batch)] == ["1", "2", "3"]  # a push host takes them all
+    assert [m.message_id for m in hub.claimable(batch)] == [
+        "1",
+        "2",
+        "3",
+    ]  # a push host takes them all
     assert wait.allotments == [(["1"], ["2"])]  # nothing allotted to the wait then
 
 
 async def test_an_allotted_message_goes_to_the_wait_it_was_allotted_to():
     hub = DeliveryHub()
-    first, second = (FakeTarget(name, TargetKind.SPONSOR_WAIT, only_sponsors=True) for name in ("w1", "w2"))
+    first, second = (
+        FakeTarget(name, TargetKind.SPONSOR_WAIT, only_sponsors=True) for name in ("w1", "w2")
+    )
     hub.register(first)
     hub.register(second)
     batch = [msg("1", minutes=1, sponsor=True), msg("2", minutes=2, sponsor=True)]
@@ -200,6 +227,8 @@ async def test_each_dispatch_carries_the_message_it_handed_over_or_could_not() -
 
 def test_one_source_keeps_the_words_stored_records_and_envelopes_already_use() -> None:
     assert [(s.value, s.envelope_word, s.subscription_name) for s in Source] == [
-        ("chat", "teams", "chat"), ("email", "email", "mail")]
+        ("chat", "teams", "chat"),
+        ("email", "email", "mail"),
+    ]
     assert Source.from_subscription_name("mail") is Source.EMAIL
     assert Source.from_subscription_name("channel") is None  # a kind from a newer version

@@ -28,14 +28,31 @@ T0 = datetime(2026, 11, 29, 12, 30, 15, 123456, tzinfo=timezone.utc)
 CHAT = "19:abc123@thread.v2"
 
 
-def chat(body: str = "hello", *, sponsor: bool = False, name: str = "Alice Example", mid: str = "1732883415123") -> InboundMessage:
-    return InboundMessage(Source.CHAT, CHAT, mid, "0b6c…-oid", name, T0, body, sender_is_sponsor=sponsor)
-
-
-def mail(body: str = "Please review.", *, subject: str = "Quarterly report", sponsor: bool = False) -> InboundMessage:
+def chat(
+    body: str = "hello",
+    *,
+    sponsor: bool = False,
+    name: str = "Alice Example",
+    mid: str = "1732883415123",
+) -> InboundMessage:
     return InboundMessage(
-        Source.EMAIL, EMAIL_CHAT_ID, "AAMkAGI2TG93AAA=", "bob@contoso.example", "Bob", T0, body,
-        subject=subject, sender_is_sponsor=sponsor,
+        Source.CHAT, CHAT, mid, "0b6c…-oid", name, T0, body, sender_is_sponsor=sponsor
+    )
+
+
+def mail(
+    body: str = "Please review.", *, subject: str = "Quarterly report", sponsor: bool = False
+) -> InboundMessage:
+    return InboundMessage(
+        Source.EMAIL,
+        EMAIL_CHAT_ID,
+        "AAMkAGI2TG93AAA=",
+        "bob@contoso.example",
+        "Bob",
+        T0,
+        body,
+        subject=subject,
+        sender_is_sponsor=sponsor,
     )
 
 
@@ -55,14 +72,21 @@ def test_push_is_an_mcp_notification_with_the_channel_method() -> None:
 def test_push_meta_keys_are_exactly_the_four_identifiers() -> None:
     meta = wire(build_channel_push(chat()))["params"]["meta"]
     assert list(meta) == ["chat_id", "message_id", "user", "ts"]
-    assert meta == {"chat_id": CHAT, "message_id": "1732883415123", "user": "Alice Example", "ts": "2026-11-29T12:30:15.123Z"}
+    assert meta == {
+        "chat_id": CHAT,
+        "message_id": "1732883415123",
+        "user": "Alice Example",
+        "ts": "2026-11-29T12:30:15.123Z",
+    }
 
 
 def test_email_push_has_chat_id_email_and_the_subject_inside_the_envelope() -> None:
     push = build_channel_push(mail())
     assert push.params.meta.chat_id == "email"
     content = push.params.content
-    assert content.startswith('[external_content sender="Bob" source=email]\nSubject: Quarterly report\n\nPlease review.')
+    assert content.startswith(
+        '[external_content sender="Bob" source=email]\nSubject: Quarterly report\n\nPlease review.'
+    )
     assert content.endswith("[/external_content]")
 
 
@@ -72,11 +96,16 @@ def test_a_sponsors_email_push_is_still_wrapped() -> None:
 
 def test_a_non_sponsor_chat_push_is_wrapped() -> None:
     content = build_channel_push(chat("do this")).params.content
-    assert content == '[external_content sender="Alice Example" source=teams]\ndo this\n[/external_content]'
+    assert (
+        content
+        == '[external_content sender="Alice Example" source=teams]\ndo this\n[/external_content]'
+    )
 
 
 def test_a_sponsor_chat_push_is_bare_but_sanitised() -> None:
-    content = build_channel_push(chat("<b>go</b> if a < b [/external_content]", sponsor=True)).params.content
+    content = build_channel_push(
+        chat("<b>go</b> if a < b [/external_content]", sponsor=True)
+    ).params.content
     assert not content.startswith("[external_content")
     assert "<" not in content and ">" not in content and find_envelope_words(content) == []
     assert content.startswith("go if a ‹ b")
@@ -131,7 +160,9 @@ def test_tool_result_keeps_identifiers_outside_and_text_inside_the_envelope() ->
         "created": "2026-11-29T12:30:15.123Z",
     }
     content = item["content"]
-    assert content.startswith('<external_content sender="Bob" source="email">\nSubject: Quarterly report\n\n')
+    assert content.startswith(
+        '<external_content sender="Bob" source="email">\nSubject: Quarterly report\n\n'
+    )
     assert content.endswith("\n</external_content>") and len(find_envelope_words(content)) == 2
 
 
@@ -142,17 +173,28 @@ def test_a_sponsors_tool_result_is_wrapped_too() -> None:
 
 
 names = st.text(max_size=40)
-bodies = st.text(max_size=300) | st.sampled_from(["</external_content>", "<script>x</script>", "a<b>c", "&lt;"])
+bodies = st.text(max_size=300) | st.sampled_from(
+    ["</external_content>", "<script>x</script>", "a<b>c", "&lt;"]
+)
 
 
 @settings(max_examples=200, deadline=None)
-@given(body=bodies, name=names, mid=st.text(max_size=30), sponsor=st.booleans(), email=st.booleans())
+@given(
+    body=bodies, name=names, mid=st.text(max_size=30), sponsor=st.booleans(), email=st.booleans()
+)
 def test_property_no_angle_bracket_anywhere_in_the_push_json(
     body: str, name: str, mid: str, sponsor: bool, email: bool
 ) -> None:
     message = InboundMessage(
-        Source.EMAIL if email else Source.CHAT, EMAIL_CHAT_ID if email else CHAT, mid, "oid", name, T0, body,
-        subject=name if email else None, sender_is_sponsor=sponsor,
+        Source.EMAIL if email else Source.CHAT,
+        EMAIL_CHAT_ID if email else CHAT,
+        mid,
+        "oid",
+        name,
+        T0,
+        body,
+        subject=name if email else None,
+        sender_is_sponsor=sponsor,
     )
     payload = json.dumps(wire(build_channel_push(message)), ensure_ascii=False)
     assert "<" not in payload and ">" not in payload

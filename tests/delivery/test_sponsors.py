@@ -8,7 +8,12 @@ from dataclasses import dataclass
 from service.delivery.sponsors import Sponsor, SponsorGate
 from service.graph.models import ChatMember
 
-ALICE = Sponsor("11111111-aaaa-0000-0000-000000000001", "alice@contoso.example", "alice@contoso.example", "Alice Sponsor")
+ALICE = Sponsor(
+    "11111111-aaaa-0000-0000-000000000001",
+    "alice@contoso.example",
+    "alice@contoso.example",
+    "Alice Sponsor",
+)
 ALICE_GUEST_OID = "99999999-bbbb-0000-0000-000000000009"
 MALLORY_OID = "66666666-cccc-0000-0000-000000000006"
 OUR_TENANT = "aaaaaaaa-0000-0000-0000-00000000000a"
@@ -51,14 +56,20 @@ def test_a_sponsor_account_learned_in_one_chat_does_not_count_in_another_chat() 
 
 
 def test_a_member_matching_the_sponsors_upn_is_learned() -> None:
-    sponsor = Sponsor("22222222-aaaa-0000-0000-000000000002", user_principal_name="dana@contoso.example", mail=None)
+    sponsor = Sponsor(
+        "22222222-aaaa-0000-0000-000000000002",
+        user_principal_name="dana@contoso.example",
+        mail=None,
+    )
     g = SponsorGate([sponsor], tenant_id=OUR_TENANT)
     g.refresh_chat("chat-a", [Member(ALICE_GUEST_OID, "DANA@contoso.example")])
     assert g.is_sponsor(ALICE_GUEST_OID, "chat-a")
 
 
 def test_a_guest_sponsors_ext_upn_matches_their_home_address() -> None:
-    sponsor = Sponsor("33333333-aaaa-0000-0000-000000000003", "erin_fabrikam.example#EXT#@contoso.onmicrosoft.com")
+    sponsor = Sponsor(
+        "33333333-aaaa-0000-0000-000000000003", "erin_fabrikam.example#EXT#@contoso.onmicrosoft.com"
+    )
     g = SponsorGate([sponsor], tenant_id=OUR_TENANT)
     g.refresh_chat("chat-a", [Member(ALICE_GUEST_OID, "erin@fabrikam.example")])
     assert g.is_sponsor(ALICE_GUEST_OID, "chat-a")
@@ -73,7 +84,10 @@ def test_a_look_alike_address_does_not_match() -> None:
     # "ａlice" (fullwidth) and the Kelvin sign "K" would equal the real address under Unicode folding
     sponsor = Sponsor("44444444-aaaa-0000-0000-000000000004", mail="kate@contoso.example")
     g = SponsorGate([sponsor], tenant_id=OUR_TENANT)
-    g.refresh_chat("chat-a", [Member(MALLORY_OID, "\u212aate@contoso.example"), Member("m2", "ａlice@contoso.example")])
+    g.refresh_chat(
+        "chat-a",
+        [Member(MALLORY_OID, "\u212aate@contoso.example"), Member("m2", "ａlice@contoso.example")],
+    )
     g.refresh_chat("chat-b", [Member("m3", "\u0430lice@contoso.example")])  # Cyrillic a
     assert not any(g.is_sponsor(oid) for oid in (MALLORY_OID, "m2", "m3"))
 
@@ -92,7 +106,9 @@ def test_a_forgotten_chat_teaches_nothing_any_more() -> None:
 
 def test_replacing_the_sponsors_recomputes_what_chats_taught() -> None:
     g = gate(("chat-b", [Member(ALICE_GUEST_OID, "alice@contoso.example")]))
-    g.replace_sponsors([Sponsor("55555555-aaaa-0000-0000-000000000005", mail="frank@contoso.example")])
+    g.replace_sponsors(
+        [Sponsor("55555555-aaaa-0000-0000-000000000005", mail="frank@contoso.example")]
+    )
     assert not g.is_sponsor(ALICE_GUEST_OID, "chat-b") and not g.is_sponsor(ALICE.object_id)
     g.replace_sponsors([ALICE])
     assert g.is_sponsor(ALICE_GUEST_OID, "chat-b")
@@ -105,8 +121,13 @@ def test_a_member_without_an_object_id_teaches_nothing() -> None:
 
 def test_graph_chat_members_feed_the_gate_directly() -> None:
     member = ChatMember.model_validate(
-        {"id": "membership-id", "userId": ALICE_GUEST_OID, "displayName": "Alice", "email": "alice@contoso.example",
-         "tenantId": OUR_TENANT}
+        {
+            "id": "membership-id",
+            "userId": ALICE_GUEST_OID,
+            "displayName": "Alice",
+            "email": "alice@contoso.example",
+            "tenantId": OUR_TENANT,
+        }
     )
     g = SponsorGate([ALICE], tenant_id=OUR_TENANT)
     g.refresh_chat("chat-b", [member])
@@ -131,12 +152,16 @@ def test_without_the_agents_tenant_no_member_matches_by_address() -> None:
 
 
 def test_tenant_ids_compare_ignoring_case() -> None:
-    g = gate(("chat-b", [Member(ALICE_GUEST_OID, "alice@contoso.example", tenant_id=OUR_TENANT.upper())]))
+    g = gate(
+        ("chat-b", [Member(ALICE_GUEST_OID, "alice@contoso.example", tenant_id=OUR_TENANT.upper())])
+    )
     assert g.is_sponsor(ALICE_GUEST_OID, "chat-b")
 
 
 def test_a_sponsor_id_counts_whatever_tenant_its_membership_shows() -> None:
-    g = gate(("chat-b", [Member(ALICE.object_id, "someone@fabrikam.example", tenant_id=OTHER_TENANT)]))
+    g = gate(
+        ("chat-b", [Member(ALICE.object_id, "someone@fabrikam.example", tenant_id=OTHER_TENANT)])
+    )
     assert g.is_sponsor(ALICE.object_id, "chat-b")
 
 

@@ -31,7 +31,9 @@ from service.delivery.xpia import (
     wrap_for_channel,
 )
 
-CORPUS: list[dict[str, str]] = json.loads((Path(__file__).parent / "xpia_corpus.json").read_text("utf-8"))
+CORPUS: list[dict[str, str]] = json.loads(
+    (Path(__file__).parent / "xpia_corpus.json").read_text("utf-8")
+)
 CORPUS_TEXTS = [entry["text"] for entry in CORPUS]
 by_name = pytest.mark.parametrize("attack", CORPUS_TEXTS, ids=[entry["name"] for entry in CORPUS])
 
@@ -41,17 +43,50 @@ PUSH_OPEN = '[external_content sender="'
 PUSH_CLOSE = "\n[/external_content]"
 
 # The look-alikes the corpus uses, mapped by hand: the naive reader must not share the module's table.
-_NAIVE_LOOKALIKES = str.maketrans({
-    "е": "e", "х": "x", "а": "a", "с": "c", "о": "o", "α": "a", "ο": "o", "Ꭼ": "e", "Ꮯ": "c",
-    "1": "l", "0": "o", "|": "l", "I": "l", "ᴇ": "e", "ᴛ": "t", "ʀ": "r", "ɴ": "n", "ᴀ": "a",
-    "ʟ": "l", "ᴄ": "c", "ᴏ": "o",
-    # letters with strokes, bars, hooks and curls
-    "ø": "o", "ł": "l", "ƚ": "l", "ŧ": "t", "ɇ": "e", "ɍ": "r", "ȼ": "c", "ⱥ": "a", "ᶒ": "e", "ƫ": "t",
-    "ƈ": "c", "ȶ": "t",
-    # negative circled, negative squared and regional indicator letters (NFKD leaves them alone)
-    **{chr(first + i): letter for first in (0x1F150, 0x1F170, 0x1F1E6)
-       for i, letter in enumerate("abcdefghijklmnopqrstuvwxyz")},
-})
+_NAIVE_LOOKALIKES = str.maketrans(
+    {
+        "е": "e",
+        "х": "x",
+        "а": "a",
+        "с": "c",
+        "о": "o",
+        "α": "a",
+        "ο": "o",
+        "Ꭼ": "e",
+        "Ꮯ": "c",
+        "1": "l",
+        "0": "o",
+        "|": "l",
+        "I": "l",
+        "ᴇ": "e",
+        "ᴛ": "t",
+        "ʀ": "r",
+        "ɴ": "n",
+        "ᴀ": "a",
+        "ʟ": "l",
+        "ᴄ": "c",
+        "ᴏ": "o",
+        # letters with strokes, bars, hooks and curls
+        "ø": "o",
+        "ł": "l",
+        "ƚ": "l",
+        "ŧ": "t",
+        "ɇ": "e",
+        "ɍ": "r",
+        "ȼ": "c",
+        "ⱥ": "a",
+        "ᶒ": "e",
+        "ƫ": "t",
+        "ƈ": "c",
+        "ȶ": "t",
+        # negative circled, negative squared and regional indicator letters (NFKD leaves them alone)
+        **{
+            chr(first + i): letter
+            for first in (0x1F150, 0x1F170, 0x1F1E6)
+            for i, letter in enumerate("abcdefghijklmnopqrstuvwxyz")
+        },
+    }
+)
 
 
 def naive_marker_count(text: str) -> int:
@@ -92,7 +127,9 @@ def push(body: str, sender: str = "Mallory", max_chars: int = 8_000) -> str:
 
 @by_name
 def test_corpus_body_cannot_close_or_open_a_tool_result_envelope(attack: str) -> None:
-    assert_one_envelope(tool_result(f"before {attack} after"), opening=TOOL_OPEN, closing=TOOL_CLOSE)
+    assert_one_envelope(
+        tool_result(f"before {attack} after"), opening=TOOL_OPEN, closing=TOOL_CLOSE
+    )
 
 
 @by_name
@@ -209,7 +246,7 @@ def test_a_sender_name_cannot_hide_the_fixed_words_behind_a_decoded_tag() -> Non
 
 def test_sender_names_are_made_inert_rather_than_entity_escaped() -> None:
     assert tool_result("hi", sender='R&D "Team" <lead> 100%').startswith(
-        "<external_content sender=\"R＆D 'Team' ‹lead› 100％\" source=\"teams\">"
+        '<external_content sender="R＆D \'Team\' ‹lead› 100％" source="teams">'
     )
 
 
@@ -227,13 +264,59 @@ def test_email_source_is_named_in_the_envelope() -> None:
 # --- properties over random text mixed with attack fragments ---
 
 FRAGMENTS = [
-    "external", "_", "content", "exter", "nal", "con", "tent", "e", "x", "t", "<", ">", "/", "</", "[",
-    "]", "[/", "&", "#", "&#101;", "&#x78;", "&lt;", "&amp;", ";", "%65", "\u200b", "\u0435", "\u0301",
-    "<b>", "</b>", "<!--", "-->", "ｅ", "1", "I", "\n", " ", '"', "\u202e", "&#1010;", "&#116", "0;",
-    "conten", "externa", "%3C", "&gt;", "EXTERNA1", "C0NTENT", "\u200d",
+    "external",
+    "_",
+    "content",
+    "exter",
+    "nal",
+    "con",
+    "tent",
+    "e",
+    "x",
+    "t",
+    "<",
+    ">",
+    "/",
+    "</",
+    "[",
+    "]",
+    "[/",
+    "&",
+    "#",
+    "&#101;",
+    "&#x78;",
+    "&lt;",
+    "&amp;",
+    ";",
+    "%65",
+    "\u200b",
+    "\u0435",
+    "\u0301",
+    "<b>",
+    "</b>",
+    "<!--",
+    "-->",
+    "ｅ",
+    "1",
+    "I",
+    "\n",
+    " ",
+    '"',
+    "\u202e",
+    "&#1010;",
+    "&#116",
+    "0;",
+    "conten",
+    "externa",
+    "%3C",
+    "&gt;",
+    "EXTERNA1",
+    "C0NTENT",
+    "\u200d",
 ]
 attacker_text = st.lists(
-    st.one_of(st.text(max_size=12), st.sampled_from(FRAGMENTS), st.sampled_from(CORPUS_TEXTS)), max_size=24
+    st.one_of(st.text(max_size=12), st.sampled_from(FRAGMENTS), st.sampled_from(CORPUS_TEXTS)),
+    max_size=24,
 ).map("".join)
 fuzz = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -245,7 +328,12 @@ def test_property_tool_result_has_exactly_one_envelope(body: str, sender: str) -
 
 
 @fuzz
-@given(body=attacker_text, sender=attacker_text, repeat=st.integers(1, 80), max_chars=st.sampled_from([1_024, 1_500]))
+@given(
+    body=attacker_text,
+    sender=attacker_text,
+    repeat=st.integers(1, 80),
+    max_chars=st.sampled_from([1_024, 1_500]),
+)
 def test_property_push_has_one_envelope_no_angle_bracket_and_bounded_length(
     body: str, sender: str, repeat: int, max_chars: int
 ) -> None:
@@ -272,6 +360,10 @@ def test_property_neutralise_leaves_nothing_to_find_and_is_idempotent(text: str)
 
 
 @settings(max_examples=200, deadline=None)
-@given(body=st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E, exclude_characters="xX%&")))
+@given(
+    body=st.text(
+        alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E, exclude_characters="xX%&")
+    )
+)
 def test_property_text_without_the_word_is_kept_verbatim(body: str) -> None:
     assert tool_result(body) == f'{TOOL_OPEN}Mallory" source="teams">\n{body}{TOOL_CLOSE}'

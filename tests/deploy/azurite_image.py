@@ -34,8 +34,18 @@ SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 def host_npm_access() -> IndexAccess:
     """The registry and CA bundle npm uses on this host (`npm config get`), for npm inside the build."""
-    ca = next((Path(p) for p in (_npm_config("cafile"), os.environ.get("NODE_EXTRA_CA_CERTS"), SYSTEM_CA_BUNDLE)
-               if p and Path(p).is_file()), None)
+    ca = next(
+        (
+            Path(p)
+            for p in (
+                _npm_config("cafile"),
+                os.environ.get("NODE_EXTRA_CA_CERTS"),
+                SYSTEM_CA_BUNDLE,
+            )
+            if p and Path(p).is_file()
+        ),
+        None,
+    )
     args: dict[str, str] = {}
     registry = _npm_config("registry")
     if registry:
@@ -57,10 +67,16 @@ def build_node_base(client: docker.DockerClient, base: str, pip: IndexAccess, wo
 def build_azurite_image(client: docker.DockerClient) -> str:
     with tempfile.TemporaryDirectory(prefix="entrabot-azurite-image-") as tmp:
         workdir = Path(tmp)
-        node_base = build_node_base(client, ensure_base_image(client, workdir), host_pip_access(), workdir)
+        node_base = build_node_base(
+            client, ensure_base_image(client, workdir), host_pip_access(), workdir
+        )
         npm = host_npm_access()
-        context = build_context(workdir / "azurite", source=AZURITE_DIR, extra={NPM_CA_NAME: npm.ca_bundle})
-        return build_image(client, context, AZURITE_IMAGE, {"BASE_IMAGE": node_base, **npm.build_args})
+        context = build_context(
+            workdir / "azurite", source=AZURITE_DIR, extra={NPM_CA_NAME: npm.ca_bundle}
+        )
+        return build_image(
+            client, context, AZURITE_IMAGE, {"BASE_IMAGE": node_base, **npm.build_args}
+        )
 
 
 def _npm_config(key: str) -> str:

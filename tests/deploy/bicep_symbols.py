@@ -17,8 +17,13 @@ from lark import Lark, Token, Tree
 
 # Element kinds that declare a name, by the grammar's rule names.
 DECLARING_ELEMENTS = {
-    "param": "param", "var": "var", "output": "output", "resource": "resource", "module": "module",
-    "custom_type": "type", "custom_func": "func",
+    "param": "param",
+    "var": "var",
+    "output": "output",
+    "resource": "resource",
+    "module": "module",
+    "custom_type": "type",
+    "custom_func": "func",
 }
 
 
@@ -36,17 +41,24 @@ class BicepSymbols:
     declared: dict[str, str] = field(default_factory=dict)  # referable name -> kind
     outputs: set[str] = field(default_factory=set)  # outputs have a namespace of their own
     params_with_default: set[str] = field(default_factory=set)
-    references: list[tuple[str, int]] = field(default_factory=list)  # (identifier, line), scoped locals excluded
+    references: list[tuple[str, int]] = field(
+        default_factory=list
+    )  # (identifier, line), scoped locals excluded
     module_uses: list[ModuleUse] = field(default_factory=list)
-    module_output_refs: list[tuple[str, str, int]] = field(default_factory=list)  # (module symbol, output, line)
+    module_output_refs: list[tuple[str, str, int]] = field(
+        default_factory=list
+    )  # (module symbol, output, line)
 
     @property
     def params(self) -> set[str]:
         return {name for name, kind in self.declared.items() if kind == "param"}
 
     def undefined(self) -> list[str]:
-        return [f"{self.path.name}:{line}: {name!r} is not declared" for name, line in self.references
-                if name not in self.declared]
+        return [
+            f"{self.path.name}:{line}: {name!r} is not declared"
+            for name, line in self.references
+            if name not in self.declared
+        ]
 
 
 @functools.cache
@@ -79,7 +91,11 @@ def load_symbols(path: Path) -> BicepSymbols:
 def _visit_element(element: Tree, symbols: BicepSymbols) -> None:
     kind = str(element.data)
     for child in element.children:
-        if not isinstance(child, Tree) or child.data in ("data_type", "type_api_pair", "module_path"):
+        if not isinstance(child, Tree) or child.data in (
+            "data_type",
+            "type_api_pair",
+            "module_path",
+        ):
             continue
         _walk(child, symbols, frozenset())
     if kind == "module":
@@ -88,9 +104,15 @@ def _visit_element(element: Tree, symbols: BicepSymbols) -> None:
         body = element.children[-1]
         while isinstance(body, Tree) and body.data in ("deploy_condition", "loop"):
             body = body.children[-1]  # the module's object, after `if (...)` or `for ... :`
-        passed = frozenset(_object_keys(_object_value(body, "params"))) if isinstance(body, Tree) else frozenset()
+        passed = (
+            frozenset(_object_keys(_object_value(body, "params")))
+            if isinstance(body, Tree)
+            else frozenset()
+        )
         symbols.module_uses.append(
-            ModuleUse(name, (symbols.path.parent / module_path).resolve(), passed, element.meta.line)
+            ModuleUse(
+                name, (symbols.path.parent / module_path).resolve(), passed, element.meta.line
+            )
         )
 
 
@@ -192,7 +214,9 @@ def _note_module_output(target: Tree | Token, path: Tree | Token, symbols: Bicep
         return
     parts = _path_names(path)
     if len(parts) >= 2 and parts[0] == "outputs":
-        symbols.module_output_refs.append((name, parts[1], path.meta.line if isinstance(path, Tree) else 0))
+        symbols.module_output_refs.append(
+            (name, parts[1], path.meta.line if isinstance(path, Tree) else 0)
+        )
 
 
 def _path_names(path: Tree | Token) -> list[str]:
@@ -216,7 +240,9 @@ def _identifier(node: Tree | Token) -> str | None:
     return None
 
 
-def _walk_expression_text(expression: str, symbols: BicepSymbols, scope: frozenset[str], line: int) -> None:
+def _walk_expression_text(
+    expression: str, symbols: BicepSymbols, scope: frozenset[str], line: int
+) -> None:
     tree = _parser().parse(f"var interpolation = {expression}\n")
     var = tree.children[0]
     assert isinstance(var, Tree)  # the snippet's one statement, the var declaration
@@ -258,8 +284,11 @@ def _object_value(obj: Tree, key: str) -> Tree | None:
 def _object_keys(obj: Tree | None) -> list[str]:
     if obj is None:
         return []
-    return [_unquote(str(pair.children[0].children[0])) for pair in obj.children
-            if isinstance(pair, Tree) and pair.data == "pair"]
+    return [
+        _unquote(str(pair.children[0].children[0]))
+        for pair in obj.children
+        if isinstance(pair, Tree) and pair.data == "pair"
+    ]
 
 
 def _first_token(element: Tree) -> str:
@@ -271,7 +300,9 @@ def _child(element: Tree, name: str) -> Tree:
 
 
 def _data_type(element: Tree) -> Tree | None:
-    return next((c for c in element.children if isinstance(c, Tree) and c.data == "data_type"), None)
+    return next(
+        (c for c in element.children if isinstance(c, Tree) and c.data == "data_type"), None
+    )
 
 
 def _unquote(text: str) -> str:

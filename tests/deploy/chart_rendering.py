@@ -20,21 +20,32 @@ TENANT_ID = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 
 # Authentication on /mcp: the pods listen on all interfaces, where the service refuses to start without it.
 # An Entra audience needs its tenant and the app role a client must hold (service/mcp/auth.py check_auth_config).
-MCP_AUTH = {"config": {"mcpJwtAudience": "api://entrabot-fleet", "tenantId": TENANT_ID,
-                       "mcpJwtRequiredRoles": "Entrabot.Host"}}
+MCP_AUTH = {
+    "config": {
+        "mcpJwtAudience": "api://entrabot-fleet",
+        "tenantId": TENANT_ID,
+        "mcpJwtRequiredRoles": "Entrabot.Host",
+    }
+}
 
 # The minimum a multi-replica install needs: the shared Blob ledger and authenticated /mcp.
-REQUIRED = {"config": {"blobEndpoint": "https://entrabotfleet.blob.core.windows.net", **MCP_AUTH["config"]}}
+REQUIRED = {
+    "config": {"blobEndpoint": "https://entrabotfleet.blob.core.windows.net", **MCP_AUTH["config"]}
+}
 
 # Delegated mode (tenants without Entra Agent ID): a signed-in person's tokens, sealed in the container.
-DELEGATED = {"config": {"authMode": "delegated", "delegatedClientId": "d31e9a7e-0000-4d31-8000-0000000d31e9"},
-             "secrets": {"delegatedTokenKey": "q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq80="}}
+DELEGATED = {
+    "config": {
+        "authMode": "delegated",
+        "delegatedClientId": "d31e9a7e-0000-4d31-8000-0000000d31e9",
+    },
+    "secrets": {"delegatedTokenKey": "q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq80="},
+}
 
 # Every optional feature on (workload identity for Blob and the blueprint, autoscaling, a
 # ServiceMonitor, extra egress, a created Secret, every optional setting).
 ALL_FEATURES: dict[str, Any] = {
-    "image": {"repository": "myacr.azurecr.io/entrabot-fleet",
-              "digest": "sha256:" + "ab" * 32},
+    "image": {"repository": "myacr.azurecr.io/entrabot-fleet", "digest": "sha256:" + "ab" * 32},
     "imagePullSecrets": [{"name": "acr"}],
     "workloadIdentity": {"enabled": True, "clientId": CLIENT_ID, "tenantId": TENANT_ID},
     "serviceAccount": {"annotations": {"example.com/owner": "agents"}},
@@ -56,20 +67,37 @@ ALL_FEATURES: dict[str, Any] = {
         "logLevel": "DEBUG",
         "extraEnv": {"ENTRABOT_CHAT_POLL_INTERVAL_S": 5},
     },
-    "blueprint": {"clientId": "b1de9a14-0000-4f6f-8000-000000b1de9a", "credential": "workloadIdentity"},
+    "blueprint": {
+        "clientId": "b1de9a14-0000-4f6f-8000-000000b1de9a",
+        "credential": "workloadIdentity",
+    },
     "secrets": {"mcpStaticTokens": "token-one,token-two"},
     "autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 8},
-    "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}}},
+    "metrics": {
+        "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}}
+    },
     "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
-    "networkPolicy": {"extraEgress": [
-        {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
-         "ports": [{"port": 4318, "protocol": "TCP"}]},
-    ]},
+    "networkPolicy": {
+        "extraEgress": [
+            {
+                "to": [
+                    {
+                        "namespaceSelector": {
+                            "matchLabels": {"kubernetes.io/metadata.name": "monitoring"}
+                        }
+                    }
+                ],
+                "ports": [{"port": 4318, "protocol": "TCP"}],
+            },
+        ]
+    },
     "podAnnotations": {"example.com/team": "agents"},
     "podLabels": {"example.com/tier": "backend"},
     "priorityClassName": "high",
     "nodeSelector": {"kubernetes.io/os": "linux"},
-    "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "agents", "effect": "NoSchedule"}],
+    "tolerations": [
+        {"key": "dedicated", "operator": "Equal", "value": "agents", "effect": "NoSchedule"}
+    ],
 }
 
 
@@ -84,12 +112,16 @@ class Rendered:
         return found[0]
 
     def all(self, kind: str, api_version: str | None = None) -> list[dict[str, Any]]:
-        return [o for o in self.objects if o["kind"] == kind and api_version in (None, o["apiVersion"])]
+        return [
+            o for o in self.objects if o["kind"] == kind and api_version in (None, o["apiVersion"])
+        ]
 
     def env(self) -> dict[str, str]:
         """The environment of the service container: ConfigMap data, created-Secret keys, explicit env."""
         container = self.one("Deployment")["spec"]["template"]["spec"]["containers"][0]
-        names: dict[str, str] = {e["name"]: e.get("value", "<from field>") for e in container.get("env", [])}
+        names: dict[str, str] = {
+            e["name"]: e.get("value", "<from field>") for e in container.get("env", [])
+        }
         for source in container.get("envFrom", []):
             if "configMapRef" in source:
                 names.update(self.data("ConfigMap", source["configMapRef"]["name"]))
@@ -110,8 +142,13 @@ def chart() -> helm_python.Chart:
 
 def render(values: dict[str, Any]) -> Rendered:
     manifests = chart().render(values, name=RELEASE, namespace=NAMESPACE)
-    objects = [doc for path, text in sorted(manifests.items()) if path.endswith(".yaml")
-               for doc in yaml.safe_load_all(text) if doc]
+    objects = [
+        doc
+        for path, text in sorted(manifests.items())
+        if path.endswith(".yaml")
+        for doc in yaml.safe_load_all(text)
+        if doc
+    ]
     notes = next((text for path, text in manifests.items() if path.endswith("NOTES.txt")), "")
     return Rendered(objects, notes)
 
@@ -126,4 +163,3 @@ def merge(*layers: dict[str, Any]) -> dict[str, Any]:
             else:
                 result[key] = value
     return result
-

@@ -38,11 +38,16 @@ def compose_command() -> list[str]:
     if standalone is not None:
         return [standalone]
     cli = shutil.which("docker")
-    if cli is not None and subprocess.run([cli, "compose", "version"], capture_output=True,
-                                          timeout=60).returncode == 0:
+    if (
+        cli is not None
+        and subprocess.run([cli, "compose", "version"], capture_output=True, timeout=60).returncode
+        == 0
+    ):
         return [cli, "compose"]
-    raise ComposeUnavailable("neither Debian's docker-compose nor the docker compose plugin is installed: "
-                             "run deploy/docker/ci-setup.sh")
+    raise ComposeUnavailable(
+        "neither Debian's docker-compose nor the docker compose plugin is installed: "
+        "run deploy/docker/ci-setup.sh"
+    )
 
 
 @dataclass
@@ -61,8 +66,11 @@ class ComposeProject:
         self._command = compose_command()
         self.ports = {variable: free_port() for variable in self.port_variables}
         self._override = self.workdir / "docker-compose.images.yml"
-        self._override.write_text(yaml.safe_dump(
-            {"services": {service: {"image": image} for service, image in self.images.items()}}))
+        self._override.write_text(
+            yaml.safe_dump(
+                {"services": {service: {"image": image} for service, image in self.images.items()}}
+            )
+        )
 
     def up(self, services: Sequence[str]) -> None:
         """Create and start ``services`` (Compose waits for each dependency's condition on the way)."""
@@ -75,21 +83,42 @@ class ComposeProject:
         self.run("down", "--volumes", "--remove-orphans", "--timeout", str(STOP_GRACE_S))
 
     def run(self, *arguments: str) -> str:
-        env = {**os.environ, "DOCKER_HOST": self.docker_host, **{k: str(v) for k, v in self.ports.items()}}
+        env = {
+            **os.environ,
+            "DOCKER_HOST": self.docker_host,
+            **{k: str(v) for k, v in self.ports.items()},
+        }
         result = subprocess.run(
-            [*self._command, "--project-name", self.name, "--file", str(COMPOSE_FILE),
-             "--file", str(self._override), *arguments],
-            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
+            [
+                *self._command,
+                "--project-name",
+                self.name,
+                "--file",
+                str(COMPOSE_FILE),
+                "--file",
+                str(self._override),
+                *arguments,
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S,
         )
         if result.returncode != 0:
-            raise RuntimeError(f"`compose {' '.join(arguments)}` failed ({result.returncode}):\n"
-                               f"{result.stderr[-3000:]}\n{self.logs()}")
+            raise RuntimeError(
+                f"`compose {' '.join(arguments)}` failed ({result.returncode}):\n"
+                f"{result.stderr[-3000:]}\n{self.logs()}"
+            )
         return result.stdout
 
     def containers(self, service: str | None = None) -> list[docker.models.containers.Container]:
-        labels = [f"{PROJECT_LABEL}={self.name}"] + ([f"{SERVICE_LABEL}={service}"] if service else [])
+        labels = [f"{PROJECT_LABEL}={self.name}"] + (
+            [f"{SERVICE_LABEL}={service}"] if service else []
+        )
         found: list[docker.models.containers.Container] = self.client.containers.list(
-            all=True, filters={"label": labels})
+            all=True, filters={"label": labels}
+        )
         return found
 
     def leftovers(self) -> dict[str, list[str]]:

@@ -43,8 +43,12 @@ def assert_is_cli_command(parser: argparse.ArgumentParser, argv: list[str]) -> N
     try:
         args = parser.parse_args(argv)
     except SystemExit:
-        pytest.fail(f"`entrabot-fleet {' '.join(argv)}` is not a valid command line of service/cli.py")
-    assert getattr(args, "command", None) == argv[0], f"{argv[0]!r} is not an entrabot-fleet subcommand"
+        pytest.fail(
+            f"`entrabot-fleet {' '.join(argv)}` is not a valid command line of service/cli.py"
+        )
+    assert getattr(args, "command", None) == argv[0], (
+        f"{argv[0]!r} is not an entrabot-fleet subcommand"
+    )
 
 
 def load_compose_file() -> dict[str, Any]:
@@ -54,6 +58,8 @@ def load_compose_file() -> dict[str, Any]:
     text = _DEFAULTED_VARIABLE.sub(lambda match: match.group(1), COMPOSE_FILE.read_text())
     if "$" in text:
         line = next(line for line in text.splitlines() if "$" in line)
-        raise ValueError(f"docker-compose.yml uses interpolation other than ${{NAME:-default}}: {line.strip()}")
+        raise ValueError(
+            f"docker-compose.yml uses interpolation other than ${{NAME:-default}}: {line.strip()}"
+        )
     parsed: dict[str, Any] = yaml.safe_load(text)
     return parsed

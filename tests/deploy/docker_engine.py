@@ -52,7 +52,9 @@ def start_engine() -> Engine:
         raise EngineUnavailable("dockerd needs root, and these tests do not run as root")
     dockerd = shutil.which("dockerd")
     if dockerd is None:
-        raise EngineUnavailable("dockerd is not installed: run deploy/docker/ci-setup.sh (Debian's docker.io)")
+        raise EngineUnavailable(
+            "dockerd is not installed: run deploy/docker/ci-setup.sh (Debian's docker.io)"
+        )
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     DATA_ROOT.mkdir(parents=True, exist_ok=True)
     log_path = RUN_DIR / "dockerd.log"
@@ -61,11 +63,23 @@ def start_engine() -> Engine:
         # this machine allows (and needs no NAT rules).
         proc = subprocess.Popen(
             [
-                dockerd, "--host", f"unix://{SOCKET}", "--data-root", str(DATA_ROOT),
-                "--exec-root", str(RUN_DIR / "exec"), "--pidfile", str(RUN_DIR / "dockerd.pid"),
-                "--storage-driver=overlay2", "--iptables=false", "--ip6tables=false", "--bridge=none",
+                dockerd,
+                "--host",
+                f"unix://{SOCKET}",
+                "--data-root",
+                str(DATA_ROOT),
+                "--exec-root",
+                str(RUN_DIR / "exec"),
+                "--pidfile",
+                str(RUN_DIR / "dockerd.pid"),
+                "--storage-driver=overlay2",
+                "--iptables=false",
+                "--ip6tables=false",
+                "--bridge=none",
             ],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -76,7 +90,9 @@ def start_engine() -> Engine:
             return Engine(client, started_here=True, _stop=lambda: _terminate(proc))
         time.sleep(0.5)
     _terminate(proc)
-    raise EngineUnavailable(f"dockerd did not answer within {START_TIMEOUT_S:.0f} s: {_tail(log_path)}")
+    raise EngineUnavailable(
+        f"dockerd did not answer within {START_TIMEOUT_S:.0f} s: {_tail(log_path)}"
+    )
 
 
 def _ping() -> docker.DockerClient | None:

@@ -49,10 +49,16 @@ def literal_values(module: ModuleType, label: str) -> frozenset[str]:
             found.add(node.value)
 
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == label for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == label for t in node.targets
+        ):
             literal(node.value)
         elif isinstance(node, ast.Call):
-            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            name = (
+                node.func.attr
+                if isinstance(node.func, ast.Attribute)
+                else getattr(node.func, "id", "")
+            )
             if name in positions and len(node.args) > positions[name]:
                 literal(node.args[positions[name]])
             for keyword in node.keywords:
@@ -65,24 +71,39 @@ def _bucket_names(module: ModuleType) -> frozenset[str]:
     """The keys of the dict literal ``buckets = {...}`` a module fills (the pending deliveries' ages)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(inspect.getsource(module))):
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "buckets" for t in node.targets) \
-                and isinstance(node.value, ast.Dict):
-            found |= {k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "buckets" for t in node.targets)
+            and isinstance(node.value, ast.Dict)
+        ):
+            found |= {
+                k.value
+                for k in node.value.keys
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            }
     return frozenset(found)
 
 
 def emitted_label_values() -> dict[tuple[str, str], frozenset[str]]:
     """(metric family, label) -> every value the service sets it to."""
     return {
-        ("entrabot_claims", "ledger"): frozenset({chat_claims.LEDGER, email_claims.LEDGER, summary_production.LEDGER}),
+        ("entrabot_claims", "ledger"): frozenset(
+            {chat_claims.LEDGER, email_claims.LEDGER, summary_production.LEDGER}
+        ),
         ("entrabot_claims", "outcome"): enum_values(
-            chat_claims.ChatClaimOutcome, email_claims.EmailCycleOutcome, summary_production.SummaryOutcome),
-        ("entrabot_deliveries", "outcome"): enum_values(hub.DispatchOutcome) | literal_values(hub, "outcome")
+            chat_claims.ChatClaimOutcome,
+            email_claims.EmailCycleOutcome,
+            summary_production.SummaryOutcome,
+        ),
+        ("entrabot_deliveries", "outcome"): enum_values(hub.DispatchOutcome)
+        | literal_values(hub, "outcome")
         | literal_values(host_keeper, "outcome"),
-        ("entrabot_pending_deliveries", "age"): literal_values(host_keeper, "age") | _bucket_names(host_keeper),
+        ("entrabot_pending_deliveries", "age"): literal_values(host_keeper, "age")
+        | _bucket_names(host_keeper),
         # blob._OUTCOMES maps storage errors to their labels; outcome_label falls back to "error".
         ("entrabot_blob_operations", "outcome"): frozenset(label for _, label in blob._OUTCOMES)
-        | literal_values(blob, "outcome") | {blob.outcome_label(Exception())},
+        | literal_values(blob, "outcome")
+        | {blob.outcome_label(Exception())},
     }
 
 
@@ -98,8 +119,11 @@ LABEL_SOURCES = {
 def modules_setting(metric_attribute: str) -> set[str]:
     """The service modules that call ``<metrics>.<metric_attribute>.labels(...)``."""
     pattern = re.compile(rf"\.{metric_attribute}\.labels\(")
-    return {str(path.relative_to(REPO_ROOT)) for path in (REPO_ROOT / "service").rglob("*.py")
-            if pattern.search(path.read_text())}
+    return {
+        str(path.relative_to(REPO_ROOT))
+        for path in (REPO_ROOT / "service").rglob("*.py")
+        if pattern.search(path.read_text())
+    }
 
 
 def module_path(module: ModuleType) -> str:

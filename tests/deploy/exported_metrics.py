@@ -5,9 +5,15 @@ from __future__ import annotations
 from service.telemetry.metrics import Metrics
 
 # Labels Prometheus adds to every scraped series (compose relabels `pod`; Kubernetes adds it).
-TARGET_LABELS = frozenset({"job", "instance", "pod", "namespace", "service", "container", "endpoint"})
-SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count", "_created"),
-            "gauge": ("",), "summary": ("", "_sum", "_count", "_created")}
+TARGET_LABELS = frozenset(
+    {"job", "instance", "pod", "namespace", "service", "container", "endpoint"}
+)
+SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "histogram": ("_bucket", "_sum", "_count", "_created"),
+    "gauge": ("",),
+    "summary": ("", "_sum", "_count", "_created"),
+}
 
 
 def exported_series() -> dict[str, set[str]]:
@@ -16,7 +22,9 @@ def exported_series() -> dict[str, set[str]]:
     metrics = Metrics()
     # prometheus-client publishes no accessor for a metric's label names; `_labelnames` is the
     # attribute it has kept since 0.4. Families are read from the public collect().
-    labels_by_family = {m._name: set(m._labelnames) for m in vars(metrics).values() if hasattr(m, "_labelnames")}
+    labels_by_family = {
+        m._name: set(m._labelnames) for m in vars(metrics).values() if hasattr(m, "_labelnames")
+    }
     for family in metrics.registry.collect():
         labels = labels_by_family.get(family.name, set())
         for suffix in SUFFIXES.get(family.type, ("",)):

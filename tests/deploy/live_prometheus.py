@@ -23,17 +23,25 @@ from service.devstack.processes import terminate, wait_until_answering
 from tests.deploy.deploy_facts import PROMETHEUS_ALERTS, PROMETHEUS_CONFIG
 
 READY_TIMEOUT_S = 30.0
-INTERVAL = "1s"  # scrape and rule evaluation: the compose file's 15 s would make a test wait minutes
+INTERVAL = (
+    "1s"  # scrape and rule evaluation: the compose file's 15 s would make a test wait minutes
+)
 
 
 def config_for(pods: Mapping[str, str]) -> dict[str, Any]:
     """deploy/prometheus/prometheus.yml for targets ``pod name -> host:port``."""
     config: dict[str, Any] = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
-    config["global"] = {**config["global"], "scrape_interval": INTERVAL, "evaluation_interval": INTERVAL}
+    config["global"] = {
+        **config["global"],
+        "scrape_interval": INTERVAL,
+        "evaluation_interval": INTERVAL,
+    }
     config["rule_files"] = [str(PROMETHEUS_ALERTS)]
     [job] = config["scrape_configs"]
     job.pop("relabel_configs")
-    job["static_configs"] = [{"targets": [target], "labels": {"pod": pod}} for pod, target in pods.items()]
+    job["static_configs"] = [
+        {"targets": [target], "labels": {"pod": pod}} for pod, target in pods.items()
+    ]
     return config
 
 
@@ -61,11 +69,23 @@ class LivePrometheus:
         config.write_text(yaml.safe_dump(config_for(self.pods)))
         with open(self.workdir / "prometheus.log", "ab") as log:
             self._proc = subprocess.Popen(
-                ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={self.workdir / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_until_answering(f"{self.base_url}/-/ready", self._proc, what="prometheus", timeout=READY_TIMEOUT_S,
-                             log_tail=self.log_tail)
+                [
+                    "prometheus",
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={self.workdir / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        wait_until_answering(
+            f"{self.base_url}/-/ready",
+            self._proc,
+            what="prometheus",
+            timeout=READY_TIMEOUT_S,
+            log_tail=self.log_tail,
+        )
 
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
@@ -73,7 +93,11 @@ class LivePrometheus:
 
     def log_tail(self, lines: int = 20) -> str:
         path = self.workdir / "prometheus.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else "(no log)"
+        return (
+            "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+            if path.exists()
+            else "(no log)"
+        )
 
     async def query(self, http: httpx.AsyncClient, promql: str) -> list[dict[str, Any]]:
         """The instant vector ``promql`` evaluates to now (its series, each ``metric`` and ``value``)."""
@@ -86,7 +110,10 @@ class LivePrometheus:
     async def alerts(self, http: httpx.AsyncClient) -> list[Alert]:
         response = await http.get(f"{self.base_url}/api/v1/alerts")
         response.raise_for_status()
-        return [Alert(a["labels"]["alertname"], a["state"], a["labels"]) for a in response.json()["data"]["alerts"]]
+        return [
+            Alert(a["labels"]["alertname"], a["state"], a["labels"])
+            for a in response.json()["data"]["alerts"]
+        ]
 
     async def rules_loaded(self, http: httpx.AsyncClient) -> set[str]:
         response = await http.get(f"{self.base_url}/api/v1/rules")

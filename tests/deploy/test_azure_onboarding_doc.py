@@ -19,7 +19,7 @@ AZURE_DOC = REPO_ROOT / "docs" / "azure.md"
 def permissions_section() -> str:
     text = AZURE_DOC.read_text()
     start = text.index("## 2. Graph permissions")
-    return text[start:text.index("\n## 3.", start)]
+    return text[start : text.index("\n## 3.", start)]
 
 
 def client_routes() -> set[str]:
@@ -50,11 +50,19 @@ def test_the_route_extraction_sees_the_clients_calls() -> None:
 
 @pytest.mark.parametrize("route", sorted(client_routes()))
 def test_every_graph_route_the_service_calls_is_in_the_permission_table(route: str) -> None:
-    assert documented(route, permissions_section()), f"docs/azure.md §2 does not say which permission /{route} needs"
+    assert documented(route, permissions_section()), (
+        f"docs/azure.md §2 does not say which permission /{route} needs"
+    )
 
 
-@pytest.mark.parametrize("wanted", wanted_subscriptions("{id}", "https://fleet.example.com/graph/notifications",
-                                                       "https://fleet.example.com/graph/lifecycle"),
-                         ids=lambda w: w.kind.value)
+@pytest.mark.parametrize(
+    "wanted",
+    wanted_subscriptions(
+        "{id}",
+        "https://fleet.example.com/graph/notifications",
+        "https://fleet.example.com/graph/lifecycle",
+    ),
+    ids=lambda w: w.kind.value,
+)
 def test_every_resource_the_fleet_subscribes_to_is_in_the_permission_table(wanted: Wanted) -> None:
     assert f"`{wanted.resource}`" in permissions_section()

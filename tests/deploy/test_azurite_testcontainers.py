@@ -24,8 +24,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_grou
 CONTRACT = "tests/storage/test_storage_contract.py"
 BLOB_HALF = "blob and not more_than_5000_keys"
 # What pytest-xdist and pytest tell a worker about itself: not for the pytest started here.
-PARENT_PYTEST_NAMES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID",
-                       "PYTEST_CURRENT_TEST")
+PARENT_PYTEST_NAMES = (
+    "PYTEST_XDIST_WORKER",
+    "PYTEST_XDIST_WORKER_COUNT",
+    "PYTEST_XDIST_TESTRUNUID",
+    "PYTEST_CURRENT_TEST",
+)
 
 
 def test_the_storage_contract_holds_on_azurite_started_through_testcontainers(
@@ -33,30 +37,56 @@ def test_the_storage_contract_holds_on_azurite_started_through_testcontainers(
 ) -> None:
     report = tmp_path / "contract.xml"
     env = {name: value for name, value in os.environ.items() if name not in PARENT_PYTEST_NAMES}
-    env.update({
-        "ENTRABOT_AZURITE": "testcontainers",
-        "ENTRABOT_AZURITE_IMAGE": azurite_image,
-        "DOCKER_HOST": f"unix://{SOCKET}",
-        # Ryuk, testcontainers' reaper, comes only from a registry; the run removes its container itself.
-        "TESTCONTAINERS_RYUK_DISABLED": "true",
-    })
+    env.update(
+        {
+            "ENTRABOT_AZURITE": "testcontainers",
+            "ENTRABOT_AZURITE_IMAGE": azurite_image,
+            "DOCKER_HOST": f"unix://{SOCKET}",
+            # Ryuk, testcontainers' reaper, comes only from a registry; the run removes its container itself.
+            "TESTCONTAINERS_RYUK_DISABLED": "true",
+        }
+    )
     since = int(time.time())
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", BLOB_HALF, CONTRACT,
-         f"--junitxml={report}"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            BLOB_HALF,
+            CONTRACT,
+            f"--junitxml={report}",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     until = int(time.time()) + 1
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     suite = ElementTree.parse(report).getroot().find("testsuite")
     assert suite is not None
     counts = {key: int(suite.get(key, "0")) for key in ("tests", "failures", "errors", "skipped")}
-    assert counts["tests"] > 0 and counts == {**counts, "failures": 0, "errors": 0, "skipped": 0}, counts
+    assert counts["tests"] > 0 and counts == {**counts, "failures": 0, "errors": 0, "skipped": 0}, (
+        counts
+    )
 
-    started = list(engine.client.events(since=since, until=until, decode=True,
-                                        filters={"type": "container", "event": "start", "image": azurite_image}))
+    started = list(
+        engine.client.events(
+            since=since,
+            until=until,
+            decode=True,
+            filters={"type": "container", "event": "start", "image": azurite_image},
+        )
+    )
     assert len(started) == 1, f"one session Azurite, in a container of {azurite_image}: {started}"
     attributes = started[0]["Actor"]["Attributes"]
-    assert attributes.get("org.testcontainers") == "true", f"not started through testcontainers: {attributes}"
+    assert attributes.get("org.testcontainers") == "true", (
+        f"not started through testcontainers: {attributes}"
+    )
     left = engine.client.containers.list(all=True, filters={"id": started[0]["Actor"]["ID"]})
     assert left == [], "the session's Azurite container outlived the run"

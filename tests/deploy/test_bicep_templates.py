@@ -36,13 +36,20 @@ def ids(paths: list[Path]) -> list[str]:
 
 
 def test_bicep_files_exist() -> None:
-    assert {"main.bicep", "modules/storage.bicep", "modules/identity.bicep", "modules/aks.bicep",
-            "modules/monitoring.bicep"} <= set(ids(BICEP_FILES))
+    assert {
+        "main.bicep",
+        "modules/storage.bicep",
+        "modules/identity.bicep",
+        "modules/aks.bicep",
+        "modules/monitoring.bicep",
+    } <= set(ids(BICEP_FILES))
 
 
 @pytest.mark.parametrize("path", BICEP_FILES, ids=ids(BICEP_FILES))
 def test_every_bicep_file_parses(path: Path) -> None:
-    assert "..." not in path.read_text(), "the spread operator is not readable by the parsers used here"
+    assert "..." not in path.read_text(), (
+        "the spread operator is not readable by the parsers used here"
+    )
     document = parsed(path)
     assert document.get("resources") or document.get("modules")
 
@@ -75,10 +82,14 @@ def test_modules_get_the_parameters_they_declare_and_give_the_outputs_read(path:
         module = load_symbols(use.path)
         assert use.params - module.params == set(), f"module {use.symbol}: unknown parameters"
         required = module.params - module.params_with_default
-        assert required - use.params == set(), f"module {use.symbol}: required parameters not passed"
+        assert required - use.params == set(), (
+            f"module {use.symbol}: required parameters not passed"
+        )
     modules = {use.symbol: load_symbols(use.path) for use in symbols.module_uses}
     for symbol, output, line in symbols.module_output_refs:
-        assert output in modules[symbol].outputs, f"line {line}: module {symbol} has no output {output}"
+        assert output in modules[symbol].outputs, (
+            f"line {line}: module {symbol} has no output {output}"
+        )
 
 
 def test_main_wires_every_module() -> None:
@@ -109,7 +120,9 @@ def test_ledger_blobs_keep_no_soft_deleted_copies_or_versions() -> None:
 def test_hint_segments_are_deleted_by_a_lifecycle_rule_and_nothing_else_is() -> None:
     policy = resource(BICEP_DIR / "modules/storage.bicep", "lifecycle")
     assert policy["type"] == "Microsoft.Storage/storageAccounts/managementPolicies"
-    assert policy["config"]["name"] == "default"  # the one name Azure accepts for an account's policy
+    assert (
+        policy["config"]["name"] == "default"
+    )  # the one name Azure accepts for an account's policy
     rules = policy["config"]["properties"]["policy"]["rules"]
     assert len(rules) == 1 and rules[0]["enabled"] is True and rules[0]["type"] == "Lifecycle"
     filters, actions = rules[0]["definition"]["filters"], rules[0]["definition"]["actions"]
@@ -126,8 +139,12 @@ def test_blob_data_contributor_is_granted_on_the_container_only() -> None:
     assignment = resource(path, "containerDataContributor")
     assert assignment["type"] == "Microsoft.Authorization/roleAssignments"
     scope = assignment["config"]["scope"]
-    assert resource(path, scope)["type"] == "Microsoft.Storage/storageAccounts/blobServices/containers"
-    role = assignment["config"]["properties"]["roleDefinitionId"]["function"]["parameters"]["resource_name_1"]
+    assert (
+        resource(path, scope)["type"] == "Microsoft.Storage/storageAccounts/blobServices/containers"
+    )
+    role = assignment["config"]["properties"]["roleDefinitionId"]["function"]["parameters"][
+        "resource_name_1"
+    ]
     assert parsed(path)["variables"][role]["value"] == BLOB_DATA_CONTRIBUTOR
     assert assignment["config"]["properties"]["principalType"] == "ServicePrincipal"
     main_storage = parsed(BICEP_DIR / "main.bicep")["modules"]["storage"]["config"]["params"]
@@ -139,7 +156,10 @@ def test_federated_credential_trusts_the_charts_service_account_token() -> None:
     credential = resource(BICEP_DIR / "modules/identity.bicep", "federatedCredential")["config"]
     assert credential["parent"] == "identity"
     properties = credential["properties"]
-    assert properties["subject"] == "system:serviceaccount:${kubernetesNamespace}:${serviceAccountName}"
+    assert (
+        properties["subject"]
+        == "system:serviceaccount:${kubernetesNamespace}:${serviceAccountName}"
+    )
     assert properties["audiences"] == ["api://AzureADTokenExchange"]
     assert properties["issuer"] == "oidcIssuerUrl"
 
@@ -149,23 +169,31 @@ def test_default_subject_names_the_service_account_the_chart_creates() -> None:
     rendered = render(REQUIRED)
     account = rendered.one("ServiceAccount")["metadata"]["name"]
     assert RELEASE == "entrabot-fleet"  # the install command the README documents
-    assert (parameters["kubernetesNamespace"]["default"], parameters["serviceAccountName"]["default"]) == (
-        NAMESPACE, account)
+    assert (
+        parameters["kubernetesNamespace"]["default"],
+        parameters["serviceAccountName"]["default"],
+    ) == (NAMESPACE, account)
 
 
 def test_helm_values_output_is_accepted_by_the_chart() -> None:
     output = parsed(BICEP_DIR / "main.bicep")["outputs"]["helmValues"]["value"]
     # Deploy-time values for the expressions, in the shapes Azure returns them.
-    examples = {"blobEndpoint": "https://entrabotabc.blob.core.windows.net/", "blobContainer": "entrabot",
-                "tenantId": "72f988bf-86f1-41af-91ab-2d7cd011db47",
-                "clientId": "0b9c5e4f-7a7e-4d56-9c3a-5d0c8f1e2a3b", "name": "entrabot-fleet"}
+    examples = {
+        "blobEndpoint": "https://entrabotabc.blob.core.windows.net/",
+        "blobContainer": "entrabot",
+        "tenantId": "72f988bf-86f1-41af-91ab-2d7cd011db47",
+        "clientId": "0b9c5e4f-7a7e-4d56-9c3a-5d0c8f1e2a3b",
+        "name": "entrabot-fleet",
+    }
 
     def resolve(node: Any, key: str = "") -> Any:
         if isinstance(node, dict) and not ({"operator", "function"} & set(node)):
             return {k: resolve(v, k) for k, v in node.items()}
         if isinstance(node, bool):
             return node
-        assert key in examples, f"helmValues.{key}: add an example value for this output to the test"
+        assert key in examples, (
+            f"helmValues.{key}: add an example value for this output to the test"
+        )
         return examples[key]
 
     values = resolve(output)
@@ -177,14 +205,19 @@ def test_helm_values_output_is_accepted_by_the_chart() -> None:
     assert env["ENTRABOT_TENANT_ID"] == examples["tenantId"]
     account = rendered.one("ServiceAccount")["metadata"]
     assert account["annotations"]["azure.workload.identity/client-id"] == examples["clientId"]
-    assert account["name"] == parsed(BICEP_DIR / "main.bicep")["parameters"]["serviceAccountName"]["default"]
+    assert (
+        account["name"]
+        == parsed(BICEP_DIR / "main.bicep")["parameters"]["serviceAccountName"]["default"]
+    )
 
 
 def test_aks_has_the_oidc_issuer_and_workload_identity_the_identity_relies_on() -> None:
     cluster = resource(BICEP_DIR / "modules/aks.bicep", "cluster")["config"]["properties"]
     assert cluster["oidcIssuerProfile"] == {"enabled": True}
     assert cluster["securityProfile"]["workloadIdentity"] == {"enabled": True}
-    assert cluster["networkProfile"]["networkPolicy"] == "cilium", "the chart's NetworkPolicy needs enforcement"
+    assert cluster["networkProfile"]["networkPolicy"] == "cilium", (
+        "the chart's NetworkPolicy needs enforcement"
+    )
     assert cluster["azureMonitorProfile"]["metrics"]["enabled"] == "prometheusEnabled"
     main = parsed(BICEP_DIR / "main.bicep")
     assert main["modules"]["aks"]["config"]["condition"] == "deployAks"
@@ -197,8 +230,12 @@ def test_managed_prometheus_sends_the_clusters_metrics_to_the_monitor_workspace(
     (source,) = rule["dataSources"]["prometheusForwarder"]
     assert source["streams"] == ["Microsoft-PrometheusMetrics"]
     (destination,) = rule["destinations"]["monitoringAccounts"]
-    assert destination["accountResourceId"]["operator"]["operands"]["operand_1"] == "monitorWorkspace"
-    assert rule["dataFlows"] == [{"streams": ["Microsoft-PrometheusMetrics"], "destinations": [destination["name"]]}]
+    assert (
+        destination["accountResourceId"]["operator"]["operands"]["operand_1"] == "monitorWorkspace"
+    )
+    assert rule["dataFlows"] == [
+        {"streams": ["Microsoft-PrometheusMetrics"], "destinations": [destination["name"]]}
+    ]
     association = resource(BICEP_DIR / "modules/aks.bicep", "prometheusRuleAssociation")
     assert association["config"]["config"]["scope"] == "cluster"
 
@@ -211,24 +248,33 @@ ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
 def conditional_config(path: Path, symbol: str) -> tuple[str | None, dict[str, Any]]:
     """(condition, body) of a resource or module, whether or not it is conditional."""
     document = parsed(path)
-    entry = (document["resources"] if symbol in document.get("resources", {}) else document["modules"])[symbol]
+    entry = (
+        document["resources"] if symbol in document.get("resources", {}) else document["modules"]
+    )[symbol]
     config = entry["config"]
     return (config["condition"], config["config"]) if "condition" in config else (None, config)
 
 
 @pytest.mark.parametrize("path", BICEP_FILES, ids=ids(BICEP_FILES))
 def test_every_parameter_says_what_it_is_for(path: Path) -> None:
-    undescribed = [name for name, parameter in parsed(path)["parameters"].items()
-                   if not any(d["type"] == "description" and d["argument"] for d in parameter["decorators"])]
+    undescribed = [
+        name
+        for name, parameter in parsed(path)["parameters"].items()
+        if not any(d["type"] == "description" and d["argument"] for d in parameter["decorators"])
+    ]
     assert undescribed == []
 
 
 def test_aks_has_no_local_accounts_and_upgrades_itself() -> None:
     cluster = resource(BICEP_DIR / "modules/aks.bicep", "cluster")["config"]["properties"]
     assert cluster["disableLocalAccounts"] is True
-    assert cluster["aadProfile"]["managed"] is True, "without local accounts, Entra ID is the only way in"
-    assert cluster["autoUpgradeProfile"] == {"upgradeChannel": "upgradeChannel",
-                                             "nodeOSUpgradeChannel": "nodeOsUpgradeChannel"}
+    assert cluster["aadProfile"]["managed"] is True, (
+        "without local accounts, Entra ID is the only way in"
+    )
+    assert cluster["autoUpgradeProfile"] == {
+        "upgradeChannel": "upgradeChannel",
+        "nodeOSUpgradeChannel": "nodeOsUpgradeChannel",
+    }
     defaults = parsed(BICEP_DIR / "main.bicep")["parameters"]
     assert defaults["aksUpgradeChannel"]["default"] == "patch"
     assert defaults["aksNodeOsUpgradeChannel"]["default"] == "NodeImage"
@@ -238,7 +284,10 @@ def test_a_storage_private_endpoint_turns_public_access_off_and_resolves_private
     path = BICEP_DIR / "modules/storage.bicep"
     account = resource(path, "storageAccount")["config"]["properties"]
     assert account["publicNetworkAccess"]["operator"]["operands"] == {
-        "condition": "privateNetwork", "true_value": "Disabled", "false_value": "Enabled"}
+        "condition": "privateNetwork",
+        "true_value": "Disabled",
+        "false_value": "Enabled",
+    }
     assert account["networkAcls"]["defaultAction"]["operator"]["operands"]["true_value"] == "Deny"
     condition, endpoint = conditional_config(path, "privateEndpoint")
     assert condition == "privateNetwork"
@@ -246,19 +295,29 @@ def test_a_storage_private_endpoint_turns_public_access_off_and_resolves_private
     assert connection["properties"]["groupIds"] == ["blob"]
     for symbol in ("privateDnsZone", "privateDnsLink", "privateDnsZoneGroup"):
         assert conditional_config(path, symbol)[0] == "privateNetwork", symbol
-    assert parsed(path)["parameters"]["privateEndpointSubnetId"]["default"] == "", "off unless asked for"
+    assert parsed(path)["parameters"]["privateEndpointSubnetId"]["default"] == "", (
+        "off unless asked for"
+    )
 
 
 def test_diagnostic_settings_send_blob_access_and_cluster_audit_logs_to_the_workspace() -> None:
     _, blob = conditional_config(BICEP_DIR / "modules/storage.bicep", "blobDiagnostics")
     assert blob["scope"] == "blobService"
-    assert {log["category"] for log in blob["properties"]["logs"]} == {"StorageRead", "StorageWrite", "StorageDelete"}
+    assert {log["category"] for log in blob["properties"]["logs"]} == {
+        "StorageRead",
+        "StorageWrite",
+        "StorageDelete",
+    }
     _, cluster = conditional_config(BICEP_DIR / "modules/aks.bicep", "clusterDiagnostics")
     assert cluster["scope"] == "cluster"
     assert "kube-audit-admin" in {log["category"] for log in cluster["properties"]["logs"]}
     for module in ("storage", "aks", "registry"):
-        assert conditional_config(BICEP_DIR / "main.bicep", module)[1]["params"]["diagnosticsWorkspaceId"] == \
-            "diagnosticsWorkspace", module
+        assert (
+            conditional_config(BICEP_DIR / "main.bicep", module)[1]["params"][
+                "diagnosticsWorkspaceId"
+            ]
+            == "diagnosticsWorkspace"
+        ), module
 
 
 def test_the_optional_registry_lets_the_kubelet_pull_with_entra_id_only() -> None:

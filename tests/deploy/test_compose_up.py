@@ -37,8 +37,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_grou
 
 REPLICAS = ("replica-1", "replica-2", "replica-3")
 SERVICES = ("azurite", "azurite-init", "emulator", *REPLICAS)
-PORT_VARIABLES = {"azurite": "FLEET_AZURITE_PORT", "emulator": "FLEET_EMULATOR_PORT",
-                  **{replica: f"FLEET_REPLICA_{replica[-1]}_PORT" for replica in REPLICAS}}
+PORT_VARIABLES = {
+    "azurite": "FLEET_AZURITE_PORT",
+    "emulator": "FLEET_EMULATOR_PORT",
+    **{replica: f"FLEET_REPLICA_{replica[-1]}_PORT" for replica in REPLICAS},
+}
 MESSAGES_PER_CHAT = 2
 # Three replica processes start at once on a loaded two-core machine: ~25 s seen.
 REPLICAS_READY_WITHIN_S = 120.0
@@ -50,15 +53,21 @@ def compose_file() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def project(engine: Engine, fleet_image: str, azurite_image: str,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject]:
+def project(
+    engine: Engine, fleet_image: str, azurite_image: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ComposeProject]:
     try:
         compose_command()
     except ComposeUnavailable as exc:
         pytest.skip(str(exc))
     images = {"azurite": azurite_image, **{s: fleet_image for s in SERVICES if s != "azurite"}}
-    instance = ComposeProject(engine.client, f"unix://{SOCKET}", images, tmp_path_factory.mktemp("compose"),
-                              tuple(PORT_VARIABLES.values()))
+    instance = ComposeProject(
+        engine.client,
+        f"unix://{SOCKET}",
+        images,
+        tmp_path_factory.mktemp("compose"),
+        tuple(PORT_VARIABLES.values()),
+    )
     try:
         instance.up(SERVICES)
         yield instance
@@ -74,8 +83,9 @@ def published_azurite(project: ComposeProject) -> Azurite:
     return Azurite(f"{url_of(project, 'azurite')}/devstoreaccount1", "compose")
 
 
-def test_azurite_init_creates_the_shared_container_and_exits(project: ComposeProject,
-                                                             compose_file: dict[str, Any]) -> None:
+def test_azurite_init_creates_the_shared_container_and_exits(
+    project: ComposeProject, compose_file: dict[str, Any]
+) -> None:
     [init] = project.containers("azurite-init")
     state = init.attrs["State"]
     assert (state["Status"], state["ExitCode"]) == ("exited", 0), project.logs()
@@ -84,7 +94,9 @@ def test_azurite_init_creates_the_shared_container_and_exits(project: ComposePro
     assert blob.get_container_client(wanted).exists(), f"azurite-init did not create {wanted!r}"
 
 
-async def test_each_message_posted_reaches_a_host_once(project: ComposeProject, compose_file: dict[str, Any]) -> None:
+async def test_each_message_posted_reaches_a_host_once(
+    project: ComposeProject, compose_file: dict[str, Any]
+) -> None:
     replica_env = compose_file["services"]["replica-1"]["environment"]
     token = replica_env["ENTRABOT_MCP_STATIC_TOKENS"]
     seed = load_seed(demo_seed_path())
@@ -92,9 +104,14 @@ async def test_each_message_posted_reaches_a_host_once(project: ComposeProject, 
     # One host per replica, each falling back to the next: a message is claimed by whichever
     # replica reads its chat first, and must reach exactly one host.
     urls = [f"{url_of(project, r)}/mcp" for r in REPLICAS]
-    hosts = [ChannelHost(f"host-{i + 1}", urls[i:] + urls[:i], token=token) for i in range(len(urls))]
-    ledger = LedgerReader(BlobBackend.from_connection_string(
-        published_azurite(project).connection_string, replica_env["ENTRABOT_BLOB_CONTAINER"]))
+    hosts = [
+        ChannelHost(f"host-{i + 1}", urls[i:] + urls[:i], token=token) for i in range(len(urls))
+    ]
+    ledger = LedgerReader(
+        BlobBackend.from_connection_string(
+            published_azurite(project).connection_string, replica_env["ENTRABOT_BLOB_CONTAINER"]
+        )
+    )
     stop = asyncio.Event()
     tasks = [asyncio.create_task(host.run(stop)) for host in hosts]
     try:
@@ -107,16 +124,23 @@ async def test_each_message_posted_reaches_a_host_once(project: ComposeProject, 
             def received() -> list[tuple[str, str]]:
                 return [(p.chat_id, p.message_id) for h in hosts for p in h.pushes]
 
-            await eventually(lambda: {m.key for m in sent} <= set(received()),
-                             f"every message at a host: sent {[m.key for m in sent]}, received {received()}",
-                             timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
+            await eventually(
+                lambda: {m.key for m in sent} <= set(received()),
+                f"every message at a host: sent {[m.key for m in sent]}, received {received()}",
+                timeout_s=SLOW_WAIT_S,
+                poll_s=SLOW_POLL_S,
+            )
 
             async def recorded() -> dict[tuple[str, str], list[tuple[str, str]]] | None:
                 found = await ledger.interactions()
                 return found if all(m.key in found for m in sent) else None
 
-            interactions = await eventually(recorded, "every delivery in the interaction log",
-                                            timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
+            interactions = await eventually(
+                recorded,
+                "every delivery in the interaction log",
+                timeout_s=SLOW_WAIT_S,
+                poll_s=SLOW_POLL_S,
+            )
             snapshot = await ledger.snapshot()
     finally:
         stop.set()
@@ -126,14 +150,19 @@ async def test_each_message_posted_reaches_a_host_once(project: ComposeProject, 
     assert not account.duplicates, f"delivered more than once: {dict(account.duplicates)}"
     assert not account.unexplained, f"never delivered: {account.unexplained}"
     # Anything else pushed is the seed's own newest message of a chat, surfacing on first sight.
-    others = [p for h in hosts for p in h.pushes if (p.chat_id, p.message_id) in set(account.unexpected)]
+    others = [
+        p for h in hosts for p in h.pushes if (p.chat_id, p.message_id) in set(account.unexpected)
+    ]
     assert all(parse_timestamp(p.ts) < began for p in others), (
-        f"pushed, never sent: {[(p.chat_id, p.message_id, p.ts) for p in others]}")  # not their bodies
+        f"pushed, never sent: {[(p.chat_id, p.message_id, p.ts) for p in others]}"
+    )  # not their bodies
     for message in sent:
         assert snapshot.records_claim(message), f"{message.key} is not claimed in the shared ledger"
         records = interactions[message.key]  # (replica, action): a second claim would add one
         assert len(records) == 1 and records[0][0] in REPLICAS and records[0][1] == "delivered", (
-            message.key, records)
+            message.key,
+            records,
+        )
 
 
 def test_replicas_stop_cleanly_and_down_leaves_nothing(project: ComposeProject) -> None:
@@ -150,6 +179,7 @@ def test_replicas_stop_cleanly_and_down_leaves_nothing(project: ComposeProject) 
 
 async def _replicas_ready(project: ComposeProject) -> None:
     async with httpx.AsyncClient(timeout=5) as http:
+
         async def all_ready() -> bool:
             for replica in REPLICAS:
                 try:
@@ -160,8 +190,12 @@ async def _replicas_ready(project: ComposeProject) -> None:
             return True
 
         try:
-            await eventually(all_ready, "every replica's /readyz", timeout_s=REPLICAS_READY_WITHIN_S,
-                             poll_s=SLOW_POLL_S)
+            await eventually(
+                all_ready,
+                "every replica's /readyz",
+                timeout_s=REPLICAS_READY_WITHIN_S,
+                poll_s=SLOW_POLL_S,
+            )
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{project.logs()}") from None
 
@@ -170,7 +204,9 @@ async def _watched_chats(hosts: list[ChannelHost], ledger: LedgerReader, seed: S
     """Once every host is connected and each of the agent's chats has its cursor (a message sent
     before then would meet the first-sight rule, where only a chat's newest surfaces)."""
     agent = seed.agent_user
-    expected = sum(1 for chat in seed.chats if {agent.id, agent.user_principal_name} & set(chat.members))
+    expected = sum(
+        1 for chat in seed.chats if {agent.id, agent.user_principal_name} & set(chat.members)
+    )
 
     async def ready() -> list[str] | None:
         if not all(h.connected_to for h in hosts):
@@ -178,8 +214,12 @@ async def _watched_chats(hosts: list[ChannelHost], ledger: LedgerReader, seed: S
         cursors = list((await ledger.snapshot()).chat_cursors)
         return cursors if len(cursors) >= expected else None
 
-    chats: list[str] = await eventually(ready, f"hosts connected and {expected} chat cursors",
-                                        timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
+    chats: list[str] = await eventually(
+        ready,
+        f"hosts connected and {expected} chat cursors",
+        timeout_s=SLOW_WAIT_S,
+        poll_s=SLOW_POLL_S,
+    )
     return chats
 
 

@@ -29,7 +29,9 @@ READY_WITHIN_S = 90.0
 NANOSECONDS = 1_000_000_000
 
 
-def test_image_runs_as_fixed_non_root_user_and_ships_no_build_tools(engine: Engine, fleet_image: str) -> None:
+def test_image_runs_as_fixed_non_root_user_and_ships_no_build_tools(
+    engine: Engine, fleet_image: str
+) -> None:
     config = engine.client.images.get(fleet_image).attrs["Config"]
     assert config["User"] == f"{APP_UID}:{APP_UID}"
     assert config["Entrypoint"] == ["entrabot-fleet"]
@@ -42,12 +44,18 @@ def test_image_runs_as_fixed_non_root_user_and_ships_no_build_tools(engine: Engi
         "ls /app/seeds"
     )
     output = engine.client.containers.run(
-        fleet_image, entrypoint=["/bin/sh", "-c"], command=[probe], remove=True, network_mode="none",
+        fleet_image,
+        entrypoint=["/bin/sh", "-c"],
+        command=[probe],
+        remove=True,
+        network_mode="none",
     ).decode()
     lines = output.split()
     assert lines[0] == str(APP_UID)
     assert [line for line in lines if line.startswith("found:")] == []
-    assert "demo.json" in lines, "the emulator's demo seed must be at /app/seeds/demo.json (docker-compose.yml)"
+    assert "demo.json" in lines, (
+        "the emulator's demo seed must be at /app/seeds/demo.json (docker-compose.yml)"
+    )
 
 
 def test_container_serves_healthz_on_read_only_root_and_stops_cleanly_on_sigterm(
@@ -55,13 +63,26 @@ def test_container_serves_healthz_on_read_only_root_and_stops_cleanly_on_sigterm
 ) -> None:
     seed = load_seed(demo_seed_path())
     blob_container = f"imagetest{uuid.uuid4().hex[:12]}"
-    BlobServiceClient.from_connection_string(azurite.connection_string).create_container(blob_container)
+    BlobServiceClient.from_connection_string(azurite.connection_string).create_container(
+        blob_container
+    )
     graph_port, port = free_port(), free_port()
     # The Graph emulator from the same image, as docker-compose.yml runs it.
     emulator = engine.client.containers.run(
-        fleet_image, detach=True, network_mode="host", read_only=True, tmpfs={"/tmp": ""},
+        fleet_image,
+        detach=True,
+        network_mode="host",
+        read_only=True,
+        tmpfs={"/tmp": ""},
         entrypoint=["python", "-m", "emulator"],
-        command=["--seed", f"/app/seeds/{demo_seed_path().name}", "--host", "127.0.0.1", "--port", str(graph_port)],
+        command=[
+            "--seed",
+            f"/app/seeds/{demo_seed_path().name}",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(graph_port),
+        ],
         healthcheck={"test": ["NONE"]},
     )
     replica = None
@@ -93,8 +114,13 @@ def test_container_serves_healthz_on_read_only_root_and_stops_cleanly_on_sigterm
                 "ENTRABOT_MCP_STATIC_TOKENS": "image-test-token",
             },
             # The image's own HEALTHCHECK command (an empty test inherits it), checked every second.
-            healthcheck={"test": [], "interval": NANOSECONDS, "timeout": 3 * NANOSECONDS, "retries": 3,
-                         "start_period": 60 * NANOSECONDS},
+            healthcheck={
+                "test": [],
+                "interval": NANOSECONDS,
+                "timeout": 3 * NANOSECONDS,
+                "retries": 3,
+                "start_period": 60 * NANOSECONDS,
+            },
         )
         _wait_for_http(f"http://127.0.0.1:{port}/healthz", replica)
         _wait_for_http(f"http://127.0.0.1:{port}/readyz", replica)
@@ -123,7 +149,9 @@ def _wait_for_http(url: str, container: docker.models.containers.Container) -> N
         if status == 200:
             return
         time.sleep(0.5)
-    pytest.fail(f"{url} did not answer 200 within {READY_WITHIN_S:.0f} s (last: {status}):\n{_logs(container)}")
+    pytest.fail(
+        f"{url} did not answer 200 within {READY_WITHIN_S:.0f} s (last: {status}):\n{_logs(container)}"
+    )
 
 
 def _docker_health(container: docker.models.containers.Container) -> str:

@@ -23,8 +23,12 @@ def declared() -> list[Requirement]:
 def locked() -> dict[NormalizedName, Version]:
     """The lock's pins (`name==version \\`), by PEP 503 normalised name."""
     text = (REPO_ROOT / "requirements.lock").read_text()
-    return {canonicalize_name(name): Version(version)
-            for name, version in re.findall(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)==(\S+) \\$", text, re.MULTILINE)}
+    return {
+        canonicalize_name(name): Version(version)
+        for name, version in re.findall(
+            r"^([A-Za-z0-9][A-Za-z0-9_.-]*)==(\S+) \\$", text, re.MULTILINE
+        )
+    }
 
 
 def test_the_lock_is_read_by_normalised_name() -> None:
@@ -34,12 +38,17 @@ def test_the_lock_is_read_by_normalised_name() -> None:
 
 
 @pytest.mark.parametrize("requirement", declared(), ids=str)
-def test_every_runtime_dependency_is_pinned_in_the_lock_within_its_range(requirement: Requirement) -> None:
+def test_every_runtime_dependency_is_pinned_in_the_lock_within_its_range(
+    requirement: Requirement,
+) -> None:
     pins = locked()
     name = canonicalize_name(requirement.name)
-    assert name in pins, f"{requirement.name} is in pyproject.toml but not in requirements.lock: run `make lock`"
+    assert name in pins, (
+        f"{requirement.name} is in pyproject.toml but not in requirements.lock: run `make lock`"
+    )
     assert requirement.specifier.contains(pins[name], prereleases=True), (
-        f"requirements.lock pins {name}=={pins[name]}, outside pyproject.toml's {requirement}: run `make lock`")
+        f"requirements.lock pins {name}=={pins[name]}, outside pyproject.toml's {requirement}: run `make lock`"
+    )
 
 
 @pytest.mark.parametrize("requirement", [r for r in declared() if r.extras], ids=str)
@@ -48,7 +57,11 @@ def test_what_a_dependencys_extras_add_is_pinned_too(requirement: Requirement) -
     # from the lock, `make setup`).
     pins = locked()
     added = [Requirement(line) for line in metadata.requires(requirement.name) or []]
-    needed = {canonicalize_name(r.name) for r in added for extra in requirement.extras
-              if r.marker is not None and r.marker.evaluate({"extra": extra})}
+    needed = {
+        canonicalize_name(r.name)
+        for r in added
+        for extra in requirement.extras
+        if r.marker is not None and r.marker.evaluate({"extra": extra})
+    }
     assert needed, f"{requirement}: its extras add nothing installed here"
     assert needed - set(pins) == set(), f"{requirement}: not in requirements.lock: run `make lock`"

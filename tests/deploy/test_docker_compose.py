@@ -50,11 +50,16 @@ def test_compose_file_is_a_valid_compose_specification(compose: dict[str, Any]) 
     assert sorted(parsed.service_names()) == sorted(compose["services"])
 
 
-@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="Debian's docker-compose is not installed")
+@pytest.mark.skipif(
+    shutil.which("docker-compose") is None, reason="Debian's docker-compose is not installed"
+)
 def test_docker_compose_accepts_the_file() -> None:
     result = subprocess.run(
         ["docker-compose", "-f", str(COMPOSE_FILE), "config", "--quiet"],
-        capture_output=True, text=True, timeout=60, cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO_ROOT,
     )
     assert result.returncode == 0, result.stderr
 
@@ -66,9 +71,12 @@ def test_every_published_port_is_on_loopback_and_moved_by_its_services_variable(
         variable = f"FLEET_{name.upper().replace('-', '_')}_PORT"
         for port in service.get("ports", []):
             assert re.fullmatch(rf"127\.0\.0\.1:\$\{{{variable}:-\d+\}}:\d+", port), (
-                f"{name} publishes {port!r}: want 127.0.0.1:${{{variable}:-<default>}}:<container port>")
+                f"{name} publishes {port!r}: want 127.0.0.1:${{{variable}:-<default>}}:<container port>"
+            )
             published += 1
-    assert published == len(REPLICAS) + 4  # each replica, Azurite, the emulator, Prometheus, Grafana
+    assert (
+        published == len(REPLICAS) + 4
+    )  # each replica, Azurite, the emulator, Prometheus, Grafana
 
 
 def test_every_dependency_names_a_defined_service(services: dict[str, dict[str, Any]]) -> None:
@@ -77,21 +85,33 @@ def test_every_dependency_names_a_defined_service(services: dict[str, dict[str, 
             assert dependency in services, f"{name} depends on undefined service {dependency}"
 
 
-def test_every_entrabot_variable_compose_sets_is_a_setting(services: dict[str, dict[str, Any]]) -> None:
+def test_every_entrabot_variable_compose_sets_is_a_setting(
+    services: dict[str, dict[str, Any]],
+) -> None:
     names = {key for service in services.values() for key in (service.get("environment") or {})}
-    assert {n for n in names if n.startswith("ENTRABOT_")}, "the replicas are configured through ENTRABOT_*"
+    assert {n for n in names if n.startswith("ENTRABOT_")}, (
+        "the replicas are configured through ENTRABOT_*"
+    )
     assert unknown_settings(names) == []
 
 
-def test_service_commands_are_entrabot_fleet_command_lines(services: dict[str, dict[str, Any]], cli_parser) -> None:
-    ours = {name: s for name, s in services.items() if s.get("image") == SERVICE_IMAGE and "entrypoint" not in s}
+def test_service_commands_are_entrabot_fleet_command_lines(
+    services: dict[str, dict[str, Any]], cli_parser
+) -> None:
+    ours = {
+        name: s
+        for name, s in services.items()
+        if s.get("image") == SERVICE_IMAGE and "entrypoint" not in s
+    }
     assert set(REPLICAS) | {"emulator"} <= set(ours)
     for service in ours.values():
         # The replicas run the image's CMD (serve); the emulator overrides it.
         assert_is_cli_command(cli_parser, service.get("command", ["serve"]))
 
 
-def test_emulator_serves_the_demo_seed_shipped_in_the_image(services: dict[str, dict[str, Any]]) -> None:
+def test_emulator_serves_the_demo_seed_shipped_in_the_image(
+    services: dict[str, dict[str, Any]],
+) -> None:
     command = services["emulator"]["command"]
     seed_in_image = command[command.index("--seed") + 1]
     # The Dockerfile copies emulator/seeds/*.json to /app/seeds/.
@@ -99,7 +119,9 @@ def test_emulator_serves_the_demo_seed_shipped_in_the_image(services: dict[str, 
     assert demo_seed_path().is_file()
 
 
-def test_replicas_wait_for_a_healthy_emulator_on_the_port_it_serves(services: dict[str, dict[str, Any]]) -> None:
+def test_replicas_wait_for_a_healthy_emulator_on_the_port_it_serves(
+    services: dict[str, dict[str, Any]],
+) -> None:
     emulator = services["emulator"]
     port = emulator["command"][emulator["command"].index("--port") + 1]
     assert f"http://127.0.0.1:{port}/_emulator/health" in emulator["healthcheck"]["test"][-1]
@@ -125,7 +147,9 @@ def test_replicas_use_the_demo_tenant_of_the_seed(services: dict[str, dict[str, 
         assert env["ENTRABOT_BLUEPRINT_CLIENT_SECRET"] in seed.blueprint.client_secrets
 
 
-def test_replicas_share_one_container_under_distinct_replica_ids(services: dict[str, dict[str, Any]]) -> None:
+def test_replicas_share_one_container_under_distinct_replica_ids(
+    services: dict[str, dict[str, Any]],
+) -> None:
     envs = [services[r]["environment"] for r in REPLICAS]
     assert len({(e["ENTRABOT_BLOB_ENDPOINT"], e["ENTRABOT_BLOB_CONTAINER"]) for e in envs}) == 1
     assert [e["ENTRABOT_REPLICA_ID"] for e in envs] == list(REPLICAS)
@@ -133,7 +157,10 @@ def test_replicas_share_one_container_under_distinct_replica_ids(services: dict[
     assert init_env["ENTRABOT_BLOB_CONTAINER"] == envs[0]["ENTRABOT_BLOB_CONTAINER"]
     assert init_env["ENTRABOT_BLOB_CONNECTION_STRING"] == envs[0]["ENTRABOT_BLOB_CONNECTION_STRING"]
     for replica in REPLICAS:
-        assert services[replica]["depends_on"]["azurite-init"]["condition"] == "service_completed_successfully"
+        assert (
+            services[replica]["depends_on"]["azurite-init"]["condition"]
+            == "service_completed_successfully"
+        )
         # Directly too: Compose stops a service after its running dependents, and azurite-init has exited.
         assert services[replica]["depends_on"]["azurite"]["condition"] == "service_started"
 
@@ -154,7 +181,9 @@ def test_replicas_run_read_only_with_writable_tmp_and_data_dir_and_no_capabiliti
 def test_azurite_image_is_the_pinned_npm_release_with_the_flags_the_sdk_needs(
     services: dict[str, dict[str, Any]],
 ) -> None:
-    pinned = json.loads((REPO_ROOT / "azurite" / "package.json").read_text())["dependencies"]["azurite"]
+    pinned = json.loads((REPO_ROOT / "azurite" / "package.json").read_text())["dependencies"][
+        "azurite"
+    ]
     azurite = services["azurite"]
     assert azurite["image"] == f"mcr.microsoft.com/azure-storage/azurite:{pinned}"
     # What ENTRABOT_AZURITE=testcontainers runs unless told otherwise: the same release.
@@ -167,21 +196,35 @@ def test_azurite_image_is_the_pinned_npm_release_with_the_flags_the_sdk_needs(
 
 def test_prometheus_scrapes_every_replica_by_name(services: dict[str, dict[str, Any]]) -> None:
     config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
-    targets = [t for job in config["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]]
+    targets = [
+        t for job in config["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]
+    ]
     assert sorted(targets) == sorted(f"{r}:8080" for r in REPLICAS)
     mounts = services["prometheus"]["volumes"]
-    assert f"./{PROMETHEUS_CONFIG.relative_to(REPO_ROOT)}:/etc/prometheus/prometheus.yml:ro" in mounts
+    assert (
+        f"./{PROMETHEUS_CONFIG.relative_to(REPO_ROOT)}:/etc/prometheus/prometheus.yml:ro" in mounts
+    )
 
 
-def test_grafana_mounts_the_dashboard_and_its_provisioning(services: dict[str, dict[str, Any]]) -> None:
+def test_grafana_mounts_the_dashboard_and_its_provisioning(
+    services: dict[str, dict[str, Any]],
+) -> None:
     for mount in services["grafana"]["volumes"]:
         source = mount.split(":")[0]
         assert (REPO_ROOT / source).exists(), f"{source} is mounted but missing"
-    dashboard_mount = f"./{DASHBOARD.relative_to(REPO_ROOT)}:/var/lib/grafana/dashboards/{DASHBOARD.name}:ro"
+    dashboard_mount = (
+        f"./{DASHBOARD.relative_to(REPO_ROOT)}:/var/lib/grafana/dashboards/{DASHBOARD.name}:ro"
+    )
     assert dashboard_mount in services["grafana"]["volumes"]
-    provider = yaml.safe_load((REPO_ROOT / "deploy/grafana/provisioning/dashboards/entrabot-fleet.yml").read_text())
+    provider = yaml.safe_load(
+        (REPO_ROOT / "deploy/grafana/provisioning/dashboards/entrabot-fleet.yml").read_text()
+    )
     assert provider["providers"][0]["options"]["path"] == "/var/lib/grafana/dashboards"
-    datasource = yaml.safe_load((REPO_ROOT / "deploy/grafana/provisioning/datasources/prometheus.yml").read_text())
+    datasource = yaml.safe_load(
+        (REPO_ROOT / "deploy/grafana/provisioning/datasources/prometheus.yml").read_text()
+    )
     dashboard = json.loads(DASHBOARD.read_text())
-    default_source = next(v for v in dashboard["templating"]["list"] if v["type"] == "datasource")["current"]["value"]
+    default_source = next(v for v in dashboard["templating"]["list"] if v["type"] == "datasource")[
+        "current"
+    ]["value"]
     assert datasource["datasources"][0]["uid"] == default_source

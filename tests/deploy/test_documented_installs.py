@@ -17,8 +17,11 @@ DOCUMENTS = (REPO_ROOT / "deploy" / "README.md", REPO_ROOT / "docs" / "azure.md"
 GUID = "6d2e8f10-0000-4a1b-8000-00000000d0c5"
 # What `az deployment group show ... helmValues > values.azure.json` gives (deploy/bicep/main.bicep).
 VALUES_AZURE_JSON = {
-    "config": {"blobEndpoint": "https://entrabotabc.blob.core.windows.net/", "blobContainer": "entrabot",
-               "tenantId": TENANT_ID},
+    "config": {
+        "blobEndpoint": "https://entrabotabc.blob.core.windows.net/",
+        "blobContainer": "entrabot",
+        "tenantId": TENANT_ID,
+    },
     "workloadIdentity": {"enabled": True, "clientId": "0b9c5e4f-7a7e-4d56-9c3a-5d0c8f1e2a3b"},
     "serviceAccount": {"name": "entrabot-fleet"},
 }
@@ -65,9 +68,14 @@ def values_of(arguments: list[str]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(REPO_ROOT)))
-def test_the_documented_helm_install_renders_a_release_the_service_starts_with(document: Path) -> None:
+def test_the_documented_helm_install_renders_a_release_the_service_starts_with(
+    document: Path,
+) -> None:
     [command] = helm_installs(document)
     assert command[:4] == ["helm", "install", RELEASE, "deploy/helm/entrabot-fleet"]
     assert command[command.index("-n") + 1] == NAMESPACE
     env = render(values_of(command)).env()
-    assert env["ENTRABOT_MCP_JWT_AUDIENCE"] and env["ENTRABOT_MCP_JWT_REQUIRED_ROLES"] == "Entrabot.Host"
+    assert (
+        env["ENTRABOT_MCP_JWT_AUDIENCE"]
+        and env["ENTRABOT_MCP_JWT_REQUIRED_ROLES"] == "Entrabot.Host"
+    )

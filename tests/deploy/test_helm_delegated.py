@@ -27,20 +27,38 @@ def test_delegated_settings_reach_the_pods_and_the_key_only_through_the_secret()
     assert key == DELEGATED["secrets"]["delegatedTokenKey"] and len(decode_key(key)) == 32
 
 
-@pytest.mark.parametrize("values, named", [
-    ({"config": {"authMode": "delegated"}}, "config.delegatedClientId"),
-    ({"config": {"authMode": "delegated", "delegatedClientId": DELEGATED["config"]["delegatedClientId"]}},
-     "secrets.delegatedTokenKey"),
-    (merge(DELEGATED, {"config": {"blobAuth": "agent_user"}}), "config.blobAuth=agent_user"),
-    (merge(DELEGATED, {"blueprint": {"clientId": "b1de9a14-0000-4f6f-8000-000000b1de9a"}}), "blueprint.clientId"),
-], ids=["no-client-id", "no-key", "agent-user-blob-auth", "agent-id-settings-too"])
-def test_delegated_values_the_service_would_refuse_are_refused(values: dict[str, Any], named: str) -> None:
+@pytest.mark.parametrize(
+    "values, named",
+    [
+        ({"config": {"authMode": "delegated"}}, "config.delegatedClientId"),
+        (
+            {
+                "config": {
+                    "authMode": "delegated",
+                    "delegatedClientId": DELEGATED["config"]["delegatedClientId"],
+                }
+            },
+            "secrets.delegatedTokenKey",
+        ),
+        (merge(DELEGATED, {"config": {"blobAuth": "agent_user"}}), "config.blobAuth=agent_user"),
+        (
+            merge(DELEGATED, {"blueprint": {"clientId": "b1de9a14-0000-4f6f-8000-000000b1de9a"}}),
+            "blueprint.clientId",
+        ),
+    ],
+    ids=["no-client-id", "no-key", "agent-user-blob-auth", "agent-id-settings-too"],
+)
+def test_delegated_values_the_service_would_refuse_are_refused(
+    values: dict[str, Any], named: str
+) -> None:
     with pytest.raises(helm_python.HelmRenderError, match=named.replace(".", r"\.")):
         render(merge(REQUIRED, values))
 
 
 def test_an_existing_secret_may_hold_the_key() -> None:
-    rendered = render(merge(REQUIRED, {"config": DELEGATED["config"], "secrets": {"existingSecret": "entrabot"}}))
+    rendered = render(
+        merge(REQUIRED, {"config": DELEGATED["config"], "secrets": {"existingSecret": "entrabot"}})
+    )
     assert rendered.env()["ENTRABOT_AUTH_MODE"] == "delegated" and rendered.all("Secret") == []
 
 

@@ -45,9 +45,13 @@ from tests.deploy.deploy_facts import DASHBOARD, PROMETHEUS_ALERTS
 from tests.deploy.live_prometheus import Alert, LivePrometheus
 
 pytestmark = [
-    pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite,
-    pytest.mark.skipif(shutil.which("prometheus") is None,
-                       reason="Debian's prometheus is not installed: run deploy/docker/ci-setup.sh"),
+    pytest.mark.slow,
+    pytest.mark.fleet,
+    pytest.mark.azurite,
+    pytest.mark.skipif(
+        shutil.which("prometheus") is None,
+        reason="Debian's prometheus is not installed: run deploy/docker/ci-setup.sh",
+    ),
 ]
 
 STORAGE_ALERT = "EntrabotBlobErrors"
@@ -78,7 +82,9 @@ class AlertCourse:
 class Takeover:
     killed: str
     successor: str | None = None
-    lease_alert_states: dict[str, set[str]] = field(default_factory=dict)  # alert -> states it was seen in
+    lease_alert_states: dict[str, set[str]] = field(
+        default_factory=dict
+    )  # alert -> states it was seen in
 
 
 @dataclass
@@ -106,22 +112,30 @@ def panel_queries() -> dict[str, list[str]]:
         exprs = [t["expr"] for t in panel.get("targets", []) if t.get("expr")]
         if exprs:
             queries[panel["title"]] = [
-                e.replace("$__rate_interval", RATE_INTERVAL).replace('"$job"', '".*"').replace('"$pod"', '".*"')
-                for e in exprs]
+                e.replace("$__rate_interval", RATE_INTERVAL)
+                .replace('"$job"', '".*"')
+                .replace('"$pod"', '".*"')
+                for e in exprs
+            ]
     return queries
 
 
 def panel_descriptions() -> dict[str, str]:
-    return {p["title"]: p.get("description", "") for p in json.loads(DASHBOARD.read_text())["panels"]}
+    return {
+        p["title"]: p.get("description", "") for p in json.loads(DASHBOARD.read_text())["panels"]
+    }
 
 
 @pytest.fixture(scope="module")
 def live_run(azurite: Azurite, tmp_path_factory: pytest.TempPathFactory) -> LiveRun:
     began = time.monotonic()
     run = asyncio.run(_live_run(azurite, tmp_path_factory.mktemp("live_prometheus")))
-    summary = {"storage": asdict(run.storage), "throttling": asdict(run.throttling),
-               "takeover": {"killed": run.takeover.killed, "successor": run.takeover.successor},
-               "run_s": round(time.monotonic() - began, 1)}
+    summary = {
+        "storage": asdict(run.storage),
+        "throttling": asdict(run.throttling),
+        "takeover": {"killed": run.takeover.killed, "successor": run.takeover.successor},
+        "run_s": round(time.monotonic() - began, 1),
+    }
     print(f"\nlive Prometheus run (logs in {run.workdir}):\n{json.dumps(summary, indent=2)}")
     return run
 
@@ -129,10 +143,18 @@ def live_run(azurite: Azurite, tmp_path_factory: pytest.TempPathFactory) -> Live
 async def _live_run(azurite: Azurite, workdir: Path) -> LiveRun:
     seed = build_seed(chats=3, throttle=ThrottleBudget(chat_messages_per_s=500, other_per_s=500))
     with start_emulator(seed) as emulator, FaultProxy(azurite.blob_endpoint) as proxy:
-        fleet = LocalFleet(seed, workdir / "fleet", replicas=3, azurite=azurite, emulator=emulator,
-                           extra_env={"ENTRABOT_BLOB_ENDPOINT": proxy.blob_endpoint})
+        fleet = LocalFleet(
+            seed,
+            workdir / "fleet",
+            replicas=3,
+            azurite=azurite,
+            emulator=emulator,
+            extra_env={"ENTRABOT_BLOB_ENDPOINT": proxy.blob_endpoint},
+        )
         await asyncio.to_thread(fleet.start)
-        prometheus = LivePrometheus(workdir / "prometheus", {m.name: f"127.0.0.1:{m.port}" for m in fleet.members})
+        prometheus = LivePrometheus(
+            workdir / "prometheus", {m.name: f"127.0.0.1:{m.port}" for m in fleet.members}
+        )
         try:
             await asyncio.to_thread(prometheus.start)
             async with _fleet_clients(fleet) as (http, store):
@@ -154,14 +176,22 @@ async def _fleet_clients(fleet: LocalFleet) -> AsyncIterator[tuple[httpx.AsyncCl
         await store.aclose()
 
 
-async def _scenarios(fleet: LocalFleet, prometheus: LivePrometheus, proxy: FaultProxy, http: httpx.AsyncClient,
-                     store: BlobBackend, workdir: Path) -> LiveRun:
+async def _scenarios(
+    fleet: LocalFleet,
+    prometheus: LivePrometheus,
+    proxy: FaultProxy,
+    http: httpx.AsyncClient,
+    store: BlobBackend,
+    workdir: Path,
+) -> LiveRun:
     assert fleet.emulator is not None
 
     async def all_scraped() -> bool:
         return len(await prometheus.query(http, "up == 1")) == len(fleet.members)
 
-    await eventually(all_scraped, "Prometheus scrapes every replica", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
+    await eventually(
+        all_scraped, "Prometheus scrapes every replica", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S
+    )
     rules = await prometheus.rules_loaded(http)
     stop_host = asyncio.Event()
     host = ChannelHost("host", [m.mcp_url for m in fleet.members], token=DEV_TOKEN)
@@ -172,16 +202,23 @@ async def _scenarios(fleet: LocalFleet, prometheus: LivePrometheus, proxy: Fault
             _kill_the_scanner_then_cut_storage(fleet, prometheus, proxy, http, store),
             _one_delivery(fleet, host, http),
         )
-        panels = {title: {q: len(await prometheus.query(http, q)) for q in queries}
-                  for title, queries in panel_queries().items()}
+        panels = {
+            title: {q: len(await prometheus.query(http, q)) for q in queries}
+            for title, queries in panel_queries().items()
+        }
     finally:
         stop_host.set()
         await asyncio.wait_for(hosting, 15)
     return LiveRun(rules, storage, throttling, takeover, panels, panel_descriptions(), workdir)
 
 
-async def _alert_course(prometheus: LivePrometheus, http: httpx.AsyncClient, name: str,
-                        fault_on: Callable[[], Awaitable[None]], fault_off: Callable[[], Awaitable[None]]) -> AlertCourse:
+async def _alert_course(
+    prometheus: LivePrometheus,
+    http: httpx.AsyncClient,
+    name: str,
+    fault_on: Callable[[], Awaitable[None]],
+    fault_off: Callable[[], Awaitable[None]],
+) -> AlertCourse:
     """Turn the fault on until the alert is listed, then off until it is not."""
     course = AlertCourse()
 
@@ -203,17 +240,23 @@ async def _alert_course(prometheus: LivePrometheus, http: httpx.AsyncClient, nam
     began = time.monotonic()
     await fault_on()
     try:
-        await eventually(pending, f"{name} pending on the fault", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
+        await eventually(
+            pending, f"{name} pending on the fault", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S
+        )
         course.pending_after_s = round(time.monotonic() - began, 1)
     finally:
         await fault_off()
     ended = time.monotonic()
-    await eventually(gone, f"{name} resolved after the fault", timeout_s=RESOLVE_WAIT_S, poll_s=SLOW_POLL_S)
+    await eventually(
+        gone, f"{name} resolved after the fault", timeout_s=RESOLVE_WAIT_S, poll_s=SLOW_POLL_S
+    )
     course.resolved, course.resolved_after_s = True, round(time.monotonic() - ended, 1)
     return course
 
 
-async def _graph_storm(prometheus: LivePrometheus, http: httpx.AsyncClient, admin_url: str) -> AlertCourse:
+async def _graph_storm(
+    prometheus: LivePrometheus, http: httpx.AsyncClient, admin_url: str
+) -> AlertCourse:
     # Half of Graph's answers are 429 (Retry-After 1 s) until the alert is pending; token requests pass.
     storm = {"status": 429, "error_rate": 0.5, "retry_after": 1, "route_pattern": "^/v1\\.0/"}
 
@@ -226,12 +269,19 @@ async def _graph_storm(prometheus: LivePrometheus, http: httpx.AsyncClient, admi
     return await _alert_course(prometheus, http, THROTTLE_ALERT, on, off)
 
 
-async def _kill_the_scanner_then_cut_storage(fleet: LocalFleet, prometheus: LivePrometheus, proxy: FaultProxy,
-                                             http: httpx.AsyncClient, store: BlobBackend) -> tuple[Takeover, AlertCourse]:
+async def _kill_the_scanner_then_cut_storage(
+    fleet: LocalFleet,
+    prometheus: LivePrometheus,
+    proxy: FaultProxy,
+    http: httpx.AsyncClient,
+    store: BlobBackend,
+) -> tuple[Takeover, AlertCourse]:
     takeover = await _kill_the_scanner(fleet, prometheus, http, store)
 
     async def on() -> None:
-        proxy.set_rules([ProxyRule(ProxyFault.FAIL_BEFORE)])  # every request answered 503, nothing forwarded
+        proxy.set_rules(
+            [ProxyRule(ProxyFault.FAIL_BEFORE)]
+        )  # every request answered 503, nothing forwarded
 
     async def off() -> None:
         proxy.clear()
@@ -239,14 +289,20 @@ async def _kill_the_scanner_then_cut_storage(fleet: LocalFleet, prometheus: Live
     return takeover, await _alert_course(prometheus, http, STORAGE_ALERT, on, off)
 
 
-async def _kill_the_scanner(fleet: LocalFleet, prometheus: LivePrometheus, http: httpx.AsyncClient,
-                            store: BlobBackend) -> Takeover:
+async def _kill_the_scanner(
+    fleet: LocalFleet, prometheus: LivePrometheus, http: httpx.AsyncClient, store: BlobBackend
+) -> Takeover:
     watched = lease_alerts()
 
     async def scanner_known() -> bool:
         return await store.read_text(lease_key(chat_scan.ROLE)) is not None
 
-    await eventually(scanner_known, "a replica holds the scanner lease", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
+    await eventually(
+        scanner_known,
+        "a replica holds the scanner lease",
+        timeout_s=SLOW_WAIT_S,
+        poll_s=SLOW_POLL_S,
+    )
     text = await store.read_text(lease_key(chat_scan.ROLE))
     assert text is not None
     holder = parse_lease(text).holder
@@ -258,12 +314,19 @@ async def _kill_the_scanner(fleet: LocalFleet, prometheus: LivePrometheus, http:
         for alert in await prometheus.alerts(http):
             if alert.name in watched:
                 takeover.lease_alert_states.setdefault(alert.name, set()).add(alert.state)
-        series = await prometheus.query(http, f'entrabot_lease_held{{role="{chat_scan.ROLE}"}} == 1')
+        series = await prometheus.query(
+            http, f'entrabot_lease_held{{role="{chat_scan.ROLE}"}} == 1'
+        )
         holders = {s["metric"]["pod"] for s in series} - {holder}
         takeover.successor = next(iter(holders), None)
         return takeover.successor is not None
 
-    await eventually(held_elsewhere, "another replica reports holding the scanner lease", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
+    await eventually(
+        held_elsewhere,
+        "another replica reports holding the scanner lease",
+        timeout_s=SLOW_WAIT_S,
+        poll_s=SLOW_POLL_S,
+    )
     return takeover
 
 
@@ -277,7 +340,8 @@ async def _one_delivery(fleet: LocalFleet, host: ChannelHost, http: httpx.AsyncC
     await eventually(connected, "the host is connected", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
     [chat, *_] = fleet.emulator.state.chats_of(fleet.seed.agent_user.id)
     posted = await HumanTraffic(fleet.seed, fleet.emulator.base_url, http).post_chat(
-        fleet.seed.humans[0], chat.id, "a message for the dashboards")
+        fleet.seed.humans[0], chat.id, "a message for the dashboards"
+    )
 
     async def delivered() -> bool:
         return any(p.message_id == posted.message_id for p in host.pushes)
@@ -293,26 +357,42 @@ def test_prometheus_loads_every_alert_of_the_rules_file(live_run: LiveRun) -> No
     assert live_run.rules_loaded == {r["alert"] for g in groups for r in g["rules"]}
 
 
-def test_the_storage_alert_is_pending_while_storage_is_cut_and_resolves_once_it_is_back(live_run: LiveRun) -> None:
+def test_the_storage_alert_is_pending_while_storage_is_cut_and_resolves_once_it_is_back(
+    live_run: LiveRun,
+) -> None:
     course = live_run.storage
-    assert course.pending_labels is not None and course.pending_labels["severity"] == "warning", course
+    assert course.pending_labels is not None and course.pending_labels["severity"] == "warning", (
+        course
+    )
     assert course.states[0] == "pending" and course.resolved, course
 
 
-def test_the_throttling_alert_is_pending_during_a_429_storm_and_resolves_after_it(live_run: LiveRun) -> None:
+def test_the_throttling_alert_is_pending_during_a_429_storm_and_resolves_after_it(
+    live_run: LiveRun,
+) -> None:
     course = live_run.throttling
-    assert course.pending_labels is not None and course.pending_labels["severity"] == "warning", course
+    assert course.pending_labels is not None and course.pending_labels["severity"] == "warning", (
+        course
+    )
     assert course.states[0] == "pending" and course.resolved, course
 
 
-def test_a_killed_scanner_holders_lease_is_taken_over_and_no_vacant_role_alert_fires(live_run: LiveRun) -> None:
+def test_a_killed_scanner_holders_lease_is_taken_over_and_no_vacant_role_alert_fires(
+    live_run: LiveRun,
+) -> None:
     takeover = live_run.takeover
     assert takeover.successor is not None and takeover.successor != takeover.killed, takeover
     assert all("firing" not in states for states in takeover.lease_alert_states.values()), takeover
 
 
-def test_every_dashboard_panel_shows_series_or_says_why_it_is_empty_on_an_idle_fleet(live_run: LiveRun) -> None:
+def test_every_dashboard_panel_shows_series_or_says_why_it_is_empty_on_an_idle_fleet(
+    live_run: LiveRun,
+) -> None:
     empty = sorted(title for title, counts in live_run.panels.items() if not any(counts.values()))
-    unexplained = [title for title in empty if EMPTY_ON_AN_IDLE_FLEET not in live_run.descriptions[title]]
-    assert unexplained == [], (f"no series and no {EMPTY_ON_AN_IDLE_FLEET!r} in the description: {unexplained}; "
-                               f"queries: {json.dumps({t: live_run.panels[t] for t in unexplained}, indent=1)}")
+    unexplained = [
+        title for title in empty if EMPTY_ON_AN_IDLE_FLEET not in live_run.descriptions[title]
+    ]
+    assert unexplained == [], (
+        f"no series and no {EMPTY_ON_AN_IDLE_FLEET!r} in the description: {unexplained}; "
+        f"queries: {json.dumps({t: live_run.panels[t] for t in unexplained}, indent=1)}"
+    )

@@ -15,21 +15,41 @@ import yaml
 
 from service.ledger.email_claims import EmailCycleOutcome
 from tests.deploy.deploy_facts import PROMETHEUS_ALERTS, PROMETHEUS_CONFIG
-from tests.deploy.emitted_label_values import LABEL_SOURCES, emitted_label_values, family, module_path, modules_setting
+from tests.deploy.emitted_label_values import (
+    LABEL_SOURCES,
+    emitted_label_values,
+    family,
+    module_path,
+    modules_setting,
+)
 from tests.deploy.exported_metrics import TARGET_LABELS, exported_series
 
 RULE_TESTS = Path(__file__).parent / "prometheus_rules" / "alerts_test.yml"
 NEEDED_ALERTS = {
-    "EntrabotNoReadyReplica", "EntrabotLoopCrashed", "EntrabotClaimsFailing", "EntrabotEmailHoldTooLong",
-    "EntrabotChatCursorUnreadable", "EntrabotGraphThrottled", "EntrabotBlobErrors", "EntrabotPushFailures",
-    "EntrabotDeliveryLatencyHigh", "EntrabotFleetRoleVacant", "EntrabotDeliveriesUnacknowledged",
+    "EntrabotNoReadyReplica",
+    "EntrabotLoopCrashed",
+    "EntrabotClaimsFailing",
+    "EntrabotEmailHoldTooLong",
+    "EntrabotChatCursorUnreadable",
+    "EntrabotGraphThrottled",
+    "EntrabotBlobErrors",
+    "EntrabotPushFailures",
+    "EntrabotDeliveryLatencyHigh",
+    "EntrabotFleetRoleVacant",
+    "EntrabotDeliveriesUnacknowledged",
 }
-promtool = pytest.mark.skipif(shutil.which("promtool") is None,
-                              reason="Debian's prometheus (promtool) is not installed: run deploy/docker/ci-setup.sh")
+promtool = pytest.mark.skipif(
+    shutil.which("promtool") is None,
+    reason="Debian's prometheus (promtool) is not installed: run deploy/docker/ci-setup.sh",
+)
 
 
 def rules() -> list[dict[str, Any]]:
-    return [rule for group in yaml.safe_load(PROMETHEUS_ALERTS.read_text())["groups"] for rule in group["rules"]]
+    return [
+        rule
+        for group in yaml.safe_load(PROMETHEUS_ALERTS.read_text())["groups"]
+        for rule in group["rules"]
+    ]
 
 
 def rule_tests() -> list[dict[str, Any]]:
@@ -38,14 +58,20 @@ def rule_tests() -> list[dict[str, Any]]:
 
 @promtool
 def test_promtool_accepts_the_rules() -> None:
-    result = subprocess.run(["promtool", "check", "rules", str(PROMETHEUS_ALERTS)],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["promtool", "check", "rules", str(PROMETHEUS_ALERTS)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 @promtool
 def test_every_alert_behaves_as_its_promtool_unit_tests_say() -> None:
-    result = subprocess.run(["promtool", "test", "rules", str(RULE_TESTS)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        ["promtool", "test", "rules", str(RULE_TESTS)], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -97,7 +123,9 @@ def matched_values(expr: str) -> list[tuple[str, str, str]]:
             if matcher.name in TARGET_LABELS or matcher.name == "__name__":
                 continue
             if matcher.op in (promql_parser.MatchOp.Re, promql_parser.MatchOp.NotRe):
-                assert re.fullmatch(r"\w+(\|\w+)*", matcher.value), f"{matcher.value!r} is not an alternation of words"
+                assert re.fullmatch(r"\w+(\|\w+)*", matcher.value), (
+                    f"{matcher.value!r} is not an alternation of words"
+                )
                 words = matcher.value.split("|")
             else:
                 words = [matcher.value]
@@ -112,8 +140,11 @@ def test_alerts_match_only_label_values_the_service_emits() -> None:
     for rule in rules():
         for metric, label, value in matched_values(rule["expr"]):
             assert (metric, label) in emitted, (
-                f"{rule['alert']}: {metric}{{{label}}}: add where the service sets it to emitted_label_values.py")
-            assert value in emitted[metric, label], f"{rule['alert']}: the service never sets {metric}{{{label}={value!r}}}"
+                f"{rule['alert']}: {metric}{{{label}}}: add where the service sets it to emitted_label_values.py"
+            )
+            assert value in emitted[metric, label], (
+                f"{rule['alert']}: the service never sets {metric}{{{label}={value!r}}}"
+            )
 
 
 def test_the_alerts_unit_tests_feed_only_label_values_the_service_emits() -> None:
@@ -122,7 +153,9 @@ def test_the_alerts_unit_tests_feed_only_label_values_the_service_emits() -> Non
         for series in case["input_series"]:
             for metric, label, value in matched_values(series["series"]):
                 if (metric, label) in emitted:
-                    assert value in emitted[metric, label], f"{series['series']}: the service never sets {label}={value!r}"
+                    assert value in emitted[metric, label], (
+                        f"{series['series']}: the service never sets {label}={value!r}"
+                    )
 
 
 def test_the_label_values_are_read_from_every_module_that_sets_those_labels() -> None:
@@ -139,7 +172,9 @@ def test_claims_failing_counts_the_email_cycles_that_fail() -> None:
 def test_every_alert_has_a_severity_and_says_what_to_do() -> None:
     for rule in rules():
         assert rule["labels"]["severity"] in ("critical", "warning"), rule["alert"]
-        assert rule["annotations"]["summary"] and len(rule["annotations"]["description"]) > 40, rule["alert"]
+        assert rule["annotations"]["summary"] and len(rule["annotations"]["description"]) > 40, (
+            rule["alert"]
+        )
 
 
 def test_compose_prometheus_loads_the_rules_file() -> None:

@@ -13,10 +13,15 @@ import yaml
 from tests.deploy.deploy_facts import PROMETHEUS_CONFIG
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="Debian's prometheus (promtool) is not installed")
+@pytest.mark.skipif(
+    shutil.which("promtool") is None, reason="Debian's prometheus (promtool) is not installed"
+)
 def test_promtool_accepts_the_compose_prometheus_config() -> None:
     result = subprocess.run(
-        ["promtool", "check", "config", str(PROMETHEUS_CONFIG)], capture_output=True, text=True, timeout=60
+        ["promtool", "check", "config", str(PROMETHEUS_CONFIG)],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -25,7 +25,9 @@ def _write_blob(azurite: Azurite) -> None:
         service.get_blob_client("location", "one.bin").upload_blob(BLOB)
 
 
-def test_an_azurite_started_without_a_location_keeps_blobs_in_a_folder_of_its_own_removed_when_it_stops() -> None:
+def test_an_azurite_started_without_a_location_keeps_blobs_in_a_folder_of_its_own_removed_when_it_stops() -> (
+    None
+):
     azurite = start_azurite(settings=NPM)
     try:
         folder = azurite.location

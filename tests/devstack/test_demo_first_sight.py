@@ -36,12 +36,16 @@ async def test_it_waits_until_every_chat_and_the_mailbox_have_a_cursor() -> None
 
 async def test_a_fleet_that_never_sees_the_mailbox_is_named_as_not_ready() -> None:
     with pytest.raises(FleetNotReady, match=r"3 of the 3 chats and not of the mailbox within 0 s"):
-        await first_sight(Ledger(chats=3, mailbox=False), 3, asyncio.Event(), timeout_s=0.3, margin_s=0)
+        await first_sight(
+            Ledger(chats=3, mailbox=False), 3, asyncio.Event(), timeout_s=0.3, margin_s=0
+        )
 
 
 async def test_a_missing_chat_is_counted_in_the_message() -> None:
     with pytest.raises(FleetNotReady, match=r"first sight of 2 of the 3 chats within"):
-        await first_sight(Ledger(chats=2, mailbox=True), 3, asyncio.Event(), timeout_s=0.3, margin_s=0)
+        await first_sight(
+            Ledger(chats=2, mailbox=True), 3, asyncio.Event(), timeout_s=0.3, margin_s=0
+        )
 
 
 async def test_a_stop_while_waiting_ends_the_wait_without_an_error() -> None:

@@ -16,12 +16,21 @@ pytestmark = [pytest.mark.slow, pytest.mark.azurite]
 
 def test_the_demo_accounts_for_every_push_it_printed(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ENTRABOT_", "AZURE_"))}
-    result = subprocess.run([sys.executable, "-m", "service.cli", "demo", "--replicas", "1", "--duration", "12"],
-                            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    result = subprocess.run(
+        [sys.executable, "-m", "service.cli", "demo", "--replicas", "1", "--duration", "12"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout
-    head = re.search(r"Sent (\d+) chat messages and (\d+) mails; delivered (\d+) pushes \((\d+) distinct, "
-                     r"(\d+) duplicated\):", out)
+    head = re.search(
+        r"Sent (\d+) chat messages and (\d+) mails; delivered (\d+) pushes \((\d+) distinct, "
+        r"(\d+) duplicated\):",
+        out,
+    )
     assert head, out[-2000:]
     chats, mails, pushes, distinct, duplicated = map(int, head.groups())
     assert duplicated == 0 and distinct == pushes
@@ -35,6 +44,10 @@ def test_the_demo_accounts_for_every_push_it_printed(tmp_path: Path) -> None:
     # chat's newest surfaces), and the drain outlasts a few polls: every sent one arrives.
     assert pushes == int(sent.group(1)) + surfaced
     assert late is None and int(sent.group(1)) == chats + mails, out[-2000:]
-    acknowledged = re.search(r"^  (\d+) of the (\d+) distinct acknowledged by their host", out, re.MULTILINE)
-    assert acknowledged and int(acknowledged.group(1)) == int(acknowledged.group(2)) == distinct > 0, out[-2000:]
+    acknowledged = re.search(
+        r"^  (\d+) of the (\d+) distinct acknowledged by their host", out, re.MULTILINE
+    )
+    assert (
+        acknowledged and int(acknowledged.group(1)) == int(acknowledged.group(2)) == distinct > 0
+    ), out[-2000:]
     assert "DUPLICATE" not in out

@@ -8,9 +8,14 @@ from service.devstack.demo_tally import MAIL, DemoTally
 SEEDED_CHAT = "19:b55e0c2203f817e4b2d7@thread.v2"
 
 
-def push(message_id: str, chat_id: str = "19:a1d4c0de-0000-4a1a@unq.gbl.spaces", user: str = "Ada Lovelace"
-         ) -> ReceivedPush:
-    return ReceivedPush("host-a", "http://127.0.0.1:1/mcp", chat_id, message_id, user, "", "text", 0.0)
+def push(
+    message_id: str,
+    chat_id: str = "19:a1d4c0de-0000-4a1a@unq.gbl.spaces",
+    user: str = "Ada Lovelace",
+) -> ReceivedPush:
+    return ReceivedPush(
+        "host-a", "http://127.0.0.1:1/mcp", chat_id, message_id, user, "", "text", 0.0
+    )
 
 
 def tally_of(sent_chat: list[str], sent_mails: int, pushes: list[ReceivedPush]) -> DemoTally:
@@ -31,9 +36,14 @@ def test_a_seeded_message_surfaced_on_first_sight_is_named_as_the_extra_push() -
     pushes.append(push("seeded", SEEDED_CHAT))
     tally = tally_of(sent, 3, pushes)
     lines = tally.summary()
-    assert lines[0] == "Sent 27 chat messages and 3 mails; delivered 31 pushes (31 distinct, 0 duplicated):"
+    assert (
+        lines[0]
+        == "Sent 27 chat messages and 3 mails; delivered 31 pushes (31 distinct, 0 duplicated):"
+    )
     assert lines[1] == "  30 of the 30 sent"
-    assert lines[2].startswith("  1 from the seeded history: on first sight a chat surfaces its newest message")
+    assert lines[2].startswith(
+        "  1 from the seeded history: on first sight a chat surfaces its newest message"
+    )
     assert SEEDED_CHAT[:18] in lines[3]
     assert tally.settled
 
@@ -41,7 +51,10 @@ def test_a_seeded_message_surfaced_on_first_sight_is_named_as_the_extra_push() -
 def test_messages_sent_just_before_the_stop_are_counted_as_not_yet_polled() -> None:
     tally = tally_of(["1", "2", "3"], 2, [push("1"), push("m1", MAIL)])
     assert not tally.settled
-    assert tally.summary()[-1] == "  3 sent but not polled before the stop (2 chat, 1 mail); they stay in Graph"
+    assert (
+        tally.summary()[-1]
+        == "  3 sent but not polled before the stop (2 chat, 1 mail); they stay in Graph"
+    )
 
 
 def test_a_message_pushed_twice_is_reported_as_a_duplicate() -> None:
@@ -57,5 +70,7 @@ def test_the_fleets_acknowledged_count_is_stated_beside_the_distinct_pushes() ->
     tally = tally_of(["1", "2", "3"], 0, [push("1"), push("2"), push("3")])
     assert not any("acknowledged" in line for line in tally.summary())  # not read: not claimed
     tally.acknowledged = 2
-    assert tally.summary()[2] == ("  2 of the 3 distinct acknowledged by their host: the fleet counts a push "
-                                  "delivered only then, and pushes it again until it is")
+    assert tally.summary()[2] == (
+        "  2 of the 3 distinct acknowledged by their host: the fleet counts a push "
+        "delivered only then, and pushes it again until it is"
+    )

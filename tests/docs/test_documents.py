@@ -34,14 +34,16 @@ def anchors(document: Path) -> set[str]:
 
 
 def relative_links(document: Path) -> list[str]:
-    return [target for target in LINK.findall(document.read_text())
-            if not re.match(r"[a-z]+:", target)]
+    return [
+        target for target in LINK.findall(document.read_text()) if not re.match(r"[a-z]+:", target)
+    ]
 
 
 def test_readme_is_a_first_read() -> None:
     lines = README.read_text().splitlines()
     assert len(lines) <= README_MAX_LINES, (
-        f"README.md has {len(lines)} lines; keep it a first read and move the manual into docs/")
+        f"README.md has {len(lines)} lines; keep it a first read and move the manual into docs/"
+    )
     text = README.read_text()
     for must in ("make demo", "make test", "## Connect Claude Code", "## Where to read on"):
         assert must in text
@@ -70,8 +72,11 @@ def test_every_relative_link_resolves(document: Path) -> None:
 def test_every_setting_is_documented(settings: type[BaseSettings]) -> None:
     text = (DOCS / "configuration.md").read_text()
     # In backticks: ENTRABOT_AZURITE is also the start of ENTRABOT_AZURITE_DIR.
-    missing = [f"ENTRABOT_{name.upper()}" for name in settings.model_fields
-               if f"`ENTRABOT_{name.upper()}`" not in text]
+    missing = [
+        f"ENTRABOT_{name.upper()}"
+        for name in settings.model_fields
+        if f"`ENTRABOT_{name.upper()}`" not in text
+    ]
     assert not missing, f"docs/configuration.md does not name: {missing}"
 
 
@@ -81,13 +86,19 @@ def key_constants() -> dict[str, str]:
     for package in ("ledger", "notifications", "storage", "doctor", "tools"):
         for module in (REPO_ROOT / "service" / package).glob("*.py"):
             for node in ast.parse(module.read_text()).body:
-                if not (isinstance(node, ast.Assign) and len(node.targets) == 1
-                        and isinstance(node.targets[0], ast.Name)
-                        and re.fullmatch(r"[A-Z_]*(KEY|PREFIX)", node.targets[0].id)
-                        and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+                if not (
+                    isinstance(node, ast.Assign)
+                    and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)
+                    and re.fullmatch(r"[A-Z_]*(KEY|PREFIX)", node.targets[0].id)
+                    and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)
+                ):
                     continue
                 value = node.value.value
-                if re.fullmatch(r"[a-z_]+(/[a-z_.]*)?|[a-z_]+\.[a-z]+", value):  # a key, not a text prefix
+                if re.fullmatch(
+                    r"[a-z_]+(/[a-z_.]*)?|[a-z_]+\.[a-z]+", value
+                ):  # a key, not a text prefix
                     found[f"{module.relative_to(REPO_ROOT)}:{node.targets[0].id}"] = value
     return found
 
@@ -108,4 +119,3 @@ def test_every_fleet_role_is_in_the_architecture_page() -> None:
     assert len(roles) >= 4
     missing = sorted(r for r in roles if f"`{r}`" not in roles_section)
     assert not missing, f"fleet roles not described in docs/architecture.md: {missing}"
-

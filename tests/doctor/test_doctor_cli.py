@@ -80,13 +80,22 @@ async def container(azurite: Azurite, container_name: str) -> str:
 
 def doctor(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("ENTRABOT_", "AZURE_"))}
-    return subprocess.run([sys.executable, "-m", "service.cli", "doctor"], env={**clean, **env}, cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "service.cli", "doctor"],
+        env={**clean, **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def blob_env(azurite: Azurite, container: str) -> dict[str, str]:
-    return {"ENTRABOT_BLOB_ENDPOINT": azurite.blob_endpoint, "ENTRABOT_BLOB_CONTAINER": container,
-            "ENTRABOT_BLOB_CONNECTION_STRING": azurite.connection_string}
+    return {
+        "ENTRABOT_BLOB_ENDPOINT": azurite.blob_endpoint,
+        "ENTRABOT_BLOB_CONTAINER": container,
+        "ENTRABOT_BLOB_CONNECTION_STRING": azurite.connection_string,
+    }
 
 
 def failures(result: subprocess.CompletedProcess[str]) -> list[str]:
@@ -103,24 +112,39 @@ def lines(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
     return found
 
 
-def test_a_healthy_tenant_and_container_pass_every_check(healthy: RunningEmulator, azurite: Azurite, container: str,
-                                                          tmp_path: Path) -> None:
-    env = {**agent_user_env(healthy.seed, base_url=healthy.base_url), **blob_env(azurite, container)}
+def test_a_healthy_tenant_and_container_pass_every_check(
+    healthy: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path
+) -> None:
+    env = {
+        **agent_user_env(healthy.seed, base_url=healthy.base_url),
+        **blob_env(azurite, container),
+    }
     result = doctor(env, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     found = lines(result)
     assert set(found.values()) <= {"ok", "skip"}, result.stdout
-    for check in ("identity hop 1 (blueprint)", "identity hop 2 (agent identity)", "identity hop 3 (agent user, Graph)",
-                  "graph Mail.Read (GET /me/mailFolders/inbox/messages)", "graph Mail.Send (the token's scp claim)",
-                  "graph User.ReadBasic.All (GET /users/{id})", "storage read/write/CAS", "mcp auth settings"):
+    for check in (
+        "identity hop 1 (blueprint)",
+        "identity hop 2 (agent identity)",
+        "identity hop 3 (agent user, Graph)",
+        "graph Mail.Read (GET /me/mailFolders/inbox/messages)",
+        "graph Mail.Send (the token's scp claim)",
+        "graph User.ReadBasic.All (GET /users/{id})",
+        "storage read/write/CAS",
+        "mcp auth settings",
+    ):
         assert found[check] == "ok", result.stdout
     assert found["sponsor read (agent identity app-only, AgentIdentity.ReadWrite.All)"] == "ok"
     assert "all" in result.stdout.splitlines()[-1]
 
 
-def test_a_withheld_permission_fails_its_own_line_and_the_exit_code(without_mail: RunningEmulator, azurite: Azurite,
-                                                                     container: str, tmp_path: Path) -> None:
-    env = {**agent_user_env(without_mail.seed, base_url=without_mail.base_url), **blob_env(azurite, container)}
+def test_a_withheld_permission_fails_its_own_line_and_the_exit_code(
+    without_mail: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path
+) -> None:
+    env = {
+        **agent_user_env(without_mail.seed, base_url=without_mail.base_url),
+        **blob_env(azurite, container),
+    }
     result = doctor(env, tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     failed = {check for check, status in lines(result).items() if status == "FAIL"}
@@ -130,41 +154,58 @@ def test_a_withheld_permission_fails_its_own_line_and_the_exit_code(without_mail
     # docs/azure.md §2: delegated permissions are granted to the agent identity (the token's client),
     # for the agent user (consentType Principal), not to the blueprint.
     seed = without_mail.seed
-    assert f"to the agent identity {seed.agent_identity.id} for the agent user " \
-           f"{seed.agent_user.user_principal_name}" in line
+    assert (
+        f"to the agent identity {seed.agent_identity.id} for the agent user "
+        f"{seed.agent_user.user_principal_name}" in line
+    )
     assert "blueprint" not in line
 
 
 def test_a_withheld_application_permission_fails_the_sponsor_read(
-        without_sponsor_read: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path) -> None:
-    env = {**agent_user_env(without_sponsor_read.seed, base_url=without_sponsor_read.base_url),
-           **blob_env(azurite, container)}
+    without_sponsor_read: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path
+) -> None:
+    env = {
+        **agent_user_env(without_sponsor_read.seed, base_url=without_sponsor_read.base_url),
+        **blob_env(azurite, container),
+    }
     result = doctor(env, tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     failed = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
     assert len(failed) == 1 and failed[0].startswith("FAIL sponsor read"), result.stdout
     assert "grant the application permission" in failed[0]
     # Application permissions go to the agent identity's own service principal (its app-only token).
-    assert f"to the agent identity {without_sponsor_read.seed.agent_identity.id} itself" in failed[0]
+    assert (
+        f"to the agent identity {without_sponsor_read.seed.agent_identity.id} itself" in failed[0]
+    )
     assert "blueprint" not in failed[0]
 
 
 def test_a_write_permission_missing_from_the_token_fails_its_line(
-        without_mail_send: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path) -> None:
+    without_mail_send: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path
+) -> None:
     seed = without_mail_send.seed
-    env = {**agent_user_env(seed, base_url=without_mail_send.base_url), **blob_env(azurite, container)}
+    env = {
+        **agent_user_env(seed, base_url=without_mail_send.base_url),
+        **blob_env(azurite, container),
+    }
     result = doctor(env, tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     [line] = failures(result)
     assert line.startswith("FAIL graph Mail.Send (the token's scp claim):"), result.stdout
     assert "lacks Mail.Send" in line
-    assert f"to the agent identity {seed.agent_identity.id} for the agent user {seed.agent_user.user_principal_name}" \
+    assert (
+        f"to the agent identity {seed.agent_identity.id} for the agent user {seed.agent_user.user_principal_name}"
         in line
+    )
 
 
 def test_an_agent_identity_without_sponsors_fails_the_sponsor_read(
-        without_sponsors: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path) -> None:
-    env = {**agent_user_env(without_sponsors.seed, base_url=without_sponsors.base_url), **blob_env(azurite, container)}
+    without_sponsors: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path
+) -> None:
+    env = {
+        **agent_user_env(without_sponsors.seed, base_url=without_sponsors.base_url),
+        **blob_env(azurite, container),
+    }
     result = doctor(env, tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     [line] = failures(result)
@@ -174,42 +215,69 @@ def test_an_agent_identity_without_sponsors_fails_the_sponsor_read(
     assert lines(result)["graph User.ReadBasic.All (GET /users/{id})"] == "ok", result.stdout
 
 
-@pytest.mark.parametrize("auth", [
-    pytest.param({"ENTRABOT_MCP_JWT_AUDIENCE": "api://entrabot-fleet"}, id="jwt-audience-without-required-roles"),
-    pytest.param({"ENTRABOT_HOST": "0.0.0.0"}, id="no-auth-off-loopback"),
-])
-def test_unsafe_mcp_auth_settings_fail_their_line(auth: dict[str, str], healthy: RunningEmulator, azurite: Azurite,
-                                                   container: str, tmp_path: Path) -> None:
-    env = {**agent_user_env(healthy.seed, base_url=healthy.base_url), **blob_env(azurite, container), **auth}
+@pytest.mark.parametrize(
+    "auth",
+    [
+        pytest.param(
+            {"ENTRABOT_MCP_JWT_AUDIENCE": "api://entrabot-fleet"},
+            id="jwt-audience-without-required-roles",
+        ),
+        pytest.param({"ENTRABOT_HOST": "0.0.0.0"}, id="no-auth-off-loopback"),
+    ],
+)
+def test_unsafe_mcp_auth_settings_fail_their_line(
+    auth: dict[str, str], healthy: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path
+) -> None:
+    env = {
+        **agent_user_env(healthy.seed, base_url=healthy.base_url),
+        **blob_env(azurite, container),
+        **auth,
+    }
     result = doctor(env, tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     [line] = failures(result)
     assert line.startswith("FAIL mcp auth settings:"), result.stdout
     # The line names the setting to fix.
-    assert ("ENTRABOT_MCP_JWT_REQUIRED_ROLES" if "ENTRABOT_MCP_JWT_AUDIENCE" in auth else "ENTRABOT_HOST") in line
+    assert (
+        "ENTRABOT_MCP_JWT_REQUIRED_ROLES"
+        if "ENTRABOT_MCP_JWT_AUDIENCE" in auth
+        else "ENTRABOT_HOST"
+    ) in line
 
 
 def test_an_agent_user_id_that_is_not_the_identitys_agent_user_fails_hop_three(
-        healthy: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path) -> None:
+    healthy: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path
+) -> None:
     # An operator's slip: the sponsor's object id where the agent user's belongs. Hops 1 and 2 (the
     # blueprint and the agent identity) still work, so the app-only sponsor read does too.
     sponsor = healthy.seed.humans[0]
-    env = {**agent_user_env(healthy.seed, base_url=healthy.base_url), **blob_env(azurite, container),
-           "ENTRABOT_AGENT_USER_ID": sponsor.id, "ENTRABOT_AGENT_USER_UPN": sponsor.user_principal_name}
+    env = {
+        **agent_user_env(healthy.seed, base_url=healthy.base_url),
+        **blob_env(azurite, container),
+        "ENTRABOT_AGENT_USER_ID": sponsor.id,
+        "ENTRABOT_AGENT_USER_UPN": sponsor.user_principal_name,
+    }
     result = doctor(env, tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     found = lines(result)
-    assert found["identity hop 1 (blueprint)"] == "ok" and found["identity hop 2 (agent identity)"] == "ok"
+    assert (
+        found["identity hop 1 (blueprint)"] == "ok"
+        and found["identity hop 2 (agent identity)"] == "ok"
+    )
     [line] = failures(result)
     assert line.startswith("FAIL identity hop 3 (agent user, Graph):"), result.stdout
     assert found["graph Mail.Read (GET /me/mailFolders/inbox/messages)"] == "skip"
     assert found["sponsor read (agent identity app-only, AgentIdentity.ReadWrite.All)"] == "ok"
 
 
-def test_a_wrong_blueprint_secret_fails_hop_one_and_skips_what_needs_it(healthy: RunningEmulator, azurite: Azurite,
-                                                                         container: str, tmp_path: Path) -> None:
-    env = {**agent_user_env(healthy.seed, base_url=healthy.base_url), **blob_env(azurite, container),
-           "ENTRABOT_BLUEPRINT_CLIENT_SECRET": "not-the-secret"}
+def test_a_wrong_blueprint_secret_fails_hop_one_and_skips_what_needs_it(
+    healthy: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path
+) -> None:
+    env = {
+        **agent_user_env(healthy.seed, base_url=healthy.base_url),
+        **blob_env(azurite, container),
+        "ENTRABOT_BLUEPRINT_CLIENT_SECRET": "not-the-secret",
+    }
     result = doctor(env, tmp_path)
     assert result.returncode == 1
     found = lines(result)
@@ -221,12 +289,20 @@ def test_a_wrong_blueprint_secret_fails_hop_one_and_skips_what_needs_it(healthy:
     assert "AADSTS7000215" in hop1 and "not-the-secret" not in result.stdout + result.stderr
 
 
-def test_an_unreachable_container_fails_the_storage_line(healthy: RunningEmulator, tmp_path: Path) -> None:
+def test_an_unreachable_container_fails_the_storage_line(
+    healthy: RunningEmulator, tmp_path: Path
+) -> None:
     endpoint = "http://127.0.0.1:1/devstoreaccount1"
-    connection = ("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDX"
-                  f"J1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint={endpoint};")
-    env = {**agent_user_env(healthy.seed, base_url=healthy.base_url), "ENTRABOT_BLOB_ENDPOINT": endpoint,
-           "ENTRABOT_BLOB_CONTAINER": "fleet", "ENTRABOT_BLOB_CONNECTION_STRING": connection}
+    connection = (
+        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDX"
+        f"J1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint={endpoint};"
+    )
+    env = {
+        **agent_user_env(healthy.seed, base_url=healthy.base_url),
+        "ENTRABOT_BLOB_ENDPOINT": endpoint,
+        "ENTRABOT_BLOB_CONTAINER": "fleet",
+        "ENTRABOT_BLOB_CONNECTION_STRING": connection,
+    }
     result = doctor(env, tmp_path)
     assert result.returncode == 1
     found = lines(result)
@@ -236,18 +312,27 @@ def test_an_unreachable_container_fails_the_storage_line(healthy: RunningEmulato
     assert "ENTRABOT_BLOB_ENDPOINT" in line
 
 
-def test_an_unreachable_notification_url_fails_its_line(healthy: RunningEmulator, azurite: Azurite, container: str,
-                                                        tmp_path: Path) -> None:
-    env = {**agent_user_env(healthy.seed, base_url=healthy.base_url), **blob_env(azurite, container),
-           "ENTRABOT_NOTIFICATION_URL": "http://127.0.0.1:1/notify", "ENTRABOT_NOTIFICATION_CLIENT_STATE": "s3cret-state"}
+def test_an_unreachable_notification_url_fails_its_line(
+    healthy: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path
+) -> None:
+    env = {
+        **agent_user_env(healthy.seed, base_url=healthy.base_url),
+        **blob_env(azurite, container),
+        "ENTRABOT_NOTIFICATION_URL": "http://127.0.0.1:1/notify",
+        "ENTRABOT_NOTIFICATION_CLIENT_STATE": "s3cret-state",
+    }
     result = doctor(env, tmp_path)
     assert result.returncode == 1
     assert lines(result)["notification url"] == "FAIL"
 
 
 def test_a_local_data_dir_passes_the_cas_check_although_its_etags_are_content_hashes(
-        healthy: RunningEmulator, tmp_path: Path) -> None:
-    env = {**agent_user_env(healthy.seed, base_url=healthy.base_url), "ENTRABOT_DATA_DIR": str(tmp_path / "data")}
+    healthy: RunningEmulator, tmp_path: Path
+) -> None:
+    env = {
+        **agent_user_env(healthy.seed, base_url=healthy.base_url),
+        "ENTRABOT_DATA_DIR": str(tmp_path / "data"),
+    }
     result = doctor(env, tmp_path)
     assert lines(result)["storage read/write/CAS"] == "ok", result.stdout
     assert result.returncode == 0, result.stdout

@@ -44,19 +44,34 @@ async def signed_in(emulator: RunningEmulator, azurite: Azurite, container: str)
     key = new_token_key()
     store = BlobBackend.from_connection_string(azurite.connection_string, container)
     try:
-        await sign_in_as(emulator, delegated_settings(emulator, key), store, emulator.seed.humans[0].user_principal_name)
+        await sign_in_as(
+            emulator,
+            delegated_settings(emulator, key),
+            store,
+            emulator.seed.humans[0].user_principal_name,
+        )
     finally:
         await store.aclose()
-    return {**delegated_env(emulator.seed, base_url=emulator.base_url, token_key=key), **blob_env(azurite, container)}
+    return {
+        **delegated_env(emulator.seed, base_url=emulator.base_url, token_key=key),
+        **blob_env(azurite, container),
+    }
 
 
-async def test_a_signed_in_fleet_passes_every_check(healthy: RunningEmulator, azurite: Azurite, container: str,
-                                                    tmp_path: Path) -> None:
+async def test_a_signed_in_fleet_passes_every_check(
+    healthy: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path
+) -> None:
     result = doctor(await signed_in(healthy, azurite, container), tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     found = lines(result)
-    for check in ("delegated settings", "sign-in record", "signed-in token (Graph)", "storage read/write/CAS",
-                  "graph Mail.Read (GET /me/mailFolders/inbox/messages)", "graph ChatMessage.Send (the token's scp claim)"):
+    for check in (
+        "delegated settings",
+        "sign-in record",
+        "signed-in token (Graph)",
+        "storage read/write/CAS",
+        "graph Mail.Read (GET /me/mailFolders/inbox/messages)",
+        "graph ChatMessage.Send (the token's scp claim)",
+    ):
         assert found[check] == "ok", result.stdout
     assert found["sponsor read"] == "skip"
     ada = healthy.seed.humans[0]
@@ -65,19 +80,28 @@ async def test_a_signed_in_fleet_passes_every_check(healthy: RunningEmulator, az
 
 
 async def test_nobody_signed_in_fails_the_record_line_naming_the_command(
-        healthy: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path) -> None:
-    env = {**delegated_env(healthy.seed, base_url=healthy.base_url, token_key=new_token_key()),
-           **blob_env(azurite, container)}
+    healthy: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path
+) -> None:
+    env = {
+        **delegated_env(healthy.seed, base_url=healthy.base_url, token_key=new_token_key()),
+        **blob_env(azurite, container),
+    }
     result = doctor(env, tmp_path)
     assert result.returncode == 1
     [line] = failures(result)
-    assert line.startswith("FAIL sign-in record:") and "entrabot-fleet signin" in line, result.stdout
+    assert line.startswith("FAIL sign-in record:") and "entrabot-fleet signin" in line, (
+        result.stdout
+    )
     assert lines(result)["graph Mail.Read (GET /me/mailFolders/inbox/messages)"] == "skip"
 
 
 async def test_another_key_fails_the_record_line_naming_the_key_setting(
-        healthy: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path) -> None:
-    env = {**await signed_in(healthy, azurite, container), "ENTRABOT_DELEGATED_TOKEN_KEY": new_token_key()}
+    healthy: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path
+) -> None:
+    env = {
+        **await signed_in(healthy, azurite, container),
+        "ENTRABOT_DELEGATED_TOKEN_KEY": new_token_key(),
+    }
     result = doctor(env, tmp_path)
     [line] = failures(result)
     assert result.returncode == 1 and line.startswith("FAIL sign-in record:")
@@ -85,32 +109,54 @@ async def test_another_key_fails_the_record_line_naming_the_key_setting(
 
 
 async def test_a_permission_the_app_lacks_fails_its_line_naming_the_app_and_the_person(
-        without_mail: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path) -> None:
+    without_mail: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path
+) -> None:
     result = doctor(await signed_in(without_mail, azurite, container), tmp_path)
     assert result.returncode == 1
     [line] = failures(result)
-    assert line.startswith("FAIL graph Mail.Read (GET /me/mailFolders/inbox/messages):"), result.stdout
+    assert line.startswith("FAIL graph Mail.Read (GET /me/mailFolders/inbox/messages):"), (
+        result.stdout
+    )
     seed = without_mail.seed
     assert f"to the app registration {seed.public_client.app_id}" in line
     assert seed.humans[0].user_principal_name in line and "agent identity" not in line
 
 
-@pytest.mark.parametrize("change, named", [({"ENTRABOT_DELEGATED_CLIENT_ID": ""}, "ENTRABOT_DELEGATED_CLIENT_ID"),
-                                           ({"ENTRABOT_BLOB_AUTH": "agent_user"}, "ENTRABOT_BLOB_AUTH")])
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        ({"ENTRABOT_DELEGATED_CLIENT_ID": ""}, "ENTRABOT_DELEGATED_CLIENT_ID"),
+        ({"ENTRABOT_BLOB_AUTH": "agent_user"}, "ENTRABOT_BLOB_AUTH"),
+    ],
+)
 def test_a_setting_delegated_mode_cannot_work_without_fails_its_line(
-        change: dict[str, str], named: str, healthy: RunningEmulator, azurite: Azurite, container: str,
-        tmp_path: Path) -> None:
-    env = {**delegated_env(healthy.seed, base_url=healthy.base_url, token_key=new_token_key()),
-           **blob_env(azurite, container), **change}
+    change: dict[str, str],
+    named: str,
+    healthy: RunningEmulator,
+    azurite: Azurite,
+    container: str,
+    tmp_path: Path,
+) -> None:
+    env = {
+        **delegated_env(healthy.seed, base_url=healthy.base_url, token_key=new_token_key()),
+        **blob_env(azurite, container),
+        **change,
+    }
     result = doctor(env, tmp_path)
     assert result.returncode == 1
-    assert any(line.startswith("FAIL delegated settings:") and named in line for line in failures(result)), result.stdout
+    assert any(
+        line.startswith("FAIL delegated settings:") and named in line for line in failures(result)
+    ), result.stdout
 
 
 def test_a_key_that_is_not_32_bytes_fails_the_settings_line_without_showing_it(
-        healthy: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path) -> None:
+    healthy: RunningEmulator, azurite: Azurite, container: str, tmp_path: Path
+) -> None:
     secret = "not-a-key-but-a-secret-value"
-    env = {**delegated_env(healthy.seed, base_url=healthy.base_url, token_key=secret), **blob_env(azurite, container)}
+    env = {
+        **delegated_env(healthy.seed, base_url=healthy.base_url, token_key=secret),
+        **blob_env(azurite, container),
+    }
     result = doctor(env, tmp_path)
     assert result.returncode == 1
     [line] = failures(result)

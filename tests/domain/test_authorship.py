@@ -8,23 +8,42 @@ import pytest
 
 from service.domain.agent import AgentUser
 from service.domain.authorship import (
-    SEND_CLOCK_SKEW, Author, SentView, author_of, people_messages, posted_as_agent_identity,
+    SEND_CLOCK_SKEW,
+    Author,
+    SentView,
+    author_of,
+    people_messages,
+    posted_as_agent_identity,
 )
 from service.graph.models import ChatMessage
 
-PERSON = "aaaaaaaa-0000-0000-0000-00000000000a"  # the signed-in person (delegated) or the agent user
+PERSON = (
+    "aaaaaaaa-0000-0000-0000-00000000000a"  # the signed-in person (delegated) or the agent user
+)
 OTHER = "bbbbbbbb-0000-0000-0000-00000000000b"
 AT = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 DELEGATED = AgentUser(PERSON, "ada@contoso.example", "Ada", posts_as_person=True)
 AGENT_USER = AgentUser(PERSON, "entrabot@contoso.example", "Entrabot")
 
 
-def message(mid: str, sender: str | None = PERSON, text: str = "hello", *, created: datetime = AT,
-            content_type: str = "text", kind: str = "message") -> ChatMessage:
-    return ChatMessage.model_validate({
-        "id": mid, "messageType": kind, "createdDateTime": created.isoformat(),
-        "from": {"user": {"id": sender, "displayName": "Ada"}} if sender else None,
-        "body": {"contentType": content_type, "content": text}})
+def message(
+    mid: str,
+    sender: str | None = PERSON,
+    text: str = "hello",
+    *,
+    created: datetime = AT,
+    content_type: str = "text",
+    kind: str = "message",
+) -> ChatMessage:
+    return ChatMessage.model_validate(
+        {
+            "id": mid,
+            "messageType": kind,
+            "createdDateTime": created.isoformat(),
+            "from": {"user": {"id": sender, "displayName": "Ada"}} if sender else None,
+            "body": {"contentType": content_type, "content": text},
+        }
+    )
 
 
 def test_agent_user_mode_knows_the_agent_by_its_identity() -> None:
@@ -66,18 +85,35 @@ def test_an_unreadable_record_places_none_of_the_persons_messages() -> None:
     assert author_of(message("2", OTHER), DELEGATED, SentView.unreadable()) is Author.PERSON
 
 
-@pytest.mark.parametrize("text, content_type", [("[EntraBot] done", "text"), ("  [EntraBot] done", "text"),
-                                                ("<p>[EntraBot] <b>done</b></p>", "html")])
-def test_an_unrecorded_prefixed_message_of_the_person_is_the_agents(text: str, content_type: str) -> None:
-    assert author_of(message("1", text=text, content_type=content_type), DELEGATED, SentView()) is Author.AGENT
+@pytest.mark.parametrize(
+    "text, content_type",
+    [
+        ("[EntraBot] done", "text"),
+        ("  [EntraBot] done", "text"),
+        ("<p>[EntraBot] <b>done</b></p>", "html"),
+    ],
+)
+def test_an_unrecorded_prefixed_message_of_the_person_is_the_agents(
+    text: str, content_type: str
+) -> None:
+    assert (
+        author_of(message("1", text=text, content_type=content_type), DELEGATED, SentView())
+        is Author.AGENT
+    )
 
 
 def test_the_prefix_in_the_middle_of_a_message_decides_nothing() -> None:
-    assert author_of(message("1", text="see the [EntraBot] note"), DELEGATED, SentView()) is Author.PERSON
+    assert (
+        author_of(message("1", text="see the [EntraBot] note"), DELEGATED, SentView())
+        is Author.PERSON
+    )
 
 
 def test_system_messages_are_nobodys() -> None:
-    assert author_of(message("1", None, kind="systemEventMessage"), DELEGATED, SentView()) is Author.SYSTEM
+    assert (
+        author_of(message("1", None, kind="systemEventMessage"), DELEGATED, SentView())
+        is Author.SYSTEM
+    )
 
 
 def test_only_the_persons_messages_need_the_record_and_only_in_delegated_mode() -> None:

@@ -12,7 +12,11 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from emulator import ManualClock, RunningEmulator, Seed, ThrottleBudget, build_seed, start_emulator
 from emulator.dev_credentials import (
-    DevCertificate, DevIssuer, make_certificate, make_issuer, with_blueprint_credentials,
+    DevCertificate,
+    DevIssuer,
+    make_certificate,
+    make_issuer,
+    with_blueprint_credentials,
 )
 from emulator.seed import AgentIdentity
 from tests.emulator.emulator_testkit import SIBLING_IDENTITY, Entra, bearer
@@ -32,13 +36,26 @@ def issuer() -> DevIssuer:
 def seed(certificate: DevCertificate, issuer: DevIssuer) -> Seed:
     # Graph's limits off: these conformance tests check shapes and rules, many requests a second;
     # test_emulator_limits.py checks the limits on a tenant of its own.
-    base = with_blueprint_credentials(build_seed(chats=3, humans=3, history=3, throttle=ThrottleBudget.relaxed(),
-                                                 shared_mailboxes=True),
-                                      certificate=certificate, issuer=issuer)
+    base = with_blueprint_credentials(
+        build_seed(
+            chats=3, humans=3, history=3, throttle=ThrottleBudget.relaxed(), shared_mailboxes=True
+        ),
+        certificate=certificate,
+        issuer=issuer,
+    )
     # A second agent identity of the same blueprint, as a blueprint with several agents has.
-    sibling = AgentIdentity(id=SIBLING_IDENTITY, display_name="Sibling agent", blueprint_app_id=base.blueprint.app_id)
-    return Seed.model_validate({**base.model_dump(), "agent_identities": [
-        *(a.model_dump() for a in base.agent_identities), sibling.model_dump()]})
+    sibling = AgentIdentity(
+        id=SIBLING_IDENTITY, display_name="Sibling agent", blueprint_app_id=base.blueprint.app_id
+    )
+    return Seed.model_validate(
+        {
+            **base.model_dump(),
+            "agent_identities": [
+                *(a.model_dump() for a in base.agent_identities),
+                sibling.model_dump(),
+            ],
+        }
+    )
 
 
 @pytest.fixture
@@ -52,7 +69,9 @@ def signing_key() -> rsa.RSAPrivateKey:
 
 
 @pytest.fixture
-def emu(seed: Seed, clock: ManualClock, signing_key: rsa.RSAPrivateKey) -> Iterator[RunningEmulator]:
+def emu(
+    seed: Seed, clock: ManualClock, signing_key: rsa.RSAPrivateKey
+) -> Iterator[RunningEmulator]:
     with start_emulator(seed, clock=clock, signing_key=signing_key) as running:
         yield running
 

@@ -64,7 +64,12 @@ class Receiver:
 
     def notifications(self, path: str = "/notify") -> list[dict[str, Any]]:
         """Every changeNotification item posted to ``path``, in arrival order."""
-        return [item for r in self.received(path) if r.validation_token is None for item in r.body["value"]]
+        return [
+            item
+            for r in self.received(path)
+            if r.validation_token is None
+            for item in r.body["value"]
+        ]
 
     def wait_for(self, condition: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
         deadline = time.monotonic() + timeout
@@ -72,7 +77,9 @@ class Receiver:
             while not condition():
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise AssertionError(f"timed out waiting for {what}; received: {self._received!r}")
+                    raise AssertionError(
+                        f"timed out waiting for {what}; received: {self._received!r}"
+                    )
                 self._changed.wait(min(left, 0.1))
 
     # --- the app ---
@@ -86,7 +93,9 @@ class Receiver:
         if token is None and raw:
             body = json.loads(raw)
         with self._changed:
-            self._received.append(Received(path, token, request.headers.get("content-type", ""), body, at))
+            self._received.append(
+                Received(path, token, request.headers.get("content-type", ""), body, at)
+            )
             self._changed.notify_all()
         if token is not None:
             mode = self.validation[path]
@@ -110,11 +119,16 @@ class Receiver:
         sock.bind(("127.0.0.1", 0))
         sock.listen(128)
         self.base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=1)
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
+        )
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
-                                        name="webhook-receiver")
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [sock]},
+            daemon=True,
+            name="webhook-receiver",
+        )
         self._thread.start()
         deadline = time.monotonic() + 10
         while not self._server.started:

@@ -21,8 +21,14 @@ from tests.emulator.notification_receiver import Receiver
 
 # Graph's rules, with the waits that would make tests slow shortened (10 s handshake, 4 h retry window);
 # the 3 s reply timeout stays, so a loaded machine does not turn a normal reply into a retry.
-FAST = SubscriptionPolicy(validation_timeout_s=5.0, notification_timeout_s=3.0, retry_initial_s=0.05,
-                          retry_max_backoff_s=0.2, retry_window_s=7.0, per_user_chat_quota=2)
+FAST = SubscriptionPolicy(
+    validation_timeout_s=5.0,
+    notification_timeout_s=3.0,
+    retry_initial_s=0.05,
+    retry_max_backoff_s=0.2,
+    retry_window_s=7.0,
+    per_user_chat_quota=2,
+)
 
 
 def seed_with(seed: Seed, policy: SubscriptionPolicy) -> Seed:
@@ -33,7 +39,9 @@ def seed_with(seed: Seed, policy: SubscriptionPolicy) -> Seed:
 
 
 @pytest.fixture
-def emu(seed: Seed, clock: ManualClock, signing_key: rsa.RSAPrivateKey) -> Iterator[RunningEmulator]:
+def emu(
+    seed: Seed, clock: ManualClock, signing_key: rsa.RSAPrivateKey
+) -> Iterator[RunningEmulator]:
     with start_emulator(seed_with(seed, FAST), clock=clock, signing_key=signing_key) as running:
         yield running
 
@@ -53,16 +61,30 @@ class Subscriber:
     http: httpx.Client
     headers: dict[str, str]
 
-    def create(self, resource: str, notification_url: str, *, minutes: float = 30,
-               lifecycle_url: str | None = None, client_state: str | None = "s3cret-state",
-               change_type: str = "created", **extra: Any) -> httpx.Response:
+    def create(
+        self,
+        resource: str,
+        notification_url: str,
+        *,
+        minutes: float = 30,
+        lifecycle_url: str | None = None,
+        client_state: str | None = "s3cret-state",
+        change_type: str = "created",
+        **extra: Any,
+    ) -> httpx.Response:
         body: dict[str, Any] = {
-            "changeType": change_type, "notificationUrl": notification_url, "resource": resource,
-            "expirationDateTime": _iso(self.emu, minutes), "clientState": client_state, **extra,
+            "changeType": change_type,
+            "notificationUrl": notification_url,
+            "resource": resource,
+            "expirationDateTime": _iso(self.emu, minutes),
+            "clientState": client_state,
+            **extra,
         }
         if lifecycle_url is not None:
             body["lifecycleNotificationUrl"] = lifecycle_url
-        return self.http.post(f"{self.emu.graph_url}/subscriptions", json=body, headers=self.headers)
+        return self.http.post(
+            f"{self.emu.graph_url}/subscriptions", json=body, headers=self.headers
+        )
 
     def created(self, resource: str, notification_url: str, **kwargs: Any) -> dict[str, Any]:
         response = self.create(resource, notification_url, **kwargs)
@@ -78,14 +100,21 @@ class Subscriber:
         return response.json()["value"]
 
     def renew(self, sub_id: str, minutes: float) -> httpx.Response:
-        return self.http.patch(f"{self.emu.graph_url}/subscriptions/{sub_id}",
-                               json={"expirationDateTime": _iso(self.emu, minutes)}, headers=self.headers)
+        return self.http.patch(
+            f"{self.emu.graph_url}/subscriptions/{sub_id}",
+            json={"expirationDateTime": _iso(self.emu, minutes)},
+            headers=self.headers,
+        )
 
     def delete(self, sub_id: str) -> httpx.Response:
-        return self.http.delete(f"{self.emu.graph_url}/subscriptions/{sub_id}", headers=self.headers)
+        return self.http.delete(
+            f"{self.emu.graph_url}/subscriptions/{sub_id}", headers=self.headers
+        )
 
     def reauthorize(self, sub_id: str) -> httpx.Response:
-        return self.http.post(f"{self.emu.graph_url}/subscriptions/{sub_id}/reauthorize", headers=self.headers)
+        return self.http.post(
+            f"{self.emu.graph_url}/subscriptions/{sub_id}/reauthorize", headers=self.headers
+        )
 
 
 def chat_id(seed: Seed, n: int) -> str:
@@ -119,7 +148,9 @@ class Admin:
     def stats(self) -> dict[str, int]:
         return self.notifications()["stats"]
 
-    def wait_until(self, condition: Callable[[dict[str, Any]], bool], what: str, timeout: float = 15.0) -> None:
+    def wait_until(
+        self, condition: Callable[[dict[str, Any]], bool], what: str, timeout: float = 15.0
+    ) -> None:
         """Poll the admin view of delivery until ``condition`` holds (bounded)."""
         deadline = time.monotonic() + timeout
         while not condition(self.notifications()):
@@ -131,7 +162,9 @@ class Admin:
         return self.post(f"/chats/{chat_id}/messages", {"from_user": from_user, "content": content})
 
     def mail(self, to: str, subject: str = "hi") -> dict[str, Any]:
-        return self.post("/mail", {"to": to, "from": "someone@fabrikam.example", "subject": subject})
+        return self.post(
+            "/mail", {"to": to, "from": "someone@fabrikam.example", "subject": subject}
+        )
 
 
 @pytest.fixture
@@ -142,8 +175,14 @@ def admin(emu: RunningEmulator, http: httpx.Client) -> Admin:
 def entra_app_token(entra: Entra) -> str:
     """An app-only Graph token of the agent identity (roles from the seed)."""
     from tests.emulator.emulator_testkit import GRAPH_SCOPE, JWT_BEARER
+
     t1 = entra.t1().json()["access_token"]
-    response = entra.post(grant_type="client_credentials", client_id=entra.seed.agent_identity.id,
-                          scope=GRAPH_SCOPE, client_assertion_type=JWT_BEARER, client_assertion=t1)
+    response = entra.post(
+        grant_type="client_credentials",
+        client_id=entra.seed.agent_identity.id,
+        scope=GRAPH_SCOPE,
+        client_assertion_type=JWT_BEARER,
+        client_assertion=t1,
+    )
     assert response.status_code == 200, response.text
     return response.json()["access_token"]

@@ -18,8 +18,9 @@ from tests.emulator.emulator_testkit import assert_graph_error
 NEWEST_BY_CREATION = "?$orderby=createdDateTime desc&$top=1"
 
 
-def _messages(emu: RunningEmulator, http: httpx.Client, agent: dict[str, str], chat: str,
-              query: str = "") -> list[dict[str, Any]]:
+def _messages(
+    emu: RunningEmulator, http: httpx.Client, agent: dict[str, str], chat: str, query: str = ""
+) -> list[dict[str, Any]]:
     response = http.get(f"{emu.graph_url}/chats/{chat}/messages{query}", headers=agent)
     assert response.status_code == 200, response.text
     return list(response.json()["value"])
@@ -29,22 +30,26 @@ def _oldest(emu: RunningEmulator, chat: str) -> str:
     return min(emu.state.messages(chat), key=lambda m: int(m.id)).id
 
 
-def _changed_since(emu: RunningEmulator, http: httpx.Client, agent: dict[str, str], chat: str,
-                   watermark: str) -> list[dict[str, Any]]:
+def _changed_since(
+    emu: RunningEmulator, http: httpx.Client, agent: dict[str, str], chat: str, watermark: str
+) -> list[dict[str, Any]]:
     query = f"?$orderby=lastModifiedDateTime desc&$filter=lastModifiedDateTime gt {watermark}"
     return _messages(emu, http, agent, chat, query)
 
 
-def test_a_reaction_moves_last_modified_but_not_created(emu: RunningEmulator, http: httpx.Client,
-                                                        agent: dict[str, str], clock: ManualClock) -> None:
+def test_a_reaction_moves_last_modified_but_not_created(
+    emu: RunningEmulator, http: httpx.Client, agent: dict[str, str], clock: ManualClock
+) -> None:
     chat = seeded_chat_id(emu.seed, 1)
     oldest = _oldest(emu, chat)
     before = next(m for m in _messages(emu, http, agent, chat) if m["id"] == oldest)
     watermark = teams_time(clock.now())
     clock.advance(5)
     grace = emu.seed.humans[1]
-    response = http.post(f"{emu.admin_url}/chats/{chat}/messages/{oldest}/reactions",
-                         json={"user": grace.user_principal_name, "reaction_type": "like"})
+    response = http.post(
+        f"{emu.admin_url}/chats/{chat}/messages/{oldest}/reactions",
+        json={"user": grace.user_principal_name, "reaction_type": "like"},
+    )
     assert response.status_code == 201, response.text
     (message,) = _changed_since(emu, http, agent, chat, watermark)
     assert message["id"] == oldest and message["createdDateTime"] == before["createdDateTime"]
@@ -56,9 +61,9 @@ def test_a_reaction_moves_last_modified_but_not_created(emu: RunningEmulator, ht
     assert _messages(emu, http, agent, chat, NEWEST_BY_CREATION)[0]["id"] != oldest
 
 
-def test_a_soft_deleted_message_stays_listed_with_its_body_emptied(emu: RunningEmulator, http: httpx.Client,
-                                                                   agent: dict[str, str],
-                                                                   clock: ManualClock) -> None:
+def test_a_soft_deleted_message_stays_listed_with_its_body_emptied(
+    emu: RunningEmulator, http: httpx.Client, agent: dict[str, str], clock: ManualClock
+) -> None:
     chat = seeded_chat_id(emu.seed, 1)
     oldest = _oldest(emu, chat)
     watermark = teams_time(clock.now())
@@ -72,30 +77,42 @@ def test_a_soft_deleted_message_stays_listed_with_its_body_emptied(emu: RunningE
     assert len(listed) == len(emu.state.messages(chat))  # nothing disappears from the list
 
 
-def test_an_edit_moves_last_modified_but_keeps_created_order(emu: RunningEmulator, http: httpx.Client,
-                                                             agent: dict[str, str], clock: ManualClock) -> None:
+def test_an_edit_moves_last_modified_but_keeps_created_order(
+    emu: RunningEmulator, http: httpx.Client, agent: dict[str, str], clock: ManualClock
+) -> None:
     chat = seeded_chat_id(emu.seed, 1)
     oldest = _oldest(emu, chat)
     clock.advance(5)
-    response = http.patch(f"{emu.admin_url}/chats/{chat}/messages/{oldest}", json={"content": "edited"})
+    response = http.patch(
+        f"{emu.admin_url}/chats/{chat}/messages/{oldest}", json={"content": "edited"}
+    )
     assert response.status_code == 200
-    by_modified = [m["id"] for m in _messages(emu, http, agent, chat, "?$orderby=lastModifiedDateTime desc")]
-    by_created = [m["id"] for m in _messages(emu, http, agent, chat, "?$orderby=createdDateTime desc")]
+    by_modified = [
+        m["id"] for m in _messages(emu, http, agent, chat, "?$orderby=lastModifiedDateTime desc")
+    ]
+    by_created = [
+        m["id"] for m in _messages(emu, http, agent, chat, "?$orderby=createdDateTime desc")
+    ]
     assert by_modified[0] == oldest  # the edited message is the most recently modified one
     assert by_created == sorted(by_created, key=int, reverse=True) and by_created[-1] == oldest
 
 
-def test_created_date_time_filters_only_with_lt(emu: RunningEmulator, http: httpx.Client,
-                                                agent: dict[str, str], clock: ManualClock) -> None:
+def test_created_date_time_filters_only_with_lt(
+    emu: RunningEmulator, http: httpx.Client, agent: dict[str, str], clock: ManualClock
+) -> None:
     chat = seeded_chat_id(emu.seed, 1)
     since = teams_time(clock.now() - timedelta(days=30))
-    response = http.get(f"{emu.graph_url}/chats/{chat}/messages?$orderby=createdDateTime desc"
-                        f"&$filter=createdDateTime gt {since}", headers=agent)
+    response = http.get(
+        f"{emu.graph_url}/chats/{chat}/messages?$orderby=createdDateTime desc"
+        f"&$filter=createdDateTime gt {since}",
+        headers=agent,
+    )
     assert_graph_error(response, 400, "BadRequest")
 
 
-def test_reacting_needs_a_member_and_a_live_message(emu: RunningEmulator, http: httpx.Client,
-                                                    agent: dict[str, str]) -> None:
+def test_reacting_needs_a_member_and_a_live_message(
+    emu: RunningEmulator, http: httpx.Client, agent: dict[str, str]
+) -> None:
     chat = seeded_chat_id(emu.seed, 1)
     seeded = emu.state.chat(chat)
     assert seeded is not None
@@ -106,34 +123,69 @@ def test_reacting_needs_a_member_and_a_live_message(emu: RunningEmulator, http: 
     assert http.post(url, json={"user": outsider.id}).status_code == 403
     http.delete(f"{emu.admin_url}/chats/{chat}/messages/{oldest}")
     assert http.post(url, json={"user": emu.seed.humans[1].id}).status_code == 400
-    assert http.post(f"{emu.admin_url}/chats/{chat}/messages/1/reactions",
-                     json={"user": emu.seed.humans[1].id}).status_code == 404
+    assert (
+        http.post(
+            f"{emu.admin_url}/chats/{chat}/messages/1/reactions",
+            json={"user": emu.seed.humans[1].id},
+        ).status_code
+        == 404
+    )
 
 
 def test_the_sender_alone_updates_or_soft_deletes_a_message_through_graphs_routes(
-        emu: RunningEmulator, http: httpx.Client, agent: dict[str, str]) -> None:
+    emu: RunningEmulator, http: httpx.Client, agent: dict[str, str]
+) -> None:
     chat = seeded_chat_id(emu.seed, 1)
     me = emu.seed.agent_user.id
-    posted = http.post(f"{emu.graph_url}/chats/{chat}/messages", headers=agent,
-                       json={"body": {"contentType": "text", "content": "first draft"}})
+    posted = http.post(
+        f"{emu.graph_url}/chats/{chat}/messages",
+        headers=agent,
+        json={"body": {"contentType": "text", "content": "first draft"}},
+    )
     assert posted.status_code == 201, posted.text
     mine, theirs = posted.json()["id"], _oldest(emu, chat)
 
     edit = {"body": {"contentType": "html", "content": "<p>second draft</p>"}}
-    assert http.patch(f"{emu.graph_url}/chats/{chat}/messages/{mine}", headers=agent, json=edit).status_code == 204
+    assert (
+        http.patch(
+            f"{emu.graph_url}/chats/{chat}/messages/{mine}", headers=agent, json=edit
+        ).status_code
+        == 204
+    )
     (shown,) = [m for m in _messages(emu, http, agent, chat) if m["id"] == mine]
-    assert shown["body"] == {"contentType": "html", "content": "<p>second draft</p>"} and shown["lastEditedDateTime"]
-    assert_graph_error(http.patch(f"{emu.graph_url}/chats/{chat}/messages/{theirs}", headers=agent, json=edit),
-                       403, "Forbidden")
-    assert_graph_error(http.patch(f"{emu.graph_url}/chats/{chat}/messages/{mine}", headers=agent,
-                                  json={**edit, "importance": "urgent"}), 400, "BadRequest")
+    assert (
+        shown["body"] == {"contentType": "html", "content": "<p>second draft</p>"}
+        and shown["lastEditedDateTime"]
+    )
+    assert_graph_error(
+        http.patch(f"{emu.graph_url}/chats/{chat}/messages/{theirs}", headers=agent, json=edit),
+        403,
+        "Forbidden",
+    )
+    assert_graph_error(
+        http.patch(
+            f"{emu.graph_url}/chats/{chat}/messages/{mine}",
+            headers=agent,
+            json={**edit, "importance": "urgent"},
+        ),
+        400,
+        "BadRequest",
+    )
 
     delete = f"{emu.graph_url}/users/{me}/chats/{chat}/messages/{{}}/softDelete"
     assert_graph_error(http.post(delete.format(theirs), headers=agent), 403, "Forbidden")
     other_user = emu.seed.humans[0].id
-    assert_graph_error(http.post(f"{emu.graph_url}/users/{other_user}/chats/{chat}/messages/{mine}/softDelete",
-                                 headers=agent), 403, "Forbidden")
+    assert_graph_error(
+        http.post(
+            f"{emu.graph_url}/users/{other_user}/chats/{chat}/messages/{mine}/softDelete",
+            headers=agent,
+        ),
+        403,
+        "Forbidden",
+    )
     assert http.post(delete.format(mine), headers=agent).status_code == 204
     (gone,) = [m for m in _messages(emu, http, agent, chat) if m["id"] == mine]
     assert gone["deletedDateTime"] and gone["body"]["content"] == ""
-    assert http.post(delete.format(mine), headers=agent).status_code == 204  # again: still deleted, no error
+    assert (
+        http.post(delete.format(mine), headers=agent).status_code == 204
+    )  # again: still deleted, no error

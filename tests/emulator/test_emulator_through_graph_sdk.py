@@ -8,7 +8,9 @@ from typing import Any
 
 import httpx
 from azure.core.credentials import AccessToken
-from kiota_authentication_azure.azure_identity_authentication_provider import AzureIdentityAuthenticationProvider
+from kiota_authentication_azure.azure_identity_authentication_provider import (
+    AzureIdentityAuthenticationProvider,
+)
 from msgraph.graph_request_adapter import GraphRequestAdapter
 from msgraph.graph_service_client import GraphServiceClient
 from msgraph.generated.models.body_type import BodyType
@@ -17,7 +19,9 @@ from msgraph.generated.models.email_address import EmailAddress
 from msgraph.generated.models.item_body import ItemBody
 from msgraph.generated.models.message import Message
 from msgraph.generated.models.recipient import Recipient
-from msgraph.generated.users.item.send_mail.send_mail_post_request_body import SendMailPostRequestBody
+from msgraph.generated.users.item.send_mail.send_mail_post_request_body import (
+    SendMailPostRequestBody,
+)
 
 from emulator import RunningEmulator
 from seed_ids import seeded_chat_id
@@ -45,24 +49,34 @@ class _EmulatorToken:
 
 def _sdk(emu: RunningEmulator, token: str) -> GraphServiceClient:
     # TOOLCHAIN.md: kiota sends plain http only to localhost; the scopes are passed explicitly.
-    auth = AzureIdentityAuthenticationProvider(_EmulatorToken(token),
-                                               scopes=["https://graph.microsoft.com/.default"])
+    auth = AzureIdentityAuthenticationProvider(
+        _EmulatorToken(token), scopes=["https://graph.microsoft.com/.default"]
+    )
     adapter = GraphRequestAdapter(auth)
     adapter.base_url = emu.graph_url
     return GraphServiceClient(request_adapter=adapter)
 
 
-async def test_the_sdks_pascal_case_send_mail_is_delivered(emu: RunningEmulator, entra: Entra,
-                                                           http: httpx.Client) -> None:
+async def test_the_sdks_pascal_case_send_mail_is_delivered(
+    emu: RunningEmulator, entra: Entra, http: httpx.Client
+) -> None:
     ada = emu.seed.humans[0]
-    body = SendMailPostRequestBody(message=Message(
-        subject="Through the SDK", body=ItemBody(content_type=BodyType.Text, content="Sent by msgraph-sdk."),
-        to_recipients=[Recipient(email_address=EmailAddress(address=ada.user_principal_name))]),
-        save_to_sent_items=True)
+    body = SendMailPostRequestBody(
+        message=Message(
+            subject="Through the SDK",
+            body=ItemBody(content_type=BodyType.Text, content="Sent by msgraph-sdk."),
+            to_recipients=[Recipient(email_address=EmailAddress(address=ada.user_principal_name))],
+        ),
+        save_to_sent_items=True,
+    )
     await _sdk(emu, entra.agent_token()).me.send_mail.post(body)
-    inbox = http.get(emu.graph_url + "/me/mailFolders/inbox/messages",
-                     headers=bearer(entra.human_token(ada.user_principal_name))).json()["value"]
-    assert [m["bodyPreview"] for m in inbox if m["subject"] == "Through the SDK"] == ["Sent by msgraph-sdk."]
+    inbox = http.get(
+        emu.graph_url + "/me/mailFolders/inbox/messages",
+        headers=bearer(entra.human_token(ada.user_principal_name)),
+    ).json()["value"]
+    assert [m["bodyPreview"] for m in inbox if m["subject"] == "Through the SDK"] == [
+        "Sent by msgraph-sdk."
+    ]
 
 
 async def test_the_sdk_reads_a_chat_message_it_sent(emu: RunningEmulator, entra: Entra) -> None:
@@ -70,7 +84,8 @@ async def test_the_sdk_reads_a_chat_message_it_sent(emu: RunningEmulator, entra:
     chat = seeded_chat_id(emu.seed, 0)
     assert chat is not None
     sent = await client.chats.by_chat_id(chat).messages.post(
-        ChatMessage(body=ItemBody(content_type=BodyType.Text, content="hello from the SDK")))
+        ChatMessage(body=ItemBody(content_type=BodyType.Text, content="hello from the SDK"))
+    )
     assert sent is not None and sent.id is not None
     got = await client.chats.by_chat_id(chat).messages.by_chat_message_id(sent.id).get()
     assert got is not None and got.body is not None and got.body.content == "hello from the SDK"

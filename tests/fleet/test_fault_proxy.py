@@ -22,7 +22,9 @@ def proxy(azurite: Azurite) -> Iterator[FaultProxy]:
 
 
 @pytest.fixture
-async def through_proxy(azurite: Azurite, proxy: FaultProxy, container_name: str) -> AsyncIterator[BlobBackend]:
+async def through_proxy(
+    azurite: Azurite, proxy: FaultProxy, container_name: str
+) -> AsyncIterator[BlobBackend]:
     conn = azurite.connection_string.replace(azurite.blob_endpoint, proxy.blob_endpoint)
     backend = BlobBackend.from_connection_string(conn, container_name)
     await backend.ensure_container()
@@ -41,8 +43,9 @@ async def direct(azurite: Azurite, container_name: str) -> AsyncIterator[BlobBac
         await backend.aclose()
 
 
-async def test_signed_requests_pass_through_with_their_conditions(through_proxy: BlobBackend,
-                                                                  proxy: FaultProxy) -> None:
+async def test_signed_requests_pass_through_with_their_conditions(
+    through_proxy: BlobBackend, proxy: FaultProxy
+) -> None:
     etag = await through_proxy.write_text("chat_cursors/a.json", "v1", if_absent=True)
     assert await through_proxy.read_text_with_etag("chat_cursors/a.json") == ("v1", etag)
     with pytest.raises(ConcurrencyError):
@@ -54,7 +57,9 @@ async def test_signed_requests_pass_through_with_their_conditions(through_proxy:
     await through_proxy.append_text("interactions/day.jsonl", "two\n")
     assert await through_proxy.read_text_with_etag("chat_cursors/a.json") == ("v2", newer)
     assert await through_proxy.read_text("interactions/day.jsonl") == "one\ntwo\n"
-    assert await through_proxy.exists("chat_cursors/a.json") and not await through_proxy.exists("absent")
+    assert await through_proxy.exists("chat_cursors/a.json") and not await through_proxy.exists(
+        "absent"
+    )
     assert await through_proxy.list() == ["chat_cursors/a.json", "interactions/day.jsonl"]
     stats = proxy.stats()
     assert stats.forwarded == stats.requests and stats.injected == 0
@@ -108,11 +113,15 @@ async def test_commit_then_drop_spares_reads_and_answers_that_committed_nothing(
     assert proxy.stats().commit_then_drop == 0
 
 
-async def test_rules_follow_their_path_filter_and_budget(through_proxy: BlobBackend, proxy: FaultProxy) -> None:
-    proxy.set_rules([
-        ProxyRule(ProxyFault.FAIL_BEFORE, path=r"/chat_cursors/", times=2),
-        ProxyRule(ProxyFault.DELAY, delay_ms=5, path=r"/watched_chats"),
-    ])
+async def test_rules_follow_their_path_filter_and_budget(
+    through_proxy: BlobBackend, proxy: FaultProxy
+) -> None:
+    proxy.set_rules(
+        [
+            ProxyRule(ProxyFault.FAIL_BEFORE, path=r"/chat_cursors/", times=2),
+            ProxyRule(ProxyFault.DELAY, delay_ms=5, path=r"/watched_chats"),
+        ]
+    )
     await through_proxy.write_text("watched_chats", "19:a\n")
     for _ in range(2):
         with pytest.raises(TransientStorageError):
@@ -130,10 +139,13 @@ def test_delays_add_up_and_the_first_failing_rule_decides() -> None:
         ProxyRule(ProxyFault.DELAY, delay_ms=5),
     ]
     always = itertools.repeat(0.0).__next__
-    assert decide(rules, [None] * 4, "PUT", "/acct/c/k", always) == Decision(15, ProxyFault.FAIL_BEFORE, (0, 1, 3))
+    assert decide(rules, [None] * 4, "PUT", "/acct/c/k", always) == Decision(
+        15, ProxyFault.FAIL_BEFORE, (0, 1, 3)
+    )
     assert decide(rules, [None] * 4, "GET", "/acct/c/k", always) == Decision(15, None, (0, 3))
     assert decide(rules, [None, 0, None, None], "PUT", "/acct/c/k", always) == Decision(
-        15, ProxyFault.COMMIT_THEN_DROP, (0, 2, 3))
+        15, ProxyFault.COMMIT_THEN_DROP, (0, 2, 3)
+    )
 
 
 def test_a_rule_fires_only_when_its_roll_is_under_its_probability() -> None:

@@ -82,16 +82,27 @@ async def test_every_message_reaches_one_host_exactly_once_through_faults_kills_
     assert isinstance(sent, dict) and sent["chat"] >= 1000 and sent["mail"] >= 200
 
     # The scenario happened as planned: faults were injected, and the killed replica held a host.
-    assert result.proxy.commit_then_drop > 0 and result.proxy.fail_before > 0 and result.proxy.delayed > 0
+    assert (
+        result.proxy.commit_then_drop > 0
+        and result.proxy.fail_before > 0
+        and result.proxy.delayed > 0
+    )
     kinds = [d.kind for d in result.disruptions]
-    assert kinds == [DisruptionKind.SIGKILL, DisruptionKind.RESTART, DisruptionKind.SIGTERM, DisruptionKind.RESTART]
+    assert kinds == [
+        DisruptionKind.SIGKILL,
+        DisruptionKind.RESTART,
+        DisruptionKind.SIGTERM,
+        DisruptionKind.RESTART,
+    ]
     assert result.disruptions[0].hosts_on_it and result.disruptions[2].hosts_on_it
     kill_at = result.kills[0].at.timestamp()
     for host in result.disruptions[0].hosts_on_it:  # it failed over and kept receiving
         assert result.host_connections[host] >= 2
         assert any(p.host == host and p.received_at > kill_at for p in result.pushes)
     sigterm = result.disruptions[2]
-    assert sigterm.exited_by_itself, f"{sigterm.replica} had to be SIGKILLed after the {SIGTERM_GRACE_S:.0f} s grace"
+    assert sigterm.exited_by_itself, (
+        f"{sigterm.replica} had to be SIGKILLed after the {SIGTERM_GRACE_S:.0f} s grace"
+    )
 
     # Exactly once: nothing twice, nothing that was never sent.
     assert not account.duplicates, f"delivered more than once: {dict(account.duplicates)}"
@@ -104,6 +115,8 @@ async def test_every_message_reaches_one_host_exactly_once_through_faults_kills_
     )
     lost = len(account.lost_at_sigkill)
     bound = _sent_in_window_before(result, 0)
-    print(f"lost at the SIGKILL of {result.kills[0].replica}: {lost} (sent in the in-flight window: {bound})")
+    print(
+        f"lost at the SIGKILL of {result.kills[0].replica}: {lost} (sent in the in-flight window: {bound})"
+    )
     assert lost <= bound
     assert account.delivered + lost == account.sent

@@ -53,10 +53,14 @@ async def test_a_graph_outage_slows_the_whole_fleet_and_everything_posted_arrive
     account = result.account
 
     assert result.outage is not None
-    assert result.graph_log_from <= result.traffic_began, "the emulator's request log lost the start of the run"
+    assert result.graph_log_from <= result.traffic_began, (
+        "the emulator's request log lost the start of the run"
+    )
     rates = result.read_rates()
     assert rates is not None
-    assert rates["during"] < rates["before"], f"the fleet read Graph faster during the outage than before: {rates}"
+    assert rates["during"] < rates["before"], (
+        f"the fleet read Graph faster during the outage than before: {rates}"
+    )
     # One replica's Retry-After held the other: a hold learnt from graph/backoff.json.
     holds = result.ledger_metrics.get("graph_holds", {})
     assert holds.get("unavailable", 0) > 0 and holds.get("fleet", 0) > 0, holds

@@ -38,8 +38,9 @@ PLAN = FleetPlan(
     email_poll_s=3.0,
     fault_proxy=False,
     # One read refused: the replica that made it holds on its own word, the others on graph/backoff.json.
-    graph_outage=GraphOutage(at_s=10.0, duration_s=THROTTLED_FOR_S, status=429, retry_after_s=RETRY_AFTER_S,
-                             reads=1),
+    graph_outage=GraphOutage(
+        at_s=10.0, duration_s=THROTTLED_FOR_S, status=429, retry_after_s=RETRY_AFTER_S, reads=1
+    ),
 )
 
 
@@ -59,11 +60,17 @@ def run(azurite: Azurite, tmp_path_factory: pytest.TempPathFactory) -> FleetResu
 def test_a_30_s_retry_after_holds_the_whole_fleet_and_loses_nothing(run: FleetResult) -> None:
     window = run.outage
     assert window is not None
-    assert run.graph_log_from <= run.traffic_began, "the emulator's request log lost the start of the run"
+    assert run.graph_log_from <= run.traffic_began, (
+        "the emulator's request log lost the start of the run"
+    )
     # Held: no replica read Graph from shortly after the 429s until shortly before their Retry-After ran out.
-    assert _within(run.graph_reads, run.traffic_began, window.began) > 0, "the fleet read nothing before the 429s"
-    assert _within(run.graph_reads, window.began + LEARN_S, window.began + RETRY_AFTER_S - LEARN_S) == 0, (
-        f"the fleet read Graph during the 30 s hold: {run.summary()['graph_reads_per_s']}")
+    assert _within(run.graph_reads, run.traffic_began, window.began) > 0, (
+        "the fleet read nothing before the 429s"
+    )
+    assert (
+        _within(run.graph_reads, window.began + LEARN_S, window.began + RETRY_AFTER_S - LEARN_S)
+        == 0
+    ), f"the fleet read Graph during the 30 s hold: {run.summary()['graph_reads_per_s']}"
     holds = run.ledger_metrics.get("graph_holds", {})
     assert holds.get("throttled", 0) > 0 and holds.get("fleet", 0) > 0, holds
 
@@ -72,7 +79,9 @@ def test_a_30_s_retry_after_holds_the_whole_fleet_and_loses_nothing(run: FleetRe
 
 
 @pytest.mark.timeout(420)
-def test_no_429_storm_follows_when_the_fleet_resumes_after_a_30_s_retry_after(run: FleetResult) -> None:
+def test_no_429_storm_follows_when_the_fleet_resumes_after_a_30_s_retry_after(
+    run: FleetResult,
+) -> None:
     window = run.outage
     assert window is not None
     # Resuming together, each replica may meet another's read of a chat posted to during the hold once
@@ -81,4 +90,5 @@ def test_no_429_storm_follows_when_the_fleet_resumes_after_a_30_s_retry_after(ru
     before = _within(run.limit_throttles, run.traffic_began, window.began)
     after = _within(run.limit_throttles, window.began + RETRY_AFTER_S, float("inf"))
     assert after <= before + PLAN.chats * PLAN.replicas, (
-        f"{after} 429s from Graph's limits after the hold, {before} before it: {run.summary()['throttle_by_limit']}")
+        f"{after} 429s from Graph's limits after the hold, {before} before it: {run.summary()['throttle_by_limit']}"
+    )

@@ -52,8 +52,17 @@ DRAIN_QUIET_S = 40.0
 
 # Replicas talk to Azurite directly: the storage faults are the issue-7 test's; these runs are about
 # change detection.
-BASE_PLAN = FleetPlan(replicas=3, hosts=2, chats=50, chat_messages=300, mails=30, traffic_s=TRAFFIC_S,
-                      fault_proxy=False, drain_quiet_s=DRAIN_QUIET_S, drain_max_s=120.0)
+BASE_PLAN = FleetPlan(
+    replicas=3,
+    hosts=2,
+    chats=50,
+    chat_messages=300,
+    mails=30,
+    traffic_s=TRAFFIC_S,
+    fault_proxy=False,
+    drain_quiet_s=DRAIN_QUIET_S,
+    drain_max_s=120.0,
+)
 
 NOTIFIED_PLAN = replace(
     BASE_PLAN,
@@ -80,7 +89,9 @@ def _run(plan: FleetPlan, azurite: Azurite, workdir: Path, name: str) -> FleetRe
 
 @pytest.fixture(scope="module")
 def notified_run(azurite: Azurite, tmp_path_factory: pytest.TempPathFactory) -> FleetResult:
-    return _run(NOTIFIED_PLAN, azurite, tmp_path_factory.mktemp("notified"), "notified_scanner_kill")
+    return _run(
+        NOTIFIED_PLAN, azurite, tmp_path_factory.mktemp("notified"), "notified_scanner_kill"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +102,13 @@ def unordered_run(azurite: Azurite, tmp_path_factory: pytest.TempPathFactory) ->
 def _scanner_takeover_bound(plan: FleetPlan, tmp_path: Path) -> timedelta:
     """From the kill: the holder's last record expires within one ttl; a candidate tries again within
     one renewal interval of that; and it tries only in its chat poll's turn (one cycle)."""
-    lease = Lease(LocalBackend(tmp_path), chat_scan.ROLE, "bound", ttl=chat_scan.LEASE_TTL,
-                  margin=chat_scan.LEASE_MARGIN)
+    lease = Lease(
+        LocalBackend(tmp_path),
+        chat_scan.ROLE,
+        "bound",
+        ttl=chat_scan.LEASE_TTL,
+        margin=chat_scan.LEASE_MARGIN,
+    )
     cycle = timedelta(seconds=plan.chat_poll_s + plan.chat_poll_jitter_s)
     return chat_scan.LEASE_TTL + lease.renew_every + cycle
 
@@ -108,15 +124,19 @@ def test_the_scanner_lease_moves_to_a_live_replica_after_expiry_and_within_its_b
     assert takeover.stopped == killed and takeover.last_expires_at is not None, takeover
     assert takeover.successor is not None and takeover.successor != killed, (
         f"no replica took {chat_scan.ROLE} over within {NOTIFIED_PLAN.takeover_wait_s:.0f} s: {takeover}; "
-        f"replica logs in {result.workdir}")
+        f"replica logs in {result.workdir}"
+    )
     # Never before the killed holder's record expired: two scanners at once.
     assert takeover.past_expiry_s is not None and takeover.past_expiry_s >= 0, takeover
     bound = _scanner_takeover_bound(NOTIFIED_PLAN, tmp_path)
     assert takeover.taken_after_s is not None and takeover.taken_after_s <= bound.total_seconds(), (
         f"taken over {takeover.taken_after_s:.2f} s after the kill; the lease bounds it to "
-        f"{bound.total_seconds():.2f} s")
-    print(f"scanner {killed} -> {takeover.successor}: taken over {takeover.taken_after_s:.2f} s after the "
-          f"SIGKILL ({takeover.past_expiry_s:.2f} s past its expiry; bound {bound.total_seconds():.2f} s)")
+        f"{bound.total_seconds():.2f} s"
+    )
+    print(
+        f"scanner {killed} -> {takeover.successor}: taken over {takeover.taken_after_s:.2f} s after the "
+        f"SIGKILL ({takeover.past_expiry_s:.2f} s past its expiry; bound {bound.total_seconds():.2f} s)"
+    )
 
 
 @pytest.mark.timeout(420)
@@ -127,7 +147,9 @@ def test_every_message_reaches_one_host_once_with_notifications_dropped_and_doub
     account = result.account
     # The scenario happened: notifications flowed, some were dropped and some duplicated.
     stats = result.notification_stats or {}
-    assert stats.get("sent", 0) > 0 and stats.get("dropped", 0) > 0 and stats.get("duplicated", 0) > 0, stats
+    assert (
+        stats.get("sent", 0) > 0 and stats.get("dropped", 0) > 0 and stats.get("duplicated", 0) > 0
+    ), stats
     assert result.kills, "the scanner's replica was not killed"
 
     assert_each_message_delivered_once(result)
@@ -135,9 +157,13 @@ def test_every_message_reaches_one_host_once_with_notifications_dropped_and_doub
     # the scanner's death itself loses nothing.
     lost = len(account.lost_at_sigkill)
     window = timedelta(seconds=NOTIFIED_PLAN.in_flight_window_s)
-    in_window = sum(1 for m in result.sent if timedelta(0) <= result.kills[0].at - m.created <= window)
-    print(f"lost at the SIGKILL of {result.kills[0].replica}: {lost} (sent in the in-flight window: {in_window}; "
-          f"hosts on it: {list(result.disruptions[0].hosts_on_it)})")
+    in_window = sum(
+        1 for m in result.sent if timedelta(0) <= result.kills[0].at - m.created <= window
+    )
+    print(
+        f"lost at the SIGKILL of {result.kills[0].replica}: {lost} (sent in the in-flight window: {in_window}; "
+        f"hosts on it: {list(result.disruptions[0].hosts_on_it)})"
+    )
     assert lost <= in_window
     assert account.delivered + lost == account.sent
 
@@ -148,7 +174,9 @@ def test_an_unordered_tenant_without_notifications_gets_every_message_delivered_
 ) -> None:
     result = unordered_run
     # The scenario happened: Graph refused the ordered scan, and the scanner kept walking unordered.
-    assert result.graph_statuses.get("GET /v1.0/me/chats", {}).get("400", 0) > 0, result.graph_statuses
+    assert result.graph_statuses.get("GET /v1.0/me/chats", {}).get("400", 0) > 0, (
+        result.graph_statuses
+    )
     load = result.graph_load
     assert load is not None and load.by_route.get("GET /v1.0/me/chats", {}).get("200", 0) > 0, load
     assert result.notification_stats is None
@@ -164,7 +192,9 @@ def test_an_unordered_tenant_without_notifications_gets_every_message_delivered_
 def test_an_unordered_tenant_fleet_stays_within_graph_limits(unordered_run: FleetResult) -> None:
     startup, traffic = unordered_run.startup_graph_load, unordered_run.graph_load
     assert startup is not None and traffic is not None
-    assert startup.complete and traffic.complete, "the emulator's request log lost the start of the run"
+    assert startup.complete and traffic.complete, (
+        "the emulator's request log lost the start of the run"
+    )
     throttled = {"start-up": startup.throttled_by(5.0), "traffic": traffic.throttled_by(5.0)}
     routes = list(startup.by_route.items()) + list(traffic.by_route.items())
     reads = sum(sum(v.values()) for r, v in routes if "/chats/{id}/messages" in r)
@@ -174,4 +204,5 @@ def test_an_unordered_tenant_fleet_stays_within_graph_limits(unordered_run: Flee
     assert sum(v.get("429", 0) for r, v in routes if r.endswith("/me/chats")) == 0, throttled
     assert startup.throttled + traffic.throttled <= max(1, reads // 100), (
         f"Graph requests answered 429, by 5 s of the run: {throttled}; during the traffic: {traffic.by_route}; "
-        f"the emulator's limits: {unordered_run.throttle.get('limits')}")
+        f"the emulator's limits: {unordered_run.throttle.get('limits')}"
+    )

@@ -11,11 +11,28 @@ PEOPLE = "people-app"
 FLEET = "fleet-app"
 
 
-def record(at: float, *, route: str = "/v1.0/chats/{id}/messages", status: int = 200, app: str = FLEET,
-           method: str = "GET", path: str | None = None) -> RequestRecord:
-    return RequestRecord(method=method, route=route, path=path or route.replace("{id}", "c1"), status=status,
-                         app_id=app, user_id=None, monotonic=at, wall="", duration_ms=1.0, fault=False,
-                         throttled=status == 429)
+def record(
+    at: float,
+    *,
+    route: str = "/v1.0/chats/{id}/messages",
+    status: int = 200,
+    app: str = FLEET,
+    method: str = "GET",
+    path: str | None = None,
+) -> RequestRecord:
+    return RequestRecord(
+        method=method,
+        route=route,
+        path=path or route.replace("{id}", "c1"),
+        status=status,
+        app_id=app,
+        user_id=None,
+        monotonic=at,
+        wall="",
+        duration_ms=1.0,
+        fault=False,
+        throttled=status == 429,
+    )
 
 
 def test_only_the_replicas_graph_requests_inside_the_window_count() -> None:
@@ -24,12 +41,17 @@ def test_only_the_replicas_graph_requests_inside_the_window_count() -> None:
         record(10.0),
         record(11.0, status=429),
         record(12.0, app=PEOPLE, method="POST"),  # the people's own post: another app's budget
-        record(13.0, route="/common/oauth2/v2.0/token", path="/common/oauth2/v2.0/token", method="POST"),
+        record(
+            13.0, route="/common/oauth2/v2.0/token", path="/common/oauth2/v2.0/token", method="POST"
+        ),
         record(16.0, route="/v1.0/me/chats"),
         record(20.0),  # the window ends before it
     ]
     load = graph_load(records, people_app_id=PEOPLE, start=10.0, end=20.0)
-    assert load.by_route == {"GET /v1.0/chats/{id}/messages": {"200": 1, "429": 1}, "GET /v1.0/me/chats": {"200": 1}}
+    assert load.by_route == {
+        "GET /v1.0/chats/{id}/messages": {"200": 1, "429": 1},
+        "GET /v1.0/me/chats": {"200": 1},
+    }
     assert load.requests == 3 and load.throttled == 1
     assert load.rate_by_route() == {"GET /v1.0/chats/{id}/messages": 0.2, "GET /v1.0/me/chats": 0.1}
     assert load.throttled_by(5.0) == {"0": 1}

@@ -42,7 +42,12 @@ def make_certificate(tmp_path: Path, name: str = "blueprint") -> CertificateFile
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
     files = CertificateFiles(
-        cert, cert_pem, key_pem, tmp_path / f"{name}.pem", tmp_path / f"{name}.crt", tmp_path / f"{name}.key"
+        cert,
+        cert_pem,
+        key_pem,
+        tmp_path / f"{name}.pem",
+        tmp_path / f"{name}.crt",
+        tmp_path / f"{name}.key",
     )
     files.combined_path.write_bytes(cert_pem + key_pem)
     files.cert_path.write_bytes(cert_pem)

@@ -67,16 +67,24 @@ class Tenant:
     ) -> AgentUserTokenProvider:
         seed = self.seed
         return AgentUserTokenProvider(
-            self.emulator.authority, seed.tenant_id, seed.blueprint.app_id,
+            self.emulator.authority,
+            seed.tenant_id,
+            seed.blueprint.app_id,
             credential or BlueprintSecret(seed.blueprint.client_secrets[0]),
-            agent_identity_id or seed.agent_identity.id, agent_user_id or seed.agent_user.id,
-            http=self.http, metrics=self.metrics,
+            agent_identity_id or seed.agent_identity.id,
+            agent_user_id or seed.agent_user.id,
+            http=self.http,
+            metrics=self.metrics,
         )
 
     def client(self, provider: AgentUserTokenProvider | None = None, **kwargs: Any) -> GraphClient:
         kwargs.setdefault("retry_policy", FAST_BACKOFF)
         return GraphClient(
-            self.emulator.graph_url, provider or self.provider(), http=self.http, metrics=self.metrics, **kwargs
+            self.emulator.graph_url,
+            provider or self.provider(),
+            http=self.http,
+            metrics=self.metrics,
+            **kwargs,
         )
 
     async def admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -96,11 +104,15 @@ class Tenant:
     async def token_requests_by_client(self) -> Counter[str]:
         """Token-endpoint requests per client_id: hop 1 is the blueprint, hops 2 and 3 the agent identity."""
         stats = await self.stats()
-        return Counter(r["app_id"] for r in stats["recent"] if f"{r['method']} {r['route']}" == TOKEN_ROUTE)
+        return Counter(
+            r["app_id"] for r in stats["recent"] if f"{r['method']} {r['route']}" == TOKEN_ROUTE
+        )
 
     def hop_count(self, hop: str, outcome: str = "ok") -> float:
         labels = {"hop": hop, "outcome": outcome}
-        return self.metrics.registry.get_sample_value("entrabot_token_requests_total", labels) or 0.0
+        return (
+            self.metrics.registry.get_sample_value("entrabot_token_requests_total", labels) or 0.0
+        )
 
 
 @asynccontextmanager
@@ -141,7 +153,9 @@ async def test_chat_messages_are_paged_past_three_pages_newest_first() -> None:
 
         # The watermark filter returns only what is newer, still newest first.
         since = messages[59].modified_or_created
-        newer = [m.id async for p in client.list_chat_messages(chat_id, since=since) for m in p.items]
+        newer = [
+            m.id async for p in client.list_chat_messages(chat_id, since=since) for m in p.items
+        ]
         assert newer == [m.id for m in messages[:59]]
 
 
@@ -169,7 +183,10 @@ async def test_retry_after_is_honoured_as_seen_by_the_emulator(tenant: Tenant) -
     calls = [r for r in (await tenant.stats())["recent"] if r["path"] == "/v1.0/me"]
     assert [r["status"] for r in calls] == [429, 200]
     assert calls[1]["monotonic"] - calls[0]["monotonic"] >= 1.0
-    assert tenant.metrics.registry.get_sample_value("entrabot_graph_throttles_total", {"route": "me"}) == 1
+    assert (
+        tenant.metrics.registry.get_sample_value("entrabot_graph_throttles_total", {"route": "me"})
+        == 1
+    )
 
 
 async def test_server_errors_on_a_get_are_retried_until_it_succeeds(tenant: Tenant) -> None:
@@ -185,8 +202,15 @@ async def test_a_send_that_failed_after_taking_effect_is_not_resent(tenant: Tena
     assert chat_id is not None
     client = tenant.client()
     await tenant.admin(
-        "POST", "faults",
-        {"status": 503, "method": "POST", "route_pattern": "/messages$", "count": 1, "after_commit": True},
+        "POST",
+        "faults",
+        {
+            "status": 503,
+            "method": "POST",
+            "route_pattern": "/messages$",
+            "count": 1,
+            "after_commit": True,
+        },
     )
     with pytest.raises(GraphServerError) as caught:
         await client.send_chat_message(chat_id, "only once, please")
@@ -227,11 +251,16 @@ async def test_revoked_token_mid_run_is_recovered_with_exactly_one_refresh(tenan
     assert counts == {"200": 12, "401": counts["401"]} and 1 <= counts["401"] <= 12
 
 
-async def test_storage_scope_token_is_a_separate_hop_three_on_the_same_exchange(tenant: Tenant) -> None:
+async def test_storage_scope_token_is_a_separate_hop_three_on_the_same_exchange(
+    tenant: Tenant,
+) -> None:
     provider = tenant.provider()
     graph = await provider.get_token(GRAPH_SCOPE)
     storage = await provider.get_token(STORAGE_SCOPE)
-    assert jwt.decode(storage.token, options={"verify_signature": False})["aud"] == "https://storage.azure.com"
+    assert (
+        jwt.decode(storage.token, options={"verify_signature": False})["aud"]
+        == "https://storage.azure.com"
+    )
     assert graph.token != storage.token
     assert [tenant.hop_count(h) for h in ("blueprint", "agent_identity", "agent_user")] == [1, 1, 2]
 
@@ -264,7 +293,9 @@ async def test_wrong_agent_user_is_rejected_at_hop_three(tenant: Tenant, who: st
     assert error.code == ("AADSTS82001" if who == "a human" else "AADSTS50034")
     assert "ENTRABOT_AGENT_USER_ID" in str(error)
     # Hops 1 and 2 succeeded; only the user exchange was refused.
-    assert tenant.hop_count("agent_identity") == 1 and tenant.hop_count("agent_user", "rejected") == 1
+    assert (
+        tenant.hop_count("agent_identity") == 1 and tenant.hop_count("agent_user", "rejected") == 1
+    )
 
 
 def with_blueprint(seed: Seed, **changes: Any) -> Seed:
@@ -280,7 +311,9 @@ def with_blueprint(seed: Seed, **changes: Any) -> Seed:
 async def test_certificate_credential_works_end_to_end(certificate: CertificateFiles) -> None:
     seed = with_blueprint(build_seed(chats=1), certificates=[certificate.cert_pem.decode()])
     async with running_tenant(seed) as tenant:
-        client = tenant.client(tenant.provider(BlueprintCertificate(certificate.cert_path, certificate.key_path)))
+        client = tenant.client(
+            tenant.provider(BlueprintCertificate(certificate.cert_path, certificate.key_path))
+        )
         assert (await client.get_me()).id == seed.agent_user.id
 
 
@@ -299,24 +332,37 @@ class ProjectedTokens:
     def rotate(self, *, key: rsa.RSAPrivateKey | None = None) -> None:
         now = int(time.time())
         claims = {
-            "iss": self.issuer, "sub": self.subject, "aud": ["api://AzureADTokenExchange"],
-            "iat": now, "nbf": now, "exp": now + int(timedelta(hours=1).total_seconds()), "jti": str(uuid.uuid4()),
+            "iss": self.issuer,
+            "sub": self.subject,
+            "aud": ["api://AzureADTokenExchange"],
+            "iat": now,
+            "nbf": now,
+            "exp": now + int(timedelta(hours=1).total_seconds()),
+            "jti": str(uuid.uuid4()),
         }
-        self.path.write_text(jwt.encode(claims, key or self.key, algorithm="RS256", headers={"kid": "k1"}))
+        self.path.write_text(
+            jwt.encode(claims, key or self.key, algorithm="RS256", headers={"kid": "k1"})
+        )
 
 
-async def test_federated_token_file_works_end_to_end_and_is_re_read_after_rotation(tmp_path: Path) -> None:
+async def test_federated_token_file_works_end_to_end_and_is_re_read_after_rotation(
+    tmp_path: Path,
+) -> None:
     projected = ProjectedTokens(tmp_path / "azure-identity-token")
     federated = [{"name": "aks", "issuer": projected.issuer, "subject": projected.subject}]
     seed = with_blueprint(
-        build_seed(chats=1), federated_credentials=federated,
+        build_seed(chats=1),
+        federated_credentials=federated,
         _seed={"federation_issuers": [{"issuer": projected.issuer, "jwks": projected.jwks}]},
     )
     async with running_tenant(seed) as tenant:
         provider = tenant.provider(BlueprintFederatedTokenFile(projected.path))
         projected.rotate()
         first = await provider.get_token(GRAPH_SCOPE)
-        assert jwt.decode(first.token, options={"verify_signature": False})["oid"] == seed.agent_user.id
+        assert (
+            jwt.decode(first.token, options={"verify_signature": False})["oid"]
+            == seed.agent_user.id
+        )
 
         # A token from a key the issuer does not publish proves the file is read again on hop 1 …
         projected.rotate(key=rsa.generate_private_key(public_exponent=65537, key_size=2048))
@@ -346,7 +392,9 @@ class TamperingTransport(httpx.AsyncBaseTransport):
         body = json.loads(await response.aread())
         if len(body.get("value", [])) > 1:
             body["value"][1]["createdDateTime"] = {"not": "a time"}
-        return httpx.Response(response.status_code, headers={"content-type": "application/json"}, json=body)
+        return httpx.Response(
+            response.status_code, headers={"content-type": "application/json"}, json=body
+        )
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -358,13 +406,18 @@ async def test_malformed_items_from_the_wire_are_skipped_with_a_warning_and_coun
     chat_id = tenant.seed.chats[1].id
     assert chat_id is not None
     async with httpx.AsyncClient(transport=TamperingTransport()) as tampered:
-        client = GraphClient(tenant.emulator.graph_url, tenant.provider(), http=tampered, metrics=tenant.metrics)
+        client = GraphClient(
+            tenant.emulator.graph_url, tenant.provider(), http=tampered, metrics=tenant.metrics
+        )
         with caplog.at_level(logging.WARNING, logger="service.graph.pages"):
             pages = [p async for p in client.list_chat_messages(chat_id, since=None)]
     assert [(len(p.items), p.skipped) for p in pages] == [(4, 1)]
-    assert tenant.metrics.registry.get_sample_value(
-        "entrabot_graph_malformed_items_total", {"kind": "chat message"}
-    ) == 1
+    assert (
+        tenant.metrics.registry.get_sample_value(
+            "entrabot_graph_malformed_items_total", {"kind": "chat message"}
+        )
+        == 1
+    )
     (warning,) = [r.getMessage() for r in caplog.records if r.name == "service.graph.pages"]
     assert "chat message" in warning and "createdDateTime" in warning and "message 3" not in warning
 
@@ -383,13 +436,20 @@ async def test_every_client_call_works_against_the_emulator(tenant: Tenant) -> N
         await client.list_sponsors(seed.agent_identity.id)
     directory = client.with_tokens(tenant.provider().agent_identity_tokens())
     sponsors = await directory.list_sponsors(seed.agent_identity.id)
-    assert [(s.id, s.odata_type) for s in sponsors] == [(ada, None)]  # the emulator's default: id only
+    assert [(s.id, s.odata_type) for s in sponsors] == [
+        (ada, None)
+    ]  # the emulator's default: id only
 
     one_on_one = await client.create_chat("oneOnOne", [agent, ada])
     assert one_on_one.id == seed.chats[0].id  # Graph returns the existing 1:1 chat
     group = await client.create_chat("group", [agent, ada, grace], topic="Plans")
     await client.add_chat_member(group.id, katherine)
-    assert {m.user_id for m in await client.list_chat_members(group.id)} == {agent, ada, grace, katherine}
+    assert {m.user_id for m in await client.list_chat_members(group.id)} == {
+        agent,
+        ada,
+        grace,
+        katherine,
+    }
     fetched = await client.get_chat(group.id)
     assert fetched.topic == "Plans" and len(fetched.members) == 4
 
@@ -398,12 +458,20 @@ async def test_every_client_call_works_against_the_emulator(tenant: Tenant) -> N
     assert newest is not None and newest.id == sent.id
     assert newest.sender is not None and newest.sender.id == agent and not newest.is_system
 
-    await tenant.admin("POST", "mail", {"to": agent, "from": "ada@contoso.com", "subject": "Lunch?", "body": "At 12"})
+    await tenant.admin(
+        "POST",
+        "mail",
+        {"to": agent, "from": "ada@contoso.com", "subject": "Lunch?", "body": "At 12"},
+    )
     before = (await client.get_newest_chat_message(group.id)).created_date_time  # type: ignore[union-attr]
     mails = [m async for p in client.list_mail(before - timedelta(minutes=1)) for m in p.items]
     assert [m.subject for m in mails] == ["Lunch?"]
     mail = await client.get_mail(mails[0].id)
-    assert mail.sender is not None and mail.sender.address == "ada@contoso.com" and mail.body.content == "At 12"
+    assert (
+        mail.sender is not None
+        and mail.sender.address == "ada@contoso.com"
+        and mail.body.content == "At 12"
+    )
     await client.send_mail("ada@contoso.com", "Re: Lunch?", "Yes")
 
 

@@ -66,7 +66,9 @@ class FakeEntra:
         if hop in self.fail:
             status, body = self.fail[hop]
             return httpx.Response(status, json=body)
-        return httpx.Response(200, json={"access_token": f"T{hop}-{self.counter[hop]}", "expires_in": self.lifetime})
+        return httpx.Response(
+            200, json={"access_token": f"T{hop}-{self.counter[hop]}", "expires_in": self.lifetime}
+        )
 
 
 class Clock:
@@ -78,12 +80,21 @@ class Clock:
 
 
 def provider(
-    entra: FakeEntra, credential: BlueprintCredential | None = None, *, clock: Clock | None = None,
+    entra: FakeEntra,
+    credential: BlueprintCredential | None = None,
+    *,
+    clock: Clock | None = None,
     metrics: Metrics | None = None,
 ) -> AgentUserTokenProvider:
     return AgentUserTokenProvider(
-        AUTHORITY, TENANT, "blueprint-app", credential or BlueprintSecret("s3cret-value"), "agent-identity",
-        "agent-user", http=httpx.AsyncClient(transport=httpx.MockTransport(entra)), metrics=metrics,
+        AUTHORITY,
+        TENANT,
+        "blueprint-app",
+        credential or BlueprintSecret("s3cret-value"),
+        "agent-identity",
+        "agent-user",
+        http=httpx.AsyncClient(transport=httpx.MockTransport(entra)),
+        metrics=metrics,
         clock=clock or Clock(),
     )
 
@@ -94,16 +105,27 @@ async def test_three_hops_send_the_documented_forms() -> None:
     assert token.token == "T3-1"
     hop1, hop2, hop3 = entra.forms
     assert hop1 == {
-        "grant_type": "client_credentials", "client_id": "blueprint-app", "scope": EXCHANGE_SCOPE,
-        "fmi_path": "agent-identity", "client_secret": "s3cret-value",
+        "grant_type": "client_credentials",
+        "client_id": "blueprint-app",
+        "scope": EXCHANGE_SCOPE,
+        "fmi_path": "agent-identity",
+        "client_secret": "s3cret-value",
     }
     assert hop2 == {
-        "grant_type": "client_credentials", "client_id": "agent-identity", "scope": EXCHANGE_SCOPE,
-        "client_assertion_type": JWT_BEARER, "client_assertion": "T1-1",
+        "grant_type": "client_credentials",
+        "client_id": "agent-identity",
+        "scope": EXCHANGE_SCOPE,
+        "client_assertion_type": JWT_BEARER,
+        "client_assertion": "T1-1",
     }
     assert hop3 == {
-        "grant_type": "user_fic", "client_id": "agent-identity", "scope": GRAPH, "client_assertion_type": JWT_BEARER,
-        "client_assertion": "T1-1", "user_id": "agent-user", "user_federated_identity_credential": "T2-1",
+        "grant_type": "user_fic",
+        "client_id": "agent-identity",
+        "scope": GRAPH,
+        "client_assertion_type": JWT_BEARER,
+        "client_assertion": "T1-1",
+        "user_id": "agent-user",
+        "user_federated_identity_credential": "T2-1",
     }
 
 
@@ -116,8 +138,11 @@ async def test_agent_identity_app_token_is_hop_two_asked_for_graph_sharing_hop_o
     assert first == again and first.token == "T2-2"  # the second hop-2 token, cached
     assert entra.counter == Counter({1: 1, 2: 2, 3: 1})
     assert entra.forms[-1] == {
-        "grant_type": "client_credentials", "client_id": "agent-identity", "scope": GRAPH,
-        "client_assertion_type": JWT_BEARER, "client_assertion": "T1-1",
+        "grant_type": "client_credentials",
+        "client_id": "agent-identity",
+        "scope": GRAPH,
+        "client_assertion_type": JWT_BEARER,
+        "client_assertion": "T1-1",
     }
     app_only.invalidate(GRAPH, first.token)
     assert (await app_only.get_token(GRAPH)).token == "T2-3"
@@ -127,8 +152,14 @@ async def test_agent_identity_app_token_is_hop_two_asked_for_graph_sharing_hop_o
 async def test_the_doctors_app_token_asks_entra_exactly_what_the_fleet_asks() -> None:
     fleet_entra, doctor_entra = FakeEntra(), FakeEntra()
     await provider(fleet_entra).agent_identity_tokens().get_token(GRAPH)
-    doctor = AgentIdentityAppToken(AUTHORITY, TENANT, "blueprint-app", BlueprintSecret("s3cret-value"),
-                                   "agent-identity", http=httpx.AsyncClient(transport=httpx.MockTransport(doctor_entra)))
+    doctor = AgentIdentityAppToken(
+        AUTHORITY,
+        TENANT,
+        "blueprint-app",
+        BlueprintSecret("s3cret-value"),
+        "agent-identity",
+        http=httpx.AsyncClient(transport=httpx.MockTransport(doctor_entra)),
+    )
     await doctor.get_token(GRAPH)
     assert doctor_entra.forms == fleet_entra.forms
     assert [FakeEntra.hop_of(f) for f in doctor_entra.forms] == [1, 2]
@@ -144,9 +175,14 @@ async def test_hundred_concurrent_callers_cause_one_request_per_hop() -> None:
 
 async def test_concurrent_callers_share_one_failure_instead_of_each_retrying() -> None:
     entra = FakeEntra()
-    entra.fail[1] = (401, {
-        "error": "invalid_client", "error_description": "AADSTS7000215: Invalid client secret.", "error_codes": [7000215]
-    })
+    entra.fail[1] = (
+        401,
+        {
+            "error": "invalid_client",
+            "error_description": "AADSTS7000215: Invalid client secret.",
+            "error_codes": [7000215],
+        },
+    )
     p = provider(entra)
     results = await asyncio.gather(*(p.get_token(GRAPH) for _ in range(20)), return_exceptions=True)
     assert all(isinstance(r, TokenAcquisitionError) and r.hop == 1 for r in results)
@@ -210,11 +246,14 @@ async def test_a_rejected_hop_is_named_with_its_aadsts_code_and_the_credential_r
     hop: int, name: str, sent: str
 ) -> None:
     entra = FakeEntra()
-    entra.fail[hop] = (400, {
-        "error": "invalid_request",
-        "error_description": f"AADSTS50000: We got {sent}, which is bad.\r\nTrace ID: abc\r\nCorrelation ID: d",
-        "error_codes": [50000],
-    })
+    entra.fail[hop] = (
+        400,
+        {
+            "error": "invalid_request",
+            "error_description": f"AADSTS50000: We got {sent}, which is bad.\r\nTrace ID: abc\r\nCorrelation ID: d",
+            "error_codes": [50000],
+        },
+    )
     metrics = Metrics()
     with pytest.raises(TokenAcquisitionError) as caught:
         await provider(entra, metrics=metrics).get_token(GRAPH)
@@ -227,7 +266,9 @@ async def test_a_rejected_hop_is_named_with_its_aadsts_code_and_the_credential_r
     assert metrics.registry.get_sample_value("entrabot_token_requests_total", labels) == 1
 
 
-async def test_token_endpoint_5xx_is_retried_because_asking_for_a_token_has_no_side_effect() -> None:
+async def test_token_endpoint_5xx_is_retried_because_asking_for_a_token_has_no_side_effect() -> (
+    None
+):
     entra = FakeEntra()
     answers = iter([httpx.Response(503, json={"error": "temporarily_unavailable"})])
 
@@ -236,8 +277,15 @@ async def test_token_endpoint_5xx_is_retried_because_asking_for_a_token_has_no_s
         return answer if answer is not None else await entra(request)
 
     p = AgentUserTokenProvider(
-        AUTHORITY, TENANT, "blueprint-app", BlueprintSecret("x"), "agent-identity", "agent-user",
-        http=httpx.AsyncClient(transport=httpx.MockTransport(flaky)), clock=Clock(), sleep=_no_sleep,
+        AUTHORITY,
+        TENANT,
+        "blueprint-app",
+        BlueprintSecret("x"),
+        "agent-identity",
+        "agent-user",
+        http=httpx.AsyncClient(transport=httpx.MockTransport(flaky)),
+        clock=Clock(),
+        sleep=_no_sleep,
     )
     assert (await p.get_token(GRAPH)).token == "T3-1"
 
@@ -255,7 +303,9 @@ async def test_certificate_assertion_is_rs256_with_sha256_thumbprint_and_fresh_j
     p.invalidate(GRAPH)
     await p.get_token(GRAPH)
     assertions = [f["client_assertion"] for f in entra.forms if "fmi_path" in f]
-    assert len(assertions) == 2 and all(f.get("client_assertion_type") == JWT_BEARER for f in entra.forms)
+    assert len(assertions) == 2 and all(
+        f.get("client_assertion_type") == JWT_BEARER for f in entra.forms
+    )
     der = certificate.certificate.public_bytes(serialization.Encoding.DER)
     thumb = base64.urlsafe_b64encode(hashlib.sha256(der).digest()).rstrip(b"=").decode()
     public_key = certificate.certificate.public_key()
@@ -264,15 +314,22 @@ async def test_certificate_assertion_is_rs256_with_sha256_thumbprint_and_fresh_j
     for assertion in assertions:
         header = jwt.get_unverified_header(assertion)
         assert header["alg"] == "RS256" and header["x5t#S256"] == thumb
-        claims.append(jwt.decode(
-            assertion, public_key, algorithms=["RS256"], audience=TOKEN_URL,
-            options={"verify_exp": False, "verify_nbf": False, "verify_iat": False},
-        ))
+        claims.append(
+            jwt.decode(
+                assertion,
+                public_key,
+                algorithms=["RS256"],
+                audience=TOKEN_URL,
+                options={"verify_exp": False, "verify_nbf": False, "verify_iat": False},
+            )
+        )
     assert all(c["iss"] == c["sub"] == "blueprint-app" and c["exp"] > c["nbf"] for c in claims)
     assert claims[0]["jti"] != claims[1]["jti"]
 
 
-def test_certificate_with_a_foreign_key_is_refused(tmp_path: Path, certificate: CertificateFiles) -> None:
+def test_certificate_with_a_foreign_key_is_refused(
+    tmp_path: Path, certificate: CertificateFiles
+) -> None:
     from tests.graph.conftest import make_certificate
 
     other = make_certificate(tmp_path, "other")
@@ -290,7 +347,10 @@ async def test_federated_token_file_is_re_read_for_every_blueprint_hop(tmp_path:
     token_file.write_text("projected-2\n")  # the kubelet rotated it
     p.invalidate(GRAPH)
     await p.get_token(GRAPH)
-    assert [f["client_assertion"] for f in entra.forms if "fmi_path" in f] == ["projected-1", "projected-2"]
+    assert [f["client_assertion"] for f in entra.forms if "fmi_path" in f] == [
+        "projected-1",
+        "projected-2",
+    ]
 
 
 async def test_missing_federated_token_file_fails_hop_one_without_a_request(tmp_path: Path) -> None:
@@ -310,7 +370,10 @@ async def test_storage_adapter_returns_token_and_expiry_for_the_storage_scope() 
 
 def settings(**values: Any) -> Settings:
     base: dict[str, Any] = {
-        "tenant_id": TENANT, "blueprint_client_id": "bp", "agent_identity_id": "ai", "agent_user_id": "au",
+        "tenant_id": TENANT,
+        "blueprint_client_id": "bp",
+        "agent_identity_id": "ai",
+        "agent_user_id": "au",
         "blueprint_client_secret": SecretStr("x"),
     }
     base.update(values)
@@ -319,8 +382,12 @@ def settings(**values: Any) -> Settings:
 
 def test_settings_missing_identity_ids_name_every_variable() -> None:
     with pytest.raises(TokenConfigurationError) as caught:
-        token_provider_from_settings(settings(tenant_id=None, agent_user_id=None), httpx.AsyncClient())
-    assert "ENTRABOT_TENANT_ID" in str(caught.value) and "ENTRABOT_AGENT_USER_ID" in str(caught.value)
+        token_provider_from_settings(
+            settings(tenant_id=None, agent_user_id=None), httpx.AsyncClient()
+        )
+    assert "ENTRABOT_TENANT_ID" in str(caught.value) and "ENTRABOT_AGENT_USER_ID" in str(
+        caught.value
+    )
     assert "ENTRABOT_AGENT_IDENTITY_ID" not in str(caught.value)
 
 
@@ -342,27 +409,41 @@ def test_settings_with_an_unreadable_certificate_name_the_variable(tmp_path: Pat
     bad.write_text("not a certificate")
     with pytest.raises(TokenConfigurationError, match="ENTRABOT_BLUEPRINT_CERTIFICATE_PATH"):
         token_provider_from_settings(
-            settings(blueprint_client_secret=None, blueprint_certificate_path=bad), httpx.AsyncClient()
+            settings(blueprint_client_secret=None, blueprint_certificate_path=bad),
+            httpx.AsyncClient(),
         )
 
 
-def test_settings_with_a_key_path_but_no_certificate_are_refused(certificate: CertificateFiles) -> None:
-    with pytest.raises(TokenConfigurationError, match="ENTRABOT_BLUEPRINT_CERTIFICATE_KEY_PATH is set but"):
-        token_provider_from_settings(settings(blueprint_certificate_key_path=certificate.key_path), httpx.AsyncClient())
+def test_settings_with_a_key_path_but_no_certificate_are_refused(
+    certificate: CertificateFiles,
+) -> None:
+    with pytest.raises(
+        TokenConfigurationError, match="ENTRABOT_BLUEPRINT_CERTIFICATE_KEY_PATH is set but"
+    ):
+        token_provider_from_settings(
+            settings(blueprint_certificate_key_path=certificate.key_path), httpx.AsyncClient()
+        )
 
 
 def test_settings_with_a_missing_federated_token_file_are_refused(tmp_path: Path) -> None:
     with pytest.raises(TokenConfigurationError, match="does not exist"):
         token_provider_from_settings(
-            settings(blueprint_client_secret=None, blueprint_federated_token_file=tmp_path / "nope"),
+            settings(
+                blueprint_client_secret=None, blueprint_federated_token_file=tmp_path / "nope"
+            ),
             httpx.AsyncClient(),
         )
 
 
-def test_settings_build_a_certificate_provider_from_split_files(certificate: CertificateFiles) -> None:
+def test_settings_build_a_certificate_provider_from_split_files(
+    certificate: CertificateFiles,
+) -> None:
     p = token_provider_from_settings(
-        settings(blueprint_client_secret=None, blueprint_certificate_path=certificate.cert_path,
-                 blueprint_certificate_key_path=certificate.key_path),
+        settings(
+            blueprint_client_secret=None,
+            blueprint_certificate_path=certificate.cert_path,
+            blueprint_certificate_key_path=certificate.key_path,
+        ),
         httpx.AsyncClient(),
     )
     assert "certificate" in p.describe() and "BEGIN" not in p.describe()

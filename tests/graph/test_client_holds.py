@@ -22,7 +22,9 @@ from tests.graph.test_client_rules import NOW, CountingTokens, Handler, Recorder
 
 BASE = "https://graph.test/v1.0"
 ME = {"id": "u-1", "userPrincipalName": "a@b.c"}
-ONE_ATTEMPT = RetryPolicy(max_attempts=1)  # the call reports at once, so the next call shows the hold
+ONE_ATTEMPT = RetryPolicy(
+    max_attempts=1
+)  # the call reports at once, so the next call shows the hold
 
 
 @dataclass
@@ -53,13 +55,25 @@ class RecordingHold:
 
 
 def client_on(
-    handler: Handler, clock: MovingClock, *, policy: RetryPolicy = ONE_ATTEMPT, metrics: Metrics | None = None,
+    handler: Handler,
+    clock: MovingClock,
+    *,
+    policy: RetryPolicy = ONE_ATTEMPT,
+    metrics: Metrics | None = None,
     shared: RecordingHold | None = None,
 ) -> tuple[GraphClient, Recorder]:
     recorder = Recorder(handler)
-    client = GraphClient(BASE, CountingTokens(), http=httpx.AsyncClient(transport=httpx.MockTransport(recorder)),
-                         retry_policy=policy, clock=clock, sleep=clock.sleep, rng=random.Random(1), metrics=metrics,
-                         shared_hold=shared)
+    client = GraphClient(
+        BASE,
+        CountingTokens(),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(recorder)),
+        retry_policy=policy,
+        clock=clock,
+        sleep=clock.sleep,
+        rng=random.Random(1),
+        metrics=metrics,
+        shared_hold=shared,
+    )
     return client, recorder
 
 
@@ -75,18 +89,28 @@ def ok() -> httpx.Response:
 async def test_a_503_with_retry_after_holds_every_later_request_until_then() -> None:
     clock = MovingClock()
     metrics = Metrics()
-    client, recorder = client_on(answers(graph_error(503, "ServiceUnavailable", {"Retry-After": "30"}), ok()), clock,
-                                 metrics=metrics)
+    client, recorder = client_on(
+        answers(graph_error(503, "ServiceUnavailable", {"Retry-After": "30"}), ok()),
+        clock,
+        metrics=metrics,
+    )
     with pytest.raises(GraphServerError):
         await client.get_me()
     assert clock.slept == []
-    await client.get_me()  # another call, not a retry: it waits out the 503's Retry-After before sending
+    await (
+        client.get_me()
+    )  # another call, not a retry: it waits out the 503's Retry-After before sending
     assert clock.slept == [30.0] and len(recorder.requests) == 2
-    assert metrics.registry.get_sample_value("entrabot_graph_holds_total", {"cause": "unavailable"}) == 1
+    assert (
+        metrics.registry.get_sample_value("entrabot_graph_holds_total", {"cause": "unavailable"})
+        == 1
+    )
 
 
 @pytest.mark.parametrize("status", [502, 503, 504, 429])
-async def test_overload_without_retry_after_holds_briefly_growing_to_a_cap_and_resets_on_an_answer(status: int) -> None:
+async def test_overload_without_retry_after_holds_briefly_growing_to_a_cap_and_resets_on_an_answer(
+    status: int,
+) -> None:
     clock = MovingClock()
     failure = graph_error(status, "Overloaded")  # no Retry-After
     client, _ = client_on(answers(*[failure] * 7, ok(), failure, ok()), clock)
@@ -118,7 +142,8 @@ async def test_a_500_without_retry_after_holds_nobody() -> None:
 async def test_a_retrying_call_sleeps_once_for_its_own_delay_and_the_hold() -> None:
     clock = MovingClock()
     client, recorder = client_on(
-        answers(graph_error(503, "ServiceUnavailable", {"Retry-After": "5"}), ok()), clock,
+        answers(graph_error(503, "ServiceUnavailable", {"Retry-After": "5"}), ok()),
+        clock,
         policy=RetryPolicy(),
     )
     await client.get_me()
@@ -128,9 +153,15 @@ async def test_a_retrying_call_sleeps_once_for_its_own_delay_and_the_hold() -> N
 async def test_only_a_hold_graph_asked_for_is_announced_to_the_fleet() -> None:
     clock = MovingClock()
     shared = RecordingHold()
-    client, _ = client_on(answers(graph_error(503, "ServiceUnavailable"),
-                                  graph_error(503, "ServiceUnavailable", {"Retry-After": "7"}),
-                                  graph_error(429, "TooManyRequests", {"Retry-After": "3"})), clock, shared=shared)
+    client, _ = client_on(
+        answers(
+            graph_error(503, "ServiceUnavailable"),
+            graph_error(503, "ServiceUnavailable", {"Retry-After": "7"}),
+            graph_error(429, "TooManyRequests", {"Retry-After": "3"}),
+        ),
+        clock,
+        shared=shared,
+    )
     for _ in range(3):
         with pytest.raises(GraphError):
             await client.get_me()
@@ -169,8 +200,12 @@ async def test_after_a_hold_one_probe_goes_first_and_the_others_wait_for_its_ans
             return graph_error(503, "ServiceUnavailable", {"Retry-After": "0.1"})
         return ok()
 
-    client = GraphClient(BASE, CountingTokens(), http=httpx.AsyncClient(transport=httpx.MockTransport(graph)),
-                         retry_policy=RetryPolicy(max_attempts=6))
+    client = GraphClient(
+        BASE,
+        CountingTokens(),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(graph)),
+        retry_policy=RetryPolicy(max_attempts=6),
+    )
     with pytest.raises(GraphServerError):
         await client.send_chat_message("19:abc@thread.v2", "hi")  # a POST: not retried after a 5xx
     results = await asyncio.gather(*(client.get_me() for _ in range(5)))

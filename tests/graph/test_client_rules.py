@@ -63,7 +63,11 @@ class Recorder:
 
 
 def make_client(
-    handler: Handler, *, tokens: CountingTokens | None = None, metrics: Metrics | None = None, **kwargs: object
+    handler: Handler,
+    *,
+    tokens: CountingTokens | None = None,
+    metrics: Metrics | None = None,
+    **kwargs: object,
 ) -> tuple[GraphClient, Recorder, list[float]]:
     recorder = Recorder(handler)
     slept: list[float] = []
@@ -92,8 +96,11 @@ def page(items: list[dict[str, object]], next_link: str | None = None) -> httpx.
 
 def msg(mid: str) -> dict[str, object]:
     return {
-        "id": mid, "messageType": "message", "createdDateTime": "2026-11-20T10:00:00Z",
-        "from": {"user": {"id": "u-1"}}, "body": {"contentType": "text", "content": "hi"},
+        "id": mid,
+        "messageType": "message",
+        "createdDateTime": "2026-11-20T10:00:00Z",
+        "from": {"user": {"id": "u-1"}},
+        "body": {"contentType": "text", "content": "hi"},
     }
 
 
@@ -102,14 +109,22 @@ def chat(cid: str) -> dict[str, object]:
 
 
 def graph_error(status: int, code: str, headers: dict[str, str] | None = None) -> httpx.Response:
-    body = {"error": {"code": code, "message": f"{code} happened", "innerError": {"request-id": "rid-1"}}}
+    body = {
+        "error": {
+            "code": code,
+            "message": f"{code} happened",
+            "innerError": {"request-id": "rid-1"},
+        }
+    }
     return httpx.Response(status, json=body, headers=headers)
 
 
 async def test_next_link_to_another_host_is_refused_and_no_token_is_sent_there() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.host == "graph.test":
-            return page([msg("m1")], next_link="https://evil.test/v1.0/chats/x/messages?$skiptoken=1")
+            return page(
+                [msg("m1")], next_link="https://evil.test/v1.0/chats/x/messages?$skiptoken=1"
+            )
         return page([msg("stolen")])
 
     client, recorder, _ = make_client(handler)
@@ -185,16 +200,33 @@ async def test_ids_cannot_climb_out_of_their_collection() -> None:
 
 async def test_throttled_get_waits_the_http_date_retry_after_and_counts_the_throttle() -> None:
     metrics = Metrics()
-    answers = iter([graph_error(429, "TooManyRequests", {"Retry-After": "Fri, 20 Nov 2026 12:00:12 GMT"}), page([])])
+    answers = iter(
+        [
+            graph_error(429, "TooManyRequests", {"Retry-After": "Fri, 20 Nov 2026 12:00:12 GMT"}),
+            page([]),
+        ]
+    )
     client, recorder, slept = make_client(lambda r: next(answers), metrics=metrics)
     async for _ in client.list_chat_messages(CHAT, since=None):
         pass
     assert slept == [12.0]
     assert len(recorder.requests) == 2
     route = "chats/{id}/messages"
-    assert metrics.registry.get_sample_value("entrabot_graph_throttles_total", {"route": route}) == 1
-    assert metrics.registry.get_sample_value("entrabot_graph_requests_total", {"route": route, "status": "429"}) == 1
-    assert metrics.registry.get_sample_value("entrabot_graph_requests_total", {"route": route, "status": "200"}) == 1
+    assert (
+        metrics.registry.get_sample_value("entrabot_graph_throttles_total", {"route": route}) == 1
+    )
+    assert (
+        metrics.registry.get_sample_value(
+            "entrabot_graph_requests_total", {"route": route, "status": "429"}
+        )
+        == 1
+    )
+    assert (
+        metrics.registry.get_sample_value(
+            "entrabot_graph_requests_total", {"route": route, "status": "200"}
+        )
+        == 1
+    )
 
 
 async def test_retry_after_beyond_the_cap_raises_throttled_without_waiting() -> None:
@@ -217,15 +249,24 @@ async def test_throttling_is_retried_a_bounded_number_of_times() -> None:
 
 
 async def test_throttled_send_is_retried_and_posts_once() -> None:
-    answers = iter([graph_error(429, "TooManyRequests", {"Retry-After": "1"}), httpx.Response(201, json=msg("new"))])
+    answers = iter(
+        [
+            graph_error(429, "TooManyRequests", {"Retry-After": "1"}),
+            httpx.Response(201, json=msg("new")),
+        ]
+    )
     client, recorder, _ = make_client(lambda r: next(answers))
     sent = await client.send_chat_message(CHAT, "hello")
     assert sent.id == "new" and len(recorder.requests) == 2
-    assert json.loads(recorder.requests[1].content) == {"body": {"contentType": "text", "content": "hello"}}
+    assert json.loads(recorder.requests[1].content) == {
+        "body": {"contentType": "text", "content": "hello"}
+    }
 
 
 async def test_server_error_on_send_is_not_resent_and_says_the_outcome_is_unknown() -> None:
-    client, recorder, slept = make_client(lambda r: graph_error(503, "ServiceUnavailable", {"Retry-After": "1"}))
+    client, recorder, slept = make_client(
+        lambda r: graph_error(503, "ServiceUnavailable", {"Retry-After": "1"})
+    )
     with pytest.raises(GraphServerError) as caught:
         await client.send_chat_message(CHAT, "hello")
     assert caught.value.outcome_unknown and caught.value.status == 503
@@ -234,7 +275,11 @@ async def test_server_error_on_send_is_not_resent_and_says_the_outcome_is_unknow
 
 async def test_server_error_on_get_is_retried_with_backoff_until_it_succeeds() -> None:
     answers = iter(
-        [graph_error(500, "InternalServerError"), graph_error(502, "BadGateway"), httpx.Response(200, json={"id": "me"})]
+        [
+            graph_error(500, "InternalServerError"),
+            graph_error(502, "BadGateway"),
+            httpx.Response(200, json={"id": "me"}),
+        ]
     )
     client, recorder, slept = make_client(lambda r: next(answers))
     me = await client.get_me()
@@ -251,16 +296,23 @@ async def test_persistent_server_error_on_get_gives_up_after_the_bounded_attempt
 
 async def test_unauthorized_refreshes_the_token_once_and_retries_once() -> None:
     tokens = CountingTokens()
-    answers = iter([graph_error(401, "InvalidAuthenticationToken"), httpx.Response(200, json={"id": "me"})])
+    answers = iter(
+        [graph_error(401, "InvalidAuthenticationToken"), httpx.Response(200, json={"id": "me"})]
+    )
     client, recorder, _ = make_client(lambda r: next(answers), tokens=tokens)
     assert (await client.get_me()).id == "me"
     assert tokens.invalidated == ["token-1"]
-    assert [r.headers["Authorization"] for r in recorder.requests] == ["Bearer token-1", "Bearer token-2"]
+    assert [r.headers["Authorization"] for r in recorder.requests] == [
+        "Bearer token-1",
+        "Bearer token-2",
+    ]
 
 
 async def test_unauthorized_after_the_refresh_is_an_auth_error() -> None:
     tokens = CountingTokens()
-    client, recorder, _ = make_client(lambda r: graph_error(401, "InvalidAuthenticationToken"), tokens=tokens)
+    client, recorder, _ = make_client(
+        lambda r: graph_error(401, "InvalidAuthenticationToken"), tokens=tokens
+    )
     with pytest.raises(GraphAuthError):
         await client.get_me()
     assert len(recorder.requests) == 2 and tokens.issued == 2
@@ -278,7 +330,8 @@ async def test_lost_answer_on_send_is_not_resent() -> None:
 
 async def test_refused_connection_on_send_is_retried_because_nothing_left() -> None:
     attempts: Iterator[httpx.ConnectError | httpx.Response] = iter(
-        [httpx.ConnectError("refused"), httpx.Response(201, json=msg("new"))])
+        [httpx.ConnectError("refused"), httpx.Response(201, json=msg("new"))]
+    )
 
     def handler(request: httpx.Request) -> httpx.Response:
         answer = next(attempts)
@@ -291,16 +344,18 @@ async def test_refused_connection_on_send_is_retried_because_nothing_left() -> N
     assert len(recorder.requests) == 2
 
 
-@pytest.mark.parametrize(
-    ("status", "error"), [(400, GraphBadRequest), (404, GraphNotFound)]
-)
+@pytest.mark.parametrize(("status", "error"), [(400, GraphBadRequest), (404, GraphNotFound)])
 async def test_client_errors_map_to_typed_errors_with_code_and_request_id(
     status: int, error: type[GraphError]
 ) -> None:
     client, recorder, _ = make_client(lambda r: graph_error(status, "SomeCode"))
     with pytest.raises(error) as caught:
         await client.get_chat(CHAT)
-    assert caught.value.status == status and caught.value.code == "SomeCode" and caught.value.request_id == "rid-1"
+    assert (
+        caught.value.status == status
+        and caught.value.code == "SomeCode"
+        and caught.value.request_id == "rid-1"
+    )
     assert len(recorder.requests) == 1
 
 
@@ -312,7 +367,8 @@ async def test_metrics_use_route_templates_never_raw_ids() -> None:
     await client.list_chat_members(CHAT)
     routes = {
         s.labels["route"]
-        for family in metrics.registry.collect() if family.name == "entrabot_graph_requests"
+        for family in metrics.registry.collect()
+        if family.name == "entrabot_graph_requests"
         for s in family.samples
     }
     assert routes == {"chats/{id}/messages", "chats/{id}/members"}
@@ -337,7 +393,9 @@ async def test_chat_sweep_failing_on_the_first_page_raises() -> None:
 
 
 async def test_chat_sweep_at_the_page_cap_is_incomplete() -> None:
-    client, recorder, _ = make_client(lambda r: page([chat("c")], next_link=f"{BASE}/me/chats?more=1"))
+    client, recorder, _ = make_client(
+        lambda r: page([chat("c")], next_link=f"{BASE}/me/chats?more=1")
+    )
     chats, complete = await client.list_my_chats(max_pages=3)
     assert len(chats) == 3 and complete is False and len(recorder.requests) == 3
     assert "$expand=lastMessagePreview,members" in str(recorder.requests[0].url)
@@ -368,7 +426,8 @@ async def test_create_chat_binds_members_to_the_configured_graph() -> None:
     body = json.loads(recorder.requests[0].content)
     assert body["chatType"] == "group" and body["topic"] == "Plans"
     assert [m["user@odata.bind"] for m in body["members"]] == [
-        f"{BASE}/users('agent')", f"{BASE}/users('o%27%27brien')"
+        f"{BASE}/users('agent')",
+        f"{BASE}/users('o%27%27brien')",
     ]
 
 
@@ -383,10 +442,17 @@ async def test_send_mail_posts_a_message_with_recipients() -> None:
 
 
 async def test_send_mail_carries_copies_and_custom_headers_and_a_5xx_is_not_repeated() -> None:
-    client, recorder, _ = make_client(lambda r: graph_error(503, "ServiceUnavailable", {"Retry-After": "1"}))
+    client, recorder, _ = make_client(
+        lambda r: graph_error(503, "ServiceUnavailable", {"Retry-After": "1"})
+    )
     with pytest.raises(GraphServerError) as failed:
-        await client.send_mail(["ada@contoso.com"], "S", "B", cc=["grace@fabrikam.com"],
-                               headers={"x-entrabot-send-id": "abc"})
+        await client.send_mail(
+            ["ada@contoso.com"],
+            "S",
+            "B",
+            cc=["grace@fabrikam.com"],
+            headers={"x-entrabot-send-id": "abc"},
+        )
     assert failed.value.outcome_unknown and len(recorder.requests) == 1
     message = json.loads(recorder.requests[0].content)["message"]
     assert message["ccRecipients"] == [{"emailAddress": {"address": "grace@fabrikam.com"}}]
@@ -398,9 +464,14 @@ async def test_a_reply_posts_the_comment_and_headers_to_the_messages_action(kind
     client, recorder, _ = make_client(lambda r: httpx.Response(202))
     await client.answer_mail("AAMk/1=", kind, "Thanks", headers={"x-entrabot-send-id": "r1"})  # type: ignore[arg-type]
     request = recorder.requests[0]
-    assert request.method == "POST" and request.url.raw_path.decode() == f"/v1.0/me/messages/AAMk%2F1%3D/{kind}"
+    assert (
+        request.method == "POST"
+        and request.url.raw_path.decode() == f"/v1.0/me/messages/AAMk%2F1%3D/{kind}"
+    )
     assert json.loads(request.content) == {
-        "comment": "Thanks", "message": {"internetMessageHeaders": [{"name": "x-entrabot-send-id", "value": "r1"}]}}
+        "comment": "Thanks",
+        "message": {"internetMessageHeaders": [{"name": "x-entrabot-send-id", "value": "r1"}]},
+    }
     with pytest.raises(ValueError, match="takes no recipients"):
         await client.answer_mail("AAMk1", kind, "x", to=["a@b.c"])  # type: ignore[arg-type]
 
@@ -409,7 +480,9 @@ async def test_a_forward_names_its_recipients() -> None:
     client, recorder, _ = make_client(lambda r: httpx.Response(202))
     await client.answer_mail("AAMk1", "forward", "FYI", to=["auditor@fabrikam.com"])
     assert json.loads(recorder.requests[0].content) == {
-        "comment": "FYI", "toRecipients": [{"emailAddress": {"address": "auditor@fabrikam.com"}}]}
+        "comment": "FYI",
+        "toRecipients": [{"emailAddress": {"address": "auditor@fabrikam.com"}}],
+    }
     with pytest.raises(ValueError, match="at least one recipient"):
         await client.answer_mail("AAMk1", "forward", "FYI")
 
@@ -418,14 +491,21 @@ async def test_a_shared_mailbox_is_read_at_its_users_path() -> None:
     client, recorder, _ = make_client(lambda r: page([]))
     pages = client.list_mail(None, top=5, mailbox="support@contoso.com")
     assert [p.items async for p in pages] == [()]
-    assert recorder.requests[0].url.path == "/v1.0/users/support@contoso.com/mailFolders/inbox/messages"
+    assert (
+        recorder.requests[0].url.path
+        == "/v1.0/users/support@contoso.com/mailFolders/inbox/messages"
+    )
 
 
 async def test_a_429_holds_every_later_request_of_the_client_until_its_retry_after() -> None:
     # Graph's limits are per app and a throttled request counts against them: the replica's other
     # reads must wait too, or they keep the window full.
-    answers = iter([graph_error(429, "TooManyRequests", {"Retry-After": "120"}),
-                    httpx.Response(200, json={"id": "u-1", "userPrincipalName": "a@b.c"})])
+    answers = iter(
+        [
+            graph_error(429, "TooManyRequests", {"Retry-After": "120"}),
+            httpx.Response(200, json={"id": "u-1", "userPrincipalName": "a@b.c"}),
+        ]
+    )
     client, recorder, slept = make_client(lambda r: next(answers), max_retry_after=60)
     with pytest.raises(GraphThrottled):
         await client.get_me()  # beyond the cap: not retried by this call...
@@ -442,19 +522,32 @@ async def test_a_saved_chats_page_link_off_the_graph_origin_is_refused_before_an
     with pytest.raises(GraphPayloadError, match="leaves the Graph origin"):
         await client.my_chats_page("https://evil.test/v1.0/me/chats?$skiptoken=1")
     with pytest.raises(GraphPayloadError, match="leaves the Graph origin"):
-        async for _ in client.my_chats_pages(max_pages=1, start="https://evil.test/v1.0/me/chats?$skiptoken=2"):
+        async for _ in client.my_chats_pages(
+            max_pages=1, start="https://evil.test/v1.0/me/chats?$skiptoken=2"
+        ):
             pass
     assert recorder.requests == []
 
 
-async def test_a_reaction_is_posted_as_graphs_set_reaction_waits_out_a_429_and_is_never_resent_after_a_5xx() -> None:
-    answers = iter([graph_error(429, "TooManyRequests", {"Retry-After": "1"}), httpx.Response(204),
-                    graph_error(503, "ServiceUnavailable")])
+async def test_a_reaction_is_posted_as_graphs_set_reaction_waits_out_a_429_and_is_never_resent_after_a_5xx() -> (
+    None
+):
+    answers = iter(
+        [
+            graph_error(429, "TooManyRequests", {"Retry-After": "1"}),
+            httpx.Response(204),
+            graph_error(503, "ServiceUnavailable"),
+        ]
+    )
     client, recorder, _ = make_client(lambda r: next(answers))
     await client.set_chat_message_reaction(CHAT, "1764", "👀")
-    assert len(recorder.requests) == 2  # the 429 was not carried out: sent again after its Retry-After
+    assert (
+        len(recorder.requests) == 2
+    )  # the 429 was not carried out: sent again after its Retry-After
     request = recorder.requests[1]
-    assert request.method == "POST" and request.url.path.endswith(f"/chats/{CHAT}/messages/1764/setReaction")
+    assert request.method == "POST" and request.url.path.endswith(
+        f"/chats/{CHAT}/messages/1764/setReaction"
+    )
     assert json.loads(request.content) == {"reactionType": "👀"}
     with pytest.raises(GraphServerError):
         await client.set_chat_message_reaction(CHAT, "1765", "👀")

@@ -73,11 +73,17 @@ async def test_a_replicas_503_with_retry_after_holds_another_replica_sharing_the
     await a.get_me()
     await b.get_me()  # tokens and connections first, so only the rule's requests follow
     await tenant.admin("POST", "stats/reset")
-    await tenant.admin("POST", "faults", {"status": 503, "route_pattern": "^/v1.0/me$", "count": 1, "retry_after": 2})
+    await tenant.admin(
+        "POST",
+        "faults",
+        {"status": 503, "route_pattern": "^/v1.0/me$", "count": 1, "retry_after": 2},
+    )
 
     with pytest.raises(GraphServerError):
         await a.get_me()
-    await asyncio.wait_for(backoff_a.announced(), timeout=5)  # what wakes replica A's backoff loop at once
+    await asyncio.wait_for(
+        backoff_a.announced(), timeout=5
+    )  # what wakes replica A's backoff loop at once
     await backoff_a.cycle()  # A stores the hold
     await backoff_b.cycle()  # B's loop reads it
     me = await b.get_me()
@@ -85,9 +91,14 @@ async def test_a_replicas_503_with_retry_after_holds_another_replica_sharing_the
     assert me.id == tenant.seed.agent_user.id
     calls = [r for r in (await tenant.stats())["recent"] if r["path"] == "/v1.0/me"]
     assert [r["status"] for r in calls] == [503, 200]
-    assert calls[1]["monotonic"] - calls[0]["monotonic"] >= 2.0  # B never saw the 503, yet waited it out
+    assert (
+        calls[1]["monotonic"] - calls[0]["monotonic"] >= 2.0
+    )  # B never saw the 503, yet waited it out
     assert len(slept_b) == 1
-    assert tenant.metrics.registry.get_sample_value("entrabot_graph_holds_total", {"cause": "fleet"}) == 1
+    assert (
+        tenant.metrics.registry.get_sample_value("entrabot_graph_holds_total", {"cause": "fleet"})
+        == 1
+    )
 
 
 async def test_a_shared_hold_that_has_ended_holds_no_one(tenant: Tenant, tmp_path: Path) -> None:
@@ -122,9 +133,13 @@ async def test_a_corrupt_shared_backoff_does_not_stop_graph_use_is_logged_once_a
             await reader.cycle()
             await client.get_me()
     assert clock.slept == [] and await graph_requests(tenant) == [200, 200, 200]
-    [warning] = [r for r in caplog.records if r.name == "service.ledger.graph_backoff"]  # once, not per cycle
+    [warning] = [
+        r for r in caplog.records if r.name == "service.ledger.graph_backoff"
+    ]  # once, not per cycle
     assert "corrupt" in warning.getMessage()
-    events = tenant.metrics.registry.get_sample_value("entrabot_graph_fleet_backoff_events_total", {"event": "corrupt"})
+    events = tenant.metrics.registry.get_sample_value(
+        "entrabot_graph_fleet_backoff_events_total", {"event": "corrupt"}
+    )
     assert events == 3
 
     # The next replica told to hold repairs the record, and the fleet holds again.
@@ -136,12 +151,16 @@ async def test_a_corrupt_shared_backoff_does_not_stop_graph_use_is_logged_once_a
     assert clock.slept == [4.0]
 
 
-async def test_an_implausible_shared_hold_does_not_stop_graph_use(tenant: Tenant, tmp_path: Path) -> None:
+async def test_an_implausible_shared_hold_does_not_stop_graph_use(
+    tenant: Tenant, tmp_path: Path
+) -> None:
     store = LocalBackend(tmp_path / "store")
     clock = SharedClock()
     wrong_clock = FleetBackoff(store, "replica-a", clock=lambda: T0 + timedelta(days=365))
     wrong_clock.announce((T0 + timedelta(days=365, seconds=30)).timestamp(), 429, "me")
-    await wrong_clock.cycle()  # a replica whose clock is a year ahead: its hold would never end here
+    await (
+        wrong_clock.cycle()
+    )  # a replica whose clock is a year ahead: its hold would never end here
 
     reader = FleetBackoff(store, "replica-b", clock=clock.wall)
     await reader.cycle()

@@ -32,10 +32,15 @@ def message(mid: str, **overrides: object) -> dict[str, object]:
 
 
 def skipped_count(metrics: Metrics, kind: str) -> float:
-    return metrics.registry.get_sample_value("entrabot_graph_malformed_items_total", {"kind": kind}) or 0.0
+    return (
+        metrics.registry.get_sample_value("entrabot_graph_malformed_items_total", {"kind": kind})
+        or 0.0
+    )
 
 
-def test_malformed_items_are_skipped_logged_by_id_without_body_and_counted(caplog: pytest.LogCaptureFixture) -> None:
+def test_malformed_items_are_skipped_logged_by_id_without_body_and_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     metrics = Metrics()
     payload = {
         "value": [
@@ -77,7 +82,12 @@ def test_malformed_page_envelope_raises_a_payload_error(payload: object) -> None
 
 def test_system_message_without_sender_is_recognised_as_system() -> None:
     page = parse_page(
-        {"value": [message("s1", messageType="unknownFutureValue", **{"from": None}), message("h1")]},
+        {
+            "value": [
+                message("s1", messageType="unknownFutureValue", **{"from": None}),
+                message("h1"),
+            ]
+        },
         ChatMessage,
         kind="chat message",
     )
@@ -88,7 +98,10 @@ def test_system_message_without_sender_is_recognised_as_system() -> None:
 
 
 def test_an_unknown_user_identity_type_does_not_hide_a_human_message() -> None:
-    raw = message("m1", **{"from": {"user": {"id": "u-2", "displayName": None, "userIdentityType": "newKind"}}})
+    raw = message(
+        "m1",
+        **{"from": {"user": {"id": "u-2", "displayName": None, "userIdentityType": "newKind"}}},
+    )
     page = parse_page({"value": [raw]}, ChatMessage, kind="chat message")
     assert page.skipped == 0 and page.items[0].sender is not None
     assert page.items[0].sender.user_identity_type == "newKind"
@@ -96,7 +109,9 @@ def test_an_unknown_user_identity_type_does_not_hide_a_human_message() -> None:
 
 def test_timestamps_are_utc_aware_even_without_an_offset() -> None:
     page = parse_page(
-        {"value": [message("m1", lastModifiedDateTime="2026-11-20T10:00:01")]}, ChatMessage, kind="chat message"
+        {"value": [message("m1", lastModifiedDateTime="2026-11-20T10:00:01")]},
+        ChatMessage,
+        kind="chat message",
     )
     item = page.items[0]
     assert item.last_modified_date_time == datetime(2026, 11, 20, 10, 0, 1, tzinfo=timezone.utc)
@@ -136,7 +151,9 @@ def test_chat_with_expanded_members_and_preview_is_read() -> None:
             "body": {"contentType": "text", "content": "hello"},
         },
     }
-    chat = parse_page({"value": [raw, {"id": "19:bad", "chatType": "broadcast"}]}, Chat, kind="chat")
+    chat = parse_page(
+        {"value": [raw, {"id": "19:bad", "chatType": "broadcast"}]}, Chat, kind="chat"
+    )
     assert chat.skipped == 1
     (item,) = chat.items
     assert item.members[0].user_id == "u-1"
@@ -144,16 +161,30 @@ def test_chat_with_expanded_members_and_preview_is_read() -> None:
 
 
 def test_a_repeated_mail_header_keeps_every_value_so_none_hides_behind_another() -> None:
-    mail = MailMessage.model_validate({
-        "id": "m1", "receivedDateTime": "2026-11-20T12:00:00Z",
-        "internetMessageHeaders": [{"name": "Auto-Submitted", "value": "no"},
-                                   {"name": "auto-submitted", "value": "auto-generated"},
-                                   {"name": "Received", "value": "from mx.example"}],
-    })
+    mail = MailMessage.model_validate(
+        {
+            "id": "m1",
+            "receivedDateTime": "2026-11-20T12:00:00Z",
+            "internetMessageHeaders": [
+                {"name": "Auto-Submitted", "value": "no"},
+                {"name": "auto-submitted", "value": "auto-generated"},
+                {"name": "Received", "value": "from mx.example"},
+            ],
+        }
+    )
     assert mail.headers == {"Auto-Submitted": "no, auto-generated", "Received": "from mx.example"}
 
 
 def test_the_mail_select_names_every_property_the_model_reads() -> None:
     assert MailMessage.graph_select().split(",") == [
-        "id", "subject", "from", "toRecipients", "ccRecipients", "receivedDateTime", "body", "bodyPreview",
-        "internetMessageId", "internetMessageHeaders"]
+        "id",
+        "subject",
+        "from",
+        "toRecipients",
+        "ccRecipients",
+        "receivedDateTime",
+        "body",
+        "bodyPreview",
+        "internetMessageId",
+        "internetMessageHeaders",
+    ]

@@ -8,7 +8,14 @@ from datetime import datetime, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.graph.retry_policy import Action, RetryPolicy, Step, backoff_delay, next_step, parse_retry_after
+from service.graph.retry_policy import (
+    Action,
+    RetryPolicy,
+    Step,
+    backoff_delay,
+    next_step,
+    parse_retry_after,
+)
 
 NOW = datetime(2026, 11, 20, 12, 0, 0, tzinfo=timezone.utc).timestamp()
 POLICY = RetryPolicy(max_attempts=4, max_retry_after=60.0)
@@ -24,8 +31,15 @@ def decide(
     retry_after: str | None = None,
 ) -> Step:
     return next_step(
-        status=status, idempotent=idempotent, request_sent=sent, attempt=attempt, refreshed=refreshed,
-        retry_after_header=retry_after, now=NOW, policy=POLICY, rng=random.Random(7),
+        status=status,
+        idempotent=idempotent,
+        request_sent=sent,
+        attempt=attempt,
+        refreshed=refreshed,
+        retry_after_header=retry_after,
+        now=NOW,
+        policy=POLICY,
+        rng=random.Random(7),
     )
 
 
@@ -102,7 +116,9 @@ def test_client_errors_and_success_are_handed_back() -> None:
         assert decide(status).action is Action.DONE
 
 
-@given(attempt=st.integers(min_value=1, max_value=30), seed=st.integers(min_value=0, max_value=2**32))
+@given(
+    attempt=st.integers(min_value=1, max_value=30), seed=st.integers(min_value=0, max_value=2**32)
+)
 def test_backoff_grows_with_jitter_and_never_exceeds_the_cap(attempt: int, seed: int) -> None:
     policy = RetryPolicy(backoff_base=0.5, backoff_cap=8.0)
     step = min(policy.backoff_cap, policy.backoff_base * 2 ** (attempt - 1))

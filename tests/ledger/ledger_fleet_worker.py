@@ -76,13 +76,17 @@ async def open_store(spec: dict[str, Any]) -> MemoryBackend:
 def fault_plan(spec: dict[str, Any], key: str) -> FaultPlan:
     rules = []
     if spec.get("lost_responses"):
-        rules.append(FaultRule(Fault.WRITE_RESPONSE_LOST, key=key, probability=spec["lost_responses"]))
+        rules.append(
+            FaultRule(Fault.WRITE_RESPONSE_LOST, key=key, probability=spec["lost_responses"])
+        )
     if spec.get("failed_reads"):
         rules.append(FaultRule(Fault.READ_FAILS, key=key, probability=spec["failed_reads"]))
     return FaultPlan(tuple(rules), seed=spec["seed"])
 
 
-async def run_chat(spec: dict[str, Any], faulty: FaultyBackend, rng: random.Random) -> dict[str, Any]:
+async def run_chat(
+    spec: dict[str, Any], faulty: FaultyBackend, rng: random.Random
+) -> dict[str, Any]:
     everything = chat_messages(spec["total"])
     ledger = ChatLedger[Candidate](faulty)
     chat = spec["chat_id"]
@@ -98,8 +102,10 @@ async def run_chat(spec: dict[str, Any], faulty: FaultyBackend, rng: random.Rand
         if cycles == spec.get("unresolved_at_cycle"):
             # A scripted claim in doubt, so the run surely has one: its write commits, the answer is
             # lost, and the read-backs that would settle it fail.
-            faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, key="chat_cursors/*", times=1),
-                       FaultRule(Fault.READ_FAILS, key="chat_cursors/*", times=3, skip=1))
+            faulty.add(
+                FaultRule(Fault.WRITE_RESPONSE_LOST, key="chat_cursors/*", times=1),
+                FaultRule(Fault.READ_FAILS, key="chat_cursors/*", times=3, skip=1),
+            )
         claim = await ledger.claim(chat, candidates, candidates[-1].ts if candidates else None)
         outcomes[claim.outcome.value] += 1
         claimed.extend(claim.ids)
@@ -108,13 +114,23 @@ async def run_chat(spec: dict[str, Any], faulty: FaultyBackend, rng: random.Rand
         if watermark == len(everything) and not ledger.unsettled_chats:
             break
         await asyncio.sleep(rng.random() * 0.003)
-    return {"claimed": claimed, "outcomes": outcomes, "cycles": cycles, "done": watermark == len(everything)}
+    return {
+        "claimed": claimed,
+        "outcomes": outcomes,
+        "cycles": cycles,
+        "done": watermark == len(everything),
+    }
 
 
 async def run_chat_once(spec: dict[str, Any], faulty: FaultyBackend) -> dict[str, Any]:
     ledger = ChatLedger[Candidate](faulty)
     claim = await ledger.claim(spec["chat_id"], chat_messages(spec["total"]))
-    return {"claimed": list(claim.ids), "outcomes": {claim.outcome.value: 1}, "cycles": 1, "done": claim.may_advance}
+    return {
+        "claimed": list(claim.ids),
+        "outcomes": {claim.outcome.value: 1},
+        "cycles": 1,
+        "done": claim.may_advance,
+    }
 
 
 def mail_arrivals(total: int) -> list[tuple[float, int]]:
@@ -129,7 +145,9 @@ def mail_arrivals(total: int) -> list[tuple[float, int]]:
     return arrivals
 
 
-async def run_email(spec: dict[str, Any], faulty: FaultyBackend, rng: random.Random) -> dict[str, Any]:
+async def run_email(
+    spec: dict[str, Any], faulty: FaultyBackend, rng: random.Random
+) -> dict[str, Any]:
     mails = [Mail(n) for n in range(1, spec["total"] + 1)]
     claimer: EmailClaimer[Mail] = EmailClaimer(faulty, is_cloud=True)
     visible = cycles = fetches = hold_cycles = early_deliveries = 0
@@ -144,7 +162,9 @@ async def run_email(spec: dict[str, Any], faulty: FaultyBackend, rng: random.Ran
         fetches += 1
         page = [m for m in mails[:visible] if m.received_at > since][:50]
         if hold == "pending" and page and cycles >= spec["hold_at_cycle"]:
-            faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1), FaultRule(Fault.READ_FAILS, times=9))
+            faulty.add(
+                FaultRule(Fault.WRITE_RESPONSE_LOST, times=1), FaultRule(Fault.READ_FAILS, times=9)
+            )
             hold = "armed"
         return page
 
@@ -167,13 +187,19 @@ async def run_email(spec: dict[str, Any], faulty: FaultyBackend, rng: random.Ran
         if hold == "armed" and hold_cycles and claimer.state is EmailState.IDLE:
             hold = "done"
         delivered.extend(m.id for m in cycle.deliver)
-        settled_at_the_end = claimer.state is EmailState.IDLE and cycle.outcome is EmailCycleOutcome.NOTHING_NEW
+        settled_at_the_end = (
+            claimer.state is EmailState.IDLE and cycle.outcome is EmailCycleOutcome.NOTHING_NEW
+        )
         if visible == len(mails) and settled_at_the_end:
             break
         await asyncio.sleep(rng.random() * 0.003)
     return {
-        "claimed": delivered, "outcomes": outcomes, "cycles": cycles, "hold_cycles": hold_cycles,
-        "early_deliveries": early_deliveries, "done": claimer.state is EmailState.IDLE,
+        "claimed": delivered,
+        "outcomes": outcomes,
+        "cycles": cycles,
+        "hold_cycles": hold_cycles,
+        "early_deliveries": early_deliveries,
+        "done": claimer.state is EmailState.IDLE,
     }
 
 
@@ -187,11 +213,20 @@ async def run_lease(spec: dict[str, Any], store: MemoryBackend) -> dict[str, Any
         if await lease.keep():
             held.append(time.time())
         await asyncio.sleep(0.05)
-    events = {sample.labels["event"]: sample.value for family in metrics.registry.collect()
-              if family.name == "entrabot_lease_events" for sample in family.samples
-              if sample.name.endswith("_total")}
-    return {"holder": spec["holder"], "events": events, "held_from": held[0] if held else None,
-            "held_to": held[-1] if held else None, "holding": lease.held()}
+    events = {
+        sample.labels["event"]: sample.value
+        for family in metrics.registry.collect()
+        if family.name == "entrabot_lease_events"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
+    return {
+        "holder": spec["holder"],
+        "events": events,
+        "held_from": held[0] if held else None,
+        "held_to": held[-1] if held else None,
+        "holding": lease.held(),
+    }
 
 
 async def main(spec: dict[str, Any]) -> None:

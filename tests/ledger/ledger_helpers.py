@@ -56,7 +56,9 @@ class CountingMailbox:
 
     async def fetch(self, since: datetime) -> Sequence[Mail]:
         self.calls += 1
-        newer = sorted((m for m in self.mails if m.received_at > since), key=lambda m: m.received_at)
+        newer = sorted(
+            (m for m in self.mails if m.received_at > since), key=lambda m: m.received_at
+        )
         return newer[: self.page]
 
 
@@ -78,7 +80,9 @@ class RecordingBackend:
     def __getattr__(self, name: str):  # noqa: ANN204 - forwards the rest of the protocol
         return getattr(self.inner, name)
 
-    async def write_text(self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False) -> str:
+    async def write_text(
+        self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False
+    ) -> str:
         self.writes.append(SentWrite(key, content, if_match, if_absent))
         return await self.inner.write_text(key, content, if_match=if_match, if_absent=if_absent)
 
@@ -101,7 +105,9 @@ class CancelledAfterCommit:
     def __getattr__(self, name: str):  # noqa: ANN204 - forwards the rest of the protocol
         return getattr(self.inner, name)
 
-    async def write_text(self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False) -> str:
+    async def write_text(
+        self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False
+    ) -> str:
         etag = await self.inner.write_text(key, content, if_match=if_match, if_absent=if_absent)
         if self.armed:
             self.armed = False

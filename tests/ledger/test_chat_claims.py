@@ -64,10 +64,16 @@ async def test_a_new_chat_is_claimed_with_if_absent_and_marked_bootstrapped(
     assert claim.outcome is ChatClaimOutcome.CLAIMED and claim.ids == ids(1, 3)
     assert [(w.if_absent, w.if_match) for w in recording.writes_to(KEY)] == [(True, None)]
     cursor = await stored_cursor(store)
-    assert cursor.bootstrapped and cursor.last_ts == message(3).ts and cursor.seen_ids_tail == ids(1, 3)
+    assert (
+        cursor.bootstrapped
+        and cursor.last_ts == message(3).ts
+        and cursor.seen_ids_tail == ids(1, 3)
+    )
 
 
-async def test_a_replica_offering_messages_another_claimed_wins_none_and_may_advance(store: MemoryBackend) -> None:
+async def test_a_replica_offering_messages_another_claimed_wins_none_and_may_advance(
+    store: MemoryBackend,
+) -> None:
     await ChatLedger[Candidate](store).claim(CHAT, messages(1, 3))
     claim = await ChatLedger[Candidate](store).claim(CHAT, messages(1, 3))
     assert claim.outcome is ChatClaimOutcome.LOST and claim.ids == () and claim.may_advance
@@ -82,7 +88,9 @@ async def test_overlapping_offers_split_the_messages_without_overlap(store: Memo
     assert recording.writes_to(KEY)[0].if_match is not None  # every later write is an If-Match
 
 
-async def test_no_candidates_means_nothing_new_without_touching_the_store(store: MemoryBackend) -> None:
+async def test_no_candidates_means_nothing_new_without_touching_the_store(
+    store: MemoryBackend,
+) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS))
     claim = await ChatLedger[Candidate](faulty).claim(CHAT, [])
@@ -116,29 +124,41 @@ async def test_a_claim_given_the_cursor_read_before_the_graph_read_writes_agains
     assert [w.if_match for w in recording.writes_to(KEY)] == [known.etag]
 
 
-async def test_a_stale_cursor_read_costs_a_lost_race_never_a_duplicate(store: MemoryBackend) -> None:
+async def test_a_stale_cursor_read_costs_a_lost_race_never_a_duplicate(
+    store: MemoryBackend,
+) -> None:
     await ChatLedger[Candidate](store).claim(CHAT, messages(1, 1))
     known = await resolve_cursor(store, CHAT)
     sibling = await ChatLedger[Candidate](store).claim(CHAT, messages(2, 3))  # lands after our look
     recording = RecordingBackend(store)
     metrics = Metrics()
-    claim = await ChatLedger[Candidate](recording, metrics=metrics).claim(CHAT, messages(2, 5), known=known)
+    claim = await ChatLedger[Candidate](recording, metrics=metrics).claim(
+        CHAT, messages(2, 5), known=known
+    )
     assert sibling.ids == ids(2, 3) and claim.ids == ids(4, 5)
-    assert len(recording.writes_to(KEY)) == 2  # the stale write lost, the one decided on a re-read won
+    assert (
+        len(recording.writes_to(KEY)) == 2
+    )  # the stale write lost, the one decided on a re-read won
     assert sample(metrics, "entrabot_cas_conflicts_total", ledger="chat") == 1
     assert (await stored_cursor(store)).seen_ids_tail == ids(1, 5)
 
 
-async def test_a_new_chat_seen_absent_a_moment_ago_is_still_claimed_only_if_absent(store: MemoryBackend) -> None:
+async def test_a_new_chat_seen_absent_a_moment_ago_is_still_claimed_only_if_absent(
+    store: MemoryBackend,
+) -> None:
     known = await resolve_cursor(store, CHAT)
     assert known.outcome is ReadOutcome.ABSENT
     await ChatLedger[Candidate](store).claim(CHAT, messages(1, 2))  # a sibling's first claim
-    claim = await ChatLedger[Candidate](store).claim(CHAT, messages(2, 2), new_chat=True, known=known)
+    claim = await ChatLedger[Candidate](store).claim(
+        CHAT, messages(2, 2), new_chat=True, known=known
+    )
     assert claim.outcome is ChatClaimOutcome.NOTHING_NEW and claim.ids == ()
     assert (await stored_cursor(store)).seen_ids_tail == ids(1, 2)
 
 
-async def test_an_unresolved_cursor_read_is_not_used_the_claim_reads_for_itself(store: MemoryBackend) -> None:
+async def test_an_unresolved_cursor_read_is_not_used_the_claim_reads_for_itself(
+    store: MemoryBackend,
+) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS, key=KEY, times=1))
     known = await resolve_cursor(faulty, CHAT)
@@ -155,14 +175,18 @@ async def test_an_unreadable_cursor_claims_nothing_and_loses_nothing(store: Memo
     faulty.add(FaultRule(Fault.READ_FAILS, times=1))
     ledger = ChatLedger[Candidate](faulty)
     claim = await ledger.claim(CHAT, messages(1, 3))
-    assert claim.outcome is ChatClaimOutcome.UNRESOLVED and claim.problem is ClaimProblem.READ_FAILED
+    assert (
+        claim.outcome is ChatClaimOutcome.UNRESOLVED and claim.problem is ClaimProblem.READ_FAILED
+    )
     assert claim.ids == () and not claim.may_advance
     assert not await store.exists(KEY)  # an unreadable cursor is never mistaken for a new chat
     retry = await ledger.claim(CHAT, messages(1, 3))
     assert retry.ids == ids(1, 3)
 
 
-async def test_a_corrupt_cursor_claims_nothing_and_is_never_overwritten(store: MemoryBackend) -> None:
+async def test_a_corrupt_cursor_claims_nothing_and_is_never_overwritten(
+    store: MemoryBackend,
+) -> None:
     await store.write_text(KEY, '{"last_ts": "not a time", "seen_ids_tail": []}')
     claim = await ChatLedger[Candidate](store).claim(CHAT, messages(1, 3))
     assert claim.outcome is ChatClaimOutcome.UNRESOLVED and claim.problem is ClaimProblem.CORRUPT
@@ -186,7 +210,9 @@ async def test_a_cursor_without_an_etag_claims_nothing(store: MemoryBackend) -> 
     assert claim.problem is ClaimProblem.NO_ETAG and not claim.may_advance
 
 
-async def test_resolve_cursor_classifies_absent_present_and_unresolved(store: MemoryBackend) -> None:
+async def test_resolve_cursor_classifies_absent_present_and_unresolved(
+    store: MemoryBackend,
+) -> None:
     assert (await resolve_cursor(store, CHAT)).outcome is ReadOutcome.ABSENT
     await ChatLedger[Candidate](store).claim(CHAT, messages(1, 1))
     present = await resolve_cursor(store, CHAT)
@@ -209,17 +235,24 @@ class SiblingTouchesFirst:
     def __getattr__(self, name: str):  # noqa: ANN204 - forwards the rest of the protocol
         return getattr(self.inner, name)
 
-    async def write_text(self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False) -> str:
+    async def write_text(
+        self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False
+    ) -> str:
         if self.touches < 1_000:
             text, etag = await self.inner.read_text_with_etag(key)
             cursor = parse_chat_cursor(text or "")
             self.touches += 1
-            touched = replace(cursor, claims=(ClaimMark(f"sibling-{self.touches}", cursor.last_ts or FakeClock()()),))
+            touched = replace(
+                cursor,
+                claims=(ClaimMark(f"sibling-{self.touches}", cursor.last_ts or FakeClock()()),),
+            )
             await self.inner.write_text(key, render_chat_cursor(touched), if_match=etag)
         return await self.inner.write_text(key, content, if_match=if_match, if_absent=if_absent)
 
 
-async def test_exhausted_retries_claim_nothing_and_keep_the_messages_for_later(store: MemoryBackend) -> None:
+async def test_exhausted_retries_claim_nothing_and_keep_the_messages_for_later(
+    store: MemoryBackend,
+) -> None:
     await ChatLedger[Candidate](store).claim(CHAT, messages(1, 1))
     racing = SiblingTouchesFirst(store)
     metrics = Metrics()
@@ -251,20 +284,29 @@ async def test_a_committed_write_whose_response_was_lost_is_settled_as_ours_and_
     assert metrics.chat_unsettled._value.get() == 0
 
 
-async def test_a_conflict_reported_for_a_write_that_committed_is_settled_as_ours(store: MemoryBackend) -> None:
+async def test_a_conflict_reported_for_a_write_that_committed_is_settled_as_ours(
+    store: MemoryBackend,
+) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1, error=ConcurrencyError))
     claim = await ChatLedger[Candidate](faulty).claim(CHAT, messages(1, 3))
     assert claim.outcome is ChatClaimOutcome.CLAIMED and claim.ids == ids(1, 3)
 
 
-async def test_an_unknown_write_is_settled_first_next_cycle_and_pushed_then(store: MemoryBackend) -> None:
+async def test_an_unknown_write_is_settled_first_next_cycle_and_pushed_then(
+    store: MemoryBackend,
+) -> None:
     faulty = FaultyBackend(store)
     # The claim's read succeeds, its write commits but the answer is lost, and the three read-backs fail.
-    faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1), FaultRule(Fault.READ_FAILS, skip=1, times=3))
+    faulty.add(
+        FaultRule(Fault.WRITE_RESPONSE_LOST, times=1), FaultRule(Fault.READ_FAILS, skip=1, times=3)
+    )
     ledger = ChatLedger[Candidate](faulty)
     first = await ledger.claim(CHAT, messages(1, 3))
-    assert first.outcome is ChatClaimOutcome.UNRESOLVED and first.problem is ClaimProblem.UNKNOWN_OUTCOME
+    assert (
+        first.outcome is ChatClaimOutcome.UNRESOLVED
+        and first.problem is ClaimProblem.UNKNOWN_OUTCOME
+    )
     assert first.ids == () and not first.may_advance and ledger.unsettled_chats == {CHAT}
     # The stored cursor already says 1..3 are claimed: only our settling can push them now.
     sibling = await ChatLedger[Candidate](store).claim(CHAT, messages(1, 3))
@@ -288,7 +330,9 @@ async def test_a_claim_in_doubt_keeps_its_messages_and_returns_them_when_it_sett
     store: MemoryBackend,
 ) -> None:
     faulty = FaultyBackend(store)
-    faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1), FaultRule(Fault.READ_FAILS, skip=1, times=3))
+    faulty.add(
+        FaultRule(Fault.WRITE_RESPONSE_LOST, times=1), FaultRule(Fault.READ_FAILS, skip=1, times=3)
+    )
     ledger: ChatLedger[Posted] = ChatLedger(faulty)
     offered = [Posted(c, f"text {n}") for n, c in enumerate(messages(1, 2), start=1)]
     assert (await ledger.claim(CHAT, offered)).problem is ClaimProblem.UNKNOWN_OUTCOME
@@ -299,9 +343,13 @@ async def test_a_claim_in_doubt_keeps_its_messages_and_returns_them_when_it_sett
     assert settled.won[0] is offered[0]
 
 
-async def test_an_unsettled_write_blocks_new_claims_on_that_chat_until_it_settles(store: MemoryBackend) -> None:
+async def test_an_unsettled_write_blocks_new_claims_on_that_chat_until_it_settles(
+    store: MemoryBackend,
+) -> None:
     faulty = FaultyBackend(store)
-    faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1), FaultRule(Fault.READ_FAILS, skip=1, times=6))
+    faulty.add(
+        FaultRule(Fault.WRITE_RESPONSE_LOST, times=1), FaultRule(Fault.READ_FAILS, skip=1, times=6)
+    )
     ledger = ChatLedger[Candidate](faulty)
     await ledger.claim(CHAT, messages(1, 3))
     still = await ledger.claim(CHAT, messages(1, 5))
@@ -309,7 +357,9 @@ async def test_an_unsettled_write_blocks_new_claims_on_that_chat_until_it_settle
     assert still.settled is Settlement.UNKNOWN and still.ids == ()
 
 
-async def test_an_unknown_write_that_never_landed_leaves_its_messages_claimable(store: MemoryBackend) -> None:
+async def test_an_unknown_write_that_never_landed_leaves_its_messages_claimable(
+    store: MemoryBackend,
+) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.WRITE_FAILS, times=1), FaultRule(Fault.READ_FAILS, skip=1, times=3))
     ledger = ChatLedger[Candidate](faulty)
@@ -330,7 +380,9 @@ async def test_a_late_commit_after_a_timeout_is_never_a_duplicate(store: MemoryB
     assert mine.ids == ids(1, 3) and theirs.ids == ()
 
 
-async def test_a_claim_cancelled_mid_write_is_settled_and_pushed_on_the_next_call(store: MemoryBackend) -> None:
+async def test_a_claim_cancelled_mid_write_is_settled_and_pushed_on_the_next_call(
+    store: MemoryBackend,
+) -> None:
     ledger = ChatLedger[Candidate](CancelledAfterCommit(store))
     with pytest.raises(asyncio.CancelledError):
         await ledger.claim(CHAT, messages(1, 2))
@@ -342,7 +394,9 @@ async def test_a_claim_cancelled_mid_write_is_settled_and_pushed_on_the_next_cal
 # --- first sight without a delivery ---
 
 
-async def test_a_baseline_is_written_only_for_an_absent_cursor(store: MemoryBackend, clock: FakeClock) -> None:
+async def test_a_baseline_is_written_only_for_an_absent_cursor(
+    store: MemoryBackend, clock: FakeClock
+) -> None:
     ledger = ChatLedger[Candidate](store, clock=clock)
     first = await ledger.bootstrap(CHAT, messages(1, 3))
     assert first.outcome is UpdateOutcome.WRITTEN
@@ -359,13 +413,18 @@ async def test_a_baseline_is_written_only_for_an_absent_cursor(store: MemoryBack
 async def test_a_created_chat_cursor_makes_its_newest_message_claimable_for_any_replica_and_nothing_older(
     store: MemoryBackend, clock: FakeClock
 ) -> None:
-    maker, other = ChatLedger[Candidate](store, clock=clock), ChatLedger[Candidate](store, clock=clock)
+    maker, other = (
+        ChatLedger[Candidate](store, clock=clock),
+        ChatLedger[Candidate](store, clock=clock),
+    )
     assert (await maker.start_created_chat(CHAT, message(5))).outcome is UpdateOutcome.WRITTEN
     claim = await other.claim(CHAT, messages(1, 6))  # a replica that never saw the create_chat call
     assert claim.outcome is ChatClaimOutcome.CLAIMED and claim.ids == ids(5, 6)
 
 
-async def test_a_created_chat_never_moves_a_cursor_the_fleet_already_has(store: MemoryBackend) -> None:
+async def test_a_created_chat_never_moves_a_cursor_the_fleet_already_has(
+    store: MemoryBackend,
+) -> None:
     ledger = ChatLedger[Candidate](store)
     await ledger.bootstrap(CHAT, messages(1, 5))
     assert (await ledger.start_created_chat(CHAT, message(3))).outcome is UpdateOutcome.ALREADY

@@ -37,7 +37,8 @@ def indexed(n: int) -> Candidate:
 indices = st.integers(min_value=0, max_value=400)
 candidate_lists = st.lists(indices.map(indexed), max_size=80)
 marks = st.builds(
-    ClaimMark, st.text("abcdef0123456789", min_size=1, max_size=6),
+    ClaimMark,
+    st.text("abcdef0123456789", min_size=1, max_size=6),
     st.integers(0, 10_000).map(lambda s: T0 + timedelta(seconds=s)),
 )
 extras = st.dictionaries(st.sampled_from(["x_note", "x_owner"]), st.integers(0, 3)).map(
@@ -55,7 +56,9 @@ def cursors(draw: st.DrawFn) -> ChatCursor:
         bootstrapped=draw(st.booleans()),
         last_written_at=draw(st.one_of(st.none(), st.just(T0), st.just(T0 + timedelta(hours=1)))),
         # Ids recorded at the watermark are messages whose time is the watermark (three share each ms).
-        last_ts_ids=frozenset() if last is None else frozenset(
+        last_ts_ids=frozenset()
+        if last is None
+        else frozenset(
             indexed(last - last % 3 + k).id for k in draw(st.lists(st.integers(0, 2), max_size=3))
         ),
         claims=tuple(draw(st.lists(marks, max_size=40))),
@@ -76,10 +79,14 @@ def test_cursor_key_url_quotes_the_chat_id() -> None:
 
 
 def test_single_host_cursor_is_read_as_it_is() -> None:
-    text = json.dumps({
-        "last_ts": "2026-11-29T10:00:00.1234567Z", "seen_ids_tail": ["1", "2"], "bootstrapped": True,
-        "last_written_at": "2026-11-29T10:00:01+00:00",
-    })
+    text = json.dumps(
+        {
+            "last_ts": "2026-11-29T10:00:00.1234567Z",
+            "seen_ids_tail": ["1", "2"],
+            "bootstrapped": True,
+            "last_written_at": "2026-11-29T10:00:01+00:00",
+        }
+    )
     cursor = parse_chat_cursor(text)
     assert cursor.last_ts == T0 + timedelta(microseconds=123456)
     assert cursor.seen_ids_tail == ("1", "2")
@@ -88,8 +95,12 @@ def test_single_host_cursor_is_read_as_it_is() -> None:
 
 
 def test_written_cursor_keeps_the_single_host_fields_and_unknown_ones() -> None:
-    stored = parse_chat_cursor(json.dumps({"last_ts": None, "seen_ids_tail": [], "x_future": {"a": 1}}))
-    written = json.loads(render_chat_cursor(apply_claim(stored, [message(1)], claim_id="c1", now=T0)))
+    stored = parse_chat_cursor(
+        json.dumps({"last_ts": None, "seen_ids_tail": [], "x_future": {"a": 1}})
+    )
+    written = json.loads(
+        render_chat_cursor(apply_claim(stored, [message(1)], claim_id="c1", now=T0))
+    )
     assert {"last_ts", "seen_ids_tail", "bootstrapped", "last_written_at"} <= written.keys()
     assert written["x_future"] == {"a": 1}
     assert written["seen_ids_tail"] == [message(1).id]
@@ -161,7 +172,9 @@ def test_merge_never_moves_the_watermark_back_nor_forgets_a_claim_mark_newer_tha
 
 
 @given(cursors(), candidate_lists)
-def test_a_claim_never_returns_an_id_already_recorded(cursor: ChatCursor, candidates: list[Candidate]) -> None:
+def test_a_claim_never_returns_an_id_already_recorded(
+    cursor: ChatCursor, candidates: list[Candidate]
+) -> None:
     decision = decide_claim(cursor, candidates)
     for candidate in decision.claimable:
         assert not cursor.is_recorded(candidate.id)
@@ -171,7 +184,9 @@ def test_a_claim_never_returns_an_id_already_recorded(cursor: ChatCursor, candid
 
 
 @given(cursors(), candidate_lists)
-def test_after_a_claim_nothing_it_claimed_is_claimable_again(cursor: ChatCursor, candidates: list[Candidate]) -> None:
+def test_after_a_claim_nothing_it_claimed_is_claimable_again(
+    cursor: ChatCursor, candidates: list[Candidate]
+) -> None:
     claimable = decide_claim(cursor, candidates).claimable
     if not claimable:
         return
@@ -181,7 +196,9 @@ def test_after_a_claim_nothing_it_claimed_is_claimable_again(cursor: ChatCursor,
 
 
 @given(cursors(), candidate_lists)
-def test_a_claims_tail_never_loses_a_newer_id(cursor: ChatCursor, candidates: list[Candidate]) -> None:
+def test_a_claims_tail_never_loses_a_newer_id(
+    cursor: ChatCursor, candidates: list[Candidate]
+) -> None:
     claimable = decide_claim(cursor, candidates).claimable
     if not claimable:
         return
@@ -193,7 +210,9 @@ def test_a_claims_tail_never_loses_a_newer_id(cursor: ChatCursor, candidates: li
             assert known in after.seen_ids_tail
 
 
-def test_a_burst_over_50_is_claimed_whole_and_older_ids_stay_claimed_through_the_watermark() -> None:
+def test_a_burst_over_50_is_claimed_whole_and_older_ids_stay_claimed_through_the_watermark() -> (
+    None
+):
     burst = messages(1, 120)
     decision = decide_claim(None, burst)
     assert len(decision.claimable) == 120
@@ -274,10 +293,12 @@ class Store:
 
 def _read(replica: Replica, store: Store, everything: list[Candidate], visible: int) -> None:
     replica.snapshot = (store.cursor, store.version)
-    replica.candidates = everything[replica.watermark:visible]
+    replica.candidates = everything[replica.watermark : visible]
 
 
-def _write(replica: Replica, store: Store, owners: dict[str, list[int]], who: int, visible_at_read: int) -> None:
+def _write(
+    replica: Replica, store: Store, owners: dict[str, list[int]], who: int, visible_at_read: int
+) -> None:
     """One compare-and-swap of a replica's claim; the watermark moves only when every candidate is decided."""
     if replica.snapshot is None:
         return
@@ -295,13 +316,16 @@ def _write(replica: Replica, store: Store, owners: dict[str, list[int]], who: in
 
 
 actions = st.lists(
-    st.tuples(st.sampled_from(["reveal", "read", "write"]), st.integers(0, 3), st.integers(1, 80)), max_size=120
+    st.tuples(st.sampled_from(["reveal", "read", "write"]), st.integers(0, 3), st.integers(1, 80)),
+    max_size=120,
 )
 
 
 @settings(max_examples=150, deadline=None)
 @given(actions, st.integers(50, 220))
-def test_racing_replicas_claim_every_message_exactly_once(steps: list[tuple[str, int, int]], total: int) -> None:
+def test_racing_replicas_claim_every_message_exactly_once(
+    steps: list[tuple[str, int, int]], total: int
+) -> None:
     everything = [indexed(n) for n in range(total)]
     store = Store()
     replicas = [Replica() for _ in range(4)]
@@ -331,14 +355,15 @@ def test_claim_contribution_refuses_an_empty_claim() -> None:
         apply_claim(None, [], claim_id="c", now=T0)
 
 
-
 # --- claims ahead of the watermark (a sponsor's reply behind a message another replica must deliver) ---
 
 
 def test_a_claim_ahead_of_the_watermark_leaves_the_skipped_older_message_claimable() -> None:
     cursor = apply_claim(None, messages(1, 5), claim_id="a", now=T0)
     blocked, reply = message(7), message(9)
-    ahead = apply_claim(cursor, [reply], claim_id="b", now=T0, seen_up_to=message(6).ts, advance=False)
+    ahead = apply_claim(
+        cursor, [reply], claim_id="b", now=T0, seen_up_to=message(6).ts, advance=False
+    )
     assert ahead.last_ts == message(6).ts
     decision = decide_claim(ahead, [blocked, reply])
     assert decision.claimable == (blocked,) and decision.recorded == (reply.id,)
@@ -347,7 +372,9 @@ def test_a_claim_ahead_of_the_watermark_leaves_the_skipped_older_message_claimab
 def test_ids_claimed_ahead_of_a_stalled_watermark_outlive_the_50_id_tail() -> None:
     cursor = apply_claim(None, [message(1)], claim_id="a", now=T0)
     replies = messages(3, 3 + TAIL_SIZE + 20)
-    ahead = apply_claim(cursor, replies, claim_id="b", now=T0, seen_up_to=message(1).ts, advance=False)
+    ahead = apply_claim(
+        cursor, replies, claim_id="b", now=T0, seen_up_to=message(1).ts, advance=False
+    )
     assert len(ahead.seen_ids_tail) == TAIL_SIZE + 21
     decision = decide_claim(ahead, [message(2), *replies])
     assert decision.claimable == (message(2),) and len(decision.recorded) == len(replies)
@@ -362,6 +389,12 @@ def test_a_cursor_key_names_its_chat_back(chat_id: str) -> None:
 
 
 def test_keys_that_are_not_cursors_name_no_chat() -> None:
-    for key in ("chat_cursors/", "chat_cursors/.json", "watched_chats", "hints/20261201T2200.jsonl",
-                "chat_cursors/19%3Aa%40thread.v2.txt", "chat_cursors/19:a@thread.v2.json"):
+    for key in (
+        "chat_cursors/",
+        "chat_cursors/.json",
+        "watched_chats",
+        "hints/20261201T2200.jsonl",
+        "chat_cursors/19%3Aa%40thread.v2.txt",
+        "chat_cursors/19:a@thread.v2.json",
+    ):
         assert chat_of_cursor_key(key) is None

@@ -31,10 +31,18 @@ def test_a_snapshot_round_trips_and_omits_unknown_fields() -> None:
     assert "null" not in text and text.index("19:a") < text.index("19:b")
 
 
-@pytest.mark.parametrize("text", [
-    "not json", "[]", '{"chats": []}', '{"chats": {"19:a": {}}}', '{"chats": {"19:a": ["u-ada"]}}',
-    '{"chats": {"19:a": [{"email": "a@b.c"}]}}', '{"chats": {"19:a": [{"user_id": "u", "email": 3}]}}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        "[]",
+        '{"chats": []}',
+        '{"chats": {"19:a": {}}}',
+        '{"chats": {"19:a": ["u-ada"]}}',
+        '{"chats": {"19:a": [{"email": "a@b.c"}]}}',
+        '{"chats": {"19:a": [{"user_id": "u", "email": 3}]}}',
+    ],
+)
 def test_anything_but_the_snapshot_shape_is_corrupt(text: str) -> None:
     with pytest.raises(CorruptValueError):
         parse_chat_members(text)
@@ -46,7 +54,9 @@ def test_a_merge_replaces_a_chats_members_whole_and_keeps_other_chats() -> None:
     assert merge_chat_members(current, {"19:a": (ADA,)}) == {"19:a": (ADA,), "19:b": (GRACE,)}
 
 
-async def test_a_reader_parses_only_a_new_version_and_a_merge_writes_only_a_change(tmp_path: Path) -> None:
+async def test_a_reader_parses_only_a_new_version_and_a_merge_writes_only_a_change(
+    tmp_path: Path,
+) -> None:
     backend = LocalBackend(tmp_path)
     writer, reader = ChatMembers(backend), ChatMembers(backend)
     assert await reader.load() is SnapshotLoad.ABSENT

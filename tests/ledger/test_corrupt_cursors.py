@@ -20,14 +20,17 @@ def corrupt_gauge(metrics: Metrics) -> float | None:
 
 
 async def test_a_claim_against_a_corrupt_cursor_counts_the_chat_until_a_readable_cursor_clears_it(
-        store: MemoryBackend) -> None:
+    store: MemoryBackend,
+) -> None:
     metrics = Metrics()
     ledger = ChatLedger[Candidate](store, metrics=metrics)
     await ledger.claim(CHAT, messages(1, 2))  # polled for a while…
     await ledger.claim(OTHER, messages(1, 2))
     await store.write_text(cursor_key(CHAT), "{not json")  # …then the value goes bad
     stalled = await ledger.claim(CHAT, messages(3, 3))
-    assert stalled.outcome is ChatClaimOutcome.UNRESOLVED and stalled.problem is ClaimProblem.CORRUPT
+    assert (
+        stalled.outcome is ChatClaimOutcome.UNRESOLVED and stalled.problem is ClaimProblem.CORRUPT
+    )
     assert ledger.corrupt.chat_ids == (CHAT,) and corrupt_gauge(metrics) == 1.0
     await ledger.claim(OTHER, messages(3, 3))  # another chat's claims change nothing
     assert ledger.corrupt.chat_ids == (CHAT,)

@@ -6,7 +6,13 @@ import asyncio
 import json
 from datetime import date, datetime, timedelta, timezone
 
-from service.ledger.daily_summary import SUMMARY_OFFSET, build_summary, day_window, render_html, summary_due
+from service.ledger.daily_summary import (
+    SUMMARY_OFFSET,
+    build_summary,
+    day_window,
+    render_html,
+    summary_due,
+)
 from service.ledger.interactions import Channel
 from service.ledger.interactions import Direction, Interaction, InteractionLog
 from service.ledger.promises import Promise, PromiseLedger, PromiseStatus
@@ -28,8 +34,12 @@ def event(
     hours: float, *, direction: Direction = Direction.IN, chat: str = "chat-1", sender: str = "ana"
 ) -> Interaction:
     return Interaction(
-        ts=START + timedelta(hours=hours), direction=direction, channel=Channel.CHAT, action="received",
-        chat_id=chat, sender=sender,
+        ts=START + timedelta(hours=hours),
+        direction=direction,
+        channel=Channel.CHAT,
+        action="received",
+        chat_id=chat,
+        sender=sender,
     )
 
 
@@ -54,13 +64,22 @@ def test_the_summary_is_due_from_17_00_utc_minus_7_for_the_catch_up_window() -> 
 
 def test_counts_cover_only_the_days_window() -> None:
     records = [
-        event(1), event(2, sender="bo"), event(3, direction=Direction.OUT, sender="agent"),
-        event(4, chat="chat-2"), event(-1), event(24),
+        event(1),
+        event(2, sender="bo"),
+        event(3, direction=Direction.OUT, sender="agent"),
+        event(4, chat="chat-2"),
+        event(-1),
+        event(24),
     ]
     promises = [
         Promise("p1", "made today", START + timedelta(hours=5)),
-        Promise("p2", "resolved today", START - timedelta(days=2), PromiseStatus.RESOLVED,
-                resolved_at=START + timedelta(hours=6)),
+        Promise(
+            "p2",
+            "resolved today",
+            START - timedelta(days=2),
+            PromiseStatus.RESOLVED,
+            resolved_at=START + timedelta(hours=6),
+        ),
         Promise("p3", "made tomorrow", START + timedelta(days=1, hours=1)),
     ]
     summary = build_summary(DAY, records, promises)
@@ -72,7 +91,9 @@ def test_counts_cover_only_the_days_window() -> None:
 
 
 def test_the_page_escapes_everything_it_shows() -> None:
-    page = render_html(build_summary(DAY, [event(1, chat="<script>alert(1)</script>", sender='"><img src=x>')]))
+    page = render_html(
+        build_summary(DAY, [event(1, chat="<script>alert(1)</script>", sender='"><img src=x>')])
+    )
     assert "<script>alert" not in page and "<img" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 
@@ -101,13 +122,18 @@ async def test_two_replicas_produce_the_summary_once(store: MemoryBackend) -> No
 
 async def test_a_loser_writes_nothing(store: MemoryBackend) -> None:
     clock = FakeClock(local(17, 5))
-    assert await DailySummaryProducer(store, InteractionLog(store), clock=clock).produce(DAY) is SummaryOutcome.PRODUCED
+    assert (
+        await DailySummaryProducer(store, InteractionLog(store), clock=clock).produce(DAY)
+        is SummaryOutcome.PRODUCED
+    )
     recording = RecordingBackend(store)
     late = DailySummaryProducer(recording, InteractionLog(recording), clock=clock)
     assert await late.produce(DAY) is SummaryOutcome.ALREADY_DONE and recording.writes == []
 
 
-async def test_a_crash_between_claim_and_page_is_recovered_after_the_lease(store: MemoryBackend) -> None:
+async def test_a_crash_between_claim_and_page_is_recovered_after_the_lease(
+    store: MemoryBackend,
+) -> None:
     await fill_log(store)
     clock = FakeClock(local(17, 5))
     json_key, html_key = summary_keys(DAY)
@@ -124,14 +150,18 @@ async def test_a_crash_between_claim_and_page_is_recovered_after_the_lease(store
     assert await store.exists(html_key)
 
 
-async def test_a_page_left_by_a_crashed_owner_is_kept_and_the_day_is_marked_done(store: MemoryBackend) -> None:
+async def test_a_page_left_by_a_crashed_owner_is_kept_and_the_day_is_marked_done(
+    store: MemoryBackend,
+) -> None:
     clock = FakeClock(local(17, 5))
     json_key, html_key = summary_keys(DAY)
     crashing = FaultyBackend(store)
-    crashing.add(FaultRule(Fault.WRITE_FAILS, key=json_key, skip=1))  # the claim lands; "done" never does
-    assert await DailySummaryProducer(crashing, InteractionLog(crashing), clock=clock).produce(DAY) is (
-        SummaryOutcome.UNRESOLVED
-    )
+    crashing.add(
+        FaultRule(Fault.WRITE_FAILS, key=json_key, skip=1)
+    )  # the claim lands; "done" never does
+    assert await DailySummaryProducer(crashing, InteractionLog(crashing), clock=clock).produce(
+        DAY
+    ) is (SummaryOutcome.UNRESOLVED)
     page = await store.read_text(html_key)
     clock.advance(minutes=11)
     recovering = DailySummaryProducer(store, InteractionLog(store), clock=clock)
@@ -162,5 +192,7 @@ async def test_promise_counts_come_from_the_promises_ledger(store: MemoryBackend
 
 async def test_nothing_is_produced_outside_the_due_window(store: MemoryBackend) -> None:
     recording = RecordingBackend(store)
-    producer = DailySummaryProducer(recording, InteractionLog(recording), clock=FakeClock(local(12, 0)))
+    producer = DailySummaryProducer(
+        recording, InteractionLog(recording), clock=FakeClock(local(12, 0))
+    )
     assert await producer.run_if_due() is SummaryOutcome.NOT_DUE and recording.writes == []

@@ -25,7 +25,14 @@ from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.telemetry.metrics import Metrics
 from tests.ledger.ledger_helpers import (
-    T0, CancelledAfterCommit, CountingMailbox, FakeClock, Mail, RecordingBackend, mail, sample,
+    T0,
+    CancelledAfterCommit,
+    CountingMailbox,
+    FakeClock,
+    Mail,
+    RecordingBackend,
+    mail,
+    sample,
 )
 
 
@@ -42,7 +49,9 @@ def claimer(backend: MemoryBackend, **kwargs: object) -> EmailClaimer[Mail]:
     return EmailClaimer(backend, **kwargs)  # type: ignore[arg-type]
 
 
-def hold_after_write(fault: Fault = Fault.WRITE_RESPONSE_LOST, *, reads: int = 3) -> tuple[FaultRule, ...]:
+def hold_after_write(
+    fault: Fault = Fault.WRITE_RESPONSE_LOST, *, reads: int = 3
+) -> tuple[FaultRule, ...]:
     """The cycle's cursor read succeeds, its claim write hits ``fault``, and the next ``reads`` reads fail."""
     return (FaultRule(fault, times=1), FaultRule(Fault.READ_FAILS, skip=1, times=reads))
 
@@ -72,7 +81,9 @@ async def test_an_unreadable_cursor_is_never_initialized(store: MemoryBackend) -
 async def test_a_missing_cursor_starts_at_now_on_a_cloud_backend_and_ignores_the_legacy_key(
     store: MemoryBackend, clock: FakeClock
 ) -> None:
-    await store.write_text(LEGACY_EMAIL_CURSOR_KEY, render_email_cursor(EmailCursor(T0 - timedelta(days=30))))
+    await store.write_text(
+        LEGACY_EMAIL_CURSOR_KEY, render_email_cursor(EmailCursor(T0 - timedelta(days=30)))
+    )
     mailbox = CountingMailbox([mail(-100), mail(5)])
     email = claimer(store, is_cloud=True, clock=clock)
     first = await email.run_cycle(mailbox.fetch)
@@ -91,7 +102,9 @@ async def test_a_local_backend_adopts_the_legacy_cursor_once_and_leaves_it_in_pl
     assert (await email.run_cycle(CountingMailbox().fetch)).outcome is EmailCycleOutcome.INITIALIZED
     assert (await stored(store)).ts == T0 - timedelta(hours=1)
     assert await store.read_text(LEGACY_EMAIL_CURSOR_KEY) == legacy
-    await store.write_text(LEGACY_EMAIL_CURSOR_KEY, render_email_cursor(EmailCursor(T0 - timedelta(days=9))))
+    await store.write_text(
+        LEGACY_EMAIL_CURSOR_KEY, render_email_cursor(EmailCursor(T0 - timedelta(days=9)))
+    )
     cycle = await email.run_cycle(CountingMailbox([mail(-3600 + 1)]).fetch)
     assert cycle.deliver == (mail(-3600 + 1),)
     assert (await stored(store)).ts == mail(-3600 + 1).received_at  # not re-adopted
@@ -101,17 +114,21 @@ async def test_a_local_backend_without_a_usable_legacy_cursor_starts_at_now(
     store: MemoryBackend, clock: FakeClock
 ) -> None:
     await store.write_text(LEGACY_EMAIL_CURSOR_KEY, "garbage\n")
-    assert (await claimer(store, is_cloud=False, clock=clock).run_cycle(CountingMailbox().fetch)).outcome is (
-        EmailCycleOutcome.INITIALIZED
-    )
+    assert (
+        await claimer(store, is_cloud=False, clock=clock).run_cycle(CountingMailbox().fetch)
+    ).outcome is (EmailCycleOutcome.INITIALIZED)
     assert (await stored(store)).ts == clock()
 
 
-async def test_an_unreadable_legacy_cursor_skips_the_cycle_rather_than_leave_a_gap(store: MemoryBackend) -> None:
+async def test_an_unreadable_legacy_cursor_skips_the_cycle_rather_than_leave_a_gap(
+    store: MemoryBackend,
+) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS, key=LEGACY_EMAIL_CURSOR_KEY, times=1))
     cycle = await claimer(faulty, is_cloud=False).run_cycle(CountingMailbox().fetch)
-    assert cycle.outcome is EmailCycleOutcome.SKIPPED_UNREADABLE and not await store.exists(EMAIL_CURSOR_KEY)
+    assert cycle.outcome is EmailCycleOutcome.SKIPPED_UNREADABLE and not await store.exists(
+        EMAIL_CURSOR_KEY
+    )
 
 
 class SiblingCreatesFirst:
@@ -123,7 +140,9 @@ class SiblingCreatesFirst:
     def __getattr__(self, name: str):  # noqa: ANN204 - forwards the rest of the protocol
         return getattr(self.inner, name)
 
-    async def write_text(self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False) -> str:
+    async def write_text(
+        self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False
+    ) -> str:
         if if_absent and not await self.inner.exists(key):
             sibling = render_email_cursor(EmailCursor(T0 - timedelta(minutes=1)))
             await self.inner.write_text(key, sibling, if_absent=True)
@@ -139,7 +158,9 @@ async def test_a_cursor_created_by_another_replica_first_is_kept(store: MemoryBa
 # --- starting the cursor before any host (no mailbox call, no claim) ---
 
 
-async def test_starting_creates_a_missing_cursor_at_now_and_asks_no_mailbox(store: MemoryBackend, clock: FakeClock) -> None:
+async def test_starting_creates_a_missing_cursor_at_now_and_asks_no_mailbox(
+    store: MemoryBackend, clock: FakeClock
+) -> None:
     email = claimer(store, clock=clock)
     assert await email.start_cursor() is CursorStart.CREATED
     assert await stored(store) == EmailCursor(clock())
@@ -148,14 +169,20 @@ async def test_starting_creates_a_missing_cursor_at_now_and_asks_no_mailbox(stor
     assert (await email.run_cycle(mailbox.fetch)).deliver == (mail(5),)
 
 
-async def test_starting_leaves_a_present_cursor_alone(store: MemoryBackend, clock: FakeClock) -> None:
+async def test_starting_leaves_a_present_cursor_alone(
+    store: MemoryBackend, clock: FakeClock
+) -> None:
     await seed_cursor(store, T0 - timedelta(days=2), "claim-1")
     recording = RecordingBackend(store)
     assert await claimer(recording, clock=clock).start_cursor() is CursorStart.PRESENT
-    assert recording.writes == [] and await stored(store) == EmailCursor(T0 - timedelta(days=2), ("claim-1",))
+    assert recording.writes == [] and await stored(store) == EmailCursor(
+        T0 - timedelta(days=2), ("claim-1",)
+    )
 
 
-async def test_starting_over_an_unreadable_cursor_writes_nothing_and_is_tried_again(store: MemoryBackend) -> None:
+async def test_starting_over_an_unreadable_cursor_writes_nothing_and_is_tried_again(
+    store: MemoryBackend,
+) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS, times=1))
     assert await claimer(faulty).start_cursor() is CursorStart.UNKNOWN
@@ -163,13 +190,19 @@ async def test_starting_over_an_unreadable_cursor_writes_nothing_and_is_tried_ag
     assert await claimer(faulty).start_cursor() is CursorStart.CREATED
 
 
-async def test_starting_on_a_local_backend_adopts_the_legacy_cursor(store: MemoryBackend, clock: FakeClock) -> None:
-    await store.write_text(LEGACY_EMAIL_CURSOR_KEY, render_email_cursor(EmailCursor(T0 - timedelta(hours=1))))
+async def test_starting_on_a_local_backend_adopts_the_legacy_cursor(
+    store: MemoryBackend, clock: FakeClock
+) -> None:
+    await store.write_text(
+        LEGACY_EMAIL_CURSOR_KEY, render_email_cursor(EmailCursor(T0 - timedelta(hours=1)))
+    )
     assert await claimer(store, is_cloud=False, clock=clock).start_cursor() is CursorStart.CREATED
     assert (await stored(store)).ts == T0 - timedelta(hours=1)
 
 
-async def test_starting_when_another_replica_created_it_first_keeps_theirs(store: MemoryBackend) -> None:
+async def test_starting_when_another_replica_created_it_first_keeps_theirs(
+    store: MemoryBackend,
+) -> None:
     assert await claimer(SiblingCreatesFirst(store)).start_cursor() is CursorStart.PRESENT
     assert (await stored(store)).ts == T0 - timedelta(minutes=1)
 
@@ -177,20 +210,30 @@ async def test_starting_when_another_replica_created_it_first_keeps_theirs(store
 # --- claiming ---
 
 
-async def test_the_claim_advances_the_cursor_before_the_batch_is_handed_out(store: MemoryBackend) -> None:
+async def test_the_claim_advances_the_cursor_before_the_batch_is_handed_out(
+    store: MemoryBackend,
+) -> None:
     await seed_cursor(store, T0, "older")
     ids = count(1)
     email = claimer(store, new_claim_id=lambda: f"claim-{next(ids)}")
     cycle = await email.run_cycle(CountingMailbox([mail(1), mail(2), mail(3)]).fetch)
-    assert cycle.outcome is EmailCycleOutcome.CLAIMED and cycle.deliver == (mail(1), mail(2), mail(3))
+    assert cycle.outcome is EmailCycleOutcome.CLAIMED and cycle.deliver == (
+        mail(1),
+        mail(2),
+        mail(3),
+    )
     assert await stored(store) == EmailCursor(mail(3).received_at, ("claim-1", "older"))
 
 
-async def test_nothing_newer_than_the_cursor_is_nothing_new_without_a_write(store: MemoryBackend) -> None:
+async def test_nothing_newer_than_the_cursor_is_nothing_new_without_a_write(
+    store: MemoryBackend,
+) -> None:
     await seed_cursor(store, mail(5).received_at)
     recording = RecordingBackend(store)
     cycle = await claimer(recording).run_cycle(CountingMailbox([mail(4), mail(5)]).fetch)
-    assert cycle.outcome is EmailCycleOutcome.NOTHING_NEW and cycle.fetched and recording.writes == []
+    assert (
+        cycle.outcome is EmailCycleOutcome.NOTHING_NEW and cycle.fetched and recording.writes == []
+    )
 
 
 async def test_losing_the_race_drops_the_batch_and_a_later_cycle_fetches_what_the_winner_missed(
@@ -204,7 +247,9 @@ async def test_losing_the_race_drops_the_batch_and_a_later_cycle_fetches_what_th
 
     async def fetch_while_the_winner_claims(since: datetime) -> Sequence[Mail]:
         page = await loser_box.fetch(since)
-        won.append((await winner.run_cycle(winner_box.fetch)).deliver)  # lands between our read and write
+        won.append(
+            (await winner.run_cycle(winner_box.fetch)).deliver
+        )  # lands between our read and write
         return page
 
     lost = await loser.run_cycle(fetch_while_the_winner_claims)
@@ -238,7 +283,9 @@ async def test_a_committed_claim_whose_response_was_lost_is_settled_as_ours_and_
     assert (await email.run_cycle(mailbox.fetch)).deliver == ()
 
 
-async def test_a_held_batch_is_delivered_once_the_store_recovers_and_not_before(store: MemoryBackend) -> None:
+async def test_a_held_batch_is_delivered_once_the_store_recovers_and_not_before(
+    store: MemoryBackend,
+) -> None:
     await seed_cursor(store)
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1), FaultRule(Fault.READ_FAILS, skip=1))
@@ -246,17 +293,29 @@ async def test_a_held_batch_is_delivered_once_the_store_recovers_and_not_before(
     email = claimer(faulty, metrics=metrics)
     mailbox = CountingMailbox([mail(1), mail(2)])
     first = await email.run_cycle(mailbox.fetch)
-    assert first.outcome is EmailCycleOutcome.HOLDING and first.deliver == () and email.state is EmailState.HOLDING
+    assert (
+        first.outcome is EmailCycleOutcome.HOLDING
+        and first.deliver == ()
+        and email.state is EmailState.HOLDING
+    )
     assert sample(metrics, "entrabot_email_hold") == 1
     for _ in range(3):
         held = await email.run_cycle(mailbox.fetch)
-        assert held.outcome is EmailCycleOutcome.HOLDING and held.deliver == () and held.settled is Settlement.UNKNOWN
+        assert (
+            held.outcome is EmailCycleOutcome.HOLDING
+            and held.deliver == ()
+            and held.settled is Settlement.UNKNOWN
+        )
     assert mailbox.calls == 1  # no mailbox call while holding
     faulty.heal()
     mailbox.mails.append(mail(3))
     recovered = await email.run_cycle(mailbox.fetch)
     assert recovered.settled is Settlement.OURS
-    assert recovered.deliver == (mail(1), mail(2), mail(3))  # the held batch, then the cycle carried on
+    assert recovered.deliver == (
+        mail(1),
+        mail(2),
+        mail(3),
+    )  # the held batch, then the cycle carried on
     email = email  # mypy keeps the narrowing of email.state above across run_cycle(); this drops it
     assert email.state is EmailState.IDLE and sample(metrics, "entrabot_email_hold") == 0
     assert (await email.run_cycle(mailbox.fetch)).deliver == ()
@@ -271,7 +330,9 @@ async def test_a_held_batch_settled_as_ours_is_handed_out_whatever_the_rest_of_t
     faulty = FaultyBackend(store)
     faulty.add(*hold_after_write())
     email = claimer(faulty)
-    assert (await email.run_cycle(CountingMailbox([mail(1), mail(2)]).fetch)).outcome is EmailCycleOutcome.HOLDING
+    assert (
+        await email.run_cycle(CountingMailbox([mail(1), mail(2)]).fetch)
+    ).outcome is EmailCycleOutcome.HOLDING
 
     async def failing_fetch(since: datetime) -> Sequence[Mail]:
         raise failure
@@ -280,10 +341,14 @@ async def test_a_held_batch_settled_as_ours_is_handed_out_whatever_the_rest_of_t
     assert cycle.settled is Settlement.OURS and cycle.outcome is EmailCycleOutcome.FAILED
     assert cycle.deliver == (mail(1), mail(2)) and cycle.error is failure
     assert email.state is EmailState.IDLE
-    assert (await email.run_cycle(CountingMailbox([mail(1), mail(2)]).fetch)).deliver == ()  # not twice
+    assert (
+        await email.run_cycle(CountingMailbox([mail(1), mail(2)]).fetch)
+    ).deliver == ()  # not twice
 
 
-async def test_a_held_claim_that_lost_is_dropped_and_the_cycle_carries_on(store: MemoryBackend) -> None:
+async def test_a_held_claim_that_lost_is_dropped_and_the_cycle_carries_on(
+    store: MemoryBackend,
+) -> None:
     await seed_cursor(store)
     faulty = FaultyBackend(store)
     faulty.add(*hold_after_write(Fault.WRITE_FAILS))
@@ -298,7 +363,9 @@ async def test_a_held_claim_that_lost_is_dropped_and_the_cycle_carries_on(store:
     assert after.deliver == (mail(3),)
 
 
-async def test_while_holding_the_only_cursor_write_is_the_resend_of_that_same_claim(store: MemoryBackend) -> None:
+async def test_while_holding_the_only_cursor_write_is_the_resend_of_that_same_claim(
+    store: MemoryBackend,
+) -> None:
     await seed_cursor(store)
     recording = RecordingBackend(store)
     faulty = FaultyBackend(recording)
@@ -330,7 +397,9 @@ async def test_a_read_back_that_is_not_a_timestamp_or_has_no_etag_settles_nothin
     assert (await email.run_cycle(CountingMailbox([mail(1)]).fetch)).deliver == (mail(1),)
 
 
-async def test_a_claim_cancelled_mid_write_is_held_and_delivered_after_settling(store: MemoryBackend) -> None:
+async def test_a_claim_cancelled_mid_write_is_held_and_delivered_after_settling(
+    store: MemoryBackend,
+) -> None:
     await seed_cursor(store)
     email = claimer(CancelledAfterCommit(store))
     mailbox = CountingMailbox([mail(1)])

@@ -32,14 +32,24 @@ def test_a_single_host_cursor_of_one_timestamp_reads_with_no_claims() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", "\n\n", "<html><body>502 Bad Gateway</body></html>", "2026-11-29\nabc", "2026-11-29T10:00:00Z\na b"]
+    "text",
+    [
+        "",
+        "\n\n",
+        "<html><body>502 Bad Gateway</body></html>",
+        "2026-11-29\nabc",
+        "2026-11-29T10:00:00Z\na b",
+    ],
 )
 def test_a_value_that_is_not_a_cursor_is_corrupt(text: str) -> None:
     with pytest.raises(CorruptValueError):
         parse_email_cursor(text)
 
 
-@given(st.lists(st.text("abcdef0123456789", min_size=1, max_size=8), max_size=40), st.integers(0, 10**6))
+@given(
+    st.lists(st.text("abcdef0123456789", min_size=1, max_size=8), max_size=40),
+    st.integers(0, 10**6),
+)
 def test_render_then_parse_is_identity(claim_ids: list[str], seconds: int) -> None:
     cursor = EmailCursor(T0 + timedelta(seconds=seconds), tuple(claim_ids))
     assert parse_email_cursor(render_email_cursor(cursor)) == cursor

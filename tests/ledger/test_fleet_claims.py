@@ -69,7 +69,9 @@ async def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 async def race(fleet: Fleet, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Start every worker, release them together, and collect one JSON result from each."""
     argvs = [[sys.executable, str(WORKER), json.dumps({**fleet.spec, **spec})] for spec in specs]
-    return await race_processes(argvs, env=fleet.env, start_timeout_s=RUN_TIMEOUT_S, run_timeout_s=RUN_TIMEOUT_S)
+    return await race_processes(
+        argvs, env=fleet.env, start_timeout_s=RUN_TIMEOUT_S, run_timeout_s=RUN_TIMEOUT_S
+    )
 
 
 def assert_exactly_once(results: list[dict[str, Any]], expected: set[str]) -> None:
@@ -93,7 +95,9 @@ async def test_six_replicas_claim_every_chat_message_exactly_once(fleet: Fleet) 
     assert sum(r["outcomes"].get("lost", 0) for r in results) > 0  # they really raced
 
 
-async def test_lost_responses_and_failed_reads_still_give_exactly_once_and_lose_nothing(fleet: Fleet) -> None:
+async def test_lost_responses_and_failed_reads_still_give_exactly_once_and_lose_nothing(
+    fleet: Fleet,
+) -> None:
     specs = chat_specs(6, lost_responses=0.10, failed_reads=0.05)
     # Random faults alone leave no claim in doubt in about half the runs (a lost answer is usually
     # settled by the read-back); one scripted claim in doubt makes the run always exercise that path.
@@ -104,7 +108,9 @@ async def test_lost_responses_and_failed_reads_still_give_exactly_once_and_lose_
     assert sum(r["outcomes"].get("unresolved", 0) for r in results) > 0
 
 
-async def test_a_brand_new_chat_raced_by_six_replicas_has_one_winner_per_message(fleet: Fleet) -> None:
+async def test_a_brand_new_chat_raced_by_six_replicas_has_one_winner_per_message(
+    fleet: Fleet,
+) -> None:
     specs = [{"mode": "chat_once", "chat_id": CHAT, "total": 20, "seed": n} for n in range(6)]
     results = await race(fleet, specs)
     assert_exactly_once(results, {c.id for c in chat_messages(20)})
@@ -113,13 +119,23 @@ async def test_a_brand_new_chat_raced_by_six_replicas_has_one_winner_per_message
 
 async def seed_email_cursor(store: MemoryBackend) -> None:
     start = BASE - timedelta(seconds=1)
-    await store.write_text(EMAIL_CURSOR_KEY, render_email_cursor(EmailCursor(start)), if_absent=True)
+    await store.write_text(
+        EMAIL_CURSOR_KEY, render_email_cursor(EmailCursor(start)), if_absent=True
+    )
 
 
-async def test_four_replicas_claim_every_mail_exactly_once_despite_faults_and_a_hold(fleet: Fleet) -> None:
+async def test_four_replicas_claim_every_mail_exactly_once_despite_faults_and_a_hold(
+    fleet: Fleet,
+) -> None:
     await seed_email_cursor(fleet.store)
     specs = [
-        {"mode": "email", "total": 500, "seed": 200 + n, "lost_responses": 0.10, "failed_reads": 0.05}
+        {
+            "mode": "email",
+            "total": 500,
+            "seed": 200 + n,
+            "lost_responses": 0.10,
+            "failed_reads": 0.05,
+        }
         for n in range(4)
     ]
     specs[0]["hold_at_cycle"] = 1
@@ -131,18 +147,32 @@ async def test_four_replicas_claim_every_mail_exactly_once_despite_faults_and_a_
 
 
 async def test_replica_processes_take_back_a_role_whose_record_stays_unparseable_exactly_one_of_them(
-        fleet: Fleet) -> None:
+    fleet: Fleet,
+) -> None:
     """Three processes keep one role's lease (ttl 4 s) over a record that does not parse: one of them,
     and only one, takes it over once it stood a lease lifetime, and no two ever act in the role at once."""
-    await fleet.store.write_text(lease_key("scanner"), '{"role": "scanner", "holder": "gone", "epoch"')
-    specs = [{"mode": "lease", "role": "scanner", "holder": f"replica-{n}", "ttl_s": 4.0, "run_s": 12.0, "seed": n}
-             for n in range(3)]
+    await fleet.store.write_text(
+        lease_key("scanner"), '{"role": "scanner", "holder": "gone", "epoch"'
+    )
+    specs = [
+        {
+            "mode": "lease",
+            "role": "scanner",
+            "holder": f"replica-{n}",
+            "ttl_s": 4.0,
+            "run_s": 12.0,
+            "seed": n,
+        }
+        for n in range(3)
+    ]
     results = await race(fleet, specs)
     takers = [r["holder"] for r in results if r["events"].get("taken_unreadable")]
     assert len(takers) == 1, results
     spans = sorted((r["held_from"], r["held_to"]) for r in results if r["held_from"] is not None)
     assert spans, results
-    assert all(earlier[1] < later[0] for earlier, later in zip(spans, spans[1:])), spans  # never two at once
+    assert all(earlier[1] < later[0] for earlier, later in zip(spans, spans[1:])), (
+        spans
+    )  # never two at once
     assert sum(r["holding"] for r in results) <= 1
     stored = parse_lease(await fleet.store.read_text(lease_key("scanner")) or "")
     assert stored.holder in {r["holder"] for r in results}

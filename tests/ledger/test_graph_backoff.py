@@ -31,7 +31,9 @@ SKEW = timedelta(seconds=30)
 
 
 def record(until_s: float, *, written_s: float = 0.0, writer: str = "replica-a") -> BackoffRecord:
-    return BackoffRecord(T0 + timedelta(seconds=until_s), T0 + timedelta(seconds=written_s), 503, "me/chats", writer)
+    return BackoffRecord(
+        T0 + timedelta(seconds=until_s), T0 + timedelta(seconds=written_s), 503, "me/chats", writer
+    )
 
 
 async def stored(backend: MemoryBackend) -> BackoffRecord:
@@ -41,8 +43,13 @@ async def stored(backend: MemoryBackend) -> BackoffRecord:
 def test_a_record_round_trips_and_anything_else_reads_as_corrupt() -> None:
     mine = record(5)
     assert parse_backoff(render_backoff(mine)) == mine
-    for text in ("", "[]", "<html>502</html>", '{"until": "2026-12-01T12:00:05Z"}',
-                 render_backoff(mine).replace("503", "200")):
+    for text in (
+        "",
+        "[]",
+        "<html>502</html>",
+        '{"until": "2026-12-01T12:00:05Z"}',
+        render_backoff(mine).replace("503", "200"),
+    ):
         assert isinstance(parse_stored(text), CorruptBackoff)
 
 
@@ -51,14 +58,24 @@ def test_a_hold_only_grows_and_an_implausible_one_holds_no_one() -> None:
         return extends(stored, mine, T0, max_hold=HOLD, max_skew=SKEW)
 
     assert grows(None, record(5)) and grows(CorruptBackoff("x"), record(5))
-    assert grows(record(5), record(6)) and not grows(record(6), record(5)) and not grows(record(5), record(5))
+    assert (
+        grows(record(5), record(6))
+        and not grows(record(6), record(5))
+        and not grows(record(5), record(5))
+    )
     assert grows(record(10**8), record(5))  # an implausible hold is replaced by a shorter real one
     assert implausible(record(60), T0, max_hold=HOLD, max_skew=SKEW) is None
-    assert implausible(record(3600), T0, max_hold=HOLD, max_skew=SKEW) is not None  # longer than any Retry-After
-    assert implausible(record(3610, written_s=3600), T0, max_hold=HOLD, max_skew=SKEW) is not None  # a clock ahead
+    assert (
+        implausible(record(3600), T0, max_hold=HOLD, max_skew=SKEW) is not None
+    )  # longer than any Retry-After
+    assert (
+        implausible(record(3610, written_s=3600), T0, max_hold=HOLD, max_skew=SKEW) is not None
+    )  # a clock ahead
 
 
-async def test_racing_replicas_leave_the_longest_hold_stored_and_none_raises(any_backend: MemoryBackend) -> None:
+async def test_racing_replicas_leave_the_longest_hold_stored_and_none_raises(
+    any_backend: MemoryBackend,
+) -> None:
     clock = FakeClock(T0)
     replicas = [FleetBackoff(any_backend, f"replica-{i}", clock=clock) for i in range(5)]
     for i, replica in enumerate(replicas):
@@ -74,13 +91,18 @@ async def test_racing_replicas_leave_the_longest_hold_stored_and_none_raises(any
 
 async def test_a_shorter_hold_never_replaces_a_longer_one(local_store: LocalBackend) -> None:
     clock = FakeClock(T0)
-    long, short = FleetBackoff(local_store, "replica-a", clock=clock), FleetBackoff(local_store, "replica-b", clock=clock)
+    long, short = (
+        FleetBackoff(local_store, "replica-a", clock=clock),
+        FleetBackoff(local_store, "replica-b", clock=clock),
+    )
     long.announce((T0 + timedelta(seconds=30)).timestamp(), 429, "me/chats")
     await long.cycle()
     short.announce((T0 + timedelta(seconds=10)).timestamp(), 503, "me")
     await short.cycle()
     assert (await stored(local_store)).writer == "replica-a"
-    assert short.held_until() == (T0 + timedelta(seconds=30)).timestamp()  # and the shorter one learnt the longer
+    assert (
+        short.held_until() == (T0 + timedelta(seconds=30)).timestamp()
+    )  # and the shorter one learnt the longer
 
 
 @pytest.mark.parametrize("fault", [Fault.WRITE_FAILS, Fault.WRITE_RESPONSE_LOST])
@@ -120,20 +142,30 @@ async def test_an_unreadable_store_raises_nothing_adopts_nothing_and_a_learnt_ho
         for _ in range(3):
             await reader.cycle()
             clock.advance(seconds=1)
-    assert reader.held_until() == (T0 + timedelta(seconds=5)).timestamp()  # bounded: it ends on its own
+    assert (
+        reader.held_until() == (T0 + timedelta(seconds=5)).timestamp()
+    )  # bounded: it ends on its own
     assert len([r for r in caplog.records if r.name == "service.ledger.graph_backoff"]) == 1
-    assert metrics.registry.get_sample_value("entrabot_graph_fleet_backoff_events_total", {"event": "read_failed"}) == 3
+    assert (
+        metrics.registry.get_sample_value(
+            "entrabot_graph_fleet_backoff_events_total", {"event": "read_failed"}
+        )
+        == 3
+    )
 
     faulty.heal()
     await reader.cycle()
     assert reader.held_until() == (T0 + timedelta(seconds=40)).timestamp()
 
 
-@pytest.mark.parametrize("bogus", [
-    render_backoff(record(10**8)),  # a hold of three years
-    render_backoff(record(10**8 + 10, written_s=10**8)),  # written by a clock three years ahead
-    '{"until": "9999-12-31T23:59:59Z"',  # torn
-])
+@pytest.mark.parametrize(
+    "bogus",
+    [
+        render_backoff(record(10**8)),  # a hold of three years
+        render_backoff(record(10**8 + 10, written_s=10**8)),  # written by a clock three years ahead
+        '{"until": "9999-12-31T23:59:59Z"',  # torn
+    ],
+)
 async def test_a_real_hold_replaces_an_implausible_or_corrupt_record_and_every_replica_holds(
     any_backend: MemoryBackend, bogus: str
 ) -> None:
@@ -149,7 +181,9 @@ async def test_a_real_hold_replaces_an_implausible_or_corrupt_record_and_every_r
     assert reader.held_until() == writer.held_until() == (T0 + timedelta(seconds=20)).timestamp()
 
 
-async def test_a_hold_over_before_it_could_be_stored_is_not_written(local_store: LocalBackend) -> None:
+async def test_a_hold_over_before_it_could_be_stored_is_not_written(
+    local_store: LocalBackend,
+) -> None:
     clock = FakeClock(T0)
     replica = FleetBackoff(local_store, "replica-a", clock=clock)
     replica.announce((T0 + timedelta(seconds=2)).timestamp(), 503, "me")

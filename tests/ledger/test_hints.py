@@ -6,7 +6,14 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from service.ledger.hints import Hint, HintLog, HintReader, parse_hint_line, render_hints, segment_key
+from service.ledger.hints import (
+    Hint,
+    HintLog,
+    HintReader,
+    parse_hint_line,
+    render_hints,
+    segment_key,
+)
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
@@ -26,22 +33,30 @@ def hint(n: int, source: str = "scan") -> Hint:
     return Hint(f"19:chat-{n}@thread.v2", T0 + timedelta(seconds=n), f"m{n}", source)
 
 
-async def test_every_reader_sees_each_hint_of_many_concurrent_writers_once(any_backend: MemoryBackend) -> None:
+async def test_every_reader_sees_each_hint_of_many_concurrent_writers_once(
+    any_backend: MemoryBackend,
+) -> None:
     clock = Clock()
     writers = [HintLog(any_backend, clock=clock) for _ in range(4)]
     readers = [HintReader(any_backend, clock=clock) for _ in range(3)]
-    await asyncio.gather(*(w.add([hint(i * 100 + k) for k in range(25)]) for i, w in enumerate(writers)))
+    await asyncio.gather(
+        *(w.add([hint(i * 100 + k) for k in range(25)]) for i, w in enumerate(writers))
+    )
     first = [await r.poll() for r in readers]
     await writers[0].add([hint(999, "notification")])
     second = [await r.poll() for r in readers]
     for seen, more in zip(first, second, strict=True):
         assert seen is not None and more is not None
-        assert sorted(h.message_id or "" for h in seen) == sorted(f"m{i * 100 + k}" for i in range(4) for k in range(25))
+        assert sorted(h.message_id or "" for h in seen) == sorted(
+            f"m{i * 100 + k}" for i in range(4) for k in range(25)
+        )
         assert more == [hint(999, "notification")]
     assert [await r.poll() for r in readers] == [[], [], []]
 
 
-async def test_a_reader_follows_into_the_next_minute_and_forgets_old_segments(any_backend: MemoryBackend) -> None:
+async def test_a_reader_follows_into_the_next_minute_and_forgets_old_segments(
+    any_backend: MemoryBackend,
+) -> None:
     clock = Clock()
     log, reader = HintLog(any_backend, clock=clock), HintReader(any_backend, clock=clock)
     await log.add([hint(1)])
@@ -67,8 +82,15 @@ async def test_an_unreadable_segment_marks_nothing_seen(tmp_path) -> None:
 def test_lines_that_are_not_hints_are_skipped() -> None:
     good = render_hints([hint(1)]).strip()
     assert parse_hint_line(good) == hint(1)
-    for bad in ["", "{", "[]", '{"c": 1, "t": "2026-12-01T12:00:00Z"}', '{"c": "x", "t": "yesterday"}',
-                '{"c": "x"}', '{"c": "x", "t": "2026-12-01T12:00:00Z", "m": 5}']:
+    for bad in [
+        "",
+        "{",
+        "[]",
+        '{"c": 1, "t": "2026-12-01T12:00:00Z"}',
+        '{"c": "x", "t": "yesterday"}',
+        '{"c": "x"}',
+        '{"c": "x", "t": "2026-12-01T12:00:00Z", "m": 5}',
+    ]:
         assert parse_hint_line(bad) is None
 
 

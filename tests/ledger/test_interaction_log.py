@@ -23,11 +23,25 @@ from service.storage.faults import Fault, FaultRule, FaultyBackend
 from tests.ledger.ledger_helpers import T0, FakeClock
 
 
-def event(minutes: int, *, direction: Direction = Direction.IN, chat: str = "chat-1", sender: str = "ana",
-          action: str = Action.RECEIVED.value, body: str | None = None) -> Interaction:
+def event(
+    minutes: int,
+    *,
+    direction: Direction = Direction.IN,
+    chat: str = "chat-1",
+    sender: str = "ana",
+    action: str = Action.RECEIVED.value,
+    body: str | None = None,
+) -> Interaction:
     return Interaction(
-        ts=T0 + timedelta(minutes=minutes), direction=direction, channel=Channel.CHAT, action=action,
-        chat_id=chat, message_id=f"m{minutes}", sender=sender, summary=f"event {minutes}", body=body,
+        ts=T0 + timedelta(minutes=minutes),
+        direction=direction,
+        channel=Channel.CHAT,
+        action=action,
+        chat_id=chat,
+        message_id=f"m{minutes}",
+        sender=sender,
+        summary=f"event {minutes}",
+        body=body,
     )
 
 
@@ -35,7 +49,9 @@ async def test_each_record_is_one_json_line_in_its_utc_days_file(store: MemoryBa
     log = InteractionLog(store)
     assert await log.record(event(0)) and await log.record(event(60 * 15))  # 01:00Z the next day
     first_day = (await store.read_text(interaction_key(T0.date())) or "").splitlines()
-    next_day = (await store.read_text(interaction_key((T0 + timedelta(days=1)).date())) or "").splitlines()
+    next_day = (
+        await store.read_text(interaction_key((T0 + timedelta(days=1)).date())) or ""
+    ).splitlines()
     assert len(first_day) == 1 and len(next_day) == 1
     assert json.loads(first_day[0])["message_id"] == "m0"
 
@@ -46,11 +62,16 @@ async def test_appends_from_many_replicas_lose_no_line(store: MemoryBackend) -> 
     assert len((await store.read_text(interaction_key(T0.date())) or "").splitlines()) == 40
 
 
-async def test_reads_filter_by_chat_sender_direction_action_and_time(store: MemoryBackend, clock: FakeClock) -> None:
+async def test_reads_filter_by_chat_sender_direction_action_and_time(
+    store: MemoryBackend, clock: FakeClock
+) -> None:
     log = InteractionLog(store, clock=clock)
     for record in (
-        event(1), event(2, sender="bo"), event(3, direction=Direction.OUT, action=Action.SENT.value),
-        event(4, chat="chat-2"), event(5),
+        event(1),
+        event(2, sender="bo"),
+        event(3, direction=Direction.OUT, action=Action.SENT.value),
+        event(4, chat="chat-2"),
+        event(5),
     ):
         await log.record(record)
     clock.advance(hours=1)
@@ -83,7 +104,9 @@ async def test_a_torn_line_is_skipped_and_counted(store: MemoryBackend, clock: F
     assert [r.message_id for r in read.records] == ["m1", "m2"] and read.skipped_lines == 1
 
 
-async def test_an_unreadable_day_is_reported_not_taken_as_empty(store: MemoryBackend, clock: FakeClock) -> None:
+async def test_an_unreadable_day_is_reported_not_taken_as_empty(
+    store: MemoryBackend, clock: FakeClock
+) -> None:
     await InteractionLog(store).record(event(1))
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS))
@@ -105,6 +128,10 @@ async def test_the_body_is_stored_in_the_log_file_but_never_in_a_log_line(
     assert secret_body not in caplog.text and secret_body not in repr(event(1, body=secret_body))
 
 
-async def test_a_query_over_too_many_days_is_refused(store: MemoryBackend, clock: FakeClock) -> None:
+async def test_a_query_over_too_many_days_is_refused(
+    store: MemoryBackend, clock: FakeClock
+) -> None:
     with pytest.raises(ValueError, match="at most"):
-        await InteractionLog(store, clock=clock).read(InteractionQuery(since=T0 - timedelta(days=400)))
+        await InteractionLog(store, clock=clock).read(
+            InteractionQuery(since=T0 - timedelta(days=400))
+        )

@@ -6,6 +6,13 @@ from service.ledger.lease_roster import roles_listed
 
 
 def test_only_lease_records_directly_under_leases_name_a_role() -> None:
-    keys = ["leases/discovery.json", "leases/chat_scanner.json", "leases/.json", "leases/old/x.json",
-            "leases/notes.txt", "watched/members.json", "leases/discovery.json"]
+    keys = [
+        "leases/discovery.json",
+        "leases/chat_scanner.json",
+        "leases/.json",
+        "leases/old/x.json",
+        "leases/notes.txt",
+        "watched/members.json",
+        "leases/discovery.json",
+    ]
     assert roles_listed(keys) == ["chat_scanner", "discovery"]

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from service.ledger.permission_requests import PermissionRequests, ReserveOutcome, Standing, request_key
+from service.ledger.permission_requests import (
+    PermissionRequests,
+    ReserveOutcome,
+    Standing,
+    request_key,
+)
 from service.storage.backend import MemoryBackend
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -20,7 +25,8 @@ class Clock:
 
 
 async def test_one_replica_holds_a_live_request_and_the_others_leave_its_verdict_alone(
-        any_backend: MemoryBackend) -> None:
+    any_backend: MemoryBackend,
+) -> None:
     clock = Clock()
     one = PermissionRequests(any_backend, "replica-1", clock=clock)
     two = PermissionRequests(any_backend, "replica-2", clock=clock)
@@ -31,7 +37,9 @@ async def test_one_replica_holds_a_live_request_and_the_others_leave_its_verdict
     assert await two.standing("abcde") is Standing.HELD_ELSEWHERE
 
 
-async def test_an_ended_or_expired_request_decides_nothing_and_its_id_can_be_reused(any_backend: MemoryBackend) -> None:
+async def test_an_ended_or_expired_request_decides_nothing_and_its_id_can_be_reused(
+    any_backend: MemoryBackend,
+) -> None:
     clock = Clock()
     one = PermissionRequests(any_backend, "replica-1", clock=clock)
     two = PermissionRequests(any_backend, "replica-2", clock=clock)
@@ -45,7 +53,9 @@ async def test_an_ended_or_expired_request_decides_nothing_and_its_id_can_be_reu
     assert await one.reserve("abcde", TTL) is ReserveOutcome.RESERVED
 
 
-async def test_a_corrupt_record_is_unresolved_and_reserves_nothing(any_backend: MemoryBackend) -> None:
+async def test_a_corrupt_record_is_unresolved_and_reserves_nothing(
+    any_backend: MemoryBackend,
+) -> None:
     await any_backend.write_text(request_key("abcde"), "{not json")
     requests = PermissionRequests(any_backend, "replica-1", clock=Clock())
     assert await requests.standing("abcde") is Standing.UNRESOLVED

@@ -19,10 +19,15 @@ MINUTE = timedelta(minutes=1)
 
 
 def turns(backend: MemoryBackend, clocks: Clocks, count: int) -> list[PollTurn]:
-    return [PollTurn(backend, "email_poll", f"replica-{i}", MINUTE, clock=clocks.wall) for i in range(count)]
+    return [
+        PollTurn(backend, "email_poll", f"replica-{i}", MINUTE, clock=clocks.wall)
+        for i in range(count)
+    ]
 
 
-async def test_of_six_replicas_looking_at_once_exactly_one_polls(any_backend: MemoryBackend) -> None:
+async def test_of_six_replicas_looking_at_once_exactly_one_polls(
+    any_backend: MemoryBackend,
+) -> None:
     clocks = Clocks()
     fleet = turns(any_backend, clocks, 6)
     assert sum(await asyncio.gather(*(t.take() for t in fleet))) == 1

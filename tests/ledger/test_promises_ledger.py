@@ -25,7 +25,13 @@ from tests.ledger.ledger_helpers import T0, FakeClock, RecordingBackend
 
 
 def record(pid: str, status: str = "open", **fields: object) -> str:
-    obj = {"id": pid, "text": f"promise {pid}", "status": status, "created_at": "2026-11-20T09:00:00Z", **fields}
+    obj = {
+        "id": pid,
+        "text": f"promise {pid}",
+        "status": status,
+        "created_at": "2026-11-20T09:00:00Z",
+        **fields,
+    }
     return json.dumps(obj) + "\n"
 
 
@@ -57,12 +63,16 @@ def test_unknown_fields_survive_a_rewrite() -> None:
     assert json.loads(render_promises([promise]))["x_priority"] == 3
 
 
-async def test_a_promise_is_added_listed_and_resolved(store: MemoryBackend, clock: FakeClock) -> None:
+async def test_a_promise_is_added_listed_and_resolved(
+    store: MemoryBackend, clock: FakeClock
+) -> None:
     ledger = PromiseLedger(store, clock=clock)
     added = await ledger.add("send the report", chat_id="chat-1", to="ana@example.com")
     assert added.outcome is PromiseWriteOutcome.WRITTEN and added.promise is not None
     listed = await ledger.list(status=PromiseStatus.OPEN)
-    assert listed.outcome is ReadOutcome.PRESENT and [p.text for p in listed.promises] == ["send the report"]
+    assert listed.outcome is ReadOutcome.PRESENT and [p.text for p in listed.promises] == [
+        "send the report"
+    ]
     clock.advance(hours=2)
     resolved = await ledger.resolve(added.promise.id, resolution="sent")
     assert resolved.promise is not None and resolved.promise.resolved_at == clock()
@@ -74,7 +84,10 @@ async def test_writes_are_compare_and_swap_including_the_first(store: MemoryBack
     ledger = PromiseLedger(recording)
     await ledger.add("one")
     await ledger.add("two")
-    assert [(w.if_absent, w.if_match is not None) for w in recording.writes] == [(True, False), (False, True)]
+    assert [(w.if_absent, w.if_match is not None) for w in recording.writes] == [
+        (True, False),
+        (False, True),
+    ]
 
 
 async def test_resolving_an_unknown_promise_is_not_found_and_twice_changes_nothing(
@@ -100,7 +113,9 @@ class SiblingWritesFirst:
     def __getattr__(self, name: str):  # noqa: ANN204 - forwards the rest of the protocol
         return getattr(self.inner, name)
 
-    async def write_text(self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False) -> str:
+    async def write_text(
+        self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False
+    ) -> str:
         if self.left > 0:
             self.left -= 1
             current, etag = await self.inner.read_text_with_etag(key)
@@ -112,7 +127,9 @@ class SiblingWritesFirst:
         return await self.inner.write_text(key, content, if_match=if_match, if_absent=if_absent)
 
 
-async def test_a_conflict_is_retried_once_and_both_promises_survive(store: MemoryBackend, clock: FakeClock) -> None:
+async def test_a_conflict_is_retried_once_and_both_promises_survive(
+    store: MemoryBackend, clock: FakeClock
+) -> None:
     ledger = PromiseLedger(SiblingWritesFirst(store, times=1), clock=clock)
     assert (await ledger.add("mine")).outcome is PromiseWriteOutcome.WRITTEN
     texts = {p.text for p in fold_promises(await store.read_text(PROMISES_KEY) or "")}
@@ -134,9 +151,13 @@ async def test_a_corrupt_line_blocks_writes_instead_of_being_dropped(store: Memo
     assert [p.id for p in listed.promises] == ["a"] and listed.skipped_lines == 1
 
 
-async def test_every_write_compacts_old_resolutions_away(store: MemoryBackend, clock: FakeClock) -> None:
+async def test_every_write_compacts_old_resolutions_away(
+    store: MemoryBackend, clock: FakeClock
+) -> None:
     old = (T0 - timedelta(days=20)).isoformat()
-    await store.write_text(PROMISES_KEY, record("old", "resolved", resolved_at=old) + record("open"))
+    await store.write_text(
+        PROMISES_KEY, record("old", "resolved", resolved_at=old) + record("open")
+    )
     await PromiseLedger(store, clock=clock).add("new")
     kept = fold_promises(await store.read_text(PROMISES_KEY) or "")
     assert [p.text for p in kept] == ["promise open", "new"]

@@ -31,7 +31,9 @@ class Wall:
         return self.now
 
 
-async def test_three_reading_replicas_take_the_three_turns_of_each_chat(any_backend: MemoryBackend) -> None:
+async def test_three_reading_replicas_take_the_three_turns_of_each_chat(
+    any_backend: MemoryBackend,
+) -> None:
     wall = Wall()
     rosters = [ReaderRoster(any_backend, f"replica-{i}", clock=wall) for i in range(3)]
     for roster in rosters:
@@ -40,13 +42,21 @@ async def test_three_reading_replicas_take_the_three_turns_of_each_chat(any_back
         await roster.refresh(True, 100.0)
     for chat in ("19:a@thread.v2", "19:b@thread.v2", "19:c@thread.v2", "19:d@thread.v2"):
         assert sorted(r.turn(chat) for r in rosters) == [0, 1, 2]
-    firsts = {next(r.replica_id for r in rosters if r.turn(c) == 0) for c in (f"19:{i}@thread.v2" for i in range(30))}
+    firsts = {
+        next(r.replica_id for r in rosters if r.turn(c) == 0)
+        for c in (f"19:{i}@thread.v2" for i in range(30))
+    }
     assert len(firsts) == 3  # no replica goes first for every chat
 
 
-async def test_a_replica_without_a_target_or_silent_for_long_takes_no_turn(any_backend: MemoryBackend) -> None:
+async def test_a_replica_without_a_target_or_silent_for_long_takes_no_turn(
+    any_backend: MemoryBackend,
+) -> None:
     wall = Wall()
-    me, idle = ReaderRoster(any_backend, "me", clock=wall), ReaderRoster(any_backend, "idle", clock=wall)
+    me, idle = (
+        ReaderRoster(any_backend, "me", clock=wall),
+        ReaderRoster(any_backend, "idle", clock=wall),
+    )
     await idle.refresh(False, 0.0)
     roster = parse_roster(await any_backend.read_text(ROSTER_KEY) or "")
     roster["gone"] = ReaderEntry(T0 - timedelta(hours=1), True)
@@ -68,7 +78,10 @@ def test_the_turn_order_is_the_same_on_every_replica() -> None:
 
 async def test_a_replica_that_leaves_takes_no_more_turns(any_backend: MemoryBackend) -> None:
     wall = Wall()
-    me, other = ReaderRoster(any_backend, "me", clock=wall), ReaderRoster(any_backend, "other", clock=wall)
+    me, other = (
+        ReaderRoster(any_backend, "me", clock=wall),
+        ReaderRoster(any_backend, "other", clock=wall),
+    )
     await other.refresh(True, 0.0)
     await me.refresh(True, 0.0)
     assert me.readers == frozenset({"me", "other"})
@@ -77,7 +90,9 @@ async def test_a_replica_that_leaves_takes_no_more_turns(any_backend: MemoryBack
     assert me.readers == frozenset({"me"})
 
 
-async def test_two_replicas_starting_together_take_turns_once_settled(any_backend: MemoryBackend) -> None:
+async def test_two_replicas_starting_together_take_turns_once_settled(
+    any_backend: MemoryBackend,
+) -> None:
     wall = Wall()
     a, b = ReaderRoster(any_backend, "a", clock=wall), ReaderRoster(any_backend, "b", clock=wall)
     await a.refresh(True, 0.0)  # lists before b's record exists
@@ -90,7 +105,8 @@ async def test_two_replicas_starting_together_take_turns_once_settled(any_backen
 
 
 async def test_a_corrupt_roster_is_rewritten_and_costs_nothing_but_the_turns_it_held(
-        any_backend: MemoryBackend) -> None:
+    any_backend: MemoryBackend,
+) -> None:
     wall = Wall()
     await any_backend.write_text(ROSTER_KEY, "{not json")
     me = ReaderRoster(any_backend, "me", clock=wall)
@@ -119,11 +135,17 @@ class ReadCounter(LocalBackend):
         return await super().list(prefix)
 
 
-async def test_a_heartbeat_costs_the_same_after_300_former_pods_and_their_entries_go(tmp_path: Path) -> None:
+async def test_a_heartbeat_costs_the_same_after_300_former_pods_and_their_entries_go(
+    tmp_path: Path,
+) -> None:
     wall = Wall()
     store = ReadCounter(tmp_path / "store")
-    await store.write_text(ROSTER_KEY, render_roster(
-        {f"pod-{i}": ReaderEntry(T0 - timedelta(minutes=i + 1), True) for i in range(300)}))
+    await store.write_text(
+        ROSTER_KEY,
+        render_roster(
+            {f"pod-{i}": ReaderEntry(T0 - timedelta(minutes=i + 1), True) for i in range(300)}
+        ),
+    )
     live = [ReaderRoster(store, f"replica-{i}", clock=wall) for i in range(3)]
     for roster in live:
         await roster.refresh(True, 0.0)
@@ -133,11 +155,16 @@ async def test_a_heartbeat_costs_the_same_after_300_former_pods_and_their_entrie
     # readers/, the 300 dead pods' included.
     assert store.reads == 1
     assert live[0].readers == frozenset({"replica-0", "replica-1", "replica-2"})
-    assert set(parse_roster(await store.read_text(ROSTER_KEY) or "")) == {"replica-0", "replica-1", "replica-2"}
+    assert set(parse_roster(await store.read_text(ROSTER_KEY) or "")) == {
+        "replica-0",
+        "replica-1",
+        "replica-2",
+    }
 
 
 async def test_each_of_three_readers_is_first_for_a_fair_share_of_one_chats_messages(
-        any_backend: MemoryBackend) -> None:
+    any_backend: MemoryBackend,
+) -> None:
     wall = Wall()
     rosters = [ReaderRoster(any_backend, f"replica-{i}", clock=wall) for i in range(3)]
     for now_s in (0.0, 100.0):
@@ -158,7 +185,9 @@ def test_the_first_reader_of_a_chat_changes_at_most_once_a_window() -> None:
     readers = frozenset({"a", "b", "c"})
 
     def first(at: datetime) -> str:
-        return next(r for r in readers if turn_of(r, readers, "19:busy@thread.v2", turn_window(at)) == 0)
+        return next(
+            r for r in readers if turn_of(r, readers, "19:busy@thread.v2", turn_window(at)) == 0
+        )
 
     seconds = int(TURN_WINDOW.total_seconds()) * 20
     firsts = [first(T0 + timedelta(seconds=s)) for s in range(seconds)]

@@ -11,7 +11,12 @@ import pytest
 from tests.ledger.ledger_helpers import FakeClock
 
 from service.ledger.sent_messages import (
-    PENDING_TTL, SENT_KEPT, SentMessages, SentRecordUnavailable, parse_sent, sent_key,
+    PENDING_TTL,
+    SENT_KEPT,
+    SentMessages,
+    SentRecordUnavailable,
+    parse_sent,
+    sent_key,
 )
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
@@ -24,8 +29,9 @@ async def stored(backend: MemoryBackend, chat: str = CHAT) -> tuple[frozenset[st
     return record.ids, len(record.pending)
 
 
-async def test_a_send_is_pending_while_in_flight_and_an_id_once_settled(store: MemoryBackend,
-                                                                       clock: FakeClock) -> None:
+async def test_a_send_is_pending_while_in_flight_and_an_id_once_settled(
+    store: MemoryBackend, clock: FakeClock
+) -> None:
     sender = SentMessages(store, "replica-1", clock=clock)
     reader = SentMessages(store, "replica-2", clock=clock)
     send = await sender.begin(CHAT)
@@ -39,26 +45,32 @@ async def test_a_send_is_pending_while_in_flight_and_an_id_once_settled(store: M
     assert reader.known(CHAT, "m1")  # learnt from the record: the next view needs no read
 
 
-async def test_a_send_that_posted_nothing_leaves_no_id_and_no_pending_entry(store: MemoryBackend,
-                                                                          clock: FakeClock) -> None:
+async def test_a_send_that_posted_nothing_leaves_no_id_and_no_pending_entry(
+    store: MemoryBackend, clock: FakeClock
+) -> None:
     sender = SentMessages(store, "replica-1", clock=clock)
     send = await sender.begin(CHAT)
     assert await sender.settle(CHAT, send, None)
     assert await stored(store) == (frozenset(), 0)
 
 
-async def test_the_sending_replica_holds_its_own_send_in_flight_without_reading(local_store: MemoryBackend,
-                                                                               clock: FakeClock) -> None:
+async def test_the_sending_replica_holds_its_own_send_in_flight_without_reading(
+    local_store: MemoryBackend, clock: FakeClock
+) -> None:
     faulty = FaultyBackend(local_store)
     sender = SentMessages(faulty, "replica-1", clock=clock)
     await sender.begin(CHAT)
     faulty.add(FaultRule(Fault.READ_FAILS))
     sender.remember(CHAT, "older")
-    view = await sender.view(CHAT, ["older"])  # every id known here: no read, and its own send in flight
+    view = await sender.view(
+        CHAT, ["older"]
+    )  # every id known here: no read, and its own send in flight
     assert view.readable and view.in_flight_since == (clock.now,)
 
 
-async def test_a_pending_entry_a_dead_replica_left_expires(store: MemoryBackend, clock: FakeClock) -> None:
+async def test_a_pending_entry_a_dead_replica_left_expires(
+    store: MemoryBackend, clock: FakeClock
+) -> None:
     await SentMessages(store, "replica-dead", clock=clock).begin(CHAT)
     reader = SentMessages(store, "replica-2", clock=clock)
     assert (await reader.view(CHAT, ["m"])).in_flight_since
@@ -69,8 +81,9 @@ async def test_a_pending_entry_a_dead_replica_left_expires(store: MemoryBackend,
     assert await stored(store) == (frozenset({"m2"}), 0)  # the expired entry went with that write
 
 
-async def test_concurrent_sends_from_several_replicas_are_all_recorded(store: MemoryBackend,
-                                                                      clock: FakeClock) -> None:
+async def test_concurrent_sends_from_several_replicas_are_all_recorded(
+    store: MemoryBackend, clock: FakeClock
+) -> None:
     replicas = [SentMessages(store, f"replica-{i}", clock=clock) for i in range(4)]
 
     async def send(i: int, replica: SentMessages) -> None:
@@ -81,7 +94,9 @@ async def test_concurrent_sends_from_several_replicas_are_all_recorded(store: Me
     assert await stored(store) == (frozenset(f"m{i}" for i in range(4)), 0)
 
 
-async def test_the_record_keeps_the_newest_ids_only(local_store: MemoryBackend, clock: FakeClock) -> None:
+async def test_the_record_keeps_the_newest_ids_only(
+    local_store: MemoryBackend, clock: FakeClock
+) -> None:
     sender = SentMessages(local_store, "replica-1", clock=clock)
     for n in range(SENT_KEPT + 5):
         clock.advance(seconds=1)
@@ -90,18 +105,23 @@ async def test_the_record_keeps_the_newest_ids_only(local_store: MemoryBackend, 
     assert len(ids) == SENT_KEPT and "m0" not in ids and f"m{SENT_KEPT + 4}" in ids
 
 
-async def test_a_send_is_refused_when_its_pending_entry_cannot_be_written(local_store: MemoryBackend,
-                                                                         clock: FakeClock) -> None:
+async def test_a_send_is_refused_when_its_pending_entry_cannot_be_written(
+    local_store: MemoryBackend, clock: FakeClock
+) -> None:
     faulty = FaultyBackend(local_store)
     faulty.add(FaultRule(Fault.WRITE_FAILS))
     sender = SentMessages(faulty, "replica-1", clock=clock)
     with pytest.raises(SentRecordUnavailable):
         await sender.begin(CHAT)
     faulty.heal()
-    assert (await sender.view(CHAT, ["m"])).in_flight_since == ()  # its own memory dropped the send too
+    assert (
+        await sender.view(CHAT, ["m"])
+    ).in_flight_since == ()  # its own memory dropped the send too
 
 
-async def test_a_lost_settle_answer_is_settled_by_reading_back(local_store: MemoryBackend, clock: FakeClock) -> None:
+async def test_a_lost_settle_answer_is_settled_by_reading_back(
+    local_store: MemoryBackend, clock: FakeClock
+) -> None:
     faulty = FaultyBackend(local_store)
     sender = SentMessages(faulty, "replica-1", clock=clock)
     send = await sender.begin(CHAT)
@@ -110,8 +130,9 @@ async def test_a_lost_settle_answer_is_settled_by_reading_back(local_store: Memo
     assert await stored(local_store) == (frozenset({"m1"}), 0)
 
 
-async def test_an_unreadable_record_says_so_and_the_senders_memory_still_knows(local_store: MemoryBackend,
-                                                                              clock: FakeClock) -> None:
+async def test_an_unreadable_record_says_so_and_the_senders_memory_still_knows(
+    local_store: MemoryBackend, clock: FakeClock
+) -> None:
     faulty = FaultyBackend(local_store)
     sender = SentMessages(faulty, "replica-1", clock=clock)
     send = await sender.begin(CHAT)

@@ -46,7 +46,9 @@ class SentItems:
         self.finds += 1
         if self.unreadable:
             raise LetterUnknown(letter.send_id)
-        return next((f"sent-{n}" for n, s in enumerate(self.sent) if s.send_id == letter.send_id), None)
+        return next(
+            (f"sent-{n}" for n, s in enumerate(self.sent) if s.send_id == letter.send_id), None
+        )
 
     async def send(self, letter: SummaryLetter) -> LetterSent:
         if self.refuse:
@@ -59,8 +61,12 @@ class SentItems:
         return LetterSent("sent", f"sent-{len(self.sent) - 1}")
 
 
-def producer(store: MemoryBackend, mailer: SentItems | None, clock: FakeClock) -> DailySummaryProducer:
-    return DailySummaryProducer(store, InteractionLog(store, clock=clock), mailer=mailer, clock=clock)
+def producer(
+    store: MemoryBackend, mailer: SentItems | None, clock: FakeClock
+) -> DailySummaryProducer:
+    return DailySummaryProducer(
+        store, InteractionLog(store, clock=clock), mailer=mailer, clock=clock
+    )
 
 
 async def stored(store: MemoryBackend) -> dict[str, Any]:
@@ -73,12 +79,25 @@ async def test_the_owner_mails_the_sponsors_once_and_records_it(store: MemoryBac
     (letter,) = mailer.sent
     claim = await stored(store)
     assert claim["state"] == SummaryState.MAILED.value and claim["recipients"] == list(SPONSORS)
-    assert (claim["send_id"], claim["subject"], claim["mail_outcome"]) == (letter.send_id, letter.subject, "sent")
-    assert letter.to == SPONSORS and letter.subject.startswith("Daily summary 2026-11-28: 0 need you")
+    assert (claim["send_id"], claim["subject"], claim["mail_outcome"]) == (
+        letter.send_id,
+        letter.subject,
+        "sent",
+    )
+    assert letter.to == SPONSORS and letter.subject.startswith(
+        "Daily summary 2026-11-28: 0 need you"
+    )
     assert "<h2>Needs you</h2>" in letter.html and mailer.finds == 0
-    records = (await InteractionLog(store, clock=clock).read(InteractionQuery(since=clock.now))).records
-    assert [(r.action, r.channel.value, r.message_id) for r in records] == [("summary_mailed", "email", "sent-0")]
-    assert await producer(store, mailer, clock).produce(DAY) is SummaryOutcome.ALREADY_DONE and len(mailer.sent) == 1
+    records = (
+        await InteractionLog(store, clock=clock).read(InteractionQuery(since=clock.now))
+    ).records
+    assert [(r.action, r.channel.value, r.message_id) for r in records] == [
+        ("summary_mailed", "email", "sent-0")
+    ]
+    assert (
+        await producer(store, mailer, clock).produce(DAY) is SummaryOutcome.ALREADY_DONE
+        and len(mailer.sent) == 1
+    )
 
 
 async def test_sponsors_not_known_yet_claim_nothing_until_they_are(store: MemoryBackend) -> None:
@@ -86,7 +105,10 @@ async def test_sponsors_not_known_yet_claim_nothing_until_they_are(store: Memory
     assert await producer(store, mailer, clock).produce(DAY) is SummaryOutcome.UNRESOLVED
     assert await store.list("summaries/") == [] and mailer.sent == []
     mailer.sponsors = SPONSORS
-    assert await producer(store, mailer, clock).produce(DAY) is SummaryOutcome.PRODUCED and len(mailer.sent) == 1
+    assert (
+        await producer(store, mailer, clock).produce(DAY) is SummaryOutcome.PRODUCED
+        and len(mailer.sent) == 1
+    )
 
 
 async def test_with_nobody_to_mail_the_day_is_done_unmailed(store: MemoryBackend) -> None:
@@ -95,23 +117,30 @@ async def test_with_nobody_to_mail_the_day_is_done_unmailed(store: MemoryBackend
     assert (await stored(store))["state"] == SummaryState.DONE.value and mailer.sent == []
 
 
-async def test_a_crash_after_the_mail_went_out_is_found_in_sent_items_and_not_sent_again(store: MemoryBackend) -> None:
+async def test_a_crash_after_the_mail_went_out_is_found_in_sent_items_and_not_sent_again(
+    store: MemoryBackend,
+) -> None:
     mailer, clock = SentItems(), evening()
     crashing = FaultyBackend(store)
     # The claim and the move to mailing land; the move to mailed never does (the owner died there).
     crashing.add(FaultRule(Fault.WRITE_FAILS, key=summary_keys(DAY)[0], skip=2))
     assert await producer(crashing, mailer, clock).produce(DAY) is SummaryOutcome.UNRESOLVED
     assert len(mailer.sent) == 1 and (await stored(store))["state"] == SummaryState.MAILING.value
-    assert await producer(store, mailer, clock).produce(DAY) is SummaryOutcome.IN_PROGRESS  # still its lease
+    assert (
+        await producer(store, mailer, clock).produce(DAY) is SummaryOutcome.IN_PROGRESS
+    )  # still its lease
     clock.advance(minutes=11)
     assert await producer(store, mailer, clock).produce(DAY) is SummaryOutcome.RECOVERED
     claim = await stored(store)
-    assert claim["state"] == SummaryState.MAILED.value and claim["mail_outcome"] == "found_on_takeover"
+    assert (
+        claim["state"] == SummaryState.MAILED.value and claim["mail_outcome"] == "found_on_takeover"
+    )
     assert len(mailer.sent) == 1 and mailer.finds == 1
 
 
 async def test_a_mail_whose_send_failed_is_sent_by_the_taker_once_sent_items_shows_it_is_not_there(
-        store: MemoryBackend) -> None:
+    store: MemoryBackend,
+) -> None:
     mailer, clock = SentItems(refuse=1), evening()
     assert await producer(store, mailer, clock).produce(DAY) is SummaryOutcome.UNRESOLVED
     assert mailer.sent == [] and (await stored(store))["state"] == SummaryState.MAILING.value
@@ -138,10 +167,15 @@ async def test_a_taker_that_cannot_read_sent_items_sends_nothing(store: MemoryBa
     assert mailer.sent == []
     mailer.unreadable = False
     clock.advance(minutes=11)
-    assert await producer(store, mailer, clock).produce(DAY) is SummaryOutcome.RECOVERED and len(mailer.sent) == 1
+    assert (
+        await producer(store, mailer, clock).produce(DAY) is SummaryOutcome.RECOVERED
+        and len(mailer.sent) == 1
+    )
 
 
-async def test_a_takeover_keeps_the_send_id_the_stale_owner_would_have_used(store: MemoryBackend) -> None:
+async def test_a_takeover_keeps_the_send_id_the_stale_owner_would_have_used(
+    store: MemoryBackend,
+) -> None:
     mailer, clock = SentItems(), evening()
     crashing = FaultyBackend(store)
     crashing.add(FaultRule(Fault.WRITE_FAILS, key=summary_keys(DAY)[1]))  # dies before the page
@@ -150,7 +184,9 @@ async def test_a_takeover_keeps_the_send_id_the_stale_owner_would_have_used(stor
     assert first["state"] == SummaryState.CLAIMED.value
     clock.advance(minutes=11)
     assert await producer(store, mailer, clock).produce(DAY) is SummaryOutcome.RECOVERED
-    assert [s.send_id for s in mailer.sent] == [first["send_id"]] and (await stored(store))["owner"] != first["owner"]
+    assert [s.send_id for s in mailer.sent] == [first["send_id"]] and (await stored(store))[
+        "owner"
+    ] != first["owner"]
 
 
 class HeldMailingMove:
@@ -164,8 +200,14 @@ class HeldMailingMove:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def write_text(self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False) -> str:
-        if key == summary_keys(DAY)[0] and '"state": "mailing"' in content and not self.release.is_set():
+    async def write_text(
+        self, key: str, content: str, *, if_match: str | None = None, if_absent: bool = False
+    ) -> str:
+        if (
+            key == summary_keys(DAY)[0]
+            and '"state": "mailing"' in content
+            and not self.release.is_set()
+        ):
             self.reached.set()
             await self.release.wait()
         return await self.inner.write_text(key, content, if_match=if_match, if_absent=if_absent)
@@ -185,6 +227,8 @@ async def test_an_owner_that_wakes_after_a_takeover_sends_nothing(store: MemoryB
 
 async def test_racing_producers_mail_once(store: MemoryBackend) -> None:
     mailer, clock = SentItems(), evening()
-    outcomes = await asyncio.gather(*(producer(store, mailer, clock).run_if_due() for _ in range(4)))
+    outcomes = await asyncio.gather(
+        *(producer(store, mailer, clock).run_if_due() for _ in range(4))
+    )
     assert sorted(o.value for o in outcomes).count(SummaryOutcome.PRODUCED.value) == 1
     assert len(mailer.sent) == 1

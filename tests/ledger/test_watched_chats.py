@@ -17,14 +17,22 @@ from service.telemetry.metrics import Metrics
 from tests.ledger.ledger_helpers import RecordingBackend, sample
 
 
-async def test_an_absent_list_loads_as_absent_and_a_present_one_is_learned(store: MemoryBackend) -> None:
+async def test_an_absent_list_loads_as_absent_and_a_present_one_is_learned(
+    store: MemoryBackend,
+) -> None:
     fresh = WatchedChats(store)
-    assert await fresh.load() is ReadOutcome.ABSENT and fresh.chats == frozenset() and not fresh.needs_load
+    assert (
+        await fresh.load() is ReadOutcome.ABSENT
+        and fresh.chats == frozenset()
+        and not fresh.needs_load
+    )
     await store.write_text(WATCHED_CHATS_KEY, "chat-a\nchat-b\n")
     assert await fresh.load() is ReadOutcome.PRESENT and fresh.chats == {"chat-a", "chat-b"}
 
 
-async def test_an_unreadable_list_starts_with_no_chats_and_loads_again_later(store: MemoryBackend) -> None:
+async def test_an_unreadable_list_starts_with_no_chats_and_loads_again_later(
+    store: MemoryBackend,
+) -> None:
     await store.write_text(WATCHED_CHATS_KEY, "chat-a\n")
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS, times=1))
@@ -34,7 +42,9 @@ async def test_an_unreadable_list_starts_with_no_chats_and_loads_again_later(sto
     assert await watched.load() is ReadOutcome.PRESENT and "chat-a" in watched
 
 
-async def test_a_corrupt_list_is_never_overwritten_and_the_new_chat_stays_dirty(store: MemoryBackend) -> None:
+async def test_a_corrupt_list_is_never_overwritten_and_the_new_chat_stays_dirty(
+    store: MemoryBackend,
+) -> None:
     await store.write_text(WATCHED_CHATS_KEY, "<html><body>502 Bad Gateway</body></html>\n")
     watched = WatchedChats(store)
     assert await watched.load() is ReadOutcome.UNRESOLVED
@@ -43,7 +53,9 @@ async def test_a_corrupt_list_is_never_overwritten_and_the_new_chat_stays_dirty(
     assert (await store.read_text(WATCHED_CHATS_KEY) or "").startswith("<html>")
 
 
-async def test_the_first_write_creates_the_list_with_if_absent_sorted_one_per_line(store: MemoryBackend) -> None:
+async def test_the_first_write_creates_the_list_with_if_absent_sorted_one_per_line(
+    store: MemoryBackend,
+) -> None:
     recording = RecordingBackend(store)
     assert await WatchedChats(recording).add(["chat-b", "chat-a"]) is WatchOutcome.WRITTEN
     assert [(w.if_absent, w.if_match) for w in recording.writes] == [(True, None)]
@@ -65,18 +77,24 @@ async def test_concurrent_adds_from_several_replicas_lose_no_chat(store: MemoryB
     assert await store.read_text(WATCHED_CHATS_KEY) == "".join(f"chat-{n}\n" for n in range(4))
 
 
-async def test_a_failed_write_stays_dirty_and_goes_out_with_the_next_sweep(store: MemoryBackend) -> None:
+async def test_a_failed_write_stays_dirty_and_goes_out_with_the_next_sweep(
+    store: MemoryBackend,
+) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.WRITE_FAILS))
     watched = WatchedChats(faulty)
     assert await watched.add(["chat-a"]) is WatchOutcome.FAILED
     assert watched.dirty == {"chat-a"} and not await store.exists(WATCHED_CHATS_KEY)
     faulty.heal()
-    assert await watched.add([]) is WatchOutcome.WRITTEN  # the sweep had no new chat; the dirty one went out
+    assert (
+        await watched.add([]) is WatchOutcome.WRITTEN
+    )  # the sweep had no new chat; the dirty one went out
     assert watched.dirty == frozenset() and await store.read_text(WATCHED_CHATS_KEY) == "chat-a\n"
 
 
-async def test_a_write_that_landed_without_an_answer_is_recognized_and_not_kept_dirty(store: MemoryBackend) -> None:
+async def test_a_write_that_landed_without_an_answer_is_recognized_and_not_kept_dirty(
+    store: MemoryBackend,
+) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1))
     watched = WatchedChats(faulty)
@@ -100,7 +118,9 @@ async def test_local_poll_state_files_are_ignored_on_a_cloud_backend_with_one_in
         ignored = await note_ignored_local_poll_state(tmp_path, is_cloud=is_cloud)
     lines = [r for r in caplog.records if r.name == "service.ledger.local_poll_state"]
     if is_cloud:
-        assert {p.name for p in ignored} == {"watched_chats", "email_cursor.txt"} and len(lines) == 1
+        assert {p.name for p in ignored} == {"watched_chats", "email_cursor.txt"} and len(
+            lines
+        ) == 1
         assert lines[0].levelno == logging.INFO
     else:
         assert ignored == () and lines == []

@@ -16,7 +16,9 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
-from eventually import WAIT_BOUND_S as WAIT_BOUND_S  # the waits these tests and their importers share
+from eventually import (
+    WAIT_BOUND_S as WAIT_BOUND_S,
+)  # the waits these tests and their importers share
 from eventually import eventually as eventually
 from mcp.client.extension import ClientExtension, NotificationBinding
 from pydantic import BaseModel, ConfigDict
@@ -41,9 +43,6 @@ def mcp_settings(**overrides: Any) -> Settings:
     values: dict[str, Any] = {"host": "127.0.0.1", "mcp_allowed_hosts": "127.0.0.1,localhost"}
     values.update(overrides)
     return Settings(_env_file=None, **values)
-
-
-
 
 
 # --- demo tools ---
@@ -74,7 +73,9 @@ class DemoSponsorWait:
 
     target_id: str
     chat_id: str
-    received: asyncio.Future[InboundMessage] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    received: asyncio.Future[InboundMessage] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
 
     @property
     def kind(self) -> TargetKind:
@@ -105,12 +106,16 @@ def demo_tools() -> ToolRegistry:
     @tools.tool()
     async def echo(args: EchoInput, call: ToolCall) -> EchoOutput:
         """Echo the text, with what the server knows about the calling session."""
-        return EchoOutput(text=args.text, session_id=call.session_id, push_capable=call.push_capable)
+        return EchoOutput(
+            text=args.text, session_id=call.session_id, push_capable=call.push_capable
+        )
 
     @tools.tool()
     async def wait_for_sponsor(args: SponsorWaitInput, call: ToolCall) -> SponsorWaitOutput:
         """Wait for the next chat message in one chat."""
-        wait = DemoSponsorWait(target_id=f"wait:{call.session_id}:{call.request_id}", chat_id=args.chat_id)
+        wait = DemoSponsorWait(
+            target_id=f"wait:{call.session_id}:{call.request_id}", chat_id=args.chat_id
+        )
         async with call.holding(wait):
             message = await wait.received
         return SponsorWaitOutput(message_id=message.message_id, chat_id=message.chat_id)
@@ -137,8 +142,11 @@ class LiveMcp:
 
 
 def build_app(
-    settings: Settings, *, wrap_mcp: Callable[[ASGIApp], ASGIApp] | None = None, hub: DeliveryHub | None = None,
-    **mcp_options: Any
+    settings: Settings,
+    *,
+    wrap_mcp: Callable[[ASGIApp], ASGIApp] | None = None,
+    hub: DeliveryHub | None = None,
+    **mcp_options: Any,
 ) -> tuple[FastAPI, McpService, DeliveryHub, Metrics]:
     """The app; ``wrap_mcp`` puts an ASGI layer of the test's around the whole /mcp endpoint. ``hub`` and
     ``tools`` (an MCP option): a replica's own, else a fresh hub and the demo tools."""
@@ -147,7 +155,10 @@ def build_app(
     mcp = build_mcp(settings, hub, metrics=metrics, **{"tools": demo_tools(), **mcp_options})
     routes = mcp.routes()
     if wrap_mcp is not None:
-        routes = [Route(MCP_PATH, wrap_mcp(mcp.endpoint)), *(r for r in routes if getattr(r, "path", None) != MCP_PATH)]
+        routes = [
+            Route(MCP_PATH, wrap_mcp(mcp.endpoint)),
+            *(r for r in routes if getattr(r, "path", None) != MCP_PATH),
+        ]
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -159,10 +170,15 @@ def build_app(
 
 @asynccontextmanager
 async def live_mcp(
-    settings: Settings | None = None, *, wrap_mcp: Callable[[ASGIApp], ASGIApp] | None = None,
-    hub: DeliveryHub | None = None, **mcp_options: Any
+    settings: Settings | None = None,
+    *,
+    wrap_mcp: Callable[[ASGIApp], ASGIApp] | None = None,
+    hub: DeliveryHub | None = None,
+    **mcp_options: Any,
 ) -> AsyncIterator[LiveMcp]:
-    app, mcp, hub, metrics = build_app(settings or mcp_settings(), wrap_mcp=wrap_mcp, hub=hub, **mcp_options)
+    app, mcp, hub, metrics = build_app(
+        settings or mcp_settings(), wrap_mcp=wrap_mcp, hub=hub, **mcp_options
+    )
     async with serve_app(app) as server:
         yield LiveMcp(server.base_url, mcp, hub, metrics)
 
@@ -170,7 +186,9 @@ async def live_mcp(
 # --- helpers shared by the tests ---
 
 
-def chat_message(message_id: str, *, chat_id: str = "19:demo@thread.v2", body: str = "hello") -> InboundMessage:
+def chat_message(
+    message_id: str, *, chat_id: str = "19:demo@thread.v2", body: str = "hello"
+) -> InboundMessage:
     return InboundMessage(
         source=Source.CHAT,
         chat_id=chat_id,
@@ -219,13 +237,17 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[SseEvent]:
             data.append(line[5:].lstrip())
 
 
-async def open_raw_session(http: httpx.AsyncClient, url: str, client_name: str = BRIDGE_PUSH_CLIENT_NAME) -> str:
+async def open_raw_session(
+    http: httpx.AsyncClient, url: str, client_name: str = BRIDGE_PUSH_CLIENT_NAME
+) -> str:
     """Initialize a session by hand (no GET stream) and return its id."""
     response = await http.post(url, json=initialize_body(client_name), headers=MCP_HEADERS)
     assert response.status_code == 200, response.text
     session_id = response.headers["mcp-session-id"]
     headers = {**MCP_HEADERS, "Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"}
-    initialized = await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    initialized = await http.post(
+        url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers
+    )
     assert initialized.status_code == 202, initialized.text
     return session_id
 
@@ -249,7 +271,11 @@ class ChannelListener(ClientExtension):
         self.pushes: list[ChannelParams] = []
 
     def notifications(self) -> list[NotificationBinding[Any]]:
-        return [NotificationBinding(method="notifications/claude/channel", params_type=ChannelParams, handler=self._on)]
+        return [
+            NotificationBinding(
+                method="notifications/claude/channel", params_type=ChannelParams, handler=self._on
+            )
+        ]
 
     async def _on(self, params: ChannelParams) -> None:
         self.pushes.append(params)

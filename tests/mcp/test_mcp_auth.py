@@ -26,7 +26,13 @@ from service.mcp.auth import (
     check_auth_config,
 )
 from service.mcp.jwks import JwksCache
-from tests.mcp.server_fixture import MCP_HEADERS, initialize_body, live_mcp, mcp_settings, session_headers
+from tests.mcp.server_fixture import (
+    MCP_HEADERS,
+    initialize_body,
+    live_mcp,
+    mcp_settings,
+    session_headers,
+)
 
 TENANT = "7a1c2b3d-0000-4000-8000-00000000beef"
 AUDIENCE = "api://entrabot-fleet-test"
@@ -44,12 +50,19 @@ def _initialize(token: str | None = None, **extra: str) -> dict[str, str]:
 # --- static tokens ---
 
 
-async def test_missing_token_gets_401_pointing_at_the_resource_metadata(http: httpx.AsyncClient) -> None:
+async def test_missing_token_gets_401_pointing_at_the_resource_metadata(
+    http: httpx.AsyncClient,
+) -> None:
     async with live_mcp(mcp_settings(mcp_static_tokens=TOKEN_A)) as live:
-        response = await http.post(live.url, json=initialize_body("claude-code"), headers=_initialize())
+        response = await http.post(
+            live.url, json=initialize_body("claude-code"), headers=_initialize()
+        )
         assert response.status_code == 401
         challenge = response.headers["www-authenticate"]
-        assert challenge == f'Bearer resource_metadata="{live.base_url}/.well-known/oauth-protected-resource"'
+        assert (
+            challenge
+            == f'Bearer resource_metadata="{live.base_url}/.well-known/oauth-protected-resource"'
+        )
         metadata = await http.get(f"{live.base_url}/.well-known/oauth-protected-resource")
         assert metadata.status_code == 200
         assert metadata.json()["resource"] == f"{live.base_url}/mcp"
@@ -59,7 +72,9 @@ async def test_missing_token_gets_401_pointing_at_the_resource_metadata(http: ht
 
 async def test_wrong_static_token_gets_401_invalid_token(http: httpx.AsyncClient) -> None:
     async with live_mcp(mcp_settings(mcp_static_tokens=TOKEN_A)) as live:
-        response = await http.post(live.url, json=initialize_body("claude-code"), headers=_initialize("not-it"))
+        response = await http.post(
+            live.url, json=initialize_body("claude-code"), headers=_initialize("not-it")
+        )
         assert response.status_code == 401
         assert 'error="invalid_token"' in response.headers["www-authenticate"]
         assert "resource_metadata=" in response.headers["www-authenticate"]
@@ -67,7 +82,9 @@ async def test_wrong_static_token_gets_401_invalid_token(http: httpx.AsyncClient
 
 async def test_a_session_answers_only_the_token_that_opened_it(http: httpx.AsyncClient) -> None:
     async with live_mcp(mcp_settings(mcp_static_tokens=f"{TOKEN_A},{TOKEN_B}")) as live:
-        opened = await http.post(live.url, json=initialize_body("claude-code"), headers=_initialize(TOKEN_A))
+        opened = await http.post(
+            live.url, json=initialize_body("claude-code"), headers=_initialize(TOKEN_A)
+        )
         assert opened.status_code == 200
         session_id = opened.headers["mcp-session-id"]
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
@@ -92,14 +109,24 @@ class Tenant:
     def issuer(self) -> str:
         return f"{self.authority}/{TENANT}/v2.0"
 
-    def token(self, *, key: rsa.RSAPrivateKey | None = None, kid: str | None = None, **claims: Any) -> str:
+    def token(
+        self, *, key: rsa.RSAPrivateKey | None = None, kid: str | None = None, **claims: Any
+    ) -> str:
         now = int(time.time())
         body = {
-            "aud": AUDIENCE, "iss": self.issuer, "iat": now, "nbf": now, "exp": now + 600,
-            "azp": "claude-code-app", "oid": "host-user-oid", "scp": "mcp.access",
+            "aud": AUDIENCE,
+            "iss": self.issuer,
+            "iat": now,
+            "nbf": now,
+            "exp": now + 600,
+            "azp": "claude-code-app",
+            "oid": "host-user-oid",
+            "scp": "mcp.access",
         }
         body.update(claims)
-        return jwt.encode(body, key or self.key, algorithm="RS256", headers={"kid": kid or self.kid})
+        return jwt.encode(
+            body, key or self.key, algorithm="RS256", headers={"kid": kid or self.kid}
+        )
 
 
 @pytest.fixture(scope="module")
@@ -126,18 +153,26 @@ async def tenant(signing_key: rsa.RSAPrivateKey) -> AsyncIterator[Tenant]:
 
 
 def _jwt_settings(tenant: Tenant) -> Any:
-    return mcp_settings(authority=tenant.authority, tenant_id=TENANT, mcp_jwt_audience=AUDIENCE,
-                        mcp_jwt_required_scopes="mcp.access")
+    return mcp_settings(
+        authority=tenant.authority,
+        tenant_id=TENANT,
+        mcp_jwt_audience=AUDIENCE,
+        mcp_jwt_required_scopes="mcp.access",
+    )
 
 
 async def test_entra_token_with_the_right_audience_and_issuer_is_accepted(
     tenant: Tenant, http: httpx.AsyncClient
 ) -> None:
     async with live_mcp(_jwt_settings(tenant)) as live:
-        response = await http.post(live.url, json=initialize_body("claude-code"), headers=_initialize(tenant.token()))
+        response = await http.post(
+            live.url, json=initialize_body("claude-code"), headers=_initialize(tenant.token())
+        )
         assert response.status_code == 200
         assert live.mcp.sessions.get(response.headers["mcp-session-id"]) is not None
-        metadata = (await http.get(f"{live.base_url}/.well-known/oauth-protected-resource/mcp")).json()
+        metadata = (
+            await http.get(f"{live.base_url}/.well-known/oauth-protected-resource/mcp")
+        ).json()
         assert metadata["authorization_servers"] == [tenant.issuer]
         assert metadata["scopes_supported"] == [f"{AUDIENCE}/.default", f"{AUDIENCE}/mcp.access"]
 
@@ -158,7 +193,9 @@ async def test_entra_token_is_rejected(
         "wrong_signature": lambda: tenant.token(key=foreign_key),
     }[case]()
     async with live_mcp(_jwt_settings(tenant)) as live:
-        response = await http.post(live.url, json=initialize_body("claude-code"), headers=_initialize(token))
+        response = await http.post(
+            live.url, json=initialize_body("claude-code"), headers=_initialize(token)
+        )
         assert response.status_code == 401
         assert 'error="invalid_token"' in response.headers["www-authenticate"]
         assert live.mcp.sessions.sessions() == []
@@ -170,20 +207,27 @@ async def test_entra_token_is_rejected(
 async def test_bad_origin_gets_403_and_an_allowed_one_passes(http: httpx.AsyncClient) -> None:
     async with live_mcp(mcp_settings(mcp_allowed_origins="http://localhost:*")) as live:
         body = initialize_body("claude-code")
-        bad = await http.post(live.url, json=body, headers=_initialize(Origin="http://evil.example"))
+        bad = await http.post(
+            live.url, json=body, headers=_initialize(Origin="http://evil.example")
+        )
         assert bad.status_code == 403
-        good = await http.post(live.url, json=body, headers=_initialize(Origin="http://localhost:5173"))
+        good = await http.post(
+            live.url, json=body, headers=_initialize(Origin="http://localhost:5173")
+        )
         assert good.status_code == 200
 
 
 async def test_bad_host_gets_421_before_auth(http: httpx.AsyncClient) -> None:
     async with live_mcp(mcp_settings(mcp_static_tokens=TOKEN_A)) as live:
         body = initialize_body("claude-code")
-        response = await http.post(live.url, json=body, headers=_initialize(Host="rebound.example:80"))
+        response = await http.post(
+            live.url, json=body, headers=_initialize(Host="rebound.example:80")
+        )
         assert response.status_code == 421
         # The same for an id that names no session: the check does not depend on session state.
         listed = await http.post(
-            live.url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            live.url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
             headers={**session_headers("f" * 32), "Host": "rebound.example"},
         )
         assert listed.status_code == 421
@@ -221,7 +265,9 @@ async def test_jwks_is_fetched_once_for_concurrent_unknown_keys_and_then_rate_li
         return httpx.Response(200, json={"keys": []})
 
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
-        cache = JwksCache("https://login.example/keys", http, min_refresh_interval_s=60, clock=lambda: now)
+        cache = JwksCache(
+            "https://login.example/keys", http, min_refresh_interval_s=60, clock=lambda: now
+        )
         assert await asyncio.gather(*(cache.key(f"kid-{i}") for i in range(5))) == [None] * 5
         assert fetches == 1
         assert await cache.key("kid-x") is None
@@ -235,15 +281,29 @@ async def test_jwks_is_fetched_once_for_concurrent_unknown_keys_and_then_rate_li
     ("overrides", "problem"),
     [
         ({"host": "0.0.0.0"}, "not a loopback address"),
-        ({"mcp_jwt_audience": AUDIENCE, "mcp_jwt_required_roles": "Entrabot.Host"}, "ENTRABOT_TENANT_ID is not"),
-        ({"mcp_jwt_audience": AUDIENCE, "tenant_id": TENANT}, "neither ENTRABOT_MCP_JWT_REQUIRED_ROLES nor"),
-        ({"mcp_jwt_audience": AUDIENCE, "tenant_id": TENANT, "mcp_jwt_allowed_client_ids": "app-1"},
-         "neither ENTRABOT_MCP_JWT_REQUIRED_ROLES nor"),
+        (
+            {"mcp_jwt_audience": AUDIENCE, "mcp_jwt_required_roles": "Entrabot.Host"},
+            "ENTRABOT_TENANT_ID is not",
+        ),
+        (
+            {"mcp_jwt_audience": AUDIENCE, "tenant_id": TENANT},
+            "neither ENTRABOT_MCP_JWT_REQUIRED_ROLES nor",
+        ),
+        (
+            {
+                "mcp_jwt_audience": AUDIENCE,
+                "tenant_id": TENANT,
+                "mcp_jwt_allowed_client_ids": "app-1",
+            },
+            "neither ENTRABOT_MCP_JWT_REQUIRED_ROLES nor",
+        ),
         ({"mcp_jwt_required_roles": "Entrabot.Host"}, "ENTRABOT_MCP_JWT_AUDIENCE is not"),
         ({"mcp_static_tokens": " , "}, "holds no token"),
     ],
 )
-def test_unsafe_or_half_set_auth_is_refused_at_start_up(overrides: dict[str, Any], problem: str) -> None:
+def test_unsafe_or_half_set_auth_is_refused_at_start_up(
+    overrides: dict[str, Any], problem: str
+) -> None:
     with pytest.raises(AuthConfigError, match=problem):
         check_auth_config(mcp_settings(**overrides))
 
@@ -255,8 +315,18 @@ def test_unsafe_or_half_set_auth_is_refused_at_start_up(overrides: dict[str, Any
         {"host": "::1"},
         {"host": "localhost"},
         {"host": "0.0.0.0", "mcp_static_tokens": TOKEN_A},
-        {"host": "0.0.0.0", "mcp_jwt_audience": AUDIENCE, "tenant_id": TENANT, "mcp_jwt_required_roles": "A"},
-        {"host": "0.0.0.0", "mcp_jwt_audience": AUDIENCE, "tenant_id": TENANT, "mcp_jwt_required_scopes": "a"},
+        {
+            "host": "0.0.0.0",
+            "mcp_jwt_audience": AUDIENCE,
+            "tenant_id": TENANT,
+            "mcp_jwt_required_roles": "A",
+        },
+        {
+            "host": "0.0.0.0",
+            "mcp_jwt_audience": AUDIENCE,
+            "tenant_id": TENANT,
+            "mcp_jwt_required_scopes": "a",
+        },
     ],
 )
 def test_loopback_or_authenticated_configs_start(overrides: dict[str, Any]) -> None:

@@ -39,19 +39,28 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 
 
 def settings_for(emulator: RunningEmulator, **auth: str) -> Any:
-    return mcp_settings(authority=emulator.base_url, tenant_id=emulator.seed.tenant_id, mcp_jwt_audience=AUDIENCE,
-                        **auth)
+    return mcp_settings(
+        authority=emulator.base_url,
+        tenant_id=emulator.seed.tenant_id,
+        mcp_jwt_audience=AUDIENCE,
+        **auth,
+    )
 
 
 async def entra_token(http: httpx.AsyncClient, emulator: RunningEmulator, **request: Any) -> str:
-    minted = await http.post(f"{emulator.base_url}/_emulator/tokens/api", json={"audience": AUDIENCE, **request})
+    minted = await http.post(
+        f"{emulator.base_url}/_emulator/tokens/api", json={"audience": AUDIENCE, **request}
+    )
     assert minted.status_code == 200, minted.text
     return minted.json()["access_token"]
 
 
 async def open_session(http: httpx.AsyncClient, url: str, token: str) -> httpx.Response:
-    return await http.post(url, json=initialize_body("claude-code"),
-                           headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"})
+    return await http.post(
+        url,
+        json=initialize_body("claude-code"),
+        headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"},
+    )
 
 
 def assert_insufficient_scope(response: httpx.Response) -> None:
@@ -70,22 +79,31 @@ async def test_an_app_token_for_the_audience_without_the_app_role_gets_403_insuf
         other_role = await entra_token(http, emulator, roles=["Reports.Read"])
         for token in (any_tenant_app, other_role):
             assert_insufficient_scope(await open_session(http, live.url, token))
-        assert f'scope="{ROLE}"' in (await open_session(http, live.url, other_role)).headers["www-authenticate"]
+        assert (
+            f'scope="{ROLE}"'
+            in (await open_session(http, live.url, other_role)).headers["www-authenticate"]
+        )
         assert live.mcp.sessions.sessions() == []
-        granted = await open_session(http, live.url, await entra_token(http, emulator, roles=[ROLE]))
+        granted = await open_session(
+            http, live.url, await entra_token(http, emulator, roles=[ROLE])
+        )
         assert granted.status_code == 200
-        assert [s.session_id for s in live.mcp.sessions.sessions()] == [granted.headers["mcp-session-id"]]
+        assert [s.session_id for s in live.mcp.sessions.sessions()] == [
+            granted.headers["mcp-session-id"]
+        ]
 
 
 async def test_a_delegated_token_opens_a_session_only_with_the_granted_scope(
     emulator: RunningEmulator, http: httpx.AsyncClient
 ) -> None:
     async with live_mcp(settings_for(emulator, mcp_jwt_required_scopes=SCOPE)) as live:
-        assert_insufficient_scope(await open_session(http, live.url, await entra_token(http, emulator,
-                                                                                        scp="User.Read")))
+        assert_insufficient_scope(
+            await open_session(http, live.url, await entra_token(http, emulator, scp="User.Read"))
+        )
         # A role of the same name is not the scope: app roles and scopes are configured apart.
-        assert_insufficient_scope(await open_session(http, live.url, await entra_token(http, emulator,
-                                                                                        roles=[SCOPE])))
+        assert_insufficient_scope(
+            await open_session(http, live.url, await entra_token(http, emulator, roles=[SCOPE]))
+        )
         granted = await entra_token(http, emulator, scp=f"User.Read {SCOPE}")
         assert (await open_session(http, live.url, granted)).status_code == 200
 
@@ -107,7 +125,10 @@ async def test_a_forged_or_foreign_token_is_still_401_not_403(
 ) -> None:
     async with live_mcp(settings_for(emulator, mcp_jwt_required_roles=ROLE)) as live:
         response = await open_session(http, live.url, "not-a-jwt")
-        assert response.status_code == 401 and 'error="invalid_token"' in response.headers["www-authenticate"]
+        assert (
+            response.status_code == 401
+            and 'error="invalid_token"' in response.headers["www-authenticate"]
+        )
 
 
 # --- signing keys: the JWKS cache against the emulator's key endpoint, on a clock the test moves ---
@@ -127,16 +148,23 @@ async def verifier_trusting_a_token(
     """A verifier on a manual clock, and a token it has just accepted (so its keys are loaded)."""
     clock = ManualClock()
     settings = settings_for(emulator, mcp_jwt_required_roles=ROLE)
-    verifier = EntraJwtVerifier(jwks=JwksCache(entra_jwks_url(settings), http, clock=clock),
-                                issuer=entra_issuer(settings), audiences=[AUDIENCE],
-                                policy=AccessPolicy(frozenset({ROLE}), frozenset()))
+    verifier = EntraJwtVerifier(
+        jwks=JwksCache(entra_jwks_url(settings), http, clock=clock),
+        issuer=entra_issuer(settings),
+        audiences=[AUDIENCE],
+        policy=AccessPolicy(frozenset({ROLE}), frozenset()),
+    )
     token = await entra_token(http, emulator, roles=[ROLE])
     assert (await verifier.verify(token)).verdict is Verdict.ACCEPTED
     return clock, verifier, token
 
 
-async def rotate(http: httpx.AsyncClient, emulator: RunningEmulator, *, keep_previous: bool) -> None:
-    rotated = await http.post(f"{emulator.base_url}/_emulator/keys/rotate", json={"keep_previous": keep_previous})
+async def rotate(
+    http: httpx.AsyncClient, emulator: RunningEmulator, *, keep_previous: bool
+) -> None:
+    rotated = await http.post(
+        f"{emulator.base_url}/_emulator/keys/rotate", json={"keep_previous": keep_previous}
+    )
     assert rotated.status_code == 200
 
 
@@ -157,8 +185,12 @@ async def test_a_signing_key_entra_withdraws_stops_being_trusted_at_the_next_sch
     await rotate(http, emulator, keep_previous=False)
     new = await entra_token(http, emulator, roles=[ROLE])
     clock.now += 2 * MINUTE
-    assert (await verifier.verify(new)).verdict is Verdict.ACCEPTED  # an unknown key id refetches the keys
-    assert (await verifier.verify(old)).verdict is Verdict.INVALID  # and the withdrawn key went with them
+    assert (
+        await verifier.verify(new)
+    ).verdict is Verdict.ACCEPTED  # an unknown key id refetches the keys
+    assert (
+        await verifier.verify(old)
+    ).verdict is Verdict.INVALID  # and the withdrawn key went with them
     # Even without a new key id to prompt it, a withdrawn key is dropped by the scheduled refresh.
     await rotate(http, emulator, keep_previous=False)
     clock.now += 31 * MINUTE
@@ -171,14 +203,20 @@ async def test_keys_are_not_trusted_past_an_hour_when_every_refresh_fails(
 ) -> None:
     clock, verifier, token = await verifier_trusting_a_token(emulator, http)
     faults = f"{emulator.base_url}/_emulator/faults"
-    assert (await http.post(faults, json={"status": 503, "route_pattern": "/discovery/v2.0/keys"})).status_code == 201
+    assert (
+        await http.post(faults, json={"status": 503, "route_pattern": "/discovery/v2.0/keys"})
+    ).status_code == 201
     clock.now += 45 * MINUTE
-    assert (await verifier.verify(token)).verdict is Verdict.ACCEPTED  # the refresh failed; the set is 45 min old
+    assert (
+        await verifier.verify(token)
+    ).verdict is Verdict.ACCEPTED  # the refresh failed; the set is 45 min old
     clock.now += 16 * MINUTE
     assert (await verifier.verify(token)).verdict is Verdict.INVALID  # fail closed past the hour
     await http.delete(faults)
     clock.now += 2 * MINUTE
-    assert (await verifier.verify(token)).verdict is Verdict.ACCEPTED  # trusted again once a fetch succeeds
+    assert (
+        await verifier.verify(token)
+    ).verdict is Verdict.ACCEPTED  # trusted again once a fetch succeeds
 
 
 @pytest.mark.usefixtures("fresh_keys")

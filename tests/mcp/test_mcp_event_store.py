@@ -61,7 +61,9 @@ async def connected(store: SessionEventStore, *positions: str) -> AsyncIterator[
         for connection, position in zip(connections, positions, strict=True):
 
             async def serve(connection: Connection = connection, position: str = position) -> None:
-                connection.ended.append(await store.replay_events_after(position, connection.receive))
+                connection.ended.append(
+                    await store.replay_events_after(position, connection.receive)
+                )
 
             tg.start_soon(serve)
             await anyio.wait_all_tasks_blocked()
@@ -154,7 +156,9 @@ async def test_ids_this_session_never_issued_resume_nothing() -> None:
         assert await replay(store, foreign) == (None, [])
 
 
-async def test_pushes_no_connection_took_are_never_evicted_and_do_not_count_against_the_bounds() -> None:
+async def test_pushes_no_connection_took_are_never_evicted_and_do_not_count_against_the_bounds() -> (
+    None
+):
     store = SessionEventStore(max_events=2)
     first = await store.store_event(GET_STREAM_KEY, push(1))
     for n in (2, 3, 4):
@@ -176,7 +180,9 @@ async def test_taken_pushes_and_answers_are_evicted_oldest_first_past_the_bounds
         await eventually(lambda: resumed.numbers() == [3, 4], "the pushes still held")
 
 
-async def test_a_quiet_push_stream_stays_resumable_and_emptied_request_streams_are_forgotten() -> None:
+async def test_a_quiet_push_stream_stays_resumable_and_emptied_request_streams_are_forgotten() -> (
+    None
+):
     store = SessionEventStore(max_events=3)
     first = await store.store_event(GET_STREAM_KEY, push(1))
     async with connected(store, PUSH_STREAM_CURSOR) as [host]:
@@ -196,11 +202,15 @@ async def test_history_is_bounded_in_bytes_too_but_keeps_the_newest_event() -> N
     await store.store_event("a", push(1, pad="x" * 500))
     await store.store_event("a", push(2, pad="x" * 500))  # over budget: the oldest go first
     assert await replay(store, first) == ("a", [2])
-    await store.store_event("a", push(3, pad="x" * 5000))  # larger than the whole budget, still kept alone
+    await store.store_event(
+        "a", push(3, pad="x" * 5000)
+    )  # larger than the whole budget, still kept alone
     assert await replay(store, first) == ("a", [3])
 
 
-async def test_the_backlog_says_how_long_the_oldest_untaken_push_waited_and_whether_it_is_full() -> None:
+async def test_the_backlog_says_how_long_the_oldest_untaken_push_waited_and_whether_it_is_full() -> (
+    None
+):
     now = [100.0]
     store = SessionEventStore(max_events=2, clock=lambda: now[0])
     assert (store.backlog_age_s(), store.backlog_full()) == (None, False)

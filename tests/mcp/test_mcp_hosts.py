@@ -10,7 +10,15 @@ from tests.mcp.server_fixture import mcp_settings
 
 
 @pytest.mark.parametrize(
-    "name", ["claude-code", "Claude-Code", "CLAUDE-CODE", "claude-code-vscode", "claude-code/2.1.3", " claude-code "]
+    "name",
+    [
+        "claude-code",
+        "Claude-Code",
+        "CLAUDE-CODE",
+        "claude-code-vscode",
+        "claude-code/2.1.3",
+        " claude-code ",
+    ],
 )
 def test_a_listed_claude_code_in_any_case_and_with_a_suffix_is_a_push_host(name: str) -> None:
     assert is_push_host(name, parse_push_hosts("claude-code"))

@@ -21,7 +21,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service.delivery.hub import Dispatch, DispatchOutcome
 from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 from tests.bridge.tcp_balancer import TcpBalancer, tcp_balancer
-from tests.mcp.server_fixture import WAIT_BOUND_S, ChannelListener, LiveMcp, chat_message, eventually, live_mcp
+from tests.mcp.server_fixture import (
+    WAIT_BOUND_S,
+    ChannelListener,
+    LiveMcp,
+    chat_message,
+    eventually,
+    live_mcp,
+)
 
 _LAST_EVENT_ID = b"last-event-id"
 
@@ -68,14 +75,21 @@ def _last_event_id(scope: Scope) -> str | None:
 
 
 @asynccontextmanager
-async def resuming_host(hook: DuringReplay) -> AsyncIterator[tuple[LiveMcp, TcpBalancer, ChannelListener]]:
+async def resuming_host(
+    hook: DuringReplay,
+) -> AsyncIterator[tuple[LiveMcp, TcpBalancer, ChannelListener]]:
     """The server, a balancer before it, and a push host (the Python SDK client) connected through it."""
     listener = ChannelListener()
     async with live_mcp(wrap_mcp=hook.wrap) as live:
         parts = urlsplit(live.url)
         async with tcp_balancer([(parts.hostname or "127.0.0.1", parts.port or 80)]) as balancer:
-            client = Client(balancer.url(), mode="legacy", extensions=[listener], read_timeout_seconds=WAIT_BOUND_S,
-                            client_info=Implementation(name=BRIDGE_PUSH_CLIENT_NAME, version="resume-test"))
+            client = Client(
+                balancer.url(),
+                mode="legacy",
+                extensions=[listener],
+                read_timeout_seconds=WAIT_BOUND_S,
+                client_info=Implementation(name=BRIDGE_PUSH_CLIENT_NAME, version="resume-test"),
+            )
             async with client:
                 await eventually(live.push_targets, "the host's push stream")
                 yield live, balancer, listener
@@ -97,12 +111,16 @@ async def test_a_push_made_during_a_last_event_id_replay_arrives_once() -> None:
         await push("m-2", "m-3")
 
         async def push_during_replay() -> None:
-            assert live.push_targets(), "the resumed stream is the session's push target while it replays"
+            assert live.push_targets(), (
+                "the resumed stream is the session's push target while it replays"
+            )
             await push("m-during")
 
         hook.action = push_during_replay
         balancer.cut()
-        await eventually(lambda: hook.fired, "the host to resume its push stream and the replay to begin")
+        await eventually(
+            lambda: hook.fired, "the host to resume its push stream and the replay to begin"
+        )
         await eventually(live.push_targets, "the resumed push stream")
         await push("m-after")
         await eventually(lambda: "m-after" in listener.message_ids(), "the push after the resume")
@@ -111,5 +129,7 @@ async def test_a_push_made_during_a_last_event_id_replay_arrives_once() -> None:
         delivered = [d.message_id for d in dispatched if d.outcome is DispatchOutcome.DELIVERED]
         assert delivered == ["m-1", "m-2", "m-3", "m-during", "m-after"]
         received = listener.message_ids()
-        assert sorted(received) == sorted(delivered), f"reported DELIVERED {delivered}, the host got {received}"
+        assert sorted(received) == sorted(delivered), (
+            f"reported DELIVERED {delivered}, the host got {received}"
+        )
         assert received == ["m-1", "m-2", "m-3", "m-during", "m-after"]  # in order, each once

@@ -77,7 +77,10 @@ class Host:
 @asynccontextmanager
 async def reading(http: httpx.AsyncClient, live: LiveMcp, host: Host) -> AsyncIterator[None]:
     headers = {**session_headers(host.session_id), "Accept": "text/event-stream"}
-    async with http.stream("GET", live.url, headers=headers) as stream, anyio.create_task_group() as tg:
+    async with (
+        http.stream("GET", live.url, headers=headers) as stream,
+        anyio.create_task_group() as tg,
+    ):
         assert stream.status_code == 200
 
         async def read() -> None:
@@ -102,14 +105,21 @@ async def test_a_host_that_stops_reading_keeps_its_pushes_and_the_next_go_to_ano
     ):
 
         async def push(message_id: str) -> Dispatch:
-            [dispatch] = await live.hub.dispatch([chat_message(message_id, chat_id="19:x@thread.v2")])
+            [dispatch] = await live.hub.dispatch(
+                [chat_message(message_id, chat_id="19:x@thread.v2")]
+            )
             dispatched.append(dispatch)
             return dispatch
 
-        slow, other = Host(await open_raw_session(http, live.url)), Host(await open_raw_session(http, live.url))
+        slow, other = (
+            Host(await open_raw_session(http, live.url)),
+            Host(await open_raw_session(http, live.url)),
+        )
         async with reading(http, live, slow):
             await eventually(lambda: target_of(live, slow), "the first host's push stream")
-            assert (await push("m-0")).target_id == f"push:{slow.session_id}"  # the chat now sticks to it
+            assert (
+                await push("m-0")
+            ).target_id == f"push:{slow.session_id}"  # the chat now sticks to it
             await eventually(lambda: slow.received == ["m-0"], "the first push")
             async with reading(http, live, other):
                 await eventually(lambda: target_of(live, other), "the second host's push stream")
@@ -117,14 +127,25 @@ async def test_a_host_that_stops_reading_keeps_its_pushes_and_the_next_go_to_ano
                 stall.stop_reading(slow.session_id)
                 for message_id in ("m-1", "m-2"):  # its stream takes them: they are its now
                     assert (await push(message_id)).target_id == f"push:{slow.session_id}"
-                await eventually(lambda: not target_of(live, slow), "the host that stopped reading to be set aside")
+                await eventually(
+                    lambda: not target_of(live, slow),
+                    "the host that stopped reading to be set aside",
+                )
                 assert (await push("m-3")).target_id == f"push:{other.session_id}"
 
                 stall.read_again()
-                await eventually(lambda: slow.received == ["m-0", "m-1", "m-2"], "what the first host's stream held")
+                await eventually(
+                    lambda: slow.received == ["m-0", "m-1", "m-2"],
+                    "what the first host's stream held",
+                )
                 await eventually(lambda: other.received == ["m-3"], "the push the second host took")
-                await eventually(lambda: target_of(live, slow), "the first host to take pushes again once caught up")
+                await eventually(
+                    lambda: target_of(live, slow),
+                    "the first host to take pushes again once caught up",
+                )
 
     assert all(d.outcome is DispatchOutcome.DELIVERED for d in dispatched)
     everywhere = slow.received + other.received
-    assert sorted(everywhere) == sorted(d.message_id for d in dispatched), "each push reached one host, once"
+    assert sorted(everywhere) == sorted(d.message_id for d in dispatched), (
+        "each push reached one host, once"
+    )

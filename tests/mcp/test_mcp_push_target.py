@@ -41,7 +41,12 @@ async def test_an_open_stream_gets_the_channel_push_and_latency_is_recorded() ->
     assert await push.deliver(chat_message("m-1")) is Handover.TAKEN
     [sent] = session.sent
     assert isinstance(sent, ChannelPush) and sent.params.meta.message_id == "m-1"
-    assert metrics.registry.get_sample_value("entrabot_delivery_latency_seconds_count", {"source": "chat"}) == 1
+    assert (
+        metrics.registry.get_sample_value(
+            "entrabot_delivery_latency_seconds_count", {"source": "chat"}
+        )
+        == 1
+    )
 
 
 async def test_a_closed_stream_takes_nothing_so_the_hub_can_try_elsewhere() -> None:
@@ -71,8 +76,12 @@ async def test_a_session_that_did_not_take_a_push_in_time_is_set_aside_then_trie
 
 async def test_the_hub_waits_on_a_stalled_session_once_and_offers_its_push_to_nobody_else() -> None:
     stalled_session, healthy_session = RecordingSession(blocked=True), RecordingSession()
-    stalled = PushTarget(session_id="stalled", notifier=stalled_session, stream_open=lambda: True,
-                         send_timeout_s=0.05)
+    stalled = PushTarget(
+        session_id="stalled",
+        notifier=stalled_session,
+        stream_open=lambda: True,
+        send_timeout_s=0.05,
+    )
     healthy = PushTarget(session_id="healthy", notifier=healthy_session, stream_open=lambda: True)
     hub = DeliveryHub()
     hub.register(stalled)
@@ -101,7 +110,9 @@ class Backlog:
         return self.age_s
 
 
-async def test_a_host_whose_stream_holds_an_untaken_push_past_the_send_timeout_takes_no_more() -> None:
+async def test_a_host_whose_stream_holds_an_untaken_push_past_the_send_timeout_takes_no_more() -> (
+    None
+):
     backlog = Backlog()
     push = target(RecordingSession(), backlog=backlog, send_timeout_s=10.0)
     backlog.age_s = 9.9  # it is reading, just behind
@@ -152,8 +163,11 @@ async def test_a_push_taken_as_its_send_timeout_expires_reaches_no_second_host()
     stalled, spare = SessionTakingAsTheTimeoutFires(), RecordingSession()
     hub = DeliveryHub()
     # Registered first, the stalled host is the hub's first choice for a chat no host holds yet.
-    hub.register(PushTarget(session_id="stalled", notifier=stalled, stream_open=lambda: True,
-                            send_timeout_s=0.05))
+    hub.register(
+        PushTarget(
+            session_id="stalled", notifier=stalled, stream_open=lambda: True, send_timeout_s=0.05
+        )
+    )
     hub.register(PushTarget(session_id="spare", notifier=spare, stream_open=lambda: True))
     async with anyio.create_task_group() as tg:
         tg.start_soon(stalled.take_as_the_timeout_fires)

@@ -62,11 +62,15 @@ async def test_push_reaches_the_host_in_legacy_and_default_mode(live: LiveMcp, m
         assert result.structured_content["text"] == "hi"
         assert result.structured_content["push_capable"] is True
 
-        [target] = await eventually(live.push_targets, "the host's GET stream to become a push target")
+        [target] = await eventually(
+            live.push_targets, "the host's GET stream to become a push target"
+        )
         assert target.target_id == f"push:{result.structured_content['session_id']}"
         [state] = live.mcp.sessions.sessions()
         assert (state.client_name, state.protocol_version, state.push_stream_open) == (
-            "claude-code", "2025-11-25", True
+            "claude-code",
+            "2025-11-25",
+            True,
         )
 
         dispatched = await live.hub.dispatch([chat_message("m-1"), chat_message("m-2")])
@@ -85,11 +89,15 @@ async def test_claude_code_over_http_gets_the_tools_but_no_pushes_by_default() -
     # Claude Code drops channel events silently when the session did not load the channel, and its
     # initialize does not say (its channels reference): a push would be marked delivered and lost.
     listener = ChannelListener()
-    async with live_mcp() as default_live, claude_code_client(default_live, listener, mode="legacy") as client:
+    async with (
+        live_mcp() as default_live,
+        claude_code_client(default_live, listener, mode="legacy") as client,
+    ):
         result = await client.call_tool("echo", {"text": "hi"})
         assert not result.is_error and result.structured_content["push_capable"] is False
         [state] = await eventually(
-            lambda: [s for s in default_live.mcp.sessions.sessions() if s.push_stream_open], "the host's GET stream"
+            lambda: [s for s in default_live.mcp.sessions.sessions() if s.push_stream_open],
+            "the host's GET stream",
         )
         assert (state.client_name, state.push_capable) == ("claude-code", False)
         assert default_live.push_targets() == []
@@ -114,9 +122,16 @@ async def test_unknown_tool_is_a_protocol_error(live: LiveMcp) -> None:
 
 
 async def test_a_sponsor_wait_takes_the_chat_message_it_waits_for(live: LiveMcp) -> None:
-    async with Client(live.url, mode="legacy", client_info=Implementation(name="other-host", version="1")) as client:
-        call = asyncio.create_task(client.call_tool("wait_for_sponsor", {"chat_id": "19:sponsor@thread.v2"}))
-        await eventually(lambda: any(t.kind is TargetKind.SPONSOR_WAIT for t in live.hub.live_targets()), "the wait")
+    async with Client(
+        live.url, mode="legacy", client_info=Implementation(name="other-host", version="1")
+    ) as client:
+        call = asyncio.create_task(
+            client.call_tool("wait_for_sponsor", {"chat_id": "19:sponsor@thread.v2"})
+        )
+        await eventually(
+            lambda: any(t.kind is TargetKind.SPONSOR_WAIT for t in live.hub.live_targets()),
+            "the wait",
+        )
         [dispatch] = await live.hub.dispatch([chat_message("m-9", chat_id="19:sponsor@thread.v2")])
         assert dispatch.outcome is DispatchOutcome.DELIVERED
         result = await asyncio.wait_for(call, WAIT_BOUND_S)
@@ -125,9 +140,16 @@ async def test_a_sponsor_wait_takes_the_chat_message_it_waits_for(live: LiveMcp)
 
 
 async def test_cancelling_a_sponsor_wait_unregisters_its_target(live: LiveMcp) -> None:
-    async with Client(live.url, mode="legacy", client_info=Implementation(name="other-host", version="1")) as client:
-        call = asyncio.create_task(client.call_tool("wait_for_sponsor", {"chat_id": "19:sponsor@thread.v2"}))
-        await eventually(lambda: any(t.kind is TargetKind.SPONSOR_WAIT for t in live.hub.live_targets()), "the wait")
+    async with Client(
+        live.url, mode="legacy", client_info=Implementation(name="other-host", version="1")
+    ) as client:
+        call = asyncio.create_task(
+            client.call_tool("wait_for_sponsor", {"chat_id": "19:sponsor@thread.v2"})
+        )
+        await eventually(
+            lambda: any(t.kind is TargetKind.SPONSOR_WAIT for t in live.hub.live_targets()),
+            "the wait",
+        )
         call.cancel()  # the client sends notifications/cancelled for the request
         with pytest.raises(asyncio.CancelledError):
             await call

@@ -29,7 +29,13 @@ from service.mcp.tool_registry import ToolCall, ToolRegistry
 from service.telemetry.logging import configure_logging, session_ref
 from service.telemetry.metrics import Metrics
 from service.tools.sponsor_wait import SponsorWaiter
-from tests.mcp.server_fixture import MCP_HEADERS, WAIT_BOUND_S, chat_message, eventually, mcp_settings
+from tests.mcp.server_fixture import (
+    MCP_HEADERS,
+    WAIT_BOUND_S,
+    chat_message,
+    eventually,
+    mcp_settings,
+)
 
 SPONSOR_ID = "00000000-0000-0000-0000-00000000a11c"
 
@@ -64,7 +70,9 @@ def logging_tools(waiter: SponsorWaiter) -> ToolRegistry:
 
 @asynccontextmanager
 async def live_server(hub: DeliveryHub) -> AsyncIterator[str]:
-    waiter = SponsorWaiter(SponsorGate([Sponsor(object_id=SPONSOR_ID)], tenant_id=None), max_timeout_s=WAIT_BOUND_S)
+    waiter = SponsorWaiter(
+        SponsorGate([Sponsor(object_id=SPONSOR_ID)], tenant_id=None), max_timeout_s=WAIT_BOUND_S
+    )
     mcp = build_mcp(mcp_settings(), hub, metrics=Metrics(), tools=logging_tools(waiter))
 
     @asynccontextmanager
@@ -72,13 +80,19 @@ async def live_server(hub: DeliveryHub) -> AsyncIterator[str]:
         async with mcp.lifespan():
             yield
 
-    async with serve_app(FastAPI(routes=mcp.routes(), lifespan=lifespan), log_level="info") as server:
+    async with serve_app(
+        FastAPI(routes=mcp.routes(), lifespan=lifespan), log_level="info"
+    ) as server:
         yield f"{server.base_url}/mcp"
 
 
 def client(url: str, name: str) -> Client:
-    return Client(url, client_info=Implementation(name=name, version="1.0"), mode="legacy",
-                  read_timeout_seconds=WAIT_BOUND_S)
+    return Client(
+        url,
+        client_info=Implementation(name=name, version="1.0"),
+        mode="legacy",
+        read_timeout_seconds=WAIT_BOUND_S,
+    )
 
 
 async def session_id_of(host: Client) -> str:
@@ -88,7 +102,9 @@ async def session_id_of(host: Client) -> str:
     return session_id
 
 
-async def test_no_log_line_carries_an_mcp_session_id_through_a_push_session_and_a_sponsor_wait() -> None:
+async def test_no_log_line_carries_an_mcp_session_id_through_a_push_session_and_a_sponsor_wait() -> (
+    None
+):
     stream = io.StringIO()
     configure_logging("DEBUG", replica_id="r-sessions", stream=stream)
     hub = DeliveryHub()
@@ -97,21 +113,32 @@ async def test_no_log_line_carries_an_mcp_session_id_through_a_push_session_and_
         async with live_server(hub) as url:
             async with client(url, BRIDGE_PUSH_CLIENT_NAME) as push_host:
                 push_id = await session_id_of(push_host)
-                await eventually(lambda: [t for t in hub.live_targets() if t.kind is TargetKind.PUSH],
-                                 "the push host's stream")
+                await eventually(
+                    lambda: [t for t in hub.live_targets() if t.kind is TargetKind.PUSH],
+                    "the push host's stream",
+                )
                 [pushed] = await hub.dispatch([chat_message("m-push")])
                 assert pushed.outcome is DispatchOutcome.DELIVERED
                 async with client(url, "codex") as waiting_host:
                     wait_id = await session_id_of(waiting_host)
                     waiting = asyncio.create_task(waiting_host.call_tool("wait_for_sponsor_dm", {}))
-                    await eventually(lambda: [t for t in hub.live_targets() if t.kind is TargetKind.SPONSOR_WAIT],
-                                     "the sponsor wait")
-                    await hub.dispatch([dataclasses.replace(chat_message("m-sponsor"), sender_is_sponsor=True)])
+                    await eventually(
+                        lambda: [
+                            t for t in hub.live_targets() if t.kind is TargetKind.SPONSOR_WAIT
+                        ],
+                        "the sponsor wait",
+                    )
+                    await hub.dispatch(
+                        [dataclasses.replace(chat_message("m-sponsor"), sender_is_sponsor=True)]
+                    )
                     answered = await asyncio.wait_for(waiting, WAIT_BOUND_S)
                     assert answered.structured_content == {"outcome": "reply"}
             async with httpx.AsyncClient(timeout=WAIT_BOUND_S) as http:
-                refused = await http.post(url, headers={**MCP_HEADERS, "mcp-session-id": stranger},
-                                          json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+                refused = await http.post(
+                    url,
+                    headers={**MCP_HEADERS, "mcp-session-id": stranger},
+                    json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                )
                 assert refused.status_code == 404
     finally:
         logging.getLogger().handlers.clear()

@@ -37,7 +37,9 @@ def test_schemas_come_from_the_models_and_the_description_from_the_docstring() -
     [definition] = tools.definitions()
     assert definition.name == "read_chat"
     assert definition.description == "Read the newest messages of a chat."
-    assert definition.input_schema["type"] == "object" and definition.input_schema["required"] == ["chat_id"]
+    assert definition.input_schema["type"] == "object" and definition.input_schema["required"] == [
+        "chat_id"
+    ]
     assert definition.output_schema is not None
     assert set(definition.output_schema["properties"]) == {"chat_id", "count"}
 
@@ -67,7 +69,10 @@ async def test_tool_errors_and_crashes_are_error_results_not_protocol_failures()
     tools.add(refuses)
     tools.add(crashes)
     refused = await tools.call("refuses", {"chat_id": "19:x"}, no_session_call())
-    assert refused.is_error and result_text(refused) == "chat 19:x is not watched; call list_chats first"
+    assert (
+        refused.is_error
+        and result_text(refused) == "chat 19:x is not watched; call list_chats first"
+    )
     crashed = await tools.call("crashes", {"chat_id": "19:x"}, no_session_call())
     assert crashed.is_error and "secret" not in result_text(crashed)
 
@@ -84,9 +89,14 @@ def _sync(args: Question, call: ToolCall) -> Answer:
     return Answer(chat_id=args.chat_id, count=0)
 
 
-@pytest.mark.parametrize(("handler", "problem"), [
-    (_untyped, "pydantic model"), (_wrong_arity, "exactly"), (_sync, "async"),
-])
+@pytest.mark.parametrize(
+    ("handler", "problem"),
+    [
+        (_untyped, "pydantic model"),
+        (_wrong_arity, "exactly"),
+        (_sync, "async"),
+    ],
+)
 def test_a_tool_must_be_async_and_typed_with_models(handler: object, problem: str) -> None:
     with pytest.raises(TypeError, match=problem):
         ToolRegistry().add(handler)  # type: ignore[arg-type]

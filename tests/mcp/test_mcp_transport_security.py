@@ -7,9 +7,17 @@ from tests.mcp.server_fixture import mcp_settings
 
 
 def test_a_host_without_a_port_is_allowed_on_any_port() -> None:
-    security = transport_security_settings(mcp_settings(mcp_allowed_hosts="agent.example.com, 127.0.0.1:8080, ::1"))
+    security = transport_security_settings(
+        mcp_settings(mcp_allowed_hosts="agent.example.com, 127.0.0.1:8080, ::1")
+    )
     assert security.enable_dns_rebinding_protection
-    assert security.allowed_hosts == ["agent.example.com", "agent.example.com:*", "127.0.0.1:8080", "[::1]", "[::1]:*"]
+    assert security.allowed_hosts == [
+        "agent.example.com",
+        "agent.example.com:*",
+        "127.0.0.1:8080",
+        "[::1]",
+        "[::1]:*",
+    ]
 
 
 def test_origins_are_taken_as_written() -> None:

@@ -25,9 +25,14 @@ def ts_client_dir() -> Path:
     if not (TS_CLIENT_DIR / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
         npm = shutil.which("npm")
         if npm is None:
-            pytest.fail("npm is not installed; install Node.js 20+ (the MCP and Azurite tests need it)")
+            pytest.fail(
+                "npm is not installed; install Node.js 20+ (the MCP and Azurite tests need it)"
+            )
         subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=TS_CLIENT_DIR, check=True, timeout=300
+            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=TS_CLIENT_DIR,
+            check=True,
+            timeout=300,
         )
     return TS_CLIENT_DIR
 
@@ -42,12 +47,20 @@ async def _read_event(stdout: asyncio.StreamReader, name: str) -> dict[str, Any]
             return event
 
 
-async def test_typescript_host_lists_calls_and_receives_pushes(live: LiveMcp, ts_client_dir: Path) -> None:
+async def test_typescript_host_lists_calls_and_receives_pushes(
+    live: LiveMcp, ts_client_dir: Path
+) -> None:
     node = shutil.which("node")
     assert node is not None, "node is not installed"
     process = await asyncio.create_subprocess_exec(
-        node, "push_client.mjs", live.url, str(PUSHES), str(int(WAIT_BOUND_S * 1000)),
-        cwd=ts_client_dir, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        node,
+        "push_client.mjs",
+        live.url,
+        str(PUSHES),
+        str(int(WAIT_BOUND_S * 1000)),
+        cwd=ts_client_dir,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         async with asyncio.timeout(3 * WAIT_BOUND_S):
@@ -55,7 +68,11 @@ async def test_typescript_host_lists_calls_and_receives_pushes(live: LiveMcp, ts
             ready = await _read_event(process.stdout, "ready")
             assert ready["protocolVersion"] == "2025-11-25"
             assert ready["tools"] == ["echo", "wait_for_sponsor"]
-            assert ready["echo"] == {"text": "from typescript", "session_id": ready["sessionId"], "push_capable": True}
+            assert ready["echo"] == {
+                "text": "from typescript",
+                "session_id": ready["sessionId"],
+                "push_capable": True,
+            }
             assert CHANNEL_CAPABILITY in ready["experimental"]
 
             [target] = await eventually(live.push_targets, "the TypeScript host's push stream")
@@ -65,12 +82,16 @@ async def test_typescript_host_lists_calls_and_receives_pushes(live: LiveMcp, ts
             assert [d.outcome for d in dispatched] == [DispatchOutcome.DELIVERED] * PUSHES
 
             done = await _read_event(process.stdout, "done")
-            assert [p["meta"]["message_id"] for p in done["pushes"]] == [m.message_id for m in messages]
+            assert [p["meta"]["message_id"] for p in done["pushes"]] == [
+                m.message_id for m in messages
+            ]
             assert await process.wait() == 0
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
     # The client terminated its session on the way out.
-    await eventually(lambda: not live.mcp.sessions.sessions(), "the TypeScript host's session to end")
+    await eventually(
+        lambda: not live.mcp.sessions.sessions(), "the TypeScript host's session to end"
+    )
     assert live.push_targets() == []

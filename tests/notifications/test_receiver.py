@@ -36,9 +36,14 @@ class Harness:
         self.mail_nudges = 0
         self.lifecycle: list[ChangeNotification] = []
         self.reader = HintReader(backend, clock=lambda: NOW)
-        self.receiver = NotificationReceiver(HintLog(backend, clock=lambda: NOW), SECRET, on_mail=self._mail,
-                                             on_lifecycle=self._lifecycle, clock=lambda: NOW,
-                                             max_concurrent=max_concurrent)
+        self.receiver = NotificationReceiver(
+            HintLog(backend, clock=lambda: NOW),
+            SECRET,
+            on_mail=self._mail,
+            on_lifecycle=self._lifecycle,
+            clock=lambda: NOW,
+            max_concurrent=max_concurrent,
+        )
 
     def _mail(self) -> None:
         self.mail_nudges += 1
@@ -55,16 +60,23 @@ async def store(tmp_path) -> FaultyBackend:
 @pytest.fixture
 async def served(store: FaultyBackend) -> AsyncIterator[tuple[Harness, httpx.AsyncClient]]:
     harness = Harness(store)
-    async with serve_app(Starlette(routes=harness.receiver.routes())) as server, httpx.AsyncClient(
-            base_url=server.base_url, timeout=10) as client:
+    async with (
+        serve_app(Starlette(routes=harness.receiver.routes())) as server,
+        httpx.AsyncClient(base_url=server.base_url, timeout=10) as client,
+    ):
         yield harness, client
 
 
 def chat_item(message_id: str, client_state: str | None = SECRET) -> dict[str, Any]:
-    return {"subscriptionId": "s1", "changeType": "created", "clientState": client_state, "tenantId": "t",
-            "resource": f"chats('{CHAT}')/messages('{message_id}')",
-            "resourceData": {"id": message_id, "@odata.type": "#Microsoft.Graph.chatMessage"},
-            "subscriptionExpirationDateTime": "2026-12-03T12:00:00Z"}
+    return {
+        "subscriptionId": "s1",
+        "changeType": "created",
+        "clientState": client_state,
+        "tenantId": "t",
+        "resource": f"chats('{CHAT}')/messages('{message_id}')",
+        "resourceData": {"id": message_id, "@odata.type": "#Microsoft.Graph.chatMessage"},
+        "subscriptionExpirationDateTime": "2026-12-03T12:00:00Z",
+    }
 
 
 async def test_the_validation_token_is_echoed_as_plain_text(served) -> None:
@@ -78,49 +90,69 @@ async def test_the_validation_token_is_echoed_as_plain_text(served) -> None:
 
 async def test_a_chat_message_notification_is_a_hint_stored_before_the_answer(served) -> None:
     harness, client = served
-    response = await client.post(NOTIFICATIONS_PATH, json={"value": [chat_item("m1"), chat_item("m2")]})
+    response = await client.post(
+        NOTIFICATIONS_PATH, json={"value": [chat_item("m1"), chat_item("m2")]}
+    )
     assert response.status_code == 202
     hints = await harness.reader.poll()
     assert [(h.chat_id, h.message_id, h.source) for h in hints or []] == [
-        (CHAT, "m1", "notification"), (CHAT, "m2", "notification")]
+        (CHAT, "m1", "notification"),
+        (CHAT, "m2", "notification"),
+    ]
 
 
 async def test_an_edit_or_a_reaction_makes_no_hint_but_an_unknown_change_type_does(
     served: tuple[Harness, httpx.AsyncClient],
 ) -> None:
     harness, client = served
-    items = [{**chat_item("edited"), "changeType": "updated"}, {**chat_item("gone"), "changeType": "deleted"},
-             {**chat_item("odd"), "changeType": "somethingNew"}, {**chat_item("bare"), "changeType": None},
-             {**chat_item("both"), "changeType": "created,updated"}]
+    items = [
+        {**chat_item("edited"), "changeType": "updated"},
+        {**chat_item("gone"), "changeType": "deleted"},
+        {**chat_item("odd"), "changeType": "somethingNew"},
+        {**chat_item("bare"), "changeType": None},
+        {**chat_item("both"), "changeType": "created,updated"},
+    ]
     assert (await client.post(NOTIFICATIONS_PATH, json={"value": items})).status_code == 202
     assert [h.message_id for h in await harness.reader.poll() or []] == ["odd", "bare", "both"]
 
 
 async def test_an_item_without_our_client_state_is_dropped(served) -> None:
     harness, client = served
-    response = await client.post(NOTIFICATIONS_PATH, json={"value": [chat_item("m1", "forged"),
-                                                                      chat_item("m2", None)]})
+    response = await client.post(
+        NOTIFICATIONS_PATH, json={"value": [chat_item("m1", "forged"), chat_item("m2", None)]}
+    )
     assert response.status_code == 202
     assert await harness.reader.poll() == []
 
 
 async def test_a_mail_notification_starts_an_email_cycle(served) -> None:
     harness, client = served
-    item = {"subscriptionId": "s2", "changeType": "created", "clientState": SECRET,
-            "resource": "Users/e47b0700/Messages/AAMkAD", "resourceData": {"id": "AAMkAD"}}
+    item = {
+        "subscriptionId": "s2",
+        "changeType": "created",
+        "clientState": SECRET,
+        "resource": "Users/e47b0700/Messages/AAMkAD",
+        "resourceData": {"id": "AAMkAD"},
+    }
     assert (await client.post(NOTIFICATIONS_PATH, json={"value": [item]})).status_code == 202
     assert harness.mail_nudges == 1
 
 
 async def test_lifecycle_events_reach_the_subscription_manager(served) -> None:
     harness, client = served
-    item = {"subscriptionId": "s1", "lifecycleEvent": "reauthorizationRequired", "clientState": SECRET,
-            "resource": "/users/e47b/chats/getAllMessages"}
+    item = {
+        "subscriptionId": "s1",
+        "lifecycleEvent": "reauthorizationRequired",
+        "clientState": SECRET,
+        "resource": "/users/e47b/chats/getAllMessages",
+    }
     assert (await client.post(NOTIFICATIONS_PATH, json={"value": [item]})).status_code == 202
     assert [i.lifecycle_event for i in harness.lifecycle] == ["reauthorizationRequired"]
 
 
-async def test_when_the_store_fails_graph_is_asked_to_retry_and_the_retry_lands(served, store) -> None:
+async def test_when_the_store_fails_graph_is_asked_to_retry_and_the_retry_lands(
+    served, store
+) -> None:
     harness, client = served
     store.add(FaultRule(Fault.WRITE_FAILS, key="hints/*", times=1))
     response = await client.post(NOTIFICATIONS_PATH, json={"value": [chat_item("m1")]})
@@ -134,19 +166,31 @@ async def test_when_the_store_fails_graph_is_asked_to_retry_and_the_retry_lands(
 @pytest.mark.parametrize("body", [b"not json", b"{}", b'{"value": 5}', b"[]"])
 async def test_a_body_that_is_not_a_notification_batch_is_refused(served, body: bytes) -> None:
     _, client = served
-    response = await client.post(NOTIFICATIONS_PATH, content=body, headers={"content-type": "application/json"})
+    response = await client.post(
+        NOTIFICATIONS_PATH, content=body, headers={"content-type": "application/json"}
+    )
     assert response.status_code == 400
 
 
-async def test_a_lifecycle_event_is_recorded_for_the_manager_before_the_answer_or_graph_retries(store) -> None:
-    settings = Settings(notification_url="https://agent.example.com/graph/notifications",
-                        notification_client_state=SecretStr(SECRET))
+async def test_a_lifecycle_event_is_recorded_for_the_manager_before_the_answer_or_graph_retries(
+    store,
+) -> None:
+    settings = Settings(
+        notification_url="https://agent.example.com/graph/notifications",
+        notification_client_state=SecretStr(SECRET),
+    )
     notifications = Notifications(settings, store, Metrics(), clock=lambda: NOW)
-    item = {"subscriptionId": "s1", "lifecycleEvent": "subscriptionRemoved", "clientState": SECRET,
-            "resource": "/users/e47b/chats/getAllMessages"}
+    item = {
+        "subscriptionId": "s1",
+        "lifecycleEvent": "subscriptionRemoved",
+        "clientState": SECRET,
+        "resource": "/users/e47b/chats/getAllMessages",
+    }
     store.add(FaultRule(Fault.WRITE_FAILS, key="notifications/*", times=1))
-    async with serve_app(Starlette(routes=notifications.receiver.routes())) as server, httpx.AsyncClient(
-            base_url=server.base_url, timeout=10) as client:
+    async with (
+        serve_app(Starlette(routes=notifications.receiver.routes())) as server,
+        httpx.AsyncClient(base_url=server.base_url, timeout=10) as client,
+    ):
         assert (await client.post(NOTIFICATIONS_PATH, json={"value": [item]})).status_code == 503
         assert await read_events(store, 0) == ([], 0)
         assert (await client.post(NOTIFICATIONS_PATH, json={"value": [item]})).status_code == 202
@@ -161,13 +205,16 @@ SOCKET_GUARD_S = 30.0
 
 
 def _head(framing: str) -> str:
-    return (f"POST {NOTIFICATIONS_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            f"{framing}\r\n\r\n")
+    return (
+        f"POST {NOTIFICATIONS_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"{framing}\r\n\r\n"
+    )
 
 
 @contextlib.asynccontextmanager
-async def _raw_request(server: RunningServer, head: str,
-                       body: bytes) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+async def _raw_request(
+    server: RunningServer, head: str, body: bytes
+) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
     """Send a request head and the first part of its body, and leave the connection open meanwhile."""
     reader, writer = await asyncio.open_connection(server.host, server.port)
     try:
@@ -191,14 +238,20 @@ async def raw_served(store: FaultyBackend) -> AsyncIterator[tuple[Harness, Runni
 
 
 async def test_a_declared_body_over_the_limit_is_refused_without_reading_it(
-        raw_served: tuple[Harness, RunningServer]) -> None:
+    raw_served: tuple[Harness, RunningServer],
+) -> None:
     _, server = raw_served
     head = _head(f"Content-Length: {100 * 1024 * 1024}")
-    async with _raw_request(server, head, b"x" * 65536) as (reader, _):  # nowhere near the declared 100 MB
+    async with _raw_request(server, head, b"x" * 65536) as (
+        reader,
+        _,
+    ):  # nowhere near the declared 100 MB
         assert await _status(reader) == 413
 
 
-async def test_a_chunked_body_is_cut_off_past_the_limit(raw_served: tuple[Harness, RunningServer]) -> None:
+async def test_a_chunked_body_is_cut_off_past_the_limit(
+    raw_served: tuple[Harness, RunningServer],
+) -> None:
     _, server = raw_served
     head = _head("Transfer-Encoding: chunked")
     chunk = b"x" * 100_000
@@ -213,14 +266,17 @@ async def test_a_chunked_body_is_cut_off_past_the_limit(raw_served: tuple[Harnes
 
 
 async def test_requests_over_the_concurrency_bound_are_told_to_retry(
-        raw_served: tuple[Harness, RunningServer]) -> None:
+    raw_served: tuple[Harness, RunningServer],
+) -> None:
     harness, server = raw_served
     async with httpx.AsyncClient(base_url=server.base_url, timeout=SOCKET_GUARD_S) as client:
         # The first request stays open mid-body, holding the only slot.
-        async with _raw_request(server, _head("Transfer-Encoding: chunked"), b"2\r\n{\"\r\n"):
+        async with _raw_request(server, _head("Transfer-Encoding: chunked"), b'2\r\n{"\r\n'):
             busy = await _post_until(client, lambda status: status == 503)
             assert busy.headers["retry-after"] == "1"
-            assert await harness.reader.poll() == []  # refused, so Graph retries: nothing half-taken
+            assert (
+                await harness.reader.poll() == []
+            )  # refused, so Graph retries: nothing half-taken
         # The held request's connection is gone: its slot frees.
         assert (await _post_until(client, lambda status: status != 503)).status_code == 202
 
@@ -237,8 +293,11 @@ async def _post_until(client: httpx.AsyncClient, done: Callable[[int], bool]) ->
 
 
 async def test_the_validation_echo_forbids_content_sniffing(
-        served: tuple[Harness, httpx.AsyncClient]) -> None:
+    served: tuple[Harness, httpx.AsyncClient],
+) -> None:
     _, client = served
-    response = await client.post(NOTIFICATIONS_PATH, params={"validationToken": "<html><script>x</script>"})
+    response = await client.post(
+        NOTIFICATIONS_PATH, params={"validationToken": "<html><script>x</script>"}
+    )
     assert response.status_code == 200
     assert response.headers["x-content-type-options"] == "nosniff"

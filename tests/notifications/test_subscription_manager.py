@@ -38,19 +38,32 @@ from service.storage.local import LocalBackend
 
 @pytest.fixture
 def emulator() -> Iterator[RunningEmulator]:
-    with start_emulator(build_seed(chats=1, throttle=ThrottleBudget(chat_messages_per_s=1000,
-                                                                    other_per_s=1000))) as running:
+    with start_emulator(
+        build_seed(chats=1, throttle=ThrottleBudget(chat_messages_per_s=1000, other_per_s=1000))
+    ) as running:
         yield running
 
 
 class World:
-    def __init__(self, emulator: RunningEmulator, backend: LocalBackend, stack: WorkerStack,
-                 notifications: Notifications) -> None:
-        self.emulator, self.backend, self.stack, self.notifications = emulator, backend, stack, notifications
+    def __init__(
+        self,
+        emulator: RunningEmulator,
+        backend: LocalBackend,
+        stack: WorkerStack,
+        notifications: Notifications,
+    ) -> None:
+        self.emulator, self.backend, self.stack, self.notifications = (
+            emulator,
+            backend,
+            stack,
+            notifications,
+        )
         self.mail_nudges = 0
 
     def manager(self, replica_id: str = "replica-a") -> SubscriptionManager:
-        manager = self.notifications.manager(self.stack.graph, self.emulator.seed.agent_user.id, replica_id)
+        manager = self.notifications.manager(
+            self.stack.graph, self.emulator.seed.agent_user.id, replica_id
+        )
         manager.on_mail_missed = self._nudged
         return manager
 
@@ -62,8 +75,13 @@ class World:
         return {s.ref.kind.value: s.id for s in self.emulator.context.subscriptions.active()}
 
     def changes(self, resource: str, action: str) -> float:
-        return self.stack.metrics.registry.get_sample_value(
-            "entrabot_notification_subscription_changes_total", {"resource": resource, "action": action}) or 0.0
+        return (
+            self.stack.metrics.registry.get_sample_value(
+                "entrabot_notification_subscription_changes_total",
+                {"resource": resource, "action": action},
+            )
+            or 0.0
+        )
 
 
 @pytest.fixture
@@ -73,7 +91,9 @@ async def world(emulator: RunningEmulator, tmp_path: Path) -> AsyncIterator[Worl
     app = Starlette()
     async with serve_app(app) as server:
         url = f"{server.base_url}{NOTIFICATIONS_PATH}"
-        settings = Settings(notification_url=url, notification_client_state=SecretStr("manager-test-state"))
+        settings = Settings(
+            notification_url=url, notification_client_state=SecretStr("manager-test-state")
+        )
         notifications = Notifications(settings, backend, stack.metrics)
         app.router.routes.extend(notifications.receiver.routes())
         yield World(emulator, backend, stack, notifications)
@@ -95,7 +115,10 @@ async def test_the_holder_subscribes_once_and_keeps_what_it_made(world) -> None:
     live = world.live()
     assert set(live) == {"userChats", "inbox"}
     record = parse_record(await world.backend.read_text(RECORD_KEY) or "")
-    assert {k: v.id for k, v in record.kept.items()} == {Source.CHAT: live["userChats"], Source.EMAIL: live["inbox"]}
+    assert {k: v.id for k, v in record.kept.items()} == {
+        Source.CHAT: live["userChats"],
+        Source.EMAIL: live["inbox"],
+    }
     assert world.changes("chat", "created") == 1 and world.changes("mail", "created") == 1
 
 
@@ -105,8 +128,12 @@ async def test_a_subscription_gone_at_renewal_is_created_again(world) -> None:
     gone = world.live()["userChats"]
     await world.stack.graph.delete_subscription(gone)  # Graph lost it without telling anyone
     record = parse_record(await world.backend.read_text(RECORD_KEY) or "")
-    due = replace(record.kept[Source.CHAT], expires_at=record.kept[Source.CHAT].expires_at - timedelta(days=2))
-    await world.backend.write_text(RECORD_KEY, render_record(replace(record, kept={**record.kept, Source.CHAT: due})))
+    due = replace(
+        record.kept[Source.CHAT], expires_at=record.kept[Source.CHAT].expires_at - timedelta(days=2)
+    )
+    await world.backend.write_text(
+        RECORD_KEY, render_record(replace(record, kept={**record.kept, Source.CHAT: due}))
+    )
     await manager.cycle()
     assert world.live()["userChats"] != gone
     assert world.changes("chat", "recreated") == 1
@@ -124,13 +151,17 @@ async def test_a_missed_on_the_inbox_nudges_one_email_cycle(world) -> None:
     assert world.mail_nudges == 1
 
 
-async def test_a_removal_answered_while_graph_refuses_creation_is_acted_on_once_graph_answers(world) -> None:
+async def test_a_removal_answered_while_graph_refuses_creation_is_acted_on_once_graph_answers(
+    world,
+) -> None:
     manager = world.manager()
     await manager.cycle()
     removed = world.live()["userChats"]
     await world.stack.graph.delete_subscription(removed)
     await record_event(world.backend, LifecycleEvent(removed, "subscriptionRemoved", utc_now()))
-    world.emulator.context.faults.add(FaultRule(status=503, route_pattern=r"/subscriptions$", method="POST", count=1))
+    world.emulator.context.faults.add(
+        FaultRule(status=503, route_pattern=r"/subscriptions$", method="POST", count=1)
+    )
     await manager.cycle()  # the creation fails: the event must not be forgotten
     assert "userChats" not in world.live() and world.changes("chat", "failed") == 1
     await manager.cycle()

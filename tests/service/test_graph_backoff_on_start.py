@@ -43,7 +43,9 @@ def test_a_replica_started_during_a_fleet_hold_sends_nothing_to_graph_until_it_e
         fleet = LocalFleet(seed, tmp_path, replicas=1, azurite=azurite, emulator=emulator)
         fleet.ensure_container()
         now = utc_now()
-        hold = BackoffRecord(until=now + HOLD, written_at=now, status=503, route="me/chats", writer="replica-9")
+        hold = BackoffRecord(
+            until=now + HOLD, written_at=now, status=503, route="me/chats", writer="replica-9"
+        )
         asyncio.run(_store_hold(fleet, hold))
         try:
             # Its start-up waits the hold out before its first Graph call: the hold is on top of the

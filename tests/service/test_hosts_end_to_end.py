@@ -41,11 +41,17 @@ def emulator() -> Iterator[RunningEmulator]:
 
 
 @pytest.fixture(scope="module")
-def replica(azurite: Azurite, emulator: RunningEmulator, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[ReplicaProcess]:
-    fleet = LocalFleet(emulator.seed, tmp_path_factory.mktemp("hosts"), replicas=1, azurite=azurite,
-                       emulator=emulator, extra_env={"ENTRABOT_CHAT_POLL_INTERVAL_S": "1",
-                                                     "ENTRABOT_CHAT_POLL_JITTER_S": "0"})
+def replica(
+    azurite: Azurite, emulator: RunningEmulator, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ReplicaProcess]:
+    fleet = LocalFleet(
+        emulator.seed,
+        tmp_path_factory.mktemp("hosts"),
+        replicas=1,
+        azurite=azurite,
+        emulator=emulator,
+        extra_env={"ENTRABOT_CHAT_POLL_INTERVAL_S": "1", "ENTRABOT_CHAT_POLL_JITTER_S": "0"},
+    )
     fleet.start()
     [member] = fleet.members
     yield member
@@ -60,7 +66,9 @@ async def metric(replica: ReplicaProcess, sample: str) -> float:
     """One sample of the replica's /metrics (name and labels as exposed), 0 while it is not there yet."""
     async with httpx.AsyncClient(timeout=10) as http:
         text = (await http.get(f"{replica.base_url}/metrics")).text
-    values = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(sample + " ")]
+    values = [
+        float(line.split()[-1]) for line in text.splitlines() if line.startswith(sample + " ")
+    ]
     return values[0] if values else 0.0
 
 
@@ -78,17 +86,24 @@ async def until_chats_polled_with_a_target(replica: ReplicaProcess) -> None:
     seen = await chat_poll_cycles(replica)  # a cycle in flight may have started before the target
 
     async def two_more_and_every_chat_seen() -> bool:
-        return (await chat_poll_cycles(replica) >= seen + 2
-                and await metric(replica, "entrabot_chat_first_sights_pending") == 0)
+        return (
+            await chat_poll_cycles(replica) >= seen + 2
+            and await metric(replica, "entrabot_chat_first_sights_pending") == 0
+        )
 
-    await until(two_more_and_every_chat_seen, "two chat poll cycles with the host connected, every chat seen")
+    await until(
+        two_more_and_every_chat_seen,
+        "two chat poll cycles with the host connected, every chat seen",
+    )
 
 
 def chat_of(emulator: RunningEmulator, index: int) -> str:
     return emulator.seed.chats[index].id or ""
 
 
-async def test_the_python_client_receives_pushes_for_messages_a_human_posts(emulator, replica) -> None:
+async def test_the_python_client_receives_pushes_for_messages_a_human_posts(
+    emulator, replica
+) -> None:
     stop = asyncio.Event()
     host = ChannelHost("py", [replica.mcp_url], token=DEV_TOKEN)
     task = asyncio.create_task(host.run(stop))
@@ -98,8 +113,14 @@ async def test_the_python_client_receives_pushes_for_messages_a_human_posts(emul
         async with httpx.AsyncClient(timeout=30) as http:
             traffic = HumanTraffic(emulator.seed, emulator.base_url, http)
             grace = emulator.seed.humans[1]
-            posted = [await traffic.post_chat(grace, chat_of(emulator, 1), f"python host {i}") for i in range(3)]
-        await until(lambda: {p.message_id for p in posted} <= {p.message_id for p in host.pushes}, "the pushes")
+            posted = [
+                await traffic.post_chat(grace, chat_of(emulator, 1), f"python host {i}")
+                for i in range(3)
+            ]
+        await until(
+            lambda: {p.message_id for p in posted} <= {p.message_id for p in host.pushes},
+            "the pushes",
+        )
         pushes = [p for p in host.pushes if p.message_id in {x.message_id for x in posted}]
         assert [p.message_id for p in pushes] == [p.message_id for p in posted]
         assert {p.chat_id for p in pushes} == {chat_of(emulator, 1)}
@@ -113,10 +134,21 @@ async def test_the_typescript_client_lists_calls_and_receives_pushes(emulator, r
     node = shutil.which("node")
     assert node is not None, "node is not installed"
     if not (TS_CLIENT / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=TS_CLIENT, check=True, timeout=300)
+        subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund"], cwd=TS_CLIENT, check=True, timeout=300
+        )
     process = await asyncio.create_subprocess_exec(
-        node, "push_client.mjs", replica.mcp_url, "2", str(int(BOUND_S * 1000)), DEV_TOKEN, "list_watched_chats", "{}",
-        cwd=TS_CLIENT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        node,
+        "push_client.mjs",
+        replica.mcp_url,
+        "2",
+        str(int(BOUND_S * 1000)),
+        DEV_TOKEN,
+        "list_watched_chats",
+        "{}",
+        cwd=TS_CLIENT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     assert process.stdout is not None
     async with asyncio.timeout(BOUND_S):
@@ -145,42 +177,71 @@ async def test_a_non_push_host_gets_the_sponsors_reply_from_another_chat(emulato
         await until(lambda: sponsor_waits(replica), "the send's sponsor wait")
         async with httpx.AsyncClient(timeout=30) as http:
             posted = await HumanTraffic(emulator.seed, emulator.base_url, http).post_chat(
-                ada, reply_in, "Yes, go ahead")
+                ada, reply_in, "Yes, go ahead"
+            )
         return posted.message_id
 
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {DEV_TOKEN}"}) as http, Client(
-        streamable_http_client(replica.mcp_url, http_client=http), mode="legacy",
-        client_info=Implementation(name="copilot-cli", version="1.0"), read_timeout_seconds=BOUND_S + 20,
-    ) as client:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {DEV_TOKEN}"}) as http,
+        Client(
+            streamable_http_client(replica.mcp_url, http_client=http),
+            mode="legacy",
+            client_info=Implementation(name="copilot-cli", version="1.0"),
+            read_timeout_seconds=BOUND_S + 20,
+        ) as client,
+    ):
         reply_task = asyncio.create_task(ada_replies_later())
-        result = await client.call_tool("send_teams_message",
-                                        {"chat_id": sent_to, "text": "Shall I ship?", "timeout_s": BOUND_S})
+        result = await client.call_tool(
+            "send_teams_message",
+            {"chat_id": sent_to, "text": "Shall I ship?", "timeout_s": BOUND_S},
+        )
         reply_id = await reply_task
     assert not result.is_error, result.content
     out = result.structured_content
     assert out["wait"] == "reply" and out["sponsor_reply"]["chat_id"] == reply_in
-    assert out["sponsor_reply"]["message_id"] == reply_id and out["sponsor_reply"]["verified_sponsor"] is True
+    assert (
+        out["sponsor_reply"]["message_id"] == reply_id
+        and out["sponsor_reply"]["verified_sponsor"] is True
+    )
     assert reply_in in out["_next_action"]
 
 
-async def test_an_image_a_person_pasted_reaches_the_python_client_as_image_content(emulator, replica) -> None:
+async def test_an_image_a_person_pasted_reaches_the_python_client_as_image_content(
+    emulator, replica
+) -> None:
     chat = chat_of(emulator, 1)
     grace = emulator.seed.humans[1]
     png = bytes.fromhex("89504e470d0a1a0a") + b"entrabot-test-image"
     async with httpx.AsyncClient(timeout=30) as admin:
-        response = await admin.post(f"{emulator.admin_url}/chats/{chat}/messages", json={
-            "from_user": grace.id, "content": "the error I get",
-            "images": [{"content_type": "image/png", "data_base64": base64.b64encode(png).decode()}]})
+        response = await admin.post(
+            f"{emulator.admin_url}/chats/{chat}/messages",
+            json={
+                "from_user": grace.id,
+                "content": "the error I get",
+                "images": [
+                    {"content_type": "image/png", "data_base64": base64.b64encode(png).decode()}
+                ],
+            },
+        )
         assert response.status_code == 201, response.text
     message_id = response.json()["id"]
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {DEV_TOKEN}"}) as mcp_http, Client(
-        streamable_http_client(replica.mcp_url, http_client=mcp_http), mode="legacy",
-        client_info=Implementation(name="copilot-cli", version="1.0"), read_timeout_seconds=BOUND_S,
-    ) as client:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {DEV_TOKEN}"}) as mcp_http,
+        Client(
+            streamable_http_client(replica.mcp_url, http_client=mcp_http),
+            mode="legacy",
+            client_info=Implementation(name="copilot-cli", version="1.0"),
+            read_timeout_seconds=BOUND_S,
+        ) as client,
+    ):
         # The replica tells the model at initialize how to catch up on what it may have missed.
         assert client.instructions is not None and "catch_up" in client.instructions
         result = await client.call_tool("view_image", {"chat_id": chat, "message_id": message_id})
     assert not result.is_error, result.content
     [_, image] = result.content
-    assert image.type == "image" and image.mime_type == "image/png" and base64.b64decode(image.data) == png
+    assert (
+        image.type == "image"
+        and image.mime_type == "image/png"
+        and base64.b64decode(image.data) == png
+    )
     assert result.structured_content["message"]["content"].startswith("<external_content")

@@ -42,8 +42,14 @@ def emulator() -> Iterator[RunningEmulator]:
 
 @pytest.fixture
 def fleet(azurite: Azurite, emulator: RunningEmulator, tmp_path: Path) -> Iterator[LocalFleet]:
-    started = LocalFleet(emulator.seed, tmp_path / "fleet", replicas=3, azurite=azurite, emulator=emulator,
-                         extra_env={"ENTRABOT_EMAIL_POLL_INTERVAL_S": "1"})
+    started = LocalFleet(
+        emulator.seed,
+        tmp_path / "fleet",
+        replicas=3,
+        azurite=azurite,
+        emulator=emulator,
+        extra_env={"ENTRABOT_EMAIL_POLL_INTERVAL_S": "1"},
+    )
     started.start()
     yield started
     for member in started.members:
@@ -56,7 +62,11 @@ async def email_cycles(fleet: LocalFleet) -> list[float]:
     async with httpx.AsyncClient(timeout=10) as http:
         for member in fleet.members:
             text = (await http.get(f"{member.base_url}/metrics")).text
-            samples = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(EMAIL_CYCLES + " ")]
+            samples = [
+                float(line.split()[-1])
+                for line in text.splitlines()
+                if line.startswith(EMAIL_CYCLES + " ")
+            ]
             counts.append(samples[0] if samples else 0.0)
     return counts
 
@@ -67,7 +77,12 @@ async def until_every_replica_ran_more_email_cycles(fleet: LocalFleet, more: int
     async def all_ran() -> bool:
         return all(now >= then + more for now, then in zip(await email_cycles(fleet), start))
 
-    await eventually(all_ran, f"{more} more email cycles on every replica", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
+    await eventually(
+        all_ran,
+        f"{more} more email cycles on every replica",
+        timeout_s=SLOW_WAIT_S,
+        poll_s=SLOW_POLL_S,
+    )
 
 
 async def test_mail_sent_before_any_host_connected_reaches_the_first_hosts_once(
@@ -75,22 +90,37 @@ async def test_mail_sent_before_any_host_connected_reaches_the_first_hosts_once(
 ) -> None:
     store = BlobBackend.from_connection_string(azurite.connection_string, fleet.container)
     stop = asyncio.Event()
-    hosts = [ChannelHost(f"host-{i}", [member.mcp_url], token=DEV_TOKEN) for i, member in enumerate(fleet.members[:2])]
+    hosts = [
+        ChannelHost(f"host-{i}", [member.mcp_url], token=DEV_TOKEN)
+        for i, member in enumerate(fleet.members[:2])
+    ]
     tasks: list[asyncio.Task[None]] = []
     try:
         # The container's first boot starts the cursor, with no host anywhere.
-        booted = await eventually(lambda: store.read_text(EMAIL_CURSOR_KEY), "the email cursor, created at boot",
-                                  timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
+        booted = await eventually(
+            lambda: store.read_text(EMAIL_CURSOR_KEY),
+            "the email cursor, created at boot",
+            timeout_s=SLOW_WAIT_S,
+            poll_s=SLOW_POLL_S,
+        )
         boot = parse_email_cursor(booted).ts
         # Graph stamps mail to the whole second: mail of the boot's own second may count as older.
-        await eventually(lambda: datetime.now(timezone.utc) >= boot.replace(microsecond=0) + timedelta(seconds=1),
-                         "the second after the boot")
+        await eventually(
+            lambda: (
+                datetime.now(timezone.utc) >= boot.replace(microsecond=0) + timedelta(seconds=1)
+            ),
+            "the second after the boot",
+        )
         subjects = [f"before any host {i}" for i in range(MAILS)]
         async with httpx.AsyncClient(timeout=30) as http:
             traffic = HumanTraffic(emulator.seed, emulator.base_url, http)
             for subject in subjects:
-                await traffic.send_mail(emulator.seed.humans[0], emulator.seed.agent_user.user_principal_name,
-                                        subject, "sent while no host is connected")
+                await traffic.send_mail(
+                    emulator.seed.humans[0],
+                    emulator.seed.agent_user.user_principal_name,
+                    subject,
+                    "sent while no host is connected",
+                )
         inbox = emulator.state.mailbox(emulator.seed.agent_user.id)
         sent = {m.id for m in inbox if m.subject in subjects}
         assert len(sent) == MAILS
@@ -101,13 +131,24 @@ async def test_mail_sent_before_any_host_connected_reaches_the_first_hosts_once(
         assert await store.read_text(EMAIL_CURSOR_KEY) == booted
 
         tasks = [asyncio.create_task(host.run(stop)) for host in hosts]
-        await eventually(lambda: all(h.connected_to for h in hosts), "both hosts connected", timeout_s=SLOW_WAIT_S)
+        await eventually(
+            lambda: all(h.connected_to for h in hosts),
+            "both hosts connected",
+            timeout_s=SLOW_WAIT_S,
+        )
 
         def pushed() -> Counter[str]:
             return Counter(p.message_id for h in hosts for p in h.pushes if p.message_id in sent)
 
-        await eventually(lambda: set(pushed()) == sent, "every mail pushed", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
-        await until_every_replica_ran_more_email_cycles(fleet, 3)  # any second delivery would have happened by now
+        await eventually(
+            lambda: set(pushed()) == sent,
+            "every mail pushed",
+            timeout_s=SLOW_WAIT_S,
+            poll_s=SLOW_POLL_S,
+        )
+        await until_every_replica_ran_more_email_cycles(
+            fleet, 3
+        )  # any second delivery would have happened by now
         assert pushed() == Counter({message_id: 1 for message_id in sent})
     finally:
         stop.set()

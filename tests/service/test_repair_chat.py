@@ -50,15 +50,21 @@ def messages_of(emulator: RunningEmulator, chat_id: str) -> list[Candidate]:
             traffic = HumanTraffic(emulator.seed, emulator.base_url, http)
             chat = emulator.state.chat(chat_id)
             assert chat is not None
-            member = next(m.user_id for m in chat.members if m.user_id != emulator.seed.agent_user.id)
+            member = next(
+                m.user_id for m in chat.members if m.user_id != emulator.seed.agent_user.id
+            )
             person = emulator.seed.find_user(member)
             assert person is not None
             token = await traffic.token(person)
-            response = await http.get(f"{emulator.base_url}/v1.0/chats/{chat_id}/messages?$top=50",
-                                      headers={"Authorization": f"Bearer {token}"})
+            response = await http.get(
+                f"{emulator.base_url}/v1.0/chats/{chat_id}/messages?$top=50",
+                headers={"Authorization": f"Bearer {token}"},
+            )
             response.raise_for_status()
-            return [Candidate(m["id"], ChatMessage.model_validate(m).created_date_time)
-                    for m in response.json()["value"]]
+            return [
+                Candidate(m["id"], ChatMessage.model_validate(m).created_date_time)
+                for m in response.json()["value"]
+            ]
 
     return asyncio.run(read())
 
@@ -72,8 +78,14 @@ def cli_env(emulator: RunningEmulator, data_dir: Path, **extra: str) -> dict[str
 
 
 def repair(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "service.cli", "repair-chat", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "service.cli", "repair-chat", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def stored(data_dir: Path, chat_id: str) -> str | None:
@@ -84,7 +96,9 @@ def corrupt(data_dir: Path, chat_id: str) -> None:
     asyncio.run(LocalBackend(data_dir).write_text(cursor_key(chat_id), CORRUPT))
 
 
-def test_without_yes_it_shows_the_new_baseline_and_writes_nothing(emulator: RunningEmulator, tmp_path: Path) -> None:
+def test_without_yes_it_shows_the_new_baseline_and_writes_nothing(
+    emulator: RunningEmulator, tmp_path: Path
+) -> None:
     chat = chat_id_by_topic(emulator, "Data science sync")
     corrupt(tmp_path / "d", chat)
     result = repair(cli_env(emulator, tmp_path / "d"), tmp_path, chat)
@@ -94,9 +108,12 @@ def test_without_yes_it_shows_the_new_baseline_and_writes_nothing(emulator: Runn
     assert stored(tmp_path / "d", chat) == CORRUPT
 
 
-@pytest.mark.parametrize("topic", ["Data science sync", None], ids=["newest-2-days-old", "newest-2-hours-old"])
+@pytest.mark.parametrize(
+    "topic", ["Data science sync", None], ids=["newest-2-days-old", "newest-2-hours-old"]
+)
 def test_the_newest_message_becomes_the_baseline_and_nothing_the_chat_held_is_claimable(
-        topic: str | None, emulator: RunningEmulator, tmp_path: Path) -> None:
+    topic: str | None, emulator: RunningEmulator, tmp_path: Path
+) -> None:
     chat = chat_id_by_topic(emulator, topic)
     corrupt(tmp_path / "d", chat)
     result = repair(cli_env(emulator, tmp_path / "d"), tmp_path, chat, "--yes")
@@ -121,7 +138,8 @@ def test_a_readable_cursor_is_left_alone(emulator: RunningEmulator, tmp_path: Pa
 
 
 def test_a_chat_graph_does_not_know_fails_with_one_line_and_writes_nothing(
-        emulator: RunningEmulator, tmp_path: Path) -> None:
+    emulator: RunningEmulator, tmp_path: Path
+) -> None:
     chat = "19:no-such-chat@thread.v2"
     corrupt(tmp_path / "d", chat)
     result = repair(cli_env(emulator, tmp_path / "d"), tmp_path, chat, "--yes")
@@ -132,7 +150,8 @@ def test_a_chat_graph_does_not_know_fails_with_one_line_and_writes_nothing(
 
 
 def test_an_unreachable_graph_fails_with_one_line_naming_ENTRABOT_GRAPH_URL(
-        emulator: RunningEmulator, tmp_path: Path) -> None:
+    emulator: RunningEmulator, tmp_path: Path
+) -> None:
     chat = chat_id_by_topic(emulator, "Data science sync")
     corrupt(tmp_path / "d", chat)
     env = cli_env(emulator, tmp_path / "d", ENTRABOT_GRAPH_URL="http://127.0.0.1:9/v1.0")
@@ -143,7 +162,9 @@ def test_an_unreachable_graph_fails_with_one_line_naming_ENTRABOT_GRAPH_URL(
     assert stored(tmp_path / "d", chat) == CORRUPT
 
 
-def test_missing_agent_settings_name_the_variable_and_write_nothing(emulator: RunningEmulator, tmp_path: Path) -> None:
+def test_missing_agent_settings_name_the_variable_and_write_nothing(
+    emulator: RunningEmulator, tmp_path: Path
+) -> None:
     chat = chat_id_by_topic(emulator, "Data science sync")
     corrupt(tmp_path / "d", chat)
     env = cli_env(emulator, tmp_path / "d")
@@ -155,13 +176,19 @@ def test_missing_agent_settings_name_the_variable_and_write_nothing(emulator: Ru
     assert stored(tmp_path / "d", chat) == CORRUPT
 
 
-def test_two_repairs_at_once_write_exactly_one_cursor(emulator: RunningEmulator, tmp_path: Path) -> None:
+def test_two_repairs_at_once_write_exactly_one_cursor(
+    emulator: RunningEmulator, tmp_path: Path
+) -> None:
     chat = chat_id_by_topic(emulator, "Data science sync")
     corrupt(tmp_path / "d", chat)
     env = cli_env(emulator, tmp_path / "d")
     args = [sys.executable, "-m", "service.cli", "repair-chat", chat, "--yes"]
-    procs = [subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     outputs = [p.communicate(timeout=60) for p in procs]
     wrote = [out for out, _ in outputs if "repaired:" in out]
     assert len(wrote) == 1

@@ -24,15 +24,23 @@ pytestmark = pytest.mark.azurite
 
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[RunningEmulator]:
-    with start_emulator(build_seed(chats=4, throttle=ThrottleBudget(chat_messages_per_s=500, other_per_s=500))) as e:
+    with start_emulator(
+        build_seed(chats=4, throttle=ThrottleBudget(chat_messages_per_s=500, other_per_s=500))
+    ) as e:
         yield e
 
 
 @pytest.fixture(scope="module")
-def replica(azurite: Azurite, emulator: RunningEmulator, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[ReplicaProcess]:
-    fleet = LocalFleet(emulator.seed, tmp_path_factory.mktemp("serve"), replicas=1, azurite=azurite,
-                       emulator=emulator)
+def replica(
+    azurite: Azurite, emulator: RunningEmulator, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ReplicaProcess]:
+    fleet = LocalFleet(
+        emulator.seed,
+        tmp_path_factory.mktemp("serve"),
+        replicas=1,
+        azurite=azurite,
+        emulator=emulator,
+    )
     fleet.start()
     [member] = fleet.members
     yield member
@@ -46,15 +54,25 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def run_serve(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "service.cli", "serve"], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "service.cli", "serve"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_a_half_blob_configuration_exits_non_zero_with_one_line_and_never_reaches_graph(
-        emulator: RunningEmulator, tmp_path: Path) -> None:
+    emulator: RunningEmulator, tmp_path: Path
+) -> None:
     emulator.stats.reset()
-    env = clean_env(**agent_user_env(emulator.seed, base_url=emulator.base_url),
-                    ENTRABOT_BLOB_ENDPOINT="http://127.0.0.1:1/devstoreaccount1", ENTRABOT_DATA_DIR=str(tmp_path / "d"))
+    env = clean_env(
+        **agent_user_env(emulator.seed, base_url=emulator.base_url),
+        ENTRABOT_BLOB_ENDPOINT="http://127.0.0.1:1/devstoreaccount1",
+        ENTRABOT_DATA_DIR=str(tmp_path / "d"),
+    )
     result = run_serve(env, tmp_path)
     assert result.returncode == 2
     [line] = result.stderr.strip().splitlines()
@@ -64,21 +82,28 @@ def test_a_half_blob_configuration_exits_non_zero_with_one_line_and_never_reache
 
 
 def test_an_unreachable_blob_endpoint_stops_start_up_with_one_line_naming_it(
-        emulator: RunningEmulator, tmp_path: Path) -> None:
+    emulator: RunningEmulator, tmp_path: Path
+) -> None:
     from service.devstack.azurite import ACCOUNT, ACCOUNT_KEY
 
     closed = "http://127.0.0.1:9/" + ACCOUNT  # the discard port: nothing listens
-    env = clean_env(**agent_user_env(emulator.seed, base_url=emulator.base_url), ENTRABOT_BLOB_ENDPOINT=closed,
-                    ENTRABOT_BLOB_CONTAINER="ledger", ENTRABOT_DATA_DIR=str(tmp_path / "d"),
-                    ENTRABOT_BLOB_CONNECTION_STRING=f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};"
-                                                    f"AccountKey={ACCOUNT_KEY};BlobEndpoint={closed};")
+    env = clean_env(
+        **agent_user_env(emulator.seed, base_url=emulator.base_url),
+        ENTRABOT_BLOB_ENDPOINT=closed,
+        ENTRABOT_BLOB_CONTAINER="ledger",
+        ENTRABOT_DATA_DIR=str(tmp_path / "d"),
+        ENTRABOT_BLOB_CONNECTION_STRING=f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};"
+        f"AccountKey={ACCOUNT_KEY};BlobEndpoint={closed};",
+    )
     emulator.stats.reset()
     result = run_serve(env, tmp_path)
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("entrabot-fleet: the replica did not start") and "127.0.0.1:9" in last
     assert ACCOUNT_KEY not in result.stderr
-    assert emulator.stats.snapshot()["total"] == 0  # the store is checked before anything reaches Graph
+    assert (
+        emulator.stats.snapshot()["total"] == 0
+    )  # the store is checked before anything reaches Graph
 
 
 def test_missing_agent_settings_name_the_variables_to_set(tmp_path: Path) -> None:
@@ -88,14 +113,22 @@ def test_missing_agent_settings_name_the_variables_to_set(tmp_path: Path) -> Non
     assert "ENTRABOT_TENANT_ID" in result.stderr and "ENTRABOT_BLUEPRINT_CLIENT_ID" in result.stderr
 
 
-def test_serving_on_a_public_address_without_auth_is_refused(emulator: RunningEmulator, tmp_path: Path) -> None:
-    env = clean_env(**agent_user_env(emulator.seed, base_url=emulator.base_url), ENTRABOT_KEEP_MEMORY_LOCAL="true",
-                    ENTRABOT_DATA_DIR=str(tmp_path / "d"), ENTRABOT_HOST="0.0.0.0")
+def test_serving_on_a_public_address_without_auth_is_refused(
+    emulator: RunningEmulator, tmp_path: Path
+) -> None:
+    env = clean_env(
+        **agent_user_env(emulator.seed, base_url=emulator.base_url),
+        ENTRABOT_KEEP_MEMORY_LOCAL="true",
+        ENTRABOT_DATA_DIR=str(tmp_path / "d"),
+        ENTRABOT_HOST="0.0.0.0",
+    )
     result = run_serve(env, tmp_path)
     assert result.returncode == 2 and "ENTRABOT_MCP_STATIC_TOKENS" in result.stderr
 
 
-def test_serve_says_where_it_listens_which_backend_and_how_many_chats(replica: ReplicaProcess) -> None:
+def test_serve_says_where_it_listens_which_backend_and_how_many_chats(
+    replica: ReplicaProcess,
+) -> None:
     log = replica.log_path.read_text()
     [line] = [line for line in log.splitlines() if "listening on" in line]
     assert f"http://127.0.0.1:{replica.port}/mcp" in line
@@ -109,39 +142,74 @@ def test_health_and_readiness_probes_answer(replica: ReplicaProcess) -> None:
     assert health.status_code == 200 and ready.status_code == 200
     body = ready.json()
     assert body["ready"] is True and body["watched_chats"] == 4
-    assert set(body["loops"]) == {"chat_poll", "email_poll", "discovery", "daily_summary", "graph_backoff",
-                                  "host_deliveries", "delivery_sweep"}
+    assert set(body["loops"]) == {
+        "chat_poll",
+        "email_poll",
+        "discovery",
+        "daily_summary",
+        "graph_backoff",
+        "host_deliveries",
+        "delivery_sweep",
+    }
 
 
 def test_metrics_name_every_spec_family_and_pass_promtool(replica: ReplicaProcess) -> None:
     text = httpx.get(f"{replica.base_url}/metrics").text
-    for family in ("entrabot_claims_total", "entrabot_cas_conflicts_total", "entrabot_deliveries_total",
-                   "entrabot_delivery_latency_seconds", "entrabot_graph_requests_total", "entrabot_blob_operations_total",
-                   "entrabot_mcp_sessions", "entrabot_push_streams", "entrabot_watched_chats", "entrabot_loop_lag_seconds",
-                   "entrabot_email_hold"):
+    for family in (
+        "entrabot_claims_total",
+        "entrabot_cas_conflicts_total",
+        "entrabot_deliveries_total",
+        "entrabot_delivery_latency_seconds",
+        "entrabot_graph_requests_total",
+        "entrabot_blob_operations_total",
+        "entrabot_mcp_sessions",
+        "entrabot_push_streams",
+        "entrabot_watched_chats",
+        "entrabot_loop_lag_seconds",
+        "entrabot_email_hold",
+    ):
         assert f"# TYPE {family}" in text
     assert 'entrabot_loop_up{loop="chat_poll"} 1.0' in text
     promtool = shutil.which("promtool")
     if promtool is None:
-        pytest.skip("promtool is not installed (make test installs Debian's prometheus when run as root)")
-    checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+        pytest.skip(
+            "promtool is not installed (make test installs Debian's prometheus when run as root)"
+        )
+    checked = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-def test_metrics_count_mcp_requests_and_report_the_process_cpu_memory_and_fds(replica: ReplicaProcess) -> None:
+def test_metrics_count_mcp_requests_and_report_the_process_cpu_memory_and_fds(
+    replica: ReplicaProcess,
+) -> None:
     def refused_posts() -> float:
         text = httpx.get(f"{replica.base_url}/metrics").text
-        line = next((x for x in text.splitlines()
-                     if x.startswith('entrabot_mcp_http_requests_total{method="POST",status="4xx"}')), None)
+        line = next(
+            (
+                x
+                for x in text.splitlines()
+                if x.startswith('entrabot_mcp_http_requests_total{method="POST",status="4xx"}')
+            ),
+            None,
+        )
         return float(line.split()[-1]) if line else 0.0
 
     before = refused_posts()
-    assert httpx.post(replica.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}).status_code == 401
+    assert (
+        httpx.post(replica.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}).status_code
+        == 401
+    )
     assert refused_posts() == before + 1
     text = httpx.get(f"{replica.base_url}/metrics").text
-    for family in ("process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
-                   'entrabot_mcp_http_request_duration_seconds_bucket{le="0.005",method="POST"}',
-                   "entrabot_mcp_http_in_flight"):
+    for family in (
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        'entrabot_mcp_http_request_duration_seconds_bucket{le="0.005",method="POST"}',
+        "entrabot_mcp_http_in_flight",
+    ):
         assert family in text, family
 
 
@@ -152,7 +220,8 @@ def test_mcp_refuses_requests_without_the_bearer_token(replica: ReplicaProcess) 
 
 
 def test_sigterm_ends_a_replica_with_a_connected_host_by_itself_within_the_grace_period(
-        azurite: Azurite, emulator: RunningEmulator, tmp_path: Path) -> None:
+    azurite: Azurite, emulator: RunningEmulator, tmp_path: Path
+) -> None:
     import asyncio
 
     from service.devstack.channel_host import ChannelHost
@@ -191,11 +260,16 @@ def test_a_port_outside_1_to_65535_is_refused_with_one_line(how: str, tmp_path: 
     assert result.returncode == 2
     assert "listening on" not in result.stdout
     last = result.stderr.strip().splitlines()[-1]
-    assert ("ENTRABOT_PORT" in last) if how == "environment" else ("--port" in last and "1-65535" in last)
+    assert (
+        ("ENTRABOT_PORT" in last)
+        if how == "environment"
+        else ("--port" in last and "1-65535" in last)
+    )
 
 
 def test_a_port_held_by_another_process_stops_start_up_before_anything_else_and_never_claims_to_listen(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     import socket
 
     # An emulator of its own: the module's replicas keep scanning the shared one (the fleet's scanner
@@ -204,8 +278,12 @@ def test_a_port_held_by_another_process_stops_start_up_before_anything_else_and_
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        env = clean_env(**agent_user_env(emulator.seed, base_url=emulator.base_url), ENTRABOT_KEEP_MEMORY_LOCAL="true",
-                        ENTRABOT_DATA_DIR=str(tmp_path / "d"), ENTRABOT_PORT=str(port))
+        env = clean_env(
+            **agent_user_env(emulator.seed, base_url=emulator.base_url),
+            ENTRABOT_KEEP_MEMORY_LOCAL="true",
+            ENTRABOT_DATA_DIR=str(tmp_path / "d"),
+            ENTRABOT_PORT=str(port),
+        )
         emulator.stats.reset()
         result = run_serve(env, tmp_path)
     assert result.returncode == 2
@@ -217,24 +295,38 @@ def test_a_port_held_by_another_process_stops_start_up_before_anything_else_and_
 
 
 def test_an_unreachable_graph_ends_start_up_with_one_line_naming_ENTRABOT_GRAPH_URL_without_retry_rounds(
-        emulator: RunningEmulator, tmp_path: Path) -> None:
+    emulator: RunningEmulator, tmp_path: Path
+) -> None:
     closed = "http://127.0.0.1:9/v1.0"  # the discard port: connection refused
-    env = clean_env(**{**agent_user_env(emulator.seed, base_url=emulator.base_url), "ENTRABOT_GRAPH_URL": closed},
-                    ENTRABOT_KEEP_MEMORY_LOCAL="true", ENTRABOT_DATA_DIR=str(tmp_path / "d"))
+    env = clean_env(
+        **{
+            **agent_user_env(emulator.seed, base_url=emulator.base_url),
+            "ENTRABOT_GRAPH_URL": closed,
+        },
+        ENTRABOT_KEEP_MEMORY_LOCAL="true",
+        ENTRABOT_DATA_DIR=str(tmp_path / "d"),
+    )
     result = run_serve(env, tmp_path)
     assert result.returncode == 2
     assert "listening on" not in result.stdout
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("entrabot-fleet: the replica did not start") and f"ENTRABOT_GRAPH_URL ({closed})" in last
+    assert (
+        last.startswith("entrabot-fleet: the replica did not start")
+        and f"ENTRABOT_GRAPH_URL ({closed})" in last
+    )
     # Nobody answering is not worth rounds of start-up retries (they took 32 s): the client's own
     # few quick resends are all it gets.
     assert "retrying in" not in result.stderr
 
 
 def test_a_graph_answering_5xx_at_start_gets_a_short_retry_then_one_line_naming_ENTRABOT_GRAPH_URL(
-        emulator: RunningEmulator, tmp_path: Path) -> None:
-    env = clean_env(**agent_user_env(emulator.seed, base_url=emulator.base_url), ENTRABOT_KEEP_MEMORY_LOCAL="true",
-                    ENTRABOT_DATA_DIR=str(tmp_path / "d"))
+    emulator: RunningEmulator, tmp_path: Path
+) -> None:
+    env = clean_env(
+        **agent_user_env(emulator.seed, base_url=emulator.base_url),
+        ENTRABOT_KEEP_MEMORY_LOCAL="true",
+        ENTRABOT_DATA_DIR=str(tmp_path / "d"),
+    )
     admin = f"{emulator.base_url}/_emulator/faults"
     httpx.post(admin, json={"status": 503, "route_pattern": "^/v1.0/me$"}).raise_for_status()
     try:

@@ -45,13 +45,17 @@ from tests.service.test_sponsor_wait_takes_one_end_to_end import (  # noqa: F401
 pytestmark = [pytest.mark.azurite, pytest.mark.slow]
 
 BOUND_S = 30.0
-BACKLOG_ITEMS = 4  # the replica's bound, below the six backlog messages: two are left for the next wait
+BACKLOG_ITEMS = (
+    4  # the replica's bound, below the six backlog messages: two are left for the next wait
+)
 NON_PUSH_HOST = Implementation(name="copilot-cli", version="1.0")
 
 
 @pytest.fixture
 def fleet(azurite: Azurite, emulator: RunningEmulator, tmp_path: Path) -> Iterator[LocalFleet]:
-    with one_replica(azurite, emulator, tmp_path, ENTRABOT_SPONSOR_WAIT_BACKLOG_ITEMS=str(BACKLOG_ITEMS)) as running:
+    with one_replica(
+        azurite, emulator, tmp_path, ENTRABOT_SPONSOR_WAIT_BACKLOG_ITEMS=str(BACKLOG_ITEMS)
+    ) as running:
         yield running
 
 
@@ -63,11 +67,14 @@ async def store(fleet: LocalFleet) -> Any:
     await backend.aclose()
 
 
-async def write(http: httpx.AsyncClient, emulator: RunningEmulator, chat: str, who: str, text: str,
-                at: datetime) -> str:
+async def write(
+    http: httpx.AsyncClient, emulator: RunningEmulator, chat: str, who: str, text: str, at: datetime
+) -> str:
     """A message written at ``at`` (the emulator's admin API stamps it so)."""
-    response = await http.post(f"{emulator.admin_url}/chats/{chat}/messages",
-                               json={"from_user": who, "content": text, "created": at.isoformat()})
+    response = await http.post(
+        f"{emulator.admin_url}/chats/{chat}/messages",
+        json={"from_user": who, "content": text, "created": at.isoformat()},
+    )
     assert response.status_code == 201, response.text
     message_id: str = response.json()["id"]
     return message_id
@@ -76,10 +83,17 @@ async def write(http: httpx.AsyncClient, emulator: RunningEmulator, chat: str, w
 async def call(url: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     # The HTTP read timeout outlasts the wait: the result comes on the call's own SSE stream.
     timeout = httpx2.Timeout(30.0, read=BOUND_S + 20)
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {DEV_TOKEN}"}, timeout=timeout) as http, Client(
-        streamable_http_client(url, http_client=http), mode="legacy", client_info=NON_PUSH_HOST,
-        read_timeout_seconds=BOUND_S + 20,
-    ) as client:
+    async with (
+        httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {DEV_TOKEN}"}, timeout=timeout
+        ) as http,
+        Client(
+            streamable_http_client(url, http_client=http),
+            mode="legacy",
+            client_info=NON_PUSH_HOST,
+            read_timeout_seconds=BOUND_S + 20,
+        ) as client,
+    ):
         result = await client.call_tool(tool, arguments)
     assert not result.is_error, result.content
     assert result.structured_content is not None
@@ -87,24 +101,54 @@ async def call(url: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]
 
 
 async def test_the_backlog_comes_in_bounded_results_apart_from_the_reply_and_is_claimed_once(
-        fleet: LocalFleet, emulator: RunningEmulator, store: BlobBackend) -> None:
+    fleet: LocalFleet, emulator: RunningEmulator, store: BlobBackend
+) -> None:
     replica = fleet.members[0]
     ada, grace, alan = emulator.seed.humans[:3]
     chats = [chat_of(emulator, i) for i in range(3)]
     now = datetime.now(timezone.utc)
     async with httpx.AsyncClient(timeout=30) as http:
-        history = [await write(http, emulator, chat, who.id, f"old news {i}", now - timedelta(days=3, minutes=10 - i))
-                   for i, (chat, who) in enumerate([(chats[0], ada), (chats[1], grace), (chats[1], ada),
-                                                    (chats[2], alan), (chats[2], ada)])]
-        await bootstrap_every_chat(fleet, emulator)  # first sights: the history is too old to surface
+        history = [
+            await write(
+                http,
+                emulator,
+                chat,
+                who.id,
+                f"old news {i}",
+                now - timedelta(days=3, minutes=10 - i),
+            )
+            for i, (chat, who) in enumerate(
+                [
+                    (chats[0], ada),
+                    (chats[1], grace),
+                    (chats[1], ada),
+                    (chats[2], alan),
+                    (chats[2], ada),
+                ]
+            )
+        ]
+        await bootstrap_every_chat(
+            fleet, emulator
+        )  # first sights: the history is too old to surface
 
         # The backlog: Ada in every chat, two hours to one hour before the send; Grace in between.
         reader = HintReader(store)
         await reader.poll()  # only the hints from here on
-        plan = [(chats[1], ada), (chats[0], ada), (chats[1], grace), (chats[2], ada), (chats[1], ada),
-                (chats[0], ada), (chats[2], ada)]
-        written = {await write(http, emulator, chat, who.id, f"backlog {n}", now - timedelta(minutes=120 - 10 * n)):
-                   (chat, who, f"backlog {n}") for n, (chat, who) in enumerate(plan)}
+        plan = [
+            (chats[1], ada),
+            (chats[0], ada),
+            (chats[1], grace),
+            (chats[2], ada),
+            (chats[1], ada),
+            (chats[0], ada),
+            (chats[2], ada),
+        ]
+        written = {
+            await write(
+                http, emulator, chat, who.id, f"backlog {n}", now - timedelta(minutes=120 - 10 * n)
+            ): (chat, who, f"backlog {n}")
+            for n, (chat, who) in enumerate(plan)
+        }
     backlog = [mid for mid, (_, who, _) in written.items() if who is ada]  # oldest first
     grace_id = next(mid for mid, (_, who, _) in written.items() if who is grace)
     hinted: set[str] = set()
@@ -113,21 +157,41 @@ async def test_the_backlog_comes_in_bounded_results_apart_from_the_reply_and_is_
         hinted.update(h.chat_id for h in await reader.poll() or [])
         return hinted >= set(chats)
 
-    await eventually(every_chat_hinted, "the scan's hints for the three chats", timeout_s=SLOW_WAIT_S,
-                     poll_s=SLOW_POLL_S)
+    await eventually(
+        every_chat_hinted,
+        "the scan's hints for the three chats",
+        timeout_s=SLOW_WAIT_S,
+        poll_s=SLOW_POLL_S,
+    )
 
-    sent = await call(replica.mcp_url, "send_teams_message",
-                      {"chat_id": chats[0], "text": "Deploying now.", "wait_for_reply": True, "timeout_s": BOUND_S})
+    sent = await call(
+        replica.mcp_url,
+        "send_teams_message",
+        {
+            "chat_id": chats[0],
+            "text": "Deploying now.",
+            "wait_for_reply": True,
+            "timeout_s": BOUND_S,
+        },
+    )
     assert sent["wait"] == "backlog" and sent["sponsor_reply"] is None
     first = sent["backlog"]
-    assert [b["message_id"] for b in first] == backlog[:BACKLOG_ITEMS]  # the oldest, from all three chats
+    assert [b["message_id"] for b in first] == backlog[
+        :BACKLOG_ITEMS
+    ]  # the oldest, from all three chats
     for item in first:
         chat, _, text = written[item["message_id"]]
         assert (item["chat_id"], item["content"]) == (chat, text)  # a verified sponsor's text, bare
-        assert item["predates_wait"] is True and item["age_s"] >= 3000 and item["verified_sponsor"] is True
+        assert (
+            item["predates_wait"] is True
+            and item["age_s"] >= 3000
+            and item["verified_sponsor"] is True
+        )
     assert {b["chat_id"] for b in first} == set(chats)
     assert sent["more_backlog"] is True
-    assert sent["_next_action"].startswith(f"Posted: message {sent['message_id']} is in chat {chats[0]}")
+    assert sent["_next_action"].startswith(
+        f"Posted: message {sent['message_id']} is in chat {chats[0]}"
+    )
     assert "backlog" in sent["_next_action"] and "wait_for_sponsor_dm" in sent["_next_action"]
 
     rest = await call(replica.mcp_url, "wait_for_sponsor_dm", {"timeout_s": BOUND_S})
@@ -135,10 +199,16 @@ async def test_the_backlog_comes_in_bounded_results_apart_from_the_reply_and_is_
     assert [b["message_id"] for b in rest["backlog"]] == backlog[BACKLOG_ITEMS:]
     assert rest["more_backlog"] is False
 
-    waiting = asyncio.create_task(call(replica.mcp_url, "wait_for_sponsor_dm", {"timeout_s": BOUND_S}))
-    await eventually(lambda: sponsor_waits(replica), "the third wait", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
+    waiting = asyncio.create_task(
+        call(replica.mcp_url, "wait_for_sponsor_dm", {"timeout_s": BOUND_S})
+    )
+    await eventually(
+        lambda: sponsor_waits(replica), "the third wait", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S
+    )
     async with httpx.AsyncClient(timeout=30) as http:
-        answer = await HumanTraffic(emulator.seed, emulator.base_url, http).post_chat(ada, chats[2], "Yes, ship it.")
+        answer = await HumanTraffic(emulator.seed, emulator.base_url, http).post_chat(
+            ada, chats[2], "Yes, ship it."
+        )
     answered = await asyncio.wait_for(waiting, BOUND_S + 10)
     assert answered["outcome"] == "reply" and answered["backlog"] == []
     reply = answered["sponsor_reply"]
@@ -149,10 +219,19 @@ async def test_the_backlog_comes_in_bounded_results_apart_from_the_reply_and_is_
     # (a first sight records a chat's newest message as its baseline, delivered to nobody).
     handed = [*backlog, answer.message_id]
     inbound = (await InteractionLog(store).read(InteractionQuery(direction=Direction.IN))).records
-    assert sorted((r.message_id, r.action) for r in inbound) == sorted((mid, "delivered") for mid in handed)
+    assert sorted((r.message_id, r.action) for r in inbound) == sorted(
+        (mid, "delivered") for mid in handed
+    )
     assert not {r.message_id for r in inbound} & set(history)
-    seen = {mid for chat in chats
-            for mid in json.loads(await store.read_text(cursor_key(chat)) or "{}").get("seen_ids_tail", [])}
+    seen = {
+        mid
+        for chat in chats
+        for mid in json.loads(await store.read_text(cursor_key(chat)) or "{}").get(
+            "seen_ids_tail", []
+        )
+    }
     assert set(handed) <= seen and grace_id not in seen  # Grace's stays for a host that can take it
     log = replica.log_path.read_text(errors="replace")
-    assert "backlog 0" not in log and "Yes, ship it." not in log  # ids in the log lines, never a body
+    assert (
+        "backlog 0" not in log and "Yes, ship it." not in log
+    )  # ids in the log lines, never a body

@@ -37,16 +37,26 @@ TWO_CHATS = (0, 1)  # Ada's oneOnOne, then a group chat with Ada in it
 
 @pytest.fixture
 def emulator() -> Iterator[RunningEmulator]:
-    seed = build_seed(chats=3, history=0, throttle=ThrottleBudget(chat_messages_per_s=500, other_per_s=500))
+    seed = build_seed(
+        chats=3, history=0, throttle=ThrottleBudget(chat_messages_per_s=500, other_per_s=500)
+    )
     with start_emulator(seed) as running:
         yield running
 
 
 @contextmanager
-def one_replica(azurite: Azurite, emulator: RunningEmulator, workdir: Path, **env: str) -> Iterator[LocalFleet]:
+def one_replica(
+    azurite: Azurite, emulator: RunningEmulator, workdir: Path, **env: str
+) -> Iterator[LocalFleet]:
     """One replica polling every second, with ``env`` (ENTRABOT_* settings) besides."""
-    fleet = LocalFleet(emulator.seed, workdir, replicas=1, azurite=azurite, emulator=emulator,
-                       extra_env={"ENTRABOT_CHAT_POLL_INTERVAL_S": "1", "ENTRABOT_CHAT_POLL_JITTER_S": "0", **env})
+    fleet = LocalFleet(
+        emulator.seed,
+        workdir,
+        replicas=1,
+        azurite=azurite,
+        emulator=emulator,
+        extra_env={"ENTRABOT_CHAT_POLL_INTERVAL_S": "1", "ENTRABOT_CHAT_POLL_JITTER_S": "0", **env},
+    )
     fleet.start()
     try:
         yield fleet
@@ -67,10 +77,15 @@ def chat_of(emulator: RunningEmulator, index: int) -> str:
 
 async def wait_for_sponsor(url: str, timeout_s: float) -> dict[str, Any]:
     """One ``wait_for_sponsor_dm`` call from a host that takes no pushes."""
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {DEV_TOKEN}"}) as http, Client(
-        streamable_http_client(url, http_client=http), mode="legacy",
-        client_info=Implementation(name="copilot-cli", version="1.0"), read_timeout_seconds=timeout_s + 20,
-    ) as client:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {DEV_TOKEN}"}) as http,
+        Client(
+            streamable_http_client(url, http_client=http),
+            mode="legacy",
+            client_info=Implementation(name="copilot-cli", version="1.0"),
+            read_timeout_seconds=timeout_s + 20,
+        ) as client,
+    ):
         result = await client.call_tool("wait_for_sponsor_dm", {"timeout_s": timeout_s})
     assert not result.is_error, result.content
     assert result.structured_content is not None
@@ -96,7 +111,8 @@ async def bootstrap_every_chat(fleet: LocalFleet, emulator: RunningEmulator) -> 
 
 @pytest.mark.parametrize("chats", [SAME_CHAT, TWO_CHATS], ids=["same-chat", "two-chats"])
 async def test_a_wait_gets_the_first_sponsor_message_and_a_push_host_connected_later_the_second(
-        fleet: LocalFleet, emulator: RunningEmulator, chats: tuple[int, int]) -> None:
+    fleet: LocalFleet, emulator: RunningEmulator, chats: tuple[int, int]
+) -> None:
     replica = fleet.members[0]
     await bootstrap_every_chat(fleet, emulator)
     ada = emulator.seed.sponsors[0]
@@ -104,7 +120,9 @@ async def test_a_wait_gets_the_first_sponsor_message_and_a_push_host_connected_l
         traffic = HumanTraffic(emulator.seed, emulator.base_url, http)
         # Written while no host is connected: the wait's first cycle sees both.
         first = await traffic.post_chat(ada, chat_of(emulator, chats[0]), "First: ship it.")
-        second = await traffic.post_chat(ada, chat_of(emulator, chats[1]), "Second: and tag the release.")
+        second = await traffic.post_chat(
+            ada, chat_of(emulator, chats[1]), "Second: and tag the release."
+        )
 
     out = await wait_for_sponsor(replica.mcp_url, BOUND_S)
     assert out["outcome"] == "reply" and out["sponsor_reply"]["message_id"] == first.message_id

@@ -63,21 +63,35 @@ class Fleet:
     epoch: Epoch = field(default_factory=Epoch)
     lease_clock: LeaseClock = field(default_factory=LeaseClock)
     metrics: Metrics = field(default_factory=Metrics)
-    refreshed_before: int = 0  # the emulator serves the whole module: count this test's refreshes only
+    refreshed_before: int = (
+        0  # the emulator serves the whole module: count this test's refreshes only
+    )
 
     def replica(self, name: str, *, settings: Settings | None = None) -> DelegatedTokenProvider:
         settings = settings or self.settings
         client = public_client(settings, self.http, metrics=self.metrics, clock=self.epoch)
-        lease = Lease(self.backend, ROLE, name, ttl=LEASE_TTL, margin=LEASE_MARGIN, clock=self.lease_clock)
-        return DelegatedTokenProvider(sign_in_store(settings, self.backend), client, lease, replica_id=name,
-                                      tenant_id=settings.tenant_id or "", clock=self.epoch)
+        lease = Lease(
+            self.backend, ROLE, name, ttl=LEASE_TTL, margin=LEASE_MARGIN, clock=self.lease_clock
+        )
+        return DelegatedTokenProvider(
+            sign_in_store(settings, self.backend),
+            client,
+            lease,
+            replica_id=name,
+            tenant_id=settings.tenant_id or "",
+            clock=self.epoch,
+        )
 
     async def refreshes(self) -> int:
-        redeemed = (await self.http.get(f"{self.emulator.admin_url}/refresh_tokens")).json()["redeemed"]
+        redeemed = (await self.http.get(f"{self.emulator.admin_url}/refresh_tokens")).json()[
+            "redeemed"
+        ]
         return int(redeemed) - self.refreshed_before
 
     def refused(self) -> float:
-        return self.metrics.token_requests.labels(hop="signed_in_person", outcome="rejected")._value.get()
+        return self.metrics.token_requests.labels(
+            hop="signed_in_person", outcome="rejected"
+        )._value.get()
 
     async def sign_in(self, person: str) -> None:
         await sign_in_as(self.emulator, self.settings, self.backend, person)
@@ -95,7 +109,9 @@ async def tokens(replicas: list[DelegatedTokenProvider]) -> list[str]:
     return [t.token for t in await asyncio.gather(*(r.get_token(GRAPH_SCOPE) for r in replicas))]
 
 
-async def test_every_replica_uses_the_token_the_sign_in_stored_without_asking_entra(fleet: Fleet) -> None:
+async def test_every_replica_uses_the_token_the_sign_in_stored_without_asking_entra(
+    fleet: Fleet,
+) -> None:
     await fleet.sign_in(fleet.emulator.seed.humans[0].user_principal_name)
     replicas = [fleet.replica(f"replica-{i}") for i in range(3)]
     record = (await sign_in_store(fleet.settings, fleet.backend).read()).record
@@ -116,7 +132,11 @@ async def test_a_due_token_is_refreshed_once_for_the_whole_fleet(fleet: Fleet) -
     assert await fleet.refreshes() == 1
     after = (await store.read()).record
     assert first is not None and after is not None
-    assert after.refreshes == 1 and after.refreshed_by.startswith("replica-") and after.refresh_token != first.refresh_token
+    assert (
+        after.refreshes == 1
+        and after.refreshed_by.startswith("replica-")
+        and after.refresh_token != first.refresh_token
+    )
     new = after.access_tokens[GRAPH_SCOPE].token
     # The holder hands out the new token; the others kept the old one, still valid, and look again soon.
     assert new in during and set(during) <= {new, before[0]}
@@ -125,7 +145,9 @@ async def test_a_due_token_is_refreshed_once_for_the_whole_fleet(fleet: Fleet) -
     assert await fleet.refreshes() == 1
 
 
-async def test_an_expired_token_is_refreshed_once_while_the_others_wait_for_it(fleet: Fleet) -> None:
+async def test_an_expired_token_is_refreshed_once_while_the_others_wait_for_it(
+    fleet: Fleet,
+) -> None:
     await fleet.sign_in(fleet.emulator.seed.humans[0].user_principal_name)
     replicas = [fleet.replica(f"replica-{i}") for i in range(4)]
     fleet.epoch.offset = LIFETIME_S + 60
@@ -133,11 +155,15 @@ async def test_an_expired_token_is_refreshed_once_while_the_others_wait_for_it(f
     assert len(set(got)) == 1 and await fleet.refreshes() == 1
 
 
-async def test_a_refused_refresh_token_asks_for_a_sign_in_and_is_not_redeemed_again_at_once(fleet: Fleet) -> None:
+async def test_a_refused_refresh_token_asks_for_a_sign_in_and_is_not_redeemed_again_at_once(
+    fleet: Fleet,
+) -> None:
     ada = fleet.emulator.seed.humans[0]
     await fleet.sign_in(ada.user_principal_name)
     replica = fleet.replica("replica-1")
-    await fleet.http.post(f"{fleet.emulator.admin_url}/revoke", json={"user": ada.user_principal_name})
+    await fleet.http.post(
+        f"{fleet.emulator.admin_url}/revoke", json={"user": ada.user_principal_name}
+    )
     fleet.epoch.offset = LIFETIME_S - 200
     for _ in range(3):
         with pytest.raises(SignInRequired, match="entrabot-fleet signin"):
@@ -156,9 +182,18 @@ async def test_a_token_graph_refused_is_not_handed_out_again(fleet: Fleet) -> No
     assert await fleet.refreshes() == 1
 
 
-async def test_a_holder_that_dies_mid_refresh_is_taken_over_once_its_lease_expires(fleet: Fleet) -> None:
+async def test_a_holder_that_dies_mid_refresh_is_taken_over_once_its_lease_expires(
+    fleet: Fleet,
+) -> None:
     await fleet.sign_in(fleet.emulator.seed.humans[0].user_principal_name)
-    dead = Lease(fleet.backend, ROLE, "replica-dead", ttl=LEASE_TTL, margin=LEASE_MARGIN, clock=fleet.lease_clock)
+    dead = Lease(
+        fleet.backend,
+        ROLE,
+        "replica-dead",
+        ttl=LEASE_TTL,
+        margin=LEASE_MARGIN,
+        clock=fleet.lease_clock,
+    )
     await dead.acquire_or_renew()
     assert dead.held()  # it took the role to refresh, and never came back
     live = fleet.replica("replica-live")

@@ -65,7 +65,9 @@ def test_a_key_setting_decodes_from_standard_or_url_safe_base64() -> None:
     assert decode_key(base64.urlsafe_b64encode(raw).decode().rstrip("=")) == raw
 
 
-@pytest.mark.parametrize("text", ["too-short", "!!!!not base64!!!!", base64.b64encode(b"x" * 16).decode()])
+@pytest.mark.parametrize(
+    "text", ["too-short", "!!!!not base64!!!!", base64.b64encode(b"x" * 16).decode()]
+)
 def test_a_key_setting_that_is_not_32_bytes_of_base64_says_what_it_must_be(text: str) -> None:
     with pytest.raises(ValueError) as caught:
         decode_key(text)

@@ -45,12 +45,17 @@ class Setup:
 
 
 @pytest.fixture
-async def setup(emulator: RunningEmulator, azurite: Azurite, blob_backend: BlobBackend,
-                container_name: str) -> AsyncIterator[Setup]:
+async def setup(
+    emulator: RunningEmulator, azurite: Azurite, blob_backend: BlobBackend, container_name: str
+) -> AsyncIterator[Setup]:
     key = new_token_key()
-    env = {**replica_environment(), **delegated_env(emulator.seed, base_url=emulator.base_url, token_key=key),
-           "ENTRABOT_BLOB_ENDPOINT": azurite.blob_endpoint, "ENTRABOT_BLOB_CONTAINER": container_name,
-           "ENTRABOT_BLOB_CONNECTION_STRING": azurite.connection_string}
+    env = {
+        **replica_environment(),
+        **delegated_env(emulator.seed, base_url=emulator.base_url, token_key=key),
+        "ENTRABOT_BLOB_ENDPOINT": azurite.blob_endpoint,
+        "ENTRABOT_BLOB_CONTAINER": container_name,
+        "ENTRABOT_BLOB_CONNECTION_STRING": azurite.connection_string,
+    }
     yield Setup(env, key, SignInStore(blob_backend, SealingKey.from_setting(key)), blob_backend)
 
 
@@ -61,16 +66,29 @@ class Finished:
     err: str
 
 
-async def signin(setup: Setup, *args: str, approve_as: str | None = None, decline: bool = False,
-                 env: dict[str, str] | None = None) -> Finished:
+async def signin(
+    setup: Setup,
+    *args: str,
+    approve_as: str | None = None,
+    decline: bool = False,
+    env: dict[str, str] | None = None,
+) -> Finished:
     """Run the command; once it prints a code, the person approves (or declines) it, unless nobody does."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "service.cli", "signin", *args, env=env or setup.env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "service.cli",
+        "signin",
+        *args,
+        env=env or setup.env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     assert proc.stdout is not None and proc.stderr is not None
     lines: list[str] = []
     try:
         async with httpx.AsyncClient(timeout=10) as http:
+
             async def read_out() -> None:
                 assert proc.stdout is not None
                 async for raw in proc.stdout:
@@ -79,10 +97,17 @@ async def signin(setup: Setup, *args: str, approve_as: str | None = None, declin
                     found = _CODE.search(line)
                     if found and (approve_as or decline):
                         emu_url = setup.env["ENTRABOT_AUTHORITY"]
-                        await approve_pending_code(http, _Emu(emu_url), approve_as or "", user_code=found.group(1),
-                                                   decline=decline)
+                        await approve_pending_code(
+                            http,
+                            _Emu(emu_url),
+                            approve_as or "",
+                            user_code=found.group(1),
+                            decline=decline,
+                        )
 
-            _, err = await asyncio.wait_for(asyncio.gather(read_out(), proc.stderr.read()), RUN_BOUND_S)
+            _, err = await asyncio.wait_for(
+                asyncio.gather(read_out(), proc.stderr.read()), RUN_BOUND_S
+            )
             await asyncio.wait_for(proc.wait(), RUN_BOUND_S)
     finally:
         if proc.returncode is None:
@@ -104,7 +129,8 @@ class _Emu:
 
 
 async def test_signin_shows_the_code_waits_and_stores_the_sign_in_sealed(
-        setup: Setup, emulator: RunningEmulator) -> None:
+    setup: Setup, emulator: RunningEmulator
+) -> None:
     ada = emulator.seed.humans[0]
     done = await signin(setup, approve_as=ada.user_principal_name)
     assert done.code == 0, done.err
@@ -115,14 +141,18 @@ async def test_signin_shows_the_code_waits_and_stores_the_sign_in_sealed(
     assert stored.record.person.object_id == ada.id and stored.record.generation == 1
     raw = await setup.backend.read_text(SIGN_IN_KEY)
     assert raw is not None
-    secrets = (stored.record.refresh_token, *(t.token for t in stored.record.access_tokens.values()))
+    secrets = (
+        stored.record.refresh_token,
+        *(t.token for t in stored.record.access_tokens.values()),
+    )
     for secret in secrets:
         assert secret not in raw and secret not in done.out + done.err
     assert ada.user_principal_name not in raw and ada.id not in raw  # who signed in is sealed too
 
 
 async def test_a_declined_sign_in_ends_with_one_line_and_writes_nothing(
-        setup: Setup, emulator: RunningEmulator) -> None:
+    setup: Setup, emulator: RunningEmulator
+) -> None:
     done = await signin(setup, decline=True)
     assert done.code == 1 and "authorization_declined" in done.err and "nothing written" in done.err
     assert (await setup.store.read()).outcome is ReadOutcome.ABSENT
@@ -134,7 +164,9 @@ async def test_nobody_signing_in_ends_the_wait_at_the_timeout(setup: Setup) -> N
     assert (await setup.store.read()).outcome is ReadOutcome.ABSENT
 
 
-async def test_signing_in_as_someone_else_needs_replace(setup: Setup, emulator: RunningEmulator) -> None:
+async def test_signing_in_as_someone_else_needs_replace(
+    setup: Setup, emulator: RunningEmulator
+) -> None:
     ada, grace = emulator.seed.humans[0], emulator.seed.humans[1]
     assert (await signin(setup, approve_as=ada.user_principal_name)).code == 0
     refused = await signin(setup, approve_as=grace.user_principal_name)
@@ -147,7 +179,9 @@ async def test_signing_in_as_someone_else_needs_replace(setup: Setup, emulator: 
     assert record is not None and record.person.object_id == grace.id and record.generation == 2
 
 
-async def test_signing_in_again_as_the_same_person_needs_no_flag(setup: Setup, emulator: RunningEmulator) -> None:
+async def test_signing_in_again_as_the_same_person_needs_no_flag(
+    setup: Setup, emulator: RunningEmulator
+) -> None:
     ada = emulator.seed.humans[0]
     assert (await signin(setup, approve_as=ada.user_principal_name)).code == 0
     again = await signin(setup, approve_as=ada.user_principal_name)
@@ -156,9 +190,14 @@ async def test_signing_in_again_as_the_same_person_needs_no_flag(setup: Setup, e
     assert record is not None and record.generation == 2
 
 
-@pytest.mark.parametrize("unset, named", [("ENTRABOT_DELEGATED_CLIENT_ID", "ENTRABOT_DELEGATED_CLIENT_ID"),
-                                          ("ENTRABOT_DELEGATED_TOKEN_KEY", "ENTRABOT_DELEGATED_TOKEN_KEY"),
-                                          ("ENTRABOT_AUTH_MODE", "ENTRABOT_AUTH_MODE=delegated")])
+@pytest.mark.parametrize(
+    "unset, named",
+    [
+        ("ENTRABOT_DELEGATED_CLIENT_ID", "ENTRABOT_DELEGATED_CLIENT_ID"),
+        ("ENTRABOT_DELEGATED_TOKEN_KEY", "ENTRABOT_DELEGATED_TOKEN_KEY"),
+        ("ENTRABOT_AUTH_MODE", "ENTRABOT_AUTH_MODE=delegated"),
+    ],
+)
 async def test_a_missing_setting_is_named_with_exit_2(setup: Setup, unset: str, named: str) -> None:
     env = {k: v for k, v in setup.env.items() if k != unset}
     done = await signin(setup, env=env)

@@ -8,16 +8,30 @@ from datetime import datetime, timezone
 import pytest
 
 from service.ledger.reads import CorruptValueError
-from service.signin.record import CachedToken, SignedInPerson, SignInRecord, parse_record, render_record
+from service.signin.record import (
+    CachedToken,
+    SignedInPerson,
+    SignInRecord,
+    parse_record,
+    render_record,
+)
 
 SCOPE = "https://graph.microsoft.com/.default"
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 
 
 def record(**tokens: CachedToken) -> SignInRecord:
-    return SignInRecord(tenant_id="t", client_id="c", person=SignedInPerson("oid", "ada@x", "Ada"),
-                        refresh_token="0.rt-secret", scope=f"{SCOPE} offline_access", signed_in_at=AT,
-                        refreshed_at=AT, refreshed_by="signin", access_tokens={SCOPE: tokens["graph"]})
+    return SignInRecord(
+        tenant_id="t",
+        client_id="c",
+        person=SignedInPerson("oid", "ada@x", "Ada"),
+        refresh_token="0.rt-secret",
+        scope=f"{SCOPE} offline_access",
+        signed_in_at=AT,
+        refreshed_at=AT,
+        refreshed_by="signin",
+        access_tokens={SCOPE: tokens["graph"]},
+    )
 
 
 def test_a_record_reads_back_as_written() -> None:
@@ -41,10 +55,22 @@ def test_a_token_shorter_lived_than_the_margin_is_due_half_way_through_its_life(
 def test_a_refresh_keeps_the_old_refresh_token_only_when_entra_sent_none() -> None:
     before = record(graph=CachedToken("old", 2000.0, 1000.0))
     later = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
-    rotated = before.refreshed(SCOPE, CachedToken("new", 9000.0, 5400.0), "0.rt-next", at=later, by="replica-2")
-    assert (rotated.refresh_token, rotated.access_tokens[SCOPE].token, rotated.refreshes) == ("0.rt-next", "new", 1)
-    assert (rotated.refreshed_at, rotated.refreshed_by, rotated.generation) == (later, "replica-2", 1)
-    kept = before.refreshed(SCOPE, CachedToken("new", 9000.0, 5400.0), None, at=later, by="replica-2")
+    rotated = before.refreshed(
+        SCOPE, CachedToken("new", 9000.0, 5400.0), "0.rt-next", at=later, by="replica-2"
+    )
+    assert (rotated.refresh_token, rotated.access_tokens[SCOPE].token, rotated.refreshes) == (
+        "0.rt-next",
+        "new",
+        1,
+    )
+    assert (rotated.refreshed_at, rotated.refreshed_by, rotated.generation) == (
+        later,
+        "replica-2",
+        1,
+    )
+    kept = before.refreshed(
+        SCOPE, CachedToken("new", 9000.0, 5400.0), None, at=later, by="replica-2"
+    )
     assert kept.refresh_token == "0.rt-secret"
 
 
@@ -53,8 +79,15 @@ def test_secrets_stay_out_of_the_records_repr() -> None:
     assert "at-secret" not in text and "rt-secret" not in text
 
 
-@pytest.mark.parametrize("field, value", [("refresh_token", ""), ("generation", 0), ("person", "ada"),
-                                          ("access_tokens", {SCOPE: {"token": "t-secret"}})])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("refresh_token", ""),
+        ("generation", 0),
+        ("person", "ada"),
+        ("access_tokens", {SCOPE: {"token": "t-secret"}}),
+    ],
+)
 def test_a_corrupt_record_names_the_field_and_never_a_value(field: str, value: object) -> None:
     import json
 

@@ -16,7 +16,11 @@ import pytest
 from service.storage import BlobBackend, MemoryBackend, get_backend
 from settings_env import settings_from_env
 from tests.storage.storage_fakes import (
-    FakeBlobEndpoint, Handler, TlsFiles, self_signed_loopback_tls, serve_fake_blob_endpoint,
+    FakeBlobEndpoint,
+    Handler,
+    TlsFiles,
+    self_signed_loopback_tls,
+    serve_fake_blob_endpoint,
 )
 
 StartFake = Callable[..., Awaitable[FakeBlobEndpoint]]
@@ -28,7 +32,9 @@ def backend_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def backend_env(backend_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, str]:
+async def backend_env(
+    backend_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> dict[str, str]:
     """The environment that selects this test's backend; for Blob, its container exists."""
     if backend_kind == "local":
         return {"ENTRABOT_KEEP_MEMORY_LOCAL": "true", "ENTRABOT_DATA_DIR": str(tmp_path / "data")}
@@ -67,7 +73,9 @@ async def fake_blob_endpoint(tls_files: TlsFiles) -> AsyncIterator[StartFake]:
     async with AsyncExitStack() as stack:
 
         async def start(handler: Handler, *, tls: bool = False) -> FakeBlobEndpoint:
-            return await stack.enter_async_context(serve_fake_blob_endpoint(handler, tls_files if tls else None))
+            return await stack.enter_async_context(
+                serve_fake_blob_endpoint(handler, tls_files if tls else None)
+            )
 
         yield start
 

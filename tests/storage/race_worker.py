@@ -71,7 +71,9 @@ async def _landed(backend: MemoryBackend, key: str, line: str) -> bool:
     return False
 
 
-async def run(task: str, backend: MemoryBackend, key: str, worker: str, count: int) -> dict[str, object]:
+async def run(
+    task: str, backend: MemoryBackend, key: str, worker: str, count: int
+) -> dict[str, object]:
     if task == "cas":
         return dict(await cas_increments(backend, key, count))
     if task == "create":

@@ -45,7 +45,9 @@ def storage_error(status: int, code: str) -> web.Response:
     """A response shaped like the Blob service's errors (code in the header and in the XML body)."""
     body = f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code><Message>scripted</Message></Error>'
     return web.Response(
-        status=status, body=body.encode(), headers={"x-ms-error-code": code, "Content-Type": "application/xml"}
+        status=status,
+        body=body.encode(),
+        headers={"x-ms-error-code": code, "Content-Type": "application/xml"},
     )
 
 
@@ -93,20 +95,29 @@ def self_signed_loopback_tls(folder: Path) -> TlsFiles:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
     files = TlsFiles(folder / "cert.pem", folder / "key.pem")
     files.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     files.key.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
     )
     return files
 
 
 @asynccontextmanager
-async def serve_fake_blob_endpoint(handler: Handler, tls: TlsFiles | None = None) -> AsyncIterator[FakeBlobEndpoint]:
+async def serve_fake_blob_endpoint(
+    handler: Handler, tls: TlsFiles | None = None
+) -> AsyncIterator[FakeBlobEndpoint]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -32,10 +32,19 @@ from service.storage.blob_errors import BlobOp, BlobTarget, storage_error_from
 from service.telemetry.metrics import Metrics
 
 from settings_env import settings_from_env
-from tests.storage.storage_fakes import FakeBlobEndpoint, TlsFiles, answer, drop_connection, never_answer, storage_error
+from tests.storage.storage_fakes import (
+    FakeBlobEndpoint,
+    TlsFiles,
+    answer,
+    drop_connection,
+    never_answer,
+    storage_error,
+)
 
 StartFake = Callable[..., Awaitable[FakeBlobEndpoint]]
-FAST = BlobClientOptions(read_retries=2, read_retry_backoff_s=0.01, connect_timeout_s=2, read_timeout_s=2)
+FAST = BlobClientOptions(
+    read_retries=2, read_retry_backoff_s=0.01, connect_timeout_s=2, read_timeout_s=2
+)
 TARGET = BlobTarget("https://acct.blob.core.windows.net", "fleet", "k")
 
 
@@ -44,14 +53,18 @@ def fake_backend(fake: FakeBlobEndpoint, options: BlobClientOptions = FAST) -> B
 
 
 def token_backend(fake: FakeBlobEndpoint, provider: TokenProvider, tls: TlsFiles) -> BlobBackend:
-    return BlobBackend.from_token_provider(fake.url, "fleet", provider, options=BlobClientOptions(ca_bundle=str(tls.cert)))
+    return BlobBackend.from_token_provider(
+        fake.url, "fleet", provider, options=BlobClientOptions(ca_bundle=str(tls.cert))
+    )
 
 
 # --- real answers from a real process ---
 
 
 @pytest.mark.timeout(60)
-async def test_unreachable_endpoint_fails_the_startup_check_naming_the_endpoint(closed_port: int) -> None:
+async def test_unreachable_endpoint_fails_the_startup_check_naming_the_endpoint(
+    closed_port: int,
+) -> None:
     endpoint = f"http://127.0.0.1:{closed_port}/devstoreaccount1"
     env = {
         "ENTRABOT_BLOB_ENDPOINT": endpoint,
@@ -60,28 +73,40 @@ async def test_unreachable_endpoint_fails_the_startup_check_naming_the_endpoint(
             f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={ACCOUNT_KEY};BlobEndpoint={endpoint};"
         ),
     }
-    with pytest.raises(BackendUnavailableError, match=f"cannot reach Blob endpoint {endpoint}") as raised:
+    with pytest.raises(
+        BackendUnavailableError, match=f"cannot reach Blob endpoint {endpoint}"
+    ) as raised:
         await assert_backend_config(settings_from_env(env))
     assert ACCOUNT_KEY not in str(raised.value)
 
 
-async def test_a_wrong_account_key_is_reported_as_misconfigured(azurite: Azurite, container_name: str) -> None:
+async def test_a_wrong_account_key_is_reported_as_misconfigured(
+    azurite: Azurite, container_name: str
+) -> None:
     wrong = azurite.connection_string.replace(ACCOUNT_KEY, "A" * 86 + "==")
     async with BlobBackend.from_connection_string(wrong, container_name) as backend:
         # Azurite answers 403 AuthorizationFailure to a bad shared-key signature.
-        with pytest.raises(BackendMisconfiguredError, match="refused the check \\(HTTP 403 AuthorizationFailure\\)"):
+        with pytest.raises(
+            BackendMisconfiguredError, match="refused the check \\(HTTP 403 AuthorizationFailure\\)"
+        ):
             await backend.check()
 
 
 def test_a_key_that_is_not_base64_is_misconfigured_before_any_request(azurite: Azurite) -> None:
     broken = azurite.connection_string.replace(ACCOUNT_KEY, "not-base64!")
-    with pytest.raises(BackendMisconfiguredError, match="AccountKey .* is not valid base64") as raised:
+    with pytest.raises(
+        BackendMisconfiguredError, match="AccountKey .* is not valid base64"
+    ) as raised:
         BlobBackend.from_connection_string(broken, "fleet")
     assert "not-base64" not in str(raised.value)
 
 
-async def test_a_read_of_a_missing_container_is_unavailable_not_absent(azurite: Azurite, container_name: str) -> None:
-    async with BlobBackend.from_connection_string(azurite.connection_string, container_name) as backend:
+async def test_a_read_of_a_missing_container_is_unavailable_not_absent(
+    azurite: Azurite, container_name: str
+) -> None:
+    async with BlobBackend.from_connection_string(
+        azurite.connection_string, container_name
+    ) as backend:
         with pytest.raises(BackendUnavailableError):
             await backend.read_text_with_etag("chat_cursors/a.json")
         with pytest.raises(BackendUnavailableError):
@@ -90,8 +115,12 @@ async def test_a_read_of_a_missing_container_is_unavailable_not_absent(azurite: 
             await backend.list()
 
 
-async def test_appending_to_a_key_written_whole_is_refused(azurite: Azurite, container_name: str) -> None:
-    async with BlobBackend.from_connection_string(azurite.connection_string, container_name) as backend:
+async def test_appending_to_a_key_written_whole_is_refused(
+    azurite: Azurite, container_name: str
+) -> None:
+    async with BlobBackend.from_connection_string(
+        azurite.connection_string, container_name
+    ) as backend:
         await backend.ensure_container()
         await backend.write_text("promises.jsonl", "{}\n")
         with pytest.raises(NotAppendableError, match="not an append blob") as raised:
@@ -100,9 +129,13 @@ async def test_appending_to_a_key_written_whole_is_refused(azurite: Azurite, con
         assert await backend.read_text("promises.jsonl") == "{}\n"
 
 
-async def test_operations_are_counted_by_op_and_outcome(azurite: Azurite, container_name: str) -> None:
+async def test_operations_are_counted_by_op_and_outcome(
+    azurite: Azurite, container_name: str
+) -> None:
     metrics = Metrics()
-    async with BlobBackend.from_connection_string(azurite.connection_string, container_name, metrics=metrics) as backend:
+    async with BlobBackend.from_connection_string(
+        azurite.connection_string, container_name, metrics=metrics
+    ) as backend:
         await backend.ensure_container()
         etag = await backend.write_text("k", "1")
         await backend.write_text("k", "2", if_match=etag)
@@ -113,17 +146,33 @@ async def test_operations_are_counted_by_op_and_outcome(azurite: Azurite, contai
 
     def count(op: str, outcome: str) -> float | None:
         # every key here is top-level: its own area
-        return sum(metrics.registry.get_sample_value("entrabot_blob_operations_total",
-                                                     {"op": op, "outcome": outcome, "area": area}) or 0
-                   for area in ("k", "absent")) or None
+        return (
+            sum(
+                metrics.registry.get_sample_value(
+                    "entrabot_blob_operations_total", {"op": op, "outcome": outcome, "area": area}
+                )
+                or 0
+                for area in ("k", "absent")
+            )
+            or None
+        )
 
     assert count("overwrite", "ok") == 1
     assert count("if_match", "ok") == 1
     assert count("if_match", "conflict") == 1
     assert count("read", "ok") == 2
-    assert metrics.registry.get_sample_value("entrabot_blob_operation_seconds_count", {"op": "read", "area": "k"}) == 1
-    assert metrics.registry.get_sample_value("entrabot_blob_operation_seconds_count",
-                                             {"op": "read", "area": "absent"}) == 1
+    assert (
+        metrics.registry.get_sample_value(
+            "entrabot_blob_operation_seconds_count", {"op": "read", "area": "k"}
+        )
+        == 1
+    )
+    assert (
+        metrics.registry.get_sample_value(
+            "entrabot_blob_operation_seconds_count", {"op": "read", "area": "absent"}
+        )
+        == 1
+    )
 
 
 # --- scripted answers, through the real SDK pipeline ---
@@ -153,12 +202,17 @@ async def test_a_write_answered_503_is_sent_once_and_reported_as_an_unknown_outc
                 await backend.append_text("log", "line\n")
             else:
                 await backend.write_text(
-                    "k", "v", if_match='"0x1"' if op == "if_match" else None, if_absent=op == "if_absent"
+                    "k",
+                    "v",
+                    if_match='"0x1"' if op == "if_match" else None,
+                    if_absent=op == "if_absent",
                 )
     assert fake.count("PUT") == 1
 
 
-async def test_a_read_answered_503_is_retried_then_reported_transient(fake_blob_endpoint: StartFake) -> None:
+async def test_a_read_answered_503_is_retried_then_reported_transient(
+    fake_blob_endpoint: StartFake,
+) -> None:
     fake = await fake_blob_endpoint(answer(503, "ServerBusy"))
     async with fake_backend(fake) as backend:
         with pytest.raises(TransientStorageError, match="retry later"):
@@ -166,7 +220,9 @@ async def test_a_read_answered_503_is_retried_then_reported_transient(fake_blob_
     assert fake.count("GET") == 1 + FAST.read_retries
 
 
-async def test_a_connection_dropped_during_a_write_is_transient_not_unavailable(fake_blob_endpoint: StartFake) -> None:
+async def test_a_connection_dropped_during_a_write_is_transient_not_unavailable(
+    fake_blob_endpoint: StartFake,
+) -> None:
     fake = await fake_blob_endpoint(drop_connection)
     async with fake_backend(fake) as backend:
         with pytest.raises(TransientStorageError, match="may or may not have committed"):
@@ -174,7 +230,9 @@ async def test_a_connection_dropped_during_a_write_is_transient_not_unavailable(
     assert fake.count("PUT") == 1
 
 
-async def test_a_write_that_times_out_is_transient_with_an_unknown_outcome(fake_blob_endpoint: StartFake) -> None:
+async def test_a_write_that_times_out_is_transient_with_an_unknown_outcome(
+    fake_blob_endpoint: StartFake,
+) -> None:
     fake = await fake_blob_endpoint(never_answer)
     async with fake_backend(fake, BlobClientOptions(read_retries=0, read_timeout_s=0.3)) as backend:
         with pytest.raises(TransientStorageError, match="may or may not have committed"):
@@ -182,7 +240,9 @@ async def test_a_write_that_times_out_is_transient_with_an_unknown_outcome(fake_
     assert fake.count("PUT") == 1
 
 
-async def test_a_read_whose_connection_drops_is_retried_then_reported_transient(fake_blob_endpoint: StartFake) -> None:
+async def test_a_read_whose_connection_drops_is_retried_then_reported_transient(
+    fake_blob_endpoint: StartFake,
+) -> None:
     fake = await fake_blob_endpoint(drop_connection)
     async with fake_backend(fake) as backend:
         with pytest.raises(TransientStorageError, match="retry later"):
@@ -213,7 +273,9 @@ async def test_the_token_provider_is_asked_once_and_its_token_is_sent(
     assert fake.authorizations == ["Bearer agent-user-token"] * 2
 
 
-async def test_a_rejected_token_is_token_expired(fake_blob_endpoint: StartFake, tls_files: TlsFiles) -> None:
+async def test_a_rejected_token_is_token_expired(
+    fake_blob_endpoint: StartFake, tls_files: TlsFiles
+) -> None:
     fake = await fake_blob_endpoint(answer(401, "InvalidAuthenticationInfo"), tls=True)
 
     async def provider() -> tuple[str, float]:
@@ -236,7 +298,9 @@ async def test_a_failing_token_provider_is_token_expired_and_sends_nothing(
         raise HopThreeFailed("AADSTS50013 secret-bearing detail")
 
     async with token_backend(fake, provider, tls_files) as backend:
-        with pytest.raises(TokenExpiredError, match="storage token provider failed \\(HopThreeFailed\\)") as raised:
+        with pytest.raises(
+            TokenExpiredError, match="storage token provider failed \\(HopThreeFailed\\)"
+        ) as raised:
             await backend.read_text("k")
     assert "secret-bearing" not in str(raised.value)
     assert isinstance(raised.value.__cause__, HopThreeFailed)
@@ -249,7 +313,9 @@ async def test_a_failing_token_provider_is_token_expired_and_sends_nothing(
 def http_error(status: int, code: str | None) -> HttpResponseError:
     error = HttpResponseError(message=f"HTTP {status}")
     error.status_code = status
-    setattr(error, "error_code", code)  # azure-storage sets it on what it raises; azure-core does not declare it
+    setattr(
+        error, "error_code", code
+    )  # azure-storage sets it on what it raises; azure-core does not declare it
     return error
 
 
@@ -258,9 +324,19 @@ def http_error(status: int, code: str | None) -> HttpResponseError:
     [
         (401, "ConditionNotMet", BlobOp.IF_MATCH, TokenExpiredError),
         (401, "BlobAlreadyExists", BlobOp.CREATE, TokenExpiredError),
-        (404, "BlobNotFound", BlobOp.IF_MATCH, ConcurrencyError),  # Azure: If-Match on a missing blob
+        (
+            404,
+            "BlobNotFound",
+            BlobOp.IF_MATCH,
+            ConcurrencyError,
+        ),  # Azure: If-Match on a missing blob
         (412, "ConditionNotMet", BlobOp.IF_MATCH, ConcurrencyError),
-        (412, "ConditionNotMet", BlobOp.CREATE, ConcurrencyError),  # Azure may answer 412 to If-None-Match: *
+        (
+            412,
+            "ConditionNotMet",
+            BlobOp.CREATE,
+            ConcurrencyError,
+        ),  # Azure may answer 412 to If-None-Match: *
         (409, "BlobAlreadyExists", BlobOp.CREATE, ConcurrencyError),
         (409, "LeaseIdMissing", BlobOp.OVERWRITE, StorageError),
         (404, "ContainerNotFound", BlobOp.IF_MATCH, BackendUnavailableError),
@@ -270,7 +346,9 @@ def http_error(status: int, code: str | None) -> HttpResponseError:
         (408, "OperationTimedOut", BlobOp.OVERWRITE, TransientStorageError),
     ],
 )
-def test_azure_answers_map_to_storage_errors(status: int, code: str, op: BlobOp, expected: type[StorageError]) -> None:
+def test_azure_answers_map_to_storage_errors(
+    status: int, code: str, op: BlobOp, expected: type[StorageError]
+) -> None:
     assert type(storage_error_from(http_error(status, code), op, TARGET)) is expected
 
 

@@ -31,10 +31,17 @@ from service.devstack.azurite import Azurite, AzuriteOAuth, start_azurite
 from service.devstack.emulator_env import agent_user_env
 from service.graph.auth import storage_token_provider, token_provider_from_settings
 from service.graph.auth.tokens import GRAPH_SCOPE
-from service.storage import BlobBackend, BlobClientOptions, MemoryBackend, TokenExpiredError, get_backend
+from service.storage import (
+    BlobBackend,
+    BlobClientOptions,
+    MemoryBackend,
+    TokenExpiredError,
+    get_backend,
+)
 from service.storage.token_credential import TokenProvider
 from settings_env import settings_from_env
 from tests.storage.storage_fakes import TlsFiles
+
 # The contract's tests, run here on token-authenticated backends.
 from tests.storage.test_storage_contract import (  # noqa: F401
     test_absent_key_reads_as_none_and_does_not_exist,
@@ -90,23 +97,32 @@ async def blob_env(oauth_azurite: Azurite, trusted: BlobClientOptions) -> dict[s
     """A fresh container (made with the account key, as an operator's setup would) and the settings
     that name it."""
     name = "token" + uuid.uuid4().hex[:12]
-    async with BlobBackend.from_connection_string(oauth_azurite.connection_string, name, options=trusted) as setup:
+    async with BlobBackend.from_connection_string(
+        oauth_azurite.connection_string, name, options=trusted
+    ) as setup:
         await setup.ensure_container()
     return {"ENTRABOT_BLOB_ENDPOINT": oauth_azurite.blob_endpoint, "ENTRABOT_BLOB_CONTAINER": name}
 
 
 @pytest.fixture
 async def entra_http(tls_files: TlsFiles) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(verify=ssl.create_default_context(cafile=str(tls_files.cert)), timeout=10) as http:
+    async with httpx.AsyncClient(
+        verify=ssl.create_default_context(cafile=str(tls_files.cert)), timeout=10
+    ) as http:
         yield http
 
 
 def agent_user_settings_env(emulator: RunningEmulator, blob_env: dict[str, str]) -> dict[str, str]:
-    return {**agent_user_env(emulator.seed, base_url=emulator.base_url), **blob_env,
-            "ENTRABOT_BLOB_AUTH": "agent_user"}
+    return {
+        **agent_user_env(emulator.seed, base_url=emulator.base_url),
+        **blob_env,
+        "ENTRABOT_BLOB_AUTH": "agent_user",
+    }
 
 
-def use_workload_identity(monkeypatch: pytest.MonkeyPatch, emulator: RunningEmulator, token_file: Path) -> None:
+def use_workload_identity(
+    monkeypatch: pytest.MonkeyPatch, emulator: RunningEmulator, token_file: Path
+) -> None:
     """The environment AKS workload identity gives a pod (azure-identity reads it from os.environ)."""
     monkeypatch.setenv("AZURE_FEDERATED_TOKEN_FILE", str(token_file))
     monkeypatch.setenv("AZURE_CLIENT_ID", emulator.seed.blueprint.app_id)
@@ -120,9 +136,16 @@ def use_workload_identity(monkeypatch: pytest.MonkeyPatch, emulator: RunningEmul
 
 
 @pytest.fixture(params=["agent_user_token", "workload_identity"])
-async def backend(request: pytest.FixtureRequest, https_emulator: RunningEmulator, blob_env: dict[str, str],
-                  trusted: BlobClientOptions, entra_http: httpx.AsyncClient, workload_issuer: DevIssuer,
-                  monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> AsyncIterator[MemoryBackend]:
+async def backend(
+    request: pytest.FixtureRequest,
+    https_emulator: RunningEmulator,
+    blob_env: dict[str, str],
+    trusted: BlobClientOptions,
+    entra_http: httpx.AsyncClient,
+    workload_issuer: DevIssuer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> AsyncIterator[MemoryBackend]:
     """The contract's backend: Blob on OAuth Azurite, authenticated by one of the fleet's token paths."""
     if request.param == "agent_user_token":
         settings = settings_from_env(agent_user_settings_env(https_emulator, blob_env))
@@ -132,7 +155,10 @@ async def backend(request: pytest.FixtureRequest, https_emulator: RunningEmulato
         token_file = tmp_path / "azure-identity-token"
         token_file.write_text(workload_issuer.token())
         use_workload_identity(monkeypatch, https_emulator, token_file)
-        store = get_backend(settings_from_env({**blob_env, "ENTRABOT_BLOB_AUTH": "default_credential"}), options=trusted)
+        store = get_backend(
+            settings_from_env({**blob_env, "ENTRABOT_BLOB_AUTH": "default_credential"}),
+            options=trusted,
+        )
     assert isinstance(store, BlobBackend)
     try:
         yield store
@@ -143,13 +169,20 @@ async def backend(request: pytest.FixtureRequest, https_emulator: RunningEmulato
 def storage_shaped_token(*, expires_in_s: int, audience: str = "https://storage.azure.com") -> str:
     """A token as Entra issues Storage's (v1 issuer); unsigned for Azurite, which verifies no signature."""
     now = int(time.time())
-    claims = {"aud": audience, "iss": f"https://sts.windows.net/{uuid.uuid4()}/", "iat": now - 7200,
-              "nbf": now - 7200, "exp": now + expires_in_s, "oid": str(uuid.uuid4())}
+    claims = {
+        "aud": audience,
+        "iss": f"https://sts.windows.net/{uuid.uuid4()}/",
+        "iat": now - 7200,
+        "nbf": now - 7200,
+        "exp": now + expires_in_s,
+        "oid": str(uuid.uuid4()),
+    }
     return jwt.encode(claims, "azurite-verifies-no-signature-of-any-token", algorithm="HS256")
 
 
 async def test_an_expired_storage_token_surfaces_as_token_expired(
-        blob_env: dict[str, str], trusted: BlobClientOptions) -> None:
+    blob_env: dict[str, str], trusted: BlobClientOptions
+) -> None:
     expired = storage_shaped_token(expires_in_s=-60)
 
     async def stale_provider() -> tuple[str, float]:
@@ -157,8 +190,12 @@ async def test_an_expired_storage_token_surfaces_as_token_expired(
         return expired, time.time() + 3600
 
     provider: TokenProvider = stale_provider
-    async with BlobBackend.from_token_provider(blob_env["ENTRABOT_BLOB_ENDPOINT"], blob_env["ENTRABOT_BLOB_CONTAINER"],
-                                               provider, options=trusted) as store:
+    async with BlobBackend.from_token_provider(
+        blob_env["ENTRABOT_BLOB_ENDPOINT"],
+        blob_env["ENTRABOT_BLOB_CONTAINER"],
+        provider,
+        options=trusted,
+    ) as store:
         with pytest.raises(TokenExpiredError, match="refused the storage token"):
             await store.read_text("chat_id")
         with pytest.raises(TokenExpiredError):
@@ -166,8 +203,11 @@ async def test_an_expired_storage_token_surfaces_as_token_expired(
 
 
 async def test_a_token_for_another_resource_is_refused_as_token_expired(
-        https_emulator: RunningEmulator, blob_env: dict[str, str], trusted: BlobClientOptions,
-        entra_http: httpx.AsyncClient) -> None:
+    https_emulator: RunningEmulator,
+    blob_env: dict[str, str],
+    trusted: BlobClientOptions,
+    entra_http: httpx.AsyncClient,
+) -> None:
     # The agent user's Graph token, as a wiring mistake would hand it over: the right issuer, the wrong audience.
     settings = settings_from_env(agent_user_settings_env(https_emulator, blob_env))
     tokens = token_provider_from_settings(settings, entra_http)
@@ -176,19 +216,30 @@ async def test_a_token_for_another_resource_is_refused_as_token_expired(
         token = await tokens.get_token(GRAPH_SCOPE)
         return token.token, token.expires_on
 
-    async with BlobBackend.from_token_provider(blob_env["ENTRABOT_BLOB_ENDPOINT"], blob_env["ENTRABOT_BLOB_CONTAINER"],
-                                               graph_token, options=trusted) as store:
+    async with BlobBackend.from_token_provider(
+        blob_env["ENTRABOT_BLOB_ENDPOINT"],
+        blob_env["ENTRABOT_BLOB_CONTAINER"],
+        graph_token,
+        options=trusted,
+    ) as store:
         with pytest.raises(TokenExpiredError):
             await store.exists("chat_id")
 
 
 async def test_a_federated_token_entra_refuses_surfaces_as_token_expired(
-        https_emulator: RunningEmulator, blob_env: dict[str, str], trusted: BlobClientOptions,
-        workload_issuer: DevIssuer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    https_emulator: RunningEmulator,
+    blob_env: dict[str, str],
+    trusted: BlobClientOptions,
+    workload_issuer: DevIssuer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
     token_file = tmp_path / "azure-identity-token"
     token_file.write_text(workload_issuer.token(subject="system:serviceaccount:other:intruder"))
     use_workload_identity(monkeypatch, https_emulator, token_file)
-    store = get_backend(settings_from_env({**blob_env, "ENTRABOT_BLOB_AUTH": "default_credential"}), options=trusted)
+    store = get_backend(
+        settings_from_env({**blob_env, "ENTRABOT_BLOB_AUTH": "default_credential"}), options=trusted
+    )
     try:
         with pytest.raises(TokenExpiredError, match="could not get a storage token"):
             await store.read_text("chat_id")

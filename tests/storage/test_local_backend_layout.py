@@ -37,7 +37,9 @@ async def test_a_write_the_disk_refuses_is_a_storage_error(tmp_path: Path) -> No
     backend = LocalBackend(tmp_path)
     await backend.write_text("watched_chats", "a\n")
     with pytest.raises(StorageError, match="write of 'watched_chats/x' under"):
-        await backend.write_text("watched_chats/x", "b")  # a file stands where a directory is needed
+        await backend.write_text(
+            "watched_chats/x", "b"
+        )  # a file stands where a directory is needed
     with pytest.raises(StorageError):
         await backend.append_text("watched_chats/x", "b")
     assert await backend.read_text("watched_chats") == "a\n"

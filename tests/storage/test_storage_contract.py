@@ -14,7 +14,20 @@ ODD_KEYS = [
     "odd/a b:c@d.txt",
     "odd/100% sure @ 10:30",
 ]
-INVALID_KEYS = ["..", "../escape", "a/../../b", "/absolute", "a//b", "a/", "", ".", "./a", "a/./b", "a/.", "a/.."]
+INVALID_KEYS = [
+    "..",
+    "../escape",
+    "a/../../b",
+    "/absolute",
+    "a//b",
+    "a/",
+    "",
+    ".",
+    "./a",
+    "a/./b",
+    "a/.",
+    "a/..",
+]
 
 
 async def test_absent_key_reads_as_none_and_does_not_exist(backend: MemoryBackend) -> None:
@@ -24,7 +37,9 @@ async def test_absent_key_reads_as_none_and_does_not_exist(backend: MemoryBacken
     assert await backend.list() == []
 
 
-async def test_written_key_reads_back_with_the_etag_the_write_returned(backend: MemoryBackend) -> None:
+async def test_written_key_reads_back_with_the_etag_the_write_returned(
+    backend: MemoryBackend,
+) -> None:
     etag = await backend.write_text("promises.jsonl", '{"id": 1}\n')
     assert await backend.read_text("promises.jsonl") == '{"id": 1}\n'
     assert await backend.read_text_with_etag("promises.jsonl") == ('{"id": 1}\n', etag)
@@ -68,11 +83,18 @@ async def test_if_match_on_a_missing_key_fails_and_creates_nothing(backend: Memo
 
 
 async def test_if_absent_creates_a_missing_key(backend: MemoryBackend) -> None:
-    etag = await backend.write_text("poll_state/email_cursor.txt", "2026-01-01T00:00:00Z", if_absent=True)
-    assert await backend.read_text_with_etag("poll_state/email_cursor.txt") == ("2026-01-01T00:00:00Z", etag)
+    etag = await backend.write_text(
+        "poll_state/email_cursor.txt", "2026-01-01T00:00:00Z", if_absent=True
+    )
+    assert await backend.read_text_with_etag("poll_state/email_cursor.txt") == (
+        "2026-01-01T00:00:00Z",
+        etag,
+    )
 
 
-async def test_if_absent_on_an_existing_key_fails_and_keeps_the_first_value(backend: MemoryBackend) -> None:
+async def test_if_absent_on_an_existing_key_fails_and_keeps_the_first_value(
+    backend: MemoryBackend,
+) -> None:
     await backend.write_text("watched_chats", "first\n", if_absent=True)
     with pytest.raises(ConcurrencyError):
         await backend.write_text("watched_chats", "second\n", if_absent=True)
@@ -117,7 +139,9 @@ async def test_list_returns_sorted_keys_under_the_prefix_only(backend: MemoryBac
 
 
 @pytest.mark.parametrize("key", ODD_KEYS)
-async def test_keys_with_percent_colon_at_and_spaces_round_trip(backend: MemoryBackend, key: str) -> None:
+async def test_keys_with_percent_colon_at_and_spaces_round_trip(
+    backend: MemoryBackend, key: str
+) -> None:
     etag = await backend.write_text(key, "value")
     assert await backend.read_text_with_etag(key) == ("value", etag)
     assert await backend.exists(key) is True
@@ -130,7 +154,9 @@ async def test_keys_with_percent_colon_at_and_spaces_round_trip(backend: MemoryB
 
 
 @pytest.mark.parametrize("key", INVALID_KEYS)
-async def test_invalid_keys_are_rejected_by_every_operation(backend: MemoryBackend, key: str) -> None:
+async def test_invalid_keys_are_rejected_by_every_operation(
+    backend: MemoryBackend, key: str
+) -> None:
     with pytest.raises(InvalidKeyError):
         await backend.read_text(key)
     with pytest.raises(InvalidKeyError):

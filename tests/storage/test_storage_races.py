@@ -19,12 +19,15 @@ START_TIMEOUT_S = 60
 RACE_TIMEOUT_S = 150
 
 
-async def race(env: dict[str, str], task: str, key: str, workers: int, count: int) -> list[dict[str, object]]:
+async def race(
+    env: dict[str, str], task: str, key: str, workers: int, count: int
+) -> list[dict[str, object]]:
     """Start ``workers`` processes, release them together, and return their results."""
     base = {name: value for name, value in os.environ.items() if not name.startswith("ENTRABOT_")}
     argvs = [[sys.executable, str(WORKER), task, key, f"w{n}", str(count)] for n in range(workers)]
-    return await race_processes(argvs, env={**base, **env}, start_timeout_s=START_TIMEOUT_S,
-                                run_timeout_s=RACE_TIMEOUT_S)
+    return await race_processes(
+        argvs, env={**base, **env}, start_timeout_s=START_TIMEOUT_S, run_timeout_s=RACE_TIMEOUT_S
+    )
 
 
 async def test_compare_and_swap_increments_from_8_processes_never_lose_an_update(

@@ -46,11 +46,17 @@ def test_no_blob_settings_resolve_to_local_under_the_data_dir(tmp_path: Path) ->
 
 
 def test_the_default_data_dir_is_dot_entrabot_data_in_home() -> None:
-    assert choose_backend(settings_from_env({})) == LocalChoice(Path("~/.entrabot/data").expanduser())
+    assert choose_backend(settings_from_env({})) == LocalChoice(
+        Path("~/.entrabot/data").expanduser()
+    )
 
 
 def test_blank_settings_count_as_unset(tmp_path: Path) -> None:
-    env = {"ENTRABOT_BLOB_ENDPOINT": "", "ENTRABOT_BLOB_CONTAINER": "  ", "ENTRABOT_DATA_DIR": str(tmp_path)}
+    env = {
+        "ENTRABOT_BLOB_ENDPOINT": "",
+        "ENTRABOT_BLOB_CONTAINER": "  ",
+        "ENTRABOT_DATA_DIR": str(tmp_path),
+    }
     assert choose_backend(settings_from_env(env)) == LocalChoice(tmp_path)
 
 
@@ -81,12 +87,21 @@ def test_unparseable_storage_settings_are_refused_naming_the_setting(
 
 @pytest.mark.parametrize("value", ["false", "0", "no", "off"])
 def test_keep_local_false_leaves_the_blob_settings_in_charge(value: str) -> None:
-    env = {"ENTRABOT_KEEP_MEMORY_LOCAL": value, "ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT, "ENTRABOT_BLOB_CONTAINER": "fleet"}
+    env = {
+        "ENTRABOT_KEEP_MEMORY_LOCAL": value,
+        "ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT,
+        "ENTRABOT_BLOB_CONTAINER": "fleet",
+    }
     assert isinstance(choose_backend(settings_from_env(env)), BlobChoice)
 
 
-async def test_endpoint_without_container_fails_before_anything_is_created(azurite: Azurite, tmp_path: Path) -> None:
-    env = {"ENTRABOT_BLOB_ENDPOINT": azurite.blob_endpoint, "ENTRABOT_DATA_DIR": str(tmp_path / "data")}
+async def test_endpoint_without_container_fails_before_anything_is_created(
+    azurite: Azurite, tmp_path: Path
+) -> None:
+    env = {
+        "ENTRABOT_BLOB_ENDPOINT": azurite.blob_endpoint,
+        "ENTRABOT_DATA_DIR": str(tmp_path / "data"),
+    }
     message = (
         "ENTRABOT_BLOB_ENDPOINT is set but ENTRABOT_BLOB_CONTAINER is not; set both, "
         "or set ENTRABOT_KEEP_MEMORY_LOCAL=true"
@@ -107,22 +122,34 @@ async def test_container_without_endpoint_fails_before_anything_is_created(
         "ENTRABOT_BLOB_CONNECTION_STRING": azurite.connection_string,
         "ENTRABOT_DATA_DIR": str(tmp_path / "data"),
     }
-    with pytest.raises(BackendMisconfiguredError, match="ENTRABOT_BLOB_CONTAINER is set but ENTRABOT_BLOB_ENDPOINT is not"):
+    with pytest.raises(
+        BackendMisconfiguredError,
+        match="ENTRABOT_BLOB_CONTAINER is set but ENTRABOT_BLOB_ENDPOINT is not",
+    ):
         await assert_backend_config(settings_from_env(env))
     assert not await container_exists(azurite, container_name)
     assert not (tmp_path / "data").exists()
 
 
 def test_a_connection_string_alone_is_a_half_configuration() -> None:
-    with pytest.raises(BackendMisconfiguredError, match="ENTRABOT_BLOB_CONNECTION_STRING is set but"):
-        choose_backend(settings_from_env({"ENTRABOT_BLOB_CONNECTION_STRING": "UseDevelopmentStorage=true"}))
+    with pytest.raises(
+        BackendMisconfiguredError, match="ENTRABOT_BLOB_CONNECTION_STRING is set but"
+    ):
+        choose_backend(
+            settings_from_env({"ENTRABOT_BLOB_CONNECTION_STRING": "UseDevelopmentStorage=true"})
+        )
 
 
-async def test_both_blob_settings_resolve_to_blob_and_create_no_container(azurite: Azurite, container_name: str) -> None:
+async def test_both_blob_settings_resolve_to_blob_and_create_no_container(
+    azurite: Azurite, container_name: str
+) -> None:
     backend = get_backend(settings_from_env(blob_env(azurite, container_name)))
     try:
         assert isinstance(backend, BlobBackend)
-        assert backend.describe() == f"BlobBackend endpoint={azurite.blob_endpoint} container={container_name}"
+        assert (
+            backend.describe()
+            == f"BlobBackend endpoint={azurite.blob_endpoint} container={container_name}"
+        )
     finally:
         await backend.aclose()
     assert not await container_exists(azurite, container_name)
@@ -131,7 +158,9 @@ async def test_both_blob_settings_resolve_to_blob_and_create_no_container(azurit
 async def test_startup_check_reports_a_missing_container_and_does_not_create_it(
     azurite: Azurite, container_name: str
 ) -> None:
-    with pytest.raises(BackendUnavailableError, match=f"container '{container_name}' does not exist at"):
+    with pytest.raises(
+        BackendUnavailableError, match=f"container '{container_name}' does not exist at"
+    ):
         await assert_backend_config(settings_from_env(blob_env(azurite, container_name)))
     assert not await container_exists(azurite, container_name)
 
@@ -139,7 +168,9 @@ async def test_startup_check_reports_a_missing_container_and_does_not_create_it(
 def test_resolution_reads_the_settings_and_not_the_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("ENTRABOT_BLOB_ENDPOINT", AKS_ENDPOINT)  # a half configuration the settings do not carry
+    monkeypatch.setenv(
+        "ENTRABOT_BLOB_ENDPOINT", AKS_ENDPOINT
+    )  # a half configuration the settings do not carry
     monkeypatch.setenv("ENTRABOT_DATA_DIR", str(tmp_path / "environment"))
     backend = get_backend(settings_from_env({"ENTRABOT_DATA_DIR": str(tmp_path / "settings")}))
     assert isinstance(backend, LocalBackend) and backend.root == tmp_path / "settings"
@@ -152,13 +183,18 @@ def test_connection_string_auth_is_chosen_when_one_is_given() -> None:
         "ENTRABOT_BLOB_CONNECTION_STRING": "UseDevelopmentStorage=true",
     }
     assert choose_backend(settings_from_env(env)) == BlobChoice(
-        "http://127.0.0.1:10000/devstoreaccount1", "fleet", BlobAuth.CONNECTION_STRING, "UseDevelopmentStorage=true"
+        "http://127.0.0.1:10000/devstoreaccount1",
+        "fleet",
+        BlobAuth.CONNECTION_STRING,
+        "UseDevelopmentStorage=true",
     )
 
 
 async def test_without_a_connection_string_the_workload_identity_is_used() -> None:
     env = {"ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT, "ENTRABOT_BLOB_CONTAINER": "fleet"}
-    assert choose_backend(settings_from_env(env)) == BlobChoice(AKS_ENDPOINT, "fleet", BlobAuth.DEFAULT_CREDENTIAL)
+    assert choose_backend(settings_from_env(env)) == BlobChoice(
+        AKS_ENDPOINT, "fleet", BlobAuth.DEFAULT_CREDENTIAL
+    )
     backend = get_backend(settings_from_env(env))
     try:
         assert isinstance(backend, BlobBackend)
@@ -168,7 +204,11 @@ async def test_without_a_connection_string_the_workload_identity_is_used() -> No
 
 
 async def test_agent_user_auth_uses_the_token_provider_passed_in() -> None:
-    env = {"ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT, "ENTRABOT_BLOB_CONTAINER": "fleet", "ENTRABOT_BLOB_AUTH": "agent_user"}
+    env = {
+        "ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT,
+        "ENTRABOT_BLOB_CONTAINER": "fleet",
+        "ENTRABOT_BLOB_AUTH": "agent_user",
+    }
 
     async def provider() -> tuple[str, float]:
         return "token", 0.0
@@ -189,7 +229,9 @@ def test_an_explicit_auth_mode_wins_over_a_connection_string() -> None:
         "ENTRABOT_BLOB_CONNECTION_STRING": "UseDevelopmentStorage=true",
         "ENTRABOT_BLOB_AUTH": "default_credential",
     }
-    assert choose_backend(settings_from_env(env)) == BlobChoice(AKS_ENDPOINT, "fleet", BlobAuth.DEFAULT_CREDENTIAL)
+    assert choose_backend(settings_from_env(env)) == BlobChoice(
+        AKS_ENDPOINT, "fleet", BlobAuth.DEFAULT_CREDENTIAL
+    )
 
 
 @pytest.mark.parametrize(
@@ -200,7 +242,10 @@ def test_an_explicit_auth_mode_wins_over_a_connection_string() -> None:
         ({"ENTRABOT_BLOB_CONTAINER": "ab"}, "is not a valid container name"),
         ({"ENTRABOT_BLOB_ENDPOINT": "not a url"}, "is not an http\\(s\\) URL"),
         ({"ENTRABOT_BLOB_ENDPOINT": "https://acct.blob.core.windows.net:port"}, "is not a URL"),
-        ({"ENTRABOT_BLOB_ENDPOINT": "http://acct.blob.core.windows.net"}, "token authentication needs https"),
+        (
+            {"ENTRABOT_BLOB_ENDPOINT": "http://acct.blob.core.windows.net"},
+            "token authentication needs https",
+        ),
     ],
 )
 def test_unusable_blob_settings_are_misconfigured(overrides: dict[str, str], message: str) -> None:
@@ -210,7 +255,10 @@ def test_unusable_blob_settings_are_misconfigured(overrides: dict[str, str], mes
 
 
 def test_an_endpoint_carrying_a_sas_is_refused_without_echoing_it() -> None:
-    env = {"ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT + "/?sv=2024&sig=TOPSECRET", "ENTRABOT_BLOB_CONTAINER": "fleet"}
+    env = {
+        "ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT + "/?sv=2024&sig=TOPSECRET",
+        "ENTRABOT_BLOB_CONTAINER": "fleet",
+    }
     with pytest.raises(BackendMisconfiguredError, match="without a query string") as raised:
         get_backend(settings_from_env(env))
     assert "TOPSECRET" not in str(raised.value)
@@ -222,7 +270,9 @@ def test_a_malformed_connection_string_is_misconfigured() -> None:
         "ENTRABOT_BLOB_CONTAINER": "fleet",
         "ENTRABOT_BLOB_CONNECTION_STRING": "AccountKey-is-TOPSECRET-but-no-separators",
     }
-    with pytest.raises(BackendMisconfiguredError, match="ENTRABOT_BLOB_CONNECTION_STRING is malformed") as raised:
+    with pytest.raises(
+        BackendMisconfiguredError, match="ENTRABOT_BLOB_CONNECTION_STRING is malformed"
+    ) as raised:
         get_backend(settings_from_env(env))
     assert "TOPSECRET" not in str(raised.value)
     assert raised.value.__cause__ is None and raised.value.__suppress_context__
@@ -243,9 +293,13 @@ async def test_startup_check_logs_one_line_naming_the_local_root(
 ) -> None:
     logger = logging.getLogger("test.storage.startup")
     with caplog.at_level(logging.INFO, logger=logger.name):
-        backend = await assert_backend_config(settings_from_env({"ENTRABOT_DATA_DIR": str(tmp_path / "data")}), logger=logger)
+        backend = await assert_backend_config(
+            settings_from_env({"ENTRABOT_DATA_DIR": str(tmp_path / "data")}), logger=logger
+        )
     assert isinstance(backend, LocalBackend)
-    assert [r.getMessage() for r in caplog.records] == [f"storage backend: LocalBackend root={tmp_path / 'data'}"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"storage backend: LocalBackend root={tmp_path / 'data'}"
+    ]
 
 
 async def test_startup_check_logs_one_line_naming_endpoint_and_container_but_no_key(
@@ -266,7 +320,11 @@ async def test_startup_check_logs_one_line_naming_endpoint_and_container_but_no_
 
 
 async def test_the_process_lock_stays_local_and_is_not_a_key(tmp_path: Path) -> None:
-    env = {"ENTRABOT_DATA_DIR": str(tmp_path), "ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT, "ENTRABOT_BLOB_CONTAINER": "c1"}
+    env = {
+        "ENTRABOT_DATA_DIR": str(tmp_path),
+        "ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT,
+        "ENTRABOT_BLOB_CONTAINER": "c1",
+    }
     lock = local_process_lock_path(settings_from_env(env))
     assert lock == tmp_path / ".singleton.lock"
     lock.write_text("1234")
@@ -277,9 +335,13 @@ async def test_the_process_lock_stays_local_and_is_not_a_key(tmp_path: Path) -> 
 
 async def test_describe_never_shows_a_sas_from_the_connection_string() -> None:
     backend = BlobBackend.from_connection_string(
-        "BlobEndpoint=https://acct.blob.core.windows.net/;SharedAccessSignature=sv=2024&sig=TOPSECRET", "fleet"
+        "BlobEndpoint=https://acct.blob.core.windows.net/;SharedAccessSignature=sv=2024&sig=TOPSECRET",
+        "fleet",
     )
     try:
-        assert backend.describe() == "BlobBackend endpoint=https://acct.blob.core.windows.net container=fleet"
+        assert (
+            backend.describe()
+            == "BlobBackend endpoint=https://acct.blob.core.windows.net container=fleet"
+        )
     finally:
         await backend.aclose()

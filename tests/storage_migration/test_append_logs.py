@@ -32,27 +32,43 @@ from service.storage.blob import BlobBackend
 from service.storage.errors import ConcurrencyError
 from service.storage.faults import Fault, FaultRule, FaultyBackend, Op
 from service.storage.log_append import log_lines
-from service.storage.log_migration import LogCopyAction, append_batches, is_append_log, plan_log_copy
+from service.storage.log_migration import (
+    LogCopyAction,
+    append_batches,
+    is_append_log,
+    plan_log_copy,
+)
 from service.storage.migration import migrate_local_to_backend
+
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=timezone.utc)
 DAY_KEY = interaction_key(T0.date())
 
 
 def record(minutes: int, message_id: str) -> Interaction:
-    return Interaction(ts=T0 + timedelta(minutes=minutes), direction=Direction.IN, channel=Channel.CHAT,
-                       action=Action.DELIVERED.value, chat_id="19:a@thread.v2", message_id=message_id)
+    return Interaction(
+        ts=T0 + timedelta(minutes=minutes),
+        direction=Direction.IN,
+        channel=Channel.CHAT,
+        action=Action.DELIVERED.value,
+        chat_id="19:a@thread.v2",
+        message_id=message_id,
+    )
 
 
 def local_day(tmp_path: Path, *message_ids: str) -> Path:
     """A data directory holding the day's log with one record per id, a minute apart."""
     source = tmp_path / "data"
     (source / "interactions").mkdir(parents=True)
-    (source / DAY_KEY).write_text("".join(render_interaction(record(n, m)) for n, m in enumerate(message_ids)))
+    (source / DAY_KEY).write_text(
+        "".join(render_interaction(record(n, m)) for n, m in enumerate(message_ids))
+    )
     return source
 
 
 async def logged_ids(store: MemoryBackend) -> list[str | None]:
-    read = await InteractionLog(store, clock=lambda: T0 + timedelta(hours=2)).read(InteractionQuery(since=T0))
+    read = await InteractionLog(store, clock=lambda: T0 + timedelta(hours=2)).read(
+        InteractionQuery(since=T0)
+    )
     assert read.skipped_lines == 0 and read.unresolved_days == ()
     return [r.message_id for r in read.records]
 
@@ -68,7 +84,9 @@ async def test_the_migrated_days_log_takes_that_days_later_interactions(target, 
     assert await logged_ids(target) == ["before-1", "before-2", "after-migrate"]
 
 
-async def test_a_log_a_replica_started_before_the_migration_gets_the_local_lines_too(target, tmp_path):
+async def test_a_log_a_replica_started_before_the_migration_gets_the_local_lines_too(
+    target, tmp_path
+):
     source = local_day(tmp_path, "before-1", "before-2")
     assert await InteractionLog(target).record(record(30, "replica-first"))
 
@@ -85,7 +103,9 @@ async def test_a_log_an_earlier_migrate_wrote_whole_is_recreated_appendable_by_m
     blob_backend: BlobBackend, tmp_path: Path
 ):
     source = local_day(tmp_path, "before-1", "before-2")
-    await blob_backend.write_text(DAY_KEY, (source / DAY_KEY).read_text(), if_absent=True)  # the old migrate
+    await blob_backend.write_text(
+        DAY_KEY, (source / DAY_KEY).read_text(), if_absent=True
+    )  # the old migrate
 
     report = await migrate_local_to_backend([(source, "")], blob_backend)
     logged = await InteractionLog(blob_backend).record(record(31, "after-the-repair"))
@@ -97,19 +117,37 @@ async def test_a_log_an_earlier_migrate_wrote_whole_is_recreated_appendable_by_m
 
 
 @pytest.mark.azurite
-async def test_a_day_file_stored_whole_takes_records_by_compare_and_swap_each_once(blob_backend: BlobBackend):
+async def test_a_day_file_stored_whole_takes_records_by_compare_and_swap_each_once(
+    blob_backend: BlobBackend,
+):
     # What the single-host system's Blob backend left (its append read the file and wrote it back
     # whole), and what an earlier migrate left: a block blob, which refuses appends.
-    await blob_backend.write_text(DAY_KEY, json.dumps({  # in the single-host shape (single_host_records)
-        "id": "0b6f", "ts": T0.isoformat(), "channel": "teams_dm", "direction": "inbound", "sender": "Ada",
-        "summary": "hi", "content_ref": "single-host"}) + "\n")
+    await blob_backend.write_text(
+        DAY_KEY,
+        json.dumps(
+            {  # in the single-host shape (single_host_records)
+                "id": "0b6f",
+                "ts": T0.isoformat(),
+                "channel": "teams_dm",
+                "direction": "inbound",
+                "sender": "Ada",
+                "summary": "hi",
+                "content_ref": "single-host",
+            }
+        )
+        + "\n",
+    )
     logs = [InteractionLog(blob_backend) for _ in range(3)]  # three replicas
 
-    logged = await asyncio.gather(*(logs[n % 3].record(record(1 + n, f"replica-{n}")) for n in range(6)))
+    logged = await asyncio.gather(
+        *(logs[n % 3].record(record(1 + n, f"replica-{n}")) for n in range(6))
+    )
 
     assert all(logged)
     assert await logged_ids(blob_backend) == ["single-host", *(f"replica-{n}" for n in range(6))]
-    assert not await blob_backend.accepts_appends(DAY_KEY)  # until its day ends; tomorrow's file appends
+    assert not await blob_backend.accepts_appends(
+        DAY_KEY
+    )  # until its day ends; tomorrow's file appends
 
 
 @pytest.mark.azurite
@@ -128,7 +166,9 @@ async def test_a_whole_stored_log_the_service_extended_gets_the_local_lines_and_
     blob_backend: BlobBackend, tmp_path: Path
 ):
     source = local_day(tmp_path, "before-1", "before-2")
-    await blob_backend.write_text(DAY_KEY, (source / DAY_KEY).read_text().splitlines(keepends=True)[0])
+    await blob_backend.write_text(
+        DAY_KEY, (source / DAY_KEY).read_text().splitlines(keepends=True)[0]
+    )
     assert await InteractionLog(blob_backend).record(record(30, "logged-meanwhile"))
 
     report = await migrate_local_to_backend([(source, "")], blob_backend)
@@ -164,7 +204,9 @@ async def test_the_recreate_refuses_a_log_that_changed_since_it_was_read(blob_ba
 
 
 @pytest.mark.azurite
-async def test_a_dry_run_reports_the_repair_and_changes_nothing(blob_backend: BlobBackend, tmp_path: Path):
+async def test_a_dry_run_reports_the_repair_and_changes_nothing(
+    blob_backend: BlobBackend, tmp_path: Path
+):
     source = local_day(tmp_path, "before-1")
     await blob_backend.write_text(DAY_KEY, (source / DAY_KEY).read_text())
 
@@ -191,7 +233,13 @@ def test_every_log_the_service_appends_to_is_migrated_as_a_log() -> None:
         ("a\nb\n", "a\n", False, LogCopyAction.CONVERT, ("a\n", "b\n")),
         ("a\nb\n", "a\nz\n", False, LogCopyAction.APPEND, ("b\n",)),  # z only in the cloud: kept
         ("a\n", "a\nz\n", False, LogCopyAction.NOTHING, ()),
-        ("a\n\nb", "", True, LogCopyAction.APPEND, ("a\n", "b\n")),  # a torn last line gets its newline
+        (
+            "a\n\nb",
+            "",
+            True,
+            LogCopyAction.APPEND,
+            ("a\n", "b\n"),
+        ),  # a torn last line gets its newline
     ],
 )
 def test_the_copy_plan(local, stored, appendable, action, lines) -> None:

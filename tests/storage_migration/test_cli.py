@@ -122,7 +122,10 @@ async def test_migrate_default_sources_land_in_azurite(
     write_tree(data, {"promises.jsonl": "p\n", "chat_cursors/x.json": "{}"})
     # The working directory's auto memory, where Claude Code keeps it (tests/storage_migration/
     # test_claude_code_memory.py); the ~/.claude/memory an earlier version read is not it.
-    write_tree(claude_memory_of(home, tmp_path), {"profile.md": "me", "chat_cursors/x.json": "persona note"})
+    write_tree(
+        claude_memory_of(home, tmp_path),
+        {"profile.md": "me", "chat_cursors/x.json": "persona note"},
+    )
     write_tree(home / ".claude" / "memory", {"not-claude-codes.md": "left alone"})
     blob = BlobBackend.from_connection_string(azurite.connection_string, container_name)
     try:
@@ -133,7 +136,10 @@ async def test_migrate_default_sources_land_in_azurite(
         first, second = cli("migrate", env=env), cli("migrate", env=env)
 
         assert first.returncode == 0, first.stderr
-        assert f"persona memory: {claude_memory_of(home, tmp_path)}, Claude Code's directory" in first.stdout
+        assert (
+            f"persona memory: {claude_memory_of(home, tmp_path)}, Claude Code's directory"
+            in first.stdout
+        )
         assert await blob.list() == [
             "claude_memory/chat_cursors/x.json",  # under a prefix, poll-state names are content
             "claude_memory/profile.md",
@@ -144,7 +150,9 @@ async def test_migrate_default_sources_land_in_azurite(
         await blob.aclose()
 
 
-def test_migrate_with_an_unreadable_file_exits_one_and_names_it(cli, tmp_path, write_tree, snapshot):
+def test_migrate_with_an_unreadable_file_exits_one_and_names_it(
+    cli, tmp_path, write_tree, snapshot
+):
     source, store = tmp_path / "src", tmp_path / "store"
     write_tree(source, {"a.md": "a", "photo.png": b"\x89PNG\r\n\x1a\n\xff"})
 
@@ -160,7 +168,9 @@ def test_migrate_dry_run_writes_nothing(cli, tmp_path, write_tree):
     source, store = tmp_path / "src", tmp_path / "store"
     write_tree(source, {"a.md": "a"})
 
-    result = cli("migrate", "--dry-run", "--source", f"{source}:claude_memory", env=local_env(store))
+    result = cli(
+        "migrate", "--dry-run", "--source", f"{source}:claude_memory", env=local_env(store)
+    )
 
     assert result.returncode == 0, result.stderr
     assert "would copy 1," in result.stdout
@@ -175,15 +185,21 @@ def test_migrate_without_blob_settings_refuses_to_copy_the_data_directory_into_i
 
     result = cli("migrate")
 
-    assert_one_config_line(result, str(data), "ENTRABOT_BLOB_ENDPOINT", "ENTRABOT_BLOB_CONTAINER", "into itself")
+    assert_one_config_line(
+        result, str(data), "ENTRABOT_BLOB_ENDPOINT", "ENTRABOT_BLOB_CONTAINER", "into itself"
+    )
     assert stored(snapshot, data) == {"promises.jsonl": b"p\n", "notes/a.md": b"a"}
 
 
-def test_migrate_refuses_a_source_inside_the_local_store_it_would_copy_into(cli, tmp_path, write_tree, snapshot):
+def test_migrate_refuses_a_source_inside_the_local_store_it_would_copy_into(
+    cli, tmp_path, write_tree, snapshot
+):
     store = tmp_path / "store"
     write_tree(store, {"claude_memory/profile.md": "me"})
 
-    result = cli("migrate", "--source", f"{store / 'claude_memory'}:claude_memory", env=local_env(store))
+    result = cli(
+        "migrate", "--source", f"{store / 'claude_memory'}:claude_memory", env=local_env(store)
+    )
 
     assert_one_config_line(result, str(store), "into itself")
     assert stored(snapshot, store) == {"claude_memory/profile.md": b"me"}
@@ -200,15 +216,24 @@ def test_persona_push_defaults_to_claude_codes_auto_memory_of_the_project(
     result = cli("persona", "push", "--project", str(project), env=local_env(store))
 
     assert result.returncode == 0, result.stderr
-    assert f"persona memory: {claude_memory_of(home, project)}, Claude Code's directory for the project" in result.stdout
-    assert stored(snapshot, store) == {"claude_memory/MEMORY.md": b"- index", "claude_memory/people.md": b"alice"}
+    assert (
+        f"persona memory: {claude_memory_of(home, project)}, Claude Code's directory for the project"
+        in result.stdout
+    )
+    assert stored(snapshot, store) == {
+        "claude_memory/MEMORY.md": b"- index",
+        "claude_memory/people.md": b"alice",
+    }
 
 
 def test_persona_says_when_the_project_has_no_auto_memory_yet(cli, home, tmp_path):
     result = cli("persona", "push", env=local_env(tmp_path / "store"))
 
     assert result.returncode == 0, result.stderr
-    assert f"persona memory: {claude_memory_of(home, tmp_path)} (absent: nothing there yet)" in result.stdout
+    assert (
+        f"persona memory: {claude_memory_of(home, tmp_path)} (absent: nothing there yet)"
+        in result.stdout
+    )
     assert "copied 0," in result.stdout
 
 
@@ -224,7 +249,9 @@ def test_half_blob_configuration_exits_two_with_one_line_and_writes_nothing(
 ):
     source = tmp_path / "src"
     write_tree(source, {"a.md": "a"})
-    value = "http://127.0.0.1:10000/devstoreaccount1" if setting.endswith("ENDPOINT") else "agent-state"
+    value = (
+        "http://127.0.0.1:10000/devstoreaccount1" if setting.endswith("ENDPOINT") else "agent-state"
+    )
 
     result = cli("migrate", "--source", str(source), env={setting: value})
 
@@ -239,7 +266,9 @@ def test_unreachable_azurite_exits_two_with_one_line(
     write_tree(source, {"a.md": "a"})
     connection_string, endpoint = azurite_like_connection(closed_port())
 
-    result = cli("migrate", "--source", str(source), env=blob_env(connection_string, endpoint, "agent-state"))
+    result = cli(
+        "migrate", "--source", str(source), env=blob_env(connection_string, endpoint, "agent-state")
+    )
 
     assert_one_config_line(result, "ENTRABOT_BLOB_ENDPOINT", "cannot reach")
     assert list(home.iterdir()) == []
@@ -285,7 +314,9 @@ def test_persona_push_of_one_file_outside_the_root_exits_one(cli, tmp_path, outs
     root, store = tmp_path / "memory", tmp_path / "store"
     write_tree(root, {"profile.md": "me"})
 
-    result = cli("persona", "push", str(outside / "secret.txt"), "--root", str(root), env=local_env(store))
+    result = cli(
+        "persona", "push", str(outside / "secret.txt"), "--root", str(root), env=local_env(store)
+    )
 
     assert result.returncode == 1
     assert "is not inside the persona directory" in result.stderr
@@ -296,7 +327,9 @@ def test_unexpected_failure_exits_one_with_one_line_and_no_traceback(cli, tmp_pa
     not_a_directory = tmp_path / "memory"
     not_a_directory.write_text("a file where the persona directory should be")
 
-    result = cli("persona", "pull", "--root", str(not_a_directory), env=local_env(tmp_path / "store"))
+    result = cli(
+        "persona", "pull", "--root", str(not_a_directory), env=local_env(tmp_path / "store")
+    )
 
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
@@ -308,7 +341,12 @@ def test_debug_adds_the_traceback_to_an_unexpected_failure(cli, tmp_path):
     not_a_directory.write_text("a file where the persona directory should be")
 
     result = cli(
-        "persona", "pull", "--root", str(not_a_directory), "--debug", env=local_env(tmp_path / "store")
+        "persona",
+        "pull",
+        "--root",
+        str(not_a_directory),
+        "--debug",
+        env=local_env(tmp_path / "store"),
     )
 
     assert result.returncode == 1

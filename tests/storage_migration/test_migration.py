@@ -68,7 +68,9 @@ async def test_rerun_copies_nothing_and_skips_every_key(target, tmp_path, write_
     assert again.ok
 
 
-async def test_key_present_at_the_target_is_skipped_and_keeps_its_content(target, tmp_path, write_tree):
+async def test_key_present_at_the_target_is_skipped_and_keeps_its_content(
+    target, tmp_path, write_tree
+):
     source = tmp_path / "data"
     write_tree(source, {"promises.jsonl": "local, older", "notes.md": "new"})
     await target.write_text("promises.jsonl", "cloud, newer")
@@ -94,7 +96,9 @@ class WriterRacingTheListing:
         return getattr(self._inner, name)
 
 
-async def test_racing_writer_is_never_overwritten_and_counts_as_skipped(target, tmp_path, write_tree):
+async def test_racing_writer_is_never_overwritten_and_counts_as_skipped(
+    target, tmp_path, write_tree
+):
     source = tmp_path / "data"
     write_tree(source, {"promises.jsonl": "from the migration", "notes.md": "n"})
     racing = WriterRacingTheListing(target, "promises.jsonl", "from a live replica")
@@ -167,7 +171,8 @@ def make_fifo(path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("make_unreadable", "reason"), [(make_invalid_utf8, "not UTF-8 text"), (make_fifo, "not a regular file")]
+    ("make_unreadable", "reason"),
+    [(make_invalid_utf8, "not UTF-8 text"), (make_fifo, "not a regular file")],
 )
 async def test_unreadable_file_is_reported_and_the_rest_is_still_copied(
     target, tmp_path, write_tree, make_unreadable, reason

@@ -34,7 +34,9 @@ async def test_push_all_never_overwrites_what_the_cloud_holds(target, tmp_path, 
 
     report = await PersonaBackend(target, local_root=root).push_all()
 
-    assert report.skipped == ["claude_memory/profile.md"] and report.copied == ["claude_memory/new.md"]
+    assert report.skipped == ["claude_memory/profile.md"] and report.copied == [
+        "claude_memory/new.md"
+    ]
     assert await target.read_text("claude_memory/profile.md") == "cloud copy"
 
 
@@ -82,7 +84,12 @@ async def test_push_one_rejects_paths_outside_the_root_and_reads_nothing(
     (root / "leak.md").symlink_to(outside / "secret.txt")
     persona = PersonaBackend(target, local_root=root)
 
-    attempts = [root / ".." / "outside" / "secret.txt", outside / "secret.txt", root / "leak.md", root]
+    attempts = [
+        root / ".." / "outside" / "secret.txt",
+        outside / "secret.txt",
+        root / "leak.md",
+        root,
+    ]
     reports = [await persona.push_one(path) for path in attempts]
 
     assert [len(report.rejected) for report in reports] == [1, 1, 1, 1]
@@ -100,7 +107,10 @@ async def test_push_all_rejects_symlinks_out_and_still_pushes_the_rest(
 
     report = await PersonaBackend(target, local_root=root).push_all()
 
-    assert [key for key, _ in report.rejected] == ["claude_memory/leak.md", "claude_memory/people/leakdir"]
+    assert [key for key, _ in report.rejected] == [
+        "claude_memory/leak.md",
+        "claude_memory/people/leakdir",
+    ]
     assert report.copied == sorted(f"claude_memory/{rel}" for rel in PERSONA)
     assert "do not copy" not in (await store_contents(target)).values()
 
@@ -139,7 +149,9 @@ async def test_pull_all_rejects_keys_and_symlinks_leading_out_and_still_pulls_th
     }
     outside_before = snapshot(outside)
 
-    report = await PersonaBackend(ContainerWithForgedKeys(target, forged), local_root=root).pull_all()
+    report = await PersonaBackend(
+        ContainerWithForgedKeys(target, forged), local_root=root
+    ).pull_all()
 
     assert sorted(key for key, _ in report.rejected) == sorted(
         [*forged, "claude_memory/linkdir/planted.md", "claude_memory/linkfile.md"]
@@ -151,7 +163,9 @@ async def test_pull_all_rejects_keys_and_symlinks_leading_out_and_still_pulls_th
     assert (root / "linkfile.md").is_symlink()
 
 
-async def test_a_root_that_is_itself_a_symlink_is_used_as_the_root(target, tmp_path, write_tree, snapshot):
+async def test_a_root_that_is_itself_a_symlink_is_used_as_the_root(
+    target, tmp_path, write_tree, snapshot
+):
     real = tmp_path / "dotfiles" / "memory"
     write_tree(real, {"profile.md": "p"})
     link = tmp_path / "home-claude-memory"
@@ -163,5 +177,8 @@ async def test_a_root_that_is_itself_a_symlink_is_used_as_the_root(target, tmp_p
     pulled = await persona.pull_all()
 
     assert pushed.copied == ["claude_memory/profile.md"]
-    assert pulled.ok and sorted(pulled.copied) == ["claude_memory/new.md", "claude_memory/profile.md"]
+    assert pulled.ok and sorted(pulled.copied) == [
+        "claude_memory/new.md",
+        "claude_memory/profile.md",
+    ]
     assert snapshot(real) == {"new.md": b"from the cloud", "profile.md": b"p"}

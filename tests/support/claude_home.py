@@ -51,12 +51,14 @@ def seed_claude_home(root: Path, *, api_key: str, allow: Sequence[str] = ()) -> 
         "officialMarketplaceAutoInstallAttempted": True,
         "customApiKeyResponses": {"approved": [api_key[-20:]], "rejected": []},
         "cachedGrowthBookFeatures": CHANNEL_FLAGS,
-        "projects": {str(project.resolve()): {
-            "hasTrustDialogAccepted": True,
-            "hasCompletedProjectOnboarding": True,
-            "enabledMcpjsonServers": ["entrabot"],
-            "allowedTools": [],
-        }},
+        "projects": {
+            str(project.resolve()): {
+                "hasTrustDialogAccepted": True,
+                "hasCompletedProjectOnboarding": True,
+                "enabledMcpjsonServers": ["entrabot"],
+                "allowedTools": [],
+            }
+        },
     }
     (home / ".claude.json").write_text(json.dumps(state, indent=2))
     settings = {"enableAllProjectMcpServers": True, "permissions": {"allow": list(allow)}}
@@ -64,10 +66,15 @@ def seed_claude_home(root: Path, *, api_key: str, allow: Sequence[str] = ()) -> 
     return ClaudeHome(home, project.resolve())
 
 
-def claude_environment(home: ClaudeHome, *, api_base_url: str, api_key: str, path_prefix: Path) -> dict[str, str]:
+def claude_environment(
+    home: ClaudeHome, *, api_base_url: str, api_key: str, path_prefix: Path
+) -> dict[str, str]:
     """Claude Code's environment: the fake API, no non-essential traffic, the throwaway HOME."""
-    keep = {k: v for k, v in os.environ.items()
-            if k in {"LANG", "LC_ALL", "TERM", "TMPDIR", "PYTHONPATH"} or k.startswith("LC_")}
+    keep = {
+        k: v
+        for k, v in os.environ.items()
+        if k in {"LANG", "LC_ALL", "TERM", "TMPDIR", "PYTHONPATH"} or k.startswith("LC_")
+    }
     return {
         **keep,
         "HOME": str(home.home),

@@ -13,8 +13,9 @@ SLOW_WAIT_S = 60.0
 SLOW_POLL_S = 0.2
 
 
-async def eventually(check: Callable[[], Any], what: str, *, timeout_s: float = WAIT_BOUND_S,
-                     poll_s: float = 0.02) -> Any:
+async def eventually(
+    check: Callable[[], Any], what: str, *, timeout_s: float = WAIT_BOUND_S, poll_s: float = 0.02
+) -> Any:
     """Poll ``check`` (plain or async) until it returns something truthy, and return that; fail naming
     ``what`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s

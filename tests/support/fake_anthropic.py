@@ -66,10 +66,14 @@ class RecordedRequest:
         if not users:
             return []
         content = users[-1].get("content")
-        return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        return (
+            [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        )
 
     def last_user_text(self) -> str:
-        return "\n".join(str(b.get("text", "")) for b in self.last_user_blocks() if b.get("type") == "text")
+        return "\n".join(
+            str(b.get("text", "")) for b in self.last_user_blocks() if b.get("type") == "text"
+        )
 
     def all_text(self) -> str:
         """Every text the request carries (system prompt aside): where ``<channel`` blocks are counted."""
@@ -90,11 +94,22 @@ class RecordedRequest:
 
     def tool_result_block(self, tool_name: str) -> dict[str, Any] | None:
         """The newest user turn's ``tool_result`` block for a call of ``tool_name``, if that turn has one."""
-        names = {str(b.get("id")): str(b.get("name"))
-                 for m in self.messages() if m.get("role") == "assistant" and isinstance(m.get("content"), list)
-                 for b in m["content"] if b.get("type") == "tool_use"}
-        return next((b for b in self.last_user_blocks()
-                     if b.get("type") == "tool_result" and names.get(str(b.get("tool_use_id"))) == tool_name), None)
+        names = {
+            str(b.get("id")): str(b.get("name"))
+            for m in self.messages()
+            if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+            for b in m["content"]
+            if b.get("type") == "tool_use"
+        }
+        return next(
+            (
+                b
+                for b in self.last_user_blocks()
+                if b.get("type") == "tool_result"
+                and names.get(str(b.get("tool_use_id"))) == tool_name
+            ),
+            None,
+        )
 
     def tool_result_of(self, tool_name: str) -> str | None:
         """The text of the newest user turn's result for a call of ``tool_name``, if that turn has one."""
@@ -125,15 +140,20 @@ class Cue:
 
 def on_user_text(marker: str) -> Condition:
     """The newest user turn is text (not a tool result) containing ``marker``, in an agent turn."""
-    return lambda r: r.is_agent_turn() and marker in r.last_user_text() and not any(
-        b.get("type") == "tool_result" for b in r.last_user_blocks())
+    return lambda r: (
+        r.is_agent_turn()
+        and marker in r.last_user_text()
+        and not any(b.get("type") == "tool_result" for b in r.last_user_blocks())
+    )
 
 
 def after_tool(tool_name: str, *, containing: str = "") -> Condition:
     """The newest user turn carries the result of a ``tool_name`` call (that contains ``containing``)."""
+
     def holds(r: RecordedRequest) -> bool:
         result = r.tool_result_of(tool_name)
         return r.is_agent_turn() and result is not None and containing in result
+
     return holds
 
 
@@ -164,16 +184,29 @@ def _content(blocks: Sequence[Block]) -> list[dict[str, Any]]:
         if isinstance(block, Text):
             out.append({"type": "text", "text": block.text})
         else:
-            out.append({"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": block.name,
-                        "input": block.input})
+            out.append(
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_{uuid.uuid4().hex[:24]}",
+                    "name": block.name,
+                    "input": block.input,
+                }
+            )
     return out
 
 
 def _message(model: str, content: list[dict[str, Any]]) -> dict[str, Any]:
     stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
-    return {"id": f"msg_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant", "model": model,
-            "content": content, "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": 10, "output_tokens": 5}}
+    return {
+        "id": f"msg_{uuid.uuid4().hex[:24]}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+    }
 
 
 def _sse(event: str, data: dict[str, Any]) -> str:
@@ -181,22 +214,46 @@ def _sse(event: str, data: dict[str, Any]) -> str:
 
 
 def _stream(message: dict[str, Any]) -> Iterator[str]:
-    head = {**message, "content": [], "stop_reason": None, "usage": {"input_tokens": 10, "output_tokens": 1}}
+    head = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": 10, "output_tokens": 1},
+    }
     yield _sse("message_start", {"type": "message_start", "message": head})
     for index, block in enumerate(message["content"]):
         if block["type"] == "text":
-            yield _sse("content_block_start", {"type": "content_block_start", "index": index,
-                                               "content_block": {"type": "text", "text": ""}})
+            yield _sse(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            )
             delta = {"type": "text_delta", "text": block["text"]}
         else:
-            yield _sse("content_block_start", {"type": "content_block_start", "index": index,
-                                               "content_block": {**block, "input": {}}})
+            yield _sse(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {**block, "input": {}},
+                },
+            )
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-        yield _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+        yield _sse(
+            "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+        )
         yield _sse("content_block_stop", {"type": "content_block_stop", "index": index})
-    yield _sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": message["stop_reason"],
-                                                                   "stop_sequence": None},
-                                 "usage": {"output_tokens": 5}})
+    yield _sse(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": 5},
+        },
+    )
     yield _sse("message_stop", {"type": "message_stop"})
 
 
@@ -213,8 +270,12 @@ def build_app(model: ScriptedModel) -> Starlette:
         body = await request.json()
         return JSONResponse({"input_tokens": max(1, len(json.dumps(body)) // 4)})
 
-    return Starlette(routes=[Route("/v1/messages", messages, methods=["POST"]),
-                             Route("/v1/messages/count_tokens", count_tokens, methods=["POST"])])
+    return Starlette(
+        routes=[
+            Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+        ]
+    )
 
 
 @dataclass(frozen=True)

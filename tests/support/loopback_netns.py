@@ -43,8 +43,10 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
-async def _splice(a: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-                  b: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
+async def _splice(
+    a: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    b: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+) -> None:
     await asyncio.gather(_pipe(a[0], b[1]), _pipe(b[0], a[1]))
 
 
@@ -53,7 +55,9 @@ def namespace_available() -> bool:
     """Root with ``unshare`` and ``ip``, and the kernel lets us make a network namespace."""
     if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
         return False
-    return subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=10).returncode == 0
+    return (
+        subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=10).returncode == 0
+    )
 
 
 def loopback_only(argv: Sequence[str], sockets: Path, ports: Sequence[int]) -> list[str]:
@@ -61,8 +65,18 @@ def loopback_only(argv: Sequence[str], sockets: Path, ports: Sequence[int]) -> l
     if not namespace_available():
         return list(argv)
     port_args = [a for p in ports for a in ("--port", str(p))]
-    return ["unshare", "-n", sys.executable, "-m", "tests.support.loopback_netns", "--sockets", str(sockets),
-            *port_args, "--", *argv]
+    return [
+        "unshare",
+        "-n",
+        sys.executable,
+        "-m",
+        "tests.support.loopback_netns",
+        "--sockets",
+        str(sockets),
+        *port_args,
+        "--",
+        *argv,
+    ]
 
 
 @asynccontextmanager
@@ -78,9 +92,12 @@ async def unix_forwards(sockets: Path, ports: Sequence[int]) -> AsyncIterator[No
                 writer.close()
                 return
             await _splice((reader, writer), upstream)
+
         return handle
 
-    servers = [await asyncio.start_unix_server(relay(p), path=str(sockets / f"{p}.sock")) for p in ports]
+    servers = [
+        await asyncio.start_unix_server(relay(p), path=str(sockets / f"{p}.sock")) for p in ports
+    ]
     try:
         yield
     finally:
@@ -99,6 +116,7 @@ async def _inside(sockets: Path, ports: Sequence[int], argv: Sequence[str]) -> i
                 writer.close()
                 return
             await _splice((reader, writer), upstream)
+
         return handle
 
     servers = [await asyncio.start_server(relay(p), "127.0.0.1", p) for p in ports]

@@ -10,11 +10,18 @@ from typing import Any
 
 
 async def race_processes(
-    argvs: Sequence[Sequence[str]], *, env: Mapping[str, str], start_timeout_s: float, run_timeout_s: float
+    argvs: Sequence[Sequence[str]],
+    *,
+    env: Mapping[str, str],
+    start_timeout_s: float,
+    run_timeout_s: float,
 ) -> list[dict[str, Any]]:
     procs = [
         await asyncio.create_subprocess_exec(
-            *argv, env=dict(env), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            *argv,
+            env=dict(env),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
         for argv in argvs
@@ -28,7 +35,9 @@ async def race_processes(
             assert proc.stdin is not None
             proc.stdin.write(b"go\n")
             await proc.stdin.drain()
-        outputs = await asyncio.wait_for(asyncio.gather(*(p.communicate() for p in procs)), run_timeout_s)
+        outputs = await asyncio.wait_for(
+            asyncio.gather(*(p.communicate() for p in procs)), run_timeout_s
+        )
     finally:
         for proc in procs:
             if proc.returncode is None:

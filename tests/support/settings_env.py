@@ -21,9 +21,13 @@ PREFIX = "ENTRABOT_"
 # enough for it: the elected scanner scans on every cycle, every email cycle polls (the fleet's poll
 # turn is always due), no read waits for another replica's turn, and a chat may be read again at once.
 # Settings field names.
-HAND_DRIVEN_CYCLES: dict[str, float] = {"chat_scan_interval_s": 0.001, "chat_scan_active_interval_s": 0.001,
-                                        "email_poll_interval_s": 0.001, "chat_read_spread_s": 0.0,
-                                        "chat_read_gap_s": 0.0}
+HAND_DRIVEN_CYCLES: dict[str, float] = {
+    "chat_scan_interval_s": 0.001,
+    "chat_scan_active_interval_s": 0.001,
+    "email_poll_interval_s": 0.001,
+    "chat_read_spread_s": 0.0,
+    "chat_read_gap_s": 0.0,
+}
 
 
 # The emulator budget such harnesses run on: Graph's limits lifted, the per-chat one too (a cycle right
@@ -55,6 +59,8 @@ class _MappingOnlySettings(Settings):
 def settings_from_env(env: Mapping[str, str]) -> Settings:
     # Any: which fields the names are is known only at run time, where the model parses and checks them.
     fields: dict[str, Any] = {
-        name.removeprefix(PREFIX).lower(): value for name, value in env.items() if name.startswith(PREFIX)
+        name.removeprefix(PREFIX).lower(): value
+        for name, value in env.items()
+        if name.startswith(PREFIX)
     }
     return _MappingOnlySettings(**fields)

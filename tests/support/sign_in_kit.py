@@ -42,28 +42,53 @@ class AdminSite(Protocol):
     def admin_url(self) -> str: ...
 
 
-async def approve_pending_code(http: httpx.AsyncClient, emulator: AdminSite, person: str, *,
-                               user_code: str | None = None, decline: bool = False) -> str:
+async def approve_pending_code(
+    http: httpx.AsyncClient,
+    emulator: AdminSite,
+    person: str,
+    *,
+    user_code: str | None = None,
+    decline: bool = False,
+) -> str:
     """Wait for a pending device code (``user_code``, or any) and approve it as ``person`` (id or UPN)."""
 
     async def pending() -> str | None:
         codes = (await http.get(f"{emulator.admin_url}/devicecodes")).json()["device_codes"]
-        return next((c["user_code"] for c in codes
-                     if c["state"] == "pending" and user_code in (None, c["user_code"])), None)
+        return next(
+            (
+                c["user_code"]
+                for c in codes
+                if c["state"] == "pending" and user_code in (None, c["user_code"])
+            ),
+            None,
+        )
 
     code: str = await eventually(pending, "a pending device code")
-    response = await http.post(f"{emulator.admin_url}/devicecodes/approve",
-                               json={"user_code": code, "user": person, "decline": decline})
+    response = await http.post(
+        f"{emulator.admin_url}/devicecodes/approve",
+        json={"user_code": code, "user": person, "decline": decline},
+    )
     assert response.status_code == 201, response.text
     return code
 
 
-async def sign_in_as(emulator: RunningEmulator, settings: Settings, backend: MemoryBackend, person: str, *,
-                     replace: bool = True) -> SignInRecord:
+async def sign_in_as(
+    emulator: RunningEmulator,
+    settings: Settings,
+    backend: MemoryBackend,
+    person: str,
+    *,
+    replace: bool = True,
+) -> SignInRecord:
     """What `entrabot-fleet signin` does, in this process, with ``person`` approving the code."""
     async with httpx.AsyncClient(timeout=30) as http:
-        flow = SignInFlow(public_client(settings, http), sign_in_store(settings, backend), http, settings.graph_url,
-                          settings.tenant_id or "")
+        flow = SignInFlow(
+            public_client(settings, http),
+            sign_in_store(settings, backend),
+            http,
+            settings.graph_url,
+            settings.tenant_id or "",
+        )
         code = await flow.start()
         await approve_pending_code(http, emulator, person, user_code=code.user_code)
         grant = await flow.wait(code, timeout_s=30)

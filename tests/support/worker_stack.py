@@ -74,29 +74,59 @@ class WorkerStack:
 
     async def notify(self, chat_id: str, message_id: str | None = None) -> None:
         """What the notification receiver writes when Graph reports a change in ``chat_id``."""
-        await HintLog(self.backend).add([Hint(chat_id, datetime.now(timezone.utc), message_id, "notification")])
+        await HintLog(self.backend).add(
+            [Hint(chat_id, datetime.now(timezone.utc), message_id, "notification")]
+        )
 
     async def aclose(self) -> None:
         await self.graph.aclose()
         await self.http.aclose()
 
 
-async def build_stack(emulator: RunningEmulator, backend: MemoryBackend, *, is_cloud: bool,
-                      replica_id: str = "test-replica",
-                      transport: httpx.AsyncBaseTransport | None = None,
-                      retry_policy: RetryPolicy | None = None) -> WorkerStack:
+async def build_stack(
+    emulator: RunningEmulator,
+    backend: MemoryBackend,
+    *,
+    is_cloud: bool,
+    replica_id: str = "test-replica",
+    transport: httpx.AsyncBaseTransport | None = None,
+    retry_policy: RetryPolicy | None = None,
+) -> WorkerStack:
     """``transport``: what carries the Graph requests (default: real HTTP to the emulator), for a test
     that alters what comes back over the wire; ``retry_policy``: the Graph client's (default: the
     service's), for a test about what happens after Graph fails rather than how long it is retried."""
-    settings = settings_from_env({**agent_user_env(emulator.seed, base_url=emulator.base_url),
-                                  **as_env(HAND_DRIVEN_CYCLES)})
+    settings = settings_from_env(
+        {**agent_user_env(emulator.seed, base_url=emulator.base_url), **as_env(HAND_DRIVEN_CYCLES)}
+    )
     metrics = Metrics()
     http = httpx.AsyncClient(timeout=30, transport=transport)
-    clients = build_clients(settings, backend, http, replica_id=replica_id, metrics=metrics,
-                            retry_policy=retry_policy)
+    clients = build_clients(
+        settings, backend, http, replica_id=replica_id, metrics=metrics, retry_policy=retry_policy
+    )
     agent = await load_agent_user(clients.graph)
-    wired = await wire_workers(settings=settings, backend=backend, is_cloud=is_cloud, graph=clients.graph,
-                               hub=clients.hub, agent=agent, gate=clients.gate, replica_id=replica_id,
-                               metrics=metrics, directory=clients.directory)
-    return WorkerStack(emulator, http, clients.graph, clients.hub, wired.chat_poller, wired.email_poller,
-                       wired.discovery, wired.watched, wired.interactions, metrics, backend, clients.graph_backoff)
+    wired = await wire_workers(
+        settings=settings,
+        backend=backend,
+        is_cloud=is_cloud,
+        graph=clients.graph,
+        hub=clients.hub,
+        agent=agent,
+        gate=clients.gate,
+        replica_id=replica_id,
+        metrics=metrics,
+        directory=clients.directory,
+    )
+    return WorkerStack(
+        emulator,
+        http,
+        clients.graph,
+        clients.hub,
+        wired.chat_poller,
+        wired.email_poller,
+        wired.discovery,
+        wired.watched,
+        wired.interactions,
+        metrics,
+        backend,
+        clients.graph_backoff,
+    )

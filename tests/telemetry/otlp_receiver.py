@@ -29,7 +29,11 @@ PROTOBUF = "application/x-protobuf"
 
 def _value(value: AnyValue) -> str | bool | int | float:
     kind = value.WhichOneof("value")
-    return getattr(value, kind) if kind in ("string_value", "bool_value", "int_value", "double_value") else str(value)
+    return (
+        getattr(value, kind)
+        if kind in ("string_value", "bool_value", "int_value", "double_value")
+        else str(value)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,12 +72,17 @@ class OtlpReceiver:
             resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:
-                    self.spans.append(ReceivedSpan(
-                        span.name, span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex(),
-                        tuple((link.trace_id.hex(), link.span_id.hex()) for link in span.links),
-                        {a.key: _value(a.value) for a in span.attributes},
-                        str(resource.get("service.instance.id", "")),
-                    ))
+                    self.spans.append(
+                        ReceivedSpan(
+                            span.name,
+                            span.trace_id.hex(),
+                            span.span_id.hex(),
+                            span.parent_span_id.hex(),
+                            tuple((link.trace_id.hex(), link.span_id.hex()) for link in span.links),
+                            {a.key: _value(a.value) for a in span.attributes},
+                            str(resource.get("service.instance.id", "")),
+                        )
+                    )
 
 
 @asynccontextmanager

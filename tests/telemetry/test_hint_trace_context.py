@@ -25,19 +25,29 @@ async def test_a_hint_read_back_carries_the_trace_of_the_span_that_wrote_it(tmp_
     [hint] = await HintReader(backend, clock=lambda: NOW).poll() or []
     context = context_from_traceparent(hint.traceparent)
     assert context is not None
-    assert trace.get_current_span(context).get_span_context().trace_id == scan.get_span_context().trace_id
+    assert (
+        trace.get_current_span(context).get_span_context().trace_id
+        == scan.get_span_context().trace_id
+    )
 
 
 def test_a_trace_field_that_is_not_a_traceparent_is_dropped_and_the_hint_kept() -> None:
     hint = parse_hint_line('{"c":"chat-1","t":"2026-12-02T12:00:00Z","s":"scan","p":5}')
     assert hint is not None and hint.traceparent is None
-    garbled = parse_hint_line('{"c":"chat-1","t":"2026-12-02T12:00:00Z","s":"scan","p":"00-zz-yy-01"}')
+    garbled = parse_hint_line(
+        '{"c":"chat-1","t":"2026-12-02T12:00:00Z","s":"scan","p":"00-zz-yy-01"}'
+    )
     assert garbled is not None and context_from_traceparent(garbled.traceparent) is None
 
 
 def test_a_merged_want_keeps_the_trace_of_the_newest_hint() -> None:
     older = Hint("chat-1", NOW, "m1", traceparent="00-" + "1" * 32 + "-" + "a" * 16 + "-01")
-    newer = Hint("chat-1", NOW + timedelta(seconds=1), "m2", traceparent="00-" + "2" * 32 + "-" + "b" * 16 + "-01")
+    newer = Hint(
+        "chat-1",
+        NOW + timedelta(seconds=1),
+        "m2",
+        traceparent="00-" + "2" * 32 + "-" + "b" * 16 + "-01",
+    )
     first = WantedRead.from_hint(older, 1.0)
     assert WantedRead.from_hint(newer, 2.0).merged(first).traceparent == newer.traceparent
     assert first.merged(WantedRead.from_hint(newer, 2.0)).traceparent == newer.traceparent

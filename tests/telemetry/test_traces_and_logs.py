@@ -39,7 +39,9 @@ def spans() -> InMemorySpanExporter:
 
 @pytest.fixture
 def emulator() -> Iterator[RunningEmulator]:
-    with start_emulator(build_seed(chats=1, throttle=ThrottleBudget(chat_messages_per_s=500, other_per_s=500))) as e:
+    with start_emulator(
+        build_seed(chats=1, throttle=ThrottleBudget(chat_messages_per_s=500, other_per_s=500))
+    ) as e:
         yield e
 
 
@@ -52,7 +54,9 @@ def test_no_otlp_endpoint_installs_no_exporter() -> None:
     assert configure_tracing(None, replica_id="r1") is None
 
 
-async def test_a_poll_cycle_traces_the_cycle_the_claim_graph_and_blob_calls(spans, emulator, backend) -> None:
+async def test_a_poll_cycle_traces_the_cycle_the_claim_graph_and_blob_calls(
+    spans, emulator, backend
+) -> None:
     from worker_stack import RecordingTarget, build_stack
 
     stack = await build_stack(emulator, backend, is_cloud=True)
@@ -60,7 +64,9 @@ async def test_a_poll_cycle_traces_the_cycle_the_claim_graph_and_blob_calls(span
         stack.hub.register(RecordingTarget())
         await stack.discovery.cycle()
         await stack.chats.cycle()
-        emulator.state.post_message(emulator.seed.chats[0].id, sender_id=emulator.seed.humans[0].id, content="hi")
+        emulator.state.post_message(
+            emulator.seed.chats[0].id, sender_id=emulator.seed.humans[0].id, content="hi"
+        )
         spans.clear()
         await stack.chats.cycle()
     finally:
@@ -82,8 +88,9 @@ async def test_log_lines_carry_ids_never_bodies_or_tokens(emulator, backend) -> 
             stack.hub.register(RecordingTarget())
             await stack.discovery.cycle()
             await stack.chats.cycle()
-            emulator.state.post_message(emulator.seed.chats[0].id, sender_id=emulator.seed.humans[0].id,
-                                        content=SECRET_BODY)
+            emulator.state.post_message(
+                emulator.seed.chats[0].id, sender_id=emulator.seed.humans[0].id, content=SECRET_BODY
+            )
             await stack.chats.cycle()
             delivered = stack.hub.live_targets()[0].received  # type: ignore[attr-defined]
         finally:
@@ -97,17 +104,30 @@ async def test_log_lines_carry_ids_never_bodies_or_tokens(emulator, backend) -> 
     assert SECRET_BODY not in text and "eyJ" not in text and "blueprint-dev-secret" not in text
 
 
-def test_teams_chat_ids_stay_readable_while_session_ids_in_the_sdks_lines_and_target_ids_do_not() -> None:
+def test_teams_chat_ids_stay_readable_while_session_ids_in_the_sdks_lines_and_target_ids_do_not() -> (
+    None
+):
     from service.telemetry.logging import RedactingFilter, session_ref  # noqa: PLC0415
 
     session = uuid.uuid4().hex
     chat = f"19:{uuid.uuid4().hex}@thread.v2"  # the shape of a real Teams group chat id
-    ours = logging.LogRecord("service.workers.chat_poll", logging.WARNING, __file__, 1, "chat poll failed", None, None)
+    ours = logging.LogRecord(
+        "service.workers.chat_poll", logging.WARNING, __file__, 1, "chat poll failed", None, None
+    )
     ours.chat_id, ours.target_id = chat, f"push:{session}"
-    sdk = logging.LogRecord("mcp.server.streamable_http_manager", logging.INFO, __file__, 1,
-                            "Created new transport with session ID: %s", (session,), None)
+    sdk = logging.LogRecord(
+        "mcp.server.streamable_http_manager",
+        logging.INFO,
+        __file__,
+        1,
+        "Created new transport with session ID: %s",
+        (session,),
+        None,
+    )
     for record in (ours, sdk):
         RedactingFilter().filter(record)
-    assert vars(ours)["chat_id"] == chat  # the fields a log call's extra= sets, which LogRecord does not declare
+    assert (
+        vars(ours)["chat_id"] == chat
+    )  # the fields a log call's extra= sets, which LogRecord does not declare
     assert vars(ours)["target_id"] == f"push:{session_ref(session)}"
     assert sdk.getMessage() == f"Created new transport with session ID: {session_ref(session)}"

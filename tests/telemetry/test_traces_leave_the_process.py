@@ -32,7 +32,8 @@ ROLE_SPANS = {chat_scan.ROLE: "chat_scan.scan", chat_sweep.ROLE: "chat_sweep.pag
 
 @pytest.mark.timeout(240)
 def test_a_message_is_one_trace_from_the_scan_through_the_hint_to_another_replicas_claim_and_push(
-        azurite: Azurite, tmp_path: Path) -> None:
+    azurite: Azurite, tmp_path: Path
+) -> None:
     asyncio.run(_scenario(azurite, tmp_path))
 
 
@@ -41,10 +42,17 @@ async def _scenario(azurite: Azurite, tmp_path: Path) -> None:
     async with otlp_receiver() as receiver:
         with start_emulator(seed) as emulator:
             # Three: the scanner and the sweep leave at least one replica holding neither, the reader.
-            fleet = LocalFleet(seed, tmp_path, replicas=3, azurite=azurite, emulator=emulator, extra_env={
-                "ENTRABOT_OTLP_ENDPOINT": receiver.base_url,
-                "OTEL_BSP_SCHEDULE_DELAY": "500",  # the SDK's batch exporter: every 0.5 s, not 5 s
-            })
+            fleet = LocalFleet(
+                seed,
+                tmp_path,
+                replicas=3,
+                azurite=azurite,
+                emulator=emulator,
+                extra_env={
+                    "ENTRABOT_OTLP_ENDPOINT": receiver.base_url,
+                    "OTEL_BSP_SCHEDULE_DELAY": "500",  # the SDK's batch exporter: every 0.5 s, not 5 s
+                },
+            )
             await asyncio.to_thread(fleet.start)
             try:
                 await _message_traced(fleet, receiver)
@@ -66,7 +74,12 @@ async def _message_traced(fleet: LocalFleet, receiver: OtlpReceiver) -> None:
                     holders[role] = parse_lease(text).holder
             return holders.keys() == ROLE_SPANS.keys()
 
-        await eventually(roles_held, "replicas hold the scanner and the sweep leases", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
+        await eventually(
+            roles_held,
+            "replicas hold the scanner and the sweep leases",
+            timeout_s=SLOW_WAIT_S,
+            poll_s=SLOW_POLL_S,
+        )
         # The host connects to a replica holding neither: the hint crosses processes.
         reader = next(m for m in fleet.members if m.name not in holders.values())
         pushed = await _post_and_deliver(fleet, reader, store, chat.id)
@@ -76,7 +89,12 @@ async def _message_traced(fleet: LocalFleet, receiver: OtlpReceiver) -> None:
     async def push_exported() -> bool:
         return _push_span(receiver, pushed) is not None
 
-    await eventually(push_exported, "the push's span reaches the receiver", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
+    await eventually(
+        push_exported,
+        "the push's span reaches the receiver",
+        timeout_s=SLOW_WAIT_S,
+        poll_s=SLOW_POLL_S,
+    )
     push = _push_span(receiver, pushed)
     assert push is not None and push.replica == reader.name
     chain = receiver.ancestors(push)
@@ -87,7 +105,12 @@ async def _message_traced(fleet: LocalFleet, receiver: OtlpReceiver) -> None:
         chain = receiver.ancestors(push)
         return bool(chain) and chain[-1].name in ROLE_SPANS.values()
 
-    await eventually(whole_trace_exported, f"the push's ancestors reach the scan or the sweep: {[(s.name, s.replica) for s in chain]}", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
+    await eventually(
+        whole_trace_exported,
+        f"the push's ancestors reach the scan or the sweep: {[(s.name, s.replica) for s in chain]}",
+        timeout_s=SLOW_WAIT_S,
+        poll_s=SLOW_POLL_S,
+    )
     [hint] = [s for s in chain if s.name == "hints.add"]
     [writer_role] = [role for role, span in ROLE_SPANS.items() if span == chain[-1].name]
     assert hint.replica == chain[-1].replica == holders[writer_role] != push.replica
@@ -98,32 +121,50 @@ async def _message_traced(fleet: LocalFleet, receiver: OtlpReceiver) -> None:
     below_read = [s for s in in_trace if read in receiver.ancestors(s)]
     names = {s.name for s in below_read}
     assert "ledger.claim_delivery" in names, names
-    assert any(n.startswith("Graph GET") and n.endswith("chats/{id}/messages") for n in names), names
+    assert any(n.startswith("Graph GET") and n.endswith("chats/{id}/messages") for n in names), (
+        names
+    )
     assert any(n.startswith("blob.") for n in names), names
     # The writer's own Graph read of /me/chats (where it saw the message's preview) is in the trace.
-    assert any(s.name.startswith("Graph GET") and "me/chats" in s.name and s.replica == hint.replica
-               for s in in_trace), {s.name for s in in_trace}
+    assert any(
+        s.name.startswith("Graph GET") and "me/chats" in s.name and s.replica == hint.replica
+        for s in in_trace
+    ), {s.name for s in in_trace}
 
 
-async def _post_and_deliver(fleet: LocalFleet, reader: ReplicaProcess, store: BlobBackend, chat_id: str) -> str:
+async def _post_and_deliver(
+    fleet: LocalFleet, reader: ReplicaProcess, store: BlobBackend, chat_id: str
+) -> str:
     """A person's message once the chat had its first sight, pushed to a host on ``reader``."""
     assert fleet.emulator is not None
     stop = asyncio.Event()
     host = ChannelHost("host", [reader.mcp_url], token=DEV_TOKEN)
     running = asyncio.create_task(host.run(stop))
     try:
-        async def steady() -> bool:
-            return host.connected_to is not None and await store.read_text(cursor_key(chat_id)) is not None
 
-        await eventually(steady, "the host is connected and the chat has its cursor", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
+        async def steady() -> bool:
+            return (
+                host.connected_to is not None
+                and await store.read_text(cursor_key(chat_id)) is not None
+            )
+
+        await eventually(
+            steady,
+            "the host is connected and the chat has its cursor",
+            timeout_s=SLOW_WAIT_S,
+            poll_s=SLOW_POLL_S,
+        )
         async with httpx.AsyncClient(timeout=30) as http:
             posted = await HumanTraffic(fleet.seed, fleet.emulator.base_url, http).post_chat(
-                fleet.seed.humans[0], chat_id, "a message to follow")
+                fleet.seed.humans[0], chat_id, "a message to follow"
+            )
 
         async def delivered() -> bool:
             return any(p.message_id == posted.message_id for p in host.pushes)
 
-        await eventually(delivered, "the message is pushed", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S)
+        await eventually(
+            delivered, "the message is pushed", timeout_s=SLOW_WAIT_S, poll_s=SLOW_POLL_S
+        )
         return posted.message_id
     finally:
         stop.set()
@@ -131,5 +172,11 @@ async def _post_and_deliver(fleet: LocalFleet, reader: ReplicaProcess, store: Bl
 
 
 def _push_span(receiver: OtlpReceiver, message_id: str) -> ReceivedSpan | None:
-    return next((s for s in receiver.spans
-                 if s.name == "delivery.push" and s.attributes.get("entrabot.message_id") == message_id), None)
+    return next(
+        (
+            s
+            for s in receiver.spans
+            if s.name == "delivery.push" and s.attributes.get("entrabot.message_id") == message_id
+        ),
+        None,
+    )

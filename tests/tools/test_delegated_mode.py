@@ -44,7 +44,9 @@ class Pair:
     async def cycles(self, n: int = CYCLES) -> None:
         for _ in range(n):
             for world in (self.a, self.b):
-                await world.watched.load()  # as the poll does when a hint names a chat it does not watch yet
+                await (
+                    world.watched.load()
+                )  # as the poll does when a hint names a chat it does not watch yet
                 await world.poller.cycle()
 
     def delivered(self) -> Counter[str]:
@@ -55,20 +57,41 @@ class Pair:
 
 
 @pytest.fixture
-async def pair(emu: RunningEmulator, tmp_path: Path, blob_backend: BlobBackend) -> AsyncIterator[Pair]:
+async def pair(
+    emu: RunningEmulator, tmp_path: Path, blob_backend: BlobBackend
+) -> AsyncIterator[Pair]:
     ada = emu.seed.humans[0].user_principal_name
     key = new_token_key()  # both replicas open the one sign-in record
-    async with tool_world(emu, tmp_path / "a", signed_in=ada, backend=blob_backend, replica_id="replica-a",
-                          delegated_token_key=key) as a, \
-            tool_world(emu, tmp_path / "b", signed_in=ada, backend=blob_backend, replica_id="replica-b",
-                       delegated_token_key=key) as b:
-        hosts = (RecordingPushTarget(target_id="push:host-a"), RecordingPushTarget(target_id="push:host-b"))
+    async with (
+        tool_world(
+            emu,
+            tmp_path / "a",
+            signed_in=ada,
+            backend=blob_backend,
+            replica_id="replica-a",
+            delegated_token_key=key,
+        ) as a,
+        tool_world(
+            emu,
+            tmp_path / "b",
+            signed_in=ada,
+            backend=blob_backend,
+            replica_id="replica-b",
+            delegated_token_key=key,
+        ) as b,
+    ):
+        hosts = (
+            RecordingPushTarget(target_id="push:host-a"),
+            RecordingPushTarget(target_id="push:host-b"),
+        )
         a.hub.register(hosts[0])
         b.hub.register(hosts[1])
         yield Pair(a, b, hosts)
 
 
-async def test_a_persons_message_reaches_one_host_and_the_agents_own_posts_reach_none(pair: Pair) -> None:
+async def test_a_persons_message_reaches_one_host_and_the_agents_own_posts_reach_none(
+    pair: Pair,
+) -> None:
     chat = pair.chat
     first = await pair.a.ok("send_teams_message", {"chat_id": chat, "text": "On it."}, push=True)
     await pair.cycles()  # first sight of the chat, at the agent's own post
@@ -80,7 +103,9 @@ async def test_a_persons_message_reaches_one_host_and_the_agents_own_posts_reach
     posted = {m.id: m for m in pair.a.emu.state.messages(chat)}
     for reply in (first, second):
         message = posted[reply["message_id"]]
-        assert message.sender is not None and message.sender.user_id == pair.a.agent.object_id  # Ada's identity
+        assert (
+            message.sender is not None and message.sender.user_id == pair.a.agent.object_id
+        )  # Ada's identity
         assert message.content.startswith("[EntraBot] ")
     assert pair.delivered() == Counter({grace: 1, ada: 1})
     assert pair.received(ada).sender_is_sponsor and not pair.received(grace).sender_is_sponsor
@@ -92,10 +117,14 @@ async def test_the_persons_message_during_a_send_in_flight_waits_for_the_send(pa
     chat = pair.chat
     await pair.a.ok("send_teams_message", {"chat_id": chat, "text": "Starting."}, push=True)
     await pair.cycles()
-    in_flight = await pair.a.deps.sent_messages.begin(chat)  # replica a is between noting a send and posting it
+    in_flight = await pair.a.deps.sent_messages.begin(
+        chat
+    )  # replica a is between noting a send and posting it
     ada = await pair.a.inject(chat, "Ada", "Wait, use the other branch.")
     await pair.cycles()
-    assert pair.delivered() == Counter()  # could be the agent's own post, not recorded yet: nobody decides
+    assert (
+        pair.delivered() == Counter()
+    )  # could be the agent's own post, not recorded yet: nobody decides
     await pair.a.deps.sent_messages.settle(chat, in_flight, None)  # it posted nothing after all
     # A read that found the send in flight decided nothing and keeps its want, read again after
     # FAILED_RETRY_S: no new hint comes for a message the scan has already hinted.
@@ -104,7 +133,9 @@ async def test_the_persons_message_during_a_send_in_flight_waits_for_the_send(pa
     assert pair.delivered() == Counter({ada: 1})
 
 
-async def test_an_unrecorded_prefixed_post_of_a_replica_that_died_reaches_nobody(pair: Pair) -> None:
+async def test_an_unrecorded_prefixed_post_of_a_replica_that_died_reaches_nobody(
+    pair: Pair,
+) -> None:
     chat = pair.chat
     await pair.a.ok("send_teams_message", {"chat_id": chat, "text": "Starting."}, push=True)
     await pair.cycles()
@@ -115,15 +146,22 @@ async def test_an_unrecorded_prefixed_post_of_a_replica_that_died_reaches_nobody
     assert pair.delivered() == Counter({ada: 1}) and orphan not in pair.delivered()
 
 
-async def test_either_replica_edits_the_agents_posts_and_neither_edits_the_persons_own(pair: Pair) -> None:
+async def test_either_replica_edits_the_agents_posts_and_neither_edits_the_persons_own(
+    pair: Pair,
+) -> None:
     chat = pair.chat
     sent = await pair.a.ok("send_teams_message", {"chat_id": chat, "text": "Draft."}, push=True)
-    edited = await pair.b.ok("edit_teams_message", {"chat_id": chat, "message_id": sent["message_id"],
-                                                     "text": "Final."})
+    edited = await pair.b.ok(
+        "edit_teams_message", {"chat_id": chat, "message_id": sent["message_id"], "text": "Final."}
+    )
     assert edited["state"] == "edited"
-    assert {m.id: m.content for m in pair.a.emu.state.messages(chat)}[sent["message_id"]] == "[EntraBot] Final."
+    assert {m.id: m.content for m in pair.a.emu.state.messages(chat)}[
+        sent["message_id"]
+    ] == "[EntraBot] Final."
     own = await pair.a.inject(chat, "Ada", "My own words.")
-    refused = await pair.b.error("edit_teams_message", {"chat_id": chat, "message_id": own, "text": "Not yours."})
+    refused = await pair.b.error(
+        "edit_teams_message", {"chat_id": chat, "message_id": own, "text": "Not yours."}
+    )
     assert "not posted by the agent" in refused
 
 
@@ -139,7 +177,9 @@ async def test_the_read_tool_marks_only_the_agents_posts_as_its_own(pair: Pair) 
 async def test_the_signed_in_persons_other_chats_are_not_watched(pair: Pair) -> None:
     await pair.cycles()
     await pair.a.discovery.cycle()
-    assert pair.a.watched.chats == frozenset()  # none from /me/chats: only chats the agent writes in
+    assert (
+        pair.a.watched.chats == frozenset()
+    )  # none from /me/chats: only chats the agent writes in
     await pair.a.ok("send_teams_message", {"chat_id": pair.chat, "text": "Hi."}, push=True)
     await pair.cycles()
     assert pair.b.watched.chats == frozenset({pair.chat})

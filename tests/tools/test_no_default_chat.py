@@ -11,12 +11,33 @@ from service.mcp.sdk_adapter import PERMISSION_REQUEST_METHOD
 from tests.tools.tool_world import ToolWorld
 
 ALL_TOOLS = {
-    "send_teams_message", "read_teams_messages", "create_chat", "list_watched_chats", "watch_teams_replies",
-    "wait_for_sponsor_dm", "read_email", "add_promise", "list_promises", "resolve_promise", "read_interactions",
-    "run_daily_summary", "edit_teams_message", "delete_teams_message", "list_chat_members", "whoami",
-    "view_image", "add_chat_member", "send_adaptive_card",
-    "view_image", "add_chat_member", "send_adaptive_card",
-    "post_placeholder", "update_placeholder", "resolve_placeholder", "send_email", "catch_up",
+    "send_teams_message",
+    "read_teams_messages",
+    "create_chat",
+    "list_watched_chats",
+    "watch_teams_replies",
+    "wait_for_sponsor_dm",
+    "read_email",
+    "add_promise",
+    "list_promises",
+    "resolve_promise",
+    "read_interactions",
+    "run_daily_summary",
+    "edit_teams_message",
+    "delete_teams_message",
+    "list_chat_members",
+    "whoami",
+    "view_image",
+    "add_chat_member",
+    "send_adaptive_card",
+    "view_image",
+    "add_chat_member",
+    "send_adaptive_card",
+    "post_placeholder",
+    "update_placeholder",
+    "resolve_placeholder",
+    "send_email",
+    "catch_up",
 }
 CHAT_TOOLS = [
     ("send_teams_message", {"text": "hello"}),
@@ -36,7 +57,9 @@ def documented_tools() -> set[str]:
     return {name for row in rows for name in re.findall(r"`([a-z_]+)`", row)}
 
 
-async def test_every_tool_is_registered_with_a_description_and_both_schemas(world: ToolWorld) -> None:
+async def test_every_tool_is_registered_with_a_description_and_both_schemas(
+    world: ToolWorld,
+) -> None:
     definitions = {d.name: d for d in world.tools.definitions()}
     assert set(definitions) == ALL_TOOLS == documented_tools()
     # The permission relay (on by default) is a host notification of the bridge's session, never a tool.
@@ -72,7 +95,11 @@ async def test_a_chat_that_is_neither_watched_nor_readable_is_refused(
     assert "not a watched chat" in text and "create_chat" in text
 
 
-@pytest.mark.parametrize("chat_id", ["..", "19:a b@thread.v2", "19:a\x00b"], ids=["dots", "space", "control"])
-async def test_a_chat_id_that_cannot_be_one_id_is_refused_before_graph(world: ToolWorld, chat_id: str) -> None:
+@pytest.mark.parametrize(
+    "chat_id", ["..", "19:a b@thread.v2", "19:a\x00b"], ids=["dots", "space", "control"]
+)
+async def test_a_chat_id_that_cannot_be_one_id_is_refused_before_graph(
+    world: ToolWorld, chat_id: str
+) -> None:
     text = await world.error("read_teams_messages", {"chat_id": chat_id})
     assert "chat_id must be one id" in text

@@ -38,20 +38,30 @@ class BridgeStream:
         return self.open
 
 
-async def ask(world: ToolWorld, ttl: timedelta, stream: BridgeStream) -> tuple[PermissionRelay, PermissionRequests]:
+async def ask(
+    world: ToolWorld, ttl: timedelta, stream: BridgeStream
+) -> tuple[PermissionRelay, PermissionRequests]:
     requests = PermissionRequests(world.backend, world.deps.replica_id, clock=world.clock)
     world.poller.permissions = requests  # as service.replica wires it
     relay = PermissionRelay(world.deps, requests, ttl)
-    call = ToolCall(session=session("bridge", push=True), hub=world.hub, request_id=1,
-                    channel=SessionChannel(send=stream.send, is_open=stream.is_open))
+    call = ToolCall(
+        session=session("bridge", push=True),
+        hub=world.hub,
+        request_id=1,
+        channel=SessionChannel(send=stream.send, is_open=stream.is_open),
+    )
     await relay.ask_sponsors(
-        PermissionRequestInput(request_id=REQUEST_ID, tool_name="Bash", description="deploy", input_preview="make"),
-        call)
+        PermissionRequestInput(
+            request_id=REQUEST_ID, tool_name="Bash", description="deploy", input_preview="make"
+        ),
+        call,
+    )
     return relay, requests
 
 
-async def late_yes_is_an_ordinary_message(world: ToolWorld, stream: BridgeStream,
-                                          requests: PermissionRequests) -> None:
+async def late_yes_is_an_ordinary_message(
+    world: ToolWorld, stream: BridgeStream, requests: PermissionRequests
+) -> None:
     assert await requests.standing(REQUEST_ID) is Standing.NONE
     host = RecordingPushTarget()
     world.hub.register(host)
@@ -62,7 +72,8 @@ async def late_yes_is_an_ordinary_message(world: ToolWorld, stream: BridgeStream
 
 
 async def test_a_reply_after_expiry_decides_nothing_though_the_stream_was_down_when_it_expired(
-        world: ToolWorld) -> None:
+    world: ToolWorld,
+) -> None:
     await bootstrap_every_chat(world)
     stream = BridgeStream()
     relay, requests = await ask(world, timedelta(seconds=1), stream)
@@ -77,7 +88,8 @@ async def test_a_reply_after_expiry_decides_nothing_though_the_stream_was_down_w
 
 
 async def test_a_reply_after_the_recorded_expiry_decides_nothing_before_the_replica_timer_fires(
-        world: ToolWorld) -> None:
+    world: ToolWorld,
+) -> None:
     # The fleet's record expires at the ask's start; this replica's timer started after the sponsors
     # were asked, so it fires later. Between the two, the request is over for every other replica.
     await bootstrap_every_chat(world)
@@ -88,7 +100,8 @@ async def test_a_reply_after_the_recorded_expiry_decides_nothing_before_the_repl
 
 
 async def test_the_ask_and_the_relayed_verdict_are_in_the_audit_trail_with_the_bridge_that_asked(
-        world: ToolWorld) -> None:
+    world: ToolWorld,
+) -> None:
     await bootstrap_every_chat(world)
     stream = BridgeStream()
     await ask(world, timedelta(minutes=10), stream)
@@ -96,9 +109,14 @@ async def test_the_ask_and_the_relayed_verdict_are_in_the_audit_trail_with_the_b
     await world.poller.cycle()
     assert len(stream.pushed) == 1  # the verdict went back to the asking session
     out = await world.ok("read_interactions", {"direction": "out"})
-    trail = [(r["action"], r["message_id"], r["host"], r["session"], r["replica"]) for r in out["records"]
-             if r["action"] in ("permission_asked", "verdict_relayed")]
-    assert trail == [("permission_asked", None, "claude-code/1.0", "bridge", "replica-test"),
-                     ("verdict_relayed", yes, "claude-code/1.0", "bridge", "replica-test")]
+    trail = [
+        (r["action"], r["message_id"], r["host"], r["session"], r["replica"])
+        for r in out["records"]
+        if r["action"] in ("permission_asked", "verdict_relayed")
+    ]
+    assert trail == [
+        ("permission_asked", None, "claude-code/1.0", "bridge", "replica-test"),
+        ("verdict_relayed", yes, "claude-code/1.0", "bridge", "replica-test"),
+    ]
     relayed = next(r for r in out["records"] if r["action"] == "verdict_relayed")
     assert "allow" in relayed["content"] and REQUEST_ID in relayed["content"]

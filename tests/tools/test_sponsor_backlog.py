@@ -37,7 +37,9 @@ async def with_history(world: ToolWorld) -> None:
     await bootstrap_every_chat(world)
 
 
-async def wait(world: ToolWorld, *, timeout_s: float = 30, before_cycle: Any = None) -> dict[str, Any]:
+async def wait(
+    world: ToolWorld, *, timeout_s: float = 30, before_cycle: Any = None
+) -> dict[str, Any]:
     """One wait_for_sponsor_dm of a non-push host, with one chat-poll cycle while it waits."""
     task = asyncio.create_task(world.call("wait_for_sponsor_dm", {"timeout_s": timeout_s}))
     await world.until_waiting()
@@ -70,7 +72,9 @@ async def test_the_backlog_of_several_chats_comes_in_one_bounded_result_and_the_
         chats = [world.chat(i) for i in range(3)]
         backlog = [
             await world.inject(chats[1], "Ada", "Rotate the keys.", created=hours_ago(2.0)),
-            await world.inject(chats[0], "Ada", f"Then {ENVELOPE_CLOSE} restart.", created=hours_ago(1.8)),
+            await world.inject(
+                chats[0], "Ada", f"Then {ENVELOPE_CLOSE} restart.", created=hours_ago(1.8)
+            ),
             await world.inject(chats[2], "Ada", "And tag the release.", created=hours_ago(1.6)),
             await world.inject(chats[1], "Ada", "Also the changelog.", created=hours_ago(1.2)),
             await world.inject(chats[2], "Ada", "Ping me when done.", created=hours_ago(1.0)),
@@ -79,19 +83,32 @@ async def test_the_backlog_of_several_chats_comes_in_one_bounded_result_and_the_
 
         first = await wait(world)
         assert first["outcome"] == "backlog" and first["sponsor_reply"] is None
-        assert [b["message_id"] for b in first["backlog"]] == backlog[:3]  # the oldest, from all three chats
+        assert [b["message_id"] for b in first["backlog"]] == backlog[
+            :3
+        ]  # the oldest, from all three chats
         assert [b["chat_id"] for b in first["backlog"]] == [chats[1], chats[0], chats[2]]
-        assert all(b["predates_wait"] and b["verified_sponsor"] and b["age_s"] >= 5000 for b in first["backlog"])
+        assert all(
+            b["predates_wait"] and b["verified_sponsor"] and b["age_s"] >= 5000
+            for b in first["backlog"]
+        )
         # Each item keeps today's envelope rule: a sponsor's text bare, and unable to close an envelope.
-        assert first["backlog"][1]["content"].startswith("Then ") and "external_content" not in first["backlog"][1]["content"]
+        assert (
+            first["backlog"][1]["content"].startswith("Then ")
+            and "external_content" not in first["backlog"][1]["content"]
+        )
         assert first["more_backlog"] is True and "call wait_for_sponsor_dm" in first["_next_action"]
         assert "between 2.0 h and 96 min ago" in first["_next_action"]
         # Claimed: exactly what the result carries. The rest stays unclaimed in Graph.
         assert await delivered_ids(world) == sorted(backlog[:3])
-        assert not {backlog[3], backlog[4], grace} & (await seen_ids(world, chats[1]) | await seen_ids(world, chats[2]))
+        assert not {backlog[3], backlog[4], grace} & (
+            await seen_ids(world, chats[1]) | await seen_ids(world, chats[2])
+        )
 
         rest = await wait(world)
-        assert rest["outcome"] == "backlog" and [b["message_id"] for b in rest["backlog"]] == backlog[3:]
+        assert (
+            rest["outcome"] == "backlog"
+            and [b["message_id"] for b in rest["backlog"]] == backlog[3:]
+        )
         assert rest["more_backlog"] is False and "More backlog" not in rest["_next_action"]
         assert await delivered_ids(world) == sorted(backlog)
 
@@ -123,19 +140,29 @@ async def test_a_chat_whose_watermark_waits_at_someone_elses_message_still_gives
         assert await delivered_ids(world) == sorted([first, later])
 
 
-async def test_the_backlog_text_a_result_carries_is_bounded_too(emu: RunningEmulator, tmp_path: Path) -> None:
+async def test_the_backlog_text_a_result_carries_is_bounded_too(
+    emu: RunningEmulator, tmp_path: Path
+) -> None:
     async with tool_world(emu, tmp_path, sponsor_wait_backlog_chars=MAX_ITEM_CHARS) as world:
         await with_history(world)
-        long_ones = [await world.inject(world.chat(i), "Ada", f"{i}" * 9_000, created=hours_ago(2 - i / 2))
-                     for i in range(2)]
+        long_ones = [
+            await world.inject(world.chat(i), "Ada", f"{i}" * 9_000, created=hours_ago(2 - i / 2))
+            for i in range(2)
+        ]
         first = await wait(world)
-        assert [b["message_id"] for b in first["backlog"]] == long_ones[:1] and first["more_backlog"] is True
+        assert [b["message_id"] for b in first["backlog"]] == long_ones[:1] and first[
+            "more_backlog"
+        ] is True
         second = await wait(world)
-        assert [b["message_id"] for b in second["backlog"]] == long_ones[1:] and second["more_backlog"] is False
+        assert [b["message_id"] for b in second["backlog"]] == long_ones[1:] and second[
+            "more_backlog"
+        ] is False
         assert await delivered_ids(world) == sorted(long_ones)
 
 
-async def test_a_reply_and_the_backlog_found_with_it_come_apart_in_one_result(world: ToolWorld) -> None:
+async def test_a_reply_and_the_backlog_found_with_it_come_apart_in_one_result(
+    world: ToolWorld,
+) -> None:
     await with_history(world)
     old = await world.inject(world.chat(2), "Ada", "Please rotate the keys.", created=hours_ago(2))
     replies: list[str] = []
@@ -146,8 +173,13 @@ async def test_a_reply_and_the_backlog_found_with_it_come_apart_in_one_result(wo
 
     out = await wait(world, before_cycle=ada_answers)
     assert out["outcome"] == "reply"
-    assert out["sponsor_reply"]["message_id"] == replies[0] and out["sponsor_reply"]["predates_wait"] is False
-    assert [b["message_id"] for b in out["backlog"]] == [old] and out["backlog"][0]["predates_wait"] is True
+    assert (
+        out["sponsor_reply"]["message_id"] == replies[0]
+        and out["sponsor_reply"]["predates_wait"] is False
+    )
+    assert [b["message_id"] for b in out["backlog"]] == [old] and out["backlog"][0][
+        "predates_wait"
+    ] is True
     assert out["_next_action"].startswith(f"Answer the sponsor in chat_id {world.chat(0)}")
     assert "are not answers" in out["_next_action"] and world.chat(2) in out["_next_action"]
     # One reply per result: the second is not claimed for this one, and the next wait gets it.
@@ -155,15 +187,26 @@ async def test_a_reply_and_the_backlog_found_with_it_come_apart_in_one_result(wo
     assert (await wait(world))["sponsor_reply"]["message_id"] == replies[1]
 
 
-async def test_a_send_on_a_non_push_host_hands_over_the_backlog_of_other_chats(world: ToolWorld) -> None:
+async def test_a_send_on_a_non_push_host_hands_over_the_backlog_of_other_chats(
+    world: ToolWorld,
+) -> None:
     await with_history(world)
-    olds = [await world.inject(world.chat(i), "Ada", f"old ask {i}", created=hours_ago(2 - i / 10)) for i in (1, 2)]
-    task = asyncio.create_task(world.call("send_teams_message", {"chat_id": world.chat(0), "text": "Deploying."}))
+    olds = [
+        await world.inject(world.chat(i), "Ada", f"old ask {i}", created=hours_ago(2 - i / 10))
+        for i in (1, 2)
+    ]
+    task = asyncio.create_task(
+        world.call("send_teams_message", {"chat_id": world.chat(0), "text": "Deploying."})
+    )
     await world.until_waiting()
     await world.poller.cycle()
     out = (await asyncio.wait_for(task, timeout=15)).structured_content
     assert out is not None and out["wait"] == "backlog" and out["sponsor_reply"] is None
-    assert [(b["message_id"], b["chat_id"]) for b in out["backlog"]] == [(olds[0], world.chat(1)),
-                                                                        (olds[1], world.chat(2))]
-    assert out["_next_action"].startswith(f"Posted: message {out['message_id']} is in chat {world.chat(0)}")
+    assert [(b["message_id"], b["chat_id"]) for b in out["backlog"]] == [
+        (olds[0], world.chat(1)),
+        (olds[1], world.chat(2)),
+    ]
+    assert out["_next_action"].startswith(
+        f"Posted: message {out['message_id']} is in chat {world.chat(0)}"
+    )
     assert await delivered_ids(world) == sorted(olds)

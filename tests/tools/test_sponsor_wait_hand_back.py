@@ -26,9 +26,16 @@ SPONSOR = "sponsor-1"
 
 def backlog_message(mid: str, minutes_ago: int) -> InboundMessage:
     """A sponsor's message written before the waits began (backlog: a wait takes several of these)."""
-    return InboundMessage(Source.CHAT, "19:c1", mid, SPONSOR, "Grace",
-                          datetime.now(timezone.utc) - timedelta(minutes=minutes_ago), "yes, ship it",
-                          sender_is_sponsor=True)
+    return InboundMessage(
+        Source.CHAT,
+        "19:c1",
+        mid,
+        SPONSOR,
+        "Grace",
+        datetime.now(timezone.utc) - timedelta(minutes=minutes_ago),
+        "yes, ship it",
+        sender_is_sponsor=True,
+    )
 
 
 def waits(hub: DeliveryHub) -> list[DeliveryTarget]:
@@ -37,7 +44,9 @@ def waits(hub: DeliveryHub) -> list[DeliveryTarget]:
 
 async def test_messages_held_by_a_wait_whose_host_left_go_to_the_next_wait_once() -> None:
     hub = DeliveryHub()
-    waiter = SponsorWaiter(SponsorGate([Sponsor(object_id=SPONSOR)], tenant_id=None), max_timeout_s=30.0)
+    waiter = SponsorWaiter(
+        SponsorGate([Sponsor(object_id=SPONSOR)], tenant_id=None), max_timeout_s=30.0
+    )
     first = asyncio.create_task(waiter.wait(ToolCall(session=None, hub=hub, request_id=1), 30.0))
     await eventually(lambda: waits(hub), "the first wait in the hub")
     older, newer = backlog_message("m-1", 20), backlog_message("m-2", 10)
@@ -67,15 +76,21 @@ class Line:
 
 
 def waiter() -> SponsorWaiter:
-    return SponsorWaiter(SponsorGate([Sponsor(object_id=SPONSOR)], tenant_id=None), max_timeout_s=30.0)
+    return SponsorWaiter(
+        SponsorGate([Sponsor(object_id=SPONSOR)], tenant_id=None), max_timeout_s=30.0
+    )
 
 
-async def handed_a_reply_after_its_connection_closed(line: Line, grace_s: float, **call: Any
-                                                     ) -> tuple[DeliveryHub, asyncio.Task[WaitResult]]:
+async def handed_a_reply_after_its_connection_closed(
+    line: Line, grace_s: float, **call: Any
+) -> tuple[DeliveryHub, asyncio.Task[WaitResult]]:
     """A wait whose connection closed a moment before a reply was handed to it (it has not looked yet)."""
     hub = DeliveryHub()
-    wait = asyncio.create_task(waiter().wait(
-        ToolCall(session=None, hub=hub, request_id=1, caller=line.caller(grace_s), **call), 30.0))
+    wait = asyncio.create_task(
+        waiter().wait(
+            ToolCall(session=None, hub=hub, request_id=1, caller=line.caller(grace_s), **call), 30.0
+        )
+    )
     await eventually(lambda: waits(hub), "the wait in the hub")
     line.attached = False
     reply = backlog_message("m-1", 0)
@@ -103,7 +118,9 @@ async def test_a_wait_whose_host_resumes_within_the_grace_answers_it() -> None:
 
 async def test_a_wait_whose_connection_closed_ends_before_its_timeout_and_leaves_the_hub() -> None:
     hub, line = DeliveryHub(), Line()
-    first = asyncio.create_task(waiter().wait(ToolCall(session=None, hub=hub, request_id=1, caller=line.caller(0.1)), 30.0))
+    first = asyncio.create_task(
+        waiter().wait(ToolCall(session=None, hub=hub, request_id=1, caller=line.caller(0.1)), 30.0)
+    )
     await eventually(lambda: waits(hub), "the wait in the hub")
     line.attached = False
     assert (await asyncio.wait_for(first, WAIT_BOUND_S)).outcome is WaitOutcome.CALLER_GONE
@@ -122,16 +139,24 @@ class Record:
         return self.writable
 
 
-async def test_what_the_wait_of_a_host_that_acknowledges_could_not_answer_is_owed_to_that_host_alone() -> None:
+async def test_what_the_wait_of_a_host_that_acknowledges_could_not_answer_is_owed_to_that_host_alone() -> (
+    None
+):
     record = Record()
-    hub, first = await handed_a_reply_after_its_connection_closed(Line(), grace_s=0.05, owe=record.owe)
+    hub, first = await handed_a_reply_after_its_connection_closed(
+        Line(), grace_s=0.05, owe=record.owe
+    )
     assert (await first).outcome is WaitOutcome.CALLER_GONE
     assert record.owed == ["m-1"]
-    assert (await waiter().wait(ToolCall(session=None, hub=hub, request_id=2), 0.3)).outcome is WaitOutcome.TIMEOUT
+    assert (
+        await waiter().wait(ToolCall(session=None, hub=hub, request_id=2), 0.3)
+    ).outcome is WaitOutcome.TIMEOUT
 
 
 async def test_what_could_not_be_written_to_the_record_goes_back_to_the_hub() -> None:
-    hub, first = await handed_a_reply_after_its_connection_closed(Line(), grace_s=0.05, owe=Record(writable=False).owe)
+    hub, first = await handed_a_reply_after_its_connection_closed(
+        Line(), grace_s=0.05, owe=Record(writable=False).owe
+    )
     assert (await first).outcome is WaitOutcome.CALLER_GONE
     second = await waiter().wait(ToolCall(session=None, hub=hub, request_id=2), 5.0)
     assert second.reply is not None and second.reply.message_id == "m-1"

@@ -37,12 +37,16 @@ async def bootstrap_every_chat(world: ToolWorld) -> None:
 async def ada_writes_twice(world: ToolWorld, chats: tuple[int, int]) -> list[str]:
     """Two sponsor messages, oldest first, written while no target is connected (so no cycle claims
     anything in between: the next cycle sees both)."""
-    return [await world.inject(world.chat(chats[0]), "Ada", "First: ship it."),
-            await world.inject(world.chat(chats[1]), "Ada", "Second: and tag the release.")]
+    return [
+        await world.inject(world.chat(chats[0]), "Ada", "First: ship it."),
+        await world.inject(world.chat(chats[1]), "Ada", "Second: and tag the release."),
+    ]
 
 
 async def wait_once(world: ToolWorld, session_id: str) -> dict[str, Any]:
-    task = asyncio.create_task(world.call("wait_for_sponsor_dm", {"timeout_s": 30}, session_id=session_id))
+    task = asyncio.create_task(
+        world.call("wait_for_sponsor_dm", {"timeout_s": 30}, session_id=session_id)
+    )
     await world.until_waiting()
     await world.poller.cycle()
     result = await asyncio.wait_for(task, timeout=15)
@@ -52,7 +56,9 @@ async def wait_once(world: ToolWorld, session_id: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("chats", [SAME_CHAT, TWO_CHATS], ids=["same-chat", "two-chats"])
-async def test_a_wait_gets_the_first_and_a_push_host_connected_later_gets_the_second(world: ToolWorld, chats):
+async def test_a_wait_gets_the_first_and_a_push_host_connected_later_gets_the_second(
+    world: ToolWorld, chats
+):
     await bootstrap_every_chat(world)
     first, second = await ada_writes_twice(world, chats)
     out = await wait_once(world, "non-push")

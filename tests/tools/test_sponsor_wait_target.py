@@ -17,8 +17,16 @@ BEGAN = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
 
 def sponsor(mid: str, *, minutes: float, body: str = "hi") -> InboundMessage:
     """A sponsor's chat message written ``minutes`` after the wait began (negative: before it)."""
-    return InboundMessage(Source.CHAT, "19:c@thread.v2", mid, "ada", "Ada", BEGAN + timedelta(minutes=minutes), body,
-                          sender_is_sponsor=True)
+    return InboundMessage(
+        Source.CHAT,
+        "19:c@thread.v2",
+        mid,
+        "ada",
+        "Ada",
+        BEGAN + timedelta(minutes=minutes),
+        body,
+        sender_is_sponsor=True,
+    )
 
 
 def target(**bounds: int) -> SponsorWaitTarget:
@@ -28,8 +36,18 @@ def target(**bounds: int) -> SponsorWaitTarget:
 def test_backlog_is_what_was_written_before_the_wait_less_the_calls_way_there() -> None:
     wait = target()
     assert wait.is_backlog(sponsor("1", minutes=-120))
-    assert not wait.is_backlog(InboundMessage(Source.CHAT, "c", "2", "ada", "Ada",
-                                              BEGAN - BACKLOG_GRACE / 2, "", sender_is_sponsor=True))
+    assert not wait.is_backlog(
+        InboundMessage(
+            Source.CHAT,
+            "c",
+            "2",
+            "ada",
+            "Ada",
+            BEGAN - BACKLOG_GRACE / 2,
+            "",
+            sender_is_sponsor=True,
+        )
+    )
     assert not wait.is_backlog(sponsor("3", minutes=1))
 
 
@@ -45,7 +63,9 @@ def test_a_hand_over_has_room_for_the_bounded_backlog_and_one_reply() -> None:
 
 def test_the_text_bound_counts_what_each_item_carries() -> None:
     wait = target(max_chars=MAX_ITEM_CHARS)
-    huge = sponsor("1", minutes=-30, body="x" * (MAX_ITEM_CHARS * 3))  # carried cut to MAX_ITEM_CHARS
+    huge = sponsor(
+        "1", minutes=-30, body="x" * (MAX_ITEM_CHARS * 3)
+    )  # carried cut to MAX_ITEM_CHARS
     assert wait.room_for(huge, [])
     assert not wait.room_for(sponsor("2", minutes=-20, body="y"), [huge])
     with pytest.raises(ValueError, match="at least one backlog item"):
@@ -65,9 +85,14 @@ async def test_the_hand_over_waits_for_every_allotted_message_then_takes_nothing
     assert not wait.is_alive() and await wait.deliver(sponsor("3", minutes=1)) is Handover.NOT_TAKEN
 
 
-async def test_an_allotted_message_that_never_comes_holds_the_hand_over_only_for_its_bound() -> None:
+async def test_an_allotted_message_that_never_comes_holds_the_hand_over_only_for_its_bound() -> (
+    None
+):
     wait = target()
-    came, lost = sponsor("1", minutes=-30), sponsor("2", minutes=-20)  # another replica claimed the second
+    came, lost = (
+        sponsor("1", minutes=-30),
+        sponsor("2", minutes=-20),
+    )  # another replica claimed the second
     wait.allotted([came, lost], [])
     await wait.deliver(came)
     assert await asyncio.wait_for(wait.handed_over(30), 5) == [came]
@@ -81,7 +106,9 @@ async def test_a_wait_with_nothing_handed_over_ends_at_its_timeout_with_nothing(
 
 def test_backlog_left_without_room_is_remembered_for_the_result() -> None:
     wait = target(max_items=1)
-    wait.allotted([sponsor("1", minutes=-30)], [sponsor("r", minutes=1)])  # a second reply: not backlog
+    wait.allotted(
+        [sponsor("1", minutes=-30)], [sponsor("r", minutes=1)]
+    )  # a second reply: not backlog
     assert not wait.left_out
     wait.allotted([], [sponsor("2", minutes=-20)])
     assert wait.left_out

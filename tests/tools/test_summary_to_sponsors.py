@@ -39,9 +39,15 @@ def producers(world: ToolWorld, n: int = RACERS) -> list[DailySummaryProducer]:
     for _ in range(n):
         store = LocalBackend(root)
         sender = MailSender(world.deps.graph, world.clock, pause_s=0.05)
-        out.append(DailySummaryProducer(store, InteractionLog(store, clock=world.clock), promises=world.promises,
-                                        mailer=SponsorSummaryMail(world.deps.gate, sender, reads_sponsors=True),
-                                        clock=world.clock))
+        out.append(
+            DailySummaryProducer(
+                store,
+                InteractionLog(store, clock=world.clock),
+                promises=world.promises,
+                mailer=SponsorSummaryMail(world.deps.gate, sender, reads_sponsors=True),
+                clock=world.clock,
+            )
+        )
     return out
 
 
@@ -52,10 +58,29 @@ async def a_day(world: ToolWorld) -> datetime:
     day = last_ended_day(now)
     start, _ = day_window(day)
     grace = world.user("Grace").id
-    await world.interactions.record(Interaction(start + timedelta(hours=1), Direction.IN, Channel.CHAT, "delivered",
-                                                world.chat(1), "m1", grace, body=SECRET))
-    await world.interactions.record(Interaction(start + timedelta(hours=2), Direction.OUT, Channel.CHAT,
-                                                "send_unconfirmed", world.chat(1), None, world.agent.object_id))
+    await world.interactions.record(
+        Interaction(
+            start + timedelta(hours=1),
+            Direction.IN,
+            Channel.CHAT,
+            "delivered",
+            world.chat(1),
+            "m1",
+            grace,
+            body=SECRET,
+        )
+    )
+    await world.interactions.record(
+        Interaction(
+            start + timedelta(hours=2),
+            Direction.OUT,
+            Channel.CHAT,
+            "send_unconfirmed",
+            world.chat(1),
+            None,
+            world.agent.object_id,
+        )
+    )
     return datetime.combine(day, datetime.min.time(), tzinfo=timezone.utc)
 
 
@@ -87,29 +112,45 @@ async def test_racing_replicas_mail_each_sponsor_once(world: ToolWorld) -> None:
     assert outcomes.count(SummaryOutcome.PRODUCED) == 1
     received = assert_one_summary(world, world.emu)
     claim = await stored(world, day)
-    assert claim["state"] == "mailed" and claim["recipients"] == [world.user("Ada").user_principal_name]
-    assert claim["send_id"] == dict(received.headers)[SEND_ID_HEADER] and claim["mail_outcome"] == "sent"
+    assert claim["state"] == "mailed" and claim["recipients"] == [
+        world.user("Ada").user_principal_name
+    ]
+    assert (
+        claim["send_id"] == dict(received.headers)[SEND_ID_HEADER]
+        and claim["mail_outcome"] == "sent"
+    )
     assert await race(producers(world), day) == [SummaryOutcome.ALREADY_DONE] * RACERS
     assert_one_summary(world, world.emu)
 
 
-@pytest.mark.parametrize(("fault", "outcome"), [
-    ({"status": 500, "after_commit": True}, "found_after_lost_answer"),
-    ({"status": 504}, "sent_after_check"),
-])
+@pytest.mark.parametrize(
+    ("fault", "outcome"),
+    [
+        ({"status": 500, "after_commit": True}, "found_after_lost_answer"),
+        ({"status": 504}, "sent_after_check"),
+    ],
+)
 async def test_racing_replicas_mail_once_when_graph_loses_or_refuses_the_send(
-        world: ToolWorld, fault: dict[str, object], outcome: str) -> None:
+    world: ToolWorld, fault: dict[str, object], outcome: str
+) -> None:
     day = await a_day(world)
-    await world.admin("faults", {**fault, "method": "POST", "route_pattern": SEND_ROUTE, "count": 1})
+    await world.admin(
+        "faults", {**fault, "method": "POST", "route_pattern": SEND_ROUTE, "count": 1}
+    )
     assert (await race(producers(world), day)).count(SummaryOutcome.PRODUCED) == 1
     assert_one_summary(world, world.emu)
     assert (await stored(world, day))["mail_outcome"] == outcome
 
 
 async def test_racing_replicas_mail_once_when_the_connection_is_reset_after_exchange_took_it(
-        emu: RunningEmulator, tmp_path: Path) -> None:
+    emu: RunningEmulator, tmp_path: Path
+) -> None:
     with FaultProxy(emu.base_url) as proxy:
-        proxy.add(ProxyRule(ProxyFault.COMMIT_THEN_DROP, methods=frozenset({"POST"}), path=SEND_ROUTE, times=1))
+        proxy.add(
+            ProxyRule(
+                ProxyFault.COMMIT_THEN_DROP, methods=frozenset({"POST"}), path=SEND_ROUTE, times=1
+            )
+        )
         async with tool_world(emu, tmp_path, graph_url=f"{proxy.base_url}/v1.0") as world:
             day = await a_day(world)
             assert (await race(producers(world), day)).count(SummaryOutcome.PRODUCED) == 1
@@ -118,18 +159,32 @@ async def test_racing_replicas_mail_once_when_the_connection_is_reset_after_exch
             assert (await stored(world, day))["mail_outcome"] == "found_after_lost_answer"
 
 
-async def test_a_replica_taking_over_a_stale_mailing_finds_the_mail_in_sent_items(world: ToolWorld) -> None:
+async def test_a_replica_taking_over_a_stale_mailing_finds_the_mail_in_sent_items(
+    world: ToolWorld,
+) -> None:
     day = await a_day(world)
     # The owner's send lands and its answer is lost, and Sent Items cannot be read: it cannot tell, so it
     # leaves the claim in mailing (as an owner that died right after sending would).
-    await world.admin("faults", {"status": 500, "after_commit": True, "method": "POST", "route_pattern": SEND_ROUTE,
-                                 "count": 1})
-    await world.admin("faults", {"status": 503, "method": "GET", "route_pattern": r"/mailFolders/sentitems/"})
+    await world.admin(
+        "faults",
+        {
+            "status": 500,
+            "after_commit": True,
+            "method": "POST",
+            "route_pattern": SEND_ROUTE,
+            "count": 1,
+        },
+    )
+    await world.admin(
+        "faults", {"status": 503, "method": "GET", "route_pattern": r"/mailFolders/sentitems/"}
+    )
     first, taker = producers(world, 2)
     assert await first.produce(day.date()) is SummaryOutcome.UNRESOLVED
     assert (await stored(world, day))["state"] == "mailing"
     assert len(summaries(world.emu, world.user("Ada").id, "inbox")) == 1  # it did go out
-    assert await taker.produce(day.date()) is SummaryOutcome.IN_PROGRESS  # the owner's lease still runs
+    assert (
+        await taker.produce(day.date()) is SummaryOutcome.IN_PROGRESS
+    )  # the owner's lease still runs
     response = await world.http.delete(f"{world.emu.admin_url}/faults")
     assert response.status_code in (200, 204), response.text
     world.clock.pinned = datetime.now(timezone.utc) + timedelta(minutes=11)

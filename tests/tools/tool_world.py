@@ -94,8 +94,15 @@ class RecordingPushTarget:
 
 def session(session_id: str, *, push: bool) -> SessionState:
     now = datetime.now(timezone.utc)
-    return SessionState(session_id=session_id, client_name="claude-code" if push else "codex", client_version="1.0",
-                        protocol_version="2025-11-25", push_capable=push, created_at=now, last_activity_at=now)
+    return SessionState(
+        session_id=session_id,
+        client_name="claude-code" if push else "codex",
+        client_version="1.0",
+        protocol_version="2025-11-25",
+        push_capable=push,
+        created_at=now,
+        last_activity_at=now,
+    )
 
 
 @dataclass
@@ -127,12 +134,20 @@ class ToolWorld:
     def user(self, given_name: str) -> SeedUser:
         return next(u for u in self.seed.users if u.given_name == given_name)
 
-    async def call(self, name: str, arguments: dict[str, Any] | None = None, *, push: bool = False,
-                   session_id: str = "session-1") -> CallToolResult:
+    async def call(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        push: bool = False,
+        session_id: str = "session-1",
+    ) -> CallToolResult:
         call = ToolCall(session=session(session_id, push=push), hub=self.hub, request_id=1)
         return await self.tools.call(name, arguments, call)
 
-    async def ok(self, name: str, arguments: dict[str, Any] | None = None, **how: Any) -> dict[str, Any]:
+    async def ok(
+        self, name: str, arguments: dict[str, Any] | None = None, **how: Any
+    ) -> dict[str, Any]:
         """The structured result of a call that must succeed."""
         result = await self.call(name, arguments, **how)
         assert not result.is_error, result_text(result)
@@ -166,39 +181,97 @@ class ToolWorld:
 
 
 @asynccontextmanager
-async def tool_world(emu: RunningEmulator, data_dir: Path, *, signed_in: str | None = None,
-                     backend: MemoryBackend | None = None, replica_id: str = "replica-test",
-                     **settings: Any) -> AsyncIterator[ToolWorld]:
+async def tool_world(
+    emu: RunningEmulator,
+    data_dir: Path,
+    *,
+    signed_in: str | None = None,
+    backend: MemoryBackend | None = None,
+    replica_id: str = "replica-test",
+    **settings: Any,
+) -> AsyncIterator[ToolWorld]:
     """``signed_in``: delegated mode, as this person (UPN) signed in by device code; else the agent user.
     ``backend``: the shared store (default: a LocalBackend of its own under ``data_dir``)."""
     seed = emu.seed
     clock = SettableClock()
-    defaults: dict[str, Any] = {"agent_identity_id": seed.agent_identity.id, "sponsor_wait_timeout_s": 30.0,
-                                "graph_url": emu.graph_url, **HAND_DRIVEN_CYCLES}
+    defaults: dict[str, Any] = {
+        "agent_identity_id": seed.agent_identity.id,
+        "sponsor_wait_timeout_s": 30.0,
+        "graph_url": emu.graph_url,
+        **HAND_DRIVEN_CYCLES,
+    }
     if signed_in is not None:
-        defaults.update(auth_mode="delegated", agent_identity_id=None, delegated_client_id=seed.public_client.app_id,
-                        delegated_token_key=new_token_key())
-    config = Settings(_env_file=None, data_dir=data_dir, authority=emu.authority,
-                      tenant_id=seed.tenant_id, **{**defaults, **settings})
+        defaults.update(
+            auth_mode="delegated",
+            agent_identity_id=None,
+            delegated_client_id=seed.public_client.app_id,
+            delegated_token_key=new_token_key(),
+        )
+    config = Settings(
+        _env_file=None,
+        data_dir=data_dir,
+        authority=emu.authority,
+        tenant_id=seed.tenant_id,
+        **{**defaults, **settings},
+    )
     async with new_http_client() as http:
         store = backend or LocalBackend(data_dir / "state")
-        tokens: TokenProvider | None = None  # delegated: build_clients reads the signed-in person's record
+        tokens: TokenProvider | None = (
+            None  # delegated: build_clients reads the signed-in person's record
+        )
         if signed_in is not None:
             await sign_in_as(emu, config, store, signed_in)
         else:
             tokens = AgentUserTokenProvider(
-                emu.authority, seed.tenant_id, seed.blueprint.app_id, BlueprintSecret(BLUEPRINT_SECRET),
-                seed.agent_identity.id, seed.agent_user.id, http=http,
+                emu.authority,
+                seed.tenant_id,
+                seed.blueprint.app_id,
+                BlueprintSecret(BLUEPRINT_SECRET),
+                seed.agent_identity.id,
+                seed.agent_user.id,
+                http=http,
             )
-        clients = build_clients(config, store, http, replica_id=replica_id, metrics=Metrics(), tokens=tokens,
-                                retry_policy=FAST_BACKOFF)
+        clients = build_clients(
+            config,
+            store,
+            http,
+            replica_id=replica_id,
+            metrics=Metrics(),
+            tokens=tokens,
+            retry_policy=FAST_BACKOFF,
+        )
         hub = clients.hub
         agent = await load_agent_user(clients.graph, posts_as_person=signed_in is not None)
-        wired = await wire_workers(settings=config, backend=store, is_cloud=False, graph=clients.graph, hub=hub,
-                                   agent=agent, gate=clients.gate, replica_id=replica_id, clock=clock,
-                                   directory=clients.directory)
+        wired = await wire_workers(
+            settings=config,
+            backend=store,
+            is_cloud=False,
+            graph=clients.graph,
+            hub=hub,
+            agent=agent,
+            gate=clients.gate,
+            replica_id=replica_id,
+            clock=clock,
+            directory=clients.directory,
+        )
         tools = ToolRegistry()
         register_tools(tools, wired.tool_deps)
-        await wired.discovery.cycle()  # as the replica does before its loops: sponsors, members, watched chats
-        yield ToolWorld(emu, http, config, store, hub, agent, wired.watched, wired.chat_poller, wired.discovery,
-                        wired.interactions, wired.promises, wired.tool_deps, tools, clock)
+        await (
+            wired.discovery.cycle()
+        )  # as the replica does before its loops: sponsors, members, watched chats
+        yield ToolWorld(
+            emu,
+            http,
+            config,
+            store,
+            hub,
+            agent,
+            wired.watched,
+            wired.chat_poller,
+            wired.discovery,
+            wired.interactions,
+            wired.promises,
+            wired.tool_deps,
+            tools,
+            clock,
+        )

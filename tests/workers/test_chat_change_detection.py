@@ -43,7 +43,9 @@ def store(tmp_path: Path) -> LocalBackend:
 
 
 @pytest.fixture
-async def two(emulator: RunningEmulator, store: LocalBackend) -> AsyncIterator[tuple[WorkerStack, WorkerStack]]:
+async def two(
+    emulator: RunningEmulator, store: LocalBackend
+) -> AsyncIterator[tuple[WorkerStack, WorkerStack]]:
     first = await build_stack(emulator, store, is_cloud=False)
     second = await build_stack(emulator, store, is_cloud=False, replica_id="second-replica")
     yield first, second
@@ -56,13 +58,19 @@ def requests(emulator: RunningEmulator, route: str) -> int:
 
 
 def chat_reads(stack: WorkerStack) -> float:
-    return stack.metrics.registry.get_sample_value(
-        "entrabot_graph_requests_total", {"route": "chats/{id}/messages", "status": "200"}) or 0.0
+    return (
+        stack.metrics.registry.get_sample_value(
+            "entrabot_graph_requests_total", {"route": "chats/{id}/messages", "status": "200"}
+        )
+        or 0.0
+    )
 
 
 def scans(stack: WorkerStack) -> float:
-    return sum(stack.metrics.registry.get_sample_value("entrabot_chat_scans_total", {"outcome": o}) or 0.0
-               for o in ("ordered", "unordered"))
+    return sum(
+        stack.metrics.registry.get_sample_value("entrabot_chat_scans_total", {"outcome": o}) or 0.0
+        for o in ("ordered", "unordered")
+    )
 
 
 async def hints_in_store(store: LocalBackend) -> list[str]:
@@ -75,8 +83,11 @@ async def hints_in_store(store: LocalBackend) -> list[str]:
 async def held_elsewhere(store: LocalBackend, role: str) -> None:
     """``role``'s lease held, unexpired, by a replica that does nothing (hung, or partitioned away)."""
     now = datetime.now(UTC)
-    await store.write_text(lease_key(role), render_lease(LeaseRecord(role, "hung-replica", 7, now + timedelta(hours=1),
-                                                                     now)), if_absent=True)
+    await store.write_text(
+        lease_key(role),
+        render_lease(LeaseRecord(role, "hung-replica", 7, now + timedelta(hours=1), now)),
+        if_absent=True,
+    )
 
 
 async def settle(*stacks: WorkerStack, cycles: int = 2) -> None:
@@ -85,7 +96,9 @@ async def settle(*stacks: WorkerStack, cycles: int = 2) -> None:
             await stack.chats.cycle()
 
 
-async def test_only_the_elected_scanner_scans_and_a_second_replica_adds_no_graph_load(two, emulator) -> None:
+async def test_only_the_elected_scanner_scans_and_a_second_replica_adds_no_graph_load(
+    two, emulator
+) -> None:
     first, second = two
     first.hub.register(RecordingTarget())
     second.hub.register(RecordingTarget(target_id="second"))
@@ -97,7 +110,9 @@ async def test_only_the_elected_scanner_scans_and_a_second_replica_adds_no_graph
     assert requests(emulator, "/v1.0/chats/{id}/messages") == 0  # quiet chats cost no message read
 
 
-async def test_the_replica_that_claims_spares_the_other_its_graph_read(two, emulator, store) -> None:
+async def test_the_replica_that_claims_spares_the_other_its_graph_read(
+    two, emulator, store
+) -> None:
     first, second = two
     first_host, second_host = RecordingTarget(), RecordingTarget(target_id="second")
     first.hub.register(first_host)
@@ -105,13 +120,22 @@ async def test_the_replica_that_claims_spares_the_other_its_graph_read(two, emul
     await settle(first, second)
     chat = emulator.seed.chats[0].id
     assert chat is not None
-    posted = emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content="one read")
+    posted = emulator.state.post_message(
+        chat, sender_id=emulator.seed.humans[0].id, content="one read"
+    )
     reads_before = chat_reads(first) + chat_reads(second)
-    await settle(first, second, cycles=1)  # the scanner (first) hints; first reads and claims; second skips
+    await settle(
+        first, second, cycles=1
+    )  # the scanner (first) hints; first reads and claims; second skips
     await settle(second, first, cycles=1)
     assert first_host.ids + second_host.ids == [posted.id]
     assert chat_reads(first) + chat_reads(second) == reads_before + 1
-    assert second.metrics.registry.get_sample_value("entrabot_chat_hints_total", {"outcome": "covered"}) >= 1
+    assert (
+        second.metrics.registry.get_sample_value(
+            "entrabot_chat_hints_total", {"outcome": "covered"}
+        )
+        >= 1
+    )
 
 
 async def test_a_scanner_that_cannot_renew_its_lease_writes_no_more_hints(emulator, store) -> None:
@@ -126,7 +150,9 @@ async def test_a_scanner_that_cannot_renew_its_lease_writes_no_more_hints(emulat
         scanner.lease.renew_now()  # the renewal is due now, and it fails
         chat = emulator.seed.chats[2].id
         assert chat is not None
-        emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content="after the loss")
+        emulator.state.post_message(
+            chat, sender_id=emulator.seed.humans[0].id, content="after the loss"
+        )
         hints_before = await hints_in_store(store)
         await stack.chats.cycle()
         assert not scanner.lease.held()
@@ -135,7 +161,9 @@ async def test_a_scanner_that_cannot_renew_its_lease_writes_no_more_hints(emulat
         await stack.aclose()
 
 
-async def test_with_the_scanner_hung_the_sweep_alone_delivers_every_message(emulator, store) -> None:
+async def test_with_the_scanner_hung_the_sweep_alone_delivers_every_message(
+    emulator, store
+) -> None:
     await held_elsewhere(store, chat_scan.ROLE)
     stack = await build_stack(emulator, store, is_cloud=False)
     try:
@@ -144,8 +172,12 @@ async def test_with_the_scanner_hung_the_sweep_alone_delivers_every_message(emul
         await settle(stack)  # first sights: the sweep's first rotation hints chats without a cursor
         chat = emulator.seed.chats[1].id
         assert chat is not None
-        posted = [emulator.state.post_message(chat, sender_id=emulator.seed.humans[i % 2].id, content=f"m{i}").id
-                  for i in range(3)]
+        posted = [
+            emulator.state.post_message(
+                chat, sender_id=emulator.seed.humans[i % 2].id, content=f"m{i}"
+            ).id
+            for i in range(3)
+        ]
         sweep = stack.chats.roles[1]
         assert isinstance(sweep, chat_sweep.ChatSweep)
         await stack.chats.cycle()
@@ -158,7 +190,8 @@ async def test_with_the_scanner_hung_the_sweep_alone_delivers_every_message(emul
 
 
 async def test_the_sweep_hints_a_message_in_flight_without_quickening_and_quickens_for_one_a_lost_hint_hid(
-        emulator, store) -> None:
+    emulator, store
+) -> None:
     """Under steady traffic most sweep pages show a message the scanner's hint is still carrying to its
     claim: hinted (the sweep cannot know the scanner is alive), but not work found, so the sweep keeps
     its slow pace instead of listing chats and reading cursors every two seconds while people talk."""
@@ -174,12 +207,16 @@ async def test_the_sweep_hints_a_message_in_flight_without_quickening_and_quicke
         sweep.monotonic = lambda: now[0]
         chat = emulator.seed.chats[1].id
         assert chat is not None
-        young = emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content="just now")
+        young = emulator.state.post_message(
+            chat, sender_id=emulator.seed.humans[0].id, content="just now"
+        )
         sweep._next_page = float("-inf")
         await stack.chats.cycle()
         assert host.ids == [young.id]
         assert sweep._next_page == now[0] + sweep.interval_s
-        hidden = emulator.state.post_message(chat, sender_id=emulator.seed.humans[1].id, content="hint lost")
+        hidden = emulator.state.post_message(
+            chat, sender_id=emulator.seed.humans[1].id, content="hint lost"
+        )
         sweep.clock = lambda: datetime.now(UTC) + timedelta(seconds=chat_sweep.IN_FLIGHT_S + 5)
         now[0] += sweep.interval_s
         await stack.chats.cycle()
@@ -200,16 +237,24 @@ async def test_an_unordered_tenant_is_scanned_page_by_page_and_still_delivers_on
             await settle(stack)
             chat = emulator.seed.chats[0].id
             assert chat is not None
-            posted = emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content="hi")
+            posted = emulator.state.post_message(
+                chat, sender_id=emulator.seed.humans[0].id, content="hi"
+            )
             await settle(stack, cycles=3)
             assert host.ids == [posted.id]
-            assert stack.metrics.registry.get_sample_value("entrabot_chat_scans_total",
-                                                           {"outcome": "ordering_refused"}) == 1
+            assert (
+                stack.metrics.registry.get_sample_value(
+                    "entrabot_chat_scans_total", {"outcome": "ordering_refused"}
+                )
+                == 1
+            )
         finally:
             await stack.aclose()
 
 
-async def test_a_failed_scan_waits_for_the_next_scan_instead_of_reading_every_chat(two, emulator) -> None:
+async def test_a_failed_scan_waits_for_the_next_scan_instead_of_reading_every_chat(
+    two, emulator
+) -> None:
     first, _ = two
     first.hub.register(RecordingTarget())
     await settle(first)
@@ -219,11 +264,17 @@ async def test_a_failed_scan_waits_for_the_next_scan_instead_of_reading_every_ch
     assert requests(emulator, "/v1.0/chats/{id}/messages") == 0
 
 
-async def test_a_chat_too_old_to_surface_is_baselined_by_the_sweep_without_a_message_read(emulator, store) -> None:
+async def test_a_chat_too_old_to_surface_is_baselined_by_the_sweep_without_a_message_read(
+    emulator, store
+) -> None:
     chat = emulator.seed.chats[2].id
     assert chat is not None
-    old = emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content="last week",
-                                      created=datetime.now(UTC) - timedelta(days=7))
+    old = emulator.state.post_message(
+        chat,
+        sender_id=emulator.seed.humans[0].id,
+        content="last week",
+        created=datetime.now(UTC) - timedelta(days=7),
+    )
     stack = await build_stack(emulator, store, is_cloud=False)
     try:
         stack.hub.register(RecordingTarget())
@@ -231,8 +282,11 @@ async def test_a_chat_too_old_to_surface_is_baselined_by_the_sweep_without_a_mes
         await settle(stack)
         cursor = json.loads(await store.read_text(cursor_key(chat)) or "{}")
         assert old.id in json.dumps(cursor)
-        reads = [r for r in emulator.stats.snapshot()["recent"]
-                 if r["route"] == "/v1.0/chats/{id}/messages" and chat in r["path"]]
+        reads = [
+            r
+            for r in emulator.stats.snapshot()["recent"]
+            if r["route"] == "/v1.0/chats/{id}/messages" and chat in r["path"]
+        ]
         assert reads == []
     finally:
         await stack.aclose()
@@ -255,7 +309,9 @@ async def test_a_hint_taken_while_no_target_was_here_is_read_once_one_comes(two,
     assert host.ids == [posted.id]
 
 
-async def test_the_scan_relaxes_only_while_notifications_arrive_not_merely_while_subscribed(emulator, store) -> None:
+async def test_the_scan_relaxes_only_while_notifications_arrive_not_merely_while_subscribed(
+    emulator, store
+) -> None:
     stack = await build_stack(emulator, store, is_cloud=False)
     try:
         scanner = stack.chats.roles[0]
@@ -294,9 +350,13 @@ async def test_a_later_turn_waits_without_holding_up_the_replicas_other_chats(st
             hosts = [RecordingTarget(target_id="first"), RecordingTarget(target_id="second")]
             for stack, target in zip((first, second), hosts):
                 stack.chats.monotonic = lambda: now[0]
-                stack.chats.read_spread_s = 60.0  # the cycle below would time out if it slept a turn
+                stack.chats.read_spread_s = (
+                    60.0  # the cycle below would time out if it slept a turn
+                )
                 stack.hub.register(target)
-            await settle(first, second)  # both say they read; neither takes a turn before its settle
+            await settle(
+                first, second
+            )  # both say they read; neither takes a turn before its settle
             now[0] += 5
             await settle(first, second)  # each lists both; first sights by turn
             now[0] += 130
@@ -310,22 +370,28 @@ async def test_a_later_turn_waits_without_holding_up_the_replicas_other_chats(st
             host = hosts[1]
             delivered_before = list(host.ids)
             humans = emulator.seed.humans[0].id
-            waiting = emulator.state.post_message(theirs[0], sender_id=humans, content="the other replica's turn")
+            waiting = emulator.state.post_message(
+                theirs[0], sender_id=humans, content="the other replica's turn"
+            )
             at_once = emulator.state.post_message(ours[0], sender_id=humans, content="our turn")
-            await HintLog(second.backend).add([Hint(theirs[0], hinted_at, waiting.id, "notification"),
-                                               Hint(ours[0], hinted_at, at_once.id, "notification")])
+            await HintLog(second.backend).add(
+                [
+                    Hint(theirs[0], hinted_at, waiting.id, "notification"),
+                    Hint(ours[0], hinted_at, at_once.id, "notification"),
+                ]
+            )
             reads_before = chat_reads(second)
 
             await asyncio.wait_for(second.chats.cycle(), timeout=30)
-            assert host.ids[len(delivered_before):] == [at_once.id]
+            assert host.ids[len(delivered_before) :] == [at_once.id]
             assert chat_reads(second) == reads_before + 1
 
             now[0] += 61  # our turn: the cursor read finds the chat uncovered, so one more gap
             await second.chats.cycle()
-            assert host.ids[len(delivered_before):] == [at_once.id]
+            assert host.ids[len(delivered_before) :] == [at_once.id]
             now[0] += 61
             await second.chats.cycle()
-            assert host.ids[len(delivered_before):] == [at_once.id, waiting.id]
+            assert host.ids[len(delivered_before) :] == [at_once.id, waiting.id]
             assert chat_reads(second) == reads_before + 2
         finally:
             await first.aclose()
@@ -346,16 +412,22 @@ class OneUnreadableMessagePage(httpx.AsyncBaseTransport):
             return response
         body = json.loads(await response.aread())
         if not body.get("value"):
-            return httpx.Response(response.status_code, headers={"content-type": "application/json"}, json=body)
+            return httpx.Response(
+                response.status_code, headers={"content-type": "application/json"}, json=body
+            )
         self.armed = False
         body["value"][0]["createdDateTime"] = {"not": "a time"}
-        return httpx.Response(response.status_code, headers={"content-type": "application/json"}, json=body)
+        return httpx.Response(
+            response.status_code, headers={"content-type": "application/json"}, json=body
+        )
 
     async def aclose(self) -> None:
         await self._inner.aclose()
 
 
-async def test_a_chat_page_with_an_unreadable_message_is_read_again_without_a_new_hint(emulator, store) -> None:
+async def test_a_chat_page_with_an_unreadable_message_is_read_again_without_a_new_hint(
+    emulator, store
+) -> None:
     """An unreadable message may be a person's: the read decides nothing, and the want stays, so the
     chat is read again shortly rather than when the next hint (or the sweep's rotation) comes by."""
     for role in ("chat_scanner", "chat_sweep"):
@@ -372,7 +444,9 @@ async def test_a_chat_page_with_an_unreadable_message_is_read_again_without_a_ne
         chat = emulator.seed.chats[0].id
         assert chat is not None
         already = list(host.ids)
-        posted = emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content="hidden once")
+        posted = emulator.state.post_message(
+            chat, sender_id=emulator.seed.humans[0].id, content="hidden once"
+        )
         wire.armed = True
         await stack.notify(chat, posted.id)
         await settle(stack, cycles=1)
@@ -401,11 +475,14 @@ class CursorReadCounter(LocalBackend):
 
 
 async def test_a_replica_joining_a_fleet_that_has_seen_every_chat_lists_the_cursors_instead_of_reading_each(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """A replica starting beside others: one listing tells it which chats had their first sight, so
     its start costs no cursor read per chat (60,000 reads for 6 replicas at 10,000 chats), and a chat
     it never read is still served when a hint names it."""
-    with start_emulator(build_seed(chats=chat_poll.LIST_CURSORS_ABOVE + 5, throttle=ROOMY)) as emulator:
+    with start_emulator(
+        build_seed(chats=chat_poll.LIST_CURSORS_ABOVE + 5, throttle=ROOMY)
+    ) as emulator:
         store = CursorReadCounter(tmp_path / "state")
         first = await build_stack(emulator, store, is_cloud=False)
         try:
@@ -425,8 +502,12 @@ async def test_a_replica_joining_a_fleet_that_has_seen_every_chat_lists_the_curs
             store.cursor_reads = 0
             await settle(joining)
             assert store.cursor_reads == 0  # not one per chat
-            assert joining.metrics.registry.get_sample_value("entrabot_chat_first_sights_pending") == 0
-            posted = emulator.state.post_message(chats[3], sender_id=emulator.seed.humans[0].id, content="later")
+            assert (
+                joining.metrics.registry.get_sample_value("entrabot_chat_first_sights_pending") == 0
+            )
+            posted = emulator.state.post_message(
+                chats[3], sender_id=emulator.seed.humans[0].id, content="later"
+            )
             await joining.notify(chats[3], posted.id)
             await settle(joining)
             assert posted.id in host.ids
@@ -435,7 +516,8 @@ async def test_a_replica_joining_a_fleet_that_has_seen_every_chat_lists_the_curs
 
 
 async def test_a_hinted_message_costs_one_cursor_read_the_look_before_the_graph_read_serves_the_claim(
-        emulator, tmp_path: Path) -> None:
+    emulator, tmp_path: Path
+) -> None:
     """The claim writes against the cursor read that decided the chat needs a Graph read (SPEC §9's
     look), instead of reading the cursor a second time: one Blob read per message, not two."""
     store = CursorReadCounter(tmp_path / "state")
@@ -446,10 +528,14 @@ async def test_a_hinted_message_costs_one_cursor_read_the_look_before_the_graph_
         await settle(stack)
         chat = emulator.seed.chats[0].id
         assert chat is not None
-        for role in stack.chats.roles:  # the scan and the sweep stand aside: only the hint below reads the chat
+        for role in (
+            stack.chats.roles
+        ):  # the scan and the sweep stand aside: only the hint below reads the chat
             role.cycle = _idle  # type: ignore[method-assign]
         for n in range(3):
-            posted = emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content=f"look {n}")
+            posted = emulator.state.post_message(
+                chat, sender_id=emulator.seed.humans[0].id, content=f"look {n}"
+            )
             await stack.notify(chat, posted.id)
             store.cursor_reads = 0
             await settle(stack, cycles=1)
@@ -463,8 +549,9 @@ async def _idle() -> None:
     return None
 
 
-def _scanner_on_a_clock(stack: WorkerStack, now: list[float], *, quiet_s: float,
-                        active_s: float) -> chat_scan.ChatScanner:
+def _scanner_on_a_clock(
+    stack: WorkerStack, now: list[float], *, quiet_s: float, active_s: float
+) -> chat_scan.ChatScanner:
     scanner = stack.chats.roles[0]
     assert isinstance(scanner, chat_scan.ChatScanner)
     scanner.interval_s, scanner.active_interval_s = quiet_s, active_s
@@ -472,8 +559,9 @@ def _scanner_on_a_clock(stack: WorkerStack, now: list[float], *, quiet_s: float,
     return scanner
 
 
-async def scans_at(stack: WorkerStack, scanner: chat_scan.ChatScanner, now: list[float],
-                   times: list[float]) -> list[float]:
+async def scans_at(
+    stack: WorkerStack, scanner: chat_scan.ChatScanner, now: list[float], times: list[float]
+) -> list[float]:
     """The times among ``times`` at which a scanner cycle scanned."""
     scanned: list[float] = []
     for t in times:
@@ -486,21 +574,31 @@ async def scans_at(stack: WorkerStack, scanner: chat_scan.ChatScanner, now: list
 
 
 async def test_the_scan_quickens_while_it_finds_new_messages_and_slows_when_the_tenant_is_quiet(
-        emulator, store) -> None:
+    emulator, store
+) -> None:
     stack = await build_stack(emulator, store, is_cloud=False)
     try:
         now = [0.0]
         scanner = _scanner_on_a_clock(stack, now, quiet_s=3.0, active_s=1.0)
-        await scans_at(stack, scanner, now, [0.0])  # the tenure's first scan (may hint the seed's chats)
+        await scans_at(
+            stack, scanner, now, [0.0]
+        )  # the tenure's first scan (may hint the seed's chats)
         later = chat_scan.ACTIVE_FOR_S + 10
-        assert await scans_at(stack, scanner, now, [later + d for d in (0, 1, 2, 3, 4, 5, 6)]) == [later, later + 3,
-                                                                                                 later + 6]
+        assert await scans_at(stack, scanner, now, [later + d for d in (0, 1, 2, 3, 4, 5, 6)]) == [
+            later,
+            later + 3,
+            later + 6,
+        ]
         chat = emulator.seed.chats[1].id
         assert chat is not None
         emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content="wake up")
         t = later + 9  # this scan finds the message: active from here
-        assert await scans_at(stack, scanner, now, [t, t + 0.5, t + 1, t + 2, t + 2.5, t + 3]) == [t, t + 1, t + 2,
-                                                                                                    t + 3]
+        assert await scans_at(stack, scanner, now, [t, t + 0.5, t + 1, t + 2, t + 2.5, t + 3]) == [
+            t,
+            t + 1,
+            t + 2,
+            t + 3,
+        ]
         # Nothing new since t: quiet again ACTIVE_FOR_S after it.
         q = t + chat_scan.ACTIVE_FOR_S + 0.5
         assert await scans_at(stack, scanner, now, [q, q + 1, q + 2, q + 3]) == [q, q + 3]
@@ -508,7 +606,9 @@ async def test_the_scan_quickens_while_it_finds_new_messages_and_slows_when_the_
         await stack.aclose()
 
 
-async def test_an_active_scan_that_reads_several_pages_waits_one_active_interval_per_page(store) -> None:
+async def test_an_active_scan_that_reads_several_pages_waits_one_active_interval_per_page(
+    store,
+) -> None:
     """A burst of new messages over more than one page of chats: the scanner stays at about one page
     per active interval, not one scan per active interval (list chats allows 5 req/s per user, shared
     with discovery, the sweep and the tools)."""
@@ -517,16 +617,29 @@ async def test_an_active_scan_that_reads_several_pages_waits_one_active_interval
         try:
             now = [0.0]
             scanner = _scanner_on_a_clock(stack, now, quiet_s=10.0, active_s=1.0)
-            await scans_at(stack, scanner, now, [0.0, 100.0])  # the tenure's look-back, then a quiet scan
+            await scans_at(
+                stack, scanner, now, [0.0, 100.0]
+            )  # the tenure's look-back, then a quiet scan
             for spec in emulator.seed.chats[:55]:
                 assert spec.id is not None
-                emulator.state.post_message(spec.id, sender_id=emulator.seed.humans[0].id, content="burst")
+                emulator.state.post_message(
+                    spec.id, sender_id=emulator.seed.humans[0].id, content="burst"
+                )
             emulator.stats.reset()
             t = 200.0
-            assert await scans_at(stack, scanner, now, [t, t + 1, t + 2]) == [t, t + 2]  # 2 pages: 2 s
+            assert await scans_at(stack, scanner, now, [t, t + 1, t + 2]) == [
+                t,
+                t + 2,
+            ]  # 2 pages: 2 s
             # Two scans of two pages each (the emulator's 5 list-chats requests a second per user may
             # answer one of them 429 first: four back to back here).
-            assert sum(1 for r in emulator.stats.snapshot()["recent"]
-                       if r["route"] == "/v1.0/me/chats" and r["status"] == 200) == 4
+            assert (
+                sum(
+                    1
+                    for r in emulator.stats.snapshot()["recent"]
+                    if r["route"] == "/v1.0/me/chats" and r["status"] == 200
+                )
+                == 4
+            )
         finally:
             await stack.aclose()

@@ -47,8 +47,11 @@ async def test_a_slow_chat_holds_back_no_push_hosts_message_from_the_other_chats
     person = emulator.seed.humans[0].id  # Ada is in every chat
     emulator.state.post_message(slow, sender_id=person, content="behind a slow read")
     posted = emulator.state.post_message(quick, sender_id=person, content="goes through at once")
-    emulator.context.faults.add(FaultRule(status=None, latency_ms=SLOW_MS,
-                                          route_pattern=f"/chats/{re.escape(slow)}/messages"))
+    emulator.context.faults.add(
+        FaultRule(
+            status=None, latency_ms=SLOW_MS, route_pattern=f"/chats/{re.escape(slow)}/messages"
+        )
+    )
     cycle = asyncio.create_task(stack.chats.cycle())
     try:
         async with asyncio.timeout(BOUND_S):

@@ -58,12 +58,18 @@ def group_chat(emulator: RunningEmulator) -> str:
     return chat_id
 
 
-def post_history(emulator: RunningEmulator, chat: str, *, newest_age: timedelta) -> list[ChatMessage]:
+def post_history(
+    emulator: RunningEmulator, chat: str, *, newest_age: timedelta
+) -> list[ChatMessage]:
     """Messages from two people, days apart, and one more ``newest_age`` old: oldest first."""
     people = [emulator.seed.humans[0].id, emulator.seed.humans[1].id]
     ages = [timedelta(days=d) for d in HISTORY_DAYS] + [newest_age]
-    return [emulator.state.post_message(chat, sender_id=people[i % 2], content=f"history {i}", created=now() - age)
-            for i, age in enumerate(ages)]
+    return [
+        emulator.state.post_message(
+            chat, sender_id=people[i % 2], content=f"history {i}", created=now() - age
+        )
+        for i, age in enumerate(ages)
+    ]
 
 
 async def change(stack: WorkerStack, chat: str, message: ChatMessage, how: str) -> None:
@@ -74,8 +80,10 @@ async def change(stack: WorkerStack, chat: str, message: ChatMessage, how: str) 
     elif how == "delete":
         response = await stack.http.delete(url)
     else:
-        response = await stack.http.post(f"{url}/reactions",
-                                         json={"user": stack.emulator.seed.humans[1].id, "reaction_type": "like"})
+        response = await stack.http.post(
+            f"{url}/reactions",
+            json={"user": stack.emulator.seed.humans[1].id, "reaction_type": "like"},
+        )
     assert response.status_code in (200, 201), response.text
     changed = next(m for m in stack.emulator.state.messages(chat) if m.id == message.id)
     assert changed.last_modified > message.last_modified and changed.created == message.created
@@ -87,7 +95,9 @@ def refuse_scan(emulator: RunningEmulator) -> None:
     emulator.context.faults.add(FaultRule(status=400, route_pattern=r"/me/chats$"))
 
 
-async def connect(stack: WorkerStack, *, scan_fails: bool, target_id: str = "recorder") -> RecordingTarget:
+async def connect(
+    stack: WorkerStack, *, scan_fails: bool, target_id: str = "recorder"
+) -> RecordingTarget:
     target = RecordingTarget(target_id=target_id)
     stack.hub.register(target)
     await stack.discovery.cycle()
@@ -98,7 +108,9 @@ async def connect(stack: WorkerStack, *, scan_fails: bool, target_id: str = "rec
     return target
 
 
-async def announce(stack: WorkerStack, chat: str, message: ChatMessage, *, scan_fails: bool) -> None:
+async def announce(
+    stack: WorkerStack, chat: str, message: ChatMessage, *, scan_fails: bool
+) -> None:
     """Graph's change notification for ``message`` (created, edited, deleted or reacted to), when the
     scan cannot see it."""
     if scan_fails:
@@ -113,7 +125,9 @@ async def baseline(backend: LocalBackend, chat: str) -> datetime | None:
 
 @pytest.mark.parametrize("scan_fails", [False, True], ids=["scan", "no-scan"])
 @pytest.mark.parametrize("how", CHANGES)
-async def test_a_changed_old_message_never_surfaces_when_all_history_is_old(stack, emulator, backend, how, scan_fails):
+async def test_a_changed_old_message_never_surfaces_when_all_history_is_old(
+    stack, emulator, backend, how, scan_fails
+):
     chat = group_chat(emulator)
     history = post_history(emulator, chat, newest_age=timedelta(hours=26))
     await change(stack, chat, history[3], how)  # the 3-day-old message
@@ -121,8 +135,12 @@ async def test_a_changed_old_message_never_surfaces_when_all_history_is_old(stac
     for _ in range(3):
         await stack.chats.cycle()
     assert target.ids == []
-    assert await baseline(backend, chat) == history[-1].created  # the newest by creation, not the changed one
-    fresh = emulator.state.post_message(chat, sender_id=emulator.seed.humans[0].id, content="new today")
+    assert (
+        await baseline(backend, chat) == history[-1].created
+    )  # the newest by creation, not the changed one
+    fresh = emulator.state.post_message(
+        chat, sender_id=emulator.seed.humans[0].id, content="new today"
+    )
     await announce(stack, chat, fresh, scan_fails=scan_fails)
     await stack.chats.cycle()
     assert target.ids == [fresh.id]
@@ -130,8 +148,9 @@ async def test_a_changed_old_message_never_surfaces_when_all_history_is_old(stac
 
 @pytest.mark.parametrize("scan_fails", [False, True], ids=["scan", "no-scan"])
 @pytest.mark.parametrize("how", CHANGES)
-async def test_first_sight_surfaces_only_the_newest_message_when_an_old_one_changed(stack, emulator, how,
-                                                                                     scan_fails):
+async def test_first_sight_surfaces_only_the_newest_message_when_an_old_one_changed(
+    stack, emulator, how, scan_fails
+):
     chat = group_chat(emulator)
     history = post_history(emulator, chat, newest_age=timedelta(hours=1))
     await change(stack, chat, history[3], how)
@@ -142,7 +161,9 @@ async def test_first_sight_surfaces_only_the_newest_message_when_an_old_one_chan
 
 
 @pytest.mark.parametrize("how", CHANGES)
-async def test_a_change_to_an_old_message_after_first_sight_never_surfaces_it(stack, emulator, backend, how):
+async def test_a_change_to_an_old_message_after_first_sight_never_surfaces_it(
+    stack, emulator, backend, how
+):
     chat = group_chat(emulator)
     history = post_history(emulator, chat, newest_age=timedelta(hours=26))
     target = await connect(stack, scan_fails=True)  # read on notifications only
@@ -158,7 +179,9 @@ async def test_a_change_to_an_old_message_after_first_sight_never_surfaces_it(st
 
 
 @pytest.mark.parametrize("how", CHANGES)
-async def test_a_change_to_a_message_that_left_the_50_id_tail_never_surfaces_it(stack, emulator, backend, how):
+async def test_a_change_to_a_message_that_left_the_50_id_tail_never_surfaces_it(
+    stack, emulator, backend, how
+):
     """Two replicas share the ledger: one delivers a burst of 60, the other resolved its cursor before
     the burst (its own watermark is behind). The first message of the burst, out of the 50-id tail,
     is then changed: neither replica surfaces it again."""
@@ -170,8 +193,12 @@ async def test_a_change_to_a_message_that_left_the_50_id_tail_never_surfaces_it(
         await stack.chats.cycle()  # first sight of an empty chat
         await stack.chats.cycle()
         await other.chats.cycle()  # its cursor resolved before the burst
-        burst = [emulator.state.post_message(chat, sender_id=emulator.seed.humans[i % 2].id, content=f"burst {i}")
-                 for i in range(60)]
+        burst = [
+            emulator.state.post_message(
+                chat, sender_id=emulator.seed.humans[i % 2].id, content=f"burst {i}"
+            )
+            for i in range(60)
+        ]
         await announce(stack, chat, burst[-1], scan_fails=True)
         await stack.chats.cycle()
         assert target.ids == [m.id for m in burst]

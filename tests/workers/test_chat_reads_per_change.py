@@ -27,7 +27,9 @@ from starlette.applications import Starlette
 
 CLIENT_STATE = "fleet-client-state"
 REPLICAS = 3
-CYCLES_PER_CHANGE = 3  # enough for every replica to take the hint and for a later turn to look again
+CYCLES_PER_CHANGE = (
+    3  # enough for every replica to take the hint and for a later turn to look again
+)
 CHAT_READ_ROUTE = "/v1.0/chats/{id}/messages"
 
 
@@ -40,7 +42,10 @@ def emulator() -> Iterator[RunningEmulator]:
 @pytest.fixture
 async def fleet(emulator: RunningEmulator, tmp_path: Path) -> AsyncIterator[list[WorkerStack]]:
     store = LocalBackend(tmp_path / "state")
-    stacks = [await build_stack(emulator, store, is_cloud=False, replica_id=f"replica-{n}") for n in range(REPLICAS)]
+    stacks = [
+        await build_stack(emulator, store, is_cloud=False, replica_id=f"replica-{n}")
+        for n in range(REPLICAS)
+    ]
     for n, stack in enumerate(stacks):
         stack.hub.register(RecordingTarget(target_id=f"host-{n}"))
     yield stacks
@@ -51,8 +56,10 @@ async def fleet(emulator: RunningEmulator, tmp_path: Path) -> AsyncIterator[list
 @pytest.fixture
 async def webhook(fleet: list[WorkerStack]) -> AsyncIterator[httpx.AsyncClient]:
     receiver = NotificationReceiver(HintLog(fleet[0].backend), CLIENT_STATE)
-    async with serve_app(Starlette(routes=receiver.routes())) as server, httpx.AsyncClient(
-            base_url=server.base_url, timeout=10) as client:
+    async with (
+        serve_app(Starlette(routes=receiver.routes())) as server,
+        httpx.AsyncClient(base_url=server.base_url, timeout=10) as client,
+    ):
         yield client
 
 
@@ -60,11 +67,16 @@ def chat_reads(emulator: RunningEmulator) -> int:
     return sum(1 for r in emulator.stats.snapshot()["recent"] if r["route"] == CHAT_READ_ROUTE)
 
 
-async def notify(webhook: httpx.AsyncClient, change_type: str, chat_id: str, message_id: str) -> None:
+async def notify(
+    webhook: httpx.AsyncClient, change_type: str, chat_id: str, message_id: str
+) -> None:
     """What Graph POSTs for a change of one chat message (read, not run: "Get change notifications for
     messages in Teams channels and chats"; a reaction or an edit arrives as ``updated``)."""
     item: dict[str, Any] = {
-        "subscriptionId": "s1", "changeType": change_type, "clientState": CLIENT_STATE, "tenantId": "t",
+        "subscriptionId": "s1",
+        "changeType": change_type,
+        "clientState": CLIENT_STATE,
+        "tenantId": "t",
         "resource": f"chats('{chat_id}')/messages('{message_id}')",
         "resourceData": {"id": message_id, "@odata.type": "#Microsoft.Graph.chatMessage"},
     }
@@ -78,8 +90,13 @@ async def cycles(stacks: list[WorkerStack], count: int = CYCLES_PER_CHANGE) -> N
 
 
 def delivered(stacks: list[WorkerStack]) -> list[str]:
-    return [m.message_id for s in stacks for t in s.hub.live_targets() if isinstance(t, RecordingTarget)
-            for m in t.received]
+    return [
+        m.message_id
+        for s in stacks
+        for t in s.hub.live_targets()
+        if isinstance(t, RecordingTarget)
+        for m in t.received
+    ]
 
 
 async def test_a_message_the_agents_reply_and_a_reaction_cost_the_fleet_about_one_chat_read_each(
@@ -91,7 +108,9 @@ async def test_a_message_the_agents_reply_and_a_reaction_cost_the_fleet_about_on
     person, agent = emulator.seed.humans[0].id, emulator.seed.agent_user.id
     emulator.stats.reset()
 
-    asked = emulator.state.post_message(chat, sender_id=person, content="can you check the invoice?")
+    asked = emulator.state.post_message(
+        chat, sender_id=person, content="can you check the invoice?"
+    )
     await notify(webhook, "created", chat, asked.id)
     await cycles(fleet)
     after_question = chat_reads(emulator)

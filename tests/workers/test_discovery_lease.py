@@ -40,11 +40,19 @@ INTERVAL_S = 10.0
 def _seed(chats: int = 2) -> Seed:
     base = build_seed(chats=chats, throttle=ThrottleBudget.relaxed())
     ada = base.sponsors[0]
-    guest = SeedUser(id=stable_id(base.tenant_id, "ada-guest"),
-                     user_principal_name=f"ada_fabrikam.example#EXT#@{base.tenant_domain}",
-                     display_name="Ada (Guest)", given_name="AdaGuest", mail=ada.address)
-    shared = SeedChat(id=f"19:shared-{base.tenant_id}@thread.v2", topic="Shared", created="-1d",
-                      members=(base.agent_user.id, ada.id, guest.id))
+    guest = SeedUser(
+        id=stable_id(base.tenant_id, "ada-guest"),
+        user_principal_name=f"ada_fabrikam.example#EXT#@{base.tenant_domain}",
+        display_name="Ada (Guest)",
+        given_name="AdaGuest",
+        mail=ada.address,
+    )
+    shared = SeedChat(
+        id=f"19:shared-{base.tenant_id}@thread.v2",
+        topic="Shared",
+        created="-1d",
+        members=(base.agent_user.id, ada.id, guest.id),
+    )
     raw = base.model_dump()
     raw["users"] = [*raw["users"], guest.model_dump()]
     raw["chats"] = [*raw["chats"], shared.model_dump()]
@@ -86,8 +94,15 @@ class SlowPages(GraphClient):
 
 def _on_clocks(stack: WorkerStack, backend: LocalBackend, clocks: Clocks, replica_id: str) -> None:
     """The wired discovery, its lease and cadence on the test's clocks (a fake clock, not sleeps)."""
-    stack.discovery.lease = Lease(backend, ROLE, replica_id, ttl=TTL, clock=clocks.wall, monotonic=clocks.mono,
-                                  metrics=stack.metrics)
+    stack.discovery.lease = Lease(
+        backend,
+        ROLE,
+        replica_id,
+        ttl=TTL,
+        clock=clocks.wall,
+        monotonic=clocks.mono,
+        metrics=stack.metrics,
+    )
     stack.discovery.monotonic = clocks.mono
     stack.discovery.interval = INTERVAL_S
 
@@ -117,7 +132,8 @@ def _metric(stack: WorkerStack, name: str, **labels: str) -> float:
 
 
 async def test_only_the_lease_holder_lists_chats_and_the_other_gate_learns_members_from_the_snapshot(
-        fleet: Fleet) -> None:
+    fleet: Fleet,
+) -> None:
     assert fleet.b.discovery.gate.is_sponsor(fleet.guest_id, fleet.shared_chat) is False
     for _ in range(3):  # three intervals, each cycle due: a sync on both, a walk on the holder
         await fleet.a.discovery.cycle()
@@ -128,7 +144,9 @@ async def test_only_the_lease_holder_lists_chats_and_the_other_gate_learns_membe
         fleet.clocks.advance(INTERVAL_S)
     assert fleet.chat_lists() == 3
     assert fleet.b.discovery.gate.is_sponsor(fleet.guest_id, fleet.shared_chat)
-    assert fleet.b.watched.chats == fleet.a.watched.chats == {c.id for c in fleet.emulator.seed.chats}
+    assert (
+        fleet.b.watched.chats == fleet.a.watched.chats == {c.id for c in fleet.emulator.seed.chats}
+    )
     stored = parse_chat_members(await fleet.backend.read_text(CHAT_MEMBERS_KEY) or "")
     assert fleet.guest_id in {m.user_id for m in stored[fleet.shared_chat]}
 
@@ -146,7 +164,8 @@ async def test_the_snapshot_is_rewritten_only_when_the_members_changed(fleet: Fl
 
 
 async def test_a_holder_that_stops_renewing_stops_walking_and_the_other_takes_over_after_expiry(
-        fleet: Fleet) -> None:
+    fleet: Fleet,
+) -> None:
     await fleet.a.discovery.cycle()
     await fleet.b.discovery.cycle()
     assert fleet.chat_lists() == 1
@@ -156,7 +175,9 @@ async def test_a_holder_that_stops_renewing_stops_walking_and_the_other_takes_ov
     # b holds the role now; a walked at most an interval and a ttl ago, so b's first step waits an
     # interval (walking at once would double the fleet's discovery cost for that interval).
     assert fleet.b.discovery.lease.held() and fleet.chat_lists() == 1
-    await fleet.a.discovery.cycle()  # a is back, its walk due (an interval passed): the role is b's now
+    await (
+        fleet.a.discovery.cycle()
+    )  # a is back, its walk due (an interval passed): the role is b's now
     assert not fleet.a.discovery.lease.held() and fleet.chat_lists() == 1
     fleet.clocks.advance(INTERVAL_S)
     await fleet.b.discovery.cycle()
@@ -165,7 +186,8 @@ async def test_a_holder_that_stops_renewing_stops_walking_and_the_other_takes_ov
 
 @pytest.mark.parametrize("emulator", [130], indirect=True)
 async def test_a_cold_walk_covers_every_chat_at_once_and_a_steady_one_resumes_where_it_stopped(
-        fleet: Fleet) -> None:
+    fleet: Fleet,
+) -> None:
     every = {c.id for c in fleet.emulator.seed.chats}  # 131 chats: three pages of 50
     fleet.a.discovery.pages_per_walk = 1
     await fleet.a.discovery.cycle()
@@ -174,7 +196,9 @@ async def test_a_cold_walk_covers_every_chat_at_once_and_a_steady_one_resumes_wh
     fleet.clocks.advance(INTERVAL_S)
     for step in range(1, 4):
         await fleet.a.discovery.cycle()
-        assert fleet.chat_lists() == 3 + step  # one quiet page per interval, never the whole walk at once
+        assert (
+            fleet.chat_lists() == 3 + step
+        )  # one quiet page per interval, never the whole walk at once
         await fleet.a.discovery.cycle()  # not due yet: no page
         assert fleet.chat_lists() == 3 + step
         fleet.clocks.advance(INTERVAL_S)
@@ -197,22 +221,31 @@ class WatchedAtEachPage(GraphClient):
 
 
 @pytest.mark.parametrize("emulator", [130], indirect=True)
-async def test_a_long_cold_walk_registers_its_chats_as_it_goes(fleet: Fleet, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_long_cold_walk_registers_its_chats_as_it_goes(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(discovery_module, "REGISTER_EVERY_PAGES", 1)
     graph = WatchedAtEachPage(fleet.a.discovery.graph, fleet.a.watched)
     fleet.a.discovery.graph = graph
     await fleet.a.discovery.cycle()
-    assert graph.seen == [0, 50, 100]  # the fleet reads the first pages' chats while the walk goes on
+    assert graph.seen == [
+        0,
+        50,
+        100,
+    ]  # the fleet reads the first pages' chats while the walk goes on
     assert len(fleet.a.watched.chats) == 131
 
 
 async def test_a_corrupt_snapshot_is_unknown_members_and_the_holder_replaces_it(
-        fleet: Fleet, caplog: pytest.LogCaptureFixture) -> None:
+    fleet: Fleet, caplog: pytest.LogCaptureFixture
+) -> None:
     await fleet.a.discovery.cycle()  # a holds the role and wrote the snapshot
     await fleet.backend.write_text(CHAT_MEMBERS_KEY, '{"chats": {"19:x": "not a list"}}')
     await fleet.b.discovery.cycle()
     assert not fleet.b.discovery.lease.held()
-    assert not fleet.b.discovery.gate.is_sponsor(fleet.guest_id, fleet.shared_chat)  # unknown members
+    assert not fleet.b.discovery.gate.is_sponsor(
+        fleet.guest_id, fleet.shared_chat
+    )  # unknown members
     fleet.clocks.advance(INTERVAL_S)
     await fleet.b.discovery.cycle()  # a has not walked again yet: still corrupt, not logged again
     assert not fleet.b.discovery.gate.is_sponsor(fleet.guest_id, fleet.shared_chat)
@@ -226,17 +259,27 @@ async def test_a_corrupt_snapshot_is_unknown_members_and_the_holder_replaces_it(
     assert fleet.b.discovery.gate.is_sponsor(fleet.guest_id, fleet.shared_chat)
 
 
-async def test_a_chat_registered_by_a_non_holder_shares_its_members_with_the_fleet(fleet: Fleet) -> None:
+async def test_a_chat_registered_by_a_non_holder_shares_its_members_with_the_fleet(
+    fleet: Fleet,
+) -> None:
     await fleet.a.discovery.cycle()
     await fleet.b.discovery.cycle()
     seed = fleet.emulator.seed
     chat, _ = fleet.emulator.state.create_chat(
-        "group", [seed.agent_user.id, seed.humans[1].id, fleet.guest_id], topic="New", initiator=seed.agent_user.id)
-    await fleet.b.discovery.register_chat(chat.id)  # what create_chat does on the replica that made it
+        "group",
+        [seed.agent_user.id, seed.humans[1].id, fleet.guest_id],
+        topic="New",
+        initiator=seed.agent_user.id,
+    )
+    await fleet.b.discovery.register_chat(
+        chat.id
+    )  # what create_chat does on the replica that made it
     assert fleet.b.discovery.gate.is_sponsor(fleet.guest_id, chat.id)
     assert chat.id in fleet.b.watched
     walked = fleet.chat_lists()
-    fleet.a.discovery.pages_per_walk = 0  # a learns the chat from the snapshot, not from a walk of its own
+    fleet.a.discovery.pages_per_walk = (
+        0  # a learns the chat from the snapshot, not from a walk of its own
+    )
     fleet.clocks.advance(INTERVAL_S)
     await fleet.a.discovery.cycle()
     assert fleet.a.discovery.gate.is_sponsor(fleet.guest_id, chat.id)
@@ -245,18 +288,29 @@ async def test_a_chat_registered_by_a_non_holder_shares_its_members_with_the_fle
 
 
 @pytest.mark.parametrize("emulator", [130], indirect=True)
-async def test_a_holder_whose_renewal_fails_mid_walk_stops_at_once_and_writes_nothing(fleet: Fleet) -> None:
+async def test_a_holder_whose_renewal_fails_mid_walk_stops_at_once_and_writes_nothing(
+    fleet: Fleet,
+) -> None:
     discovery = fleet.a.discovery
     # The first lease write (the acquisition) lands; every renewal after it fails.
     faulty = FaultyBackend(fleet.backend)
-    faulty.add(FaultRule(Fault.WRITE_FAILS, key=lease_key("discovery"), ops=frozenset({Op.WRITE}), skip=1))
-    discovery.lease = Lease(faulty, "discovery", "replica-a", ttl=TTL, clock=fleet.clocks.wall,
-                            monotonic=fleet.clocks.mono)
-    discovery.graph = SlowPages(discovery.graph, fleet.clocks, discovery.interval_s + 1)  # renewal due after a page
+    faulty.add(
+        FaultRule(Fault.WRITE_FAILS, key=lease_key("discovery"), ops=frozenset({Op.WRITE}), skip=1)
+    )
+    discovery.lease = Lease(
+        faulty,
+        "discovery",
+        "replica-a",
+        ttl=TTL,
+        clock=fleet.clocks.wall,
+        monotonic=fleet.clocks.mono,
+    )
+    discovery.graph = SlowPages(
+        discovery.graph, fleet.clocks, discovery.interval_s + 1
+    )  # renewal due after a page
     await discovery.cycle()
     assert fleet.chat_lists() == 1  # one page of three, then the failed renewal stopped the walk
     assert not discovery.lease.held()
     assert _metric(fleet.a, "entrabot_discovery_walks_total", outcome="lease_lost") == 1
     assert await fleet.backend.read_text(CHAT_MEMBERS_KEY) is None
     assert await fleet.backend.read_text(WATCHED_CHATS_KEY) is None
-

@@ -71,7 +71,9 @@ def admin(emulator: RunningEmulator) -> httpx.Client:
 def fault(emulator: RunningEmulator, route_pattern: str) -> None:
     # 403: an answer the client does not retry, so the cycle sees the failure at once.
     with admin(emulator) as http:
-        http.post("/faults", json={"status": 403, "route_pattern": route_pattern}).raise_for_status()
+        http.post(
+            "/faults", json={"status": 403, "route_pattern": route_pattern}
+        ).raise_for_status()
 
 
 def clear_faults(emulator: RunningEmulator) -> None:
@@ -80,7 +82,8 @@ def clear_faults(emulator: RunningEmulator) -> None:
 
 
 async def test_sponsors_are_listed_with_the_agent_identitys_app_only_token(
-        stack: WorkerStack, emulator: RunningEmulator) -> None:
+    stack: WorkerStack, emulator: RunningEmulator
+) -> None:
     await stack.discovery.cycle()
     ada = emulator.seed.sponsors[0]
     assert stack.discovery.gate.sponsor_ids == {ada.id}
@@ -89,19 +92,27 @@ async def test_sponsors_are_listed_with_the_agent_identitys_app_only_token(
 
 
 async def test_a_sponsors_profile_is_read_so_their_other_account_is_recognised(
-        stack: WorkerStack, emulator: RunningEmulator) -> None:
+    stack: WorkerStack, emulator: RunningEmulator
+) -> None:
     await stack.discovery.cycle()
     ada = emulator.seed.sponsors[0]
     gate: SponsorGate = stack.discovery.gate
     # Ada posting as a guest account under her own address: known only from her profile's UPN.
-    guest = ChatMember.model_validate({"id": "m1", "userId": "guest-object-id", "email": ada.user_principal_name,
-                                    "tenantId": emulator.seed.tenant_id})
+    guest = ChatMember.model_validate(
+        {
+            "id": "m1",
+            "userId": "guest-object-id",
+            "email": ada.user_principal_name,
+            "tenantId": emulator.seed.tenant_id,
+        }
+    )
     gate.refresh_chat("chat-x", [guest])
     assert gate.is_sponsor("guest-object-id", "chat-x")
 
 
 async def test_without_the_app_only_client_no_sponsor_is_recognised(
-        stack: WorkerStack, emulator: RunningEmulator) -> None:
+    stack: WorkerStack, emulator: RunningEmulator
+) -> None:
     refresher(stack).directory = None
     await stack.discovery.cycle()
     assert stack.discovery.gate.sponsor_ids == frozenset()
@@ -109,7 +120,8 @@ async def test_without_the_app_only_client_no_sponsor_is_recognised(
 
 
 async def test_a_delegated_sponsor_read_is_refused_and_recognises_nobody(
-        stack: WorkerStack, emulator: RunningEmulator) -> None:
+    stack: WorkerStack, emulator: RunningEmulator
+) -> None:
     # What the service did before: list sponsors with the agent user's token. Graph answers 403.
     refresher(stack).directory = stack.graph
     await stack.discovery.cycle()
@@ -119,13 +131,16 @@ async def test_a_delegated_sponsor_read_is_refused_and_recognises_nobody(
 
 
 async def test_a_removed_sponsor_stops_counting_within_one_refresh_interval(
-        stack: WorkerStack, emulator: RunningEmulator, clock: DrivenClock) -> None:
+    stack: WorkerStack, emulator: RunningEmulator, clock: DrivenClock
+) -> None:
     ada = emulator.seed.sponsors[0]
     gate = stack.discovery.gate
     await stack.discovery.cycle()
     assert gate.is_directory_sponsor(ada.id)
     with admin(emulator) as http:
-        http.delete(f"/agent_identities/{emulator.seed.agent_identity.id}/sponsors/{ada.id}").raise_for_status()
+        http.delete(
+            f"/agent_identities/{emulator.seed.agent_identity.id}/sponsors/{ada.id}"
+        ).raise_for_status()
     clock.now += refresher(stack).interval_s
     await stack.discovery.cycle()
     assert not gate.is_sponsor(ada.id) and not gate.is_directory_sponsor(ada.id)
@@ -133,7 +148,8 @@ async def test_a_removed_sponsor_stops_counting_within_one_refresh_interval(
 
 
 async def test_an_unreadable_list_stands_for_the_stale_bound_then_no_sponsor_counts(
-        stack: WorkerStack, emulator: RunningEmulator, clock: DrivenClock) -> None:
+    stack: WorkerStack, emulator: RunningEmulator, clock: DrivenClock
+) -> None:
     ada = emulator.seed.sponsors[0]
     gate, sponsors = stack.discovery.gate, refresher(stack)
     assert await sponsors.refresh() is RefreshOutcome.READ
@@ -150,14 +166,17 @@ async def test_an_unreadable_list_stands_for_the_stale_bound_then_no_sponsor_cou
     assert gate.sponsor_ids == {ada.id}
 
 
-async def test_a_list_never_read_recognises_no_sponsor(stack: WorkerStack, emulator: RunningEmulator) -> None:
+async def test_a_list_never_read_recognises_no_sponsor(
+    stack: WorkerStack, emulator: RunningEmulator
+) -> None:
     fault(emulator, r"/sponsors$")
     assert await refresher(stack).refresh() is RefreshOutcome.FAILED_CLOSED
     assert stack.discovery.gate.sponsor_ids == frozenset()
 
 
 async def test_a_group_sponsor_is_resolved_once_and_never_counts(
-        stack: WorkerStack, emulator: RunningEmulator, clock: DrivenClock) -> None:
+    stack: WorkerStack, emulator: RunningEmulator, clock: DrivenClock
+) -> None:
     ada = emulator.seed.sponsors[0]
     await stack.discovery.cycle()
     clock.now += refresher(stack).interval_s
@@ -168,13 +187,15 @@ async def test_a_group_sponsor_is_resolved_once_and_never_counts(
     reads = [r for r in emulator.stats.recent() if r.route == SPONSORS_ROUTE]
     resolutions = [r.path for r in emulator.stats.recent() if r.path.startswith("/v1.0/users/")]
     assert len(reads) == 2
-    expected = {f"/v1.0/users/{ada.id}"} | ({f"/v1.0/users/{GROUP_ID}"}
-                                            if emulator.seed.sponsors_shape == "id_only" else set())
+    expected = {f"/v1.0/users/{ada.id}"} | (
+        {f"/v1.0/users/{GROUP_ID}"} if emulator.seed.sponsors_shape == "id_only" else set()
+    )
     assert sorted(resolutions) == sorted(expected)
 
 
 async def test_an_unresolved_reference_is_no_sponsor_until_a_later_refresh_resolves_it(
-        stack: WorkerStack, emulator: RunningEmulator, clock: DrivenClock) -> None:
+    stack: WorkerStack, emulator: RunningEmulator, clock: DrivenClock
+) -> None:
     ada = emulator.seed.sponsors[0]
     fault(emulator, r"^/v1.0/users/")
     await stack.discovery.cycle()
@@ -188,7 +209,8 @@ async def test_an_unresolved_reference_is_no_sponsor_until_a_later_refresh_resol
 
 
 async def test_a_list_no_refresh_follows_stops_counting_at_the_stale_bound(
-        stack: WorkerStack, emulator: RunningEmulator, clock: DrivenClock) -> None:
+    stack: WorkerStack, emulator: RunningEmulator, clock: DrivenClock
+) -> None:
     # The refresh loop stopped (a dead discovery loop): nothing replaces the list, yet it expires.
     ada = emulator.seed.sponsors[0]
     gate = stack.discovery.gate

@@ -35,10 +35,14 @@ def emulator() -> Iterator[RunningEmulator]:
 
 
 @pytest.fixture
-async def replicas(emulator: RunningEmulator, tmp_path: Path) -> AsyncIterator[tuple[WorkerStack, WorkerStack]]:
+async def replicas(
+    emulator: RunningEmulator, tmp_path: Path
+) -> AsyncIterator[tuple[WorkerStack, WorkerStack]]:
     backend = LocalBackend(tmp_path / "state")
-    waiting, pushing = await build_stack(emulator, backend, is_cloud=False), await build_stack(
-        emulator, backend, is_cloud=False)
+    waiting, pushing = (
+        await build_stack(emulator, backend, is_cloud=False),
+        await build_stack(emulator, backend, is_cloud=False),
+    )
     await waiting.discovery.cycle()
     await pushing.discovery.cycle()
     yield waiting, pushing
@@ -47,7 +51,8 @@ async def replicas(emulator: RunningEmulator, tmp_path: Path) -> AsyncIterator[t
 
 
 async def test_a_first_sight_claim_never_moves_another_replicas_cursor_past_an_unclaimed_message(
-        emulator: RunningEmulator, replicas: tuple[WorkerStack, WorkerStack], tmp_path: Path) -> None:
+    emulator: RunningEmulator, replicas: tuple[WorkerStack, WorkerStack], tmp_path: Path
+) -> None:
     waiting, pushing = replicas
     chat = emulator.seed.chats[1].id  # the agent, Ada (the sponsor) and Grace
     assert chat is not None
@@ -65,7 +70,9 @@ async def test_a_first_sight_claim_never_moves_another_replicas_cursor_past_an_u
     assert host.ids == [hello]
     host.alive = False  # its host disconnects
 
-    question = emulator.state.post_message(chat, sender_id=grace, content="can you review the contract?").id
+    question = emulator.state.post_message(
+        chat, sender_id=grace, content="can you review the contract?"
+    ).id
     answer = emulator.state.post_message(chat, sender_id=ada, content="ship it").id
     await waiting.chats.cycle()
     await waiting.chats.cycle()

@@ -75,12 +75,17 @@ def chat_ids(emulator: RunningEmulator) -> list[str]:
 
 
 def message_polls(emulator: RunningEmulator) -> int:
-    return sum(1 for r in emulator.stats.snapshot()["recent"] if r["route"] == "/v1.0/chats/{id}/messages")
+    return sum(
+        1 for r in emulator.stats.snapshot()["recent"] if r["route"] == "/v1.0/chats/{id}/messages"
+    )
 
 
 def polled_chats(emulator: RunningEmulator) -> list[str]:
-    return [r["path"].split("/")[3] for r in emulator.stats.snapshot()["recent"]
-            if r["route"] == "/v1.0/chats/{id}/messages"]
+    return [
+        r["path"].split("/")[3]
+        for r in emulator.stats.snapshot()["recent"]
+        if r["route"] == "/v1.0/chats/{id}/messages"
+    ]
 
 
 async def connect(stack: WorkerStack) -> RecordingTarget:
@@ -94,10 +99,16 @@ async def test_a_worker_stacks_retry_after_holds_the_other_replicas_of_the_fleet
     emulator: RunningEmulator, backend: BlobBackend
 ) -> None:
     """The harness builds its Graph client as the replica does (``build_clients``), fleet hold included."""
-    stack = await build_stack(emulator, backend, is_cloud=True, retry_policy=RetryPolicy(max_attempts=1))
+    stack = await build_stack(
+        emulator, backend, is_cloud=True, retry_policy=RetryPolicy(max_attempts=1)
+    )
     try:
-        await stack.graph.get_me()  # tokens and connections first: the fault below is the next request
-        emulator.context.faults.add(FaultRule(status=503, route_pattern="^/v1.0/me$", count=1, retry_after=30))
+        await (
+            stack.graph.get_me()
+        )  # tokens and connections first: the fault below is the next request
+        emulator.context.faults.add(
+            FaultRule(status=503, route_pattern="^/v1.0/me$", count=1, retry_after=30)
+        )
         with pytest.raises(GraphServerError):
             await stack.graph.get_me()
         await asyncio.wait_for(stack.graph_backoff.announced(), timeout=5)
@@ -109,12 +120,16 @@ async def test_a_worker_stacks_retry_after_holds_the_other_replicas_of_the_fleet
         await stack.aclose()
 
 
-async def test_a_burst_of_120_messages_between_two_cycles_is_delivered_once_in_order(stack, emulator):
+async def test_a_burst_of_120_messages_between_two_cycles_is_delivered_once_in_order(
+    stack, emulator
+):
     target = await connect(stack)
     chat = chat_ids(emulator)[0]
     await stack.chats.cycle()  # first sight: the chat's cursor is created
-    posted = [emulator.state.post_message(chat, sender_id=human(emulator), content=f"burst {i}").id
-              for i in range(120)]
+    posted = [
+        emulator.state.post_message(chat, sender_id=human(emulator), content=f"burst {i}").id
+        for i in range(120)
+    ]
     await stack.chats.cycle()
     await stack.chats.cycle()  # a second steady cycle finds nothing more
     assert target.ids == posted
@@ -122,10 +137,15 @@ async def test_a_burst_of_120_messages_between_two_cycles_is_delivered_once_in_o
 
 async def test_a_chat_whose_history_is_a_week_old_surfaces_nothing(stack, emulator):
     old_chat, fresh_chat, _ = chat_ids(emulator)
-    emulator.state.post_message(old_chat, sender_id=human(emulator), content="stale order",
-                                created=now() - timedelta(days=7))
-    fresh = emulator.state.post_message(fresh_chat, sender_id=human(emulator), content="hello",
-                                        created=now() - timedelta(hours=1))
+    emulator.state.post_message(
+        old_chat,
+        sender_id=human(emulator),
+        content="stale order",
+        created=now() - timedelta(days=7),
+    )
+    fresh = emulator.state.post_message(
+        fresh_chat, sender_id=human(emulator), content="hello", created=now() - timedelta(hours=1)
+    )
     target = await connect(stack)
     emulator.stats.reset()
     await stack.chats.cycle()
@@ -138,9 +158,16 @@ async def test_system_messages_and_the_agents_own_messages_are_never_delivered(s
     target = await connect(stack)
     chat = chat_ids(emulator)[1]
     await stack.chats.cycle()
-    emulator.state.post_message(chat, sender_id=None, content="", message_type="systemEventMessage",
-                                event_detail={"@odata.type": "#microsoft.graph.membersAddedEventMessageDetail"})
-    emulator.state.post_message(chat, sender_id=emulator.seed.agent_user.id, content="from the agent itself")
+    emulator.state.post_message(
+        chat,
+        sender_id=None,
+        content="",
+        message_type="systemEventMessage",
+        event_detail={"@odata.type": "#microsoft.graph.membersAddedEventMessageDetail"},
+    )
+    emulator.state.post_message(
+        chat, sender_id=emulator.seed.agent_user.id, content="from the agent itself"
+    )
     person = emulator.state.post_message(chat, sender_id=human(emulator), content="from a person")
     await stack.chats.cycle()
     assert target.ids == [person.id]
@@ -150,9 +177,13 @@ async def test_a_chat_answering_500_does_not_delay_the_other_chats(stack, emulat
     target = await connect(stack)
     broken, healthy, _ = chat_ids(emulator)
     await stack.chats.cycle()
-    emulator.context.faults.add(FaultRule(status=500, route_pattern=f"/chats/{re.escape(broken)}/messages"))
+    emulator.context.faults.add(
+        FaultRule(status=500, route_pattern=f"/chats/{re.escape(broken)}/messages")
+    )
     lost_meanwhile = emulator.state.post_message(broken, sender_id=human(emulator), content="waits")
-    delivered = emulator.state.post_message(healthy, sender_id=human(emulator), content="goes through")
+    delivered = emulator.state.post_message(
+        healthy, sender_id=human(emulator), content="goes through"
+    )
     await stack.chats.cycle()
     assert target.ids == [delivered.id]
     emulator.context.faults.clear()
@@ -168,9 +199,16 @@ async def test_120_mails_arriving_within_one_cycle_are_all_delivered_once(stack,
     target = await connect(stack)
     await stack.email.cycle()  # the cloud cursor starts at "now"
     start = now()
-    sent = [emulator.state.deliver_mail(to=emulator.seed.agent_user.id, from_address="ada.partner@fabrikam.com",
-                                        subject=f"order {i}", body="please ship",
-                                        received=start + timedelta(seconds=1 + i // 40)).id for i in range(120)]
+    sent = [
+        emulator.state.deliver_mail(
+            to=emulator.seed.agent_user.id,
+            from_address="ada.partner@fabrikam.com",
+            subject=f"order {i}",
+            body="please ship",
+            received=start + timedelta(seconds=1 + i // 40),
+        ).id
+        for i in range(120)
+    ]
     stack.email.clock = lambda: start + timedelta(minutes=1)  # the next cycle, a minute later
     await stack.email.cycle()
     await stack.email.cycle()
@@ -182,7 +220,8 @@ def mailbox_reads(emulator: RunningEmulator) -> int:
 
 
 async def test_the_fleet_polls_the_mailbox_once_an_interval_and_a_mail_notification_polls_at_once(
-        emulator, backend):
+    emulator, backend
+):
     """Two replicas with live targets: the second finds the first's poll fresh and makes no Graph
     request (the fleet costs Graph one mailbox poll a minute, not one per replica); a mail
     notification makes it poll all the same."""
@@ -196,29 +235,43 @@ async def test_the_fleet_polls_the_mailbox_once_an_interval_and_a_mail_notificat
             assert stack.email.turn is not None
             stack.email.turn.interval = timedelta(minutes=1)
         # The fleet's last poll was two minutes ago.
-        await backend.write_text(turn_key("email_poll"), json.dumps(
-            {"at": (now() - timedelta(minutes=2)).isoformat(), "by": "test"}))
+        await backend.write_text(
+            turn_key("email_poll"),
+            json.dumps({"at": (now() - timedelta(minutes=2)).isoformat(), "by": "test"}),
+        )
         emulator.stats.reset()
         await first.email.cycle()
         assert mailbox_reads(emulator) == 1
         await second.email.cycle()
         assert mailbox_reads(emulator) == 1  # polled by the fleet within the minute: nothing to do
         start = now()
-        mail = emulator.state.deliver_mail(to=emulator.seed.agent_user.id, from_address="ada.partner@fabrikam.com",
-                                           subject="announced", body="b", received=start + timedelta(seconds=1))
-        second.email.clock = lambda: start + timedelta(seconds=10)  # the mail is past the settle margin
+        mail = emulator.state.deliver_mail(
+            to=emulator.seed.agent_user.id,
+            from_address="ada.partner@fabrikam.com",
+            subject="announced",
+            body="b",
+            received=start + timedelta(seconds=1),
+        )
+        second.email.clock = lambda: (
+            start + timedelta(seconds=10)
+        )  # the mail is past the settle margin
         second.email.poll_now()  # Graph announced it
         await second.email.cycle()
         assert mailbox_reads(emulator) == 2 and second_target.ids == [mail.id]
         await second.email.cycle()
-        assert mailbox_reads(emulator) == 2  # the announcement was one poll, not a standing exemption
+        assert (
+            mailbox_reads(emulator) == 2
+        )  # the announcement was one poll, not a standing exemption
     finally:
         await first.aclose()
         await second.aclose()
 
 
-@pytest.mark.parametrize("graph_fault", [{"status": 429, "retry_after": 0}, {"status": 503}],
-                         ids=["throttled", "server_error"])
+@pytest.mark.parametrize(
+    "graph_fault",
+    [{"status": 429, "retry_after": 0}, {"status": 503}],
+    ids=["throttled", "server_error"],
+)
 async def test_a_held_mail_batch_settled_as_ours_is_delivered_when_the_same_cycles_mailbox_read_fails(
     emulator, backend, graph_fault
 ):
@@ -230,20 +283,34 @@ async def test_a_held_mail_batch_settled_as_ours_is_delivered_when_the_same_cycl
         await stack.email.cycle()  # the cloud cursor starts at "now"
         start = now()
         agent = emulator.seed.agent_user.id
-        held = emulator.state.deliver_mail(to=agent, from_address="ada.partner@fabrikam.com", subject="held",
-                                           body="b", received=start + timedelta(seconds=1))
+        held = emulator.state.deliver_mail(
+            to=agent,
+            from_address="ada.partner@fabrikam.com",
+            subject="held",
+            body="b",
+            received=start + timedelta(seconds=1),
+        )
         stack.email.clock = lambda: start + timedelta(minutes=1)
         # The claim commits but its answer is lost, and every read-back fails: the batch is held.
         cursor = "poll_state/email_cursor.txt"
-        faulty.add(StorageFaultRule(Fault.WRITE_RESPONSE_LOST, key=cursor, times=1),
-                   StorageFaultRule(Fault.READ_FAILS, key=cursor, skip=1, times=3))
+        faulty.add(
+            StorageFaultRule(Fault.WRITE_RESPONSE_LOST, key=cursor, times=1),
+            StorageFaultRule(Fault.READ_FAILS, key=cursor, skip=1, times=3),
+        )
         await stack.email.cycle()
         assert target.ids == [] and stack.email.claimer.held is not None
         # The store recovers, so the hold settles as ours; the mailbox read of that same cycle fails.
-        later = emulator.state.deliver_mail(to=agent, from_address="ada.partner@fabrikam.com", subject="later",
-                                            body="b", received=start + timedelta(seconds=2))
-        added = await stack.http.post(f"{emulator.base_url}/_emulator/faults",
-                                      json={"route_pattern": "/mailFolders/", **graph_fault})
+        later = emulator.state.deliver_mail(
+            to=agent,
+            from_address="ada.partner@fabrikam.com",
+            subject="later",
+            body="b",
+            received=start + timedelta(seconds=2),
+        )
+        added = await stack.http.post(
+            f"{emulator.base_url}/_emulator/faults",
+            json={"route_pattern": "/mailFolders/", **graph_fault},
+        )
         assert added.status_code == 201
         await stack.email.cycle()
         assert target.ids == [held.id]
@@ -268,7 +335,9 @@ class UnreadableMail(httpx.AsyncBaseTransport):
         body = json.loads(await response.aread())
         for mail in body.get("value", []):
             mail["receivedDateTime"] = {"not": "a time"}
-        return httpx.Response(response.status_code, headers={"content-type": "application/json"}, json=body)
+        return httpx.Response(
+            response.status_code, headers={"content-type": "application/json"}, json=body
+        )
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -276,18 +345,28 @@ class UnreadableMail(httpx.AsyncBaseTransport):
 
 @asynccontextmanager
 async def email_poller_reading_through(
-    stack: WorkerStack, settings_env: dict[str, str], transport: httpx.AsyncBaseTransport | None = None
+    stack: WorkerStack,
+    settings_env: dict[str, str],
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> AsyncIterator[EmailPoller]:
     """The stack's email poller (its claimer, hub and recorder: the same hold) with its own Graph
     client and connection pool, built from these settings as the replica builds its own (the read
     timeout is ENTRABOT_GRAPH_TIMEOUT_S); four attempts per read as in the service, without seconds of
     backoff between them. Tokens come over the stack's pool: only Graph's answers meet the timeout."""
-    settings = settings_from_env({**agent_user_env(stack.emulator.seed, base_url=stack.emulator.base_url),
-                                  **settings_env})
-    http = (new_http_client(read_timeout_s=settings.graph_timeout_s) if transport is None
-            else httpx.AsyncClient(transport=transport, timeout=settings.graph_timeout_s))
-    graph = GraphClient(settings.graph_url, token_provider_from_settings(settings, stack.http), http=http,
-                        retry_policy=RetryPolicy(backoff_base=0.02))
+    settings = settings_from_env(
+        {**agent_user_env(stack.emulator.seed, base_url=stack.emulator.base_url), **settings_env}
+    )
+    http = (
+        new_http_client(read_timeout_s=settings.graph_timeout_s)
+        if transport is None
+        else httpx.AsyncClient(transport=transport, timeout=settings.graph_timeout_s)
+    )
+    graph = GraphClient(
+        settings.graph_url,
+        token_provider_from_settings(settings, stack.http),
+        http=http,
+        retry_policy=RetryPolicy(backoff_base=0.02),
+    )
     async with http:
         yield dataclasses.replace(stack.email, graph=graph)
 
@@ -297,13 +376,19 @@ async def hold_a_mail_batch(stack: WorkerStack, faulty: FaultyBackend) -> tuple[
     batch is held. Returns the held mail's id and the time the mail arrives after."""
     await stack.email.cycle()  # the cloud cursor starts at "now"
     start = now()
-    held = stack.emulator.state.deliver_mail(to=stack.emulator.seed.agent_user.id, subject="held", body="b",
-                                             from_address="ada.partner@fabrikam.com",
-                                             received=start + timedelta(seconds=1))
+    held = stack.emulator.state.deliver_mail(
+        to=stack.emulator.seed.agent_user.id,
+        subject="held",
+        body="b",
+        from_address="ada.partner@fabrikam.com",
+        received=start + timedelta(seconds=1),
+    )
     stack.email.clock = lambda: start + timedelta(minutes=1)
     cursor = "poll_state/email_cursor.txt"
-    faulty.add(StorageFaultRule(Fault.WRITE_RESPONSE_LOST, key=cursor, times=1),
-               StorageFaultRule(Fault.READ_FAILS, key=cursor, skip=1, times=3))
+    faulty.add(
+        StorageFaultRule(Fault.WRITE_RESPONSE_LOST, key=cursor, times=1),
+        StorageFaultRule(Fault.READ_FAILS, key=cursor, skip=1, times=3),
+    )
     await stack.email.cycle()
     assert stack.email.claimer.held is not None
     return held.id, start
@@ -319,13 +404,20 @@ async def test_a_held_mail_batch_settled_as_ours_is_delivered_when_the_same_cycl
         target = await connect(stack)
         held, start = await hold_a_mail_batch(stack, faulty)
         assert target.ids == []
-        later = emulator.state.deliver_mail(to=emulator.seed.agent_user.id, from_address="ada.partner@fabrikam.com",
-                                            subject="later", body="b", received=start + timedelta(seconds=2))
+        later = emulator.state.deliver_mail(
+            to=emulator.seed.agent_user.id,
+            from_address="ada.partner@fabrikam.com",
+            subject="later",
+            body="b",
+            received=start + timedelta(seconds=2),
+        )
         # The store has recovered, so the hold settles as ours; the mailbox read of that same cycle fails.
         if failure == "timeout":
             # Graph answers each inbox read only after the client's read timeout, on every attempt.
-            added = await stack.http.post(f"{emulator.base_url}/_emulator/faults", json={
-                "route_pattern": "/mailFolders/", "status": None, "latency_ms": 3_000})
+            added = await stack.http.post(
+                f"{emulator.base_url}/_emulator/faults",
+                json={"route_pattern": "/mailFolders/", "status": None, "latency_ms": 3_000},
+            )
             assert added.status_code == 201
             reader = email_poller_reading_through(stack, {"ENTRABOT_GRAPH_TIMEOUT_S": "0.5"})
             expected_error = "GraphConnectionError"
@@ -353,24 +445,39 @@ async def test_with_no_delivery_target_the_replica_makes_no_message_poll_calls(s
     await stack.chats.cycle()
     await stack.email.cycle()
     assert message_polls(emulator) == 0
-    assert not any(r["route"].startswith("/v1.0/me/mailFolders") for r in emulator.stats.snapshot()["recent"])
+    assert not any(
+        r["route"].startswith("/v1.0/me/mailFolders") for r in emulator.stats.snapshot()["recent"]
+    )
 
 
-async def test_mail_that_arrives_before_the_first_host_is_delivered_when_one_connects(stack, emulator, backend):
+async def test_mail_that_arrives_before_the_first_host_is_delivered_when_one_connects(
+    stack, emulator, backend
+):
     boot = now().replace(microsecond=0)
-    await stack.email.cycle()  # no target yet: the cursor starts now all the same, at the container's first boot
+    await (
+        stack.email.cycle()
+    )  # no target yet: the cursor starts now all the same, at the container's first boot
     cursor = parse_email_cursor(await backend.read_text(EMAIL_CURSOR_KEY) or "")
     assert boot <= cursor.ts <= now() and cursor.claim_ids == ()
     emulator.stats.reset()
-    sent = [emulator.state.deliver_mail(to=emulator.seed.agent_user.id, from_address="ada.partner@fabrikam.com",
-                                        subject=f"before any host {i}", body="hello",
-                                        received=boot + timedelta(seconds=1 + i)).id for i in range(3)]
+    sent = [
+        emulator.state.deliver_mail(
+            to=emulator.seed.agent_user.id,
+            from_address="ada.partner@fabrikam.com",
+            subject=f"before any host {i}",
+            body="hello",
+            received=boot + timedelta(seconds=1 + i),
+        ).id
+        for i in range(3)
+    ]
     stack.email.clock = lambda: boot + timedelta(minutes=1)
     await stack.email.cycle()  # still no target: no mailbox call, nothing claimed
     assert mailbox_reads(emulator) == 0
 
     target = await connect(stack)
-    stack.email.clock = lambda: boot + timedelta(minutes=10)  # the host connected ten minutes after the boot
+    stack.email.clock = lambda: (
+        boot + timedelta(minutes=10)
+    )  # the host connected ten minutes after the boot
     await stack.email.cycle()
 
     assert target.ids == sent
@@ -392,7 +499,8 @@ class SponsorWait(RecordingTarget):
 
 
 async def test_a_sponsor_wait_takes_the_reply_behind_someone_elses_message_which_stays_for_a_push_host(
-        stack, emulator):
+    stack, emulator
+):
     await stack.discovery.cycle()  # sponsors and chat members for the gate
     wait = SponsorWait(target_id="wait", kind=TargetKind.SPONSOR_WAIT)
     stack.hub.register(wait)
@@ -408,7 +516,9 @@ async def test_a_sponsor_wait_takes_the_reply_behind_someone_elses_message_which
     stack.hub.register(push)
     await stack.chats.cycle()
     await stack.chats.cycle()
-    assert push.ids == [chatter.id]  # delivered once a host that takes it is here; the reply not again
+    assert push.ids == [
+        chatter.id
+    ]  # delivered once a host that takes it is here; the reply not again
 
 
 async def test_only_chats_whose_newest_message_moved_are_polled(stack, emulator):
@@ -418,13 +528,13 @@ async def test_only_chats_whose_newest_message_moved_are_polled(stack, emulator)
     await stack.chats.cycle()  # every cursor resolved, steady
     emulator.stats.reset()
     await stack.chats.cycle()
-    assert polled_chats(emulator) == []  # nothing new anywhere: one /me/chats scan, no message reads
+    assert (
+        polled_chats(emulator) == []
+    )  # nothing new anywhere: one /me/chats scan, no message reads
     posted = emulator.state.post_message(busy, sender_id=human(emulator), content="news")
     await stack.chats.cycle()
     assert set(polled_chats(emulator)) == {busy} and quiet not in polled_chats(emulator)
     assert target.ids[-1] == posted.id
-
-
 
 
 async def test_a_held_mail_batch_is_settled_and_delivered_even_when_another_replica_has_the_poll_turn(
@@ -439,7 +549,9 @@ async def test_a_held_mail_batch_is_settled_and_delivered_even_when_another_repl
         held, _ = await hold_a_mail_batch(stack, faulty)
         assert stack.email.turn is not None
         stack.email.turn.interval = timedelta(minutes=1)
-        await backend.write_text(turn_key("email_poll"), json.dumps({"at": now().isoformat(), "by": "another"}))
+        await backend.write_text(
+            turn_key("email_poll"), json.dumps({"at": now().isoformat(), "by": "another"})
+        )
         await stack.email.cycle()
         assert target.ids == [held]
     finally:
@@ -453,9 +565,14 @@ async def test_a_mail_whose_headers_say_automated_is_not_pushed_while_a_persons_
 
     def mail(subject: str, seconds: int, headers: dict[str, str]) -> str:
         # Every sender looks like a person's address: only the internet headers tell them apart.
-        return emulator.state.deliver_mail(to=agent, from_address="ada.partner@fabrikam.com", subject=subject,
-                                           body="b", received=start + timedelta(seconds=seconds),
-                                           headers=headers).id
+        return emulator.state.deliver_mail(
+            to=agent,
+            from_address="ada.partner@fabrikam.com",
+            subject=subject,
+            body="b",
+            received=start + timedelta(seconds=seconds),
+            headers=headers,
+        ).id
 
     person = mail("can we talk", 1, {"Message-ID": "<1@fabrikam.com>", "Auto-Submitted": "no"})
     mail("out of office", 2, {"Auto-Submitted": "auto-replied"})

@@ -24,7 +24,12 @@ import httpx
 
 from service.graph.auth.cache import SingleFlightTokenCache
 from service.graph.auth.credentials import BlueprintCredential
-from service.graph.auth.hop_forms import EXCHANGE_SCOPE, agent_identity_form, blueprint_form, user_fic_form
+from service.graph.auth.hop_forms import (
+    EXCHANGE_SCOPE,
+    agent_identity_form,
+    blueprint_form,
+    user_fic_form,
+)
 from service.graph.auth.token_endpoint import TokenEndpoint, token_url
 from service.graph.auth.tokens import AccessToken, TokenProvider
 from service.graph.errors import TokenAcquisitionError
@@ -57,7 +62,12 @@ class AgentUserTokenProvider:
         self._agent_user_id = agent_user_id
         self._clock = clock
         self._endpoint = TokenEndpoint(
-            http, token_url(authority, tenant_id), metrics=metrics, clock=clock, sleep=sleep, rng=rng
+            http,
+            token_url(authority, tenant_id),
+            metrics=metrics,
+            clock=clock,
+            sleep=sleep,
+            rng=rng,
         )
         self._cache = SingleFlightTokenCache(refresh_margin_s=refresh_margin_s, clock=clock)
 
@@ -121,7 +131,9 @@ class AgentUserTokenProvider:
         t2 = await self._t2()
 
         async def form() -> dict[str, str]:
-            return user_fic_form(self._agent_identity_id, self._agent_user_id, scope, t1.token, t2.token)
+            return user_fic_form(
+                self._agent_identity_id, self._agent_user_id, scope, t1.token, t2.token
+            )
 
         try:
             return await self._endpoint.exchange(3, form)

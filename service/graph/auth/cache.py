@@ -39,7 +39,9 @@ class SingleFlightTokenCache:
 
         return await self.get_until(key, timed)
 
-    async def get_until(self, key: Hashable, fetch: Callable[[], Awaitable[tuple[AccessToken, float]]]) -> AccessToken:
+    async def get_until(
+        self, key: Hashable, fetch: Callable[[], Awaitable[tuple[AccessToken, float]]]
+    ) -> AccessToken:
         """As ``get``, for a ``fetch`` that says itself until when its token may be used without asking again."""
         entry = self._entries.get(key)
         if entry is not None and self._clock() < entry.refresh_at:
@@ -62,7 +64,9 @@ class SingleFlightTokenCache:
         del self._entries[key]
         return True
 
-    async def _refresh(self, key: Hashable, fetch: Callable[[], Awaitable[tuple[AccessToken, float]]]) -> AccessToken:
+    async def _refresh(
+        self, key: Hashable, fetch: Callable[[], Awaitable[tuple[AccessToken, float]]]
+    ) -> AccessToken:
         try:
             token, refresh_at = await fetch()
             self._entries[key] = _Entry(token, refresh_at)

@@ -25,7 +25,9 @@ JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
 
 class BlueprintCredential(Protocol):
-    async def assertion_fields(self, *, client_id: str, token_url: str, now: float) -> dict[str, str]:
+    async def assertion_fields(
+        self, *, client_id: str, token_url: str, now: float
+    ) -> dict[str, str]:
         """The form fields that authenticate ``client_id`` at ``token_url``, built for one request."""
 
     def describe(self) -> str:
@@ -43,7 +45,9 @@ class BlueprintSecret:
     def __repr__(self) -> str:
         return "BlueprintSecret(**********)"
 
-    async def assertion_fields(self, *, client_id: str, token_url: str, now: float) -> dict[str, str]:
+    async def assertion_fields(
+        self, *, client_id: str, token_url: str, now: float
+    ) -> dict[str, str]:
         return {"client_secret": self._secret.get_secret_value()}
 
     def describe(self) -> str:
@@ -76,18 +80,27 @@ class BlueprintCertificate:
             where = "the certificate PEM" if private_key is None else "the private key PEM"
             raise ValueError(f"no usable private key in {where}: {exc}") from None
         if not isinstance(key, rsa.RSAPrivateKey):
-            raise ValueError("the blueprint certificate's key must be RSA (Entra accepts RS256 client assertions)")
+            raise ValueError(
+                "the blueprint certificate's key must be RSA (Entra accepts RS256 client assertions)"
+            )
         cert_key = certs[0].public_key()
-        if not isinstance(cert_key, rsa.RSAPublicKey) or key.public_key().public_numbers() != cert_key.public_numbers():
+        if (
+            not isinstance(cert_key, rsa.RSAPublicKey)
+            or key.public_key().public_numbers() != cert_key.public_numbers()
+        ):
             raise ValueError("the private key does not belong to the blueprint certificate")
         self._key = key
         der = certs[0].public_bytes(serialization.Encoding.DER)
-        self.thumbprint_s256 = base64.urlsafe_b64encode(hashlib.sha256(der).digest()).rstrip(b"=").decode()
+        self.thumbprint_s256 = (
+            base64.urlsafe_b64encode(hashlib.sha256(der).digest()).rstrip(b"=").decode()
+        )
 
     def __repr__(self) -> str:
         return f"BlueprintCertificate(x5t#S256={self.thumbprint_s256})"
 
-    async def assertion_fields(self, *, client_id: str, token_url: str, now: float) -> dict[str, str]:
+    async def assertion_fields(
+        self, *, client_id: str, token_url: str, now: float
+    ) -> dict[str, str]:
         issued = int(now)
         claims = {
             "aud": token_url,
@@ -98,7 +111,9 @@ class BlueprintCertificate:
             "nbf": issued,
             "exp": issued + self.assertion_lifetime_s,
         }
-        assertion = jwt.encode(claims, self._key, algorithm="RS256", headers={"x5t#S256": self.thumbprint_s256})
+        assertion = jwt.encode(
+            claims, self._key, algorithm="RS256", headers={"x5t#S256": self.thumbprint_s256}
+        )
         return {"client_assertion_type": JWT_BEARER, "client_assertion": assertion}
 
     def describe(self) -> str:
@@ -117,7 +132,9 @@ class BlueprintFederatedTokenFile:
     def __repr__(self) -> str:
         return f"BlueprintFederatedTokenFile({str(self.path)!r})"
 
-    async def assertion_fields(self, *, client_id: str, token_url: str, now: float) -> dict[str, str]:
+    async def assertion_fields(
+        self, *, client_id: str, token_url: str, now: float
+    ) -> dict[str, str]:
         try:
             assertion = (await asyncio.to_thread(self.path.read_text, encoding="utf-8")).strip()
         except OSError as exc:

@@ -27,7 +27,11 @@ _REQUIRED = {
     "agent_identity_id": "the agent identity's id",
     "agent_user_id": "the agent user's object id",
 }
-_CREDENTIALS = ("blueprint_federated_token_file", "blueprint_certificate_path", "blueprint_client_secret")
+_CREDENTIALS = (
+    "blueprint_federated_token_file",
+    "blueprint_certificate_path",
+    "blueprint_client_secret",
+)
 
 
 def env_name(field: str) -> str:
@@ -47,7 +51,9 @@ def token_provider_from_settings(
             f"{env_name('auth_mode')}={settings.auth_mode}: agent-user tokens are for agent_user mode; delegated "
             "mode acts with the signed-in person's tokens (service.signin.from_settings.delegated_token_provider)"
         )
-    missing = [f"{env_name(f)} ({what})" for f, what in _REQUIRED.items() if not getattr(settings, f)]
+    missing = [
+        f"{env_name(f)} ({what})" for f, what in _REQUIRED.items() if not getattr(settings, f)
+    ]
     if missing:
         raise TokenConfigurationError(
             "agent-user mode needs " + ", ".join(missing) + "; set them in the environment or .env"
@@ -78,7 +84,8 @@ def blueprint_credential_from_settings(settings: Settings) -> BlueprintCredentia
         )
     if len(chosen) > 1:
         raise TokenConfigurationError(
-            " and ".join(env_name(f) for f in chosen) + " are set together; set exactly one blueprint credential"
+            " and ".join(env_name(f) for f in chosen)
+            + " are set together; set exactly one blueprint credential"
         )
     if settings.blueprint_certificate_key_path and not settings.blueprint_certificate_path:
         raise TokenConfigurationError(
@@ -106,5 +113,7 @@ def blueprint_credential_from_settings(settings: Settings) -> BlueprintCredentia
             ) from None
     secret = settings.blueprint_client_secret
     if secret is None or not secret.get_secret_value().strip():
-        raise TokenConfigurationError(f"{env_name('blueprint_client_secret')} is empty; set a secret or unset it")
+        raise TokenConfigurationError(
+            f"{env_name('blueprint_client_secret')} is empty; set a secret or unset it"
+        )
     return BlueprintSecret(secret)

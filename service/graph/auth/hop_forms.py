@@ -15,8 +15,9 @@ from service.graph.auth.credentials import JWT_BEARER
 EXCHANGE_SCOPE = "api://AzureADTokenExchange/.default"
 
 
-def blueprint_form(blueprint_client_id: str, agent_identity_id: str,
-                   credential_fields: Mapping[str, str]) -> dict[str, str]:
+def blueprint_form(
+    blueprint_client_id: str, agent_identity_id: str, credential_fields: Mapping[str, str]
+) -> dict[str, str]:
     """Hop 1: the blueprint, with its own credential, asks for T1 on behalf of the agent identity."""
     return {
         "grant_type": "client_credentials",
@@ -38,7 +39,9 @@ def agent_identity_form(agent_identity_id: str, scope: str, t1: str) -> dict[str
     }
 
 
-def user_fic_form(agent_identity_id: str, agent_user_id: str, scope: str, t1: str, t2: str) -> dict[str, str]:
+def user_fic_form(
+    agent_identity_id: str, agent_user_id: str, scope: str, t1: str, t2: str
+) -> dict[str, str]:
     """Hop 3: ``user_fic``: T1 as the client assertion, T2 as the agent user's federated credential."""
     return {
         "grant_type": "user_fic",

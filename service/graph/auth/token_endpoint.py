@@ -91,16 +91,28 @@ class TokenEndpoint:
         self._rng = rng or random.Random()
         self._policy = policy or RetryPolicy(max_attempts=3, max_retry_after=30.0)
 
-    async def exchange(self, hop: int, build_form: Callable[[], Awaitable[Mapping[str, str]]]) -> AccessToken:
+    async def exchange(
+        self, hop: int, build_form: Callable[[], Awaitable[Mapping[str, str]]]
+    ) -> AccessToken:
         """Run one hop; ``build_form`` is called per attempt (assertions are single-use, files rotate)."""
-        answer = await self.request(HOP_NAMES[hop].replace(" ", "_"), build_form, span=f"Entra token hop {hop}",
-                                    attributes={"entrabot.token.hop": hop})
+        answer = await self.request(
+            HOP_NAMES[hop].replace(" ", "_"),
+            build_form,
+            span=f"Entra token hop {hop}",
+            attributes={"entrabot.token.hop": hop},
+        )
         if answer.status == 200:
             return self._token_from(hop, answer.body, answer.started)
         raise self._failure(hop, answer.status, answer.body, answer.form)
 
-    async def request(self, label: str, build_form: Callable[[], Awaitable[Mapping[str, str]]], *, span: str,
-                      attributes: Mapping[str, str | int] | None = None) -> EntraAnswer:
+    async def request(
+        self,
+        label: str,
+        build_form: Callable[[], Awaitable[Mapping[str, str]]],
+        *,
+        span: str,
+        attributes: Mapping[str, str | int] | None = None,
+    ) -> EntraAnswer:
         """POST the form until Entra gives its verdict: a 200 or a 4xx comes back as it is; no answer, a 5xx
         or a 429 is retried (bounded, with backoff and Retry-After) and the last answer comes back.
         ``label`` names the request in ``entrabot_token_requests{hop}``; ``span`` names its trace span."""
@@ -114,19 +126,31 @@ class TokenEndpoint:
                 return EntraAnswer(status, body, form, started)
             # ``refreshed=True``: a 401 from the token endpoint is a verdict, not a stale token.
             step = next_step(
-                status=status, idempotent=True, request_sent=True, attempt=attempt, refreshed=True,
-                retry_after_header=retry_after, now=self._clock(), policy=self._policy, rng=self._rng,
+                status=status,
+                idempotent=True,
+                request_sent=True,
+                attempt=attempt,
+                refreshed=True,
+                retry_after_header=retry_after,
+                now=self._clock(),
+                policy=self._policy,
+                rng=self._rng,
             )
             if step.action is Action.RETRY:
                 await self._sleep(step.delay)
                 continue
             return EntraAnswer(status, body, form, started)
 
-    async def _post(self, label: str, form: dict[str, str], span_name: str,
-                    attributes: Mapping[str, str | int]) -> tuple[int | None, Any, str | None]:
-        with tracer.start_as_current_span(span_name, kind=trace.SpanKind.CLIENT, attributes=attributes) as span:
+    async def _post(
+        self, label: str, form: dict[str, str], span_name: str, attributes: Mapping[str, str | int]
+    ) -> tuple[int | None, Any, str | None]:
+        with tracer.start_as_current_span(
+            span_name, kind=trace.SpanKind.CLIENT, attributes=attributes
+        ) as span:
             try:
-                response = await self._http.post(self.url, data=form, headers={"Accept": "application/json"})
+                response = await self._http.post(
+                    self.url, data=form, headers={"Accept": "application/json"}
+                )
             except httpx.TransportError as exc:
                 span.set_attribute("error.type", type(exc).__name__)
                 self._count(label, "unavailable")
@@ -149,23 +173,33 @@ class TokenEndpoint:
             lifetime = -1.0
         if not isinstance(token, str) or not token or not (0 < lifetime < math.inf):
             raise TokenAcquisitionError(
-                hop, "the token endpoint answered 200 without a usable access_token and expires_in",
+                hop,
+                "the token endpoint answered 200 without a usable access_token and expires_in",
                 advice="Check that ENTRABOT_AUTHORITY points at Entra (or the emulator)",
             )
         # Expiry counted from when the request started: never later than Entra's own clock.
         return AccessToken(token, started + lifetime)
 
-    def _failure(self, hop: int, status: int | None, body: Any, form: Mapping[str, str]) -> TokenAcquisitionError:
+    def _failure(
+        self, hop: int, status: int | None, body: Any, form: Mapping[str, str]
+    ) -> TokenAcquisitionError:
         if status is None:
             return TokenAcquisitionError(
-                hop, f"the token endpoint {self.url} could not be reached ({body})",
+                hop,
+                f"the token endpoint {self.url} could not be reached ({body})",
                 advice="Check ENTRABOT_AUTHORITY and the network path to it",
             )
         code, description = entra_error(body, form)
         log.warning("token hop %d (%s) failed: HTTP %s %s", hop, HOP_NAMES[hop], status, code or "")
         return TokenAcquisitionError(
-            hop, f"HTTP {status}", description=description, status=status, code=code,
-            advice=HOP_ADVICE[hop] if 400 <= status < 500 else "Entra is failing; the next call tries again",
+            hop,
+            f"HTTP {status}",
+            description=description,
+            status=status,
+            code=code,
+            advice=HOP_ADVICE[hop]
+            if 400 <= status < 500
+            else "Entra is failing; the next call tries again",
         )
 
     def _count(self, label: str, outcome: str) -> None:
