@@ -54,8 +54,8 @@ class PermissionParams(BaseModel):
 
 
 class PermissionVerdictPush(
-    Notification[PermissionParams, Literal["notifications/claude/channel/permission"]]
-):  # type: ignore[type-var]
+    Notification[PermissionParams, Literal["notifications/claude/channel/permission"]]  # type: ignore[type-var]
+):
     method: Literal["notifications/claude/channel/permission"] = (
         "notifications/claude/channel/permission"
     )
