@@ -36,7 +36,7 @@ from bench.session import BenchSession, run_standalone
 from bench.stats import summarize
 from service.config import Settings
 from service.delivery.hub import DeliveryHub, TargetKind
-from service.delivery.message import InboundMessage, Source
+from service.domain.message import InboundMessage, Source
 from service.devstack.channel_host import ChannelHost, ReceivedPush
 from service.devstack.uvicorn_runner import serve_app
 from service.mcp.server import build_mcp
@@ -220,9 +220,9 @@ async def run(session: BenchSession) -> dict[str, Any]:
     parameters = {"samples": samples, "interval_s": 0.02, "idle_s": idle_s}
     started = load_average()
     measured = await measure(
-        parameters["samples"],
+        parameters["samples"],  # type: ignore[arg-type]
         parameters["interval_s"],
-        parameters["idle_s"],  # type: ignore[arg-type]
+        parameters["idle_s"],
         session.scratch(NAME),
     )
     return {**envelope(NAME, session.profile.name, parameters, started), **measured}

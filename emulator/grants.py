@@ -469,8 +469,8 @@ class TokenGrantor:
         try:
             claims = jwt.decode(
                 assertion,
-                public_key,
-                algorithms=["RS256", "PS256"],  # type: ignore[arg-type]
+                public_key,  # type: ignore[arg-type]
+                algorithms=["RS256", "PS256"],
                 options={
                     "verify_exp": False,
                     "verify_nbf": False,

@@ -357,8 +357,8 @@ async def post_message(
         content=content,
         mentions=mentions,
         attachments=attachments,
-        content_type=content_type,
-    )  # type: ignore[arg-type]
+        content_type=content_type,  # type: ignore[arg-type]
+    )
     return JSONResponse(
         {
             "@odata.context": ctx.odata_context(request, "chats", chat_id, "messages", entity=True),

@@ -26,7 +26,7 @@ from service.delivery.fault_points import FaultPoints
 from service.delivery.host_keeper import TICK_S as KEEPER_TICK_S, HostKeeper
 from service.delivery.host_records import HostRecords
 from service.delivery.hub import DeliveryHub
-from service.delivery.sponsors import SponsorGate
+from service.domain.sponsors import SponsorGate
 from service.graph.auth import storage_token_provider, token_provider_from_settings
 from service.graph.client import GraphClient
 from service.replica_clients import build_clients
@@ -51,7 +51,8 @@ from service.storage.backend import MemoryBackend
 from service.storage.resolution import BlobChoice, choose_backend, get_backend
 from service.telemetry.metrics import Metrics
 from service.tools.registry import register_tools
-from service.domain.agent import AgentUser, load_agent_user
+from service.domain.agent import AgentUser
+from service.replica_clients import load_agent_user
 from service.workers.chat_poll import ChatPoller
 from service.ledger.leases import Lease
 from service.workers.delivery_sweep import ROLE as DELIVERY_SWEEP_ROLE, DeliverySweep

@@ -13,7 +13,8 @@ import httpx
 
 from service.config import Settings
 from service.delivery.hub import DeliveryHub
-from service.delivery.sponsors import SponsorGate
+from service.domain.agent import AgentUser
+from service.domain.sponsors import SponsorGate
 from service.graph.auth import AgentUserTokenProvider, TokenProvider, token_provider_from_settings
 from service.graph.client import GraphClient
 from service.graph.retry_policy import RetryPolicy
@@ -93,3 +94,11 @@ def replica_tokens(
             settings, backend, http, replica_id=replica_id, metrics=metrics
         )
     return token_provider_from_settings(settings, http, metrics=metrics)
+
+
+async def load_agent_user(graph: GraphClient, *, posts_as_person: bool = False) -> AgentUser:
+    """Who the Graph token acts as (GET /me): the agent user, or in delegated mode the signed-in person."""
+    me = await graph.get_me()
+    return AgentUser(
+        me.id, me.user_principal_name, me.display_name, me.mail, posts_as_person=posts_as_person
+    )

@@ -17,7 +17,7 @@ from service.delivery.hub import DeliveryHub
 from service.delivery.mail_send import MailSender
 from service.tools.chat_send import ChatSender
 from service.delivery.sponsor_refresh import SponsorRefresher
-from service.delivery.sponsors import Sponsor, SponsorGate
+from service.domain.sponsors import Sponsor, SponsorGate
 from service.graph.client import GraphClient
 from service.ledger import (
     ChatLedger,

@@ -27,7 +27,7 @@ from service.delivery.fault_points import FaultPoint, FaultPoints
 from service.delivery.host_record import HostRecord, with_intents, without_claim
 from service.delivery.host_records import HostRecords
 from service.delivery.hub import DeliveryHub
-from service.delivery.message import InboundMessage
+from service.domain.message import InboundMessage
 from service.storage.errors import StorageError
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from service.delivery.host_record import PendingDelivery
-from service.delivery.message import Source
+from service.domain.message import Source
 from service.ledger.chat_claims import resolve_cursor
 from service.ledger.chat_cursor import CLAIM_MARKS_KEPT
 from service.ledger.email_claims import read_email_cursor

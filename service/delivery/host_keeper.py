@@ -43,7 +43,7 @@ from service.delivery.host_record import (
 )
 from service.delivery.host_records import HostRecords
 from service.delivery.hub import DeliveryHub, Handover
-from service.delivery.message import InboundMessage
+from service.domain.message import InboundMessage
 from service.storage.errors import StorageError
 from service.telemetry.metrics import Metrics
 

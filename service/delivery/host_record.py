@@ -32,7 +32,7 @@ from urllib.parse import quote, unquote
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from service.clock import as_utc
-from service.delivery.message import InboundMessage, Source
+from service.domain.message import InboundMessage, Source
 from service.ledger.reads import CorruptValueError
 
 RECORD_PREFIX = "deliveries/"

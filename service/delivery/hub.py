@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from opentelemetry import trace
 
-from service.delivery.message import InboundMessage, MessageKey, Source
+from service.domain.message import InboundMessage, MessageKey, Source
 from service.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from typing import Any, Final, Literal
 from mcp.types import Notification
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from service.delivery.message import EMAIL_CHAT_ID, InboundMessage, Source
+from service.domain.message import EMAIL_CHAT_ID, InboundMessage, Source
 from service.delivery.xpia import (
     DEFAULT_PUSH_MAX_CHARS,
     bare_for_channel,

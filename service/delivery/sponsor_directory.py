@@ -23,7 +23,7 @@ import logging
 from dataclasses import dataclass, field
 from enum import Enum
 
-from service.delivery.sponsors import Sponsor
+from service.domain.sponsors import Sponsor
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError, GraphNotFound
 from service.graph.models import DirectoryObjectRef

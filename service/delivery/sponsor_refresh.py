@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from service.delivery.sponsor_directory import SponsorResolutions, read_sponsors
-from service.delivery.sponsors import SponsorGate
+from service.domain.sponsors import SponsorGate
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError
 from service.telemetry.metrics import Metrics

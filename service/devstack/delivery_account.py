@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from service.delivery.message import EMAIL_CHAT_ID
+from service.domain.message import EMAIL_CHAT_ID
 from service.ledger.chat_cursor import TAIL_SIZE, ChatCursor, id_order_key
 from service.ledger.email_cursor import EmailCursor
 

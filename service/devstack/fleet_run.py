@@ -40,7 +40,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from emulator.notification_faults import NotificationFaultRule
 from emulator.seed import Seed, ThrottleBudget, build_seed
 from service.delivery.host_record import HostRecord, parse_host_record, record_key
-from service.delivery.message import EMAIL_CHAT_ID
+from service.domain.message import EMAIL_CHAT_ID
 from service.devstack.azurite import Azurite, start_azurite
 from service.devstack.channel_host import ChannelHost, ReceivedPush
 from service.devstack.delivery_account import (

@@ -26,10 +26,10 @@ def terminate(proc: subprocess.Popen, timeout: float) -> float:  # type: ignore[
 
 def wait_until_answering(
     url: str,
-    proc: subprocess.Popen,
+    proc: subprocess.Popen,  # type: ignore[type-arg]
     *,
     what: str,
-    timeout: float,  # type: ignore[type-arg]
+    timeout: float,
     log_tail: Callable[[], str],
 ) -> None:
     """Poll ``url`` until it answers 200; raise naming ``what`` and showing its log when ``proc`` exits

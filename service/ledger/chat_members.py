@@ -40,7 +40,7 @@ _WHAT = "chat members snapshot"
 
 @dataclass(frozen=True, slots=True)
 class KnownMember:
-    """A chat member as the gate reads it (fits ``service.delivery.sponsors.ChatMemberView``)."""
+    """A chat member as the gate reads it (fits ``service.domain.sponsors.ChatMemberView``)."""
 
     user_id: str | None
     email: str | None = None

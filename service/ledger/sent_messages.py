@@ -1,7 +1,7 @@
 """The agent's own chat messages in delegated mode, recorded for the whole fleet: one record per chat.
 
 In delegated mode Graph attributes the agent's posts to the person it acts for, so only a record of what
-the agent sent tells its words from the person's (``service.domain.authorship``), on every replica: the
+the agent sent tells its words from the person's (``service.graph.authorship``), on every replica: the
 one that sent a message is rarely the one that reads the chat next. Key
 ``sent_messages/<url-quoted chat id>.json``::
 
@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 from urllib.parse import quote
 
 from service.clock import Clock, format_timestamp, utc_now
-from service.domain.authorship import SentView
+from service.graph.authorship import SentView
 from service.ledger.cas import update_value
 from service.ledger.json_records import load_object, require_str, require_timestamp
 from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed

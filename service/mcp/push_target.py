@@ -23,7 +23,7 @@ import anyio
 from pydantic import BaseModel
 
 from service.delivery.hub import Handover, TargetKind
-from service.delivery.message import InboundMessage
+from service.domain.message import InboundMessage
 from service.delivery.push import build_channel_push
 from service.telemetry.logging import session_ref
 from service.telemetry.metrics import Metrics

@@ -39,7 +39,7 @@ from service import __version__
 from service.config import Settings
 from service.delivery.host_keeper import HostKeeper
 from service.delivery.hub import DeliveryHub
-from service.delivery.message import InboundMessage
+from service.domain.message import InboundMessage
 from service.delivery.push import build_channel_push
 from service.mcp.auth import (
     MCP_PATH,

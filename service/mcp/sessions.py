@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.delivery.host_keeper import HostKeeper
 from service.delivery.hub import DeliveryHub
-from service.delivery.message import InboundMessage
+from service.domain.message import InboundMessage
 from service.delivery.push import build_channel_push
 from service.mcp.hosts import is_push_host
 from service.mcp.push_target import DEFAULT_SEND_TIMEOUT_S, PushBacklog, PushTarget

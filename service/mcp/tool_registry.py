@@ -30,7 +30,7 @@ from mcp_types import INVALID_PARAMS, CallToolResult, ImageContent, TextContent,
 from pydantic import BaseModel, PrivateAttr, ValidationError
 
 from service.delivery.hub import DeliveryHub, DeliveryTarget
-from service.delivery.message import InboundMessage
+from service.domain.message import InboundMessage
 from service.mcp.caller_line import CallerLine
 from service.mcp.sessions import SessionState
 

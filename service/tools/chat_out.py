@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.domain.authorship import DELEGATED_PREFIX
+from service.graph.authorship import DELEGATED_PREFIX
 from service.tools.deps import ToolDeps
 
 __all__ = ["DELEGATED_PREFIX", "MAX_TEXT_CHARS", "as_posted"]

@@ -15,7 +15,7 @@ from enum import Enum
 from typing import Literal
 
 from service.clock import Clock
-from service.delivery.filters import html_to_text
+from service.domain.filters import html_to_text
 from service.delivery.send_once import SendOnce, SendUnknown, first_in_pages
 from service.graph.client import GraphClient
 from service.graph.models import ChatMessage, OutboundCard, OutboundMention

@@ -12,7 +12,7 @@ from typing import Protocol
 from service.config import Settings
 from service.delivery.hub import DeliveryHub
 from service.delivery.mail_send import MailSender
-from service.delivery.sponsors import SponsorGate
+from service.domain.sponsors import SponsorGate
 from service.graph.client import GraphClient
 from service.ledger import (
     DailySummaryProducer,

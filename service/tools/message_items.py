@@ -13,13 +13,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from service.delivery.filters import mail_noise
+from service.domain.filters import mail_noise
 from service.delivery.push import build_tool_result_item, meta_value
-from service.delivery.sponsors import SponsorGate
+from service.domain.sponsors import SponsorGate
 from service.graph.models import ChatMessage, MailMessage
 from service.domain.agent import AgentUser
-from service.domain.authorship import Author, SentView, author_of, posted_as_agent_identity
-from service.domain.inbound import chat_inbound, mail_inbound
+from service.graph.authorship import Author, SentView, author_of, posted_as_agent_identity
+from service.graph.inbound import chat_inbound, mail_inbound
 from service.tools.deps import ToolDeps
 
 MAX_ITEM_CHARS = 16_000  # one body in a result; longer ones end with a truncation notice

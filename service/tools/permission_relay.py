@@ -36,7 +36,7 @@ import anyio
 from pydantic import BaseModel, Field
 
 from service.delivery.hub import Handover, TargetKind
-from service.delivery.message import InboundMessage, Source
+from service.domain.message import InboundMessage, Source
 from service.delivery.permission_verdict import REQUEST_ID_PATTERN, parse_verdict, verdict_push
 from service.delivery.push import format_ts
 from service.delivery.xpia import neutralise, wrap_for_channel

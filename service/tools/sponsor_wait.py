@@ -34,9 +34,9 @@ from enum import Enum
 from pydantic import BaseModel, Field
 
 from service.clock import Clock, utc_now
-from service.delivery.message import InboundMessage, Source
+from service.domain.message import InboundMessage, Source
 from service.delivery.push import format_ts, meta_value
-from service.delivery.sponsors import SponsorGate
+from service.domain.sponsors import SponsorGate
 from service.delivery.xpia import bare_for_tool_result, wrap_external
 from service.mcp.caller_line import CallerLine
 from service.mcp.tool_registry import ToolCall

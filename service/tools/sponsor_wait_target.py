@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from service.delivery.hub import Handover, TargetKind
-from service.delivery.message import InboundMessage, MessageKey, Source
+from service.domain.message import InboundMessage, MessageKey, Source
 from service.tools.message_items import MAX_ITEM_CHARS
 
 # A message Teams stamped this little before the wait began was written while the call was on its way.

@@ -12,9 +12,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from service.domain.authorship import SentView, people_messages
+from service.graph.authorship import SentView, people_messages
 from service.graph.errors import GraphError
-from service.domain.message_order import oldest_first
+from service.graph.message_order import oldest_first
 from service.graph.models import ChatMessage
 from service.clock import as_utc
 from service.mcp.tool_registry import ToolCall

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from service.clock import later
 from service.delivery.hub import DeliveryHub
-from service.delivery.message import InboundMessage
+from service.domain.message import InboundMessage
 from service.delivery.permission_verdict import parse_verdict
 from service.ledger import ChatLedger
 from service.ledger.chat_claims import CursorRead

@@ -36,7 +36,7 @@ from opentelemetry import trace
 from service.clock import Clock, utc_now
 from service.delivery.claim_intents import ClaimIntents
 from service.delivery.hub import DeliveryHub
-from service.delivery.message import InboundMessage, Source
+from service.domain.message import InboundMessage, Source
 from service.domain.agent import AgentUser
 from service.graph.errors import GraphError
 from service.ledger import Candidate, ChatLedger, ReadOutcome, WatchedChats

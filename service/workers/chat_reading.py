@@ -15,8 +15,8 @@ from datetime import timedelta
 
 from service.clock import Clock
 from service.domain.agent import AgentUser
-from service.domain.authorship import SentView, people_messages, posted_as_agent_identity
-from service.domain.message_order import oldest_first
+from service.graph.authorship import SentView, people_messages, posted_as_agent_identity
+from service.graph.message_order import oldest_first
 from service.graph.errors import GraphError
 from service.graph.models import ChatMessage
 from service.ledger import Candidate, ChatLedger, ReadOutcome
@@ -47,7 +47,7 @@ class ChatReader:
     clock: Clock
     first_sight_max_age: timedelta
     # The fleet's record of the agent's sent messages: read in delegated mode only, where the agent's
-    # posts carry the signed-in person's identity (service.domain.authorship).
+    # posts carry the signed-in person's identity (service.graph.authorship).
     sent: SentMessages | None = None
 
     def __post_init__(self) -> None:

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from service.clock import later
-from service.delivery.message import InboundMessage
+from service.domain.message import InboundMessage
 from service.graph.models import ChatMessage
 from service.ledger import ReadOutcome
 from service.ledger.chat_claims import CursorRead

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from service.delivery.message import InboundMessage
-from service.delivery.sponsors import SponsorGate
-from service.domain.inbound import chat_inbound
+from service.domain.message import InboundMessage
+from service.domain.sponsors import SponsorGate
+from service.graph.inbound import chat_inbound
 from service.graph.client import GraphClient
 from service.graph.models import ChatMessage
 from service.graph.pages import Page

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from service.delivery.sponsor_refresh import SponsorRefresher
-from service.delivery.sponsors import SponsorGate
+from service.domain.sponsors import SponsorGate
 from service.graph.client import GraphClient
 from service.graph.errors import GraphConnectionError, GraphError, GraphServerError, GraphThrottled
 from service.graph.models import Chat

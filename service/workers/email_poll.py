@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from service.delivery.filters import is_noise_mail
+from service.domain.filters import is_noise_mail
 from service.delivery.hub import DeliveryHub
 from service.delivery.claim_intents import ClaimIntents
-from service.delivery.message import InboundMessage, Source
+from service.domain.message import InboundMessage, Source
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError, GraphPayloadError
 from service.graph.models import MailMessage
@@ -21,7 +21,7 @@ from service.ledger.poll_turns import PollTurn
 from service.clock import Clock, utc_now
 from service.storage.errors import StorageError
 from service.domain.agent import AgentUser
-from service.domain.inbound import mail_inbound
+from service.graph.inbound import mail_inbound
 from service.workers.recorder import DeliveryRecorder
 
 log = logging.getLogger(__name__)

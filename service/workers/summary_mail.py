@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from service.delivery.mail_send import LOOK_BACK, MailSender, SendUnknown, OutgoingMail
-from service.delivery.sponsors import SponsorGate
+from service.domain.sponsors import SponsorGate
 from service.graph.errors import GraphError
 from service.ledger.summary_mailing import LetterRefused, LetterSent, LetterUnknown, SummaryLetter
 

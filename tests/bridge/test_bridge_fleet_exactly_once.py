@@ -19,7 +19,7 @@ import pytest
 from service.bridge.config import HOST_ID_ENV
 from service.bridge.written_log import STATE_DIR_ENV
 from service.clock import parse_timestamp
-from service.delivery.message import EMAIL_CHAT_ID
+from service.domain.message import EMAIL_CHAT_ID
 from service.devstack.azurite import Azurite
 from service.devstack.delivery_account import SentMessage
 from service.devstack.fleet import DEV_TOKEN

@@ -100,7 +100,7 @@ async def test_a_sponsors_yes_and_no_in_teams_come_back_through_the_bridge_as_ve
             assert received.verdicts == [{"request_id": "abcde", "behavior": "allow"}]
 
             await client.session.send_notification(
-                _Notification(
+                _Notification(  # type: ignore[arg-type]
                     method="notifications/claude/channel/permission_request",
                     params={
                         "request_id": "fghij",
@@ -109,7 +109,7 @@ async def test_a_sponsors_yes_and_no_in_teams_come_back_through_the_bridge_as_ve
                         "input_preview": "README.md",
                     },
                 )
-            )  # type: ignore[arg-type]
+            )
             for _ in range(int(WAIT_S * 2)):
                 try:
                     await _sponsor_dm(stack, "fghij")

@@ -25,7 +25,7 @@ from service.delivery.host_record import (
 )
 from service.delivery.host_records import HostRecords
 from service.delivery.hub import DeliveryHub
-from service.delivery.message import InboundMessage, Source
+from service.domain.message import InboundMessage, Source
 from service.domain.reaction_type import check_reaction_type
 from service.graph.errors import GraphError, GraphForbidden, GraphServerError, GraphThrottled
 from service.storage.backend import MemoryBackend

@@ -30,7 +30,7 @@ from service.delivery.host_record import (
 )
 from service.delivery.host_records import HostRecords
 from service.delivery.hub import DeliveryHub, DispatchOutcome, Handover, TargetKind
-from service.delivery.message import InboundMessage, Source
+from service.domain.message import InboundMessage, Source
 from service.ledger.chat_claims import ChatClaimOutcome, ChatLedger, ClaimProblem
 from service.ledger.chat_cursor import CLAIM_MARKS_KEPT, Candidate, cursor_key
 from service.ledger.leases import Lease

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from service.delivery.filters import (
+from service.domain.filters import (
     MailNoise,
     filter_human_messages,
     html_to_text,

@@ -1,7 +1,7 @@
 from datetime import datetime, timedelta, timezone
 
 from service.delivery.hub import DeliveryHub, DispatchOutcome, Handover, TargetKind
-from service.delivery.message import InboundMessage, Source
+from service.domain.message import InboundMessage, Source
 from service.telemetry.metrics import Metrics
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)

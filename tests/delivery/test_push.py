@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from mcp.types import Notification
 from pydantic import ValidationError
 
-from service.delivery.message import EMAIL_CHAT_ID, InboundMessage, Source
+from service.domain.message import EMAIL_CHAT_ID, InboundMessage, Source
 from service.delivery.push import (
     CHANNEL_METHOD,
     ChannelMeta,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.delivery.sponsors import Sponsor, SponsorGate
+from service.domain.sponsors import Sponsor, SponsorGate
 from service.graph.models import ChatMember
 
 ALICE = Sponsor(

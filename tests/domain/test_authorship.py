@@ -1,4 +1,4 @@
-"""Who wrote a chat message: one test per rule of service.domain.authorship, in both auth modes."""
+"""Who wrote a chat message: one test per rule of service.graph.authorship, in both auth modes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from service.domain.agent import AgentUser
-from service.domain.authorship import (
+from service.graph.authorship import (
     SEND_CLOCK_SKEW,
     Author,
     SentView,

@@ -27,7 +27,7 @@ from starlette.types import ASGIApp
 
 from service.config import Settings
 from service.delivery.hub import DeliveryHub, DeliveryTarget, Handover, TargetKind
-from service.delivery.message import InboundMessage, Source
+from service.domain.message import InboundMessage, Source
 from service.devstack.uvicorn_runner import serve_app
 from service.mcp.auth import MCP_PATH
 from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME

@@ -21,7 +21,7 @@ from mcp_types import Implementation
 from pydantic import BaseModel
 
 from service.delivery.hub import DeliveryHub, DispatchOutcome, TargetKind
-from service.delivery.sponsors import Sponsor, SponsorGate
+from service.domain.sponsors import Sponsor, SponsorGate
 from service.devstack.uvicorn_runner import serve_app
 from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 from service.mcp.server import build_mcp

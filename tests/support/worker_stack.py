@@ -11,7 +11,7 @@ import httpx
 
 from emulator.server import RunningEmulator
 from service.delivery.hub import DeliveryHub, Handover, TargetKind
-from service.delivery.message import InboundMessage
+from service.domain.message import InboundMessage
 from service.devstack.emulator_env import agent_user_env
 from service.graph.client import GraphClient
 from service.graph.retry_policy import RetryPolicy
@@ -20,7 +20,7 @@ from service.ledger.graph_backoff import FleetBackoff
 from service.ledger.hints import Hint, HintLog
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
-from service.domain.agent import load_agent_user
+from service.replica_clients import load_agent_user
 from service.replica_clients import build_clients
 from service.workers.chat_poll import ChatPoller
 from service.workers.discovery import Discovery

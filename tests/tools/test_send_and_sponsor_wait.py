@@ -17,7 +17,7 @@ import pytest
 
 from emulator.server import RunningEmulator
 from service.delivery.hub import TargetKind
-from service.delivery.sponsors import SponsorGate
+from service.domain.sponsors import SponsorGate
 from service.devstack.fault_proxy import FaultProxy, ProxyFault, ProxyRule
 from service.ledger import Direction, InteractionQuery
 from service.ledger.chat_cursor import cursor_key

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from service.delivery.hub import DeliveryHub, DeliveryTarget, TargetKind
-from service.delivery.message import InboundMessage, Source
-from service.delivery.sponsors import Sponsor, SponsorGate
+from service.domain.message import InboundMessage, Source
+from service.domain.sponsors import Sponsor, SponsorGate
 from service.mcp.caller_line import CallerLine
 from service.mcp.tool_registry import ToolCall
 from service.tools.sponsor_wait import SponsorWaiter, WaitOutcome, WaitResult

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from service.delivery.hub import Handover
-from service.delivery.message import InboundMessage, Source
+from service.domain.message import InboundMessage, Source
 from service.tools.message_items import MAX_ITEM_CHARS
 from service.tools.sponsor_wait_target import BACKLOG_GRACE, BacklogBounds, SponsorWaitTarget
 

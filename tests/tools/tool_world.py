@@ -26,7 +26,7 @@ from emulator.seed import Seed, SeedUser
 from emulator.server import RunningEmulator
 from service.config import Settings
 from service.delivery.hub import DeliveryHub, Handover, TargetKind
-from service.delivery.message import InboundMessage
+from service.domain.message import InboundMessage
 from service.graph import new_http_client
 from service.graph.auth import AgentUserTokenProvider, BlueprintSecret, TokenProvider
 from service.graph.retry_policy import RetryPolicy
@@ -39,7 +39,8 @@ from service.storage.local import LocalBackend
 from service.telemetry.metrics import Metrics
 from service.tools.deps import ToolDeps
 from service.tools.registry import register_tools
-from service.domain.agent import AgentUser, load_agent_user
+from service.domain.agent import AgentUser
+from service.replica_clients import load_agent_user
 from service.workers.chat_poll import ChatPoller
 from service.workers.discovery import Discovery
 from service.wiring import wire_workers

@@ -16,7 +16,7 @@ from worker_stack import WorkerStack, build_stack
 from emulator.seed import Seed, ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.delivery.sponsor_refresh import RefreshOutcome, SponsorRefresher
-from service.delivery.sponsors import SponsorGate
+from service.domain.sponsors import SponsorGate
 from service.graph.models import ChatMember
 from service.storage.local import LocalBackend
 

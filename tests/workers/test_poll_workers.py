@@ -22,7 +22,7 @@ from emulator.faults import FaultRule
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.delivery.hub import TargetKind
-from service.delivery.message import InboundMessage
+from service.domain.message import InboundMessage
 from service.devstack.emulator_env import agent_user_env
 from service.graph import GraphClient, GraphServerError, new_http_client
 from service.graph.auth import token_provider_from_settings

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from service.delivery.identity import normalise_identifier
+from service.domain.identity import normalise_identifier
 
 _GUEST_UPN_MARK = "#ext#"
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from service.delivery.filters import html_to_text
-from service.delivery.message import EMAIL_CHAT_ID, InboundMessage, Source
-from service.delivery.sponsors import SponsorGate
+from service.domain.filters import html_to_text
+from service.domain.message import EMAIL_CHAT_ID, InboundMessage, Source
+from service.domain.sponsors import SponsorGate
 from service.graph.models import ChatMessage, ItemBody, MailMessage
 
 

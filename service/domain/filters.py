@@ -12,7 +12,7 @@ from enum import Enum
 from html.parser import HTMLParser
 from typing import Protocol, TypeVar
 
-from service.delivery.identity import normalise_identifier, same_identifier
+from service.domain.identity import normalise_identifier, same_identifier
 
 
 class SenderView(Protocol):
@@ -75,7 +75,7 @@ def filter_human_messages(
     - ``sent_message_ids``, ids the agent is known to have sent.
 
     Agent-user mode's rule. Delegated mode, where the agent's posts carry the signed-in person's identity,
-    decides by the fleet's record of sent ids instead (``service.domain.authorship``).
+    decides by the fleet's record of sent ids instead (``service.graph.authorship``).
     """
     if not agent_upn and not agent_object_id:
         raise ValueError(

@@ -1,7 +1,7 @@
 """Who wrote a chat message, a person or the agent itself: the one rule the chat poll and the read tools share.
 
 Agent-user mode: the agent posts as its own user, so its messages are known by that user's UPN or object
-id, never by display name (``service.delivery.filters.is_agent_sender``).
+id, never by display name (``service.domain.filters.is_agent_sender``).
 
 Delegated mode: the agent posts as the signed-in person, so Graph shows the agent's messages and the
 person's own under one identity. The fleet records what the agent sent (``service.ledger.sent_messages``,
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 
-from service.delivery.filters import html_to_text, is_agent_sender, is_person_message
-from service.delivery.identity import same_identifier
+from service.domain.filters import html_to_text, is_agent_sender, is_person_message
+from service.domain.identity import same_identifier
 from service.domain.agent import AgentUser
 from service.graph.models import ChatMessage
 
