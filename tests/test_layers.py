@@ -1,90 +1,229 @@
-"""Each layer imports only the layers below it: the tools never reach into the workers' modules."""
+"""The packages are floors: each imports only the floors below it, and nothing imports in a circle.
+
+Read from the code's own imports (every ``import`` and ``from … import`` in ``service/``, wherever it
+stands, a function's body included), so a new module is held to its floor the day it is written.
+"""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 SERVICE = Path(__file__).resolve().parents[1] / "service"
 
-
-def imported_modules(package: str) -> set[str]:
-    """Every module imported anywhere under ``service/<package>`` (a package directory or a module)."""
-    root = SERVICE / package
-    names: set[str] = set()
-    for path in root.rglob("*.py") if root.is_dir() else [root]:
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names.add(node.module)
-            elif isinstance(node, ast.Import):
-                names.update(alias.name for alias in node.names)
-    return names
-
-
-def test_the_tools_do_not_import_the_workers() -> None:
-    assert sorted(m for m in imported_modules("tools") if m.startswith("service.workers")) == []
-
-
-def test_the_lower_layers_do_not_import_the_workers_the_tools_or_mcp() -> None:
-    for package in ("domain", "delivery", "ledger", "storage", "graph"):
-        modules = imported_modules(package)
-        upward = sorted(
-            m for m in modules if m.startswith(("service.workers", "service.tools", "service.mcp"))
-        )
-        assert upward == [], package
-
-
-def test_the_clock_depends_on_nothing_in_the_service() -> None:
-    assert sorted(m for m in imported_modules("clock.py") if m.startswith("service")) == []
+# Bottom first. A package may import its own floor's other packages only where no cycle comes of it
+# (asserted below); never a floor above its own. ``service`` itself is the package face (the version).
+FLOORS: tuple[frozenset[str], ...] = (
+    frozenset({"service", "clock", "domain"}),
+    frozenset({"telemetry"}),
+    frozenset({"config"}),
+    frozenset({"storage", "graph"}),
+    frozenset({"ledger"}),
+    frozenset({"delivery", "signin"}),
+    frozenset({"mcp", "notifications", "workers", "tools", "bridge", "doctor"}),
+    # The composition root: builds the objects from the settings and hands them down.
+    frozenset(
+        {
+            "wiring",
+            "replica",
+            "replica_clients",
+            "serve",
+            "app",
+            "cli",
+            "devstack",
+            "chat_repair",
+            "from_settings",
+        }
+    ),
+)
+# Who may read Settings: the root, and doctor, which checks them.
+READS_SETTINGS = FLOORS[-1] | {"doctor", "config"}
 
 
-def test_the_one_source_enum_depends_on_nothing_in_the_service() -> None:
-    # delivery, ledger, notifications and tools all spell "chat or mail" with it: it must stay a leaf.
-    assert sorted(m for m in imported_modules("domain/source.py") if m.startswith("service")) == []
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SERVICE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def module_imports() -> dict[str, set[str]]:
-    """Each service module's imports of other service modules, as a graph."""
+def is_module(name: str) -> bool:
+    path = SERVICE.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def imported(tree: ast.AST) -> Iterator[str]:
+    """The service modules a module imports (``from service import config`` names the module)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.split(".")[0] == "service")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] != "service":
+                continue
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                yield submodule if is_module(submodule) else node.module
+
+
+@cache
+def module_imports() -> dict[str, frozenset[str]]:
+    """Each service module's imports of other service modules."""
+    return {
+        module_name(path): frozenset(imported(ast.parse(path.read_text())))
+        for path in sorted(SERVICE.rglob("*.py"))
+    }
+
+
+def top_package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def package_of(module: str) -> str:
+    """The folder a module stands in (``service.ledger.claims`` for its modules), or the module itself
+    where it is a module of ``service`` (``service.replica``)."""
+    path = SERVICE.parent.joinpath(*module.split("."))
+    if (path / "__init__.py").is_file():
+        return module
+    parent = module.rsplit(".", 1)[0]
+    return module if parent == "service" else parent
+
+
+def floor(package: str) -> int:
+    [level] = [i for i, names in enumerate(FLOORS) if package in names]
+    return level
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def package_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
-    for path in SERVICE.rglob("*.py"):
-        parts = path.relative_to(SERVICE.parent).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if (
-                isinstance(node, ast.ImportFrom)
-                and node.module
-                and node.module.startswith("service")
-            ):
-                found.add(node.module)
-            elif isinstance(node, ast.Import):
-                found.update(a.name for a in node.names if a.name.startswith("service"))
-        graph[name] = found
+    for module, names in module_imports().items():
+        for name in names:
+            a, b = package_of(module), package_of(name)
+            # A folder's face (its __init__) and the modules below it are one package.
+            if a != b and not b.startswith(a + ".") and not a.startswith(b + "."):
+                graph.setdefault(a, set()).add(b)
     return graph
 
 
-def cycle_through(graph: dict[str, set[str]], start: str) -> list[str] | None:
-    """A path of imports from ``start`` back to itself, if there is one."""
-    stack: list[tuple[str, list[str]]] = [(start, [start])]
-    seen: set[str] = set()
-    while stack:
-        module, path = stack.pop()
-        for imported in sorted(graph.get(module, ())):
-            if imported == start:
-                return [*path, start]
-            if imported not in seen:
-                seen.add(imported)
-                stack.append((imported, [*path, imported]))
-    return None
+def test_every_package_has_a_floor() -> None:
+    packages = {top_package(m) for m in module_imports()}
+    assert sorted(p for p in packages if not any(p in names for names in FLOORS)) == []
+
+
+def test_no_package_imports_a_floor_above_its_own() -> None:
+    upward = sorted(
+        f"{module} -> {name}"
+        for module, names in module_imports().items()
+        for name in names
+        if floor(top_package(name)) > floor(top_package(module))
+    )
+    assert upward == []
+
+
+def test_no_packages_import_in_a_circle() -> None:
+    top: dict[str, set[str]] = {}
+    for module, names in module_imports().items():
+        for name in names:
+            if top_package(module) != top_package(name):
+                top.setdefault(top_package(module), set()).add(top_package(name))
+    assert cycles(top) == []
+    # Folders within a package too (the ledger's subpackages: claims, roles, memory).
+    assert cycles(package_graph()) == []
+
+
+def test_no_modules_import_in_a_circle() -> None:
+    graph = {m: set(names) - {m} for m, names in module_imports().items()}
+    assert cycles(graph) == []
+
+
+def test_domain_and_the_clock_import_nothing_else_from_the_service() -> None:
+    for package in ("domain", "clock"):
+        found = {
+            name
+            for module, names in module_imports().items()
+            if top_package(module) == package
+            for name in names
+            if top_package(name) != package
+        }
+        assert sorted(found) == [], package
+
+
+def test_config_imports_only_the_domain() -> None:
+    found = {
+        name
+        for module, names in module_imports().items()
+        if top_package(module) == "config"
+        for name in names
+        if top_package(name) not in ("config", "domain")
+    }
+    assert sorted(found) == []
+
+
+def test_only_the_composition_root_reads_the_settings() -> None:
+    readers = sorted(
+        module
+        for module, names in module_imports().items()
+        if "service.config" in names and top_package(module) not in READS_SETTINGS
+    )
+    assert readers == []
+
+
+def test_the_checks_see_an_upward_import_and_a_cycle() -> None:
+    # The rules above are only as good as what they read: a planted edge must show.
+    assert floor(top_package("service.domain.message")) < floor(top_package("service.graph.client"))
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    tree = ast.parse(
+        "from service import config\nimport service.graph.client\n"
+        "def f():\n    from service.domain.message import InboundMessage\n"
+    )
+    assert sorted(imported(tree)) == [
+        "service.config",
+        "service.domain.message",
+        "service.graph.client",
+    ]
 
 
 def test_the_chat_poll_parts_import_one_way() -> None:
     # The poll was split by concept (issue 25): the book, the read, the claim and the reader seam sit
-    # below the poll, and no part reaches back up to it or round to another through a third.
+    # below the poll, and no part reaches back up to it.
     graph = module_imports()
-    workers = sorted(m for m in graph if m.startswith("service.workers."))
-    assert "service.workers.conversation_reader" in workers
-    assert {m: c for m in workers if (c := cycle_through(graph, m)) is not None} == {}
+    assert "service.workers.conversation_reader" in graph
     parts = (
         "chat_book",
         "chat_reading",

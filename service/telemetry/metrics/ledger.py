@@ -48,6 +48,10 @@ class LedgerMetrics:
         self.email_hold = Gauge(
             "entrabot_email_hold", "1 while an email batch is held awaiting settlement", registry=r
         )
+        self._records(r)
+
+    def _records(self, r: CollectorRegistry) -> None:
+        """The records written beside the claims: intents, the watched list, chat members."""
         self.claim_intent = Histogram(
             "entrabot_claim_intent_seconds",
             "What writing a claim's intent added to the claim's path, before its "

@@ -32,6 +32,10 @@ class ChangeMetrics:
             ["outcome"],
             registry=r,
         )
+        self._hints(r)
+
+    def _hints(self, r: CollectorRegistry) -> None:
+        """Hints and the scans, sweeps and notifications that raise them."""
         self.chat_hints = Counter(
             "entrabot_chat_hints",
             "Change hints taken by the chat poll, by what they led to: read (the chat "
@@ -120,6 +124,10 @@ class DeliveryMetrics:
             ["reason"],
             registry=r,
         )
+        self._acknowledgements(r)
+
+    def _acknowledgements(self, r: CollectorRegistry) -> None:
+        """Acknowledgements, moves, reactions and the targets that take deliveries."""
         self.ack_latency = Histogram(
             "entrabot_ack_latency_seconds",
             "First push to the host's acknowledgement written to its record",
