@@ -52,6 +52,9 @@ _OUR_LOGGERS = ("service", "emulator")
 _TARGET_ID = re.compile(r"\b(push|sponsor_wait):([0-9a-f]{32})(?![0-9A-Fa-f])")
 _SESSION_FIELDS = frozenset({"session_id", "mcp_session_id"})
 REDACTED = "[redacted]"
+# Fields a library sets for its own console that mean nothing in JSON: uvicorn's ``color_message`` is
+# the message again with ANSI colour escapes in it.
+_CONSOLE_FIELDS = ("color_message",)
 # What every LogRecord carries; anything else on a record came from ``extra=``.
 _RECORD_FIELDS = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
     "message",
@@ -81,6 +84,8 @@ _TRACEBACKS = logging.Formatter()
 class RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         sdk = record.name.split(".", 1)[0] not in _OUR_LOGGERS
+        for name in _CONSOLE_FIELDS:
+            record.__dict__.pop(name, None)
         for name in _SENSITIVE_FIELDS.intersection(record.__dict__):
             setattr(record, name, REDACTED)
         for name in _SESSION_FIELDS.intersection(record.__dict__):

@@ -131,3 +131,20 @@ def test_teams_chat_ids_stay_readable_while_session_ids_in_the_sdks_lines_and_ta
     )  # the fields a log call's extra= sets, which LogRecord does not declare
     assert vars(ours)["target_id"] == f"push:{session_ref(session)}"
     assert sdk.getMessage() == f"Created new transport with session ID: {session_ref(session)}"
+
+
+def test_uvicorns_coloured_copy_of_a_message_stays_out_of_the_json_line() -> None:
+    stream = io.StringIO()
+    configure_logging("INFO", replica_id="r-colour", stream=stream)
+    try:
+        # How uvicorn logs an access or start-up line: the plain message, and a coloured copy in extra.
+        logging.getLogger("uvicorn.error").info(
+            "Uvicorn running on %s",
+            "http://127.0.0.1:1",
+            extra={"color_message": "Uvicorn running on \x1b[1m%s\x1b[0m"},
+        )
+    finally:
+        logging.getLogger().handlers.clear()
+    [line] = [json.loads(x) for x in stream.getvalue().splitlines() if "Uvicorn running" in x]
+    assert line["message"] == "Uvicorn running on http://127.0.0.1:1"
+    assert "color_message" not in line and "\x1b" not in stream.getvalue()
