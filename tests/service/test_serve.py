@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -14,9 +15,10 @@ import pytest
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
+from service import __version__
 from service.devstack.azurite import Azurite
 from service.devstack.emulator_env import agent_user_env
-from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
+from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess, free_port
 from tests.mcp.server_fixture import eventually
 
 pytestmark = pytest.mark.azurite
@@ -48,7 +50,10 @@ def replica(
 
 
 def clean_env(**extra: str) -> dict[str, str]:
+    """The environment less every setting, listening on a free port: never the default 8080, which a
+    developer's own replica (make serve) may hold while the suite runs."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ENTRABOT_", "AZURE_"))}
+    env["ENTRABOT_PORT"] = str(free_port())
     env.update(extra)
     return env
 
@@ -170,6 +175,10 @@ def test_metrics_name_every_spec_family_and_pass_promtool(replica: ReplicaProces
     ):
         assert f"# TYPE {family}" in text
     assert 'entrabot_loop_up{loop="chat_poll"} 1.0' in text
+    assert (
+        f'entrabot_build_info{{python="{platform.python_version()}",version="{__version__}"}} 1.0'
+        in text
+    )
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.skip(

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import CollectorRegistry, ProcessCollector
+import platform
+
+from prometheus_client import CollectorRegistry, Info, ProcessCollector
+
+from service import __version__
 
 from service.telemetry.metrics.io import GraphMetrics, McpMetrics, StorageMetrics
 from service.telemetry.metrics.ledger import LedgerMetrics, RoleMetrics
@@ -36,6 +40,11 @@ class Metrics:
         # CPU seconds, resident memory and open file descriptors of this process (process_*), read
         # from /proc on Linux; elsewhere the collector exports nothing.
         ProcessCollector(registry=self.registry)
+        # entrabot_build_info{version, python} 1: which build a replica runs, for dashboards and for
+        # telling a rollout's old replicas from its new ones.
+        Info("entrabot_build", "The build this replica runs", registry=self.registry).info(
+            {"version": __version__, "python": platform.python_version()}
+        )
         self.mcp = McpMetrics(self.registry)
         self.ledger = LedgerMetrics(self.registry)
         self.roles = RoleMetrics(self.registry)
