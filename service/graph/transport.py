@@ -132,6 +132,8 @@ class GraphTransport:
     async def request(
         self, method: str, url: str, *, route: str, json: Any = None, idempotent: bool
     ) -> httpx.Response:
+        # A loop of our own: httpx's transport ``retries`` only repeats a failed connect, and knows
+        # neither Retry-After, nor which methods are safe to send twice, nor the client-wide hold.
         call = GraphCall(method, url, route, idempotent, json)
         auth = BearerAuth(self._tokens, self._scope)
         number = 0
