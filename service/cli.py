@@ -411,6 +411,8 @@ async def _repair_from_graph(
 ) -> int:
     from service.chat_repair import CursorState, plan_repair, write_repair
     from service.graph.client import GraphClient
+    from service.graph.options import GraphOptions
+    from service.telemetry.metrics import Metrics
     from service.replica_clients import replica_tokens
     from service.graph.errors import GraphConnectionError, GraphError, GraphForbidden, GraphNotFound
     from service.graph.errors import TokenConfigurationError
@@ -420,12 +422,17 @@ async def _repair_from_graph(
 
     async with new_http_client(read_timeout_s=settings.graph_timeout_s) as http:
         try:
-            tokens = replica_tokens(settings, backend, http, replica_id="repair-chat")
-            graph = GraphClient(settings.graph_url, tokens, http=http)
+            metrics = Metrics()
+            tokens = replica_tokens(
+                settings, backend, http, replica_id="repair-chat", metrics=metrics
+            )
+            graph = GraphClient(
+                GraphOptions(settings.graph_url), tokens, http=http, metrics=metrics.graph
+            )
         except (TokenConfigurationError, ValueError) as exc:
             raise ConfigurationError(str(exc)) from exc
         try:
-            newest = await graph.get_newest_chat_message(chat_id)
+            newest = await graph.messages.get_newest_chat_message(chat_id)
         except (GraphNotFound, GraphForbidden) as exc:
             raise CommandFailed(
                 f"Graph does not show chat {chat_id} to the agent user (HTTP {exc.status}); "

@@ -27,7 +27,8 @@ from service.delivery.host_keeper import TICK_S as KEEPER_TICK_S, HostKeeper
 from service.delivery.host_records import HostRecords
 from service.delivery.hub import DeliveryHub
 from service.domain.sponsors import SponsorGate
-from service.graph.auth import storage_token_provider, token_provider_from_settings
+from service.from_settings.graph_auth import token_provider_from_settings
+from service.graph.auth import storage_token_provider
 from service.graph.client import GraphClient
 from service.replica_clients import build_clients
 from service.signin.from_settings import check_delegated_settings
@@ -348,7 +349,9 @@ def build_replica(
         )  # before the backend: its Blob auth cannot be the agent user's
     # Agent-user mode: the tokens first, since the agent user's storage token may be the Blob credential.
     # Delegated mode: the backend first, since the signed-in person's tokens are kept in it.
-    tokens = None if delegated else token_provider_from_settings(settings, http, metrics=metrics)
+    tokens = (
+        None if delegated else token_provider_from_settings(settings, http, metrics=metrics.graph)
+    )
     if backend is None:
         is_cloud = isinstance(choose_backend(settings), BlobChoice)
         backend = get_backend(
@@ -363,7 +366,7 @@ def build_replica(
     )
     # Off by default: a reaction is visible to everyone in the chat, so an operator chooses it.
     reactions = (
-        AckReactions(clients.graph, settings.delivery_ack_reaction, metrics=metrics)
+        AckReactions(clients.graph.messages, settings.delivery_ack_reaction, metrics=metrics)
         if settings.delivery_ack_reaction
         else None
     )

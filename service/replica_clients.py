@@ -15,8 +15,10 @@ from service.config import Settings
 from service.delivery.hub import DeliveryHub
 from service.domain.agent import AgentUser
 from service.domain.sponsors import SponsorGate
-from service.graph.auth import AgentUserTokenProvider, TokenProvider, token_provider_from_settings
+from service.from_settings.graph_auth import token_provider_from_settings
+from service.graph.auth import AgentUserTokenProvider, TokenProvider
 from service.graph.client import GraphClient
+from service.graph.options import GraphOptions
 from service.graph.retry_policy import RetryPolicy
 from service.ledger.graph_backoff import FleetBackoff
 from service.signin.from_settings import delegated_token_provider
@@ -56,12 +58,11 @@ def build_clients(
     # On real time, like the Graph client's own holds: a Retry-After is a wall-clock promise.
     graph_backoff = FleetBackoff(backend, replica_id, metrics=metrics)
     graph = GraphClient(
-        settings.graph_url,
+        GraphOptions(settings.graph_url, retry=retry_policy or RetryPolicy()),
         tokens,
         http=http,
-        metrics=metrics,
+        metrics=metrics.graph,
         shared_hold=graph_backoff,
-        retry_policy=retry_policy,
     )
     directory = (
         graph.with_tokens(tokens.agent_identity_tokens())
@@ -84,7 +85,7 @@ def replica_tokens(
     http: httpx.AsyncClient,
     *,
     replica_id: str,
-    metrics: Metrics | None = None,
+    metrics: Metrics,
 ) -> TokenProvider:
     """Whom the replica acts as, by ENTRABOT_AUTH_MODE: the agent user (three hops), or the signed-in
     person whose sealed record is in ``backend`` (delegated mode). TokenConfigurationError names what
@@ -93,12 +94,12 @@ def replica_tokens(
         return delegated_token_provider(
             settings, backend, http, replica_id=replica_id, metrics=metrics
         )
-    return token_provider_from_settings(settings, http, metrics=metrics)
+    return token_provider_from_settings(settings, http, metrics=metrics.graph)
 
 
 async def load_agent_user(graph: GraphClient, *, posts_as_person: bool = False) -> AgentUser:
     """Who the Graph token acts as (GET /me): the agent user, or in delegated mode the signed-in person."""
-    me = await graph.get_me()
+    me = await graph.directory.get_me()
     return AgentUser(
         me.id, me.user_principal_name, me.display_name, me.mail, posts_as_person=posts_as_person
     )

@@ -141,13 +141,13 @@ class MailSender:
 
     async def _look(self, mail: OutgoingMail, since: datetime) -> MailMessage | None:
         return await first_in_pages(
-            self.graph.list_mail(since, folder=SENT_ITEMS, max_pages=SETTLE_PAGES),
+            self.graph.mail.list_mail(since, folder=SENT_ITEMS, max_pages=SETTLE_PAGES),
             lambda copy: is_this_send(copy, mail),
         )
 
     async def _post(self, mail: OutgoingMail) -> None:
         if mail.kind == "new":
-            await self.graph.send_mail(
+            await self.graph.mail.send_mail(
                 mail.to,
                 mail.subject,
                 mail.text,
@@ -157,7 +157,7 @@ class MailSender:
             )
             return
         assert mail.answers is not None, "a reply or forward names the mail it answers"
-        await self.graph.answer_mail(
+        await self.graph.mail.answer_mail(
             mail.answers,
             mail.kind,
             mail.text,

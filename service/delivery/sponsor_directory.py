@@ -59,7 +59,7 @@ async def read_sponsors(
     more); an untyped one that cannot be resolved is not a sponsor until it is (fail closed).
     """
     known = resolutions if resolutions is not None else SponsorResolutions()
-    refs = await directory.list_sponsors(agent_identity_id)
+    refs = await directory.directory.list_sponsors(agent_identity_id)
     sponsors: list[Sponsor] = []
     for ref in refs:
         resolved = known.by_id.get(ref.id)
@@ -82,7 +82,7 @@ async def _resolve(graph: GraphClient, ref: DirectoryObjectRef) -> Sponsor | Not
         log.info("sponsor of type %s ignored: only user sponsors are recognised", ref.odata_type)
         return NotAUser.RESOLVED
     try:
-        user = await graph.get_user(ref.id)
+        user = await graph.directory.get_user(ref.id)
     except GraphNotFound:
         log.info("a sponsor reference is not a user (a group or service principal): not recognised")
         return NotAUser.RESOLVED

@@ -17,6 +17,7 @@ from service.graph.auth.credentials import BlueprintCredential
 from service.graph.auth.hop_forms import agent_identity_form, blueprint_form
 from service.graph.auth.token_endpoint import TokenEndpoint, token_url
 from service.graph.auth.tokens import AccessToken
+from service.telemetry.metrics import GraphMetrics
 
 
 class AgentIdentityAppToken:
@@ -35,7 +36,9 @@ class AgentIdentityAppToken:
         self._blueprint_client_id = blueprint_client_id
         self._credential = credential
         self._agent_identity_id = agent_identity_id
-        self._endpoint = TokenEndpoint(http, token_url(authority, tenant_id), clock=time.time)
+        self._endpoint = TokenEndpoint(
+            http, token_url(authority, tenant_id), metrics=GraphMetrics(), clock=time.time
+        )
 
     async def get_token(self, scope: str) -> AccessToken:
         async def hop1() -> dict[str, str]:

@@ -87,7 +87,7 @@ async def check_sponsors(
         return skip(check, "not tried: the identity settings are incomplete"), []
     async with make_graph(chain.app_tokens) as graph:
         try:
-            sponsors = await graph.list_sponsors(grantee.agent_identity_id, max_pages=1)
+            sponsors = await graph.directory.list_sponsors(grantee.agent_identity_id, max_pages=1)
         except TokenAcquisitionError as exc:
             return fail(check, str(exc)), []
         except GraphForbidden:
@@ -130,35 +130,35 @@ class _DelegatedReads:
         return reads.get(probe)
 
     async def me(self) -> str | None:
-        self._me = (await self._graph.get_me()).id
+        self._me = (await self._graph.directory.get_me()).id
         return f"signed in as {self._me}"
 
     async def chats(self) -> str | None:
-        sweep = await self._graph.list_my_chats(max_pages=1, members=False)
+        sweep = await self._graph.chats.list_my_chats(max_pages=1, members=False)
         self._chat = sweep.chats[0].id if sweep.chats else None
         return f"{len(sweep.chats)} chat(s) on the first page"
 
     async def members(self) -> str | None:
         if self._chat is None:
             return None
-        found = await self._graph.list_chat_members(self._chat, max_pages=1)
+        found = await self._graph.chats.list_chat_members(self._chat, max_pages=1)
         self._others += [m.user_id for m in found if m.user_id and m.user_id != self._me]
         return f"{len(found)} member(s)"
 
     async def user(self) -> str | None:
         if not self._others:
             return None
-        await self._graph.get_user(self._others[0])
+        await self._graph.directory.get_user(self._others[0])
         return "read another user's profile"
 
     async def messages(self) -> str | None:
         if self._chat is None:
             return None
-        await self._graph.get_newest_chat_message(self._chat)
+        await self._graph.messages.get_newest_chat_message(self._chat)
         return "read the newest message of one chat"
 
     async def mail(self) -> str | None:
-        async for page in self._graph.list_mail(None, top=1, max_pages=1):
+        async for page in self._graph.mail.list_mail(None, top=1, max_pages=1):
             return f"{len(page.items)} message(s) read"
         return "inbox read"
 

@@ -14,12 +14,13 @@ import jwt
 from service.config import Settings
 from service.doctor.app_token import AgentIdentityAppToken
 from service.doctor.report import Finding, fail, ok, skip
-from service.graph.auth import GRAPH_SCOPE, STORAGE_SCOPE, AccessToken, TokenProvider
-from service.graph.auth.from_settings import (
+from service.from_settings.graph_auth import (
     blueprint_credential_from_settings,
     token_provider_from_settings,
 )
+from service.graph.auth import GRAPH_SCOPE, STORAGE_SCOPE, AccessToken, TokenProvider
 from service.graph.errors import HOP_NAMES, TokenAcquisitionError, TokenConfigurationError
+from service.telemetry.metrics import GraphMetrics
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ async def check_identity(
     settings: Settings, http: httpx.AsyncClient, *, storage_by_agent_user: bool
 ) -> tuple[list[Finding], IdentityChain]:
     try:
-        provider = token_provider_from_settings(settings, http)
+        provider = token_provider_from_settings(settings, http, metrics=GraphMetrics())
         credential = blueprint_credential_from_settings(settings)
     except TokenConfigurationError as exc:
         return [fail("identity settings", str(exc))], IdentityChain(None, None, None)

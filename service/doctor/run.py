@@ -20,10 +20,13 @@ from service.doctor.settings_checks import check_mcp_auth, check_notification_ur
 from service.doctor.storage_checks import check_storage
 from service.graph.auth import TokenProvider
 from service.graph.client import GraphClient
+from service.graph.options import GraphOptions
+from service.graph.retry_policy import RetryPolicy
 from service.graph.models import DirectoryObjectRef
 from service.graph.http_pool import new_http_client
 from service.storage.errors import StorageError
 from service.storage.resolution import BlobAuth, BlobChoice, choose_backend
+from service.telemetry.metrics import GraphMetrics
 
 
 async def run_doctor(*, out: TextIO | None = None) -> bool:
@@ -41,7 +44,12 @@ async def run_doctor(*, out: TextIO | None = None) -> bool:
 
         def make_graph(tokens: TokenProvider) -> GraphClient:
             # A doctor waits for nobody: a throttled tenant shows up as a failed line, not a long pause.
-            return GraphClient(settings.graph_url, tokens, http=http, max_retry_after=5.0)
+            return GraphClient(
+                GraphOptions(settings.graph_url, retry=RetryPolicy(max_retry_after=5.0)),
+                tokens,
+                http=http,
+                metrics=GraphMetrics(),
+            )
 
         by_agent_user = _storage_by_agent_user(settings)
         if settings.auth_mode == "delegated":

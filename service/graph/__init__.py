@@ -1,6 +1,7 @@
-"""Microsoft Graph for the agent user: the client, its models and errors, and the token flow (``auth``)."""
+"""Microsoft Graph for the agent user: the client (a façade over the resource clients and their
+transport), its models and errors, and the token flow (``auth``)."""
 
-from service.graph.client import ChatSweep, GraphClient, graph_timestamp
+from service.graph.client import GraphClient
 from service.graph.errors import (
     GraphAuthError,
     GraphBadRequest,
@@ -27,7 +28,10 @@ from service.graph.models import (
     MessageSender,
     User,
 )
+from service.graph.options import GraphOptions
 from service.graph.pages import Page
+from service.graph.resources.chats import ChatSweep
+from service.graph.urls import graph_timestamp
 
 __all__ = [
     "Chat",
@@ -43,6 +47,7 @@ __all__ = [
     "GraphError",
     "GraphForbidden",
     "GraphNotFound",
+    "GraphOptions",
     "GraphPayloadError",
     "GraphServerError",
     "GraphThrottled",

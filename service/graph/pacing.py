@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import GraphMetrics
 
 # Statuses that mean "Graph (or its gateway) is overloaded or away": worth holding every request for.
 OVERLOADED = frozenset({429, 502, 503, 504})
@@ -71,8 +71,8 @@ class GraphPacing:
         clock: Callable[[], float],
         sleep: Callable[[float], Awaitable[None]],
         rng: random.Random,
+        metrics: GraphMetrics,
         shared: SharedHold | None = None,
-        metrics: Metrics | None = None,
     ) -> None:
         self.rules = rules
         self.until = 0.0
@@ -145,5 +145,4 @@ class GraphPacing:
             self._count("fleet")
 
     def _count(self, cause: str) -> None:
-        if self._metrics is not None:
-            self._metrics.graph_holds.labels(cause=cause).inc()
+        self._metrics.graph_holds.labels(cause=cause).inc()

@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from service.graph.errors import GraphPayloadError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import GraphMetrics
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ class Page(Generic[T]):
     skipped: int = 0
 
 
-def parse_item(raw: Any, model: type[T], *, kind: str, metrics: Metrics | None = None) -> T | None:
+def parse_item(raw: Any, model: type[T], *, kind: str, metrics: GraphMetrics) -> T | None:
     """``raw`` as ``model``, or None (logged by id, counted) when it is not a valid item."""
     try:
         return model.model_validate(raw)
@@ -41,14 +41,11 @@ def parse_item(raw: Any, model: type[T], *, kind: str, metrics: Metrics | None =
             for err in exc.errors()[:5]
         )
         log.warning("skipped a malformed %s item id=%s (%s)", kind, _item_id(raw), problems)
-        if metrics is not None:
-            metrics.graph_malformed_items.labels(kind=kind).inc()
+        metrics.graph_malformed_items.labels(kind=kind).inc()
         return None
 
 
-def parse_page(
-    payload: Any, model: type[T], *, kind: str, metrics: Metrics | None = None
-) -> Page[T]:
+def parse_page(payload: Any, model: type[T], *, kind: str, metrics: GraphMetrics) -> Page[T]:
     """A collection response as a Page; raises GraphPayloadError when the envelope itself is wrong."""
     if not isinstance(payload, dict):
         raise GraphPayloadError(

@@ -71,38 +71,49 @@ def backoff_delay(attempt: int, policy: RetryPolicy, rng: random.Random) -> floa
     return step / 2 + rng.uniform(0, step / 2)
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """One send of a call, as the rules see it."""
+
+    number: int  # 1-based; the resend after a token refresh is not a retry and keeps its number
+    idempotent: bool
+    request_sent: bool = (
+        True  # False when the connection was never made (the request cannot have arrived)
+    )
+    refreshed: bool = False  # the call already refreshed its token once
+
+
 def next_step(
+    attempt: Attempt,
     *,
     status: int | None,
-    idempotent: bool,
-    request_sent: bool,
-    attempt: int,
-    refreshed: bool,
     retry_after_header: str | None,
     now: float,
     policy: RetryPolicy,
     rng: random.Random,
 ) -> Step:
-    """The decision after attempt number ``attempt`` (1-based) ended with ``status`` (None: no response)."""
+    """The decision after ``attempt`` ended with ``status`` (None: no response)."""
     retry_after = parse_retry_after(retry_after_header, now)
     if status == 401:
-        return Step(Action.DONE) if refreshed else Step(Action.REFRESH)
-    attempts_left = attempt < policy.max_attempts
+        return Step(Action.DONE) if attempt.refreshed else Step(Action.REFRESH)
+    attempts_left = attempt.number < policy.max_attempts
     if status == 429:
         if not attempts_left or (retry_after is not None and retry_after > policy.max_retry_after):
             # Retrying before the server's time only prolongs the throttling: report it and let the
             # caller's loop come back later.
             return Step(Action.DONE, retry_after=retry_after)
-        delay = retry_after if retry_after is not None else backoff_delay(attempt, policy, rng)
+        delay = (
+            retry_after if retry_after is not None else backoff_delay(attempt.number, policy, rng)
+        )
         return Step(Action.RETRY, delay=delay, retry_after=retry_after)
     if status is not None and status >= 500:
-        if not (idempotent and attempts_left):
+        if not (attempt.idempotent and attempts_left):
             return Step(Action.DONE, retry_after=retry_after)
         if retry_after is not None and retry_after <= policy.max_retry_after:
             return Step(Action.RETRY, delay=retry_after, retry_after=retry_after)
-        return Step(Action.RETRY, delay=backoff_delay(attempt, policy, rng))
+        return Step(Action.RETRY, delay=backoff_delay(attempt.number, policy, rng))
     if status is None:
-        if attempts_left and (idempotent or not request_sent):
-            return Step(Action.RETRY, delay=backoff_delay(attempt, policy, rng))
+        if attempts_left and (attempt.idempotent or not attempt.request_sent):
+            return Step(Action.RETRY, delay=backoff_delay(attempt.number, policy, rng))
         return Step(Action.DONE)
     return Step(Action.DONE)

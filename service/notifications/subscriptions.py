@@ -288,13 +288,15 @@ class SubscriptionManager:
         try:
             if decision.action is Action.RENEW and current is not None:
                 try:
-                    sub = await self.graph.renew_subscription(current.id, self.clock() + w.lifetime)
+                    sub = await self.graph.subscriptions.renew_subscription(
+                        current.id, self.clock() + w.lifetime
+                    )
                     return self._counted(w, "renewed", self._kept(sub, w))
                 except GraphNotFound:
                     return await self._create(w, "recreated", "gone at renewal")
             if decision.action is Action.REAUTHORIZE and current is not None:
                 try:
-                    await self.graph.reauthorize_subscription(current.id)
+                    await self.graph.subscriptions.reauthorize_subscription(current.id)
                     return self._counted(w, "reauthorized", current)
                 except GraphNotFound:
                     return await self._create(w, "recreated", "gone at reauthorization")
@@ -322,7 +324,7 @@ class SubscriptionManager:
             return None
 
     async def _create(self, w: Wanted, action: str, reason: str) -> Kept:
-        sub = await self.graph.create_subscription(
+        sub = await self.graph.subscriptions.create_subscription(
             {
                 "changeType": w.change_type,
                 "notificationUrl": w.notification_url,
@@ -379,7 +381,7 @@ class SubscriptionManager:
 
     async def _delete_quietly(self, sub_id: str) -> None:
         try:
-            await self.graph.delete_subscription(sub_id)
+            await self.graph.subscriptions.delete_subscription(sub_id)
         except GraphError as exc:
             # Left to expire (at most the lifetime asked for); it only sends hints nobody needs.
             log.info(

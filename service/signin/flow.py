@@ -20,6 +20,8 @@ import httpx
 from service.clock import Clock, utc_now
 from service.graph.auth.tokens import GRAPH_SCOPE, StaticTokenProvider
 from service.graph.client import GraphClient
+from service.graph.options import GraphOptions
+from service.telemetry.metrics import GraphMetrics
 from service.ledger.reads import ReadOutcome
 from service.signin.public_client import (
     DeviceCode,
@@ -91,11 +93,12 @@ class SignInFlow:
     async def who(self, grant: TokenGrant) -> SignedInPerson:
         """GET /me with the new token: who signed in, as Graph sees them (and proof the token works there)."""
         graph = GraphClient(
-            self.graph_url,
+            GraphOptions(self.graph_url),
             StaticTokenProvider(grant.access_token, expires_on=grant.expires_on),
             http=self.http,
+            metrics=GraphMetrics(),
         )
-        me = await graph.get_me()
+        me = await graph.directory.get_me()
         return SignedInPerson(me.id, me.user_principal_name, me.display_name)
 
     async def save(self, grant: TokenGrant, person: SignedInPerson, *, replace: bool) -> Stored:

@@ -31,7 +31,7 @@ import httpx
 
 from service.graph.auth.token_endpoint import EntraAnswer, TokenEndpoint, entra_error, token_url
 from service.signin.record import CachedToken
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import GraphMetrics, Metrics
 
 DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 # Asked with every sign-in: offline_access for the refresh token, openid and profile as Entra expects.
@@ -109,7 +109,7 @@ class PublicClient:
     ) -> None:
         self.client_id = client_id
         extra: dict[str, Any] = {
-            "metrics": metrics,
+            "metrics": metrics.graph if metrics is not None else GraphMetrics(),
             "clock": clock,
             **({"sleep": sleep} if sleep else {}),
         }

@@ -37,7 +37,7 @@ class ChatAccess:
         if chat_id in self.watched:
             return ChatStanding.WATCHED
         try:
-            chat = await self.graph.get_chat(chat_id)
+            chat = await self.graph.chats.get_chat(chat_id)
         except (GraphNotFound, GraphForbidden, GraphBadRequest):
             raise ToolError(
                 f"chat_id {chat_id!r} is not a watched chat and the agent user cannot read it. Use a chat_id "

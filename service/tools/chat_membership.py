@@ -131,7 +131,7 @@ class MembershipTools:
         deps = self.deps
         await self.access.check(args.requested_in_chat_id)
         try:
-            ask = await deps.graph.get_chat_message(
+            ask = await deps.graph.messages.get_chat_message(
                 args.requested_in_chat_id, args.requested_by_message_id
             )
         except GraphNotFound:
@@ -161,19 +161,19 @@ class MembershipTools:
 
     async def _members(self, chat_id: str) -> list[ChatMember]:
         try:
-            return await self.deps.graph.list_chat_members(chat_id)
+            return await self.deps.graph.chats.list_chat_members(chat_id)
         except GraphError as exc:
             raise graph_tool_error(exc, f"listing the members of chat {chat_id}") from None
 
     async def _add(self, chat_id: str, person: User) -> None:
         try:
-            chat = await self.deps.graph.get_chat(chat_id)
+            chat = await self.deps.graph.chats.get_chat(chat_id)
             if chat.chat_type != "group":
                 raise ToolError(
                     f"Chat {chat_id} is a {chat.chat_type} chat; people can be added only to group "
                     "chats. Create a group chat with create_chat instead."
                 )
-            await self.deps.graph.add_chat_member(chat_id, person.id)
+            await self.deps.graph.chats.add_chat_member(chat_id, person.id)
         except GraphUnavailable as exc:
             if not exc.outcome_unknown:
                 raise graph_tool_error(exc, f"adding a member to chat {chat_id}") from None

@@ -110,12 +110,16 @@ class ChatSender:
 
         async def look(since: datetime) -> ChatMessage | None:
             return await first_in_pages(
-                self.graph.list_chat_messages(chat_id, since=since, max_pages=SETTLE_PAGES),
+                self.graph.messages.list_chat_messages(
+                    chat_id, since=since, max_pages=SETTLE_PAGES
+                ),
                 lambda m: self._is_ours(m, wanted, since),
             )
 
         settled = await SendOnce(self.clock, looks=SETTLE_LOOKS).send(
-            lambda: self.graph.send_chat_message(chat_id, content, content_type, mentions, cards),
+            lambda: self.graph.messages.send_chat_message(
+                chat_id, content, content_type, mentions, cards
+            ),
             look,
         )
         if settled.found is not None:

@@ -104,7 +104,7 @@ class ChatTools:
             )
         chat_type = args.chat_type or ("oneOnOne" if len(people) == 1 else "group")
         try:
-            chat = await deps.graph.create_chat(
+            chat = await deps.graph.chats.create_chat(
                 chat_type, [deps.agent.object_id, *(u.id for u in people)], args.topic
             )
         except ValueError as exc:

@@ -225,7 +225,7 @@ class ConversationTools:
         mentioned: list[ChatMember] = []
         if args.mentions:
             try:
-                members = await self.deps.graph.list_chat_members(args.chat_id)
+                members = await self.deps.graph.chats.list_chat_members(args.chat_id)
             except GraphError as exc:
                 raise graph_tool_error(
                     exc, f"listing the members of chat {args.chat_id} to mention them"

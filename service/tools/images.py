@@ -68,8 +68,8 @@ class ImageTools:
         await self.access.check(args.chat_id)
         doing = f"reading the images of message {args.message_id} in chat {args.chat_id}"
         try:
-            message = await deps.graph.get_chat_message(args.chat_id, args.message_id)
-            hosted = await deps.graph.list_hosted_contents(args.chat_id, args.message_id)
+            message = await deps.graph.messages.get_chat_message(args.chat_id, args.message_id)
+            hosted = await deps.graph.messages.list_hosted_contents(args.chat_id, args.message_id)
         except GraphNotFound:
             raise ToolError(
                 f"Message {args.message_id} is not in chat {args.chat_id}; use the ids of a message "
@@ -107,7 +107,7 @@ class ImageTools:
 
     async def _bytes(self, args: ViewImageInput, hosted_id: str, doing: str) -> _Shown:
         try:
-            data, declared = await self.deps.graph.get_hosted_content_bytes(
+            data, declared = await self.deps.graph.messages.get_hosted_content_bytes(
                 args.chat_id, args.message_id, hosted_id, max_bytes=MAX_IMAGE_BYTES
             )
         except GraphPayloadError:

@@ -82,7 +82,7 @@ class MailTools:
         where = args.mailbox or OWN_MAILBOX
         if args.message_id is not None:
             try:
-                mail = await self.deps.graph.get_mail(args.message_id, mailbox=args.mailbox)
+                mail = await self.deps.graph.mail.get_mail(args.message_id, mailbox=args.mailbox)
             except GraphError as exc:
                 raise self._refused(exc, args, "reading a mail") from None
             return ReadEmailResult(
@@ -94,7 +94,7 @@ class MailTools:
                 more_available=False,
             )
         since = as_utc(args.since) if args.since is not None else None
-        pages = self.deps.graph.list_mail(
+        pages = self.deps.graph.mail.list_mail(
             since, top=args.limit, folder=args.folder, max_pages=1, mailbox=args.mailbox
         )
         try:

@@ -234,7 +234,7 @@ class MailOutTools:
 
     async def _original(self, message_id: str) -> MailMessage:
         try:
-            return await self.deps.graph.get_mail(message_id)
+            return await self.deps.graph.mail.get_mail(message_id)
         except GraphNotFound:
             raise ToolError(
                 "No mail with that message_id in the agent's own mailbox (read_email lists them); "

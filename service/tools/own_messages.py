@@ -82,7 +82,7 @@ class OwnMessageTools:
             )
         content = as_posted(self.deps, args.text)
         try:
-            await self.deps.graph.update_chat_message(
+            await self.deps.graph.messages.update_chat_message(
                 args.chat_id, args.message_id, content, args.content_type
             )
         except GraphError as exc:
@@ -111,7 +111,7 @@ class OwnMessageTools:
         if message.deleted_date_time is not None:
             return self._deleted(args, "already_deleted", logged=False)
         try:
-            await self.deps.graph.soft_delete_chat_message(
+            await self.deps.graph.messages.soft_delete_chat_message(
                 self.deps.agent.object_id, args.chat_id, args.message_id
             )
         except GraphError as exc:
@@ -139,7 +139,7 @@ class OwnMessageTools:
     async def _own(self, chat_id: str, message_id: str, *, doing: str) -> ChatMessage:
         """The message, when the agent posted it; a ToolError otherwise (fail closed: nothing is changed)."""
         try:
-            message = await self.deps.graph.get_chat_message(chat_id, message_id)
+            message = await self.deps.graph.messages.get_chat_message(chat_id, message_id)
         except GraphNotFound:
             raise ToolError(
                 f"Message {message_id} is not in chat {chat_id}. Use the message_id that "

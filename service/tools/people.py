@@ -22,7 +22,7 @@ def meta_or_none(text: str | None) -> str | None:
 async def look_up_user(graph: GraphClient, ref: str) -> User:
     """The tenant's user with this UPN or object id; a ToolError saying what to check otherwise."""
     try:
-        return await graph.get_user(ref)
+        return await graph.directory.get_user(ref)
     except GraphNotFound:
         raise ToolError(f"No user {ref!r} in the tenant; check the UPN or object id.") from None
     except GraphError as exc:

@@ -251,11 +251,13 @@ class PermissionRelay:
         deps = self.deps
         for sponsor_id in sponsors:
             try:
-                chat = await deps.graph.create_chat("oneOnOne", [deps.agent.object_id, sponsor_id])
+                chat = await deps.graph.chats.create_chat(
+                    "oneOnOne", [deps.agent.object_id, sponsor_id]
+                )
                 await deps.discovery.register_chat(
                     chat.id
                 )  # watched before asking, so the reply is polled
-                await deps.graph.send_chat_message(chat.id, text)
+                await deps.graph.messages.send_chat_message(chat.id, text)
             except GraphError as exc:
                 log.warning(
                     "could not ask a sponsor",

@@ -101,7 +101,7 @@ class TeamsReadTools:
         omitted = skipped = 0
         more = False
         try:
-            pages = self.deps.graph.list_chat_messages(
+            pages = self.deps.graph.messages.list_chat_messages(
                 args.chat_id, since=after, top=MAX_LIMIT, max_pages=READ_PAGES
             )
             async with aclosing(pages):
@@ -147,7 +147,7 @@ class TeamsReadTools:
         floor = watch.floor(as_utc(args.since) if args.since is not None else None)
         fetched: list[ChatMessage] = []
         try:
-            pages = self.deps.graph.list_chat_messages(
+            pages = self.deps.graph.messages.list_chat_messages(
                 args.chat_id, since=floor, top=MAX_LIMIT, max_pages=WATCH_PAGES
             )
             async with aclosing(pages):

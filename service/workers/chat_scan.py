@@ -208,7 +208,9 @@ class ChatScanner:
         # newest, or, at the start of a tenure, back from the newest preview there is.
         stop_before = (self._bound - SCAN_OVERLAP) if self._bound is not None else None
         result = ScanResult()
-        async for page in self.graph.my_chats_pages(ordered=True, max_pages=MAX_ORDERED_PAGES):
+        async for page in self.graph.chats.my_chats_pages(
+            ordered=True, max_pages=MAX_ORDERED_PAGES
+        ):
             result.pages += 1
             if stop_before is None:
                 top = max((t for c in page.items if (t := newest_of(c)) is not None), default=None)
@@ -226,7 +228,7 @@ class ChatScanner:
         result = ScanResult()
         last_link: str | None = self._resume
         read = 0
-        async for page in self.graph.my_chats_pages(
+        async for page in self.graph.chats.my_chats_pages(
             ordered=False, max_pages=pages, start=self._resume
         ):
             read += 1

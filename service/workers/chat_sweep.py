@@ -103,7 +103,7 @@ class ChatSweep:
         try:
             pages = [
                 page
-                async for page in self.graph.my_chats_pages(
+                async for page in self.graph.chats.my_chats_pages(
                     ordered=False, max_pages=1, start=self._resume
                 )
             ]

@@ -47,12 +47,14 @@ class ChatMessagesReader:
     gate: SponsorGate | None = None  # who counts as a sponsor in which chat (None: nobody)
 
     async def newest(self, conversation_id: str) -> ChatMessage | None:
-        return await self.graph.get_newest_chat_message(conversation_id)
+        return await self.graph.messages.get_newest_chat_message(conversation_id)
 
     def changed_since(
         self, conversation_id: str, since: datetime | None, *, max_pages: int
     ) -> AsyncIterator[Page[ChatMessage]]:
-        return self.graph.list_chat_messages(conversation_id, since=since, max_pages=max_pages)
+        return self.graph.messages.list_chat_messages(
+            conversation_id, since=since, max_pages=max_pages
+        )
 
     def inbound(self, message: ChatMessage, conversation_id: str) -> InboundMessage:
         return chat_inbound(message, conversation_id, self.gate)

@@ -131,7 +131,7 @@ class Discovery:
         """A chat created by a tool: watched at once, its members learnt here and shared with the fleet."""
         outcome = await self.watched.add([chat_id])
         try:
-            members = known_members(await self.graph.list_chat_members(chat_id))
+            members = known_members(await self.graph.chats.list_chat_members(chat_id))
         except GraphError:
             log.warning(
                 "members of a new chat unreadable; the discovery walk learns them",
@@ -157,7 +157,7 @@ class Discovery:
                 outcome = WalkOutcome.LEASE_LOST
                 break
             try:
-                page = await self.graph.my_chats_page(self._resume)
+                page = await self.graph.chats.my_chats_page(self._resume)
             except GraphError as exc:
                 log.warning(
                     "chat discovery stopped after %d chat(s)",

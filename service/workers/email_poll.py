@@ -121,7 +121,7 @@ class EmailPoller:
         """Every mail after ``since``: the claim moves the cursor to the newest, so nothing in between
         may be missing (an unreadable mail fails the fetch rather than being skipped past)."""
         collected: list[MailMessage] = []
-        async for page in self.graph.list_mail(since, max_pages=self.max_pages):
+        async for page in self.graph.mail.list_mail(since, max_pages=self.max_pages):
             if page.skipped:
                 raise GraphPayloadError("an unreadable mail in the inbox page; retrying next cycle")
             collected.extend(page.items)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import ast
 import inspect
+import pkgutil
 import re
+from importlib import import_module
 
 import pytest
 
-from service.graph import client
+from service.graph import resources
 from service.notifications.subscriptions import Wanted, wanted_subscriptions
 from tests.deploy.deploy_facts import REPO_ROOT
 
@@ -23,11 +25,16 @@ def permissions_section() -> str:
 
 
 def client_routes() -> set[str]:
-    """The route templates of service/graph/client.py: `_url`'s first and `_get_one`'s third argument."""
+    """The route templates of service/graph/resources/: `url`'s first and `get_one`'s third argument."""
     routes: set[str] = set()
-    for node in ast.walk(ast.parse(inspect.getsource(client))):
+    modules = [
+        import_module(m.name)
+        for m in pkgutil.iter_modules(resources.__path__, "service.graph.resources.")
+    ]
+    trees = [ast.parse(inspect.getsource(module)) for module in modules]
+    for node in (node for tree in trees for node in ast.walk(tree)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            position = {"_url": 0, "_get_one": 2}.get(node.func.attr)
+            position = {"url": 0, "get_one": 2}.get(node.func.attr)
             if position is not None and len(node.args) > position:
                 argument = node.args[position]
                 if isinstance(argument, ast.Constant) and isinstance(argument.value, str):

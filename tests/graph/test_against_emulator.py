@@ -28,7 +28,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from emulator.seed import Seed, build_seed, demo_seed_path, load_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.config import Settings
-from service.graph import GraphClient, GraphServerError, new_http_client
+from service.from_settings.graph_auth import token_provider_from_settings
+from service.graph import GraphClient, GraphOptions, GraphServerError, new_http_client
 from service.graph.auth import (
     GRAPH_SCOPE,
     STORAGE_SCOPE,
@@ -36,8 +37,8 @@ from service.graph.auth import (
     BlueprintCertificate,
     BlueprintCredential,
     BlueprintFederatedTokenFile,
+    AgentUserIdentity,
     BlueprintSecret,
-    token_provider_from_settings,
 )
 from service.graph.errors import GraphForbidden, TokenAcquisitionError
 from service.graph.retry_policy import RetryPolicy
@@ -66,24 +67,32 @@ class Tenant:
         agent_user_id: str | None = None,
     ) -> AgentUserTokenProvider:
         seed = self.seed
-        return AgentUserTokenProvider(
+        identity = AgentUserIdentity(
             self.emulator.authority,
             seed.tenant_id,
             seed.blueprint.app_id,
-            credential or BlueprintSecret(seed.blueprint.client_secrets[0]),
             agent_identity_id or seed.agent_identity.id,
             agent_user_id or seed.agent_user.id,
+        )
+        return AgentUserTokenProvider(
+            identity,
+            credential or BlueprintSecret(seed.blueprint.client_secrets[0]),
             http=self.http,
-            metrics=self.metrics,
+            metrics=self.metrics.graph,
         )
 
-    def client(self, provider: AgentUserTokenProvider | None = None, **kwargs: Any) -> GraphClient:
-        kwargs.setdefault("retry_policy", FAST_BACKOFF)
+    def client(
+        self,
+        provider: AgentUserTokenProvider | None = None,
+        *,
+        retry_policy: RetryPolicy = FAST_BACKOFF,
+        **kwargs: Any,
+    ) -> GraphClient:
         return GraphClient(
-            self.emulator.graph_url,
+            GraphOptions(self.emulator.graph_url, retry=retry_policy),
             provider or self.provider(),
             http=self.http,
-            metrics=self.metrics,
+            metrics=self.metrics.graph,
             **kwargs,
         )
 
@@ -139,7 +148,7 @@ async def test_chat_messages_are_paged_past_three_pages_newest_first() -> None:
         chat_id = tenant.seed.chats[0].id
         assert chat_id is not None
         client = tenant.client()
-        pages = [p async for p in client.list_chat_messages(chat_id, since=None, top=50)]
+        pages = [p async for p in client.messages.list_chat_messages(chat_id, since=None, top=50)]
         messages = [m for p in pages for m in p.items]
 
         assert [len(p.items) for p in pages] == [50, 50, 50, 20]
@@ -154,14 +163,16 @@ async def test_chat_messages_are_paged_past_three_pages_newest_first() -> None:
         # The watermark filter returns only what is newer, still newest first.
         since = messages[59].modified_or_created
         newer = [
-            m.id async for p in client.list_chat_messages(chat_id, since=since) for m in p.items
+            m.id
+            async for p in client.messages.list_chat_messages(chat_id, since=since)
+            for m in p.items
         ]
         assert newer == [m.id for m in messages[:59]]
 
 
 async def test_chat_sweep_reads_every_page_of_my_chats() -> None:
     async with running_tenant(build_seed(chats=120, history=1)) as tenant:
-        chats, complete = await tenant.client().list_my_chats()
+        chats, complete = await tenant.client().chats.list_my_chats()
         assert complete is True
         assert {c.id for c in chats} == {c.id for c in tenant.seed.chats}
         assert all(c.last_message_preview is not None and c.members for c in chats)
@@ -173,11 +184,11 @@ async def test_chat_sweep_reads_every_page_of_my_chats() -> None:
 
 async def test_retry_after_is_honoured_as_seen_by_the_emulator(tenant: Tenant) -> None:
     client = tenant.client()
-    await client.get_me()  # tokens first, so only Graph requests follow
+    await client.directory.get_me()  # tokens first, so only Graph requests follow
     await tenant.admin("POST", "stats/reset")
     await tenant.admin("POST", "throttle", {"requests": 1, "retry_after": 1})
 
-    me = await client.get_me()
+    me = await client.directory.get_me()
 
     assert me.id == tenant.seed.agent_user.id
     calls = [r for r in (await tenant.stats())["recent"] if r["path"] == "/v1.0/me"]
@@ -192,7 +203,7 @@ async def test_retry_after_is_honoured_as_seen_by_the_emulator(tenant: Tenant) -
 async def test_server_errors_on_a_get_are_retried_until_it_succeeds(tenant: Tenant) -> None:
     client = tenant.client()
     await tenant.admin("POST", "faults", {"status": 502, "route_pattern": "^/v1.0/me$", "count": 2})
-    me = await client.get_me()
+    me = await client.directory.get_me()
     assert me.id == tenant.seed.agent_user.id
     assert await tenant.statuses("GET", "/v1.0/me") == [502, 502, 200]
 
@@ -213,9 +224,9 @@ async def test_a_send_that_failed_after_taking_effect_is_not_resent(tenant: Tena
         },
     )
     with pytest.raises(GraphServerError) as caught:
-        await client.send_chat_message(chat_id, "only once, please")
+        await client.messages.send_chat_message(chat_id, "only once, please")
     assert caught.value.outcome_unknown
-    newest = await client.get_newest_chat_message(chat_id)
+    newest = await client.messages.get_newest_chat_message(chat_id)
     assert newest is not None and newest.body.content == "only once, please"
     assert await tenant.statuses("POST", f"/v1.0/chats/{chat_id}/messages") == [503]
 
@@ -235,12 +246,12 @@ async def test_hundred_concurrent_callers_cause_one_token_request_per_hop(tenant
 
 async def test_revoked_token_mid_run_is_recovered_with_exactly_one_refresh(tenant: Tenant) -> None:
     client = tenant.client()
-    await client.get_me()
+    await client.directory.get_me()
     await tenant.admin("POST", "stats/reset")
     await tenant.admin("POST", "revoke", {"all": True})
 
     # 12 callers: with their retries they stay inside the emulator's 30 requests/s budget.
-    results = await asyncio.gather(*(client.get_me() for _ in range(12)))
+    results = await asyncio.gather(*(client.directory.get_me() for _ in range(12)))
 
     assert {u.id for u in results} == {tenant.seed.agent_user.id}
     assert await tenant.token_requests_by_client() == Counter(
@@ -314,7 +325,7 @@ async def test_certificate_credential_works_end_to_end(certificate: CertificateF
         client = tenant.client(
             tenant.provider(BlueprintCertificate(certificate.cert_path, certificate.key_path))
         )
-        assert (await client.get_me()).id == seed.agent_user.id
+        assert (await client.directory.get_me()).id == seed.agent_user.id
 
 
 class ProjectedTokens:
@@ -407,10 +418,13 @@ async def test_malformed_items_from_the_wire_are_skipped_with_a_warning_and_coun
     assert chat_id is not None
     async with httpx.AsyncClient(transport=TamperingTransport()) as tampered:
         client = GraphClient(
-            tenant.emulator.graph_url, tenant.provider(), http=tampered, metrics=tenant.metrics
+            GraphOptions(tenant.emulator.graph_url),
+            tenant.provider(),
+            http=tampered,
+            metrics=tenant.metrics.graph,
         )
         with caplog.at_level(logging.WARNING, logger="service.graph.pages"):
-            pages = [p async for p in client.list_chat_messages(chat_id, since=None)]
+            pages = [p async for p in client.messages.list_chat_messages(chat_id, since=None)]
     assert [(len(p.items), p.skipped) for p in pages] == [(4, 1)]
     assert (
         tenant.metrics.registry.get_sample_value(
@@ -431,30 +445,30 @@ async def test_every_client_call_works_against_the_emulator(tenant: Tenant) -> N
     agent = seed.agent_user.id
     ada, grace, katherine = (h.id for h in seed.humans[:3])
 
-    assert (await client.get_user(ada)).display_name == "Ada Lovelace"
+    assert (await client.directory.get_user(ada)).display_name == "Ada Lovelace"
     with pytest.raises(GraphForbidden):  # Graph lists sponsors to no delegated token
-        await client.list_sponsors(seed.agent_identity.id)
+        await client.directory.list_sponsors(seed.agent_identity.id)
     directory = client.with_tokens(tenant.provider().agent_identity_tokens())
-    sponsors = await directory.list_sponsors(seed.agent_identity.id)
+    sponsors = await directory.directory.list_sponsors(seed.agent_identity.id)
     assert [(s.id, s.odata_type) for s in sponsors] == [
         (ada, None)
     ]  # the emulator's default: id only
 
-    one_on_one = await client.create_chat("oneOnOne", [agent, ada])
+    one_on_one = await client.chats.create_chat("oneOnOne", [agent, ada])
     assert one_on_one.id == seed.chats[0].id  # Graph returns the existing 1:1 chat
-    group = await client.create_chat("group", [agent, ada, grace], topic="Plans")
-    await client.add_chat_member(group.id, katherine)
-    assert {m.user_id for m in await client.list_chat_members(group.id)} == {
+    group = await client.chats.create_chat("group", [agent, ada, grace], topic="Plans")
+    await client.chats.add_chat_member(group.id, katherine)
+    assert {m.user_id for m in await client.chats.list_chat_members(group.id)} == {
         agent,
         ada,
         grace,
         katherine,
     }
-    fetched = await client.get_chat(group.id)
+    fetched = await client.chats.get_chat(group.id)
     assert fetched.topic == "Plans" and len(fetched.members) == 4
 
-    sent = await client.send_chat_message(group.id, "hello <team>")
-    newest = await client.get_newest_chat_message(group.id)
+    sent = await client.messages.send_chat_message(group.id, "hello <team>")
+    newest = await client.messages.get_newest_chat_message(group.id)
     assert newest is not None and newest.id == sent.id
     assert newest.sender is not None and newest.sender.id == agent and not newest.is_system
 
@@ -463,16 +477,16 @@ async def test_every_client_call_works_against_the_emulator(tenant: Tenant) -> N
         "mail",
         {"to": agent, "from": "ada@contoso.com", "subject": "Lunch?", "body": "At 12"},
     )
-    before = (await client.get_newest_chat_message(group.id)).created_date_time  # type: ignore[union-attr]
-    mails = [m async for p in client.list_mail(before - timedelta(minutes=1)) for m in p.items]
+    before = (await client.messages.get_newest_chat_message(group.id)).created_date_time  # type: ignore[union-attr]
+    mails = [m async for p in client.mail.list_mail(before - timedelta(minutes=1)) for m in p.items]
     assert [m.subject for m in mails] == ["Lunch?"]
-    mail = await client.get_mail(mails[0].id)
+    mail = await client.mail.get_mail(mails[0].id)
     assert (
         mail.sender is not None
         and mail.sender.address == "ada@contoso.com"
         and mail.body.content == "At 12"
     )
-    await client.send_mail("ada@contoso.com", "Re: Lunch?", "Yes")
+    await client.mail.send_mail("ada@contoso.com", "Re: Lunch?", "Yes")
 
 
 async def test_settings_for_the_demo_tenant_build_a_working_agent_user_client() -> None:
@@ -488,8 +502,13 @@ async def test_settings_for_the_demo_tenant_build_a_working_agent_user_client() 
             agent_identity_id=demo.agent_identity.id,
             agent_user_id=demo.agent_user.id,
         )
-        provider = token_provider_from_settings(settings, tenant.http, metrics=tenant.metrics)
-        client = GraphClient(settings.graph_url, provider, http=tenant.http, metrics=tenant.metrics)
-        assert (await client.get_me()).id == demo.agent_user.id
-        chats, complete = await client.list_my_chats()
+        provider = token_provider_from_settings(settings, tenant.http, metrics=tenant.metrics.graph)
+        client = GraphClient(
+            GraphOptions(settings.graph_url),
+            provider,
+            http=tenant.http,
+            metrics=tenant.metrics.graph,
+        )
+        assert (await client.directory.get_me()).id == demo.agent_user.id
+        chats, complete = await client.chats.list_my_chats()
         assert complete and len(chats) == len(demo.chats)

@@ -19,26 +19,28 @@ from pydantic import SecretStr
 
 from service.config import Settings
 from service.doctor.app_token import AgentIdentityAppToken
+from service.from_settings.graph_auth import token_provider_from_settings
 from service.graph.auth import (
     STORAGE_SCOPE,
+    AgentUserIdentity,
     AgentUserTokenProvider,
     BlueprintCertificate,
     BlueprintCredential,
     BlueprintFederatedTokenFile,
     BlueprintSecret,
     storage_token_provider,
-    token_provider_from_settings,
 )
 from service.graph.auth.hop_forms import EXCHANGE_SCOPE
 from service.graph.auth.credentials import JWT_BEARER
 from service.graph.errors import TokenAcquisitionError, TokenConfigurationError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import GraphMetrics, Metrics
 from tests.graph.conftest import CertificateFiles
 
 AUTHORITY = "https://login.test"
 TENANT = "tenant-1"
 TOKEN_URL = f"{AUTHORITY}/{TENANT}/oauth2/v2.0/token"
 GRAPH = "https://graph.microsoft.com/.default"
+IDENTITY = AgentUserIdentity(AUTHORITY, TENANT, "blueprint-app", "agent-identity", "agent-user")
 
 
 class FakeEntra:
@@ -87,14 +89,10 @@ def provider(
     metrics: Metrics | None = None,
 ) -> AgentUserTokenProvider:
     return AgentUserTokenProvider(
-        AUTHORITY,
-        TENANT,
-        "blueprint-app",
+        IDENTITY,
         credential or BlueprintSecret("s3cret-value"),
-        "agent-identity",
-        "agent-user",
         http=httpx.AsyncClient(transport=httpx.MockTransport(entra)),
-        metrics=metrics,
+        metrics=(metrics or Metrics()).graph,
         clock=clock or Clock(),
     )
 
@@ -277,13 +275,10 @@ async def test_token_endpoint_5xx_is_retried_because_asking_for_a_token_has_no_s
         return answer if answer is not None else await entra(request)
 
     p = AgentUserTokenProvider(
-        AUTHORITY,
-        TENANT,
-        "blueprint-app",
+        IDENTITY,
         BlueprintSecret("x"),
-        "agent-identity",
-        "agent-user",
         http=httpx.AsyncClient(transport=httpx.MockTransport(flaky)),
+        metrics=GraphMetrics(),
         clock=Clock(),
         sleep=_no_sleep,
     )
@@ -383,7 +378,9 @@ def settings(**values: Any) -> Settings:
 def test_settings_missing_identity_ids_name_every_variable() -> None:
     with pytest.raises(TokenConfigurationError) as caught:
         token_provider_from_settings(
-            settings(tenant_id=None, agent_user_id=None), httpx.AsyncClient()
+            settings(tenant_id=None, agent_user_id=None),
+            httpx.AsyncClient(),
+            metrics=GraphMetrics(),
         )
     assert "ENTRABOT_TENANT_ID" in str(caught.value) and "ENTRABOT_AGENT_USER_ID" in str(
         caught.value
@@ -393,14 +390,18 @@ def test_settings_missing_identity_ids_name_every_variable() -> None:
 
 def test_settings_without_a_credential_list_the_three_choices() -> None:
     with pytest.raises(TokenConfigurationError, match="ENTRABOT_BLUEPRINT_FEDERATED_TOKEN_FILE"):
-        token_provider_from_settings(settings(blueprint_client_secret=None), httpx.AsyncClient())
+        token_provider_from_settings(
+            settings(blueprint_client_secret=None), httpx.AsyncClient(), metrics=GraphMetrics()
+        )
 
 
 def test_settings_with_two_credentials_are_refused(certificate: CertificateFiles) -> None:
     both = "ENTRABOT_BLUEPRINT_CERTIFICATE_PATH and ENTRABOT_BLUEPRINT_CLIENT_SECRET"
     with pytest.raises(TokenConfigurationError, match=both):
         token_provider_from_settings(
-            settings(blueprint_certificate_path=certificate.combined_path), httpx.AsyncClient()
+            settings(blueprint_certificate_path=certificate.combined_path),
+            httpx.AsyncClient(),
+            metrics=GraphMetrics(),
         )
 
 
@@ -411,6 +412,7 @@ def test_settings_with_an_unreadable_certificate_name_the_variable(tmp_path: Pat
         token_provider_from_settings(
             settings(blueprint_client_secret=None, blueprint_certificate_path=bad),
             httpx.AsyncClient(),
+            metrics=GraphMetrics(),
         )
 
 
@@ -421,7 +423,9 @@ def test_settings_with_a_key_path_but_no_certificate_are_refused(
         TokenConfigurationError, match="ENTRABOT_BLUEPRINT_CERTIFICATE_KEY_PATH is set but"
     ):
         token_provider_from_settings(
-            settings(blueprint_certificate_key_path=certificate.key_path), httpx.AsyncClient()
+            settings(blueprint_certificate_key_path=certificate.key_path),
+            httpx.AsyncClient(),
+            metrics=GraphMetrics(),
         )
 
 
@@ -432,6 +436,7 @@ def test_settings_with_a_missing_federated_token_file_are_refused(tmp_path: Path
                 blueprint_client_secret=None, blueprint_federated_token_file=tmp_path / "nope"
             ),
             httpx.AsyncClient(),
+            metrics=GraphMetrics(),
         )
 
 
@@ -445,5 +450,6 @@ def test_settings_build_a_certificate_provider_from_split_files(
             blueprint_certificate_key_path=certificate.key_path,
         ),
         httpx.AsyncClient(),
+        metrics=GraphMetrics(),
     )
     assert "certificate" in p.describe() and "BEGIN" not in p.describe()

@@ -14,10 +14,11 @@ import httpx
 import pytest
 
 from service.graph.client import GraphClient
+from service.graph.options import GraphOptions
 from service.graph.errors import GraphError, GraphServerError
 from service.graph.pacing import PacingRules
 from service.graph.retry_policy import RetryPolicy
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import GraphMetrics, Metrics
 from tests.graph.test_client_rules import NOW, CountingTokens, Handler, Recorder, graph_error
 
 BASE = "https://graph.test/v1.0"
@@ -64,14 +65,13 @@ def client_on(
 ) -> tuple[GraphClient, Recorder]:
     recorder = Recorder(handler)
     client = GraphClient(
-        BASE,
+        GraphOptions(BASE, retry=policy),
         CountingTokens(),
         http=httpx.AsyncClient(transport=httpx.MockTransport(recorder)),
-        retry_policy=policy,
         clock=clock,
         sleep=clock.sleep,
         rng=random.Random(1),
-        metrics=metrics,
+        metrics=(metrics or Metrics()).graph,
         shared_hold=shared,
     )
     return client, recorder
@@ -95,10 +95,10 @@ async def test_a_503_with_retry_after_holds_every_later_request_until_then() -> 
         metrics=metrics,
     )
     with pytest.raises(GraphServerError):
-        await client.get_me()
+        await client.directory.get_me()
     assert clock.slept == []
     await (
-        client.get_me()
+        client.directory.get_me()
     )  # another call, not a retry: it waits out the 503's Retry-After before sending
     assert clock.slept == [30.0] and len(recorder.requests) == 2
     assert (
@@ -116,17 +116,17 @@ async def test_overload_without_retry_after_holds_briefly_growing_to_a_cap_and_r
     client, _ = client_on(answers(*[failure] * 7, ok(), failure, ok()), clock)
     for _ in range(7):
         with pytest.raises(GraphError):
-            await client.get_me()
+            await client.directory.get_me()
     rules = PacingRules()
     # Each hold is slept before the next call; equal jitter keeps each in [step/2, step].
     steps = [min(rules.backoff_cap_s, rules.backoff_base_s * 2**i) for i in range(6)]
     assert len(clock.slept) == 6
     assert all(step / 2 <= slept <= step for slept, step in zip(clock.slept, steps, strict=True))
     assert max(clock.slept) <= rules.backoff_cap_s
-    await client.get_me()  # sleeps the 7th hold, then Graph answers: the count resets
+    await client.directory.get_me()  # sleeps the 7th hold, then Graph answers: the count resets
     with pytest.raises(GraphError):
-        await client.get_me()
-    await client.get_me()
+        await client.directory.get_me()
+    await client.directory.get_me()
     assert rules.backoff_base_s / 2 <= clock.slept[-1] <= rules.backoff_base_s
 
 
@@ -134,8 +134,8 @@ async def test_a_500_without_retry_after_holds_nobody() -> None:
     clock = MovingClock()
     client, recorder = client_on(answers(graph_error(500, "InternalServerError"), ok()), clock)
     with pytest.raises(GraphServerError):
-        await client.get_me()
-    await client.get_me()
+        await client.directory.get_me()
+    await client.directory.get_me()
     assert clock.slept == [] and len(recorder.requests) == 2
 
 
@@ -146,7 +146,7 @@ async def test_a_retrying_call_sleeps_once_for_its_own_delay_and_the_hold() -> N
         clock,
         policy=RetryPolicy(),
     )
-    await client.get_me()
+    await client.directory.get_me()
     assert clock.slept == [5.0] and len(recorder.requests) == 2
 
 
@@ -164,7 +164,7 @@ async def test_only_a_hold_graph_asked_for_is_announced_to_the_fleet() -> None:
     )
     for _ in range(3):
         with pytest.raises(GraphError):
-            await client.get_me()
+            await client.directory.get_me()
     # The backoff after the first 503 is our own guess; a Retry-After is Graph's word, for the whole fleet.
     assert [(status, route) for _, status, route in shared.announced] == [(503, "me"), (429, "me")]
     assert shared.announced[0][0] == NOW + clock.slept[0] + 7.0
@@ -176,9 +176,9 @@ async def test_a_fleet_hold_holds_the_client_and_its_directory_twin() -> None:
     shared = RecordingHold(until=NOW + 12.0)
     client, recorder = client_on(answers(ok(), ok()), clock, shared=shared, metrics=metrics)
     directory = client.with_tokens(CountingTokens())
-    await directory.get_me()
+    await directory.directory.get_me()
     assert clock.slept == [12.0]
-    await client.get_me()  # the same hold, already over: no second sleep
+    await client.directory.get_me()  # the same hold, already over: no second sleep
     assert clock.slept == [12.0] and len(recorder.requests) == 2
     assert metrics.registry.get_sample_value("entrabot_graph_holds_total", {"cause": "fleet"}) == 1
 
@@ -201,14 +201,16 @@ async def test_after_a_hold_one_probe_goes_first_and_the_others_wait_for_its_ans
         return ok()
 
     client = GraphClient(
-        BASE,
+        GraphOptions(BASE, retry=RetryPolicy(max_attempts=6)),
         CountingTokens(),
         http=httpx.AsyncClient(transport=httpx.MockTransport(graph)),
-        retry_policy=RetryPolicy(max_attempts=6),
+        metrics=GraphMetrics(),
     )
     with pytest.raises(GraphServerError):
-        await client.send_chat_message("19:abc@thread.v2", "hi")  # a POST: not retried after a 5xx
-    results = await asyncio.gather(*(client.get_me() for _ in range(5)))
+        await client.messages.send_chat_message(
+            "19:abc@thread.v2", "hi"
+        )  # a POST: not retried after a 5xx
+    results = await asyncio.gather(*(client.directory.get_me() for _ in range(5)))
     assert [me.id for me in results] == ["u-1"] * 5
     # While Graph failed, one request at a time went (the probes); the rest followed its success.
     assert started_with[:3] == [1, 1, 1]

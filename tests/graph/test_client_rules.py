@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from service.graph.auth.tokens import AccessToken
-from service.graph.client import GraphClient, graph_timestamp
+from service.graph.client import GraphClient
+from service.graph.options import GraphOptions
 from service.graph.errors import (
     GraphAuthError,
     GraphBadRequest,
@@ -23,6 +24,7 @@ from service.graph.errors import (
     GraphThrottled,
 )
 from service.graph.retry_policy import RetryPolicy
+from service.graph.urls import graph_timestamp
 from service.telemetry.metrics import Metrics
 
 BASE = "https://graph.test/v1.0"
@@ -67,7 +69,7 @@ def make_client(
     *,
     tokens: CountingTokens | None = None,
     metrics: Metrics | None = None,
-    **kwargs: object,
+    retry_policy: RetryPolicy | None = None,
 ) -> tuple[GraphClient, Recorder, list[float]]:
     recorder = Recorder(handler)
     slept: list[float] = []
@@ -76,13 +78,12 @@ def make_client(
         slept.append(seconds)
 
     client = GraphClient(
-        BASE,
+        GraphOptions(BASE, retry=retry_policy or RetryPolicy()),
         tokens or CountingTokens(),
         http=httpx.AsyncClient(transport=httpx.MockTransport(recorder)),
-        metrics=metrics,
+        metrics=(metrics or Metrics()).graph,
         clock=lambda: NOW,
         sleep=sleep,
-        **kwargs,  # type: ignore[arg-type]
     )
     return client, recorder, slept
 
@@ -130,7 +131,7 @@ async def test_next_link_to_another_host_is_refused_and_no_token_is_sent_there()
     client, recorder, _ = make_client(handler)
     seen: list[str] = []
     with pytest.raises(GraphPayloadError, match="points away"):
-        async for p in client.list_chat_messages(CHAT, since=None):
+        async for p in client.messages.list_chat_messages(CHAT, since=None):
             seen.extend(m.id for m in p.items)
     assert seen == ["m1"]
     assert {r.url.host for r in recorder.requests} == {"graph.test"}
@@ -148,7 +149,7 @@ async def test_next_link_to_another_host_is_refused_and_no_token_is_sent_there()
 async def test_next_link_must_match_scheme_host_and_port(link: str) -> None:
     client, recorder, _ = make_client(lambda r: page([chat("c1")], next_link=link))
     with pytest.raises(GraphPayloadError):
-        await client.list_chat_members("c1")
+        await client.chats.list_chat_members("c1")
     assert len(recorder.requests) == 1
 
 
@@ -161,14 +162,16 @@ async def test_next_link_on_the_graph_origin_is_followed_verbatim() -> None:
         return page([msg("m1")], next_link=second)
 
     client, recorder, _ = make_client(handler)
-    ids = [m.id async for p in client.list_chat_messages(CHAT, since=None) for m in p.items]
+    ids = [
+        m.id async for p in client.messages.list_chat_messages(CHAT, since=None) for m in p.items
+    ]
     assert ids == ["m1", "m2"]
     assert recorder.requests[1].url.query == b"$skiptoken=abc%3D%3D"
 
 
 async def test_a_caller_can_stop_paging_early() -> None:
     client, recorder, _ = make_client(lambda r: page([msg("m")], next_link=f"{BASE}/more"))
-    async for _ in client.list_chat_messages(CHAT, since=None, max_pages=10):
+    async for _ in client.messages.list_chat_messages(CHAT, since=None, max_pages=10):
         break
     assert len(recorder.requests) == 1
 
@@ -176,7 +179,7 @@ async def test_a_caller_can_stop_paging_early() -> None:
 async def test_message_query_uses_graph_literal_names_and_a_truncated_utc_timestamp() -> None:
     client, recorder, _ = make_client(lambda r: page([]))
     since = datetime(2026, 11, 20, 10, 0, 0, 999_999, tzinfo=timezone.utc)
-    async for _ in client.list_chat_messages(CHAT, since=since, top=50):
+    async for _ in client.messages.list_chat_messages(CHAT, since=since, top=50):
         pass
     url = str(recorder.requests[0].url)
     assert "/chats/19:abc@thread.v2/messages?" in url
@@ -192,8 +195,8 @@ def test_graph_timestamp_refuses_naive_datetimes() -> None:
 async def test_ids_cannot_climb_out_of_their_collection() -> None:
     client, recorder, _ = make_client(lambda r: page([]))
     with pytest.raises(ValueError):
-        await client.get_chat("..")
-    async for _ in client.list_chat_messages("a/../../users", since=None):
+        await client.chats.get_chat("..")
+    async for _ in client.messages.list_chat_messages("a/../../users", since=None):
         pass
     assert recorder.requests[0].url.raw_path.startswith(b"/v1.0/chats/a%2F..%2F..%2Fusers/messages")
 
@@ -207,7 +210,7 @@ async def test_throttled_get_waits_the_http_date_retry_after_and_counts_the_thro
         ]
     )
     client, recorder, slept = make_client(lambda r: next(answers), metrics=metrics)
-    async for _ in client.list_chat_messages(CHAT, since=None):
+    async for _ in client.messages.list_chat_messages(CHAT, since=None):
         pass
     assert slept == [12.0]
     assert len(recorder.requests) == 2
@@ -231,10 +234,11 @@ async def test_throttled_get_waits_the_http_date_retry_after_and_counts_the_thro
 
 async def test_retry_after_beyond_the_cap_raises_throttled_without_waiting() -> None:
     client, recorder, slept = make_client(
-        lambda r: graph_error(429, "TooManyRequests", {"Retry-After": "120"}), max_retry_after=60
+        lambda r: graph_error(429, "TooManyRequests", {"Retry-After": "120"}),
+        retry_policy=RetryPolicy(max_retry_after=60),
     )
     with pytest.raises(GraphThrottled) as caught:
-        await client.get_me()
+        await client.directory.get_me()
     assert caught.value.retry_after == 120.0 and slept == [] and len(recorder.requests) == 1
 
 
@@ -244,7 +248,7 @@ async def test_throttling_is_retried_a_bounded_number_of_times() -> None:
         retry_policy=RetryPolicy(max_attempts=3),
     )
     with pytest.raises(GraphThrottled):
-        await client.get_me()
+        await client.directory.get_me()
     assert len(recorder.requests) == 3 and slept == [1.0, 1.0]
 
 
@@ -256,7 +260,7 @@ async def test_throttled_send_is_retried_and_posts_once() -> None:
         ]
     )
     client, recorder, _ = make_client(lambda r: next(answers))
-    sent = await client.send_chat_message(CHAT, "hello")
+    sent = await client.messages.send_chat_message(CHAT, "hello")
     assert sent.id == "new" and len(recorder.requests) == 2
     assert json.loads(recorder.requests[1].content) == {
         "body": {"contentType": "text", "content": "hello"}
@@ -268,7 +272,7 @@ async def test_server_error_on_send_is_not_resent_and_says_the_outcome_is_unknow
         lambda r: graph_error(503, "ServiceUnavailable", {"Retry-After": "1"})
     )
     with pytest.raises(GraphServerError) as caught:
-        await client.send_chat_message(CHAT, "hello")
+        await client.messages.send_chat_message(CHAT, "hello")
     assert caught.value.outcome_unknown and caught.value.status == 503
     assert len(recorder.requests) == 1 and slept == []
 
@@ -282,7 +286,7 @@ async def test_server_error_on_get_is_retried_with_backoff_until_it_succeeds() -
         ]
     )
     client, recorder, slept = make_client(lambda r: next(answers))
-    me = await client.get_me()
+    me = await client.directory.get_me()
     assert me.id == "me" and len(recorder.requests) == 3
     assert len(slept) == 2 and all(d > 0 for d in slept)
 
@@ -290,7 +294,7 @@ async def test_server_error_on_get_is_retried_with_backoff_until_it_succeeds() -
 async def test_persistent_server_error_on_get_gives_up_after_the_bounded_attempts() -> None:
     client, recorder, _ = make_client(lambda r: graph_error(500, "InternalServerError"))
     with pytest.raises(GraphServerError) as caught:
-        await client.get_me()
+        await client.directory.get_me()
     assert not caught.value.outcome_unknown and len(recorder.requests) == RetryPolicy().max_attempts
 
 
@@ -300,7 +304,7 @@ async def test_unauthorized_refreshes_the_token_once_and_retries_once() -> None:
         [graph_error(401, "InvalidAuthenticationToken"), httpx.Response(200, json={"id": "me"})]
     )
     client, recorder, _ = make_client(lambda r: next(answers), tokens=tokens)
-    assert (await client.get_me()).id == "me"
+    assert (await client.directory.get_me()).id == "me"
     assert tokens.invalidated == ["token-1"]
     assert [r.headers["Authorization"] for r in recorder.requests] == [
         "Bearer token-1",
@@ -314,7 +318,7 @@ async def test_unauthorized_after_the_refresh_is_an_auth_error() -> None:
         lambda r: graph_error(401, "InvalidAuthenticationToken"), tokens=tokens
     )
     with pytest.raises(GraphAuthError):
-        await client.get_me()
+        await client.directory.get_me()
     assert len(recorder.requests) == 2 and tokens.issued == 2
 
 
@@ -324,7 +328,7 @@ async def test_lost_answer_on_send_is_not_resent() -> None:
 
     client, recorder, _ = make_client(handler)
     with pytest.raises(GraphConnectionError) as caught:
-        await client.send_chat_message(CHAT, "hello")
+        await client.messages.send_chat_message(CHAT, "hello")
     assert caught.value.outcome_unknown and len(recorder.requests) == 1
 
 
@@ -340,7 +344,7 @@ async def test_refused_connection_on_send_is_retried_because_nothing_left() -> N
         return answer
 
     client, recorder, _ = make_client(handler)
-    assert (await client.send_chat_message(CHAT, "hello")).id == "new"
+    assert (await client.messages.send_chat_message(CHAT, "hello")).id == "new"
     assert len(recorder.requests) == 2
 
 
@@ -350,7 +354,7 @@ async def test_client_errors_map_to_typed_errors_with_code_and_request_id(
 ) -> None:
     client, recorder, _ = make_client(lambda r: graph_error(status, "SomeCode"))
     with pytest.raises(error) as caught:
-        await client.get_chat(CHAT)
+        await client.chats.get_chat(CHAT)
     assert (
         caught.value.status == status
         and caught.value.code == "SomeCode"
@@ -362,9 +366,9 @@ async def test_client_errors_map_to_typed_errors_with_code_and_request_id(
 async def test_metrics_use_route_templates_never_raw_ids() -> None:
     metrics = Metrics()
     client, _, _ = make_client(lambda r: page([msg("m1")]), metrics=metrics)
-    async for _ in client.list_chat_messages(CHAT, since=None):
+    async for _ in client.messages.list_chat_messages(CHAT, since=None):
         pass
-    await client.list_chat_members(CHAT)
+    await client.chats.list_chat_members(CHAT)
     routes = {
         s.labels["route"]
         for family in metrics.registry.collect()
@@ -382,21 +386,21 @@ async def test_chat_sweep_keeps_the_pages_read_before_a_failure() -> None:
         return page([chat(f"c{n}")], next_link=f"{BASE}/me/chats?p={n + 1}")
 
     client, _, _ = make_client(handler)
-    chats, complete = await client.list_my_chats()
+    chats, complete = await client.chats.list_my_chats()
     assert [c.id for c in chats] == ["c1", "c2"] and complete is False
 
 
 async def test_chat_sweep_failing_on_the_first_page_raises() -> None:
     client, _, _ = make_client(lambda r: graph_error(403, "Forbidden"))
     with pytest.raises(GraphForbidden):
-        await client.list_my_chats()
+        await client.chats.list_my_chats()
 
 
 async def test_chat_sweep_at_the_page_cap_is_incomplete() -> None:
     client, recorder, _ = make_client(
         lambda r: page([chat("c")], next_link=f"{BASE}/me/chats?more=1")
     )
-    chats, complete = await client.list_my_chats(max_pages=3)
+    chats, complete = await client.chats.list_my_chats(max_pages=3)
     assert len(chats) == 3 and complete is False and len(recorder.requests) == 3
     assert "$expand=lastMessagePreview,members" in str(recorder.requests[0].url)
 
@@ -404,24 +408,24 @@ async def test_chat_sweep_at_the_page_cap_is_incomplete() -> None:
 async def test_unreadable_newest_message_is_an_error_not_an_empty_chat() -> None:
     client, _, _ = make_client(lambda r: page([{"id": "m1", "messageType": "message"}]))
     with pytest.raises(GraphPayloadError):
-        await client.get_newest_chat_message(CHAT)
+        await client.messages.get_newest_chat_message(CHAT)
 
 
 async def test_empty_chat_has_no_newest_message() -> None:
     client, recorder, _ = make_client(lambda r: page([]))
-    assert await client.get_newest_chat_message(CHAT) is None
+    assert await client.messages.get_newest_chat_message(CHAT) is None
     assert "$top=1" in str(recorder.requests[0].url)
 
 
 async def test_non_json_answer_is_a_payload_error() -> None:
     client, _, _ = make_client(lambda r: httpx.Response(200, text="<html>proxy login</html>"))
     with pytest.raises(GraphPayloadError):
-        await client.get_me()
+        await client.directory.get_me()
 
 
 async def test_create_chat_binds_members_to_the_configured_graph() -> None:
     client, recorder, _ = make_client(lambda r: httpx.Response(201, json=chat("19:new")))
-    created = await client.create_chat("group", ["agent", "o'brien"], topic="Plans")
+    created = await client.chats.create_chat("group", ["agent", "o'brien"], topic="Plans")
     assert created.id == "19:new"
     body = json.loads(recorder.requests[0].content)
     assert body["chatType"] == "group" and body["topic"] == "Plans"
@@ -433,7 +437,7 @@ async def test_create_chat_binds_members_to_the_configured_graph() -> None:
 
 async def test_send_mail_posts_a_message_with_recipients() -> None:
     client, recorder, _ = make_client(lambda r: httpx.Response(202))
-    await client.send_mail(["ada@contoso.com"], "Subject", "Body")
+    await client.mail.send_mail(["ada@contoso.com"], "Subject", "Body")
     request = recorder.requests[0]
     assert request.url.path == "/v1.0/me/sendMail"
     message = json.loads(request.content)["message"]
@@ -446,7 +450,7 @@ async def test_send_mail_carries_copies_and_custom_headers_and_a_5xx_is_not_repe
         lambda r: graph_error(503, "ServiceUnavailable", {"Retry-After": "1"})
     )
     with pytest.raises(GraphServerError) as failed:
-        await client.send_mail(
+        await client.mail.send_mail(
             ["ada@contoso.com"],
             "S",
             "B",
@@ -462,7 +466,7 @@ async def test_send_mail_carries_copies_and_custom_headers_and_a_5xx_is_not_repe
 @pytest.mark.parametrize("kind", ["reply", "replyAll"])
 async def test_a_reply_posts_the_comment_and_headers_to_the_messages_action(kind: str) -> None:
     client, recorder, _ = make_client(lambda r: httpx.Response(202))
-    await client.answer_mail("AAMk/1=", kind, "Thanks", headers={"x-entrabot-send-id": "r1"})  # type: ignore[arg-type]
+    await client.mail.answer_mail("AAMk/1=", kind, "Thanks", headers={"x-entrabot-send-id": "r1"})  # type: ignore[arg-type]
     request = recorder.requests[0]
     assert (
         request.method == "POST"
@@ -473,23 +477,23 @@ async def test_a_reply_posts_the_comment_and_headers_to_the_messages_action(kind
         "message": {"internetMessageHeaders": [{"name": "x-entrabot-send-id", "value": "r1"}]},
     }
     with pytest.raises(ValueError, match="takes no recipients"):
-        await client.answer_mail("AAMk1", kind, "x", to=["a@b.c"])  # type: ignore[arg-type]
+        await client.mail.answer_mail("AAMk1", kind, "x", to=["a@b.c"])  # type: ignore[arg-type]
 
 
 async def test_a_forward_names_its_recipients() -> None:
     client, recorder, _ = make_client(lambda r: httpx.Response(202))
-    await client.answer_mail("AAMk1", "forward", "FYI", to=["auditor@fabrikam.com"])
+    await client.mail.answer_mail("AAMk1", "forward", "FYI", to=["auditor@fabrikam.com"])
     assert json.loads(recorder.requests[0].content) == {
         "comment": "FYI",
         "toRecipients": [{"emailAddress": {"address": "auditor@fabrikam.com"}}],
     }
     with pytest.raises(ValueError, match="at least one recipient"):
-        await client.answer_mail("AAMk1", "forward", "FYI")
+        await client.mail.answer_mail("AAMk1", "forward", "FYI")
 
 
 async def test_a_shared_mailbox_is_read_at_its_users_path() -> None:
     client, recorder, _ = make_client(lambda r: page([]))
-    pages = client.list_mail(None, top=5, mailbox="support@contoso.com")
+    pages = client.mail.list_mail(None, top=5, mailbox="support@contoso.com")
     assert [p.items async for p in pages] == [()]
     assert (
         recorder.requests[0].url.path
@@ -506,11 +510,13 @@ async def test_a_429_holds_every_later_request_of_the_client_until_its_retry_aft
             httpx.Response(200, json={"id": "u-1", "userPrincipalName": "a@b.c"}),
         ]
     )
-    client, recorder, slept = make_client(lambda r: next(answers), max_retry_after=60)
+    client, recorder, slept = make_client(
+        lambda r: next(answers), retry_policy=RetryPolicy(max_retry_after=60)
+    )
     with pytest.raises(GraphThrottled):
-        await client.get_me()  # beyond the cap: not retried by this call...
+        await client.directory.get_me()  # beyond the cap: not retried by this call...
     assert slept == []
-    await client.get_me()  # ...but the next call waits (capped) before it sends anything
+    await client.directory.get_me()  # ...but the next call waits (capped) before it sends anything
     assert slept == [60.0] and len(recorder.requests) == 2
 
 
@@ -520,9 +526,9 @@ async def test_a_saved_chats_page_link_off_the_graph_origin_is_refused_before_an
 
     client, recorder, _ = make_client(handler)
     with pytest.raises(GraphPayloadError, match="leaves the Graph origin"):
-        await client.my_chats_page("https://evil.test/v1.0/me/chats?$skiptoken=1")
+        await client.chats.my_chats_page("https://evil.test/v1.0/me/chats?$skiptoken=1")
     with pytest.raises(GraphPayloadError, match="leaves the Graph origin"):
-        async for _ in client.my_chats_pages(
+        async for _ in client.chats.my_chats_pages(
             max_pages=1, start="https://evil.test/v1.0/me/chats?$skiptoken=2"
         ):
             pass
@@ -540,7 +546,7 @@ async def test_a_reaction_is_posted_as_graphs_set_reaction_waits_out_a_429_and_i
         ]
     )
     client, recorder, _ = make_client(lambda r: next(answers))
-    await client.set_chat_message_reaction(CHAT, "1764", "👀")
+    await client.messages.set_chat_message_reaction(CHAT, "1764", "👀")
     assert (
         len(recorder.requests) == 2
     )  # the 429 was not carried out: sent again after its Retry-After
@@ -550,5 +556,5 @@ async def test_a_reaction_is_posted_as_graphs_set_reaction_waits_out_a_429_and_i
     )
     assert json.loads(request.content) == {"reactionType": "👀"}
     with pytest.raises(GraphServerError):
-        await client.set_chat_message_reaction(CHAT, "1765", "👀")
+        await client.messages.set_chat_message_reaction(CHAT, "1765", "👀")
     assert len(recorder.requests) == 3

@@ -70,8 +70,8 @@ async def test_a_replicas_503_with_retry_after_holds_another_replica_sharing_the
 
     a = tenant.client(shared_hold=backoff_a, retry_policy=RetryPolicy(max_attempts=1))
     b = tenant.client(shared_hold=backoff_b, sleep=sleep_b)
-    await a.get_me()
-    await b.get_me()  # tokens and connections first, so only the rule's requests follow
+    await a.directory.get_me()
+    await b.directory.get_me()  # tokens and connections first, so only the rule's requests follow
     await tenant.admin("POST", "stats/reset")
     await tenant.admin(
         "POST",
@@ -80,13 +80,13 @@ async def test_a_replicas_503_with_retry_after_holds_another_replica_sharing_the
     )
 
     with pytest.raises(GraphServerError):
-        await a.get_me()
+        await a.directory.get_me()
     await asyncio.wait_for(
         backoff_a.announced(), timeout=5
     )  # what wakes replica A's backoff loop at once
     await backoff_a.cycle()  # A stores the hold
     await backoff_b.cycle()  # B's loop reads it
-    me = await b.get_me()
+    me = await b.directory.get_me()
 
     assert me.id == tenant.seed.agent_user.id
     calls = [r for r in (await tenant.stats())["recent"] if r["path"] == "/v1.0/me"]
@@ -112,7 +112,7 @@ async def test_a_shared_hold_that_has_ended_holds_no_one(tenant: Tenant, tmp_pat
     reader = FleetBackoff(store, "replica-b", clock=clock.wall)
     await reader.cycle()
     client = tenant.client(shared_hold=reader, clock=clock.epoch, sleep=clock.sleep)
-    await client.get_me()
+    await client.directory.get_me()
 
     assert reader.known is not None and reader.known.writer == "replica-a"  # read, and over
     assert clock.slept == []
@@ -131,7 +131,7 @@ async def test_a_corrupt_shared_backoff_does_not_stop_graph_use_is_logged_once_a
     with caplog.at_level(logging.WARNING, logger="service.ledger.graph_backoff"):
         for _ in range(3):
             await reader.cycle()
-            await client.get_me()
+            await client.directory.get_me()
     assert clock.slept == [] and await graph_requests(tenant) == [200, 200, 200]
     [warning] = [
         r for r in caplog.records if r.name == "service.ledger.graph_backoff"
@@ -147,7 +147,7 @@ async def test_a_corrupt_shared_backoff_does_not_stop_graph_use_is_logged_once_a
     writer.announce(clock.epoch() + 4, 503, "me")
     await writer.cycle()
     await reader.cycle()
-    await client.get_me()
+    await client.directory.get_me()
     assert clock.slept == [4.0]
 
 
@@ -165,5 +165,5 @@ async def test_an_implausible_shared_hold_does_not_stop_graph_use(
     reader = FleetBackoff(store, "replica-b", clock=clock.wall)
     await reader.cycle()
     client: GraphClient = tenant.client(shared_hold=reader, clock=clock.epoch, sleep=clock.sleep)
-    await client.get_me()
+    await client.directory.get_me()
     assert reader.held_until() == 0.0 and clock.slept == []

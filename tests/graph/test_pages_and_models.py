@@ -10,7 +10,7 @@ import pytest
 from service.graph.errors import GraphPayloadError
 from service.graph.models import Chat, ChatMessage, MailMessage
 from service.graph.pages import parse_page
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import GraphMetrics, Metrics
 
 SECRET_BODY = "launch codes 0000"
 
@@ -53,7 +53,7 @@ def test_malformed_items_are_skipped_logged_by_id_without_body_and_counted(
         ]
     }
     with caplog.at_level(logging.WARNING, logger="service.graph.pages"):
-        page = parse_page(payload, ChatMessage, kind="chat message", metrics=metrics)
+        page = parse_page(payload, ChatMessage, kind="chat message", metrics=metrics.graph)
 
     assert [m.id for m in page.items] == ["m1", "m5"]
     assert page.skipped == 4
@@ -77,7 +77,7 @@ def test_malformed_items_are_skipped_logged_by_id_without_body_and_counted(
 )
 def test_malformed_page_envelope_raises_a_payload_error(payload: object) -> None:
     with pytest.raises(GraphPayloadError):
-        parse_page(payload, ChatMessage, kind="chat message")
+        parse_page(payload, ChatMessage, kind="chat message", metrics=GraphMetrics())
 
 
 def test_system_message_without_sender_is_recognised_as_system() -> None:
@@ -90,6 +90,7 @@ def test_system_message_without_sender_is_recognised_as_system() -> None:
         },
         ChatMessage,
         kind="chat message",
+        metrics=GraphMetrics(),
     )
     system, human = page.items
     assert system.is_system and system.sender is None
@@ -102,7 +103,7 @@ def test_an_unknown_user_identity_type_does_not_hide_a_human_message() -> None:
         "m1",
         **{"from": {"user": {"id": "u-2", "displayName": None, "userIdentityType": "newKind"}}},
     )
-    page = parse_page({"value": [raw]}, ChatMessage, kind="chat message")
+    page = parse_page({"value": [raw]}, ChatMessage, kind="chat message", metrics=GraphMetrics())
     assert page.skipped == 0 and page.items[0].sender is not None
     assert page.items[0].sender.user_identity_type == "newKind"
 
@@ -112,6 +113,7 @@ def test_timestamps_are_utc_aware_even_without_an_offset() -> None:
         {"value": [message("m1", lastModifiedDateTime="2026-11-20T10:00:01")]},
         ChatMessage,
         kind="chat message",
+        metrics=GraphMetrics(),
     )
     item = page.items[0]
     assert item.last_modified_date_time == datetime(2026, 11, 20, 10, 0, 1, tzinfo=timezone.utc)
@@ -129,7 +131,7 @@ def test_mail_sender_and_recipients_are_unwrapped_from_email_address() -> None:
         "bodyPreview": "x",
         "internetMessageId": "<abc@contoso.com>",
     }
-    page = parse_page({"value": [raw]}, MailMessage, kind="mail")
+    page = parse_page({"value": [raw]}, MailMessage, kind="mail", metrics=GraphMetrics())
     mail = page.items[0]
     assert mail.sender is not None and mail.sender.address == "ada@contoso.com"
     assert [r.address for r in mail.to_recipients] == ["agent@contoso.com"]
@@ -152,7 +154,10 @@ def test_chat_with_expanded_members_and_preview_is_read() -> None:
         },
     }
     chat = parse_page(
-        {"value": [raw, {"id": "19:bad", "chatType": "broadcast"}]}, Chat, kind="chat"
+        {"value": [raw, {"id": "19:bad", "chatType": "broadcast"}]},
+        Chat,
+        kind="chat",
+        metrics=GraphMetrics(),
     )
     assert chat.skipped == 1
     (item,) = chat.items

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from service.graph.retry_policy import (
     Action,
+    Attempt,
     RetryPolicy,
     Step,
     backoff_delay,
@@ -31,11 +32,8 @@ def decide(
     retry_after: str | None = None,
 ) -> Step:
     return next_step(
+        Attempt(attempt, idempotent, request_sent=sent, refreshed=refreshed),
         status=status,
-        idempotent=idempotent,
-        request_sent=sent,
-        attempt=attempt,
-        refreshed=refreshed,
         retry_after_header=retry_after,
         now=NOW,
         policy=POLICY,

@@ -126,7 +126,9 @@ async def test_a_subscription_gone_at_renewal_is_created_again(world) -> None:
     manager = world.manager()
     await manager.cycle()
     gone = world.live()["userChats"]
-    await world.stack.graph.delete_subscription(gone)  # Graph lost it without telling anyone
+    await world.stack.graph.subscriptions.delete_subscription(
+        gone
+    )  # Graph lost it without telling anyone
     record = parse_record(await world.backend.read_text(RECORD_KEY) or "")
     due = replace(
         record.kept[Source.CHAT], expires_at=record.kept[Source.CHAT].expires_at - timedelta(days=2)
@@ -157,7 +159,7 @@ async def test_a_removal_answered_while_graph_refuses_creation_is_acted_on_once_
     manager = world.manager()
     await manager.cycle()
     removed = world.live()["userChats"]
-    await world.stack.graph.delete_subscription(removed)
+    await world.stack.graph.subscriptions.delete_subscription(removed)
     await record_event(world.backend, LifecycleEvent(removed, "subscriptionRemoved", utc_now()))
     world.emulator.context.faults.add(
         FaultRule(status=503, route_pattern=r"/subscriptions$", method="POST", count=1)

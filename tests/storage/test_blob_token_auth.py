@@ -29,8 +29,10 @@ from emulator.seed import build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.devstack.azurite import Azurite, AzuriteOAuth, start_azurite
 from service.devstack.emulator_env import agent_user_env
-from service.graph.auth import storage_token_provider, token_provider_from_settings
+from service.from_settings.graph_auth import token_provider_from_settings
+from service.graph.auth import storage_token_provider
 from service.graph.auth.tokens import GRAPH_SCOPE
+from service.telemetry.metrics import GraphMetrics
 from service.storage import (
     BlobBackend,
     BlobClientOptions,
@@ -149,7 +151,9 @@ async def backend(
     """The contract's backend: Blob on OAuth Azurite, authenticated by one of the fleet's token paths."""
     if request.param == "agent_user_token":
         settings = settings_from_env(agent_user_settings_env(https_emulator, blob_env))
-        provider = storage_token_provider(token_provider_from_settings(settings, entra_http))
+        provider = storage_token_provider(
+            token_provider_from_settings(settings, entra_http, metrics=GraphMetrics())
+        )
         store = get_backend(settings, storage_token_provider=provider, options=trusted)
     else:
         token_file = tmp_path / "azure-identity-token"
@@ -210,7 +214,7 @@ async def test_a_token_for_another_resource_is_refused_as_token_expired(
 ) -> None:
     # The agent user's Graph token, as a wiring mistake would hand it over: the right issuer, the wrong audience.
     settings = settings_from_env(agent_user_settings_env(https_emulator, blob_env))
-    tokens = token_provider_from_settings(settings, entra_http)
+    tokens = token_provider_from_settings(settings, entra_http, metrics=GraphMetrics())
 
     async def graph_token() -> tuple[str, float]:
         token = await tokens.get_token(GRAPH_SCOPE)

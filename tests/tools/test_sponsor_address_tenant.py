@@ -89,7 +89,7 @@ async def _wait_then_post(
 
 
 async def test_the_emulator_shows_each_members_own_tenant(world: ToolWorld) -> None:
-    members = await world.deps.graph.list_chat_members(world.chat(SHARED_CHAT))
+    members = await world.deps.graph.chats.list_chat_members(world.chat(SHARED_CHAT))
     tenants = {m.user_id: m.tenant_id for m in members}
     assert (
         tenants[world.user("Mallory").id]

@@ -28,7 +28,12 @@ from service.config import Settings
 from service.delivery.hub import DeliveryHub, Handover, TargetKind
 from service.domain.message import InboundMessage
 from service.graph import new_http_client
-from service.graph.auth import AgentUserTokenProvider, BlueprintSecret, TokenProvider
+from service.graph.auth import (
+    AgentUserIdentity,
+    AgentUserTokenProvider,
+    BlueprintSecret,
+    TokenProvider,
+)
 from service.graph.retry_policy import RetryPolicy
 from service.ledger import InteractionLog, PromiseLedger, WatchedChats
 from service.mcp.sessions import SessionState
@@ -36,7 +41,7 @@ from service.mcp.tool_registry import ToolCall, ToolRegistry
 from service.replica_clients import build_clients
 from service.storage.backend import MemoryBackend
 from service.storage.local import LocalBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import GraphMetrics, Metrics
 from service.tools.deps import ToolDeps
 from service.tools.registry import register_tools
 from service.domain.agent import AgentUser
@@ -223,14 +228,15 @@ async def tool_world(
         if signed_in is not None:
             await sign_in_as(emu, config, store, signed_in)
         else:
-            tokens = AgentUserTokenProvider(
+            identity = AgentUserIdentity(
                 emu.authority,
                 seed.tenant_id,
                 seed.blueprint.app_id,
-                BlueprintSecret(BLUEPRINT_SECRET),
                 seed.agent_identity.id,
                 seed.agent_user.id,
-                http=http,
+            )
+            tokens = AgentUserTokenProvider(
+                identity, BlueprintSecret(BLUEPRINT_SECRET), http=http, metrics=GraphMetrics()
             )
         clients = build_clients(
             config,

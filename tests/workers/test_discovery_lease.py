@@ -8,6 +8,7 @@ address) is in a shared chat: a gate knows it is Ada's only from that chat's mem
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -21,6 +22,7 @@ from emulator.seed import Seed, SeedChat, SeedUser, ThrottleBudget, build_seed, 
 from emulator.server import RunningEmulator, start_emulator
 from service.graph.client import GraphClient
 from service.graph.models import Chat
+from service.graph.resources.chats import GraphChats
 from service.graph.pages import Page
 from service.ledger.chat_members import CHAT_MEMBERS_KEY, parse_chat_members
 from service.ledger.leases import Lease, lease_key
@@ -79,11 +81,18 @@ class Fleet:
         return self.emulator.stats.count(LIST_CHATS)
 
 
-class SlowPages(GraphClient):
-    """The replica's Graph client, each chats page taking ``seconds`` of the test's clock (a slow walk)."""
+def with_chats(graph: GraphClient, chats: GraphChats) -> GraphClient:
+    """``graph`` with its chats resource replaced (a copy: the fleet's own client stays as it was)."""
+    replaced = copy.copy(graph)
+    replaced.chats = chats
+    return replaced
 
-    def __init__(self, graph: GraphClient, clocks: Clocks, seconds: float) -> None:
-        self.__dict__.update(graph.__dict__)  # the same connections, tokens and metrics
+
+class SlowPages(GraphChats):
+    """The replica's Graph chats, each chats page taking ``seconds`` of the test's clock (a slow walk)."""
+
+    def __init__(self, chats: GraphChats, clocks: Clocks, seconds: float) -> None:
+        self.__dict__.update(chats.__dict__)  # the same transport: connections, tokens and metrics
         self._clocks, self._seconds = clocks, seconds
 
     async def my_chats_page(self, next_link: str | None = None) -> Page[Chat]:
@@ -207,11 +216,11 @@ async def test_a_cold_walk_covers_every_chat_at_once_and_a_steady_one_resumes_wh
     assert fleet.a.discovery.gate.is_sponsor(fleet.guest_id, fleet.shared_chat)
 
 
-class WatchedAtEachPage(GraphClient):
-    """The replica's Graph client, noting how many chats the replica watches as each chats page is asked for."""
+class WatchedAtEachPage(GraphChats):
+    """The replica's Graph chats, noting how many chats the replica watches as each chats page is asked for."""
 
-    def __init__(self, graph: GraphClient, watched: WatchedChats) -> None:
-        self.__dict__.update(graph.__dict__)
+    def __init__(self, chats: GraphChats, watched: WatchedChats) -> None:
+        self.__dict__.update(chats.__dict__)
         self._watched = watched
         self.seen: list[int] = []
 
@@ -225,8 +234,8 @@ async def test_a_long_cold_walk_registers_its_chats_as_it_goes(
     fleet: Fleet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(discovery_module, "REGISTER_EVERY_PAGES", 1)
-    graph = WatchedAtEachPage(fleet.a.discovery.graph, fleet.a.watched)
-    fleet.a.discovery.graph = graph
+    graph = WatchedAtEachPage(fleet.a.discovery.graph.chats, fleet.a.watched)
+    fleet.a.discovery.graph = with_chats(fleet.a.discovery.graph, graph)
     await fleet.a.discovery.cycle()
     assert graph.seen == [
         0,
@@ -305,8 +314,8 @@ async def test_a_holder_whose_renewal_fails_mid_walk_stops_at_once_and_writes_no
         clock=fleet.clocks.wall,
         monotonic=fleet.clocks.mono,
     )
-    discovery.graph = SlowPages(
-        discovery.graph, fleet.clocks, discovery.interval_s + 1
+    discovery.graph = with_chats(
+        discovery.graph, SlowPages(discovery.graph.chats, fleet.clocks, discovery.interval_s + 1)
     )  # renewal due after a page
     await discovery.cycle()
     assert fleet.chat_lists() == 1  # one page of three, then the failed renewal stopped the walk

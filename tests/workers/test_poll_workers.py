@@ -24,9 +24,10 @@ from emulator.server import RunningEmulator, start_emulator
 from service.delivery.hub import TargetKind
 from service.domain.message import InboundMessage
 from service.devstack.emulator_env import agent_user_env
-from service.graph import GraphClient, GraphServerError, new_http_client
-from service.graph.auth import token_provider_from_settings
+from service.from_settings.graph_auth import token_provider_from_settings
+from service.graph import GraphClient, GraphOptions, GraphServerError, new_http_client
 from service.graph.retry_policy import RetryPolicy
+from service.telemetry.metrics import GraphMetrics
 from service.ledger.graph_backoff import FleetBackoff
 from service.ledger.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
 from service.ledger.poll_turns import turn_key
@@ -104,13 +105,13 @@ async def test_a_worker_stacks_retry_after_holds_the_other_replicas_of_the_fleet
     )
     try:
         await (
-            stack.graph.get_me()
+            stack.graph.directory.get_me()
         )  # tokens and connections first: the fault below is the next request
         emulator.context.faults.add(
             FaultRule(status=503, route_pattern="^/v1.0/me$", count=1, retry_after=30)
         )
         with pytest.raises(GraphServerError):
-            await stack.graph.get_me()
+            await stack.graph.directory.get_me()
         await asyncio.wait_for(stack.graph_backoff.announced(), timeout=5)
         await stack.graph_backoff.cycle()  # what the replica's backoff loop does when woken
         other = FleetBackoff(backend, "replica-b")
@@ -362,10 +363,10 @@ async def email_poller_reading_through(
         else httpx.AsyncClient(transport=transport, timeout=settings.graph_timeout_s)
     )
     graph = GraphClient(
-        settings.graph_url,
-        token_provider_from_settings(settings, stack.http),
+        GraphOptions(settings.graph_url, retry=RetryPolicy(backoff_base=0.02)),
+        token_provider_from_settings(settings, stack.http, metrics=GraphMetrics()),
         http=http,
-        retry_policy=RetryPolicy(backoff_base=0.02),
+        metrics=GraphMetrics(),
     )
     async with http:
         yield dataclasses.replace(stack.email, graph=graph)

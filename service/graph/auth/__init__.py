@@ -1,13 +1,12 @@
 """Tokens for Graph and Blob: the three-hop agent-user provider, its credentials, and adapters."""
 
-from service.graph.auth.agent_user import AgentUserTokenProvider
+from service.graph.auth.agent_user import AgentUserIdentity, AgentUserTokenProvider
 from service.graph.auth.credentials import (
     BlueprintCertificate,
     BlueprintCredential,
     BlueprintFederatedTokenFile,
     BlueprintSecret,
 )
-from service.graph.auth.from_settings import token_provider_from_settings
 from service.graph.auth.tokens import (
     GRAPH_SCOPE,
     STORAGE_SCOPE,
@@ -21,6 +20,7 @@ __all__ = [
     "GRAPH_SCOPE",
     "STORAGE_SCOPE",
     "AccessToken",
+    "AgentUserIdentity",
     "AgentUserTokenProvider",
     "BlueprintCertificate",
     "BlueprintCredential",
@@ -29,5 +29,4 @@ __all__ = [
     "StaticTokenProvider",
     "TokenProvider",
     "storage_token_provider",
-    "token_provider_from_settings",
 ]

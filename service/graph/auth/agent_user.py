@@ -19,6 +19,7 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import httpx
 
@@ -33,37 +34,44 @@ from service.graph.auth.hop_forms import (
 from service.graph.auth.token_endpoint import TokenEndpoint, token_url
 from service.graph.auth.tokens import AccessToken, TokenProvider
 from service.graph.errors import TokenAcquisitionError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import GraphMetrics
 
 _T1 = ("exchange", "blueprint")
 _T2 = ("exchange", "agent identity")
 
 
+@dataclass(frozen=True)
+class AgentUserIdentity:
+    """Who the three hops act as, and the Entra authority they ask."""
+
+    authority: str
+    tenant_id: str
+    blueprint_client_id: str
+    agent_identity_id: str
+    agent_user_id: str
+
+
 class AgentUserTokenProvider:
     def __init__(
         self,
-        authority: str,
-        tenant_id: str,
-        blueprint_client_id: str,
+        identity: AgentUserIdentity,
         blueprint_credential: BlueprintCredential,
-        agent_identity_id: str,
-        agent_user_id: str,
         *,
         http: httpx.AsyncClient,
-        metrics: Metrics | None = None,
+        metrics: GraphMetrics,
         refresh_margin_s: float = 300.0,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
     ) -> None:
-        self._blueprint_client_id = blueprint_client_id
+        self._blueprint_client_id = identity.blueprint_client_id
         self._credential = blueprint_credential
-        self._agent_identity_id = agent_identity_id
-        self._agent_user_id = agent_user_id
+        self._agent_identity_id = identity.agent_identity_id
+        self._agent_user_id = identity.agent_user_id
         self._clock = clock
         self._endpoint = TokenEndpoint(
             http,
-            token_url(authority, tenant_id),
+            token_url(identity.authority, identity.tenant_id),
             metrics=metrics,
             clock=clock,
             sleep=sleep,

@@ -36,8 +36,8 @@ from opentelemetry import trace
 
 from service.graph.auth.tokens import AccessToken
 from service.graph.errors import HOP_NAMES, TokenAcquisitionError
-from service.graph.retry_policy import Action, RetryPolicy, next_step
-from service.telemetry.metrics import Metrics
+from service.graph.retry_policy import Action, Attempt, RetryPolicy, next_step
+from service.telemetry.metrics import GraphMetrics
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -77,7 +77,7 @@ class TokenEndpoint:
         http: httpx.AsyncClient,
         url: str,
         *,
-        metrics: Metrics | None = None,
+        metrics: GraphMetrics,
         clock: Callable[[], float],
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
@@ -126,11 +126,8 @@ class TokenEndpoint:
                 return EntraAnswer(status, body, form, started)
             # ``refreshed=True``: a 401 from the token endpoint is a verdict, not a stale token.
             step = next_step(
+                Attempt(attempt, idempotent=True, refreshed=True),
                 status=status,
-                idempotent=True,
-                request_sent=True,
-                attempt=attempt,
-                refreshed=True,
                 retry_after_header=retry_after,
                 now=self._clock(),
                 policy=self._policy,
@@ -203,8 +200,7 @@ class TokenEndpoint:
         )
 
     def _count(self, label: str, outcome: str) -> None:
-        if self._metrics is not None:
-            self._metrics.token_requests.labels(hop=label, outcome=outcome).inc()
+        self._metrics.token_requests.labels(hop=label, outcome=outcome).inc()
 
 
 def _outcome(status: int) -> str:

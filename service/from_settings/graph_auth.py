@@ -9,7 +9,7 @@ from collections.abc import Callable
 import httpx
 
 from service.config import Settings
-from service.graph.auth.agent_user import AgentUserTokenProvider
+from service.graph.auth.agent_user import AgentUserIdentity, AgentUserTokenProvider
 from service.graph.auth.credentials import (
     BlueprintCertificate,
     BlueprintCredential,
@@ -17,7 +17,7 @@ from service.graph.auth.credentials import (
     BlueprintSecret,
 )
 from service.graph.errors import TokenConfigurationError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import GraphMetrics
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def token_provider_from_settings(
     settings: Settings,
     http: httpx.AsyncClient,
     *,
-    metrics: Metrics | None = None,
+    metrics: GraphMetrics,
     clock: Callable[[], float] = time.time,
 ) -> AgentUserTokenProvider:
     """The three-hop agent-user provider; TokenConfigurationError names every missing or clashing setting."""
@@ -58,13 +58,16 @@ def token_provider_from_settings(
         raise TokenConfigurationError(
             "agent-user mode needs " + ", ".join(missing) + "; set them in the environment or .env"
         )
-    provider = AgentUserTokenProvider(
+    identity = AgentUserIdentity(
         settings.authority,
         settings.tenant_id or "",
         settings.blueprint_client_id or "",
-        blueprint_credential_from_settings(settings),
         settings.agent_identity_id or "",
         settings.agent_user_id or "",
+    )
+    provider = AgentUserTokenProvider(
+        identity,
+        blueprint_credential_from_settings(settings),
         http=http,
         metrics=metrics,
         clock=clock,
