@@ -39,8 +39,9 @@ from service.delivery.hub import DeliveryHub, TargetKind
 from service.domain.message import InboundMessage, Source
 from service.devstack.channel_host import ChannelHost, ReceivedPush
 from service.devstack.uvicorn_runner import serve_app
-from service.mcp.server import build_mcp
+from service.from_settings.mcp import build_mcp
 from service.mcp.tool_registry import ToolRegistry
+from service.telemetry.metrics import Metrics
 
 NAME = "bridge_latency"
 TARGET_ADDED_P99_MS = 20.0
@@ -75,7 +76,7 @@ class _Arrivals(ClientExtension):
 async def _replica() -> AsyncIterator[tuple[str, DeliveryHub]]:
     settings = Settings(_env_file=None, host="127.0.0.1", mcp_allowed_hosts="127.0.0.1,localhost")
     hub = DeliveryHub()
-    mcp = build_mcp(settings, hub, tools=ToolRegistry())
+    mcp = build_mcp(settings, hub, metrics=Metrics(), tools=ToolRegistry())
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

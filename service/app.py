@@ -117,7 +117,7 @@ def create_app(replica: Replica) -> FastAPI:
         redoc_url=None,
         openapi_url=None,
     )
-    app.add_middleware(McpHttpMetrics, metrics=replica.metrics)
+    app.add_middleware(McpHttpMetrics, metrics=replica.metrics.mcp)
 
     @app.get("/healthz")
     async def healthz() -> Response:

@@ -44,8 +44,8 @@ from service.ledger import WatchedChats, note_ignored_local_poll_state
 from service.clock import Clock, utc_now
 from service.ledger.corrupt_cursors import CorruptCursors
 from service.ledger.graph_backoff import READ_EVERY_S, FleetBackoff
-from service.mcp.auth import check_auth_config
-from service.mcp.server import McpService, build_mcp
+from service.from_settings.mcp import build_mcp, check_auth_config
+from service.mcp.server import McpService
 from service.notifications.nudge import first_of
 from service.notifications.wiring import Notifications, notifications_from_settings
 from service.storage.backend import MemoryBackend

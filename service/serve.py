@@ -15,7 +15,7 @@ from service import config
 from service.app import create_app
 from service.config import Settings, SettingsError
 from service.graph.errors import TokenConfigurationError
-from service.mcp.auth import AuthConfigError
+from service.from_settings.mcp import AuthConfigError
 from service.replica import Phase, Replica, build_replica
 from service.storage.errors import StorageError
 from service.telemetry.logging import configure_logging

@@ -2,5 +2,6 @@
 
 Claude Code takes channel events only from a server it spawns over stdio (its channels reference);
 the fleet speaks streamable HTTP. ``entrabot-fleet channel`` sits between them: ``host_server`` faces
-the host, ``fleet_connection`` holds the fleet session, ``run`` wires the two.
+the host, ``fleet_connection`` holds the fleet session (``acknowledgements`` batches what the host
+has), ``run`` wires the two.
 """

@@ -23,6 +23,27 @@ def add_channel_options(parser: argparse.ArgumentParser) -> None:
         f"as channel events. The token comes from {TOKEN_ENV} or {TOKEN_FILE_ENV}, or from Entra with "
         "--entra-audience; never from an argument."
     )
+    # In the order --help lists them.
+    _add_fleet_session_options(parser)
+    _add_host_memory_options(parser)
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long one request to the fleet may take (default 60)",
+    )
+    # Claude Code shows every stderr line of a stdio server as "[ERROR] ... Server stderr", so by default
+    # the bridge says only what needs attention (the fleet unreachable, a refusal).
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        help="stderr log level (default WARNING; INFO adds sessions opened and streams resumed)",
+    )
+
+
+def _add_fleet_session_options(parser: argparse.ArgumentParser) -> None:
+    """Which fleet, what the session carries, and how the bridge presents itself to it."""
     parser.add_argument(
         "--fleet-url", metavar="URL", help=f"the fleet's /mcp endpoint (default: {FLEET_URL_ENV})"
     )
@@ -46,6 +67,10 @@ def add_channel_options(parser: argparse.ArgumentParser) -> None:
         metavar="KEY",
         help=f"the host-affinity header value (default: {AFFINITY_ENV}, else random per process)",
     )
+
+
+def _add_host_memory_options(parser: argparse.ArgumentParser) -> None:
+    """The host's identity, what the bridge remembers writing to it, and its acknowledgements."""
     parser.add_argument(
         "--state-dir",
         metavar="DIR",
@@ -64,20 +89,6 @@ def add_channel_options(parser: argparse.ArgumentParser) -> None:
         help="with --push, do not name this host to the fleet: it then neither acknowledges nor is "
         "owed anything, and a message is at most once after the claim (for comparison and "
         "diagnosis; the default acknowledges)",
-    )
-    parser.add_argument(
-        "--request-timeout",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="how long one request to the fleet may take (default 60)",
-    )
-    # Claude Code shows every stderr line of a stdio server as "[ERROR] ... Server stderr", so by default
-    # the bridge says only what needs attention (the fleet unreachable, a refusal).
-    parser.add_argument(
-        "--log-level",
-        default="WARNING",
-        help="stderr log level (default WARNING; INFO adds sessions opened and streams resumed)",
     )
 
 

@@ -22,8 +22,6 @@ from mcp.client import Client
 from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
-    PARSE_ERROR,
-    REQUEST_TIMEOUT,
     CallToolResult,
     Implementation,
     JSONRPCNotification,
@@ -34,14 +32,17 @@ from mcp_types import (
 from pydantic import BaseModel, ConfigDict
 
 from service import __version__
-from service.bridge.auth import BearerAuth, TokenProvider, TokenUnavailable
+from service.bridge.acknowledgements import PendingAcks
+from service.bridge.auth import BearerAuth, TokenProvider
 from service.bridge.config import AFFINITY_HEADER, BridgeConfig
+from service.bridge.fleet_failures import describe, status_reason
 from service.bridge.sdk_adapter import (
     ResumingStreamTransport,
     resuming_http_client,
     send_client_notification,
 )
-from service.mcp.acknowledging import ACK_METHOD, HOST_ID_HEADER, MAX_ACK_KEYS
+from service.bridge.waits import first_of
+from service.mcp.acknowledging import ACK_METHOD, HOST_ID_HEADER
 from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 from service.mcp.sdk_adapter import PERMISSION_CAPABILITY
 from service.mcp.tool_registry import TIME_BUDGET_META_KEY
@@ -126,10 +127,7 @@ class FleetConnection:
         )
         self.sessions_opened = 0
         self.last_error: str | None = None
-        self._acks: dict[
-            tuple[str, str], None
-        ] = {}  # written to the host, not yet told to the fleet (in order)
-        self._ack_ready = asyncio.Event()
+        self._acks = PendingAcks(self.notify, config.backoff)
 
     # --- what the host side uses ---
 
@@ -156,27 +154,8 @@ class FleetConnection:
     def acknowledge(self, key: tuple[str, str]) -> None:
         """The host has this message (written to its stdin): tell the fleet, batched, on whichever session
         is open; kept until one is, since an unacknowledged message is pushed again."""
-        if not self.config.acknowledge:
-            return
-        self._acks[key] = None
-        self._ack_ready.set()
-
-    async def _send_acks(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            await _first_of(self._ack_ready.wait, stop.wait)
-            if stop.is_set():
-                return
-            self._ack_ready.clear()
-            keys = list(self._acks)[:MAX_ACK_KEYS]
-            if not keys:
-                continue
-            if await self.notify(ACK_METHOD, {"keys": [list(k) for k in keys]}):
-                for key in keys:
-                    self._acks.pop(key, None)
-            else:
-                await asyncio.sleep(self.config.backoff.delay(1))
-            if self._acks:
-                self._ack_ready.set()
+        if self.config.acknowledge:
+            self._acks.add(key)
 
     async def wait_for_tools(self, timeout_s: float) -> bool:
         """Whether the fleet's tool list is known, waiting up to ``timeout_s`` for a first session."""
@@ -214,7 +193,7 @@ class FleetConnection:
     # --- the session loop ---
 
     async def run(self, stop: asyncio.Event) -> None:
-        acks = asyncio.create_task(self._send_acks(stop))
+        acks = asyncio.create_task(self._acks.send(stop))
         try:
             await self._run_sessions(stop)
         finally:
@@ -227,7 +206,7 @@ class FleetConnection:
                 try:
                     opened = await self._hold_session(http, stop)
                 except Exception as exc:  # noqa: BLE001 - every failure to hold a session means "retry"
-                    self._note(_describe(exc))
+                    self._note(describe(exc))
                     opened = False
                 if stop.is_set():
                     break
@@ -301,11 +280,11 @@ class FleetConnection:
         """
         while not stop.is_set() and not gone.is_set():
             with anyio.move_on_after(self.config.keepalive_s):
-                await _first_of(stop.wait, gone.wait)
+                await first_of(stop.wait, gone.wait)
             if stop.is_set() or gone.is_set():
                 return
             # A hung replica must not hold the bridge's exit (stop) or a re-initialization (gone).
-            await _first_of(partial(self._refresh_tools, client), stop.wait, gone.wait)
+            await first_of(partial(self._refresh_tools, client), stop.wait, gone.wait)
 
     async def _refresh_tools(self, client: Client) -> None:
         try:
@@ -313,7 +292,7 @@ class FleetConnection:
         except MCPError as exc:
             self._note(f"tools/list refused: {exc.error.message}")
         except Exception as exc:  # noqa: BLE001 - the stream's own retries decide; this only reports
-            self._note(_describe(exc))
+            self._note(describe(exc))
 
     async def _set_tools(self, tools: list[Tool]) -> None:
         """Keep the fleet's list; tell the host when it changed (a new replica version, a first session)."""
@@ -355,19 +334,14 @@ class FleetConnection:
         ):
             self._session_gone.set()  # the replica no longer knows this session: initialize anew
             return
-        self._note(_status_reason(status))
+        self._note(status_reason(status))
 
     def _notification_lost(self, notification: JSONRPCNotification, reason: str) -> None:
         """A notification's POST failed on the wire. An acknowledgement's keys go back in the batch (the
         fleet takes a repeat as one); anything else is reported, and the host goes on."""
         self._note(reason)
-        if notification.method != ACK_METHOD or not self.config.acknowledge:
-            return
-        keys = (notification.params or {}).get("keys") or []
-        for key in keys:
-            if isinstance(key, list) and len(key) == 2:
-                self._acks[(str(key[0]), str(key[1]))] = None
-        self._ack_ready.set()
+        if notification.method == ACK_METHOD and self.config.acknowledge:
+            self._acks.requeue(notification)
 
     def _stream_opened(self, resumed: bool) -> None:
         log.info("push stream open", extra={"resumed": resumed})
@@ -377,18 +351,6 @@ class FleetConnection:
         if reason != self.last_error:
             log.warning("fleet unavailable", extra={"reason": reason})
         self.last_error = reason
-
-
-async def _first_of(*waits: Callable[[], Awaitable[Any]]) -> None:
-    """Return as soon as one of ``waits`` returns."""
-    async with anyio.create_task_group() as group:
-
-        async def wait_then_stop(wait: Callable[[], Awaitable[Any]]) -> None:
-            await wait()
-            group.cancel_scope.cancel()
-
-        for wait in waits:
-            group.start_soon(wait_then_stop, wait)
 
 
 async def _all_tools(client: Client) -> list[Tool]:
@@ -405,38 +367,3 @@ async def _all_tools(client: Client) -> list[Tool]:
 
 def tool_error(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
-
-
-def _status_reason(status: int) -> str:
-    if status == 401:
-        return "the fleet answered 401: the token was refused; check ENTRABOT_BRIDGE_TOKEN or the Entra audience"
-    if status == 403:
-        return "the fleet answered 403: the token is valid but not allowed; check the fleet's allowed callers"
-    if status == 421:
-        return "the fleet answered 421: its allowed hosts do not include this URL's host"
-    if status >= 500:
-        return f"the fleet answered {status}: the replica failed; retrying"
-    return f"the fleet answered {status}"
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup):
-        inner = exc.exceptions[0] if exc.exceptions else exc
-        return _describe(inner)
-    if isinstance(exc, MCPError):
-        if exc.error.code == REQUEST_TIMEOUT:
-            return "the fleet did not answer in time"
-        if exc.error.code == PARSE_ERROR or exc.error.message.startswith("Failed to parse"):
-            # The SDK's message quotes the body; the body stays out of the log.
-            return "the fleet answered something that is not MCP (unparseable JSON-RPC)"
-        first_line = exc.error.message.splitlines()[0] if exc.error.message else ""
-        return f"the fleet refused the session: {first_line[:160]}"
-    if isinstance(exc, TokenUnavailable):
-        return str(exc)
-    if isinstance(exc, httpx2.TimeoutException | TimeoutError):
-        return "the fleet did not answer in time"
-    if isinstance(exc, httpx2.ConnectError):
-        return "the fleet cannot be reached (connection refused or no route)"
-    if isinstance(exc, httpx2.HTTPError):
-        return f"the fleet connection failed ({type(exc).__name__})"
-    return f"the fleet answered something that is not MCP ({type(exc).__name__})"

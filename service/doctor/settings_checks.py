@@ -6,7 +6,7 @@ import httpx
 
 from service.config import Settings
 from service.doctor.report import Finding, fail, ok, skip
-from service.mcp.auth import AuthConfigError, auth_configured, check_auth_config
+from service.from_settings.mcp import AuthConfigError, auth_configured, check_auth_config
 
 
 def check_mcp_auth(settings: Settings) -> Finding:

@@ -94,20 +94,14 @@ class SessionEventStore(EventStore):
         clock: Callable[[], float] = time.monotonic,
         session: str = "-",
     ) -> None:
-        if max_events <= 0 or max_bytes <= 0:
-            raise ValueError("max_events and max_bytes must be positive")
+        self._bounds = _Bounds(max_events, max_bytes)
         self._events: deque[_Event] = deque()
-        self._max_events = max_events
-        self._max_bytes = max_bytes
         self._clock = clock
         self._session = session  # its name in logs (session_ref)
         self._bytes = 0
         self._seq = 0
-        self._next_stream_no = 0  # never reused, so an old id cannot resume a different stream
-        self._stream_no: dict[StreamId, int] = {}
-        self._stream_id: dict[int, StreamId] = {}
-        self._held: dict[int, int] = {}  # stream number -> events of that stream still held
-        self._push_no = self._number_of(GET_STREAM_KEY)
+        self._streams = _StreamNumbers()
+        self._push_no = self._streams.number_of(GET_STREAM_KEY)
         self._taken = 0  # the newest push a connection took; later pushes are unsent
         self._unsent = 0
         self._unsent_bytes = 0
@@ -119,7 +113,7 @@ class SessionEventStore(EventStore):
     # --- the SDK's EventStore ---
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
-        stream_no = self._number_of(stream_id)
+        stream_no = self._streams.number_of(stream_id)
         self._seq += 1
         size = (
             len(message.model_dump_json(by_alias=True, exclude_unset=True))
@@ -129,7 +123,7 @@ class SessionEventStore(EventStore):
         event = _Event(stream_no, self._seq, message, size, self._clock())
         self._events.append(event)
         self._bytes += size
-        self._held[stream_no] = self._held.get(stream_no, 0) + 1
+        self._streams.hold(stream_no)
         if self._unsent_push(event):
             self._unsent += 1
             self._unsent_bytes += size
@@ -147,7 +141,7 @@ class SessionEventStore(EventStore):
         if parsed is None:
             return None
         stream_no, seq = parsed
-        stream_id = self._stream_id.get(stream_no)
+        stream_id = self._streams.id_of(stream_no)
         if stream_id is None or seq > self._seq:
             return None  # not an id this session ever handed out, or its stream is entirely gone
         if stream_no == self._push_no:
@@ -165,7 +159,7 @@ class SessionEventStore(EventStore):
 
     def backlog_full(self) -> bool:
         """Whether the pushes no connection took yet fill the bounds: the host takes no more now."""
-        return self._unsent >= self._max_events or self._unsent_bytes >= self._max_bytes
+        return self._bounds.reached(self._unsent, self._unsent_bytes)
 
     def backlog_age_s(self) -> float | None:
         """How long the oldest push no connection took has waited (None: there is none)."""
@@ -232,9 +226,8 @@ class SessionEventStore(EventStore):
     # --- bounds ---
 
     def _evict_past_bounds(self) -> None:
-        while (
-            len(self._events) - self._unsent > self._max_events
-            or self._bytes - self._unsent_bytes > self._max_bytes
+        while self._bounds.exceeded(
+            len(self._events) - self._unsent, self._bytes - self._unsent_bytes
         ):
             index = self._oldest_evictable()
             if index is None:
@@ -253,24 +246,63 @@ class SessionEventStore(EventStore):
         self._bytes -= event.size
         if event.stream_no == self._push_no and event.message is not None:
             self._evicted_push = max(self._evicted_push, event.seq)
-        left = self._held[event.stream_no] - 1
-        if left:
-            self._held[event.stream_no] = left
-            return
-        del self._held[event.stream_no]
-        if (
-            event.stream_no != self._push_no
-        ):  # the push stream stays resumable however long it was quiet
-            del self._stream_no[self._stream_id.pop(event.stream_no)]
+        # The push stream stays resumable however long it was quiet.
+        self._streams.release(event.stream_no, forget=event.stream_no != self._push_no)
 
-    def _number_of(self, stream_id: StreamId) -> int:
-        stream_no = self._stream_no.get(stream_id)
+
+@dataclass(frozen=True, slots=True)
+class _Bounds:
+    """How many events, and how many bytes of them, a session's history holds past its unsent pushes."""
+
+    max_events: int
+    max_bytes: int
+
+    def __post_init__(self) -> None:
+        if self.max_events <= 0 or self.max_bytes <= 0:
+            raise ValueError("max_events and max_bytes must be positive")
+
+    def reached(self, events: int, size: int) -> bool:
+        return events >= self.max_events or size >= self.max_bytes
+
+    def exceeded(self, events: int, size: int) -> bool:
+        return events > self.max_events or size > self.max_bytes
+
+
+class _StreamNumbers:
+    """The number of each of a session's streams (the first part of its event ids), and how many of
+    each stream's events the history still holds."""
+
+    def __init__(self) -> None:
+        self._next = 0  # never reused, so an old id cannot resume a different stream
+        self._number: dict[StreamId, int] = {}
+        self._id: dict[int, StreamId] = {}
+        self._held: dict[int, int] = {}  # stream number -> events of that stream still held
+
+    def number_of(self, stream_id: StreamId) -> int:
+        stream_no = self._number.get(stream_id)
         if stream_no is None:
-            stream_no = self._next_stream_no
-            self._next_stream_no += 1
-            self._stream_no[stream_id] = stream_no
-            self._stream_id[stream_no] = stream_id
+            stream_no = self._next
+            self._next += 1
+            self._number[stream_id] = stream_no
+            self._id[stream_no] = stream_id
         return stream_no
+
+    def id_of(self, stream_no: int) -> StreamId | None:
+        return self._id.get(stream_no)
+
+    def hold(self, stream_no: int) -> None:
+        self._held[stream_no] = self._held.get(stream_no, 0) + 1
+
+    def release(self, stream_no: int, *, forget: bool) -> None:
+        """One of the stream's events left the history; with ``forget``, the stream's number goes
+        with its last event (its ids then resume nothing)."""
+        left = self._held[stream_no] - 1
+        if left:
+            self._held[stream_no] = left
+            return
+        del self._held[stream_no]
+        if forget:
+            del self._number[self._id.pop(stream_no)]
 
 
 class InMemoryEventStore:

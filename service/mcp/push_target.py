@@ -22,11 +22,12 @@ from typing import Any, Protocol
 import anyio
 from pydantic import BaseModel
 
-from service.delivery.hub import Handover, TargetKind
+from service.delivery.host_keeper import HostKeeper
+from service.delivery.hub import DeliveryHub, Handover, TargetKind
 from service.domain.message import InboundMessage
 from service.delivery.push import build_channel_push
 from service.telemetry.logging import session_ref
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import DeliveryMetrics
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,20 @@ class NothingQueued:
         return None
 
 
+@dataclass(frozen=True)
+class PushDelivery:
+    """What the push targets of a server's sessions deliver for: the hub they are targets in, how a
+    claimed message becomes a push, and how long a session may take to take one."""
+
+    hub: DeliveryHub
+    metrics: DeliveryMetrics  # the latency of each push a session took
+    render: Callable[[InboundMessage], BaseModel] = build_channel_push
+    send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S
+    # The replica's records of acknowledging hosts (service.delivery.host_keeper); without it no
+    # session acknowledges, and nothing is owed to a host.
+    keeper: HostKeeper | None = None
+
+
 @dataclass(eq=False)
 class PushTarget:
     """Sends ``notifications/claude/channel`` into one session's standalone (GET) stream.
@@ -76,9 +91,9 @@ class PushTarget:
     session_id: str
     notifier: Notifier  # any request's session object reaches the connection's standalone stream
     stream_open: Callable[[], bool]
+    metrics: DeliveryMetrics
     backlog: PushBacklog = NothingQueued()
     render: Callable[[InboundMessage], BaseModel] = build_channel_push
-    metrics: Metrics | None = None
     send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     monotonic: Callable[[], float] = time.monotonic
@@ -149,7 +164,6 @@ class PushTarget:
             return Handover.IN_DOUBT
         if self.on_pushed is not None:
             self.on_pushed(message)
-        if self.metrics is not None:
-            lag = (self.clock() - message.created).total_seconds()
-            self.metrics.delivery_latency.labels(message.source.value).observe(max(lag, 0.0))
+        lag = (self.clock() - message.created).total_seconds()
+        self.metrics.delivery_latency.labels(message.source.value).observe(max(lag, 0.0))
         return Handover.TAKEN

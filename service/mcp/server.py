@@ -1,6 +1,6 @@
 """The MCP server of one replica: /mcp over streamable HTTP, stateful sessions, channel pushes.
 
-    mcp = build_mcp(settings, hub, metrics=metrics)
+    mcp = McpService(options, PushDelivery(hub, metrics.delivery), metrics=metrics.mcp)
     mcp.tools.add(send_teams_message)              # any time before hosts list the tools
     app = FastAPI(routes=mcp.routes(), lifespan=...)   # enter `mcp.lifespan()` inside the app's lifespan
 
@@ -8,15 +8,17 @@ A request to /mcp passes, outermost first: the Host/Origin guard (421/403), bear
 era guard (hosts stay on the handshake era, the one with a push stream), the session traffic
 observer (activity and GET streams), the push-stream layer (every GET stream is served from the
 session's event history), then the SDK's session manager. The manager expires a session
-after ``mcp_session_idle_timeout_s`` without any request in flight (an open GET stream counts as
-one), answers DELETE by ending it, and 404 for an unknown session id; every ending reaches the
+after ``McpOptions.session_idle_timeout_s`` without any request in flight (an open GET stream counts
+as one), answers DELETE by ending it, and 404 for an unknown session id; every ending reaches the
 session registry, which then unregisters the session's push target.
+
+``service.from_settings.mcp.build_mcp`` builds one from the replica's settings.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
@@ -32,28 +34,17 @@ from mcp_types import (
     NotificationParams,
     PaginatedRequestParams,
 )
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp
 
 from service import __version__
-from service.config import Settings
-from service.delivery.host_keeper import HostKeeper
-from service.delivery.hub import DeliveryHub
-from service.domain.message import InboundMessage
-from service.delivery.push import build_channel_push
-from service.mcp.auth import (
-    MCP_PATH,
-    BearerAuth,
-    access_policy,
-    build_verifier,
-    jwt_audiences,
-    protected_resource_routes,
-)
+from service.mcp.bearer import MCP_PATH, BearerAuth, protected_resource_routes
 from service.mcp.caller_line import RESUME_GRACE_S, CallerLine
 from service.mcp.acknowledging import ACK_METHOD, HOST_ID_HEADER, DeliveredParams, valid_host_id
 from service.mcp.event_store import InMemoryEventStore
-from service.mcp.hosts import parse_push_hosts
-from service.mcp.push_target import DEFAULT_SEND_TIMEOUT_S
+from service.mcp.options import McpOptions
+from service.mcp.push_target import PushDelivery
 from service.mcp.sdk_adapter import (
     PERMISSION_CAPABILITY,
     PERMISSION_REQUEST_METHOD,
@@ -67,7 +58,8 @@ from service.mcp.sdk_adapter import (
 from service.mcp.sessions import SessionRegistry, SessionTrafficObserver
 from service.mcp.tool_registry import SessionChannel, ToolCall, ToolRegistry, time_budget_of
 from service.mcp.transport_security import HostOriginGuard, transport_security_settings
-from service.telemetry.metrics import Metrics
+from service.mcp.verifiers import build_verifier
+from service.telemetry.metrics import McpMetrics
 
 log = logging.getLogger(__name__)
 
@@ -80,34 +72,28 @@ class McpService:
 
     def __init__(
         self,
-        settings: Settings,
-        hub: DeliveryHub,
+        options: McpOptions,
+        pushes: PushDelivery,
         *,
-        metrics: Metrics | None = None,
+        metrics: McpMetrics,
         tools: ToolRegistry | None = None,
-        render_push: Callable[[InboundMessage], BaseModel] = build_channel_push,
         http_client: httpx.AsyncClient | None = None,
         instructions: str | None = None,
-        push_send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
-        keeper: HostKeeper | None = None,
         caller_grace_s: float = RESUME_GRACE_S,
     ) -> None:
-        self.settings = settings
+        self.options = options
         self.caller_grace_s = (
             caller_grace_s  # how long a dropped POST may take to resume (caller_line)
         )
-        self.hub = hub
-        self.keeper = keeper
+        self.hub = pushes.hub
+        self.keeper = pushes.keeper
         self.tools = tools if tools is not None else ToolRegistry()
         self.event_stores = InMemoryEventStore()
         self.sessions = SessionRegistry(
-            hub,
-            push_hosts=parse_push_hosts(settings.push_hosts),
+            pushes,
+            push_hosts=options.push_hosts,
             push_backlog=self.event_stores.for_session,
-            render=render_push,
             metrics=metrics,
-            push_send_timeout_s=push_send_timeout_s,
-            keeper=keeper,
         )
 
         self.server = ChannelServer(
@@ -124,34 +110,36 @@ class McpService:
                 method, _AnyParams, partial(self._host_notification, method)
             )
         self.server.add_notification_handler(ACK_METHOD, _AnyParams, self._delivered)
-        security = transport_security_settings(settings)
+        security = transport_security_settings(options.allowed_hosts, options.allowed_origins)
         self.manager = PerSessionEventStoreManager(
             self.server,
             event_stores=self.event_stores,
             security_settings=security,
-            session_idle_timeout=settings.mcp_session_idle_timeout_s,
+            session_idle_timeout=options.session_idle_timeout_s,
         )
 
         # Only JWT auth makes outbound calls (the tenant's signing keys); a client built here is ours to close.
-        self._owns_http = http_client is None and bool(jwt_audiences(settings))
+        self._owns_http = http_client is None and bool(options.auth.jwt_audiences)
         self._http = httpx.AsyncClient(timeout=JWKS_TIMEOUT_S) if self._owns_http else http_client
-        verifier = build_verifier(settings, self._http)
+        self.endpoint = HostOriginGuard(self._authenticated_endpoint(), security)
 
+    def _authenticated_endpoint(self) -> ASGIApp:
+        """The layers of /mcp inside the Host/Origin guard (the module docstring's order)."""
+        auth = self.options.auth
         endpoint: Any = StreamableHTTPASGIApp(self.manager)
         endpoint = PushStreamFromHistory(endpoint)
         endpoint = SessionTrafficObserver(endpoint, self.sessions)
         endpoint = HandshakeEraOnly(endpoint)
-        endpoint = BearerAuth(
+        return BearerAuth(
             endpoint,
-            verifier=verifier,
-            public_base_url=settings.mcp_public_base_url,
-            required_scope=access_policy(settings).challenge_scope(),
+            verifier=build_verifier(auth, self._http),
+            public_base_url=auth.public_base_url,
+            required_scope=auth.policy.challenge_scope(),
         )
-        self.endpoint = HostOriginGuard(endpoint, security)
 
     def routes(self) -> list[BaseRoute]:
         """``/mcp`` (exactly: a mount would redirect to ``/mcp/``) and the OAuth resource metadata."""
-        return [Route(MCP_PATH, self.endpoint), *protected_resource_routes(self.settings)]
+        return [Route(MCP_PATH, self.endpoint), *protected_resource_routes(self.options.auth)]
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
@@ -277,11 +265,3 @@ class _AnyParams(NotificationParams):
     """A host notification's params as sent; the registered handler validates its own model."""
 
     model_config = ConfigDict(extra="allow")
-
-
-def build_mcp(settings: Settings, hub: DeliveryHub, **options: Any) -> McpService:
-    """The MCP server for one app instance (options as for ``McpService``).
-
-    Raises ``AuthConfigError`` for half-set or unsafe auth settings.
-    """
-    return McpService(settings, hub, **options)

@@ -19,16 +19,11 @@ from typing import Any
 
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
-from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.delivery.host_keeper import HostKeeper
-from service.delivery.hub import DeliveryHub
-from service.domain.message import InboundMessage
-from service.delivery.push import build_channel_push
 from service.mcp.hosts import is_push_host
-from service.mcp.push_target import DEFAULT_SEND_TIMEOUT_S, PushBacklog, PushTarget
-from service.telemetry.metrics import Metrics
+from service.mcp.push_target import PushBacklog, PushDelivery, PushTarget
+from service.telemetry.metrics import McpMetrics
 
 log = logging.getLogger(__name__)
 
@@ -69,24 +64,20 @@ class SessionRegistry:
 
     def __init__(
         self,
-        hub: DeliveryHub,
+        pushes: PushDelivery,
         *,
         push_hosts: Sequence[str],
         push_backlog: Callable[[str], PushBacklog],
-        render: Callable[[InboundMessage], BaseModel] = build_channel_push,
-        metrics: Metrics | None = None,
+        metrics: McpMetrics,
         clock: Callable[[], datetime] = _utcnow,
-        push_send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
-        keeper: HostKeeper | None = None,
     ) -> None:
-        self._hub = hub
-        self._keeper = keeper
+        self._pushes = pushes
+        self._hub = pushes.hub
+        self._keeper = pushes.keeper
         self._push_hosts = tuple(push_hosts)
         self._push_backlog = push_backlog
-        self._render = render
         self._metrics = metrics
         self._clock = clock
-        self._push_send_timeout_s = push_send_timeout_s
         self._sessions: dict[str, SessionState] = {}
         self._notifiers: dict[str, ServerSession] = {}
         self._targets: dict[str, PushTarget] = {}
@@ -183,9 +174,9 @@ class SessionRegistry:
                 notifier=self._notifiers[session_id],
                 stream_open=lambda: self.is_streaming(session_id),
                 backlog=self._push_backlog(session_id),
-                render=self._render,
-                metrics=self._metrics,
-                send_timeout_s=self._push_send_timeout_s,
+                render=self._pushes.render,
+                metrics=self._pushes.metrics,
+                send_timeout_s=self._pushes.send_timeout_s,
                 clock=self._clock,
                 **owed,
             )
@@ -212,8 +203,7 @@ class SessionRegistry:
 
     def _publish(self) -> None:
         # The push-stream gauge is published by the hub, which counts these same targets.
-        if self._metrics is not None:
-            self._metrics.sessions.set(len(self._sessions))
+        self._metrics.sessions.set(len(self._sessions))
 
 
 class SessionTrafficObserver:

@@ -8,26 +8,28 @@ its own copy as well.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service.config import Settings
 
-
-def transport_security_settings(settings: Settings) -> TransportSecuritySettings:
-    """Allowed hosts and origins from ``ENTRABOT_MCP_ALLOWED_HOSTS`` / ``ENTRABOT_MCP_ALLOWED_ORIGINS``.
+def transport_security_settings(
+    allowed_hosts: Sequence[str], allowed_origins: Sequence[str]
+) -> TransportSecuritySettings:
+    """Allowed hosts and origins (``ENTRABOT_MCP_ALLOWED_HOSTS`` / ``ENTRABOT_MCP_ALLOWED_ORIGINS``).
 
     A host given without a port is allowed on any port (a Host header carries the port); origins
     are taken as written, where ``http://localhost:*`` allows any port.
     """
     hosts: list[str] = []
-    for entry in _split(settings.mcp_allowed_hosts):
+    for entry in allowed_hosts:
         hosts.extend(_host_patterns(entry))
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=list(dict.fromkeys(hosts)),
-        allowed_origins=list(dict.fromkeys(_split(settings.mcp_allowed_origins))),
+        allowed_origins=list(dict.fromkeys(allowed_origins)),
     )
 
 
@@ -46,10 +48,6 @@ class HostOriginGuard:
                 await refusal(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-
-def _split(value: str) -> list[str]:
-    return [part.strip() for part in value.split(",") if part.strip()]
 
 
 def _host_patterns(entry: str) -> list[str]:

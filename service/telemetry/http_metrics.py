@@ -10,13 +10,13 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import McpMetrics
 
 _METHODS = frozenset({"GET", "POST", "DELETE", "OPTIONS"})
 
 
 class McpHttpMetrics:
-    def __init__(self, app: ASGIApp, *, metrics: Metrics, path: str = "/mcp") -> None:
+    def __init__(self, app: ASGIApp, *, metrics: McpMetrics, path: str = "/mcp") -> None:
         self._app = app
         self._metrics = metrics
         self._path = path

@@ -19,7 +19,7 @@ CLIENT_ID = "0b9c5e4f-7a7e-4d56-9c3a-5d0c8f1e2a3b"
 TENANT_ID = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 
 # Authentication on /mcp: the pods listen on all interfaces, where the service refuses to start without it.
-# An Entra audience needs its tenant and the app role a client must hold (service/mcp/auth.py check_auth_config).
+# An Entra audience needs its tenant and the app role a client must hold (service/from_settings/mcp.py check_auth_config).
 MCP_AUTH = {
     "config": {
         "mcpJwtAudience": "api://entrabot-fleet",

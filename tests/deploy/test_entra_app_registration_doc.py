@@ -1,4 +1,5 @@
-"""docs/entra-app-registration.md says what service/mcp/auth.py and access_policy.py do: the v2.0 issuer
+"""docs/entra-app-registration.md says what service/mcp/verifiers.py, access_policy.py and
+service/from_settings/mcp.py do: the v2.0 issuer
 only (v1.0 tokens refused), the client named by `azp`, the keys from the tenant's v2.0 key set."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ import re
 
 from service.config import Settings
 from service.mcp.access_policy import token_client_id
-from service.mcp.auth import entra_issuer, entra_jwks_url
+from service.from_settings.mcp import entra_issuer, entra_jwks_url
 from tests.deploy.deploy_facts import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "entra-app-registration.md"

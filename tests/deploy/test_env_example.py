@@ -8,7 +8,7 @@ from dotenv import dotenv_values
 from emulator.seed import demo_seed_path, load_seed
 from service.config import Settings
 from service.devstack.emulator_env import agent_user_env
-from service.mcp.auth import check_auth_config
+from service.from_settings.mcp import check_auth_config
 from tests.deploy.deploy_facts import REPO_ROOT, unknown_settings
 
 ENV_EXAMPLE = REPO_ROOT / ".env.example"

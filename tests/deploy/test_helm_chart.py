@@ -254,7 +254,7 @@ def test_a_jwt_audience_without_a_required_role_or_scope_is_refused_as_the_servi
     roles: str, scopes: str
 ) -> None:
     from service.config import Settings  # noqa: PLC0415 - the chart must refuse what the service refuses
-    from service.mcp.auth import AuthConfigError, check_auth_config  # noqa: PLC0415
+    from service.from_settings.mcp import AuthConfigError, check_auth_config  # noqa: PLC0415
 
     config = {
         "mcpJwtAudience": "api://entrabot-fleet",

@@ -26,12 +26,16 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from service.config import Settings
+from service.delivery.host_keeper import HostKeeper
 from service.delivery.hub import DeliveryHub, DeliveryTarget, Handover, TargetKind
 from service.domain.message import InboundMessage, Source
 from service.devstack.uvicorn_runner import serve_app
-from service.mcp.auth import MCP_PATH
+from service.from_settings.mcp import mcp_options
+from service.mcp.bearer import MCP_PATH
+from service.mcp.caller_line import RESUME_GRACE_S
 from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
-from service.mcp.server import McpService, build_mcp
+from service.mcp.push_target import DEFAULT_SEND_TIMEOUT_S, PushDelivery
+from service.mcp.server import McpService
 from service.mcp.tool_registry import ToolCall, ToolRegistry
 from service.telemetry.metrics import Metrics
 
@@ -146,13 +150,22 @@ def build_app(
     *,
     wrap_mcp: Callable[[ASGIApp], ASGIApp] | None = None,
     hub: DeliveryHub | None = None,
-    **mcp_options: Any,
+    tools: ToolRegistry | None = None,
+    keeper: HostKeeper | None = None,
+    push_send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
+    caller_grace_s: float = RESUME_GRACE_S,
 ) -> tuple[FastAPI, McpService, DeliveryHub, Metrics]:
     """The app; ``wrap_mcp`` puts an ASGI layer of the test's around the whole /mcp endpoint. ``hub`` and
-    ``tools`` (an MCP option): a replica's own, else a fresh hub and the demo tools."""
+    ``tools``: a replica's own, else a fresh hub and the demo tools."""
     metrics = Metrics()
     hub = hub if hub is not None else DeliveryHub(metrics=metrics)
-    mcp = build_mcp(settings, hub, metrics=metrics, **{"tools": demo_tools(), **mcp_options})
+    mcp = McpService(
+        mcp_options(settings),
+        PushDelivery(hub, metrics.delivery, keeper=keeper, send_timeout_s=push_send_timeout_s),
+        metrics=metrics.mcp,
+        tools=tools if tools is not None else demo_tools(),
+        caller_grace_s=caller_grace_s,
+    )
     routes = mcp.routes()
     if wrap_mcp is not None:
         routes = [

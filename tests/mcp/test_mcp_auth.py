@@ -18,14 +18,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from service.devstack.uvicorn_runner import serve_app
-from service.mcp.auth import (
-    VERIFIED_TOKEN_PLACEHOLDER,
-    AuthConfigError,
-    BearerAuth,
-    StaticTokenVerifier,
-    check_auth_config,
-)
+from service.from_settings.mcp import AuthConfigError, check_auth_config
+from service.mcp.bearer import VERIFIED_TOKEN_PLACEHOLDER, BearerAuth
 from service.mcp.jwks import JwksCache
+from service.mcp.verifiers import StaticTokenVerifier
 from tests.mcp.server_fixture import (
     MCP_HEADERS,
     initialize_body,

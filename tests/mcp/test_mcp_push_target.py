@@ -13,7 +13,7 @@ import anyio.lowlevel
 from service.delivery.hub import DeliveryHub, DispatchOutcome, Handover, TargetKind
 from service.delivery.push import ChannelPush
 from service.mcp.push_target import STALLED_FOR_S, PushTarget
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import DeliveryMetrics, Metrics
 from tests.mcp.server_fixture import chat_message
 
 
@@ -31,12 +31,17 @@ class RecordingSession:
 
 
 def target(session: RecordingSession, *, open_: bool = True, **options: Any) -> PushTarget:
-    return PushTarget(session_id="s1", notifier=session, stream_open=lambda: open_, **options)
+    return PushTarget(
+        session_id="s1",
+        notifier=session,
+        stream_open=lambda: open_,
+        **{"metrics": DeliveryMetrics(), **options},
+    )
 
 
 async def test_an_open_stream_gets_the_channel_push_and_latency_is_recorded() -> None:
     session, metrics = RecordingSession(), Metrics()
-    push = target(session, metrics=metrics)
+    push = target(session, metrics=metrics.delivery)
     assert (push.target_id, push.kind, push.is_alive()) == ("push:s1", TargetKind.PUSH, True)
     assert await push.deliver(chat_message("m-1")) is Handover.TAKEN
     [sent] = session.sent
@@ -80,9 +85,15 @@ async def test_the_hub_waits_on_a_stalled_session_once_and_offers_its_push_to_no
         session_id="stalled",
         notifier=stalled_session,
         stream_open=lambda: True,
+        metrics=DeliveryMetrics(),
         send_timeout_s=0.05,
     )
-    healthy = PushTarget(session_id="healthy", notifier=healthy_session, stream_open=lambda: True)
+    healthy = PushTarget(
+        session_id="healthy",
+        notifier=healthy_session,
+        stream_open=lambda: True,
+        metrics=DeliveryMetrics(),
+    )
     hub = DeliveryHub()
     hub.register(stalled)
     hub.register(healthy)
@@ -165,10 +176,18 @@ async def test_a_push_taken_as_its_send_timeout_expires_reaches_no_second_host()
     # Registered first, the stalled host is the hub's first choice for a chat no host holds yet.
     hub.register(
         PushTarget(
-            session_id="stalled", notifier=stalled, stream_open=lambda: True, send_timeout_s=0.05
+            session_id="stalled",
+            notifier=stalled,
+            stream_open=lambda: True,
+            metrics=DeliveryMetrics(),
+            send_timeout_s=0.05,
         )
     )
-    hub.register(PushTarget(session_id="spare", notifier=spare, stream_open=lambda: True))
+    hub.register(
+        PushTarget(
+            session_id="spare", notifier=spare, stream_open=lambda: True, metrics=DeliveryMetrics()
+        )
+    )
     async with anyio.create_task_group() as tg:
         tg.start_soon(stalled.take_as_the_timeout_fires)
         [dispatch] = await hub.dispatch([chat_message("m-1")])

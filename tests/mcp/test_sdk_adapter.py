@@ -271,7 +271,7 @@ async def test_any_model_with_method_and_params_goes_out_as_a_notification() -> 
 def test_sessions_are_bound_to_the_principal_in_scope_user() -> None:
     source = inspect.getsource(StreamableHTTPSessionManager._handle_stateful_request)
     assert 'scope.get("user")' in source and "authorization_context(" in source, sdk_changed(
-        "sessions are no longer bound to scope['user'] (auth.BearerAuth sets it for exactly that)"
+        "sessions are no longer bound to scope['user'] (bearer.BearerAuth sets it for exactly that)"
     )
 
 

@@ -129,7 +129,7 @@ app.kubernetes.io/component: helm-test
 {{- if and .Values.workloadIdentity.enabled (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
 {{- fail "workloadIdentity.enabled needs a dedicated service account: set serviceAccount.create=true, or serviceAccount.name to an account annotated with azure.workload.identity/client-id." -}}
 {{- end -}}
-{{- /* What service/mcp/auth.py check_auth_config refuses at start-up, refused here instead of as a crash loop. */ -}}
+{{- /* What service/from_settings/mcp.py check_auth_config refuses at start-up, refused here instead of as a crash loop. */ -}}
 {{- if and .Values.config.mcpJwtAudience (not .Values.config.tenantId) -}}
 {{- fail "config.mcpJwtAudience is set but config.tenantId is not: the service refuses to start. Set the tenant whose tokens /mcp accepts (config.tenantId), or unset config.mcpJwtAudience." -}}
 {{- end -}}
