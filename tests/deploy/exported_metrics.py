@@ -23,7 +23,10 @@ def exported_series() -> dict[str, set[str]]:
     # prometheus-client publishes no accessor for a metric's label names; `_labelnames` is the
     # attribute it has kept since 0.4. Families are read from the public collect().
     labels_by_family = {
-        m._name: set(m._labelnames) for m in vars(metrics).values() if hasattr(m, "_labelnames")
+        m._name: set(m._labelnames)
+        for group in vars(metrics).values()
+        for m in vars(group).values()
+        if hasattr(m, "_labelnames")
     }
     for family in metrics.registry.collect():
         labels = labels_by_family.get(family.name, set())
