@@ -41,6 +41,7 @@ from service.devstack.channel_host import ChannelHost, ReceivedPush
 from service.devstack.uvicorn_runner import serve_app
 from service.mcp.server import build_mcp
 from service.mcp.tool_registry import ToolRegistry
+from service.telemetry.metrics import DeliveryMetrics
 
 NAME = "bridge_latency"
 TARGET_ADDED_P99_MS = 20.0
@@ -74,7 +75,7 @@ class _Arrivals(ClientExtension):
 @asynccontextmanager
 async def _replica() -> AsyncIterator[tuple[str, DeliveryHub]]:
     settings = Settings(_env_file=None, host="127.0.0.1", mcp_allowed_hosts="127.0.0.1,localhost")
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     mcp = build_mcp(settings, hub, tools=ToolRegistry())
 
     @asynccontextmanager

@@ -112,7 +112,7 @@ class Replica:
     _owned: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.supervisor = Supervisor(metrics=self.metrics)
+        self.supervisor = Supervisor(metrics=self.metrics.loops)
         self.corrupt_cursors = CorruptCursors(self.metrics)
 
     # --- lifecycle ---
@@ -212,7 +212,7 @@ class Replica:
                 interval_s=s.delivery_sweep_interval_s,
                 move_after_s=s.delivery_move_after_s,
                 clock=self.clock,
-                metrics=self.metrics,
+                metrics=self.metrics.delivery,
             )
             # Often enough to renew the lease in time (a short one in tests).
             sup.add(
@@ -357,13 +357,13 @@ def build_replica(
             storage_token_provider=storage_token_provider(tokens) if tokens else None,
         )
     clients = build_clients(settings, backend, http, replica_id=rid, metrics=metrics, tokens=tokens)
-    records = HostRecords(backend, metrics=metrics)
+    records = HostRecords(backend, metrics=metrics.ledger)
     intents = ClaimIntents(
         clients.hub, records, FaultPoints.from_env(fault_point_environment()), clock=clock
     )
     # Off by default: a reaction is visible to everyone in the chat, so an operator chooses it.
     reactions = (
-        AckReactions(clients.graph, settings.delivery_ack_reaction, metrics=metrics)
+        AckReactions(clients.graph, settings.delivery_ack_reaction, metrics=metrics.delivery)
         if settings.delivery_ack_reaction
         else None
     )
@@ -373,7 +373,7 @@ def build_replica(
         clients.hub,
         rid,
         in_flight=intents.in_flight,
-        metrics=metrics,
+        metrics=metrics.delivery,
         clock=clock,
         redeliver_after_s=settings.delivery_redeliver_after_s,
         acknowledged_here=reactions.offer if reactions is not None else None,

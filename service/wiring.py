@@ -78,7 +78,7 @@ async def wire_workers(
     agent: AgentUser,
     gate: SponsorGate,
     replica_id: str,
-    metrics: Metrics | None = None,
+    metrics: Metrics,
     clock: Clock = utc_now,
     directory: GraphClient | None = None,
     corrupt_cursors: CorruptCursors | None = None,
@@ -131,7 +131,7 @@ async def wire_workers(
         relaxed_interval_s=settings.chat_scan_relaxed_interval_s,
         notifications_flowing=notifications_flowing,
         clock=clock,
-        metrics=metrics,
+        metrics=metrics.changes,
         watched_only=delegated,
     )
     sweep = ChatSweep(
@@ -142,7 +142,7 @@ async def wire_workers(
         watched,
         interval_s=settings.chat_sweep_interval_s,
         clock=clock,
-        metrics=metrics,
+        metrics=metrics.changes,
         watched_only=delegated,
     )
     chat_poller = ChatPoller(
@@ -153,7 +153,7 @@ async def wire_workers(
         agent=agent,
         recorder=recorder,
         hints=HintReader(backend, clock=clock),
-        metrics=metrics,
+        metrics=metrics.changes,
         clock=clock,
         concurrency=settings.chat_poll_concurrency,
         first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h),
@@ -173,7 +173,7 @@ async def wire_workers(
         lease(DISCOVERY_ROLE),
         ChatMembers(backend, metrics=metrics),
         interval=settings.discovery_interval_s,
-        metrics=metrics,
+        metrics=metrics.changes,
         sponsors=SponsorRefresher(
             gate,
             graph,
@@ -181,7 +181,7 @@ async def wire_workers(
             directory,
             interval_s=settings.sponsor_refresh_interval_s,
             stale_after_s=settings.sponsor_stale_after_s,
-            metrics=metrics,
+            metrics=metrics.changes,
         )
         if settings.agent_identity_id and not delegated
         else None,

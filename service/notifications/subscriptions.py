@@ -50,7 +50,7 @@ from service.notifications.lifecycle_log import LifecycleEvent, read_events
 from service.notifications.nudge import Nudge
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError, StorageError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import ChangeMetrics
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +230,7 @@ class SubscriptionManager:
     wanted: tuple[Wanted, ...]
     client_state: str
     on_mail_missed: Callable[[], None] = lambda: None
-    metrics: Metrics | None = None
+    metrics: ChangeMetrics = field(kw_only=True)
     clock: Clock = utc_now
     # Set when this replica recorded a lifecycle event: a cycle runs now rather than at the interval.
     poked: Nudge = field(default_factory=Nudge)
@@ -388,16 +388,14 @@ class SubscriptionManager:
             )
 
     def _publish(self, kept: Mapping[Source, Kept]) -> None:
-        if self.metrics is not None:
-            now = self.clock()
-            for kind in Source:
-                current = kept.get(kind)
-                self.metrics.notification_subscriptions.labels(resource=kind.subscription_name).set(
-                    1 if current is not None and current.expires_at > now else 0
-                )
+        now = self.clock()
+        for kind in Source:
+            current = kept.get(kind)
+            self.metrics.notification_subscriptions.labels(resource=kind.subscription_name).set(
+                1 if current is not None and current.expires_at > now else 0
+            )
 
     def _count(self, kind: Source, action: str) -> None:
-        if self.metrics is not None:
-            self.metrics.notification_subscription_changes.labels(
-                resource=kind.subscription_name, action=action
-            ).inc()
+        self.metrics.notification_subscription_changes.labels(
+            resource=kind.subscription_name, action=action
+        ).inc()

@@ -60,7 +60,7 @@ class Notifications:
             on_mail=self._on_mail,
             on_lifecycle=self._on_lifecycle,
             clock=self.clock,
-            metrics=self.metrics,
+            metrics=self.metrics.changes,
             max_concurrent=self.settings.notification_max_concurrent,
         )
 
@@ -111,7 +111,7 @@ class Notifications:
             state.get_secret_value(),
             on_mail_missed=self.mail_nudge.set,
             poked=self.lifecycle_nudge,
-            metrics=self.metrics,
+            metrics=self.metrics.changes,
             clock=self.clock,
         )
 

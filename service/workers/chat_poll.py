@@ -45,7 +45,7 @@ from service.ledger.permission_requests import PermissionRequests
 from service.ledger.readers import ReaderRoster
 from service.ledger.sent_messages import SentMessages
 from service.storage.errors import StorageError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import ChangeMetrics
 from service.telemetry.tracing import context_from_traceparent
 from service.workers.chat_book import ChatBook
 from service.workers.chat_claiming import ChatClaimer
@@ -89,7 +89,7 @@ class ChatPoller:
     agent: AgentUser
     recorder: DeliveryRecorder
     hints: HintReader  # the fleet's change hints: the only reason a chat is read (besides our own doubts)
-    metrics: Metrics | None = None
+    metrics: ChangeMetrics = field(kw_only=True)
     clock: Clock = utc_now
     concurrency: int = 8
     first_sight_max_age: timedelta = timedelta(hours=24)
@@ -187,8 +187,7 @@ class ChatPoller:
         try:
             await self._read_wanted()
         finally:
-            if self.metrics is not None:
-                self.metrics.chat_first_sights_pending.set(self.book.first_sights_pending())
+            self.metrics.chat_first_sights_pending.set(self.book.first_sights_pending())
 
     async def _read_wanted(self) -> None:
         if not self.hub.can_take(Source.CHAT):
@@ -406,8 +405,7 @@ class ChatPoller:
         return state.chat_id in self.ledger.unsettled_chats
 
     def _count_hint(self, outcome: str) -> None:
-        if self.metrics is not None:
-            self.metrics.chat_hints.labels(outcome=outcome).inc()
+        self.metrics.chat_hints.labels(outcome=outcome).inc()
 
     def _turn(self, chat_id: str, wanted: WantedRead) -> int:
         """This replica's turn among the fleet's readers for the chat and when the hinted message was

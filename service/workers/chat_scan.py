@@ -44,7 +44,7 @@ from service.graph.models import Chat
 from service.ledger.hints import Hint, HintLog
 from service.ledger.leases import Lease
 from service.ledger.watched_chats import WatchedChats
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import ChangeMetrics
 from service.workers.hint_publish import Published, publish_hints
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ class ChatScanner:
     notifications_flowing: Callable[[], Awaitable[bool]] | None = None
     clock: Clock = utc_now
     monotonic: Callable[[], float] = time.monotonic
-    metrics: Metrics | None = None
+    metrics: ChangeMetrics = field(kw_only=True)
     # Delegated mode: /me/chats is the signed-in person's, most of them none of the agent's business;
     # only watched chats are hinted, and none is added to the list.
     watched_only: bool = False
@@ -297,5 +297,4 @@ class ChatScanner:
         return True
 
     def _count(self, outcome: str) -> None:
-        if self.metrics is not None:
-            self.metrics.chat_scans.labels(outcome=outcome).inc()
+        self.metrics.chat_scans.labels(outcome=outcome).inc()

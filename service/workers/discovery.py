@@ -37,7 +37,7 @@ from service.graph.models import Chat
 from service.ledger import ReadOutcome, WatchedChats, WatchOutcome
 from service.ledger.chat_members import ChatMembers, SnapshotLoad, known_members
 from service.ledger.leases import Lease
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import ChangeMetrics
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class Discovery:
     # members snapshot (ENTRABOT_DISCOVERY_INTERVAL_S).
     interval: float = 120.0
     pages_per_walk: int = MAX_DISCOVERY_PAGES
-    metrics: Metrics | None = None
+    metrics: ChangeMetrics = field(kw_only=True)
     # False in delegated mode: /me/chats is the signed-in person's, so nothing is walked or taken from it;
     # the watched list, the members snapshot and the chats the tools register are kept as ever.
     walks: bool = True
@@ -168,8 +168,7 @@ class Discovery:
                     self._resume = None  # a link Graph no longer takes: start over next step
                 outcome = WalkOutcome.FAILED
                 break
-            if self.metrics is not None:
-                self.metrics.discovery_pages.inc()
+            self.metrics.discovery_pages.inc()
             known = self.watched.chats
             if all(chat.id in known for chat in page.items):
                 quiet_pages += 1
@@ -183,8 +182,7 @@ class Discovery:
                     chats
                 )  # a long cold walk: the fleet reads these chats meanwhile
                 chats = []
-        if self.metrics is not None:
-            self.metrics.discovery_walks.labels(outcome=outcome.value).inc()
+        self.metrics.discovery_walks.labels(outcome=outcome.value).inc()
         if not self.lease.held():
             self._resume = None
             return  # stop at once: the role's writes are the next holder's

@@ -151,7 +151,7 @@ def build_app(
     """The app; ``wrap_mcp`` puts an ASGI layer of the test's around the whole /mcp endpoint. ``hub`` and
     ``tools`` (an MCP option): a replica's own, else a fresh hub and the demo tools."""
     metrics = Metrics()
-    hub = hub if hub is not None else DeliveryHub(metrics=metrics)
+    hub = hub if hub is not None else DeliveryHub(metrics=metrics.delivery)
     mcp = build_mcp(settings, hub, metrics=metrics, **{"tools": demo_tools(), **mcp_options})
     routes = mcp.routes()
     if wrap_mcp is not None:

@@ -13,7 +13,7 @@ import anyio.lowlevel
 from service.delivery.hub import DeliveryHub, DispatchOutcome, Handover, TargetKind
 from service.delivery.push import ChannelPush
 from service.mcp.push_target import STALLED_FOR_S, PushTarget
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import DeliveryMetrics, Metrics
 from tests.mcp.server_fixture import chat_message
 
 
@@ -83,7 +83,7 @@ async def test_the_hub_waits_on_a_stalled_session_once_and_offers_its_push_to_no
         send_timeout_s=0.05,
     )
     healthy = PushTarget(session_id="healthy", notifier=healthy_session, stream_open=lambda: True)
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     hub.register(stalled)
     hub.register(healthy)
     messages = [chat_message(f"m-{i}", chat_id=f"19:chat-{i}@thread.v2") for i in range(6)]
@@ -161,7 +161,7 @@ class SessionTakingAsTheTimeoutFires:
 
 async def test_a_push_taken_as_its_send_timeout_expires_reaches_no_second_host() -> None:
     stalled, spare = SessionTakingAsTheTimeoutFires(), RecordingSession()
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     # Registered first, the stalled host is the hub's first choice for a chat no host holds yet.
     hub.register(
         PushTarget(

@@ -24,7 +24,7 @@ from service.notifications.wiring import Notifications
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import ChangeMetrics, Metrics
 
 SECRET = "c1ient-state-secret"
 CHAT = "19:abc123@thread.v2"
@@ -42,6 +42,7 @@ class Harness:
             on_mail=self._mail,
             on_lifecycle=self._lifecycle,
             clock=lambda: NOW,
+            metrics=ChangeMetrics(),
             max_concurrent=max_concurrent,
         )
 

@@ -232,12 +232,13 @@ async def tool_world(
                 seed.agent_user.id,
                 http=http,
             )
+        metrics = Metrics()
         clients = build_clients(
             config,
             store,
             http,
             replica_id=replica_id,
-            metrics=Metrics(),
+            metrics=metrics,
             tokens=tokens,
             retry_policy=FAST_BACKOFF,
         )
@@ -252,6 +253,7 @@ async def tool_world(
             agent=agent,
             gate=clients.gate,
             replica_id=replica_id,
+            metrics=metrics,
             clock=clock,
             directory=clients.directory,
         )
