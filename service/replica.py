@@ -46,7 +46,9 @@ from service.ledger.graph_backoff import READ_EVERY_S, FleetBackoff
 from service.mcp.auth import check_auth_config
 from service.mcp.server import McpService, build_mcp
 from service.notifications.nudge import first_of
-from service.notifications.wiring import Notifications, notifications_from_settings
+from service.notifications.subscriptions import ROLE as SUBSCRIPTIONS_ROLE
+from service.notifications.wiring import Notifications
+from service.from_settings.notifications import notifications_from_settings
 from service.storage.backend import MemoryBackend
 from service.storage.resolution import BlobChoice, choose_backend, get_backend
 from service.telemetry.metrics import Metrics
@@ -171,7 +173,14 @@ class Replica:
                 email_poller.poll_now()
 
             email_wake = first_of(self.hub.wait_for_change, mail_announced)
-            manager = self.notifications.manager(self.graph, self.agent.object_id, self.replica_id)
+            lease = Lease(
+                self.backend,
+                SUBSCRIPTIONS_ROLE,
+                self.replica_id,
+                clock=self.clock,
+                metrics=self.metrics,
+            )
+            manager = self.notifications.manager(self.graph, self.agent.object_id, lease)
             sup.add(
                 "subscriptions",
                 manager.cycle,
@@ -401,7 +410,7 @@ def build_replica(
         clock=clock,
         directory=clients.directory,
         graph_backoff=clients.graph_backoff,
-        notifications=notifications_from_settings(settings, backend, metrics, clock),
+        notifications=notifications_from_settings(settings, backend, metrics.changes, clock),
         intents=intents,
         keeper=keeper,
         ack_reactions=reactions,
