@@ -264,9 +264,9 @@ class Replica:
             # After the loops: a cycle in flight could otherwise take a released role back.
             for role in self.chat_poller.roles:
                 await role.lease.release()  # a successor scans at once, not a lease ttl later
-            if self.chat_poller.readers is not None:
+            if self.chat_poller.turns.readers is not None:
                 await (
-                    self.chat_poller.readers.leave()
+                    self.chat_poller.turns.readers.leave()
                 )  # the others stop waiting for this replica's turns
         if self.delivery_sweep is not None and self._supervisor_task is not None:
             await self.delivery_sweep.lease.release()

@@ -40,7 +40,9 @@ from service.telemetry.metrics import Metrics
 from service.tools.deps import ToolDeps
 from service.domain.agent import AgentUser
 from service.workers import chat_scan, chat_sweep
+from service.workers.chat_claiming import ChatClaimer
 from service.workers.chat_poll import ChatPoller
+from service.workers.chat_reading import ChatReader
 from service.workers.chat_scan import ChatScanner
 from service.workers.chat_state import OfferedMessage
 from service.workers.conversation_reader import ChatMessagesReader
@@ -48,6 +50,7 @@ from service.workers.chat_sweep import ChatSweep
 from service.workers.discovery import ROLE as DISCOVERY_ROLE, Discovery
 from service.ledger.poll_turns import PollTurn
 from service.workers.email_poll import EmailPoller
+from service.workers.read_turns import ReadTurns
 from service.workers.recorder import DeliveryRecorder
 from service.workers.summary_mail import SponsorSummaryMail
 
@@ -146,25 +149,34 @@ async def wire_workers(
         watched_only=delegated,
     )
     chat_poller = ChatPoller(
-        conversations=ChatMessagesReader(graph, gate),
+        reader=ChatReader(
+            ChatMessagesReader(graph, gate),
+            chat_ledger,
+            agent,
+            clock,
+            timedelta(hours=settings.first_sight_max_age_h),
+            sent,
+        ),
+        claimer=ChatClaimer(
+            chat_ledger,
+            hub,
+            recorder,
+            permissions,
+            intents.for_messages(lambda o: o.inbound) if intents is not None else None,
+        ),
         ledger=chat_ledger,
         watched=watched,
         hub=hub,
-        agent=agent,
-        recorder=recorder,
         hints=HintReader(backend, clock=clock),
+        turns=ReadTurns(
+            ReaderRoster(backend, replica_id, clock=clock),
+            settings.chat_read_spread_s,
+            settings.chat_read_gap_s,
+        ),
         metrics=metrics.changes,
-        clock=clock,
         concurrency=settings.chat_poll_concurrency,
-        first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h),
-        sent=sent,
-        permissions=permissions,
         roles=(scanner, sweep),
-        readers=ReaderRoster(backend, replica_id, clock=clock),
-        read_spread_s=settings.chat_read_spread_s,
-        min_read_gap_s=settings.chat_read_gap_s,
         on_notification_hint=scanner.heard_notification,
-        intents=intents,
     )
     discovery = Discovery(
         graph,

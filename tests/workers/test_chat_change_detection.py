@@ -350,7 +350,7 @@ async def test_a_later_turn_waits_without_holding_up_the_replicas_other_chats(st
             hosts = [RecordingTarget(target_id="first"), RecordingTarget(target_id="second")]
             for stack, target in zip((first, second), hosts):
                 stack.chats.monotonic = lambda: now[0]
-                stack.chats.read_spread_s = (
+                stack.chats.turns.spread_s = (
                     60.0  # the cycle below would time out if it slept a turn
                 )
                 stack.hub.register(target)
@@ -361,7 +361,7 @@ async def test_a_later_turn_waits_without_holding_up_the_replicas_other_chats(st
             await settle(first, second)  # each lists both; first sights by turn
             now[0] += 130
             await settle(first, second)  # the later turns' first sights find the cursors written
-            roster = second.chats.readers
+            roster = second.chats.turns.readers
             assert roster is not None and roster.readers == {"test-replica", "second-replica"}
             chats = [c.id for c in emulator.seed.chats if c.id is not None]
             hinted_at = datetime.now(UTC)  # the turn order depends on the hinted message's time too
