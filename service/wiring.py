@@ -43,7 +43,7 @@ from service.workers import chat_scan, chat_sweep
 from service.workers.chat_claiming import ChatClaimer
 from service.workers.chat_poll import ChatPoller
 from service.workers.chat_reading import ChatReader
-from service.workers.chat_scan import ChatScanner
+from service.workers.chat_scan import ChatScanner, ScanCadence
 from service.workers.chat_state import OfferedMessage
 from service.workers.conversation_reader import ChatMessagesReader
 from service.workers.chat_sweep import ChatSweep
@@ -129,9 +129,11 @@ async def wire_workers(
         lease(chat_scan.ROLE, ttl=chat_scan.LEASE_TTL, margin=chat_scan.LEASE_MARGIN),
         hint_log,
         watched,
-        interval_s=settings.chat_scan_interval_s,
-        active_interval_s=settings.chat_scan_active_interval_s,
-        relaxed_interval_s=settings.chat_scan_relaxed_interval_s,
+        cadence=ScanCadence(
+            settings.chat_scan_interval_s,
+            settings.chat_scan_active_interval_s,
+            settings.chat_scan_relaxed_interval_s,
+        ),
         notifications_flowing=notifications_flowing,
         clock=clock,
         metrics=metrics.changes,

@@ -321,7 +321,7 @@ async def test_the_scan_relaxes_only_while_notifications_arrive_not_merely_while
             return True
 
         scanner.notifications_flowing = subscribed
-        scanner.relaxed_interval_s = 3600.0
+        scanner.cadence.relaxed_interval_s = 3600.0
         await settle(stack)
         before = scans(stack)
         await settle(stack, cycles=3)
@@ -554,7 +554,7 @@ def _scanner_on_a_clock(
 ) -> chat_scan.ChatScanner:
     scanner = stack.chats.roles[0]
     assert isinstance(scanner, chat_scan.ChatScanner)
-    scanner.interval_s, scanner.active_interval_s = quiet_s, active_s
+    scanner.cadence.interval_s, scanner.cadence.active_interval_s = quiet_s, active_s
     scanner.monotonic = lambda: now[0]
     return scanner
 
