@@ -41,7 +41,7 @@ from service.devstack.channel_host import ChannelHost, ReceivedPush
 from service.devstack.uvicorn_runner import serve_app
 from service.from_settings.mcp import build_mcp
 from service.mcp.tool_registry import ToolRegistry
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import DeliveryMetrics, Metrics
 
 NAME = "bridge_latency"
 TARGET_ADDED_P99_MS = 20.0
@@ -75,7 +75,7 @@ class _Arrivals(ClientExtension):
 @asynccontextmanager
 async def _replica() -> AsyncIterator[tuple[str, DeliveryHub]]:
     settings = Settings(_env_file=None, host="127.0.0.1", mcp_allowed_hosts="127.0.0.1,localhost")
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     mcp = build_mcp(settings, hub, metrics=Metrics(), tools=ToolRegistry())
 
     @asynccontextmanager

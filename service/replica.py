@@ -47,7 +47,9 @@ from service.ledger.graph_backoff import READ_EVERY_S, FleetBackoff
 from service.from_settings.mcp import build_mcp, check_auth_config
 from service.mcp.server import McpService
 from service.notifications.nudge import first_of
-from service.notifications.wiring import Notifications, notifications_from_settings
+from service.notifications.subscriptions import ROLE as SUBSCRIPTIONS_ROLE
+from service.notifications.wiring import Notifications
+from service.from_settings.notifications import notifications_from_settings
 from service.storage.backend import MemoryBackend
 from service.storage.resolution import BlobChoice, choose_backend, get_backend
 from service.telemetry.metrics import Metrics
@@ -113,7 +115,7 @@ class Replica:
     _owned: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.supervisor = Supervisor(metrics=self.metrics)
+        self.supervisor = Supervisor(metrics=self.metrics.loops)
         self.corrupt_cursors = CorruptCursors(self.metrics)
 
     # --- lifecycle ---
@@ -172,7 +174,14 @@ class Replica:
                 email_poller.poll_now()
 
             email_wake = first_of(self.hub.wait_for_change, mail_announced)
-            manager = self.notifications.manager(self.graph, self.agent.object_id, self.replica_id)
+            lease = Lease(
+                self.backend,
+                SUBSCRIPTIONS_ROLE,
+                self.replica_id,
+                clock=self.clock,
+                metrics=self.metrics,
+            )
+            manager = self.notifications.manager(self.graph, self.agent.object_id, lease)
             sup.add(
                 "subscriptions",
                 manager.cycle,
@@ -213,7 +222,7 @@ class Replica:
                 interval_s=s.delivery_sweep_interval_s,
                 move_after_s=s.delivery_move_after_s,
                 clock=self.clock,
-                metrics=self.metrics,
+                metrics=self.metrics.delivery,
             )
             # Often enough to renew the lease in time (a short one in tests).
             sup.add(
@@ -256,9 +265,9 @@ class Replica:
             # After the loops: a cycle in flight could otherwise take a released role back.
             for role in self.chat_poller.roles:
                 await role.lease.release()  # a successor scans at once, not a lease ttl later
-            if self.chat_poller.readers is not None:
+            if self.chat_poller.turns.readers is not None:
                 await (
-                    self.chat_poller.readers.leave()
+                    self.chat_poller.turns.readers.leave()
                 )  # the others stop waiting for this replica's turns
         if self.delivery_sweep is not None and self._supervisor_task is not None:
             await self.delivery_sweep.lease.release()
@@ -360,13 +369,15 @@ def build_replica(
             storage_token_provider=storage_token_provider(tokens) if tokens else None,
         )
     clients = build_clients(settings, backend, http, replica_id=rid, metrics=metrics, tokens=tokens)
-    records = HostRecords(backend, metrics=metrics)
+    records = HostRecords(backend, metrics=metrics.ledger)
     intents = ClaimIntents(
         clients.hub, records, FaultPoints.from_env(fault_point_environment()), clock=clock
     )
     # Off by default: a reaction is visible to everyone in the chat, so an operator chooses it.
     reactions = (
-        AckReactions(clients.graph.messages, settings.delivery_ack_reaction, metrics=metrics)
+        AckReactions(
+            clients.graph.messages, settings.delivery_ack_reaction, metrics=metrics.delivery
+        )
         if settings.delivery_ack_reaction
         else None
     )
@@ -376,7 +387,7 @@ def build_replica(
         clients.hub,
         rid,
         in_flight=intents.in_flight,
-        metrics=metrics,
+        metrics=metrics.delivery,
         clock=clock,
         redeliver_after_s=settings.delivery_redeliver_after_s,
         acknowledged_here=reactions.offer if reactions is not None else None,
@@ -404,7 +415,7 @@ def build_replica(
         clock=clock,
         directory=clients.directory,
         graph_backoff=clients.graph_backoff,
-        notifications=notifications_from_settings(settings, backend, metrics, clock),
+        notifications=notifications_from_settings(settings, backend, metrics.changes, clock),
         intents=intents,
         keeper=keeper,
         ack_reactions=reactions,

@@ -74,7 +74,7 @@ def build_clients(
         graph=graph,
         directory=directory,
         graph_backoff=graph_backoff,
-        hub=DeliveryHub(metrics=metrics),
+        hub=DeliveryHub(metrics=metrics.delivery),
         gate=SponsorGate((), tenant_id=settings.tenant_id),
     )
 

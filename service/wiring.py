@@ -40,14 +40,17 @@ from service.telemetry.metrics import Metrics
 from service.tools.deps import ToolDeps
 from service.domain.agent import AgentUser
 from service.workers import chat_scan, chat_sweep
+from service.workers.chat_claiming import ChatClaimer
 from service.workers.chat_poll import ChatPoller
-from service.workers.chat_scan import ChatScanner
+from service.workers.chat_reading import ChatReader
+from service.workers.chat_scan import ChatScanner, ScanCadence
 from service.workers.chat_state import OfferedMessage
 from service.workers.conversation_reader import ChatMessagesReader
 from service.workers.chat_sweep import ChatSweep
 from service.workers.discovery import ROLE as DISCOVERY_ROLE, Discovery
 from service.ledger.poll_turns import PollTurn
 from service.workers.email_poll import EmailPoller
+from service.workers.read_turns import ReadTurns
 from service.workers.recorder import DeliveryRecorder
 from service.workers.summary_mail import SponsorSummaryMail
 
@@ -78,7 +81,7 @@ async def wire_workers(
     agent: AgentUser,
     gate: SponsorGate,
     replica_id: str,
-    metrics: Metrics | None = None,
+    metrics: Metrics,
     clock: Clock = utc_now,
     directory: GraphClient | None = None,
     corrupt_cursors: CorruptCursors | None = None,
@@ -126,12 +129,14 @@ async def wire_workers(
         lease(chat_scan.ROLE, ttl=chat_scan.LEASE_TTL, margin=chat_scan.LEASE_MARGIN),
         hint_log,
         watched,
-        interval_s=settings.chat_scan_interval_s,
-        active_interval_s=settings.chat_scan_active_interval_s,
-        relaxed_interval_s=settings.chat_scan_relaxed_interval_s,
+        cadence=ScanCadence(
+            settings.chat_scan_interval_s,
+            settings.chat_scan_active_interval_s,
+            settings.chat_scan_relaxed_interval_s,
+        ),
         notifications_flowing=notifications_flowing,
         clock=clock,
-        metrics=metrics,
+        metrics=metrics.changes,
         watched_only=delegated,
     )
     sweep = ChatSweep(
@@ -142,29 +147,38 @@ async def wire_workers(
         watched,
         interval_s=settings.chat_sweep_interval_s,
         clock=clock,
-        metrics=metrics,
+        metrics=metrics.changes,
         watched_only=delegated,
     )
     chat_poller = ChatPoller(
-        conversations=ChatMessagesReader(graph, gate),
+        reader=ChatReader(
+            ChatMessagesReader(graph, gate),
+            chat_ledger,
+            agent,
+            clock,
+            timedelta(hours=settings.first_sight_max_age_h),
+            sent,
+        ),
+        claimer=ChatClaimer(
+            chat_ledger,
+            hub,
+            recorder,
+            permissions,
+            intents.for_messages(lambda o: o.inbound) if intents is not None else None,
+        ),
         ledger=chat_ledger,
         watched=watched,
         hub=hub,
-        agent=agent,
-        recorder=recorder,
         hints=HintReader(backend, clock=clock),
-        metrics=metrics,
-        clock=clock,
+        turns=ReadTurns(
+            ReaderRoster(backend, replica_id, clock=clock),
+            settings.chat_read_spread_s,
+            settings.chat_read_gap_s,
+        ),
+        metrics=metrics.changes,
         concurrency=settings.chat_poll_concurrency,
-        first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h),
-        sent=sent,
-        permissions=permissions,
         roles=(scanner, sweep),
-        readers=ReaderRoster(backend, replica_id, clock=clock),
-        read_spread_s=settings.chat_read_spread_s,
-        min_read_gap_s=settings.chat_read_gap_s,
         on_notification_hint=scanner.heard_notification,
-        intents=intents,
     )
     discovery = Discovery(
         graph,
@@ -173,7 +187,7 @@ async def wire_workers(
         lease(DISCOVERY_ROLE),
         ChatMembers(backend, metrics=metrics),
         interval=settings.discovery_interval_s,
-        metrics=metrics,
+        metrics=metrics.changes,
         sponsors=SponsorRefresher(
             gate,
             graph,
@@ -181,7 +195,7 @@ async def wire_workers(
             directory,
             interval_s=settings.sponsor_refresh_interval_s,
             stale_after_s=settings.sponsor_stale_after_s,
-            metrics=metrics,
+            metrics=metrics.changes,
         )
         if settings.agent_identity_id and not delegated
         else None,

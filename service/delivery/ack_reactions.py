@@ -27,7 +27,7 @@ from typing import Protocol
 from service.delivery.host_record import DeliveryKey, PendingDelivery
 from service.domain.source import Source
 from service.graph.errors import GraphError, GraphThrottled, GraphUnavailable
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import DeliveryMetrics
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class SetsReactions(Protocol):
 class AckReactions:
     graph: SetsReactions
     reaction_type: str
-    metrics: Metrics | None = None
+    metrics: DeliveryMetrics
     capacity: int = QUEUE_CAPACITY
     _queue: deque[DeliveryKey] = field(default_factory=deque)
     _work: asyncio.Event = field(default_factory=asyncio.Event)
@@ -108,8 +108,7 @@ class AckReactions:
         return ReactionOutcome.SET
 
     def _count(self, outcome: ReactionOutcome) -> None:
-        if self.metrics is not None:
-            self.metrics.ack_reactions.labels(outcome=outcome.value).inc()
+        self.metrics.ack_reactions.labels(outcome=outcome.value).inc()
 
     @property
     def queued(self) -> int:

@@ -23,7 +23,7 @@ from service.ledger.email_claims import read_email_cursor
 from service.ledger.email_cursor import CLAIM_IDS_KEPT
 from service.ledger.reads import ReadOutcome
 from service.storage.backend import MemoryBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import DeliveryMetrics
 
 log = logging.getLogger(__name__)
 
@@ -79,12 +79,11 @@ class ClaimLookup:
 
 
 def note_dropped_intent(
-    fate: ClaimFate, host_id: str, entry: PendingDelivery, metrics: Metrics | None
+    fate: ClaimFate, host_id: str, entry: PendingDelivery, metrics: DeliveryMetrics
 ) -> None:
     """An intent settled as ``never`` or ``ambiguous`` leaves its record: counted, and the ambiguous one
     (which may be a message lost) logged by id, so an operator can point the agent at it."""
-    if metrics is not None:
-        metrics.lapsed_intents.labels(fate=fate.value).inc()
+    metrics.lapsed_intents.labels(fate=fate.value).inc()
     if fate is ClaimFate.AMBIGUOUS:
         log.error(
             "an intent's claim can no longer be told from the cursor; not pushed, so it may be lost (read "

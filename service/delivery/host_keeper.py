@@ -45,7 +45,7 @@ from service.delivery.host_records import HostRecords
 from service.delivery.hub import DeliveryHub, Handover
 from service.domain.message import InboundMessage
 from service.storage.errors import StorageError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import DeliveryMetrics
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class HostKeeper:
     # Told, after each acknowledgement written here, the entries that write took out of the record (never
     # blocking: AckReactions.offer queues the reaction to each); across the fleet one write takes each out.
     acknowledged_here: Callable[[list[PendingDelivery]], None] | None = None
-    metrics: Metrics | None = None
+    metrics: DeliveryMetrics = field(kw_only=True)
     clock: Callable[[], datetime] = utc_now
     monotonic: Callable[[], float] = time.monotonic
     redeliver_after_s: float = REDELIVER_AFTER_S
@@ -280,8 +280,7 @@ class HostKeeper:
                 return  # the stream went away: the next session gets the rest
             if mark is not None:
                 self._redelivered += 1
-                if self.metrics is not None:
-                    self.metrics.redeliveries.labels(reason=_reason(mark, current)).inc()
+                self.metrics.redeliveries.labels(reason=_reason(mark, current)).inc()
 
     async def _write_acks(self, host_id: str) -> None:
         while self._acks.get(host_id):
@@ -322,8 +321,6 @@ class HostKeeper:
                 self._acknowledged += 1
             if mark is not None:
                 self._ack_latencies.append(max(now - mark.first_at, 0.0))
-            if self.metrics is None:
-                continue
             if mark is not None:
                 self.metrics.ack_latency.observe(max(now - mark.first_at, 0.0))
             if entry is not None:
@@ -400,8 +397,6 @@ class HostKeeper:
         }
 
     def _publish(self) -> None:
-        if self.metrics is None:
-            return
         for bucket, count in self.pending_by_age().items():
             self.metrics.pending_deliveries.labels(age=bucket).set(count)
 

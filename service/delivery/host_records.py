@@ -26,7 +26,7 @@ from service.delivery.host_record import (
 from service.ledger.reads import ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError, StorageError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class RecordUnavailable(StorageError):
 @dataclass
 class HostRecords:
     backend: MemoryBackend
-    metrics: Metrics | None = None
+    metrics: LedgerMetrics
     _cache: dict[str, tuple[HostRecord, str]] = field(
         default_factory=dict
     )  # host -> (record, its ETag)
@@ -80,7 +80,7 @@ class HostRecords:
                     **({"if_match": etag} if etag else {"if_absent": True}),
                 )
             except StorageError as exc:
-                if isinstance(exc, ConcurrencyError) and self.metrics is not None:
+                if isinstance(exc, ConcurrencyError):
                     self.metrics.cas_conflicts.labels(ledger=LEDGER).inc()
                 self._cache.pop(host_id, None)
                 current, etag = await self._read(

@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 from opentelemetry import trace
 
 from service.domain.message import InboundMessage, MessageKey, Source
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import DeliveryMetrics
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -129,7 +129,7 @@ class DeliveryHub:
     """Targets held by this replica. Chats stick to one target while it lives, so a conversation
     reaches one host in order; new chats are spread round-robin over push targets."""
 
-    metrics: Metrics | None = None
+    metrics: DeliveryMetrics
     _targets: dict[str, DeliveryTarget] = field(default_factory=dict)
     _sticky: dict[str, str] = field(default_factory=dict)  # chat_id -> target_id
     _allotted: dict[MessageKey, str] = field(
@@ -199,12 +199,9 @@ class DeliveryHub:
         return [t for t in self._targets.values() if t.is_alive()]
 
     def _publish(self) -> None:
-        if self.metrics is not None:
-            live = self.live_targets()
-            self.metrics.push_streams.set(sum(1 for t in live if t.kind is TargetKind.PUSH))
-            self.metrics.sponsor_waits.set(
-                sum(1 for t in live if t.kind is TargetKind.SPONSOR_WAIT)
-            )
+        live = self.live_targets()
+        self.metrics.push_streams.set(sum(1 for t in live if t.kind is TargetKind.PUSH))
+        self.metrics.sponsor_waits.set(sum(1 for t in live if t.kind is TargetKind.SPONSOR_WAIT))
         self._changed.set()
         self._changed = asyncio.Event()
         self._generation += 1
@@ -447,8 +444,7 @@ class DeliveryHub:
         return candidates[next(self._rr) % len(candidates)] if candidates else None
 
     def _count(self, message: InboundMessage, channel: str, outcome: str) -> None:
-        if self.metrics is not None:
-            self.metrics.deliveries.labels(channel, message.source.value, outcome).inc()
+        self.metrics.deliveries.labels(channel, message.source.value, outcome).inc()
 
 
 def _delivery_order(message: InboundMessage) -> tuple[object, ...]:

@@ -25,7 +25,7 @@ from service.delivery.sponsor_directory import SponsorResolutions, read_sponsors
 from service.domain.sponsors import SponsorGate
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import ChangeMetrics
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class SponsorRefresher:
     directory: GraphClient | None
     interval_s: float = 120.0  # ENTRABOT_SPONSOR_REFRESH_INTERVAL_S
     stale_after_s: float = 600.0  # ENTRABOT_SPONSOR_STALE_AFTER_S
-    metrics: Metrics | None = None
+    metrics: ChangeMetrics = field(kw_only=True)
     monotonic: Callable[[], float] = time.monotonic
     _resolutions: SponsorResolutions = field(default_factory=SponsorResolutions)
     _next_read: float = float("-inf")
@@ -62,8 +62,7 @@ class SponsorRefresher:
 
     async def refresh(self) -> RefreshOutcome:
         outcome = await self._read()
-        if self.metrics is not None:
-            self.metrics.sponsor_reads.labels(outcome=outcome.value).inc()
+        self.metrics.sponsor_reads.labels(outcome=outcome.value).inc()
         return outcome
 
     async def _read(self) -> RefreshOutcome:

@@ -43,7 +43,7 @@ from service.notifications.payloads import (
     may_bring_a_new_message,
 )
 from service.storage.errors import StorageError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import ChangeMetrics
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class NotificationReceiver:
     on_mail: Callable[[], None] = lambda: None
     on_lifecycle: Callable[[ChangeNotification], Awaitable[None]] | None = None
     clock: Clock = utc_now
-    metrics: Metrics | None = None
+    metrics: ChangeMetrics = field(kw_only=True)
     max_concurrent: int = 32  # ENTRABOT_NOTIFICATION_MAX_CONCURRENT
     _in_flight: int = field(default=0, init=False)
 
@@ -172,8 +172,7 @@ class NotificationReceiver:
         )
 
     def _count(self, kind: str, outcome: str) -> None:
-        if self.metrics is not None:
-            self.metrics.graph_notifications.labels(kind=kind, outcome=outcome).inc()
+        self.metrics.graph_notifications.labels(kind=kind, outcome=outcome).inc()
 
 
 async def _bounded_body(request: Request, limit: int) -> bytes:

@@ -31,7 +31,6 @@ read Graph on their own cadence.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -43,20 +42,24 @@ from service.graph.errors import GraphError, GraphNotFound
 from service.graph.subscription_model import GraphSubscription
 from service.clock import Clock, format_timestamp, utc_now
 from service.domain.source import Source
-from service.ledger.json_records import load_object, require_str, require_timestamp
 from service.ledger.leases import Lease
-from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed
+from service.ledger.reads import ReadOutcome, read_parsed
 from service.notifications.lifecycle_log import LifecycleEvent, read_events
 from service.notifications.nudge import Nudge
+from service.notifications.subscription_record import (
+    RECORD_KEY,
+    Kept,
+    SubscriptionsRecord,
+    parse_record,
+    render_record,
+)
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError, StorageError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import ChangeMetrics
 
 log = logging.getLogger(__name__)
 
 ROLE = "subscription_manager"
-RECORD_KEY = "notifications/subscriptions.json"
-_WHAT = "subscriptions record"
 
 # Graph measures the limits on its own clock: asking an hour short of them keeps a replica whose
 # clock runs ahead from being refused.
@@ -103,64 +106,6 @@ def wanted_subscriptions(
             notification_url,
             lifecycle_url,
         ),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Kept:
-    """A subscription as the record keeps it."""
-
-    id: str
-    resource: str
-    expires_at: datetime
-    notification_url: str
-
-
-@dataclass(frozen=True)
-class SubscriptionsRecord:
-    kept: Mapping[Source, Kept] = field(default_factory=dict)
-    lifecycle_offset: int = 0  # characters of notifications/lifecycle.jsonl already acted on
-
-
-def parse_record(text: str) -> SubscriptionsRecord:
-    obj = load_object(text, _WHAT)
-    offset = obj.get("lifecycle_offset", 0)
-    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-        raise CorruptValueError(f"{_WHAT}: field 'lifecycle_offset' must be a non-negative integer")
-    subs = obj.get("subscriptions", {})
-    if not isinstance(subs, dict):
-        raise CorruptValueError(f"{_WHAT}: field 'subscriptions' must be an object")
-    kept: dict[Source, Kept] = {}
-    for name, entry in subs.items():
-        kind = Source.from_subscription_name(name)
-        if kind is None or not isinstance(entry, dict):
-            continue  # a kind from a newer version: left alone, not guessed at
-        kept[kind] = Kept(
-            require_str(entry, "id", _WHAT),
-            require_str(entry, "resource", _WHAT),
-            require_timestamp(entry, "expires_at", _WHAT),
-            require_str(entry, "notification_url", _WHAT),
-        )
-    return SubscriptionsRecord(kept, offset)
-
-
-def render_record(record: SubscriptionsRecord) -> str:
-    return json.dumps(
-        {
-            "lifecycle_offset": record.lifecycle_offset,
-            "subscriptions": {
-                kind.subscription_name: {
-                    "id": k.id,
-                    "resource": k.resource,
-                    "expires_at": format_timestamp(k.expires_at),
-                    "notification_url": k.notification_url,
-                }
-                for kind, k in sorted(
-                    record.kept.items(), key=lambda item: item[0].subscription_name
-                )
-            },
-        },
-        sort_keys=True,
     )
 
 
@@ -230,7 +175,7 @@ class SubscriptionManager:
     wanted: tuple[Wanted, ...]
     client_state: str
     on_mail_missed: Callable[[], None] = lambda: None
-    metrics: Metrics | None = None
+    metrics: ChangeMetrics = field(kw_only=True)
     clock: Clock = utc_now
     # Set when this replica recorded a lifecycle event: a cycle runs now rather than at the interval.
     poked: Nudge = field(default_factory=Nudge)
@@ -390,16 +335,14 @@ class SubscriptionManager:
             )
 
     def _publish(self, kept: Mapping[Source, Kept]) -> None:
-        if self.metrics is not None:
-            now = self.clock()
-            for kind in Source:
-                current = kept.get(kind)
-                self.metrics.notification_subscriptions.labels(resource=kind.subscription_name).set(
-                    1 if current is not None and current.expires_at > now else 0
-                )
+        now = self.clock()
+        for kind in Source:
+            current = kept.get(kind)
+            self.metrics.notification_subscriptions.labels(resource=kind.subscription_name).set(
+                1 if current is not None and current.expires_at > now else 0
+            )
 
     def _count(self, kind: Source, action: str) -> None:
-        if self.metrics is not None:
-            self.metrics.notification_subscription_changes.labels(
-                resource=kind.subscription_name, action=action
-            ).inc()
+        self.metrics.notification_subscription_changes.labels(
+            resource=kind.subscription_name, action=action
+        ).inc()

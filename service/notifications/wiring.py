@@ -13,25 +13,20 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from service.domain.source import Source
-from service.config import Settings
 from service.graph.client import GraphClient
 from service.clock import Clock, utc_now
 from service.ledger.hints import HintLog
-from service.ledger.reads import ReadOutcome, read_parsed
 from service.ledger.leases import Lease
+from service.ledger.reads import ReadOutcome, read_parsed
 from service.notifications.lifecycle_log import event_of, record_event
 from service.notifications.nudge import Nudge
+from service.notifications.options import NotificationOptions
 from service.notifications.payloads import ChangeNotification
 from service.notifications.receiver import NotificationReceiver
-from service.notifications.subscriptions import (
-    RECORD_KEY,
-    ROLE,
-    SubscriptionManager,
-    parse_record,
-    wanted_subscriptions,
-)
+from service.notifications.subscription_record import RECORD_KEY, parse_record
+from service.notifications.subscriptions import SubscriptionManager, wanted_subscriptions
 from service.storage.backend import MemoryBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import ChangeMetrics
 from service.workers.email_poll import SETTLE_MARGIN
 
 MAIL_SETTLE_SLACK = timedelta(seconds=1)
@@ -41,9 +36,9 @@ LIVE_MARGIN = timedelta(minutes=1)  # a subscription about to expire may lapse b
 
 @dataclass
 class Notifications:
-    settings: Settings
+    options: NotificationOptions
     backend: MemoryBackend
-    metrics: Metrics
+    metrics: ChangeMetrics
     clock: Clock = utc_now
     mail_nudge: Nudge = field(default_factory=Nudge)  # wakes the email poll
     lifecycle_nudge: Nudge = field(default_factory=Nudge)  # wakes the subscription manager
@@ -52,16 +47,14 @@ class Notifications:
     _live_checked_at: float = float("-inf")
 
     def __post_init__(self) -> None:
-        state = self.settings.notification_client_state
-        assert state is not None  # Settings refuses a notification URL without it
         self.receiver = NotificationReceiver(
             HintLog(self.backend, clock=self.clock),
-            state.get_secret_value(),
+            self.options.client_state,
             on_mail=self._on_mail,
             on_lifecycle=self._on_lifecycle,
             clock=self.clock,
             metrics=self.metrics,
-            max_concurrent=self.settings.notification_max_concurrent,
+            max_concurrent=self.options.max_concurrent,
         )
 
     async def chat_subscription_live(self) -> bool:
@@ -95,30 +88,16 @@ class Notifications:
         await record_event(self.backend, event)
         self.lifecycle_nudge.set()
 
-    def manager(
-        self, graph: GraphClient, agent_user_id: str, replica_id: str
-    ) -> SubscriptionManager:
-        url = self.settings.notification_url
-        lifecycle = self.settings.lifecycle_url
-        state = self.settings.notification_client_state
-        assert url is not None and lifecycle is not None and state is not None
-        lease = Lease(self.backend, ROLE, replica_id, clock=self.clock, metrics=self.metrics)
+    def manager(self, graph: GraphClient, agent_user_id: str, lease: Lease) -> SubscriptionManager:
+        """``lease``: the subscription manager's role (``subscriptions.ROLE``), of this replica."""
         return SubscriptionManager(
             graph,
             self.backend,
             lease,
-            wanted_subscriptions(agent_user_id, url, lifecycle),
-            state.get_secret_value(),
+            wanted_subscriptions(agent_user_id, self.options.url, self.options.lifecycle_url),
+            self.options.client_state,
             on_mail_missed=self.mail_nudge.set,
             poked=self.lifecycle_nudge,
             metrics=self.metrics,
             clock=self.clock,
         )
-
-
-def notifications_from_settings(
-    settings: Settings, backend: MemoryBackend, metrics: Metrics, clock: Clock = utc_now
-) -> Notifications | None:
-    if not settings.notification_url:
-        return None
-    return Notifications(settings, backend, metrics, clock)

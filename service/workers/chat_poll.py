@@ -16,6 +16,7 @@ The parts, each one concept, used one way (nothing below imports the poll):
 - service.workers.chat_book: the chats this replica polls, one ChatPollState each, and which are wanted;
 - service.workers.chat_reading: one chat's read by phase (resolve, first sight, steady);
 - service.workers.chat_claiming: one read's claim and push;
+- service.workers.read_turns: this replica's turn among the fleet's readers, and its reads' pace;
 - service.workers.conversation_reader: Graph's routes for this kind of conversation (the seam a
   second kind, a team channel's messages, would plug into).
 """
@@ -28,24 +29,17 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
 from typing import TypeVar
 
 from opentelemetry import trace
 
-from service.clock import Clock, utc_now
-from service.delivery.claim_intents import ClaimIntents
 from service.delivery.hub import DeliveryHub
-from service.domain.message import InboundMessage, Source
-from service.domain.agent import AgentUser
+from service.domain.message import Source
 from service.graph.errors import GraphError
 from service.ledger import Candidate, ChatLedger, ReadOutcome, WatchedChats
 from service.ledger.hints import HintReader
-from service.ledger.permission_requests import PermissionRequests
-from service.ledger.readers import ReaderRoster
-from service.ledger.sent_messages import SentMessages
 from service.storage.errors import StorageError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import ChangeMetrics
 from service.telemetry.tracing import context_from_traceparent
 from service.workers.chat_book import ChatBook
 from service.workers.chat_claiming import ChatClaimer
@@ -61,9 +55,7 @@ from service.workers.chat_wants import (
     FleetRole,
     WantedRead,
 )
-from service.workers.conversation_reader import ConversationReader
-from service.workers.read_pacer import ReadPacer
-from service.workers.recorder import DeliveryRecorder
+from service.workers.read_turns import ReadTurns
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -82,56 +74,24 @@ R = TypeVar("R")
 
 @dataclass
 class ChatPoller:
-    conversations: ConversationReader  # Graph's routes for this kind of conversation (Teams chats)
+    reader: ChatReader  # one chat's read, by phase, through Graph's routes for Teams chats
+    claimer: ChatClaimer  # one read's claim and push
     ledger: ChatLedger[OfferedMessage]
     watched: WatchedChats
     hub: DeliveryHub
-    agent: AgentUser
-    recorder: DeliveryRecorder
     hints: HintReader  # the fleet's change hints: the only reason a chat is read (besides our own doubts)
-    metrics: Metrics | None = None
-    clock: Clock = utc_now
+    turns: ReadTurns  # this replica's turn among the fleet's readers, and the pace of its reads
+    metrics: ChangeMetrics
     concurrency: int = 8
-    first_sight_max_age: timedelta = timedelta(hours=24)
-    sent: SentMessages | None = (
-        None  # the fleet's record of the agent's sent messages (delegated mode)
-    )
-    permissions: PermissionRequests | None = None  # pending permission requests of the fleet
-    intents: ClaimIntents | None = (
-        None  # what acknowledging hosts are owed, written before each claim
-    )
     # The fleet roles whose turn comes with this loop: the scanner and the sweep (SPEC §9).
     roles: Sequence[FleetRole] = ()
-    readers: ReaderRoster | None = None  # the fleet's chat readers: whose turn a hinted chat is
     on_notification_hint: Callable[[], None] | None = None  # tells the scanner notifications arrive
-    # Settings.chat_read_spread_s and chat_read_gap_s, given by the wiring (no second default here).
-    read_spread_s: float = field(kw_only=True)  # the gap between two replicas' turns
-    min_read_gap_s: float = field(kw_only=True)  # between two reads of one chat by this replica
     monotonic: Callable[[], float] = time.monotonic
     book: ChatBook = field(default_factory=ChatBook)
-    pacer: ReadPacer = field(init=False)
-    _reader: ChatReader = field(init=False)
-    _claimer: ChatClaimer = field(init=False)
     _watched_reload_at: float = float("-inf")
     _first_sights_taken_at: int = (
         -1
     )  # the watched list's length when its new chats last became wants
-
-    def __post_init__(self) -> None:
-        self.pacer = ReadPacer(
-            lambda: len(self.readers.readers) if self.readers is not None else 1,
-            monotonic=self.monotonic,
-        )
-        self._reader = ChatReader(
-            self.conversations,
-            self.ledger,
-            self.agent,
-            self.clock,
-            self.first_sight_max_age,
-            self.sent,
-        )
-        intent = self.intents.for_messages(_inbound_of) if self.intents is not None else None
-        self._claimer = ChatClaimer(self.ledger, self.hub, self.recorder, self.permissions, intent)
 
     def state_of(self, chat_id: str) -> ChatPollState:
         return self.book.state_of(chat_id)
@@ -147,7 +107,7 @@ class ChatPoller:
         state = self.state_of(chat_id)
         state.surface_newest_regardless_of_age = True
         try:
-            newest = await self.conversations.newest(chat_id)
+            newest = await self.reader.conversations.newest(chat_id)
             update = await self.ledger.start_created_chat(
                 chat_id,
                 Candidate(newest.id, newest.created_date_time) if newest is not None else None,
@@ -180,24 +140,18 @@ class ChatPoller:
         """
         for role in self.roles:
             await role.cycle()  # the scanner and the sweep: each acts only while it holds its lease
-        if self.readers is not None:
-            await self.readers.refresh(self.hub.can_take(Source.CHAT), self.monotonic())
+        await self.turns.refresh(self.hub.can_take(Source.CHAT), self.monotonic())
         await self._take_hints()
         await self._want_first_sights()
         try:
             await self._read_wanted()
         finally:
-            if self.metrics is not None:
-                self.metrics.chat_first_sights_pending.set(self.book.first_sights_pending())
+            self.metrics.chat_first_sights_pending.set(self.book.first_sights_pending())
 
     async def _read_wanted(self) -> None:
         if not self.hub.can_take(Source.CHAT):
             return  # the hints stay wanted until a target comes
-        if (
-            self.readers is not None
-            and self.read_spread_s > 0
-            and not self.readers.settled(self.monotonic())
-        ):
+        if self.turns.settling(self.monotonic()):
             return  # just started reading: wait until this replica knows the others' turns
         if self.watched.needs_load:
             outcome = await self.watched.load()
@@ -216,9 +170,7 @@ class ChatPoller:
             span.set_attribute("entrabot.chats", len(due))
             deferred = [r for r in await self._each(due, self._poll_wanted_traced) if r is not None]
             if deferred:
-                takeable = await self._claimer.takeable(
-                    m for read in deferred for m in read.inbound
-                )
+                takeable = await self.claimer.takeable(m for read in deferred for m in read.inbound)
                 await self._each(deferred, lambda read: self._claim_deferred(read, takeable))
 
     async def _poll_wanted_traced(self, chat_id: str) -> ChatRead | None:
@@ -321,10 +273,12 @@ class ChatPoller:
             self._count_hint("covered")
             return None
         # Our own claim in doubt is ours to settle: no other replica reads the chat for it.
-        turn = 0 if own_doubt else self._turn(chat_id, wanted)
+        turn = 0 if own_doubt else self.turns.turn(chat_id, wanted.newest)
         if turn and wanted.turn_waits == 0:
             wanted.turn_waits = 1
-            wanted.not_before = max(wanted.not_before, self.monotonic() + turn * self.read_spread_s)
+            wanted.not_before = max(
+                wanted.not_before, self.monotonic() + turn * self.turns.spread_s
+            )
             return None
         covered = await self._cursor_covers(state, wanted)
         if covered is None:
@@ -334,22 +288,22 @@ class ChatPoller:
             # more gap and one more cursor read before a read that would meet Graph's one read a
             # second per chat.
             wanted.turn_waits = 2
-            wanted.not_before = self.monotonic() + self.read_spread_s
+            wanted.not_before = self.monotonic() + self.turns.spread_s
             return None
         if covered:
             self.book.settle(chat_id, wanted)
             self._count_hint("covered")
             return None
-        gap_ends = state.read_at + self.min_read_gap_s
+        gap_ends = state.read_at + self.turns.min_gap_s
         if self.monotonic() < gap_ends:
             # Read a moment ago (a new hint came right after): Graph allows one read a second per chat.
             wanted.not_before = gap_ends
             return None
-        await self.pacer.wait()
+        await self.turns.pacer.wait()
         started = state.read_at = self.monotonic()
         self._count_hint("read")
-        wanted.not_before = started + self.min_read_gap_s
-        read = await self._reader.read(state, preview=wanted.preview_hint(chat_id))
+        wanted.not_before = started + self.turns.min_gap_s
+        read = await self.reader.read(state, preview=wanted.preview_hint(chat_id))
         if read is ReadMiss.FAILED:
             wanted.not_before = self.monotonic() + FAILED_RETRY_S
             return None
@@ -359,7 +313,7 @@ class ChatPoller:
         read = replace(read, started=started)
         if self.hub.needs_allotment(read.inbound):
             return read
-        await self._claim_chat(read, await self._claimer.takeable(read.inbound))
+        await self._claim_chat(read, await self.claimer.takeable(read.inbound))
         return None
 
     async def _cursor_covers(self, state: ChatPollState, wanted: WantedRead) -> bool | None:
@@ -384,7 +338,7 @@ class ChatPoller:
         chat_id = read.state.chat_id
         cursor = read.state.take_seen_cursor(self.monotonic(), SEEN_CURSOR_MAX_AGE_S)
         try:
-            left = await self._claimer.claim(read, takeable, cursor=cursor)
+            left = await self.claimer.claim(read, takeable, cursor=cursor)
         except (GraphError, StorageError) as exc:
             log_chat_failure(chat_id, exc)
             wanted = self.book.wanted(chat_id)
@@ -406,15 +360,7 @@ class ChatPoller:
         return state.chat_id in self.ledger.unsettled_chats
 
     def _count_hint(self, outcome: str) -> None:
-        if self.metrics is not None:
-            self.metrics.chat_hints.labels(outcome=outcome).inc()
-
-    def _turn(self, chat_id: str, wanted: WantedRead) -> int:
-        """This replica's turn among the fleet's readers for the chat and when the hinted message was
-        written (0: read at once)."""
-        if self.readers is None or self.read_spread_s <= 0:
-            return 0
-        return self.readers.turn(chat_id, wanted.newest)
+        self.metrics.chat_hints.labels(outcome=outcome).inc()
 
     async def _each(self, items: Sequence[T], work: Callable[[T], Awaitable[R]]) -> list[R]:
         """``work`` over every item, at most ``concurrency`` at a time; results in the items' order."""
@@ -427,7 +373,3 @@ class ChatPoller:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(one(item)) for item in items]
         return [task.result() for task in tasks]
-
-
-def _inbound_of(offered: OfferedMessage) -> InboundMessage | None:
-    return offered.inbound

@@ -44,7 +44,7 @@ from service.graph.models import Chat
 from service.ledger.hints import Hint, HintLog
 from service.ledger.leases import Lease
 from service.ledger.watched_chats import WatchedChats
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import ChangeMetrics
 from service.workers.hint_publish import Published, publish_hints
 
 log = logging.getLogger(__name__)
@@ -95,38 +95,51 @@ class ScanResult:
 
 
 @dataclass
-class ChatScanner:
-    graph: GraphClient
-    lease: Lease
-    hints: HintLog
-    watched: WatchedChats
+class ScanCadence:
+    """When the next scan is due (the module's "Cadence")."""
+
     interval_s: float = (
         3.0  # a quiet tenant (no new message for ACTIVE_FOR_S); the unordered walk's batch
     )
     active_interval_s: float = 1.0  # while scans find new messages
     relaxed_interval_s: float = 30.0
+    next_scan: float = float("-inf")
+    heard_at: float = float("-inf")  # monotonic: the last notification hint this replica took
+    active_until: float = float("-inf")  # monotonic: a scan found a new message ACTIVE_FOR_S before
+
+
+@dataclass
+class ScanTenure:
+    """What this replica saw while holding the role: a new tenure starts afresh, since what a former
+    one saw may be stale."""
+
+    epoch: int | None = None  # the lease's, for the tenure this is
+    bound: datetime | None = None  # the previous scan's newest preview (ordered mode)
+    seen: dict[str, datetime] = field(default_factory=dict)  # newest preview hinted, per chat
+    resume: str | None = None  # unordered mode: where the walk stopped
+    walked_once: bool = False  # unordered mode: a whole walk done in this tenure
+
+
+@dataclass
+class ChatScanner:
+    graph: GraphClient
+    lease: Lease
+    hints: HintLog
+    watched: WatchedChats
+    cadence: ScanCadence = field(default_factory=ScanCadence)
     # True while the fleet keeps a live chat subscription; the scan relaxes only while, besides,
     # notification hints have been arriving (``heard_notification``): a subscription whose
     # notifications go nowhere (a dead receiver, a lost route) must not slow the scan down.
     notifications_flowing: Callable[[], Awaitable[bool]] | None = None
     clock: Clock = utc_now
     monotonic: Callable[[], float] = time.monotonic
-    metrics: Metrics | None = None
+    metrics: ChangeMetrics = field(kw_only=True)
     # Delegated mode: /me/chats is the signed-in person's, most of them none of the agent's business;
     # only watched chats are hinted, and none is added to the list.
     watched_only: bool = False
-    _next_scan: float = float("-inf")
-    _bound: datetime | None = None  # the previous scan's newest preview (ordered mode)
-    _seen: dict[str, datetime] = field(default_factory=dict)  # newest preview hinted, per chat
+    _tenure: ScanTenure = field(default_factory=ScanTenure)
     _ordered: bool = True
     _ordering_retry_at: float = float("-inf")
-    _resume: str | None = None  # unordered mode: where the walk stopped
-    _walked_once: bool = False  # unordered mode: a whole walk done in this tenure
-    _held_epoch: int | None = None
-    _heard_at: float = float("-inf")  # monotonic: the last notification hint this replica took
-    _active_until: float = float(
-        "-inf"
-    )  # monotonic: a scan found a new message ACTIVE_FOR_S before
 
     async def cycle(self) -> None:
         """Renew the lease when due and scan when due; cheap to call more often than either."""
@@ -134,41 +147,35 @@ class ChatScanner:
         if not await self.lease.keep():
             self._forget()
             return
-        if self._held_epoch != self.lease.epoch:
-            self._forget()  # a new tenure: what a former tenure saw may be stale
-            self._held_epoch = self.lease.epoch
-        if now < self._next_scan:
+        if self._tenure.epoch != self.lease.epoch:
+            self._tenure = ScanTenure(self.lease.epoch)  # what a former tenure saw may be stale
+        cadence = self.cadence
+        if now < cadence.next_scan:
             return
         relaxed = (
-            now - self._heard_at < NOTIFICATIONS_QUIET_S
+            now - cadence.heard_at < NOTIFICATIONS_QUIET_S
             and self.notifications_flowing is not None
             and await self.notifications_flowing()
         )
-        self._next_scan = now + (self.relaxed_interval_s if relaxed else self.interval_s)
+        cadence.next_scan = now + (cadence.relaxed_interval_s if relaxed else cadence.interval_s)
         if not self._ordered and now >= self._ordering_retry_at:
-            self._ordered, self._resume = True, None
+            self._ordered, self._tenure.resume = True, None
         with tracer.start_as_current_span(
             "chat_scan.scan", attributes={"entrabot.ordered": self._ordered}
         ):
             pages = await self.scan()  # its hints carry this trace to the replicas that read them
-        if not relaxed and self._ordered and self.monotonic() < self._active_until:
+        if not relaxed and self._ordered and self.monotonic() < cadence.active_until:
             # Active: soon again, but at most one page per active interval, so a burst that spreads
             # over several pages does not multiply the scanner's share of list chats' 5 req/s per user.
-            wait = min(self.interval_s, max(1, pages) * self.active_interval_s)
-            self._next_scan = min(self._next_scan, now + wait)
+            wait = min(cadence.interval_s, max(1, pages) * cadence.active_interval_s)
+            cadence.next_scan = min(cadence.next_scan, now + wait)
 
     def heard_notification(self) -> None:
         """A notification hint arrived (the chat poll of this replica took it)."""
-        self._heard_at = self.monotonic()
+        self.cadence.heard_at = self.monotonic()
 
     def _forget(self) -> None:
-        self._bound, self._seen, self._resume, self._held_epoch, self._walked_once = (
-            None,
-            {},
-            None,
-            None,
-            False,
-        )
+        self._tenure = ScanTenure()
 
     async def scan(self) -> int:
         """One scan; returns the pages it read. A failure waits for the next scan (no fallback that
@@ -177,7 +184,7 @@ class ChatScanner:
             result = await (self._scan_ordered() if self._ordered else self._scan_unordered())
         except GraphError as exc:
             if self._ordered and exc.status == 400:
-                self._ordered, self._resume = False, None
+                self._ordered, self._tenure.resume = False, None
                 self._ordering_retry_at = self.monotonic() + ORDERING_RETRY.total_seconds()
                 log.warning(
                     "Graph refused the chats ordering; scanning unordered at a paced rate",
@@ -190,23 +197,27 @@ class ChatScanner:
                 extra={"error": type(exc).__name__, "status": exc.status},
             )
             self._count("failed")
-            self._active_until = float("-inf")  # a struggling Graph: back to the quiet interval
+            self.cadence.active_until = float(
+                "-inf"
+            )  # a struggling Graph: back to the quiet interval
             return 1
         if not await self._publish(result):
             return result.pages
+        tenure = self._tenure
         if result.complete and result.newest is not None:
-            self._bound = (
-                max(result.newest, self._bound) if self._bound is not None else result.newest
+            tenure.bound = (
+                max(result.newest, tenure.bound) if tenure.bound is not None else result.newest
             )
         if result.hints:
-            self._active_until = self.monotonic() + ACTIVE_FOR_S
+            self.cadence.active_until = self.monotonic() + ACTIVE_FOR_S
         self._count("ordered" if self._ordered else "unordered")
         return result.pages
 
     async def _scan_ordered(self) -> ScanResult:
         # Measured on Graph's clock only (a replica's clock may be off): after the previous scan's
         # newest, or, at the start of a tenure, back from the newest preview there is.
-        stop_before = (self._bound - SCAN_OVERLAP) if self._bound is not None else None
+        bound = self._tenure.bound
+        stop_before = (bound - SCAN_OVERLAP) if bound is not None else None
         result = ScanResult()
         async for page in self.graph.chats.my_chats_pages(
             ordered=True, max_pages=MAX_ORDERED_PAGES
@@ -222,14 +233,15 @@ class ChatScanner:
         return result
 
     async def _scan_unordered(self) -> ScanResult:
-        pages = max(1, math.ceil(self.interval_s * UNORDERED_PAGES_PER_S))
+        tenure = self._tenure
+        pages = max(1, math.ceil(self.cadence.interval_s * UNORDERED_PAGES_PER_S))
         # The first walk of a tenure hints only recent previews; what it saw becomes the comparison.
-        since = None if self._walked_once else self.clock() - TAKEOVER_LOOKBACK
+        since = None if tenure.walked_once else self.clock() - TAKEOVER_LOOKBACK
         result = ScanResult()
-        last_link: str | None = self._resume
+        last_link: str | None = tenure.resume
         read = 0
         async for page in self.graph.chats.my_chats_pages(
-            ordered=False, max_pages=pages, start=self._resume
+            ordered=False, max_pages=pages, start=tenure.resume
         ):
             read += 1
             result.pages = read
@@ -238,9 +250,9 @@ class ChatScanner:
             if last_link is None:
                 break
         # The walk goes on from here next time; at the end it starts over.
-        self._resume = last_link if read else None
+        tenure.resume = last_link if read else None
         if read and last_link is None:
-            self._walked_once = True
+            tenure.walked_once = True
         result.complete = True
         return result
 
@@ -250,7 +262,7 @@ class ChatScanner:
         OData sorts null after every value in a descending order, OData v4 Part 2 §5.1.1.5.1; read,
         not run against a tenant)."""
         older = False
-        known = self.watched.chats
+        known, seen_by_tenure = self.watched.chats, self._tenure.seen
         for chat in chats:
             newest = newest_of(chat)
             ignored = self.watched_only and chat.id not in known
@@ -264,14 +276,14 @@ class ChatScanner:
             if since is not None and newest < since:
                 older = True
                 if not ignored:
-                    self._seen.setdefault(chat.id, newest)
+                    seen_by_tenure.setdefault(chat.id, newest)
                 continue
             if ignored:
                 continue  # still counted above, so the ordered scan stops paging where it should
-            seen = self._seen.get(chat.id)
+            seen = seen_by_tenure.get(chat.id)
             if seen is not None and newest <= seen:
                 continue
-            self._seen[chat.id] = newest
+            seen_by_tenure[chat.id] = newest
             preview = chat.last_message_preview
             result.hints.append(
                 Hint(chat.id, newest, preview.id if preview is not None else None, "scan")
@@ -293,11 +305,10 @@ class ChatScanner:
             return False
         if published is Published.HINTS_UNWRITTEN:
             for hint in result.hints:  # not marked seen: the next scan offers them again
-                self._seen.pop(hint.chat_id, None)
+                self._tenure.seen.pop(hint.chat_id, None)
             self._count("hints_unwritten")
             return False
         return True
 
     def _count(self, outcome: str) -> None:
-        if self.metrics is not None:
-            self.metrics.chat_scans.labels(outcome=outcome).inc()
+        self.metrics.chat_scans.labels(outcome=outcome).inc()

@@ -40,7 +40,7 @@ from service.ledger.leases import Lease
 from service.ledger.reads import ReadOutcome
 from service.ledger.watched_chats import WatchedChats
 from service.storage.errors import StorageError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import ChangeMetrics
 from service.workers.chat_scan import newest_of
 from service.workers.chat_state import OfferedMessage
 from service.workers.hint_publish import Published, publish_hints
@@ -74,7 +74,7 @@ class ChatSweep:
     interval_s: float = 20.0  # one page of 50 chats per interval
     clock: Clock = utc_now
     monotonic: Callable[[], float] = time.monotonic
-    metrics: Metrics | None = None
+    metrics: ChangeMetrics = field(kw_only=True)
     # Delegated mode: the person's other chats are not swept, nor added to the watched list.
     watched_only: bool = False
     _next_page: float = float("-inf")
@@ -185,5 +185,4 @@ class ChatSweep:
         return hint
 
     def _count(self, outcome: str) -> None:
-        if self.metrics is not None:
-            self.metrics.chat_sweeps.labels(outcome=outcome).inc()
+        self.metrics.chat_sweeps.labels(outcome=outcome).inc()

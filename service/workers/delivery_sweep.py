@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from service.clock import Clock, utc_now
@@ -45,7 +45,7 @@ from service.delivery.host_record import (
 from service.delivery.host_records import HostRecords
 from service.ledger.leases import Lease
 from service.storage.errors import StorageError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import DeliveryMetrics
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class DeliverySweep:
     move_after_s: float = 600.0
     clock: Clock = utc_now
     monotonic: Callable[[], float] = time.monotonic
-    metrics: Metrics | None = None
+    metrics: DeliveryMetrics = field(kw_only=True)
     _next: float = float("-inf")
 
     async def cycle(self) -> None:
@@ -172,6 +172,5 @@ class DeliverySweep:
             "owed messages moved to another live host",
             extra={"from_host": from_host, "to_host": to_host, "count": len(owed)},
         )
-        if self.metrics is not None:
-            self.metrics.moved_deliveries.inc(len(owed))
+        self.metrics.moved_deliveries.inc(len(owed))
         return len(owed)

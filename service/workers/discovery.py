@@ -37,7 +37,7 @@ from service.graph.models import Chat
 from service.ledger import ReadOutcome, WatchedChats, WatchOutcome
 from service.ledger.chat_members import ChatMembers, SnapshotLoad, known_members
 from service.ledger.leases import Lease
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import ChangeMetrics
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,15 @@ class WalkOutcome(str, Enum):
 
 
 @dataclass
+class WalkProgress:
+    """Where the holder's paced walk stands."""
+
+    epoch: int | None = None  # the lease tenure this replica walks in
+    resume: str | None = None  # where the paced walk goes on; None: from the first page
+    next_step: float = float("-inf")
+
+
+@dataclass
 class Discovery:
     graph: GraphClient
     watched: WatchedChats
@@ -82,16 +91,14 @@ class Discovery:
     # members snapshot (ENTRABOT_DISCOVERY_INTERVAL_S).
     interval: float = 120.0
     pages_per_walk: int = MAX_DISCOVERY_PAGES
-    metrics: Metrics | None = None
+    metrics: ChangeMetrics = field(kw_only=True)
     # False in delegated mode: /me/chats is the signed-in person's, so nothing is walked or taken from it;
     # the watched list, the members snapshot and the chats the tools register are kept as ever.
     walks: bool = True
     monotonic: Callable[[], float] = time.monotonic
-    _resume: str | None = None  # where the paced walk goes on; None: from the first page
+    _walk_progress: WalkProgress = field(default_factory=WalkProgress)
     _next_sync: float = field(default=float("-inf"))
-    _next_walk: float = field(default=float("-inf"))
     _renewed_at: float = field(default=float("-inf"))
-    _held_epoch: int | None = None  # the tenure this replica walks in
     _cycled: bool = False  # a first cycle ran (the one at the replica's start)
 
     @property
@@ -112,16 +119,17 @@ class Discovery:
             await self._learn_members()
         if self.sponsors is not None:
             await self.sponsors.refresh_if_due()
+        progress = self._walk_progress
         if not self.lease.held():
-            self._resume, self._held_epoch = None, None  # a later holder starts its walk afresh
-        elif self._held_epoch != self.lease.epoch:
-            self._held_epoch = self.lease.epoch
+            progress.resume, progress.epoch = None, None  # a later holder starts its walk afresh
+        elif progress.epoch != self.lease.epoch:
+            progress.epoch = self.lease.epoch
             # Taken over while running: the former holder walked at most an interval and a lease ttl
             # ago, so this tenure's first step waits an interval (a step at once doubled the fleet's
             # discovery cost for that interval). At the replica's start it walks at once, as ever.
-            self._next_walk = now + self.interval if self._cycled else now
-        if self.lease.held() and now >= self._next_walk:
-            self._next_walk = now + self.interval
+            progress.next_step = now + self.interval if self._cycled else now
+        if self.lease.held() and now >= progress.next_step:
+            progress.next_step = now + self.interval
             await self._walk()
         if sync:
             await self._flush_dirty()
@@ -143,6 +151,7 @@ class Discovery:
         return outcome
 
     async def _walk(self) -> None:
+        progress = self._walk_progress
         chats: list[Chat] = []
         outcome = WalkOutcome.PAUSED
         quiet_pages = 0
@@ -157,7 +166,7 @@ class Discovery:
                 outcome = WalkOutcome.LEASE_LOST
                 break
             try:
-                page = await self.graph.chats.my_chats_page(self._resume)
+                page = await self.graph.chats.my_chats_page(progress.resume)
             except GraphError as exc:
                 log.warning(
                     "chat discovery stopped after %d chat(s)",
@@ -165,16 +174,15 @@ class Discovery:
                     extra={"error": type(exc).__name__, "status": exc.status},
                 )
                 if not isinstance(exc, _RETRY_SAME_PAGE):
-                    self._resume = None  # a link Graph no longer takes: start over next step
+                    progress.resume = None  # a link Graph no longer takes: start over next step
                 outcome = WalkOutcome.FAILED
                 break
-            if self.metrics is not None:
-                self.metrics.discovery_pages.inc()
+            self.metrics.discovery_pages.inc()
             known = self.watched.chats
             if all(chat.id in known for chat in page.items):
                 quiet_pages += 1
             chats.extend(page.items)
-            self._resume = page.next_link
+            progress.resume = page.next_link
             if page.next_link is None:
                 outcome = WalkOutcome.COMPLETE
                 break
@@ -183,10 +191,9 @@ class Discovery:
                     chats
                 )  # a long cold walk: the fleet reads these chats meanwhile
                 chats = []
-        if self.metrics is not None:
-            self.metrics.discovery_walks.labels(outcome=outcome.value).inc()
+        self.metrics.discovery_walks.labels(outcome=outcome.value).inc()
         if not self.lease.held():
-            self._resume = None
+            progress.resume = None
             return  # stop at once: the role's writes are the next holder's
         await self._register(chats)
 

@@ -12,7 +12,7 @@ from service.ledger.hints import Hint, HintLog
 from service.ledger.leases import Lease
 from service.ledger.watched_chats import WatchedChats
 from service.storage.errors import StorageError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import ChangeMetrics
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ async def publish_hints(
     source: str,
     unwatched: Sequence[str],
     hints: Sequence[Hint],
-    metrics: Metrics | None,
+    metrics: ChangeMetrics,
 ) -> Published:
     if not lease.held():
         return Published.LEASE_LOST
@@ -57,6 +57,5 @@ async def publish_hints(
             extra={"source": source, "hints": len(hints), "error": type(exc).__name__},
         )
         return Published.HINTS_UNWRITTEN
-    if metrics is not None:
-        metrics.chat_hints_written.labels(source=source).inc(len(hints))
+    metrics.chat_hints_written.labels(source=source).inc(len(hints))
     return Published.WRITTEN

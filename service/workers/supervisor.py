@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LoopMetrics
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class _Loop:
 
 @dataclass
 class Supervisor:
-    metrics: Metrics | None = None
+    metrics: LoopMetrics
     rng: random.Random = field(default_factory=random.Random)
     _loops: list[_Loop] = field(default_factory=list)
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
@@ -109,12 +109,10 @@ class Supervisor:
             while not self._stopping.is_set():
                 started = time.monotonic()
                 status.last_started = started
-                if self.metrics is not None:
-                    self.metrics.loop_lag.labels(loop.name).set(max(0.0, started - due))
+                self.metrics.loop_lag.labels(loop.name).set(max(0.0, started - due))
                 await loop.cycle()
                 status.cycles += 1
-                if self.metrics is not None:
-                    self.metrics.loop_cycles.labels(loop.name, "ok").inc()
+                self.metrics.loop_cycles.labels(loop.name, "ok").inc()
                 interval = max(
                     0.0, loop.interval_s + self.rng.uniform(-loop.jitter_s, loop.jitter_s)
                 )
@@ -126,8 +124,7 @@ class Supervisor:
             status.state = LoopState.FAILED
             status.error = f"{type(exc).__name__}: {exc}"
             self._gauge(loop.name, 0)
-            if self.metrics is not None:
-                self.metrics.loop_cycles.labels(loop.name, "crashed").inc()
+            self.metrics.loop_cycles.labels(loop.name, "crashed").inc()
             log.exception("loop crashed; the replica reports unhealthy", extra={"loop": loop.name})
             return
         status.state = LoopState.STOPPED
@@ -144,5 +141,4 @@ class Supervisor:
                 w.cancel()
 
     def _gauge(self, name: str, value: int) -> None:
-        if self.metrics is not None:
-            self.metrics.loop_up.labels(name).set(value)
+        self.metrics.loop_up.labels(name).set(value)

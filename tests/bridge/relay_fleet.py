@@ -65,7 +65,7 @@ async def fleet_server(
         tools.add_host_notification(PERMISSION_REQUEST_METHOD, ask_sponsors)
 
     metrics = Metrics()
-    hub = DeliveryHub(metrics=metrics)
+    hub = DeliveryHub(metrics=metrics.delivery)
     mcp = build_mcp(mcp_settings(), hub, metrics=metrics, tools=tools)
 
     @asynccontextmanager

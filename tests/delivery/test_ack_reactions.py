@@ -31,7 +31,7 @@ from service.graph.errors import GraphError, GraphForbidden, GraphServerError, G
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import DeliveryMetrics, LedgerMetrics, Metrics
 
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
 CHAT = "19:c1"
@@ -111,11 +111,11 @@ def test_the_setting_is_off_unless_set_and_a_bad_value_is_named_at_start_up(
 
 def _keeper(backend: MemoryBackend, replica: str, taken: list[DeliveryKey]) -> HostKeeper:
     return HostKeeper(
-        HostRecords(backend),
+        HostRecords(backend, LedgerMetrics()),
         ClaimLookup(backend),
-        DeliveryHub(),
+        DeliveryHub(DeliveryMetrics()),
         replica,
-        metrics=Metrics(),
+        metrics=DeliveryMetrics(),
         clock=lambda: T0,
         acknowledged_here=lambda got: taken.extend(e.key for e in got),
     )
@@ -128,7 +128,7 @@ async def _acknowledge(keeper: HostKeeper, keys: list[DeliveryKey]) -> None:
 
 
 async def _owe(backend: MemoryBackend, *messages: InboundMessage) -> None:
-    await HostRecords(backend).update(
+    await HostRecords(backend, LedgerMetrics()).update(
         "h1",
         lambda r: settled_intents(
             with_intents(r, "claim-1", list(messages), T0), {"claim-1"}, set()
@@ -154,17 +154,11 @@ async def test_only_the_write_that_takes_a_message_out_of_the_record_hands_it_ov
     await _acknowledge(second, [(CHAT, "2")])
 
     assert first_taken == [(CHAT, "1")] and second_taken == [(CHAT, "2")]
-    assert (await HostRecords(backend).read("h1")).pending == ()
+    assert (await HostRecords(backend, LedgerMetrics()).read("h1")).pending == ()
     # and each message counts as delivered once across the fleet, by the replica whose write took it out
     for keeper in (first, second):
         assert keeper.metrics is not None
-        assert (
-            keeper.metrics.registry.get_sample_value(
-                "entrabot_deliveries_total",
-                {"channel": "push", "source": "chat", "outcome": "delivered"},
-            )
-            == 1
-        )
+        assert keeper.metrics.deliveries.labels("push", "chat", "delivered")._value.get() == 1
         assert keeper.status()["acknowledged"] == 1
 
 
@@ -178,7 +172,7 @@ async def test_an_acknowledgement_whose_answer_was_lost_hands_over_nothing(tmp_p
     faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, key="deliveries/*", times=1))
     await _acknowledge(keeper, [(CHAT, "1")])
     assert faulty.injected[Fault.WRITE_RESPONSE_LOST] == 1
-    assert (await HostRecords(faulty).read("h1")).pending == ()
+    assert (await HostRecords(faulty, LedgerMetrics()).read("h1")).pending == ()
     assert taken == []
 
 
@@ -187,7 +181,7 @@ async def test_an_acknowledgement_whose_answer_was_lost_hands_over_nothing(tmp_p
 
 async def test_a_chat_message_is_reacted_to_once_and_mail_never() -> None:
     graph, metrics = FakeGraph(), Metrics()
-    reactions = AckReactions(graph, "👀", metrics=metrics)
+    reactions = AckReactions(graph, "👀", metrics=metrics.delivery)
     reactions.offer(entries(inbound("1"), inbound("m1", Source.EMAIL)))
     await reactions.cycle()
     assert graph.reacted == [(CHAT, "1", "👀")]
@@ -203,7 +197,7 @@ async def test_a_reaction_graph_does_not_take_is_counted_and_never_sent_again() 
         ),
         Metrics(),
     )
-    reactions = AckReactions(graph, "✅", metrics=metrics)
+    reactions = AckReactions(graph, "✅", metrics=metrics.delivery)
     reactions.offer(entries(inbound("1"), inbound("2"), inbound("3"), inbound("4")))
     await reactions.cycle()
     assert graph.reacted == [(CHAT, "4", "✅")]
@@ -222,7 +216,7 @@ async def test_a_reaction_graph_does_not_take_is_counted_and_never_sent_again() 
 
 async def test_a_full_queue_drops_the_reaction_and_never_waits() -> None:
     graph, metrics = FakeGraph(), Metrics()
-    reactions = AckReactions(graph, "👀", metrics=metrics, capacity=1)
+    reactions = AckReactions(graph, "👀", metrics=metrics.delivery, capacity=1)
     reactions.offer(entries(inbound("1"), inbound("2")))
     assert reactions.queued == 1 and counted(metrics, ReactionOutcome.DROPPED) == 1
     await reactions.cycle()

@@ -37,7 +37,7 @@ from service.ledger.leases import Lease
 from service.ledger.reads import CorruptValueError
 from service.storage.errors import TransientStorageError
 from service.storage.local import LocalBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import DeliveryMetrics, LedgerMetrics, Metrics
 from service.workers.delivery_sweep import DeliverySweep
 
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
@@ -196,7 +196,7 @@ def test_moved_messages_are_never_owed_twice() -> None:
 async def test_a_message_reserved_for_an_acknowledging_host_goes_to_that_host_or_waits_for_it() -> (
     None
 ):
-    hub = DeliveryHub(metrics=Metrics())
+    hub = DeliveryHub(metrics=DeliveryMetrics())
     owed, other = HostTarget("h1", "s1"), PlainTarget("s2")
     hub.register(owed)
     hub.register(other)
@@ -216,7 +216,7 @@ async def test_a_message_reserved_for_an_acknowledging_host_goes_to_that_host_or
 
 
 async def test_an_owed_message_goes_to_the_hosts_new_session_on_the_same_replica() -> None:
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     first = HostTarget("h1", "s1")
     hub.register(first)
     hub.reserve([msg("1")])
@@ -234,8 +234,8 @@ def _stack(
     tmp_path: Path,
 ) -> tuple[OrderedBackend, DeliveryHub, HostRecords, ClaimIntents, ChatLedger[Offered]]:
     backend = OrderedBackend(tmp_path)
-    hub = DeliveryHub()
-    records = HostRecords(backend)
+    hub = DeliveryHub(DeliveryMetrics())
+    records = HostRecords(backend, LedgerMetrics())
     return backend, hub, records, ClaimIntents(hub, records), ChatLedger[Offered](backend)
 
 
@@ -318,8 +318,8 @@ class ReadAwaitsIntent(OrderedBackend):
 
 async def test_the_intent_is_written_while_the_claim_reads_the_cursor(tmp_path: Path) -> None:
     backend = ReadAwaitsIntent(tmp_path)
-    hub, metrics = DeliveryHub(), Metrics()
-    records = HostRecords(backend)
+    hub, metrics = DeliveryHub(DeliveryMetrics()), Metrics()
+    records = HostRecords(backend, LedgerMetrics())
     ledger = ChatLedger[Offered](backend, metrics=metrics)
     hub.register(HostTarget("h1"))
     claim = await ledger.claim(
@@ -391,11 +391,11 @@ async def test_an_intent_whose_claim_never_landed_lapses(tmp_path: Path) -> None
 
 def _keeper(backend: LocalBackend, hub: DeliveryHub, clock: Clock, **kw: Any) -> HostKeeper:
     return HostKeeper(
-        HostRecords(backend),
+        HostRecords(backend, LedgerMetrics()),
         ClaimLookup(backend),
         hub,
         "r1",
-        metrics=Metrics(),
+        metrics=DeliveryMetrics(),
         clock=clock,
         monotonic=clock.monotonic,
         **kw,
@@ -413,7 +413,9 @@ async def _owed(
         cursor = (await ledger.resolve("19:c1")).value
         assert cursor is not None
         token = cursor.claims[0].token
-    await HostRecords(backend).update(host, lambda r: with_intents(r, token, messages, T0))
+    await HostRecords(backend, LedgerMetrics()).update(
+        host, lambda r: with_intents(r, token, messages, T0)
+    )
 
 
 async def _host_connects(
@@ -432,12 +434,14 @@ async def _host_connects(
 async def test_a_host_connecting_anywhere_is_pushed_what_a_dead_replica_claimed_for_it(
     tmp_path: Path,
 ) -> None:
-    backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
+    backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub(DeliveryMetrics())
     await _owed(backend, "h1", [msg("1")], landed=True)
-    await HostRecords(backend).update("h2", lambda r: with_intents(r, "in-flight", [msg("9")], T0))
+    await HostRecords(backend, LedgerMetrics()).update(
+        "h2", lambda r: with_intents(r, "in-flight", [msg("9")], T0)
+    )
     keeper, target = await _host_connects(backend, hub, clock, "h1")
     assert target.got == ["1"]
-    record = await HostRecords(backend).read("h1")
+    record = await HostRecords(backend, LedgerMetrics()).read("h1")
     assert (
         record.held_by is not None
         and record.held_by.replica == "r1"
@@ -446,7 +450,7 @@ async def test_a_host_connecting_anywhere_is_pushed_what_a_dead_replica_claimed_
     await keeper.acknowledge("h1", [("19:c1", "1")])
     await keeper.sync("h1")
     await _drain(keeper)
-    assert (await HostRecords(backend).read("h1")).pending == ()
+    assert (await HostRecords(backend, LedgerMetrics()).read("h1")).pending == ()
     assert keeper.status()["acknowledged"] == 1
 
 
@@ -458,18 +462,20 @@ async def _drain(keeper: HostKeeper) -> None:
 async def test_an_intent_whose_claim_has_not_landed_is_not_pushed_and_lapses(
     tmp_path: Path,
 ) -> None:
-    backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
+    backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub(DeliveryMetrics())
     await _owed(backend, "h1", [msg("1")], landed=False)
     keeper, target = await _host_connects(backend, hub, clock, "h1")
     assert target.got == []  # the claim may still be in flight somewhere: never pushed on a guess
     clock.advance(INTENT_LAPSE_S)
     keeper.stream_opened("h1", "s1")  # a resume reads the record again
     await keeper.sync("h1")
-    assert target.got == [] and (await HostRecords(backend).read("h1")).pending == ()
+    assert (
+        target.got == [] and (await HostRecords(backend, LedgerMetrics()).read("h1")).pending == ()
+    )
 
 
 async def test_an_unacknowledged_push_is_redelivered_once_after_the_bound(tmp_path: Path) -> None:
-    backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
+    backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub(DeliveryMetrics())
     await _owed(backend, "h1", [msg("1")], landed=True)
     keeper = _keeper(backend, hub, clock, redeliver_after_s=15.0)
     target = HostTarget("h1", "s1", keeper)
@@ -486,7 +492,7 @@ async def test_an_unacknowledged_push_is_redelivered_once_after_the_bound(tmp_pa
 async def test_a_host_owed_its_limit_takes_no_new_claims_but_is_still_pushed_what_it_is_owed(
     tmp_path: Path,
 ) -> None:
-    backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
+    backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub(DeliveryMetrics())
     await _owed(backend, "h1", [msg(str(n), minutes=n) for n in range(MAX_PENDING)], landed=True)
     keeper, target = await _host_connects(backend, hub, clock, "h1")
     assert not keeper.has_room("h1") and keeper.has_room("h2")
@@ -501,16 +507,17 @@ def _sweep(backend: LocalBackend, clock: Clock, move_after_s: float = 600.0) -> 
     lease = Lease(backend, "delivery_sweep", "r1", clock=clock, monotonic=clock.monotonic)
     return DeliverySweep(
         lease,
-        HostRecords(backend),
+        HostRecords(backend, LedgerMetrics()),
         ClaimLookup(backend),
         move_after_s=move_after_s,
         clock=clock,
         monotonic=clock.monotonic,
+        metrics=DeliveryMetrics(),
     )
 
 
 async def _hold(backend: LocalBackend, host: str, at: datetime, *, active: bool = True) -> None:
-    await HostRecords(backend).update(
+    await HostRecords(backend, LedgerMetrics()).update(
         host, lambda r: held(r, HeldBy(replica="r2", session="s", at=at, active=active))
     )
 
@@ -526,7 +533,7 @@ async def test_what_a_host_that_went_away_is_owed_moves_once_to_a_live_host(tmp_
     clock.advance(600)
     await _hold(backend, "live", clock.now)
     assert await sweep.sweep() == 1
-    records = HostRecords(backend)
+    records = HostRecords(backend, LedgerMetrics())
     gone, live = await records.read("gone"), await records.read("live")
     assert gone.pending == () and gone.moved == (("19:c1", "1"),)
     assert [(e.key, e.moved_from) for e in live.pending] == [(("19:c1", "1"), "gone")]
@@ -557,8 +564,10 @@ async def test_an_interrupted_move_finishes_to_the_host_it_chose(tmp_path: Path)
     backend.fail_prefix = None
     await _hold(backend, "second", clock.now + timedelta(seconds=1))  # now the most recently seen
     assert await _sweep(backend, clock).sweep() == 1
-    assert (await HostRecords(backend).read("second")).pending == ()
-    assert [e.key for e in (await HostRecords(backend).read("first")).pending] == [("19:c1", "1")]
+    assert (await HostRecords(backend, LedgerMetrics()).read("second")).pending == ()
+    assert [e.key for e in (await HostRecords(backend, LedgerMetrics()).read("first")).pending] == [
+        ("19:c1", "1")
+    ]
 
 
 async def test_a_host_whose_push_stream_went_away_is_no_longer_held_and_what_it_is_owed_moves(
@@ -566,27 +575,29 @@ async def test_a_host_whose_push_stream_went_away_is_no_longer_held_and_what_it_
 ) -> None:
     # A host whose network went away (a laptop closed) never ends its session: the replica keeps the
     # session until its idle timeout, but what serves the host is the push stream, and that is gone.
-    backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
+    backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub(DeliveryMetrics())
     await _owed(backend, "gone", [msg("1")], landed=True)
     keeper, target = await _host_connects(backend, hub, clock, "gone")
     assert target.got == ["1"]  # pushed into a stream its host never read from
     target.alive = False
     hub.unregister(target.target_id)  # the push stream closed; the session stays
     await keeper.cycle()
-    holder = (await HostRecords(backend).read("gone")).held_by
+    holder = (await HostRecords(backend, LedgerMetrics()).read("gone")).held_by
     assert holder is not None and not holder.active
     for _ in range(20):
         clock.advance(60)
         await _hold(backend, "live", clock.now)
         await keeper.cycle()
     assert await _sweep(backend, clock).sweep() == 1
-    assert [e.key for e in (await HostRecords(backend).read("live")).pending] == [("19:c1", "1")]
+    assert [e.key for e in (await HostRecords(backend, LedgerMetrics()).read("live")).pending] == [
+        ("19:c1", "1")
+    ]
     # Its stream opens again on the same session: held again.
     target.alive = True
     hub.register(target)
     keeper.stream_opened("gone", "s1")
     await keeper.sync("gone")
-    holder = (await HostRecords(backend).read("gone")).held_by
+    holder = (await HostRecords(backend, LedgerMetrics()).read("gone")).held_by
     assert holder is not None and holder.active and target.got == ["1"]
 
 
@@ -596,8 +607,10 @@ async def test_a_host_whose_push_stream_went_away_is_no_longer_held_and_what_it_
 async def test_what_a_hosts_sponsor_wait_could_not_answer_is_owed_to_that_host_on_any_replica(
     tmp_path: Path,
 ) -> None:
-    backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
-    assert await _keeper(backend, DeliveryHub(), clock).owe("h1", [msg("1")])  # the wait's replica
+    backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub(DeliveryMetrics())
+    assert await _keeper(backend, DeliveryHub(DeliveryMetrics()), clock).owe(
+        "h1", [msg("1")]
+    )  # the wait's replica
     keeper = _keeper(backend, hub, clock)  # the replica the host comes back to
     target = HostTarget("h1", "s2", keeper)
     hub.register(target)
@@ -609,7 +622,7 @@ async def test_what_a_hosts_sponsor_wait_could_not_answer_is_owed_to_that_host_o
     assert await keeper.owe(
         "h1", [msg("1")]
     )  # owed again by mistake: it has it, so nothing is added
-    assert (await HostRecords(backend).read("h1")).pending == ()
+    assert (await HostRecords(backend, LedgerMetrics()).read("h1")).pending == ()
 
 
 async def test_a_wait_message_certainly_not_written_to_its_hosts_record_is_not_owed(
@@ -617,7 +630,7 @@ async def test_a_wait_message_certainly_not_written_to_its_hosts_record_is_not_o
 ) -> None:
     backend, clock = OrderedBackend(tmp_path), Clock()
     backend.fail_prefix = "deliveries/"
-    assert not await _keeper(backend, DeliveryHub(), clock).owe(
+    assert not await _keeper(backend, DeliveryHub(DeliveryMetrics()), clock).owe(
         "h1", [msg("1")]
     )  # the wait hands it back instead
 
@@ -627,12 +640,14 @@ async def test_the_sweep_settles_an_old_intent_of_any_host_before_a_busy_chat_co
 ) -> None:
     """A replica died between a host's intent and its push while the host was away: the sweep settles the
     intent within a pass, so 32 newer claims in that chat later leave it owed, not ambiguous."""
-    backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub()
+    backend, clock, hub = LocalBackend(tmp_path), Clock(), DeliveryHub(DeliveryMetrics())
     await _owed(backend, "away", [msg("1")], landed=True)
     await _hold(backend, "away", T0, active=False)  # away, but not long enough for a move
     clock.advance(90)
     assert await _sweep(backend, clock).sweep() == 0
-    assert [e.state for e in (await HostRecords(backend).read("away")).pending] == [EntryState.LIVE]
+    assert [
+        e.state for e in (await HostRecords(backend, LedgerMetrics()).read("away")).pending
+    ] == [EntryState.LIVE]
     busy = ChatLedger[Offered](backend, clock=clock)
     for n in range(
         2, 2 + CLAIM_MARKS_KEPT

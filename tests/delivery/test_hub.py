@@ -2,7 +2,7 @@ from datetime import datetime, timedelta, timezone
 
 from service.delivery.hub import DeliveryHub, DispatchOutcome, Handover, TargetKind
 from service.domain.message import InboundMessage, Source
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import DeliveryMetrics
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 
@@ -50,20 +50,20 @@ class FakeTarget:
 
 
 def test_an_empty_hub_claims_nothing():
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     assert not hub.can_take(Source.CHAT) and not hub.can_take(Source.EMAIL)
     assert hub.claimable([msg("1")]) == []
 
 
 def test_a_sponsor_wait_makes_only_sponsor_chat_messages_claimable():
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     hub.register(FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True))
     assert hub.can_take(Source.CHAT) and not hub.can_take(Source.EMAIL)
     assert [m.message_id for m in hub.claimable([msg("1"), msg("2", sponsor=True)])] == ["2"]
 
 
 def test_a_sponsor_wait_is_offered_only_the_oldest_sponsor_message_of_a_batch():
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     hub.register(FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True))
     batch = [
         msg("3", chat="c2", minutes=3, sponsor=True),
@@ -74,7 +74,7 @@ def test_a_sponsor_wait_is_offered_only_the_oldest_sponsor_message_of_a_batch():
 
 
 def test_two_waits_take_two_and_a_push_target_takes_the_rest():
-    waits_only = DeliveryHub()
+    waits_only = DeliveryHub(DeliveryMetrics())
     for name in ("w1", "w2"):
         waits_only.register(FakeTarget(name, TargetKind.SPONSOR_WAIT, only_sponsors=True))
     batch = [msg(str(i), minutes=i, sponsor=True) for i in range(4)]
@@ -84,7 +84,7 @@ def test_two_waits_take_two_and_a_push_target_takes_the_rest():
 
 
 def test_each_bounded_target_is_told_what_it_was_allotted_and_what_it_had_no_room_for():
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     wait, push = (
         FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True),
         FakeTarget("p", alive=False),
@@ -108,7 +108,7 @@ def test_each_bounded_target_is_told_what_it_was_allotted_and_what_it_had_no_roo
 
 
 async def test_an_allotted_message_goes_to_the_wait_it_was_allotted_to():
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     first, second = (
         FakeTarget(name, TargetKind.SPONSOR_WAIT, only_sponsors=True) for name in ("w1", "w2")
     )
@@ -122,7 +122,7 @@ async def test_an_allotted_message_goes_to_the_wait_it_was_allotted_to():
 
 
 async def test_a_bounded_target_without_room_leaves_an_unallotted_message_to_the_push_host():
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     wait, push = FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True), FakeTarget("p")
     hub.register(wait)
     hub.register(push)
@@ -131,7 +131,7 @@ async def test_a_bounded_target_without_room_leaves_an_unallotted_message_to_the
 
 
 async def test_a_message_the_hub_handed_over_is_not_claimable_again():
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     wait = FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True)
     hub.register(wait)
     handed, new = msg("1", sponsor=True), msg("2", minutes=1, sponsor=True)
@@ -144,7 +144,7 @@ async def test_a_message_the_hub_handed_over_is_not_claimable_again():
 
 
 async def test_two_chats_messages_of_the_same_millisecond_are_two_messages():
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     push = FakeTarget("p")
     hub.register(push)
     await hub.dispatch([msg("1796227065652", chat="c1")])
@@ -153,7 +153,7 @@ async def test_two_chats_messages_of_the_same_millisecond_are_two_messages():
 
 
 def test_only_messages_a_wait_alone_would_take_need_the_cycles_joint_allotment():
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     hub.register(FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True))
     assert hub.needs_allotment([msg("1"), msg("2", sponsor=True)])
     assert not hub.needs_allotment([msg("1")])  # nobody here takes it: it is simply not claimable
@@ -162,13 +162,13 @@ def test_only_messages_a_wait_alone_would_take_need_the_cycles_joint_allotment()
 
 
 def test_dead_targets_do_not_count():
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     hub.register(FakeTarget("p", alive=False))
     assert hub.claimable([msg("1")]) == []
 
 
 async def test_dispatch_is_oldest_first_and_each_message_goes_to_one_target():
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     a, b = FakeTarget("a"), FakeTarget("b")
     hub.register(a)
     hub.register(b)
@@ -180,7 +180,7 @@ async def test_dispatch_is_oldest_first_and_each_message_goes_to_one_target():
 
 
 async def test_a_target_that_dies_mid_dispatch_hands_over_to_the_next():
-    metrics = Metrics()
+    metrics = DeliveryMetrics()
     hub = DeliveryHub(metrics=metrics)
     dying, spare = FakeTarget("dying", fail=True), FakeTarget("spare")
     hub.register(dying)
@@ -192,14 +192,14 @@ async def test_a_target_that_dies_mid_dispatch_hands_over_to_the_next():
 
 
 async def test_a_claimed_message_with_no_live_target_is_reported_not_retried_forever():
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     hub.register(FakeTarget("only", fail=True))
     [result] = await hub.dispatch([msg("1")])
     assert result.outcome is DispatchOutcome.NO_TARGET
 
 
 async def test_a_pending_sponsor_wait_takes_the_sponsor_reply_before_a_push_session():
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     push, wait = FakeTarget("p"), FakeTarget("w", TargetKind.SPONSOR_WAIT, only_sponsors=True)
     hub.register(push)
     hub.register(wait)
@@ -208,14 +208,14 @@ async def test_a_pending_sponsor_wait_takes_the_sponsor_reply_before_a_push_sess
 
 
 def test_a_closed_hub_claims_nothing():
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     hub.register(FakeTarget("p"))
     hub.close()
     assert not hub.can_take(Source.CHAT) and hub.claimable([msg("1")]) == []
 
 
 async def test_each_dispatch_carries_the_message_it_handed_over_or_could_not() -> None:
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     mail = msg("m1", chat="email", source=Source.EMAIL)
     [nobody] = await hub.dispatch([mail])
     assert nobody.outcome is DispatchOutcome.NO_TARGET and nobody.message is mail

@@ -158,7 +158,7 @@ def build_app(
     """The app; ``wrap_mcp`` puts an ASGI layer of the test's around the whole /mcp endpoint. ``hub`` and
     ``tools``: a replica's own, else a fresh hub and the demo tools."""
     metrics = Metrics()
-    hub = hub if hub is not None else DeliveryHub(metrics=metrics)
+    hub = hub if hub is not None else DeliveryHub(metrics=metrics.delivery)
     mcp = McpService(
         mcp_options(settings),
         PushDelivery(hub, metrics.delivery, keeper=keeper, send_timeout_s=push_send_timeout_s),

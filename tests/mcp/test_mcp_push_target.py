@@ -94,7 +94,7 @@ async def test_the_hub_waits_on_a_stalled_session_once_and_offers_its_push_to_no
         stream_open=lambda: True,
         metrics=DeliveryMetrics(),
     )
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     hub.register(stalled)
     hub.register(healthy)
     messages = [chat_message(f"m-{i}", chat_id=f"19:chat-{i}@thread.v2") for i in range(6)]
@@ -172,7 +172,7 @@ class SessionTakingAsTheTimeoutFires:
 
 async def test_a_push_taken_as_its_send_timeout_expires_reaches_no_second_host() -> None:
     stalled, spare = SessionTakingAsTheTimeoutFires(), RecordingSession()
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     # Registered first, the stalled host is the hub's first choice for a chat no host holds yet.
     hub.register(
         PushTarget(

@@ -27,7 +27,7 @@ from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 from service.from_settings.mcp import build_mcp
 from service.mcp.tool_registry import ToolCall, ToolRegistry
 from service.telemetry.logging import configure_logging, session_ref
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import DeliveryMetrics, Metrics
 from service.tools.sponsor_wait import SponsorWaiter
 from tests.mcp.server_fixture import (
     MCP_HEADERS,
@@ -107,7 +107,7 @@ async def test_no_log_line_carries_an_mcp_session_id_through_a_push_session_and_
 ):
     stream = io.StringIO()
     configure_logging("DEBUG", replica_id="r-sessions", stream=stream)
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     stranger = uuid.uuid4().hex  # what another replica's live session id looks like
     try:
         async with live_server(hub) as url:

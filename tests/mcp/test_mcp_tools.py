@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from service.delivery.hub import DeliveryHub
 from service.mcp.tool_registry import ToolCall, ToolError, ToolRegistry
+from service.telemetry.metrics import DeliveryMetrics
 from tool_results import result_text
 
 
@@ -23,7 +24,7 @@ class Answer(BaseModel):
 
 
 def no_session_call() -> ToolCall:
-    return ToolCall(session=None, hub=DeliveryHub(), request_id=1)
+    return ToolCall(session=None, hub=DeliveryHub(DeliveryMetrics()), request_id=1)
 
 
 def test_schemas_come_from_the_models_and_the_description_from_the_docstring() -> None:

@@ -13,6 +13,8 @@ import pytest
 from pydantic import SecretStr
 
 from service.config import Settings
+from service.from_settings.notifications import notification_options
+from service.notifications.options import NotificationOptions
 
 URL = "https://agent.example.com/graph/notifications"
 
@@ -77,3 +79,15 @@ def test_a_sponsor_list_that_would_expire_between_refreshes_is_refused_naming_bo
     assert (
         "ENTRABOT_SPONSOR_STALE_AFTER_S" in last and "ENTRABOT_SPONSOR_REFRESH_INTERVAL_S" in last
     )
+
+
+def test_the_options_carry_what_the_settings_say_and_none_without_a_url() -> None:
+    settings = Settings(
+        notification_url=URL,
+        notification_client_state=SecretStr("s3cr3t"),
+        notification_max_concurrent=7,
+    )
+    options = notification_options(settings)
+    assert options == NotificationOptions(URL, URL, "s3cr3t", max_concurrent=7)
+    assert "s3cr3t" not in repr(options)  # the secret stays out of logs
+    assert notification_options(Settings()) is None

@@ -11,20 +11,19 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 from starlette.applications import Starlette
 
-from service.config import Settings
 from service.devstack.uvicorn_runner import RunningServer, serve_app
 from service.ledger.hints import HintLog, HintReader
 from service.notifications.lifecycle_log import read_events
 from service.notifications.payloads import ChangeNotification
 from service.notifications.receiver import MAX_BODY_BYTES, NOTIFICATIONS_PATH, NotificationReceiver
+from service.notifications.options import NotificationOptions
 from service.notifications.wiring import Notifications
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import ChangeMetrics
 
 SECRET = "c1ient-state-secret"
 CHAT = "19:abc123@thread.v2"
@@ -42,6 +41,7 @@ class Harness:
             on_mail=self._mail,
             on_lifecycle=self._lifecycle,
             clock=lambda: NOW,
+            metrics=ChangeMetrics(),
             max_concurrent=max_concurrent,
         )
 
@@ -175,11 +175,9 @@ async def test_a_body_that_is_not_a_notification_batch_is_refused(served, body: 
 async def test_a_lifecycle_event_is_recorded_for_the_manager_before_the_answer_or_graph_retries(
     store,
 ) -> None:
-    settings = Settings(
-        notification_url="https://agent.example.com/graph/notifications",
-        notification_client_state=SecretStr(SECRET),
-    )
-    notifications = Notifications(settings, store, Metrics(), clock=lambda: NOW)
+    url = "https://agent.example.com/graph/notifications"
+    options = NotificationOptions(url, url, SECRET, max_concurrent=32)
+    notifications = Notifications(options, store, ChangeMetrics(), clock=lambda: NOW)
     item = {
         "subscriptionId": "s1",
         "lifecycleEvent": "subscriptionRemoved",

@@ -16,16 +16,13 @@ from service.notifications.lifecycle_log import (
     record_event,
     render_event,
 )
-from service.notifications.subscriptions import (
-    Action,
+from service.notifications.subscription_record import (
     Kept,
     SubscriptionsRecord,
-    decide,
-    mail_missed,
     parse_record,
     render_record,
-    wanted_subscriptions,
 )
+from service.notifications.subscriptions import Action, decide, mail_missed, wanted_subscriptions
 from service.storage.local import LocalBackend
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

@@ -11,7 +11,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
 from worker_stack import WorkerStack, build_stack
 from starlette.applications import Starlette
 
@@ -19,19 +18,14 @@ from emulator.faults import FaultRule
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.domain.source import Source
-from service.config import Settings
 from service.devstack.uvicorn_runner import serve_app
 from service.clock import utc_now
 from service.ledger.leases import Lease
 from service.notifications.lifecycle_log import LifecycleEvent, record_event
 from service.notifications.receiver import NOTIFICATIONS_PATH
-from service.notifications.subscriptions import (
-    RECORD_KEY,
-    ROLE,
-    SubscriptionManager,
-    parse_record,
-    render_record,
-)
+from service.notifications.options import NotificationOptions
+from service.notifications.subscription_record import RECORD_KEY, parse_record, render_record
+from service.notifications.subscriptions import ROLE, SubscriptionManager
 from service.notifications.wiring import Notifications
 from service.storage.local import LocalBackend
 
@@ -61,8 +55,9 @@ class World:
         self.mail_nudges = 0
 
     def manager(self, replica_id: str = "replica-a") -> SubscriptionManager:
+        lease = Lease(self.backend, ROLE, replica_id, metrics=self.stack.metrics)
         manager = self.notifications.manager(
-            self.stack.graph, self.emulator.seed.agent_user.id, replica_id
+            self.stack.graph, self.emulator.seed.agent_user.id, lease
         )
         manager.on_mail_missed = self._nudged
         return manager
@@ -91,10 +86,8 @@ async def world(emulator: RunningEmulator, tmp_path: Path) -> AsyncIterator[Worl
     app = Starlette()
     async with serve_app(app) as server:
         url = f"{server.base_url}{NOTIFICATIONS_PATH}"
-        settings = Settings(
-            notification_url=url, notification_client_state=SecretStr("manager-test-state")
-        )
-        notifications = Notifications(settings, backend, stack.metrics)
+        options = NotificationOptions(url, url, "manager-test-state", max_concurrent=32)
+        notifications = Notifications(options, backend, stack.metrics.changes)
         app.router.routes.extend(notifications.receiver.routes())
         yield World(emulator, backend, stack, notifications)
     await stack.aclose()

@@ -42,7 +42,6 @@ async def ask(
     world: ToolWorld, ttl: timedelta, stream: BridgeStream
 ) -> tuple[PermissionRelay, PermissionRequests]:
     requests = PermissionRequests(world.backend, world.deps.replica_id, clock=world.clock)
-    world.poller.permissions = requests  # as service.replica wires it
     relay = PermissionRelay(world.deps, requests, ttl)
     call = ToolCall(
         session=session("bridge", push=True),

@@ -73,7 +73,7 @@ async def test_delegated_mode_prefixes_the_text_and_records_the_sent_id_for_the_
         )  # Graph shows the person as its author
         record = parse_sent(await world.backend.read_text(sent_key(chat)) or "")
         assert record.ids == {result["message_id"]} and record.pending == ()
-        assert world.poller.sent is world.deps.sent_messages  # the poll reads that record
+        assert world.poller.reader.sent is world.deps.sent_messages  # the poll reads that record
 
 
 async def test_non_push_send_returns_the_sponsor_reply_from_another_chat_with_that_chats_id(

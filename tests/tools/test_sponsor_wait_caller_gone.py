@@ -22,6 +22,7 @@ from service.delivery.host_records import HostRecords
 from service.delivery.hub import TargetKind
 from service.mcp.acknowledging import HOST_ID_HEADER
 from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
+from service.telemetry.metrics import DeliveryMetrics, LedgerMetrics
 from tests.mcp import server_fixture as mcp
 from tests.mcp.server_fixture import (
     PUSH_METHOD,
@@ -176,7 +177,11 @@ async def test_the_reply_of_a_dropped_wait_of_a_host_that_acknowledges_is_pushed
     """A host that acknowledges (the bridge with --push) is owed such a reply in its delivery record: it is
     pushed on the host's push stream, on whichever replica that opens, until the host acknowledges."""
     keeper = HostKeeper(
-        HostRecords(world.backend), ClaimLookup(world.backend), world.hub, "replica-test"
+        HostRecords(world.backend, LedgerMetrics()),
+        ClaimLookup(world.backend),
+        world.hub,
+        "replica-test",
+        metrics=DeliveryMetrics(),
     )
     async with (
         mcp.live_mcp(
@@ -207,5 +212,5 @@ async def test_the_reply_of_a_dropped_wait_of_a_host_that_acknowledges_is_pushed
 
 
 async def _pending(world: ToolWorld, host_id: str) -> list[str]:
-    record = await HostRecords(world.backend).read(host_id)
+    record = await HostRecords(world.backend, LedgerMetrics()).read(host_id)
     return [e.message.message_id for e in record.pending]

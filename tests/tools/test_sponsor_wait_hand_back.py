@@ -19,6 +19,7 @@ from service.domain.sponsors import Sponsor, SponsorGate
 from service.mcp.caller_line import CallerLine
 from service.mcp.tool_registry import ToolCall
 from service.tools.sponsor_wait import SponsorWaiter, WaitOutcome, WaitResult
+from service.telemetry.metrics import DeliveryMetrics
 from tests.mcp.server_fixture import WAIT_BOUND_S, eventually
 
 SPONSOR = "sponsor-1"
@@ -43,7 +44,7 @@ def waits(hub: DeliveryHub) -> list[DeliveryTarget]:
 
 
 async def test_messages_held_by_a_wait_whose_host_left_go_to_the_next_wait_once() -> None:
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     waiter = SponsorWaiter(
         SponsorGate([Sponsor(object_id=SPONSOR)], tenant_id=None), max_timeout_s=30.0
     )
@@ -85,7 +86,7 @@ async def handed_a_reply_after_its_connection_closed(
     line: Line, grace_s: float, **call: Any
 ) -> tuple[DeliveryHub, asyncio.Task[WaitResult]]:
     """A wait whose connection closed a moment before a reply was handed to it (it has not looked yet)."""
-    hub = DeliveryHub()
+    hub = DeliveryHub(DeliveryMetrics())
     wait = asyncio.create_task(
         waiter().wait(
             ToolCall(session=None, hub=hub, request_id=1, caller=line.caller(grace_s), **call), 30.0
@@ -117,7 +118,7 @@ async def test_a_wait_whose_host_resumes_within_the_grace_answers_it() -> None:
 
 
 async def test_a_wait_whose_connection_closed_ends_before_its_timeout_and_leaves_the_hub() -> None:
-    hub, line = DeliveryHub(), Line()
+    hub, line = DeliveryHub(DeliveryMetrics()), Line()
     first = asyncio.create_task(
         waiter().wait(ToolCall(session=None, hub=hub, request_id=1, caller=line.caller(0.1)), 30.0)
     )

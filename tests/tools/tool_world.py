@@ -238,12 +238,13 @@ async def tool_world(
             tokens = AgentUserTokenProvider(
                 identity, BlueprintSecret(BLUEPRINT_SECRET), http=http, metrics=GraphMetrics()
             )
+        metrics = Metrics()
         clients = build_clients(
             config,
             store,
             http,
             replica_id=replica_id,
-            metrics=Metrics(),
+            metrics=metrics,
             tokens=tokens,
             retry_policy=FAST_BACKOFF,
         )
@@ -258,6 +259,7 @@ async def tool_world(
             agent=agent,
             gate=clients.gate,
             replica_id=replica_id,
+            metrics=metrics,
             clock=clock,
             directory=clients.directory,
         )

@@ -321,7 +321,7 @@ async def test_the_scan_relaxes_only_while_notifications_arrive_not_merely_while
             return True
 
         scanner.notifications_flowing = subscribed
-        scanner.relaxed_interval_s = 3600.0
+        scanner.cadence.relaxed_interval_s = 3600.0
         await settle(stack)
         before = scans(stack)
         await settle(stack, cycles=3)
@@ -350,7 +350,7 @@ async def test_a_later_turn_waits_without_holding_up_the_replicas_other_chats(st
             hosts = [RecordingTarget(target_id="first"), RecordingTarget(target_id="second")]
             for stack, target in zip((first, second), hosts):
                 stack.chats.monotonic = lambda: now[0]
-                stack.chats.read_spread_s = (
+                stack.chats.turns.spread_s = (
                     60.0  # the cycle below would time out if it slept a turn
                 )
                 stack.hub.register(target)
@@ -361,7 +361,7 @@ async def test_a_later_turn_waits_without_holding_up_the_replicas_other_chats(st
             await settle(first, second)  # each lists both; first sights by turn
             now[0] += 130
             await settle(first, second)  # the later turns' first sights find the cursors written
-            roster = second.chats.readers
+            roster = second.chats.turns.readers
             assert roster is not None and roster.readers == {"test-replica", "second-replica"}
             chats = [c.id for c in emulator.seed.chats if c.id is not None]
             hinted_at = datetime.now(UTC)  # the turn order depends on the hinted message's time too
@@ -554,7 +554,7 @@ def _scanner_on_a_clock(
 ) -> chat_scan.ChatScanner:
     scanner = stack.chats.roles[0]
     assert isinstance(scanner, chat_scan.ChatScanner)
-    scanner.interval_s, scanner.active_interval_s = quiet_s, active_s
+    scanner.cadence.interval_s, scanner.cadence.active_interval_s = quiet_s, active_s
     scanner.monotonic = lambda: now[0]
     return scanner
 

@@ -23,6 +23,7 @@ from service.devstack.uvicorn_runner import serve_app
 from service.ledger.hints import HintLog
 from service.notifications.receiver import NOTIFICATIONS_PATH, NotificationReceiver
 from service.storage.local import LocalBackend
+from service.telemetry.metrics import ChangeMetrics
 from starlette.applications import Starlette
 
 CLIENT_STATE = "fleet-client-state"
@@ -55,7 +56,9 @@ async def fleet(emulator: RunningEmulator, tmp_path: Path) -> AsyncIterator[list
 
 @pytest.fixture
 async def webhook(fleet: list[WorkerStack]) -> AsyncIterator[httpx.AsyncClient]:
-    receiver = NotificationReceiver(HintLog(fleet[0].backend), CLIENT_STATE)
+    receiver = NotificationReceiver(
+        HintLog(fleet[0].backend), CLIENT_STATE, metrics=ChangeMetrics()
+    )
     async with (
         serve_app(Starlette(routes=receiver.routes())) as server,
         httpx.AsyncClient(base_url=server.base_url, timeout=10) as client,

@@ -1,13 +1,13 @@
 import asyncio
 
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LoopMetrics
 from service.workers.supervisor import LoopState, Supervisor
 
 WAIT_BOUND_S = 10.0  # every wait here ends by itself well within this bound
 
 
 async def test_loops_run_until_stop_and_end_stopped():
-    metrics = Metrics()
+    metrics = LoopMetrics()
     sup = Supervisor(metrics=metrics)
     counts = {"a": 0, "b": 0}
 
@@ -28,7 +28,7 @@ async def test_loops_run_until_stop_and_end_stopped():
 
 
 async def test_a_crashed_loop_is_visible_and_does_not_stop_the_others():
-    metrics = Metrics()
+    metrics = LoopMetrics()
     sup = Supervisor(metrics=metrics)
     seen = []
 
@@ -68,7 +68,7 @@ class SleepProbe:
 
 
 async def test_wake_ends_the_sleep_early():
-    sup = Supervisor()
+    sup = Supervisor(LoopMetrics())
     probe = SleepProbe()
     runs = []
 
@@ -87,7 +87,7 @@ async def test_wake_ends_the_sleep_early():
 
 
 async def test_stop_interrupts_a_long_sleep():
-    sup = Supervisor()
+    sup = Supervisor(LoopMetrics())
     probe = SleepProbe()  # never woken: only stop() can end the sleep
 
     async def cycle():
@@ -102,7 +102,7 @@ async def test_stop_interrupts_a_long_sleep():
 
 
 async def test_a_first_delay_postpones_only_the_first_cycle():
-    sup = Supervisor()
+    sup = Supervisor(LoopMetrics())
     probe = SleepProbe()
     runs = []
 
