@@ -510,7 +510,7 @@ def run_signin(args: argparse.Namespace) -> int:
 
 async def signin(*, replace: bool, timeout_s: float) -> int:
     from service.graph.errors import TokenConfigurationError
-    from service.signin.command import check_sign_in_settings, sign_in
+    from service.from_settings.signin import check_sign_in_settings, sign_in_with_settings
     from service.signin.flow import SignInEnded
 
     if timeout_s <= 0:
@@ -523,7 +523,7 @@ async def signin(*, replace: bool, timeout_s: float) -> int:
     backend = await open_target(settings)
     try:
         print(f"state: {backend.describe()}")
-        await sign_in(settings, backend, replace=replace, timeout_s=timeout_s)
+        await sign_in_with_settings(settings, backend, replace=replace, timeout_s=timeout_s)
     except SignInEnded as exc:
         raise CommandFailed(str(exc)) from None
     except StorageError as exc:
