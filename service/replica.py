@@ -32,6 +32,7 @@ from service.graph.auth import storage_token_provider, token_provider_from_setti
 from service.graph.client import GraphClient
 from service.replica_clients import build_clients
 from service.from_settings.signin import check_delegated_settings
+from service.from_settings.storage import storage_options
 from service.graph.errors import (
     GraphConnectionError,
     GraphError,
@@ -351,10 +352,10 @@ def build_replica(
     # Delegated mode: the backend first, since the signed-in person's tokens are kept in it.
     tokens = None if delegated else token_provider_from_settings(settings, http, metrics=metrics)
     if backend is None:
-        is_cloud = isinstance(choose_backend(settings), BlobChoice)
+        is_cloud = isinstance(choose_backend(storage_options(settings)), BlobChoice)
         backend = get_backend(
-            settings,
-            metrics=metrics,
+            storage_options(settings),
+            metrics=metrics.storage,
             storage_token_provider=storage_token_provider(tokens) if tokens else None,
         )
     clients = build_clients(settings, backend, http, replica_id=rid, metrics=metrics, tokens=tokens)
