@@ -30,6 +30,7 @@ from bench.report import (
     markdown_table,
     write_result,
 )
+from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import ACCOUNT, ACCOUNT_KEY
 from service.devstack.dev_environment import load_devstack_settings
 from service.devstack.fleet import free_port
@@ -98,6 +99,7 @@ async def measure(store: str, writes: int, watch_s: float) -> dict[str, Any]:
             backend = BlobBackend.from_connection_string(
                 f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={ACCOUNT_KEY};BlobEndpoint={endpoint};",
                 "gc-bench",
+                metrics=StorageMetrics(),
             )
             await backend.ensure_container()
             gate = asyncio.Semaphore(IN_FLIGHT)

@@ -41,6 +41,7 @@ from bench.replica_metrics import MetricsScrape, scrape
 from bench.session import BenchSession
 from emulator.seed import Seed, build_seed
 from emulator.subscription_policy import SubscriptionPolicy
+from service.telemetry.metrics import StorageMetrics
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import LocalFleet, ReplicaProcess
 from service.ledger.hints import Hint, HintReader
@@ -181,7 +182,9 @@ async def mode_fleet(
         extra_env=mode_env(mode),
         azurite=azurite,
     )
-    backend = BlobBackend.from_connection_string(azurite.connection_string, fleet.container)
+    backend = BlobBackend.from_connection_string(
+        azurite.connection_string, fleet.container, metrics=StorageMetrics()
+    )
     try:
         await asyncio.to_thread(fleet.ensure_container)
         preseeded = await preseed_ledger(backend, [c.id for c in seed.chats if c.id is not None])

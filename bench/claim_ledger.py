@@ -26,6 +26,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from service.telemetry.metrics import StorageMetrics
 from service.ledger.chat_claims import ChatClaimOutcome, ChatLedger
 from service.ledger.chat_cursor import Candidate
 
@@ -53,7 +54,9 @@ def chat_messages(chat: int, count: int) -> list[Candidate]:
 async def replica(spec: dict[str, Any]) -> dict[str, Any]:
     from service.storage.blob import BlobBackend
 
-    store = BlobBackend.from_connection_string(os.environ[CONNECTION_ENV], spec["container"])
+    store = BlobBackend.from_connection_string(
+        os.environ[CONNECTION_ENV], spec["container"], metrics=StorageMetrics()
+    )
     ledger = ChatLedger[Candidate](store)
     chats = {f"bench-chat-{c}": chat_messages(c, spec["per_chat"]) for c in range(spec["chats"])}
     watermark = dict.fromkeys(chats, 0)
@@ -134,7 +137,7 @@ async def raw_conditional_writes(conn: str) -> float:
     """Back-to-back If-Match writes by one writer to one blob: Azurite's ceiling for a ledger key."""
     from service.storage.blob import BlobBackend
 
-    store = BlobBackend.from_connection_string(conn, "bench-raw")
+    store = BlobBackend.from_connection_string(conn, "bench-raw", metrics=StorageMetrics())
     await store.ensure_container()
     try:
         etag = await store.write_text("raw", "0")
@@ -160,7 +163,9 @@ async def run() -> dict[str, Any]:
         for layout, (chats, per_chat) in LAYOUTS.items():
             for replicas in REPLICAS:
                 container = "bench" + uuid.uuid4().hex[:16]
-                setup = BlobBackend.from_connection_string(conn, container)
+                setup = BlobBackend.from_connection_string(
+                    conn, container, metrics=StorageMetrics()
+                )
                 await setup.ensure_container()
                 await setup.aclose()
                 results = await race(conn, container, replicas, chats, per_chat)

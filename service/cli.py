@@ -66,10 +66,13 @@ def settings_or_exit() -> Settings:
 
 async def open_target(settings: Settings) -> MemoryBackend:
     """The backend the settings resolve to, checked reachable before anything is written."""
+    from service.from_settings.storage import storage_options
     from service.storage.resolution import assert_backend_config  # heavy imports only when needed
+    from service.telemetry.metrics import StorageMetrics
 
     try:
-        return await assert_backend_config(settings)
+        # A one-off command's storage operations are its own: nobody scrapes them.
+        return await assert_backend_config(storage_options(settings), metrics=StorageMetrics())
     except StorageError as exc:
         raise ConfigurationError(str(exc)) from exc
 
@@ -178,6 +181,7 @@ def run_migrate(args: argparse.Namespace) -> int:
 
 async def migrate(args: argparse.Namespace) -> int:
     from service.storage.migration import migrate_local_to_backend
+    from service.from_settings.storage import storage_options
     from service.storage.resolution import data_dir
 
     settings = settings_or_exit()
@@ -192,7 +196,7 @@ async def migrate(args: argparse.Namespace) -> int:
     if not sources:
         # data_dir() is the directory the backend resolution would use for local state.
         persona = claude_memory_or_exit(args.project, instead=instead)
-        sources = [(data_dir(settings), ""), (persona.directory, PERSONA_PREFIX)]
+        sources = [(data_dir(storage_options(settings)), ""), (persona.directory, PERSONA_PREFIX)]
     target = await open_target(settings)
     try:
         refuse_copy_into_itself(target, sources, instead=instead)
@@ -517,7 +521,7 @@ def run_signin(args: argparse.Namespace) -> int:
 
 async def signin(*, replace: bool, timeout_s: float) -> int:
     from service.graph.errors import TokenConfigurationError
-    from service.signin.command import check_sign_in_settings, sign_in
+    from service.from_settings.signin import check_sign_in_settings, sign_in_with_settings
     from service.signin.flow import SignInEnded
 
     if timeout_s <= 0:
@@ -530,7 +534,7 @@ async def signin(*, replace: bool, timeout_s: float) -> int:
     backend = await open_target(settings)
     try:
         print(f"state: {backend.describe()}")
-        await sign_in(settings, backend, replace=replace, timeout_s=timeout_s)
+        await sign_in_with_settings(settings, backend, replace=replace, timeout_s=timeout_s)
     except SignInEnded as exc:
         raise CommandFailed(str(exc)) from None
     except StorageError as exc:

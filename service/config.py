@@ -10,7 +10,9 @@ python-dotenv, against this list):
 * The replica (``entrabot-fleet serve`` and the commands beside it): this module only. ``Settings``
   reads the ENTRABOT_* names and ``.env``; ``default_replica_id`` reads the pod name Kubernetes puts
   in ``HOSTNAME``. Any other replica module takes what it needs from ``Settings``; a new setting is a
-  field here, never a read elsewhere, so nothing ignores a value set in ``.env``.
+  field here, never a read elsewhere, so nothing ignores a value set in ``.env``. The one exception,
+  ``service/replica.py``, reads the test-only crash point ENTRABOT_TEST_KILL_AT
+  (``service.delivery.fault_points``): never a setting, so no .env file or chart value can turn it on.
 * The local tooling (``service/devstack``: the demo, the fleet harness, Azurite):
   ``service/devstack/dev_environment.py`` only. Its own ENTRABOT_AZURITE_* settings come from the
   environment and ``.env`` like these; the replicas it launches get an environment without this
@@ -43,7 +45,6 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.domain.reaction_type import check_reaction_type
-from service.signin.sealing import decode_key
 
 DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
 DEFAULT_GRAPH_URL = "https://graph.microsoft.com/v1.0"
@@ -227,15 +228,6 @@ class Settings(BaseSettings):
             return None if isinstance(v, str) else v
         return check_reaction_type(v.strip())  # its ValueError says what Graph takes
 
-    @field_validator("delegated_token_key")
-    @classmethod
-    def _sealing_key_decodes(cls, v: SecretStr | None) -> SecretStr | None:
-        if v is not None:
-            decode_key(
-                v.get_secret_value()
-            )  # its ValueError says what the key must be, never the value
-        return v
-
     @field_validator(
         "chat_poll_interval_s",
         "discovery_interval_s",
@@ -333,11 +325,3 @@ def load_settings(**overrides: object) -> Settings:
 def default_replica_id() -> str:
     """The pod name Kubernetes puts in HOSTNAME, else host and pid (several local replicas per host)."""
     return os.environ.get("HOSTNAME") or f"{socket.gethostname()}-{os.getpid()}"
-
-
-def fault_point_environment() -> dict[str, str]:
-    """The test-only crash point a replica honours (service.delivery.fault_points), read here, beside the
-    settings but never one of them, so no .env file or chart value can turn it on."""
-    from service.delivery.fault_points import KILL_AT_ENV
-
-    return {KILL_AT_ENV: os.environ[KILL_AT_ENV]} if KILL_AT_ENV in os.environ else {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -18,7 +19,7 @@ from typing import Any
 import httpx
 
 from service.mcp.instructions import FLEET_INSTRUCTIONS
-from service.config import Settings, default_replica_id, fault_point_environment
+from service.config import Settings, default_replica_id
 from service.delivery.ack_reactions import INTERVAL_S as ACK_REACTIONS_INTERVAL_S, AckReactions
 from service.delivery.claim_intents import ClaimIntents
 from service.delivery.claim_lookup import ClaimLookup
@@ -31,7 +32,8 @@ from service.from_settings.graph_auth import token_provider_from_settings
 from service.graph.auth import storage_token_provider
 from service.graph.client import GraphClient
 from service.replica_clients import build_clients
-from service.signin.from_settings import check_delegated_settings
+from service.from_settings.signin import check_delegated_settings
+from service.from_settings.storage import storage_options
 from service.graph.errors import (
     GraphConnectionError,
     GraphError,
@@ -362,17 +364,17 @@ def build_replica(
         None if delegated else token_provider_from_settings(settings, http, metrics=metrics.graph)
     )
     if backend is None:
-        is_cloud = isinstance(choose_backend(settings), BlobChoice)
+        is_cloud = isinstance(choose_backend(storage_options(settings)), BlobChoice)
         backend = get_backend(
-            settings,
-            metrics=metrics,
+            storage_options(settings),
+            metrics=metrics.storage,
             storage_token_provider=storage_token_provider(tokens) if tokens else None,
         )
     clients = build_clients(settings, backend, http, replica_id=rid, metrics=metrics, tokens=tokens)
     records = HostRecords(backend, metrics=metrics.ledger)
-    intents = ClaimIntents(
-        clients.hub, records, FaultPoints.from_env(fault_point_environment()), clock=clock
-    )
+    # The test-only crash point is read from the environment, never from Settings, so no .env file
+    # or chart value can turn it on.
+    intents = ClaimIntents(clients.hub, records, FaultPoints.from_env(os.environ), clock=clock)
     # Off by default: a reaction is visible to everyone in the chat, so an operator chooses it.
     reactions = (
         AckReactions(

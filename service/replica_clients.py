@@ -21,7 +21,7 @@ from service.graph.client import GraphClient
 from service.graph.options import GraphOptions
 from service.graph.retry_policy import RetryPolicy
 from service.ledger.graph_backoff import FleetBackoff
-from service.signin.from_settings import delegated_token_provider
+from service.from_settings.signin import delegated_token_provider
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 
@@ -92,7 +92,7 @@ def replica_tokens(
     to set."""
     if settings.auth_mode == "delegated":
         return delegated_token_provider(
-            settings, backend, http, replica_id=replica_id, metrics=metrics
+            settings, backend, http, replica_id=replica_id, metrics=metrics or Metrics()
         )
     return token_provider_from_settings(settings, http, metrics=metrics.graph)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from service.config import Settings
+from service.from_settings.tools import tool_options
 from service.delivery.claim_intents import ClaimIntents
 from service.delivery.hub import DeliveryHub
 from service.delivery.mail_send import MailSender
@@ -37,7 +38,7 @@ from service.ledger.readers import ReaderRoster
 from service.ledger.sent_messages import SentMessages
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
-from service.tools.deps import ToolDeps
+from service.tools.deps import NewChatLoops, Outbox, ToolDeps
 from service.domain.agent import AgentUser
 from service.workers import chat_scan, chat_sweep
 from service.workers.chat_claiming import ChatClaimer
@@ -225,13 +226,12 @@ async def wire_workers(
         backend, interactions, promises=promises, mailer=summary_mail, clock=clock, metrics=metrics
     )
     tool_deps = ToolDeps(
-        settings=settings,
+        options=tool_options(settings),
         graph=graph,
         agent=agent,
         hub=hub,
         watched=watched,
-        chat_poller=chat_poller,
-        discovery=discovery,
+        loops=NewChatLoops(chat_poller, discovery),
         gate=gate,
         promises=promises,
         interactions=interactions,
@@ -240,12 +240,14 @@ async def wire_workers(
         clock=clock,
         sent_messages=sent,
         permissions=permissions,
-        mail=mail,
-        chat=ChatSender(
-            graph,
-            agent.object_id,
-            clock,
-            record=sent if settings.auth_mode == "delegated" else None,
+        outbox=Outbox(
+            mail,
+            ChatSender(
+                graph,
+                agent.object_id,
+                clock,
+                record=sent if settings.auth_mode == "delegated" else None,
+            ),
         ),
     )
     return Workers(

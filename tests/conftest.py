@@ -10,6 +10,7 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
 
+from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite, start_azurite
 from service.storage.backend import MemoryBackend
 from service.storage.blob import BlobBackend
@@ -33,7 +34,9 @@ def container_name() -> str:
 
 
 async def _empty_container(azurite: Azurite, name: str) -> BlobBackend:
-    backend = BlobBackend.from_connection_string(azurite.connection_string, name)
+    backend = BlobBackend.from_connection_string(
+        azurite.connection_string, name, metrics=StorageMetrics()
+    )
     await backend.ensure_container()
     return backend
 

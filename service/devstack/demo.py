@@ -22,6 +22,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from emulator.seed import Seed, demo_seed_path, load_seed
+from service.telemetry.metrics import StorageMetrics
 from service.devstack.channel_host import ChannelHost, ReceivedPush
 from service.devstack.demo_tally import MAIL, DemoTally
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
@@ -213,7 +214,7 @@ async def run_demo(options: DemoOptions) -> int:
         async with (
             httpx.AsyncClient(timeout=30) as http,
             BlobBackend.from_connection_string(
-                fleet.azurite.connection_string, fleet.container
+                fleet.azurite.connection_string, fleet.container, metrics=StorageMetrics()
             ) as blob,
             asyncio.TaskGroup() as group,
         ):

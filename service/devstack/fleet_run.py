@@ -39,6 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from emulator.notification_faults import NotificationFaultRule
 from emulator.seed import Seed, ThrottleBudget, build_seed
+from service.telemetry.metrics import StorageMetrics
 from service.delivery.host_record import HostRecord, parse_host_record, record_key
 from service.domain.message import EMAIL_CHAT_ID
 from service.devstack.azurite import Azurite, start_azurite
@@ -434,7 +435,9 @@ class FleetRun:
                 self.seed, self.workdir, replicas=plan.replicas, azurite=azurite, extra_env=env
             )
             ledger = LedgerReader(
-                BlobBackend.from_connection_string(azurite.connection_string, fleet.container)
+                BlobBackend.from_connection_string(
+                    azurite.connection_string, fleet.container, metrics=StorageMetrics()
+                )
             )
             await asyncio.to_thread(fleet.start)
             assert fleet.emulator is not None

@@ -24,6 +24,7 @@ from service.graph.options import GraphOptions
 from service.graph.retry_policy import RetryPolicy
 from service.graph.models import DirectoryObjectRef
 from service.graph.http_pool import new_http_client
+from service.from_settings.storage import storage_options
 from service.storage.errors import StorageError
 from service.storage.resolution import BlobAuth, BlobChoice, choose_backend
 from service.telemetry.metrics import GraphMetrics
@@ -98,7 +99,7 @@ async def run_doctor(*, out: TextIO | None = None) -> bool:
 
 def _storage_by_agent_user(settings: Settings) -> bool:
     try:
-        choice = choose_backend(settings)
+        choice = choose_backend(storage_options(settings))
     except StorageError:
         return False  # the storage section reports the misconfiguration
     return isinstance(choice, BlobChoice) and choice.auth is BlobAuth.AGENT_USER

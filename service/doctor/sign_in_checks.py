@@ -20,7 +20,8 @@ from service.graph.auth.tokens import GRAPH_SCOPE
 from service.graph.errors import GraphError, TokenConfigurationError
 from service.ledger.reads import ReadOutcome
 from service.signin.errors import SIGN_IN_ADVICE
-from service.signin.from_settings import (
+from service.from_settings.storage import storage_options
+from service.from_settings.signin import (
     check_delegated_settings,
     delegated_token_provider,
     sign_in_store,
@@ -29,6 +30,7 @@ from service.signin.record import SignedInPerson
 from service.signin.store import Unreadable
 from service.storage.errors import StorageError
 from service.storage.resolution import get_backend
+from service.telemetry.metrics import Metrics, StorageMetrics
 
 SETTINGS = "delegated settings"
 RECORD = "sign-in record"
@@ -60,7 +62,7 @@ async def check_sign_in(
     none = IdentityChain(None, None, None)
     try:
         check_delegated_settings(settings)
-        backend = get_backend(settings)
+        backend = get_backend(storage_options(settings), metrics=StorageMetrics())
     except (TokenConfigurationError, StorageError) as exc:
         return (
             [
@@ -118,7 +120,9 @@ async def check_sign_in(
                 f"by {record.refreshed_by} at {format_timestamp(record.refreshed_at)}",
             )
         )
-        provider = delegated_token_provider(settings, backend, http, replica_id="doctor")
+        provider = delegated_token_provider(
+            settings, backend, http, replica_id="doctor", metrics=Metrics()
+        )
         try:
             token = await provider.get_token(GRAPH_SCOPE)
         except GraphError as exc:

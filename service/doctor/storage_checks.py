@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import time
 from service.config import Settings
+from service.from_settings.storage import storage_options
 from service.doctor.report import Finding, fail, ok, skip
 from service.graph.auth import TokenProvider, storage_token_provider
 from service.storage.backend import MemoryBackend
 from service.storage.errors import BackendMisconfiguredError, ConcurrencyError, StorageError
 from service.storage.resolution import get_backend
+from service.telemetry.metrics import StorageMetrics
 
 SCRATCH_KEY = "doctor/preflight.json"
 _ADVICE = (
@@ -34,7 +36,8 @@ async def check_storage(
         ]
     try:
         backend = get_backend(
-            settings,
+            storage_options(settings),
+            metrics=StorageMetrics(),
             storage_token_provider=storage_token_provider(user_tokens) if user_tokens else None,
         )
     except BackendMisconfiguredError as exc:

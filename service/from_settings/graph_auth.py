@@ -49,7 +49,7 @@ def token_provider_from_settings(
     if settings.auth_mode != "agent_user":
         raise TokenConfigurationError(
             f"{env_name('auth_mode')}={settings.auth_mode}: agent-user tokens are for agent_user mode; delegated "
-            "mode acts with the signed-in person's tokens (service.signin.from_settings.delegated_token_provider)"
+            "mode acts with the signed-in person's tokens (service.from_settings.signin.delegated_token_provider)"
         )
     missing = [
         f"{env_name(f)} ({what})" for f, what in _REQUIRED.items() if not getattr(settings, f)

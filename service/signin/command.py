@@ -11,11 +11,8 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from service.config import Settings
-from service.graph.errors import GraphError, TokenConfigurationError
-from service.graph.http_pool import new_http_client
+from service.graph.errors import GraphError
 from service.signin.flow import SignInEnded, SignInFlow
-from service.signin.from_settings import check_delegated_settings, public_client, sign_in_store
 from service.signin.public_client import EntraUnreachable, SignInRefused
 from service.storage.backend import MemoryBackend
 
@@ -23,19 +20,8 @@ DEFAULT_TIMEOUT_S = 900.0  # Entra's device codes last 15 minutes
 _LINE_EVERY_S = 60.0
 
 
-def check_sign_in_settings(settings: Settings) -> None:
-    """TokenConfigurationError (the CLI's exit 2) when the settings cannot sign anyone in."""
-    if settings.auth_mode != "delegated":
-        raise TokenConfigurationError(
-            f"ENTRABOT_AUTH_MODE={settings.auth_mode}: signin is for delegated mode, where the fleet acts as a "
-            "signed-in person; set ENTRABOT_AUTH_MODE=delegated (and the settings docs/configuration.md lists "
-            "for it), or use the agent-user identity without signing in"
-        )
-    check_delegated_settings(settings)
-
-
 async def sign_in(
-    settings: Settings,
+    flow: SignInFlow,
     backend: MemoryBackend,
     *,
     replace: bool,
@@ -43,36 +29,28 @@ async def sign_in(
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
 ) -> None:
-    """Sign in and store the record; SignInEnded says why not."""
-    async with new_http_client(read_timeout_s=settings.graph_timeout_s) as http:
-        flow = SignInFlow(
-            public_client(settings, http),
-            sign_in_store(settings, backend),
-            http,
-            settings.graph_url,
-            settings.tenant_id or "",
+    """Sign in and store the record in ``backend``; SignInEnded says why not."""
+    try:
+        code = await flow.start()
+        print(
+            code.message
+            or f"To sign in, open {code.verification_uri} and enter the code {code.user_code}.",
+            file=out,
+            flush=True,
         )
-        try:
-            code = await flow.start()
-            print(
-                code.message
-                or f"To sign in, open {code.verification_uri} and enter the code {code.user_code}.",
-                file=out,
-                flush=True,
-            )
-            with Countdown(err) as tick:
-                grant = await flow.wait(code, timeout_s=timeout_s, on_wait=tick)
-            person = await flow.who(grant)
-        except SignInRefused as exc:
-            raise SignInEnded(f"{exc}; nothing written") from None
-        except EntraUnreachable as exc:
-            raise SignInEnded(f"{exc}; nothing written") from None
-        except GraphError as exc:
-            raise SignInEnded(
-                f"signed in, but Graph's /me refused the new token ({exc}); check the app "
-                "registration's Graph permissions (User.Read at least). Nothing written"
-            ) from None
-        stored = await flow.save(grant, person, replace=replace)
+        with Countdown(err) as tick:
+            grant = await flow.wait(code, timeout_s=timeout_s, on_wait=tick)
+        person = await flow.who(grant)
+    except SignInRefused as exc:
+        raise SignInEnded(f"{exc}; nothing written") from None
+    except EntraUnreachable as exc:
+        raise SignInEnded(f"{exc}; nothing written") from None
+    except GraphError as exc:
+        raise SignInEnded(
+            f"signed in, but Graph's /me refused the new token ({exc}); check the app "
+            "registration's Graph permissions (User.Read at least). Nothing written"
+        ) from None
+    stored = await flow.save(grant, person, replace=replace)
     print(
         f"signed in as {stored.record.person.describe()}; the sign-in is sealed in {flow.store.record_key} "
         f"({backend.describe()}), sign-in {stored.record.generation} of this container",

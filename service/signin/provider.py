@@ -28,6 +28,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from service.clock import Clock, utc_now
@@ -46,7 +47,7 @@ from service.signin.record import CachedToken, SignInRecord
 from service.signin.store import SignInStore, Unreadable
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError, StorageError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import RoleMetrics
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +71,28 @@ def refresh_lease(
     backend: MemoryBackend,
     replica_id: str,
     *,
+    metrics: RoleMetrics,
     clock: Clock = utc_now,
-    metrics: Metrics | None = None,
 ) -> Lease:
     return Lease(
-        backend, ROLE, replica_id, ttl=LEASE_TTL, margin=LEASE_MARGIN, clock=clock, metrics=metrics
+        backend,
+        ROLE,
+        replica_id,
+        ttl=LEASE_TTL,
+        margin=LEASE_MARGIN,
+        clock=clock,
+        metrics=metrics,  # type: ignore[arg-type]  # until ledger's Lease takes RoleMetrics (h-ledger)
     )
+
+
+@dataclass(frozen=True)
+class ProviderTime:
+    """What the provider reads the time from and waits with (a test moves the clocks)."""
+
+    clock: Callable[[], float] = time.time  # seconds since the epoch: a token's lifetime
+    now: Clock = utc_now  # the record's timestamps
+    monotonic: Callable[[], float] = time.monotonic  # how long a wait for a sibling's refresh lasts
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
 
 class DelegatedTokenProvider:
@@ -92,10 +109,7 @@ class DelegatedTokenProvider:
         replica_id: str,
         tenant_id: str,
         refresh_margin_s: float = REFRESH_MARGIN_S,
-        clock: Callable[[], float] = time.time,
-        now: Clock = utc_now,
-        monotonic: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        timing: ProviderTime = ProviderTime(),
     ) -> None:
         self._store = store
         self._client = client
@@ -103,11 +117,11 @@ class DelegatedTokenProvider:
         self._replica_id = replica_id
         self._tenant_id = tenant_id
         self._margin = refresh_margin_s
-        self._clock = clock
-        self._now = now
-        self._monotonic = monotonic
-        self._sleep = sleep
-        self._cache = SingleFlightTokenCache(refresh_margin_s=refresh_margin_s, clock=clock)
+        self._clock = timing.clock
+        self._now = timing.now
+        self._monotonic = timing.monotonic
+        self._sleep = timing.sleep
+        self._cache = SingleFlightTokenCache(refresh_margin_s=refresh_margin_s, clock=timing.clock)
         self._rejected: dict[
             str, str
         ] = {}  # per scope, the token Graph refused (kept in memory only)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 from azure.core import MatchConditions
@@ -50,7 +51,7 @@ from service.storage.errors import (
 )
 from service.storage.keys import area_of, validate_key
 from service.storage.token_credential import TokenProvider, TokenProviderCredential
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import StorageMetrics
 
 _tracer = trace.get_tracer(__name__)
 
@@ -73,6 +74,43 @@ def outcome_label(error: BaseException) -> str:
     return "error"
 
 
+class _Calls:
+    """One Blob container's SDK calls: failures translated into StorageErrors, each call traced and
+    counted."""
+
+    def __init__(self, target: BlobTarget, metrics: StorageMetrics) -> None:
+        self._target = target
+        self._metrics = metrics
+
+    @asynccontextmanager
+    async def __call__(self, op: BlobOp, key: str | None = None) -> AsyncIterator[None]:
+        started = time.perf_counter()
+        outcome = "cancelled"
+        span = _tracer.start_span(
+            f"blob.{op.value}", attributes={"entrabot.blob.container": self._target.container}
+        )
+        try:
+            yield
+            outcome = "ok"
+        except AzureError as exc:
+            error = storage_error_from(exc, op, replace(self._target, key=key))
+            outcome = outcome_label(error)
+            raise error from exc
+        except (
+            Exception
+        ) as exc:  # e.g. a StorageError from the token adapter; recorded, not altered
+            outcome = outcome_label(exc)
+            raise
+        finally:
+            span.set_attribute("entrabot.blob.outcome", outcome)
+            span.end()
+            area = area_of(key)
+            self._metrics.blob_operations.labels(op=op.value, outcome=outcome, area=area).inc()
+            self._metrics.blob_latency.labels(op=op.value, area=area).observe(
+                time.perf_counter() - started
+            )
+
+
 class BlobBackend:
     """A MemoryBackend over one Blob container."""
 
@@ -81,17 +119,16 @@ class BlobBackend:
         service: BlobServiceClient,
         container: str,
         *,
+        metrics: StorageMetrics,
         owned_credential: AsyncTokenCredential | None = None,
-        metrics: Metrics | None = None,
         bearer: bool = False,
     ) -> None:
         self._service = service
-        self._bearer = bearer
-        self._container_name = validate_container_name(container)
+        self.container = validate_container_name(container)
         self._container = service.get_container_client(container)
         self._owned_credential = owned_credential
-        self._metrics = metrics
         self.endpoint = public_endpoint(service.url)
+        self._call = _Calls(BlobTarget(self.endpoint, self.container, None, bearer), metrics)
 
     # --- construction ---
 
@@ -101,8 +138,8 @@ class BlobBackend:
         conn_str: str,
         container: str,
         *,
+        metrics: StorageMetrics,
         options: BlobClientOptions = BlobClientOptions(),
-        metrics: Metrics | None = None,
     ) -> BlobBackend:
         """Shared-key or SAS auth from a connection string (Azurite and development)."""
         try:
@@ -129,8 +166,8 @@ class BlobBackend:
         credential: AsyncTokenCredential,
         *,
         close_credential: bool = False,
+        metrics: StorageMetrics,
         options: BlobClientOptions = BlobClientOptions(),
-        metrics: Metrics | None = None,
     ) -> BlobBackend:
         """OAuth with an azure-core credential (DefaultAzureCredential for AKS workload identity)."""
         url = parse_endpoint(endpoint, require_https=True)
@@ -150,8 +187,8 @@ class BlobBackend:
         container: str,
         provider: TokenProvider,
         *,
+        metrics: StorageMetrics,
         options: BlobClientOptions = BlobClientOptions(),
-        metrics: Metrics | None = None,
     ) -> BlobBackend:
         """OAuth with a token from ``provider`` (the agent-user storage token)."""
         return cls.from_credential(
@@ -165,46 +202,11 @@ class BlobBackend:
 
     # --- plumbing ---
 
-    @property
-    def container(self) -> str:
-        return self._container_name
-
     def describe(self) -> str:
-        return f"BlobBackend endpoint={self.endpoint} container={self._container_name}"
+        return f"BlobBackend endpoint={self.endpoint} container={self.container}"
 
     def _blob(self, key: str) -> BlobClient:
         return self._container.get_blob_client(validate_key(key))
-
-    @asynccontextmanager
-    async def _call(self, op: BlobOp, key: str | None = None) -> AsyncIterator[None]:
-        """Translate SDK failures into StorageErrors and record the operation."""
-        started = time.perf_counter()
-        outcome = "cancelled"
-        span = _tracer.start_span(
-            f"blob.{op.value}", attributes={"entrabot.blob.container": self._container_name}
-        )
-        try:
-            yield
-            outcome = "ok"
-        except AzureError as exc:
-            target = BlobTarget(self.endpoint, self._container_name, key, self._bearer)
-            error = storage_error_from(exc, op, target)
-            outcome = outcome_label(error)
-            raise error from exc
-        except (
-            Exception
-        ) as exc:  # e.g. a StorageError from the token adapter; recorded, not altered
-            outcome = outcome_label(exc)
-            raise
-        finally:
-            span.set_attribute("entrabot.blob.outcome", outcome)
-            span.end()
-            if self._metrics is not None:
-                area = area_of(key)
-                self._metrics.blob_operations.labels(op=op.value, outcome=outcome, area=area).inc()
-                self._metrics.blob_latency.labels(op=op.value, area=area).observe(
-                    time.perf_counter() - started
-                )
 
     # --- MemoryBackend ---
 
@@ -258,21 +260,9 @@ class BlobBackend:
                 except ResourceNotFoundError as exc:
                     if not is_blob_not_found(exc):
                         raise
-            await self._create_append_blob(blob)
+            await _create_append_blob(blob)
             if data:
                 await blob.append_block(data, **_SEND_ONCE)
-
-    @staticmethod
-    async def _create_append_blob(blob: BlobClient) -> None:
-        try:
-            await blob.create_append_blob(
-                content_settings=_TEXT, match_condition=MatchConditions.IfMissing, **_SEND_ONCE
-            )
-        except HttpResponseError as exc:
-            # Another replica created it first (409, or 412 on Azure): append to theirs. Creating
-            # without the condition would truncate lines they already appended.
-            if exc.status_code not in (409, 412):
-                raise
 
     # --- append-type repair (service.storage.log_migration.AppendTypeRepair) ---
 
@@ -344,3 +334,15 @@ class BlobBackend:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+async def _create_append_blob(blob: BlobClient) -> None:
+    try:
+        await blob.create_append_blob(
+            content_settings=_TEXT, match_condition=MatchConditions.IfMissing, **_SEND_ONCE
+        )
+    except HttpResponseError as exc:
+        # Another replica created it first (409, or 412 on Azure): append to theirs. Creating
+        # without the condition would truncate lines they already appended.
+        if exc.status_code not in (409, 412):
+            raise

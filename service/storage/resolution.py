@@ -1,6 +1,6 @@
-"""Which MemoryBackend this process uses, decided from the ``Settings`` it is given.
+"""Which MemoryBackend this process uses, decided from the ``StorageOptions`` it is given.
 
-``choose_backend`` is the decision (pure, over the settings); ``get_backend`` builds the backend it
+``choose_backend`` is the decision (pure, over the options); ``get_backend`` builds the backend it
 names without creating or writing anything; ``assert_backend_config`` is the start-up gate that
 reaches the store once and logs where the state lives. A half-configured cloud environment fails
 here, loudly, instead of quietly starting over on an empty local store. Nothing here reads the
@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from service.config import Settings
 from service.storage.backend import MemoryBackend
 from service.storage.blob import BlobBackend
 from service.storage.blob_config import (
@@ -25,8 +24,9 @@ from service.storage.blob_config import (
 )
 from service.storage.errors import BackendMisconfiguredError
 from service.storage.local import PROCESS_LOCK_FILE, LocalBackend
+from service.storage.options import StorageOptions
 from service.storage.token_credential import TokenProvider
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import StorageMetrics
 
 # The environment names, for error messages that say what to set.
 KEEP_LOCAL = "ENTRABOT_KEEP_MEMORY_LOCAL"
@@ -57,47 +57,46 @@ class BlobChoice:
     connection_string: str | None = field(default=None, repr=False)
 
 
-def data_dir(settings: Settings) -> Path:
+def data_dir(storage: StorageOptions) -> Path:
     """The local state directory: ENTRABOT_DATA_DIR, else ~/.entrabot/data."""
-    return settings.data_dir.expanduser()
+    return storage.data_dir.expanduser()
 
 
-def local_process_lock_path(settings: Settings) -> Path:
+def local_process_lock_path(storage: StorageOptions) -> Path:
     """The per-machine process lock; it stays local whatever backend holds the shared state."""
-    return data_dir(settings) / PROCESS_LOCK_FILE
+    return data_dir(storage) / PROCESS_LOCK_FILE
 
 
-def choose_backend(settings: Settings) -> LocalChoice | BlobChoice:
-    """Decide the backend from settings alone; raise BackendMisconfiguredError naming the fix."""
-    if settings.keep_memory_local:
-        return LocalChoice(data_dir(settings))
-    endpoint, container = settings.blob_endpoint, settings.blob_container
-    secret = settings.blob_connection_string
-    connection_string = secret.get_secret_value() if secret is not None else None
+def choose_backend(storage: StorageOptions) -> LocalChoice | BlobChoice:
+    """Decide the backend from the options alone; raise BackendMisconfiguredError naming the fix."""
+    if storage.keep_memory_local:
+        return LocalChoice(data_dir(storage))
+    endpoint, container = storage.blob_endpoint, storage.blob_container
+    connection_string = storage.blob_connection_string
     if endpoint is None and container is None:
         if connection_string is not None:
             raise BackendMisconfiguredError(
                 f"{CONNECTION_STRING} is set but {ENDPOINT} and {CONTAINER} are not; set both to use "
                 f"Blob storage, or unset it, or set {KEEP_LOCAL}=true"
             )
-        return LocalChoice(data_dir(settings))
+        return LocalChoice(data_dir(storage))
     if endpoint is None or container is None:
         present, missing = (ENDPOINT, CONTAINER) if container is None else (CONTAINER, ENDPOINT)
         raise BackendMisconfiguredError(
             f"{present} is set but {missing} is not; set both, or set {KEEP_LOCAL}=true"
         )
     validate_container_name(container)
-    auth = _blob_auth(settings, connection_string)
+    auth = _blob_auth(storage, connection_string)
     parse_endpoint(endpoint, require_https=auth is not BlobAuth.CONNECTION_STRING)
     return BlobChoice(
         endpoint, container, auth, connection_string if auth is BlobAuth.CONNECTION_STRING else None
     )
 
 
-def _blob_auth(settings: Settings, connection_string: str | None) -> BlobAuth:
-    if settings.blob_auth == "auto":
+def _blob_auth(storage: StorageOptions, connection_string: str | None) -> BlobAuth:
+    if storage.blob_auth == "auto":
         return BlobAuth.CONNECTION_STRING if connection_string else BlobAuth.DEFAULT_CREDENTIAL
-    auth = BlobAuth(settings.blob_auth)  # Settings already refused anything outside the enum
+    auth = BlobAuth(storage.blob_auth)  # Settings already refused anything outside the enum
     if auth is BlobAuth.CONNECTION_STRING and connection_string is None:
         raise BackendMisconfiguredError(
             f"{AUTH}=connection_string but {CONNECTION_STRING} is not set; set it"
@@ -106,14 +105,14 @@ def _blob_auth(settings: Settings, connection_string: str | None) -> BlobAuth:
 
 
 def get_backend(
-    settings: Settings,
+    storage: StorageOptions,
     *,
+    metrics: StorageMetrics,
     storage_token_provider: TokenProvider | None = None,
-    metrics: Metrics | None = None,
     options: BlobClientOptions = BlobClientOptions(),
 ) -> MemoryBackend:
-    """The backend the settings name. Creates nothing."""
-    choice = choose_backend(settings)
+    """The backend the options name. Creates nothing."""
+    choice = choose_backend(storage)
     if isinstance(choice, LocalChoice):
         return LocalBackend(choice.root)
     if choice.auth is BlobAuth.CONNECTION_STRING:
@@ -153,11 +152,11 @@ def get_backend(
 
 
 async def assert_backend_config(
-    settings: Settings,
+    storage: StorageOptions,
     *,
+    metrics: StorageMetrics,
     storage_token_provider: TokenProvider | None = None,
     logger: logging.Logger | None = None,
-    metrics: Metrics | None = None,
     options: BlobClientOptions = BlobClientOptions(),
 ) -> MemoryBackend:
     """Resolve the backend, reach it once, log where the state lives, and return it.
@@ -165,7 +164,7 @@ async def assert_backend_config(
     Runs before any worker starts, so a misconfigured replica starts nothing.
     """
     backend = get_backend(
-        settings, storage_token_provider=storage_token_provider, metrics=metrics, options=options
+        storage, storage_token_provider=storage_token_provider, metrics=metrics, options=options
     )
     try:
         await backend.check()

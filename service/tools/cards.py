@@ -101,7 +101,7 @@ class CardTools:
         card = OutboundCard(uuid.uuid4().hex, ADAPTIVE_CARD, json.dumps(args.card))
         body = f'<attachment id="{card.id}"></attachment>'
         try:
-            posted = await deps.chat.post(args.chat_id, body, "html", cards=(card,))
+            posted = await deps.outbox.chat.post(args.chat_id, body, "html", cards=(card,))
         except SendUnknown:
             await record_action(
                 deps, call, action="card_unconfirmed", chat_id=args.chat_id, content=card.content

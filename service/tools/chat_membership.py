@@ -83,7 +83,7 @@ class MembershipTools:
         deps = self.deps
         await self.access.check(args.chat_id)
         members = await self._members(args.chat_id)
-        tenant = deps.settings.tenant_id
+        tenant = deps.options.tenant_id
         rows = [
             ChatMemberRow(
                 user_id=m.user_id,

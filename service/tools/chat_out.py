@@ -11,4 +11,4 @@ MAX_TEXT_CHARS = 28_000  # Teams refuses chat messages much over ~28 KB
 
 def as_posted(deps: ToolDeps, text: str) -> str:
     """The text as the agent's message carries it in this auth mode."""
-    return DELEGATED_PREFIX + text if deps.settings.auth_mode == "delegated" else text
+    return DELEGATED_PREFIX + text if deps.options.auth_mode == "delegated" else text

@@ -121,8 +121,8 @@ class ChatTools:
             raise graph_tool_error(exc, "creating a chat") from None
         self.access.remember(chat)
         # Flag before watching: a poll right after the watch must already surface its newest message.
-        await deps.chat_poller.register_created_chat(chat.id)
-        outcome = await deps.discovery.register_chat(chat.id)
+        await deps.loops.chat_poller.register_created_chat(chat.id)
+        outcome = await deps.loops.discovery.register_chat(chat.id)
         return CreateChatResult(
             chat_id=chat.id,
             chat_type=chat.chat_type,

@@ -9,6 +9,7 @@ is the same wait on its own, for when the operator asks the agent to block.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -22,7 +23,7 @@ from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess, ChatStanding
 from service.tools.action_log import record_action
 from service.tools.chat_out import MAX_TEXT_CHARS, as_posted
-from service.tools.chat_send import PostOutcome, SendUnknown
+from service.tools.chat_send import Posted, PostOutcome, SendUnknown
 from service.tools.mentions import MAX_MENTIONS, Composed, MentionError, compose, member_for
 from service.tools.ids import NamesAChat, UserRef
 from service.tools.deps import ToolDeps
@@ -134,31 +135,19 @@ class ConversationTools:
         is not an error.
         """
         deps = self.deps
-        delegated = deps.settings.auth_mode == "delegated"
+        delegated = deps.options.auth_mode == "delegated"
         standing = await self.access.check(args.chat_id)
         composed = await self._compose(args)
-        content = composed.content
-        try:
-            sent_once = await deps.chat.post(
-                args.chat_id, content, composed.content_type, composed.mentions
-            )
-        except SendUnknown:
-            await self._record(call, args.chat_id, None, content, Action.SEND_UNCONFIRMED.value)
-            log.warning(
-                "chat message send outcome unknown after settling", extra={"chat_id": args.chat_id}
-            )
-            raise ToolError(
-                f"The message MAY have been posted to chat {args.chat_id}: Microsoft Graph failed after receiving "
-                "it, twice, and reading the chat back could not tell. Do not resend blindly; check with "
-                "read_teams_messages(chat_id) whether it is there first."
-            ) from None
-        except GraphError as exc:
-            raise graph_tool_error(exc, f"posting to chat {args.chat_id}") from None
+        sent_once = await self._post(args.chat_id, composed, call)
         posted = sent_once.message
-        logged = await self._record(call, args.chat_id, posted.id, content, Action.SENT.value)
+        logged = await self._record(
+            call, args.chat_id, posted.id, composed.content, Action.SENT.value
+        )
         log.info("chat message sent", extra={"chat_id": args.chat_id, "message_id": posted.id})
         if standing is ChatStanding.READABLE:
-            await deps.discovery.register_chat(args.chat_id)  # so replies in it are polled too
+            await deps.loops.discovery.register_chat(
+                args.chat_id
+            )  # so replies in it are polled too
         sent = {
             "chat_id": args.chat_id,
             "message_id": posted.id,
@@ -175,14 +164,20 @@ class ConversationTools:
                 "for a reply."
             )
             return SendResult(**sent, wait=WaitOutcome.NOT_WAITED, next_action=after)
+        return await self._wait_after_send(args, call, posted.id, sent)
+
+    async def _wait_after_send(
+        self, args: SendInput, call: ToolCall, message_id: str, sent: Mapping[str, str | bool]
+    ) -> SendResult:
+        """The sponsor wait after a post: its reply, or what to do without one."""
         # An implicit wait (wait_for_reply omitted) is short: a host that times out the call would
         # report a posted message as a failed send and invite a duplicate.
-        default_s = deps.settings.send_reply_wait_s if args.wait_for_reply is None else None
+        default_s = self.deps.options.send_reply_wait_s if args.wait_for_reply is None else None
         waited = await self.waiter.wait(call, args.timeout_s, default_s=default_s)
         next_action = waited.next_action
         if waited.reply is None:
             posted_note = (
-                f"Posted: message {posted.id} is in chat {args.chat_id}; do not send it again. "
+                f"Posted: message {message_id} is in chat {args.chat_id}; do not send it again. "
             )
             next_action = posted_note + (
                 waited.next_action
@@ -248,6 +243,25 @@ class ConversationTools:
                 f"{MAX_TEXT_CHARS}. Shorten it or split it. Nothing was posted."
             )
         return composed
+
+    async def _post(self, chat_id: str, composed: Composed, call: ToolCall) -> Posted:
+        """Post once; a post whose outcome stayed unknown is logged as such and never retried."""
+        try:
+            return await self.deps.outbox.chat.post(
+                chat_id, composed.content, composed.content_type, composed.mentions
+            )
+        except SendUnknown:
+            await self._record(call, chat_id, None, composed.content, Action.SEND_UNCONFIRMED.value)
+            log.warning(
+                "chat message send outcome unknown after settling", extra={"chat_id": chat_id}
+            )
+            raise ToolError(
+                f"The message MAY have been posted to chat {chat_id}: Microsoft Graph failed after receiving "
+                "it, twice, and reading the chat back could not tell. Do not resend blindly; check with "
+                "read_teams_messages(chat_id) whether it is there first."
+            ) from None
+        except GraphError as exc:
+            raise graph_tool_error(exc, f"posting to chat {chat_id}") from None
 
     async def _record(
         self, call: ToolCall, chat_id: str, message_id: str | None, content: str, action: str

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from service.config import Settings
 from service.delivery.hub import DeliveryHub
 from service.delivery.mail_send import MailSender
 from service.domain.sponsors import SponsorGate
@@ -25,6 +24,7 @@ from service.clock import Clock, utc_now
 from service.ledger.permission_requests import PermissionRequests
 from service.ledger.sent_messages import SentMessages
 from service.tools.chat_send import ChatSender
+from service.tools.options import ToolOptions
 from service.domain.agent import AgentUser
 
 
@@ -41,14 +41,30 @@ class ChatRegistration(Protocol):
 
 
 @dataclass
+class NewChatLoops:
+    """The two loops a chat the agent just created or joined must be told about."""
+
+    chat_poller: CreatedChatPolling
+    discovery: ChatRegistration
+
+
+@dataclass
+class Outbox:
+    """Every mail and chat post (message, card, placeholder) the agent sends goes through these, so each
+    is sent once."""
+
+    mail: MailSender
+    chat: ChatSender
+
+
+@dataclass
 class ToolDeps:
-    settings: Settings
+    options: ToolOptions
     graph: GraphClient
     agent: AgentUser
     hub: DeliveryHub
     watched: WatchedChats
-    chat_poller: CreatedChatPolling
-    discovery: ChatRegistration
+    loops: NewChatLoops
     gate: SponsorGate
     promises: PromiseLedger
     interactions: InteractionLog
@@ -57,7 +73,6 @@ class ToolDeps:
     # signed-in person); the chat poll of every replica reads it.
     sent_messages: SentMessages
     replica_id: str
-    mail: MailSender  # every mail the agent sends goes through it, so each is sent once
-    chat: ChatSender  # every chat post (message, card, placeholder) goes through it, so each is posted once
+    outbox: Outbox
     clock: Clock = utc_now
     permissions: PermissionRequests | None = None  # None: no permission relay on this replica

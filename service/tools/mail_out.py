@@ -197,7 +197,7 @@ class MailOutTools:
         original = await self._original(args.message_id) if args.message_id is not None else None
         mail = self._outgoing(args, original)
         try:
-            sent = await deps.mail.send(mail)
+            sent = await deps.outbox.mail.send(mail)
         except SendUnknown:
             await self._record(call, args, mail, None, Action.SEND_UNCONFIRMED)
             log.warning("mail send outcome unknown after settling", extra={"send_id": mail.send_id})

@@ -134,7 +134,7 @@ class OwnMessageTools:
 
     @property
     def _delegated(self) -> bool:
-        return self.deps.settings.auth_mode == "delegated"
+        return self.deps.options.auth_mode == "delegated"
 
     async def _own(self, chat_id: str, message_id: str, *, doing: str) -> ChatMessage:
         """The message, when the agent posted it; a ToolError otherwise (fail closed: nothing is changed)."""

@@ -44,7 +44,7 @@ from service.domain.source import Source
 from service.graph.errors import GraphError
 from service.clock import Clock
 from service.ledger.permission_requests import PermissionRequests, ReserveOutcome
-from service.mcp.tool_registry import ToolCall, ToolError
+from service.mcp.tool_registry import SessionChannel, ToolCall, ToolError
 from service.ledger.interactions import Action
 from service.tools.action_log import record_action
 from service.tools.deps import ToolDeps
@@ -187,38 +187,8 @@ class PermissionRelay:
             raise ToolError(
                 "no sponsor of the agent identity is known, so nobody can approve; answer locally"
             )
-        # Taken before the record's own (later) clock reading: this replica's target dies no later
-        # than the fleet's record, so no reply counts here that other replicas take for ordinary.
-        expires_at = deps.clock() + self.ttl
-        reserved = await self.requests.reserve(args.request_id, self.ttl)
-        if reserved is ReserveOutcome.TAKEN:
-            raise ToolError(f"a permission request {args.request_id} is already pending")
-        if reserved is ReserveOutcome.UNRESOLVED:
-            raise ToolError(
-                "the shared store could not record the request; nobody was asked, try again"
-            )
-
-        async def relayed(message: InboundMessage) -> None:
-            verdict = parse_verdict(message.body)
-            await record_action(
-                deps,
-                call,
-                action=Action.VERDICT_RELAYED.value,
-                chat_id=message.chat_id,
-                message_id=message.message_id,
-                summary=f"{verdict.behavior if verdict else 'verdict'} {args.request_id} from "
-                f"sponsor {message.sender_id}",
-            )
-
-        target = PermissionTarget(
-            args.request_id,
-            channel.send,
-            channel.is_open,
-            self._decided,
-            expires_at,
-            deps.clock,
-            on_relayed=relayed,
-        )
+        expires_at = await self._reserve(args.request_id)
+        target = self._target(args, call, channel, expires_at)
         call.hub.register(target)
         asked = await self._ask(sponsors, sponsor_prompt(args))
         if not asked:
@@ -246,6 +216,52 @@ class PermissionRelay:
             },
         )
 
+    async def _reserve(self, request_id: str) -> datetime:
+        """Record the request for the fleet; when this replica's target for it expires."""
+        # Taken before the record's own (later) clock reading: this replica's target dies no later
+        # than the fleet's record, so no reply counts here that other replicas take for ordinary.
+        expires_at = self.deps.clock() + self.ttl
+        reserved = await self.requests.reserve(request_id, self.ttl)
+        if reserved is ReserveOutcome.TAKEN:
+            raise ToolError(f"a permission request {request_id} is already pending")
+        if reserved is ReserveOutcome.UNRESOLVED:
+            raise ToolError(
+                "the shared store could not record the request; nobody was asked, try again"
+            )
+        return expires_at
+
+    def _target(
+        self,
+        args: PermissionRequestInput,
+        call: ToolCall,
+        channel: SessionChannel,
+        expires_at: datetime,
+    ) -> PermissionTarget:
+        """Where a sponsor's verdict goes: the asking session's channel, logged once relayed."""
+        deps = self.deps
+
+        async def relayed(message: InboundMessage) -> None:
+            verdict = parse_verdict(message.body)
+            await record_action(
+                deps,
+                call,
+                action=Action.VERDICT_RELAYED.value,
+                chat_id=message.chat_id,
+                message_id=message.message_id,
+                summary=f"{verdict.behavior if verdict else 'verdict'} {args.request_id} from "
+                f"sponsor {message.sender_id}",
+            )
+
+        return PermissionTarget(
+            args.request_id,
+            channel.send,
+            channel.is_open,
+            self._decided,
+            expires_at,
+            deps.clock,
+            on_relayed=relayed,
+        )
+
     async def _ask(self, sponsors: list[str], text: str) -> int:
         asked = 0
         deps = self.deps
@@ -254,7 +270,7 @@ class PermissionRelay:
                 chat = await deps.graph.chats.create_chat(
                     "oneOnOne", [deps.agent.object_id, sponsor_id]
                 )
-                await deps.discovery.register_chat(
+                await deps.loops.discovery.register_chat(
                     chat.id
                 )  # watched before asking, so the reply is polled
                 await deps.graph.messages.send_chat_message(chat.id, text)

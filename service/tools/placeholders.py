@@ -74,7 +74,7 @@ class PlaceholderTools:
         await self.access.check(args.chat_id)
         content = as_posted(deps, MARK + args.status)
         try:
-            posted = await deps.chat.post(args.chat_id, content)
+            posted = await deps.outbox.chat.post(args.chat_id, content)
         except SendUnknown:
             raise ToolError(
                 f"The placeholder MAY have been posted to chat {args.chat_id}; check with "

@@ -33,9 +33,9 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
     """Add every tool to ``registry`` (before any host lists them); their state lives in these objects."""
     access = ChatAccess(deps.graph, deps.watched)
     bounds = BacklogBounds(
-        deps.settings.sponsor_wait_backlog_items, deps.settings.sponsor_wait_backlog_chars
+        deps.options.sponsor_wait_backlog_items, deps.options.sponsor_wait_backlog_chars
     )
-    waiter = SponsorWaiter(deps.gate, deps.settings.sponsor_wait_timeout_s, deps.clock, bounds)
+    waiter = SponsorWaiter(deps.gate, deps.options.sponsor_wait_timeout_s, deps.clock, bounds)
     conversation = ConversationTools(deps, access, waiter)
     reads = TeamsReadTools(deps, access, ReplyWatches())
     chats = ChatTools(deps, access)
@@ -71,8 +71,8 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
     )
     for handler in handlers:
         registry.add(handler)
-    if deps.permissions is not None and deps.settings.permission_relay_enabled:
+    if deps.permissions is not None and deps.options.permission_relay_enabled:
         relay = PermissionRelay(
-            deps, deps.permissions, timedelta(seconds=deps.settings.permission_request_timeout_s)
+            deps, deps.permissions, timedelta(seconds=deps.options.permission_request_timeout_s)
         )
         registry.add_host_notification(PERMISSION_REQUEST_METHOD, relay.ask_sponsors)

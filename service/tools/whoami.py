@@ -54,8 +54,8 @@ class WhoamiTool:
             agent_user_id=deps.agent.object_id,
             agent_user_principal_name=_shown(deps.agent.upn),
             agent_display_name=_shown(deps.agent.display_name),
-            agent_identity_id=deps.settings.agent_identity_id,
-            auth_mode=deps.settings.auth_mode,
+            agent_identity_id=deps.options.agent_identity_id,
+            auth_mode=deps.options.auth_mode,
             sponsors=[
                 SponsorInfo(
                     user_id=s.object_id,

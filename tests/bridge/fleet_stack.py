@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from emulator.seed import Seed, ThrottleBudget, build_seed
+from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.fleet import LocalFleet
 from service.devstack.fleet_run import LedgerReader
@@ -101,7 +102,9 @@ async def bridge_fleet(
         }
     fleet = LocalFleet(seed, workdir, replicas=replicas, azurite=azurite, extra_env=env)
     ledger = LedgerReader(
-        BlobBackend.from_connection_string(azurite.connection_string, fleet.container)
+        BlobBackend.from_connection_string(
+            azurite.connection_string, fleet.container, metrics=StorageMetrics()
+        )
     )
     try:
         await asyncio.to_thread(fleet.start)

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from service.telemetry.metrics import StorageMetrics
 from service.bridge.config import HOST_ID_ENV
 from service.delivery.host_record import parse_host_record, record_key
 from service.devstack.azurite import Azurite
@@ -96,7 +97,7 @@ async def test_an_acknowledged_chat_message_gets_one_agent_reaction_and_nothing_
     async with bridge_fleet(azurite, tmp_path / "fleet", replicas=1, chats=2, env=env) as stack:
         replica, chat = stack.fleet.members[0], Chat(stack)
         backend = BlobBackend.from_connection_string(
-            azurite.connection_string, stack.fleet.container
+            azurite.connection_string, stack.fleet.container, metrics=StorageMetrics()
         )
 
         async def record_of(host: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:

@@ -18,6 +18,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
 
+from service.telemetry.metrics import StorageMetrics
 from service.bridge.sdk_adapter import send_client_notification
 from service.delivery.host_record import parse_host_record, record_key
 from service.devstack.azurite import Azurite
@@ -47,7 +48,7 @@ async def test_a_host_that_never_acknowledges_is_pushed_twice_and_the_message_st
     }
     async with bridge_fleet(azurite, tmp_path / "fleet", replicas=1, chats=2, env=env) as stack:
         backend = BlobBackend.from_connection_string(
-            azurite.connection_string, stack.fleet.container
+            azurite.connection_string, stack.fleet.container, metrics=StorageMetrics()
         )
         listener = ChannelListener()
         headers = {"Authorization": f"Bearer {DEV_TOKEN}", HOST_ID_HEADER: HOST}

@@ -25,6 +25,7 @@ from tests.deploy.docker_engine import SOCKET, Engine
 from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 
 from emulator.seed import Seed, demo_seed_path, load_seed
+from service.telemetry.metrics import StorageMetrics
 from service.clock import parse_timestamp, utc_now
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
@@ -109,7 +110,9 @@ async def test_each_message_posted_reaches_a_host_once(
     ]
     ledger = LedgerReader(
         BlobBackend.from_connection_string(
-            published_azurite(project).connection_string, replica_env["ENTRABOT_BLOB_CONTAINER"]
+            published_azurite(project).connection_string,
+            replica_env["ENTRABOT_BLOB_CONTAINER"],
+            metrics=StorageMetrics(),
         )
     )
     stop = asyncio.Event()

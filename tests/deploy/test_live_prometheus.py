@@ -33,6 +33,7 @@ from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import start_emulator
+from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fault_proxy import FaultProxy, ProxyFault, ProxyRule
@@ -168,7 +169,9 @@ async def _live_run(azurite: Azurite, workdir: Path) -> LiveRun:
 async def _fleet_clients(fleet: LocalFleet) -> AsyncIterator[tuple[httpx.AsyncClient, BlobBackend]]:
     assert fleet.azurite is not None
     # Straight to Azurite, not through the proxy: the test reads the lease records while storage is cut.
-    store = BlobBackend.from_connection_string(fleet.azurite.connection_string, fleet.container)
+    store = BlobBackend.from_connection_string(
+        fleet.azurite.connection_string, fleet.container, metrics=StorageMetrics()
+    )
     try:
         async with httpx.AsyncClient(timeout=10) as http:
             yield http, store

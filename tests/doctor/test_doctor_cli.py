@@ -12,6 +12,7 @@ import pytest
 
 from emulator.seed import DEFAULT_DELEGATED_SCOPES, SPONSOR_READ_ROLES, Seed, build_seed
 from emulator.server import RunningEmulator, start_emulator
+from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.emulator_env import agent_user_env
 from service.storage.blob import BlobBackend
@@ -72,7 +73,9 @@ def without_sponsors() -> Iterator[RunningEmulator]:
 
 @pytest.fixture
 async def container(azurite: Azurite, container_name: str) -> str:
-    backend = BlobBackend.from_connection_string(azurite.connection_string, container_name)
+    backend = BlobBackend.from_connection_string(
+        azurite.connection_string, container_name, metrics=StorageMetrics()
+    )
     await backend.ensure_container()
     await backend.aclose()
     return container_name

@@ -12,6 +12,7 @@ from tests.doctor.test_doctor_cli import blob_env, container, doctor, failures, 
 
 from emulator.seed import DEFAULT_DELEGATED_SCOPES, Seed
 from emulator.server import RunningEmulator, start_emulator
+from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.emulator_env import delegated_env
 from service.storage.blob import BlobBackend
@@ -42,7 +43,9 @@ def without_mail() -> Iterator[RunningEmulator]:
 async def signed_in(emulator: RunningEmulator, azurite: Azurite, container: str) -> dict[str, str]:
     """The environment of a fleet whose container holds Ada's sign-in."""
     key = new_token_key()
-    store = BlobBackend.from_connection_string(azurite.connection_string, container)
+    store = BlobBackend.from_connection_string(
+        azurite.connection_string, container, metrics=StorageMetrics()
+    )
     try:
         await sign_in_as(
             emulator,

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.fault_proxy import Decision, FaultProxy, ProxyFault, ProxyRule, decide
 from service.storage.blob import BlobBackend
@@ -26,7 +27,7 @@ async def through_proxy(
     azurite: Azurite, proxy: FaultProxy, container_name: str
 ) -> AsyncIterator[BlobBackend]:
     conn = azurite.connection_string.replace(azurite.blob_endpoint, proxy.blob_endpoint)
-    backend = BlobBackend.from_connection_string(conn, container_name)
+    backend = BlobBackend.from_connection_string(conn, container_name, metrics=StorageMetrics())
     await backend.ensure_container()
     try:
         yield backend
@@ -36,7 +37,9 @@ async def through_proxy(
 
 @pytest.fixture
 async def direct(azurite: Azurite, container_name: str) -> AsyncIterator[BlobBackend]:
-    backend = BlobBackend.from_connection_string(azurite.connection_string, container_name)
+    backend = BlobBackend.from_connection_string(
+        azurite.connection_string, container_name, metrics=StorageMetrics()
+    )
     try:
         yield backend
     finally:

@@ -40,7 +40,7 @@ from service.ledger.leases import Lease
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultPlan, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import Metrics, StorageMetrics
 
 BASE = datetime(2026, 11, 29, 10, 0, tzinfo=timezone.utc)
 CONNECTION_ENV = "ENTRABOT_TEST_BLOB_CONNECTION_STRING"
@@ -70,7 +70,9 @@ async def open_store(spec: dict[str, Any]) -> MemoryBackend:
         return LocalBackend(Path(spec["root"]))
     from service.storage.blob import BlobBackend
 
-    return BlobBackend.from_connection_string(os.environ[CONNECTION_ENV], spec["container"])
+    return BlobBackend.from_connection_string(
+        os.environ[CONNECTION_ENV], spec["container"], metrics=StorageMetrics()
+    )
 
 
 def fault_plan(spec: dict[str, Any], key: str) -> FaultPlan:

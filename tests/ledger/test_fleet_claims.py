@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from process_race import race_processes
 
+from service.telemetry.metrics import StorageMetrics
 from service.ledger.leases import lease_key, parse_lease
 from service.ledger.email_cursor import (
     EMAIL_CURSOR_KEY,
@@ -56,7 +57,9 @@ async def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
         azurite = request.getfixturevalue("azurite")
         container = request.getfixturevalue("container_name")
-        blob = BlobBackend.from_connection_string(azurite.connection_string, container)
+        blob = BlobBackend.from_connection_string(
+            azurite.connection_string, container, metrics=StorageMetrics()
+        )
         await blob.ensure_container()
         store, spec = blob, {"backend": "blob", "container": container}
         env[CONNECTION_ENV] = azurite.connection_string

@@ -15,6 +15,7 @@ from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import start_emulator
+from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
@@ -61,7 +62,9 @@ async def _scenario(
     ada = seed.humans[0]  # a member of every chat the seed builds
     history_ids = {m.id for m in fleet.emulator.state.messages(stalled.id)}
     assert history_ids, "the seed gives every chat a history"
-    store = BlobBackend.from_connection_string(fleet.azurite.connection_string, fleet.container)
+    store = BlobBackend.from_connection_string(
+        fleet.azurite.connection_string, fleet.container, metrics=StorageMetrics()
+    )
     await store.write_text(cursor_key(stalled.id), '{"last_ts": 42}')
 
     stop = asyncio.Event()

@@ -25,6 +25,7 @@ from sign_in_kit import delegated_seed, delegated_settings, new_token_key, sign_
 
 from emulator.seed import ThrottleBudget
 from emulator.server import RunningEmulator, start_emulator
+from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.emulator_env import delegated_env
@@ -82,7 +83,9 @@ async def fleet(
         extra_env=fleet_env(emulator, key),
     )
     started.ensure_container()
-    store = BlobBackend.from_connection_string(azurite.connection_string, started.container)
+    store = BlobBackend.from_connection_string(
+        azurite.connection_string, started.container, metrics=StorageMetrics()
+    )
     try:
         await sign_in_as(
             emulator,
@@ -145,7 +148,9 @@ async def test_a_persons_message_is_delivered_once_and_the_agents_replies_in_the
         ChannelHost(f"host-{i}", [m.mcp_url], token=DEV_TOKEN) for i, m in enumerate(fleet.members)
     ]
     tasks = [asyncio.create_task(h.run(stop)) for h in hosts]
-    store = BlobBackend.from_connection_string(azurite.connection_string, fleet.container)
+    store = BlobBackend.from_connection_string(
+        azurite.connection_string, fleet.container, metrics=StorageMetrics()
+    )
     try:
         await eventually(
             lambda: all(h.connected_to for h in hosts),

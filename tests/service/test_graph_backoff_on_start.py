@@ -15,6 +15,7 @@ import pytest
 
 from emulator.seed import build_seed
 from emulator.server import start_emulator
+from service.telemetry.metrics import StorageMetrics
 from service.clock import utc_now
 from service.devstack.azurite import Azurite
 from service.devstack.fleet import READY_TIMEOUT_S, LocalFleet
@@ -28,7 +29,9 @@ HOLD = timedelta(seconds=20)  # longer than a replica takes to start, so an igno
 
 async def _store_hold(fleet: LocalFleet, record: BackoffRecord) -> None:
     assert fleet.azurite is not None
-    store = BlobBackend.from_connection_string(fleet.azurite.connection_string, fleet.container)
+    store = BlobBackend.from_connection_string(
+        fleet.azurite.connection_string, fleet.container, metrics=StorageMetrics()
+    )
     try:
         await store.write_text(BACKOFF_KEY, render_backoff(record))
     finally:

@@ -20,6 +20,7 @@ import pytest
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
+from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
@@ -88,7 +89,9 @@ async def until_every_replica_ran_more_email_cycles(fleet: LocalFleet, more: int
 async def test_mail_sent_before_any_host_connected_reaches_the_first_hosts_once(
     fleet: LocalFleet, emulator: RunningEmulator, azurite: Azurite
 ) -> None:
-    store = BlobBackend.from_connection_string(azurite.connection_string, fleet.container)
+    store = BlobBackend.from_connection_string(
+        azurite.connection_string, fleet.container, metrics=StorageMetrics()
+    )
     stop = asyncio.Event()
     hosts = [
         ChannelHost(f"host-{i}", [member.mcp_url], token=DEV_TOKEN)

@@ -17,7 +17,7 @@ from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service import __version__
 from service.devstack.azurite import Azurite
-from service.devstack.emulator_env import agent_user_env
+from service.devstack.emulator_env import agent_user_env, delegated_env
 from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess, free_port
 from tests.mcp.server_fixture import eventually
 
@@ -116,6 +116,24 @@ def test_missing_agent_settings_name_the_variables_to_set(tmp_path: Path) -> Non
     result = run_serve(env, tmp_path)
     assert result.returncode == 2
     assert "ENTRABOT_TENANT_ID" in result.stderr and "ENTRABOT_BLUEPRINT_CLIENT_ID" in result.stderr
+
+
+def test_a_sealing_key_that_is_not_a_key_stops_start_up_with_one_line_naming_it(
+    emulator: RunningEmulator, tmp_path: Path
+) -> None:
+    secret = "not-a-key-but-a-secret-value"
+    env = clean_env(
+        **delegated_env(emulator.seed, base_url=emulator.base_url, token_key=secret),
+        ENTRABOT_KEEP_MEMORY_LOCAL="true",
+        ENTRABOT_DATA_DIR=str(tmp_path / "d"),
+    )
+    emulator.stats.reset()
+    result = run_serve(env, tmp_path)
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("entrabot-fleet: ENTRABOT_DELEGATED_TOKEN_KEY ")
+    assert "openssl rand -base64 32" in line and secret not in result.stdout + result.stderr
+    assert emulator.stats.snapshot()["total"] == 0
 
 
 def test_serving_on_a_public_address_without_auth_is_refused(

@@ -27,6 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
 
 from emulator.server import RunningEmulator
+from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
 from service.devstack.traffic import HumanTraffic
@@ -62,7 +63,9 @@ def fleet(azurite: Azurite, emulator: RunningEmulator, tmp_path: Path) -> Iterat
 @pytest.fixture
 async def store(fleet: LocalFleet) -> Any:
     assert fleet.azurite is not None
-    backend = BlobBackend.from_connection_string(fleet.azurite.connection_string, fleet.container)
+    backend = BlobBackend.from_connection_string(
+        fleet.azurite.connection_string, fleet.container, metrics=StorageMetrics()
+    )
     yield backend
     await backend.aclose()
 

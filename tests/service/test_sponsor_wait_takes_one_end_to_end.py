@@ -20,6 +20,7 @@ from mcp_types import Implementation
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
+from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
@@ -96,7 +97,9 @@ async def bootstrap_every_chat(fleet: LocalFleet, emulator: RunningEmulator) -> 
     """Short waits until every chat has its cursor in the container, so what Ada writes next is new
     to the fleet. Each wait ends before the next step: then the replica holds no target at all."""
     assert fleet.azurite is not None
-    store = BlobBackend.from_connection_string(fleet.azurite.connection_string, fleet.container)
+    store = BlobBackend.from_connection_string(
+        fleet.azurite.connection_string, fleet.container, metrics=StorageMetrics()
+    )
     chats = [chat_of(emulator, i) for i in range(len(emulator.seed.chats))]
     try:
         for _ in range(BOOTSTRAP_WAITS):

@@ -24,12 +24,19 @@ from service.config import Settings
 from service.graph.auth.tokens import GRAPH_SCOPE
 from service.ledger.leases import Lease
 from service.signin.errors import SignInRequired
-from service.signin.provider import LEASE_MARGIN, LEASE_TTL, ROLE, DelegatedTokenProvider, RECHECK_S
-from service.signin.from_settings import public_client, sign_in_store
+from service.signin.provider import (
+    LEASE_MARGIN,
+    LEASE_TTL,
+    RECHECK_S,
+    ROLE,
+    DelegatedTokenProvider,
+    ProviderTime,
+)
+from service.from_settings.signin import public_client, sign_in_store
 from service.signin.sealing import SealingKey
 from service.signin.store import SignInStore
 from service.storage.blob import BlobBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import GraphMetrics
 
 pytestmark = [pytest.mark.azurite]
 
@@ -62,7 +69,7 @@ class Fleet:
     http: httpx.AsyncClient
     epoch: Epoch = field(default_factory=Epoch)
     lease_clock: LeaseClock = field(default_factory=LeaseClock)
-    metrics: Metrics = field(default_factory=Metrics)
+    metrics: GraphMetrics = field(default_factory=GraphMetrics)
     refreshed_before: int = (
         0  # the emulator serves the whole module: count this test's refreshes only
     )
@@ -79,7 +86,7 @@ class Fleet:
             lease,
             replica_id=name,
             tenant_id=settings.tenant_id or "",
-            clock=self.epoch,
+            timing=ProviderTime(clock=self.epoch),
         )
 
     async def refreshes(self) -> int:

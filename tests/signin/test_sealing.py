@@ -10,7 +10,12 @@ import os
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from settings_env import settings_from_env
 
+from emulator.seed import build_seed
+from service.devstack.emulator_env import delegated_env
+from service.from_settings.signin import check_delegated_settings
+from service.graph.errors import TokenConfigurationError
 from service.signin.sealing import KEY_BYTES, SealError, SealingKey, SealProblem, decode_key
 
 KEY = SealingKey(os.urandom(KEY_BYTES))
@@ -72,3 +77,18 @@ def test_a_key_setting_that_is_not_32_bytes_of_base64_says_what_it_must_be(text:
     with pytest.raises(ValueError) as caught:
         decode_key(text)
     assert "openssl rand -base64 32" in str(caught.value) and text not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "text", ["not-a-key-but-a-secret-value", base64.b64encode(b"x" * 16).decode()]
+)
+def test_delegated_mode_refuses_a_key_setting_that_is_not_a_key_naming_it_not_showing_it(
+    text: str,
+) -> None:
+    env = delegated_env(build_seed(chats=1), base_url="http://127.0.0.1:1", token_key=text)
+    settings = settings_from_env({**env, "ENTRABOT_KEEP_MEMORY_LOCAL": "true"})
+    with pytest.raises(TokenConfigurationError) as caught:
+        check_delegated_settings(settings)
+    message = str(caught.value)
+    assert message.startswith("ENTRABOT_DELEGATED_TOKEN_KEY ") and "\n" not in message
+    assert "openssl rand -base64 32" in message and text not in message

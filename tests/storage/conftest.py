@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from service.from_settings.storage import storage_options
+from service.telemetry.metrics import StorageMetrics
 from service.storage import BlobBackend, MemoryBackend, get_backend
 from settings_env import settings_from_env
 from tests.storage.storage_fakes import (
@@ -44,7 +46,7 @@ async def backend_env(
         "ENTRABOT_BLOB_CONTAINER": request.getfixturevalue("container_name"),
         "ENTRABOT_BLOB_CONNECTION_STRING": azurite.connection_string,
     }
-    backend = get_backend(settings_from_env(env))
+    backend = get_backend(storage_options(settings_from_env(env)), metrics=StorageMetrics())
     assert isinstance(backend, BlobBackend)
     try:
         await backend.ensure_container()
@@ -55,7 +57,7 @@ async def backend_env(
 
 @pytest.fixture
 async def backend(backend_env: dict[str, str]) -> AsyncIterator[MemoryBackend]:
-    store = get_backend(settings_from_env(backend_env))
+    store = get_backend(storage_options(settings_from_env(backend_env)), metrics=StorageMetrics())
     try:
         yield store
     finally:

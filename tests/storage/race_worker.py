@@ -12,6 +12,8 @@ import asyncio
 import json
 import sys
 
+from service.from_settings.storage import storage_options
+from service.telemetry.metrics import StorageMetrics
 from service.config import Settings
 from service.storage import ConcurrencyError, MemoryBackend, get_backend
 from service.storage.errors import TransientStorageError
@@ -84,7 +86,8 @@ async def run(
 
 
 async def main(task: str, key: str, worker: str, count: int) -> None:
-    backend = get_backend(Settings(_env_file=None))  # the race's environment only
+    settings = Settings(_env_file=None)  # the race's environment only
+    backend = get_backend(storage_options(settings), metrics=StorageMetrics())
     try:
         print("ready", flush=True)
         await asyncio.to_thread(sys.stdin.readline)

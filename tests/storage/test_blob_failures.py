@@ -14,6 +14,7 @@ import pytest
 from aiohttp import web
 from azure.core.exceptions import HttpResponseError, ServiceRequestError
 
+from service.from_settings.storage import storage_options
 from service.devstack.azurite import ACCOUNT_KEY, Azurite
 from service.storage import (
     BackendMisconfiguredError,
@@ -29,7 +30,7 @@ from service.storage import (
 )
 from service.storage.errors import NotAppendableError
 from service.storage.blob_errors import BlobOp, BlobTarget, storage_error_from
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import Metrics, StorageMetrics
 
 from settings_env import settings_from_env
 from tests.storage.storage_fakes import (
@@ -49,12 +50,18 @@ TARGET = BlobTarget("https://acct.blob.core.windows.net", "fleet", "k")
 
 
 def fake_backend(fake: FakeBlobEndpoint, options: BlobClientOptions = FAST) -> BlobBackend:
-    return BlobBackend.from_connection_string(fake.connection_string, "fleet", options=options)
+    return BlobBackend.from_connection_string(
+        fake.connection_string, "fleet", options=options, metrics=StorageMetrics()
+    )
 
 
 def token_backend(fake: FakeBlobEndpoint, provider: TokenProvider, tls: TlsFiles) -> BlobBackend:
     return BlobBackend.from_token_provider(
-        fake.url, "fleet", provider, options=BlobClientOptions(ca_bundle=str(tls.cert))
+        fake.url,
+        "fleet",
+        provider,
+        options=BlobClientOptions(ca_bundle=str(tls.cert)),
+        metrics=StorageMetrics(),
     )
 
 
@@ -76,7 +83,9 @@ async def test_unreachable_endpoint_fails_the_startup_check_naming_the_endpoint(
     with pytest.raises(
         BackendUnavailableError, match=f"cannot reach Blob endpoint {endpoint}"
     ) as raised:
-        await assert_backend_config(settings_from_env(env))
+        await assert_backend_config(
+            storage_options(settings_from_env(env)), metrics=StorageMetrics()
+        )
     assert ACCOUNT_KEY not in str(raised.value)
 
 
@@ -84,7 +93,9 @@ async def test_a_wrong_account_key_is_reported_as_misconfigured(
     azurite: Azurite, container_name: str
 ) -> None:
     wrong = azurite.connection_string.replace(ACCOUNT_KEY, "A" * 86 + "==")
-    async with BlobBackend.from_connection_string(wrong, container_name) as backend:
+    async with BlobBackend.from_connection_string(
+        wrong, container_name, metrics=StorageMetrics()
+    ) as backend:
         # Azurite answers 403 AuthorizationFailure to a bad shared-key signature.
         with pytest.raises(
             BackendMisconfiguredError, match="refused the check \\(HTTP 403 AuthorizationFailure\\)"
@@ -97,7 +108,7 @@ def test_a_key_that_is_not_base64_is_misconfigured_before_any_request(azurite: A
     with pytest.raises(
         BackendMisconfiguredError, match="AccountKey .* is not valid base64"
     ) as raised:
-        BlobBackend.from_connection_string(broken, "fleet")
+        BlobBackend.from_connection_string(broken, "fleet", metrics=StorageMetrics())
     assert "not-base64" not in str(raised.value)
 
 
@@ -105,7 +116,7 @@ async def test_a_read_of_a_missing_container_is_unavailable_not_absent(
     azurite: Azurite, container_name: str
 ) -> None:
     async with BlobBackend.from_connection_string(
-        azurite.connection_string, container_name
+        azurite.connection_string, container_name, metrics=StorageMetrics()
     ) as backend:
         with pytest.raises(BackendUnavailableError):
             await backend.read_text_with_etag("chat_cursors/a.json")
@@ -119,7 +130,7 @@ async def test_appending_to_a_key_written_whole_is_refused(
     azurite: Azurite, container_name: str
 ) -> None:
     async with BlobBackend.from_connection_string(
-        azurite.connection_string, container_name
+        azurite.connection_string, container_name, metrics=StorageMetrics()
     ) as backend:
         await backend.ensure_container()
         await backend.write_text("promises.jsonl", "{}\n")
@@ -134,7 +145,7 @@ async def test_operations_are_counted_by_op_and_outcome(
 ) -> None:
     metrics = Metrics()
     async with BlobBackend.from_connection_string(
-        azurite.connection_string, container_name, metrics=metrics
+        azurite.connection_string, container_name, metrics=metrics.storage
     ) as backend:
         await backend.ensure_container()
         etag = await backend.write_text("k", "1")

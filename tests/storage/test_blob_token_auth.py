@@ -27,6 +27,8 @@ import pytest
 from emulator.dev_credentials import DevIssuer, make_issuer, with_blueprint_credentials
 from emulator.seed import build_seed
 from emulator.server import RunningEmulator, start_emulator
+from service.from_settings.storage import storage_options
+from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite, AzuriteOAuth, start_azurite
 from service.devstack.emulator_env import agent_user_env
 from service.from_settings.graph_auth import token_provider_from_settings
@@ -100,7 +102,7 @@ async def blob_env(oauth_azurite: Azurite, trusted: BlobClientOptions) -> dict[s
     that name it."""
     name = "token" + uuid.uuid4().hex[:12]
     async with BlobBackend.from_connection_string(
-        oauth_azurite.connection_string, name, options=trusted
+        oauth_azurite.connection_string, name, options=trusted, metrics=StorageMetrics()
     ) as setup:
         await setup.ensure_container()
     return {"ENTRABOT_BLOB_ENDPOINT": oauth_azurite.blob_endpoint, "ENTRABOT_BLOB_CONTAINER": name}
@@ -154,14 +156,22 @@ async def backend(
         provider = storage_token_provider(
             token_provider_from_settings(settings, entra_http, metrics=GraphMetrics())
         )
-        store = get_backend(settings, storage_token_provider=provider, options=trusted)
+        store = get_backend(
+            storage_options(settings),
+            storage_token_provider=provider,
+            options=trusted,
+            metrics=StorageMetrics(),
+        )
     else:
         token_file = tmp_path / "azure-identity-token"
         token_file.write_text(workload_issuer.token())
         use_workload_identity(monkeypatch, https_emulator, token_file)
         store = get_backend(
-            settings_from_env({**blob_env, "ENTRABOT_BLOB_AUTH": "default_credential"}),
+            storage_options(
+                settings_from_env({**blob_env, "ENTRABOT_BLOB_AUTH": "default_credential"})
+            ),
             options=trusted,
+            metrics=StorageMetrics(),
         )
     assert isinstance(store, BlobBackend)
     try:
@@ -199,6 +209,7 @@ async def test_an_expired_storage_token_surfaces_as_token_expired(
         blob_env["ENTRABOT_BLOB_CONTAINER"],
         provider,
         options=trusted,
+        metrics=StorageMetrics(),
     ) as store:
         with pytest.raises(TokenExpiredError, match="refused the storage token"):
             await store.read_text("chat_id")
@@ -225,6 +236,7 @@ async def test_a_token_for_another_resource_is_refused_as_token_expired(
         blob_env["ENTRABOT_BLOB_CONTAINER"],
         graph_token,
         options=trusted,
+        metrics=StorageMetrics(),
     ) as store:
         with pytest.raises(TokenExpiredError):
             await store.exists("chat_id")
@@ -242,7 +254,11 @@ async def test_a_federated_token_entra_refuses_surfaces_as_token_expired(
     token_file.write_text(workload_issuer.token(subject="system:serviceaccount:other:intruder"))
     use_workload_identity(monkeypatch, https_emulator, token_file)
     store = get_backend(
-        settings_from_env({**blob_env, "ENTRABOT_BLOB_AUTH": "default_credential"}), options=trusted
+        storage_options(
+            settings_from_env({**blob_env, "ENTRABOT_BLOB_AUTH": "default_credential"})
+        ),
+        options=trusted,
+        metrics=StorageMetrics(),
     )
     try:
         with pytest.raises(TokenExpiredError, match="could not get a storage token"):

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from azure.storage.blob.aio import BlobServiceClient
 
+from service.from_settings.storage import storage_options
+from service.telemetry.metrics import StorageMetrics
 from service.config import SettingsError, load_settings
 from service.devstack.azurite import Azurite
 from service.storage import (
@@ -39,14 +41,17 @@ async def container_exists(azurite: Azurite, container: str) -> bool:
 
 
 def test_no_blob_settings_resolve_to_local_under_the_data_dir(tmp_path: Path) -> None:
-    backend = get_backend(settings_from_env({"ENTRABOT_DATA_DIR": str(tmp_path / "data")}))
+    backend = get_backend(
+        storage_options(settings_from_env({"ENTRABOT_DATA_DIR": str(tmp_path / "data")})),
+        metrics=StorageMetrics(),
+    )
     assert isinstance(backend, LocalBackend)
     assert backend.root == tmp_path / "data"
     assert not (tmp_path / "data").exists()
 
 
 def test_the_default_data_dir_is_dot_entrabot_data_in_home() -> None:
-    assert choose_backend(settings_from_env({})) == LocalChoice(
+    assert choose_backend(storage_options(settings_from_env({}))) == LocalChoice(
         Path("~/.entrabot/data").expanduser()
     )
 
@@ -57,7 +62,7 @@ def test_blank_settings_count_as_unset(tmp_path: Path) -> None:
         "ENTRABOT_BLOB_CONTAINER": "  ",
         "ENTRABOT_DATA_DIR": str(tmp_path),
     }
-    assert choose_backend(settings_from_env(env)) == LocalChoice(tmp_path)
+    assert choose_backend(storage_options(settings_from_env(env))) == LocalChoice(tmp_path)
 
 
 def test_keep_local_wins_over_blob_settings(tmp_path: Path) -> None:
@@ -67,9 +72,9 @@ def test_keep_local_wins_over_blob_settings(tmp_path: Path) -> None:
         "ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT,
         "ENTRABOT_BLOB_CONTAINER": "fleet",
     }
-    assert choose_backend(settings_from_env(env)) == LocalChoice(tmp_path)
+    assert choose_backend(storage_options(settings_from_env(env))) == LocalChoice(tmp_path)
     del env["ENTRABOT_BLOB_CONTAINER"]  # the escape hatch also covers a half configuration
-    assert choose_backend(settings_from_env(env)) == LocalChoice(tmp_path)
+    assert choose_backend(storage_options(settings_from_env(env))) == LocalChoice(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -92,7 +97,7 @@ def test_keep_local_false_leaves_the_blob_settings_in_charge(value: str) -> None
         "ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT,
         "ENTRABOT_BLOB_CONTAINER": "fleet",
     }
-    assert isinstance(choose_backend(settings_from_env(env)), BlobChoice)
+    assert isinstance(choose_backend(storage_options(settings_from_env(env))), BlobChoice)
 
 
 async def test_endpoint_without_container_fails_before_anything_is_created(
@@ -107,10 +112,12 @@ async def test_endpoint_without_container_fails_before_anything_is_created(
         "or set ENTRABOT_KEEP_MEMORY_LOCAL=true"
     )
     with pytest.raises(BackendMisconfiguredError) as raised:
-        get_backend(settings_from_env(env))
+        get_backend(storage_options(settings_from_env(env)), metrics=StorageMetrics())
     assert str(raised.value) == message
     with pytest.raises(BackendMisconfiguredError):
-        await assert_backend_config(settings_from_env(env))
+        await assert_backend_config(
+            storage_options(settings_from_env(env)), metrics=StorageMetrics()
+        )
     assert not (tmp_path / "data").exists()
 
 
@@ -126,7 +133,9 @@ async def test_container_without_endpoint_fails_before_anything_is_created(
         BackendMisconfiguredError,
         match="ENTRABOT_BLOB_CONTAINER is set but ENTRABOT_BLOB_ENDPOINT is not",
     ):
-        await assert_backend_config(settings_from_env(env))
+        await assert_backend_config(
+            storage_options(settings_from_env(env)), metrics=StorageMetrics()
+        )
     assert not await container_exists(azurite, container_name)
     assert not (tmp_path / "data").exists()
 
@@ -136,14 +145,19 @@ def test_a_connection_string_alone_is_a_half_configuration() -> None:
         BackendMisconfiguredError, match="ENTRABOT_BLOB_CONNECTION_STRING is set but"
     ):
         choose_backend(
-            settings_from_env({"ENTRABOT_BLOB_CONNECTION_STRING": "UseDevelopmentStorage=true"})
+            storage_options(
+                settings_from_env({"ENTRABOT_BLOB_CONNECTION_STRING": "UseDevelopmentStorage=true"})
+            )
         )
 
 
 async def test_both_blob_settings_resolve_to_blob_and_create_no_container(
     azurite: Azurite, container_name: str
 ) -> None:
-    backend = get_backend(settings_from_env(blob_env(azurite, container_name)))
+    backend = get_backend(
+        storage_options(settings_from_env(blob_env(azurite, container_name))),
+        metrics=StorageMetrics(),
+    )
     try:
         assert isinstance(backend, BlobBackend)
         assert (
@@ -161,7 +175,10 @@ async def test_startup_check_reports_a_missing_container_and_does_not_create_it(
     with pytest.raises(
         BackendUnavailableError, match=f"container '{container_name}' does not exist at"
     ):
-        await assert_backend_config(settings_from_env(blob_env(azurite, container_name)))
+        await assert_backend_config(
+            storage_options(settings_from_env(blob_env(azurite, container_name))),
+            metrics=StorageMetrics(),
+        )
     assert not await container_exists(azurite, container_name)
 
 
@@ -172,7 +189,10 @@ def test_resolution_reads_the_settings_and_not_the_environment(
         "ENTRABOT_BLOB_ENDPOINT", AKS_ENDPOINT
     )  # a half configuration the settings do not carry
     monkeypatch.setenv("ENTRABOT_DATA_DIR", str(tmp_path / "environment"))
-    backend = get_backend(settings_from_env({"ENTRABOT_DATA_DIR": str(tmp_path / "settings")}))
+    backend = get_backend(
+        storage_options(settings_from_env({"ENTRABOT_DATA_DIR": str(tmp_path / "settings")})),
+        metrics=StorageMetrics(),
+    )
     assert isinstance(backend, LocalBackend) and backend.root == tmp_path / "settings"
 
 
@@ -182,7 +202,7 @@ def test_connection_string_auth_is_chosen_when_one_is_given() -> None:
         "ENTRABOT_BLOB_CONTAINER": "fleet",
         "ENTRABOT_BLOB_CONNECTION_STRING": "UseDevelopmentStorage=true",
     }
-    assert choose_backend(settings_from_env(env)) == BlobChoice(
+    assert choose_backend(storage_options(settings_from_env(env))) == BlobChoice(
         "http://127.0.0.1:10000/devstoreaccount1",
         "fleet",
         BlobAuth.CONNECTION_STRING,
@@ -192,10 +212,10 @@ def test_connection_string_auth_is_chosen_when_one_is_given() -> None:
 
 async def test_without_a_connection_string_the_workload_identity_is_used() -> None:
     env = {"ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT, "ENTRABOT_BLOB_CONTAINER": "fleet"}
-    assert choose_backend(settings_from_env(env)) == BlobChoice(
+    assert choose_backend(storage_options(settings_from_env(env))) == BlobChoice(
         AKS_ENDPOINT, "fleet", BlobAuth.DEFAULT_CREDENTIAL
     )
-    backend = get_backend(settings_from_env(env))
+    backend = get_backend(storage_options(settings_from_env(env)), metrics=StorageMetrics())
     try:
         assert isinstance(backend, BlobBackend)
         assert backend.describe() == f"BlobBackend endpoint={AKS_ENDPOINT} container=fleet"
@@ -214,8 +234,12 @@ async def test_agent_user_auth_uses_the_token_provider_passed_in() -> None:
         return "token", 0.0
 
     with pytest.raises(BackendMisconfiguredError, match="no agent-user storage token provider"):
-        get_backend(settings_from_env(env))
-    backend = get_backend(settings_from_env(env), storage_token_provider=provider)
+        get_backend(storage_options(settings_from_env(env)), metrics=StorageMetrics())
+    backend = get_backend(
+        storage_options(settings_from_env(env)),
+        storage_token_provider=provider,
+        metrics=StorageMetrics(),
+    )
     try:
         assert isinstance(backend, BlobBackend)
     finally:
@@ -229,7 +253,7 @@ def test_an_explicit_auth_mode_wins_over_a_connection_string() -> None:
         "ENTRABOT_BLOB_CONNECTION_STRING": "UseDevelopmentStorage=true",
         "ENTRABOT_BLOB_AUTH": "default_credential",
     }
-    assert choose_backend(settings_from_env(env)) == BlobChoice(
+    assert choose_backend(storage_options(settings_from_env(env))) == BlobChoice(
         AKS_ENDPOINT, "fleet", BlobAuth.DEFAULT_CREDENTIAL
     )
 
@@ -251,7 +275,7 @@ def test_an_explicit_auth_mode_wins_over_a_connection_string() -> None:
 def test_unusable_blob_settings_are_misconfigured(overrides: dict[str, str], message: str) -> None:
     env = {"ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT, "ENTRABOT_BLOB_CONTAINER": "fleet", **overrides}
     with pytest.raises(BackendMisconfiguredError, match=message):
-        get_backend(settings_from_env(env))
+        get_backend(storage_options(settings_from_env(env)), metrics=StorageMetrics())
 
 
 def test_an_endpoint_carrying_a_sas_is_refused_without_echoing_it() -> None:
@@ -260,7 +284,7 @@ def test_an_endpoint_carrying_a_sas_is_refused_without_echoing_it() -> None:
         "ENTRABOT_BLOB_CONTAINER": "fleet",
     }
     with pytest.raises(BackendMisconfiguredError, match="without a query string") as raised:
-        get_backend(settings_from_env(env))
+        get_backend(storage_options(settings_from_env(env)), metrics=StorageMetrics())
     assert "TOPSECRET" not in str(raised.value)
 
 
@@ -273,7 +297,7 @@ def test_a_malformed_connection_string_is_misconfigured() -> None:
     with pytest.raises(
         BackendMisconfiguredError, match="ENTRABOT_BLOB_CONNECTION_STRING is malformed"
     ) as raised:
-        get_backend(settings_from_env(env))
+        get_backend(storage_options(settings_from_env(env)), metrics=StorageMetrics())
     assert "TOPSECRET" not in str(raised.value)
     assert raised.value.__cause__ is None and raised.value.__suppress_context__
 
@@ -285,7 +309,7 @@ def test_the_connection_string_and_the_endpoint_must_name_the_same_place(azurite
         "ENTRABOT_BLOB_CONNECTION_STRING": azurite.connection_string,
     }
     with pytest.raises(BackendMisconfiguredError, match="make them name the same endpoint"):
-        get_backend(settings_from_env(env))
+        get_backend(storage_options(settings_from_env(env)), metrics=StorageMetrics())
 
 
 async def test_startup_check_logs_one_line_naming_the_local_root(
@@ -294,7 +318,9 @@ async def test_startup_check_logs_one_line_naming_the_local_root(
     logger = logging.getLogger("test.storage.startup")
     with caplog.at_level(logging.INFO, logger=logger.name):
         backend = await assert_backend_config(
-            settings_from_env({"ENTRABOT_DATA_DIR": str(tmp_path / "data")}), logger=logger
+            storage_options(settings_from_env({"ENTRABOT_DATA_DIR": str(tmp_path / "data")})),
+            logger=logger,
+            metrics=StorageMetrics(),
         )
     assert isinstance(backend, LocalBackend)
     assert [r.getMessage() for r in caplog.records] == [
@@ -306,13 +332,15 @@ async def test_startup_check_logs_one_line_naming_endpoint_and_container_but_no_
     azurite: Azurite, container_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     env = blob_env(azurite, container_name)
-    setup = get_backend(settings_from_env(env))
+    setup = get_backend(storage_options(settings_from_env(env)), metrics=StorageMetrics())
     assert isinstance(setup, BlobBackend)
     await setup.ensure_container()
     await setup.aclose()
     logger = logging.getLogger("test.storage.startup")
     with caplog.at_level(logging.INFO, logger=logger.name):
-        backend = await assert_backend_config(settings_from_env(env), logger=logger)
+        backend = await assert_backend_config(
+            storage_options(settings_from_env(env)), logger=logger, metrics=StorageMetrics()
+        )
     await backend.aclose()
     assert [r.getMessage() for r in caplog.records] == [
         f"storage backend: BlobBackend endpoint={azurite.blob_endpoint} container={container_name}"
@@ -325,7 +353,7 @@ async def test_the_process_lock_stays_local_and_is_not_a_key(tmp_path: Path) -> 
         "ENTRABOT_BLOB_ENDPOINT": AKS_ENDPOINT,
         "ENTRABOT_BLOB_CONTAINER": "c1",
     }
-    lock = local_process_lock_path(settings_from_env(env))
+    lock = local_process_lock_path(storage_options(settings_from_env(env)))
     assert lock == tmp_path / ".singleton.lock"
     lock.write_text("1234")
     local = LocalBackend(tmp_path)
@@ -337,6 +365,7 @@ async def test_describe_never_shows_a_sas_from_the_connection_string() -> None:
     backend = BlobBackend.from_connection_string(
         "BlobEndpoint=https://acct.blob.core.windows.net/;SharedAccessSignature=sv=2024&sig=TOPSECRET",
         "fleet",
+        metrics=StorageMetrics(),
     )
     try:
         assert (

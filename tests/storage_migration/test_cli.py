@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from service.telemetry.metrics import StorageMetrics
 from service.storage.blob import BlobBackend
 from service.storage.claude_code_memory import plain_slug
 
@@ -127,7 +128,9 @@ async def test_migrate_default_sources_land_in_azurite(
         {"profile.md": "me", "chat_cursors/x.json": "persona note"},
     )
     write_tree(home / ".claude" / "memory", {"not-claude-codes.md": "left alone"})
-    blob = BlobBackend.from_connection_string(azurite.connection_string, container_name)
+    blob = BlobBackend.from_connection_string(
+        azurite.connection_string, container_name, metrics=StorageMetrics()
+    )
     try:
         await blob.ensure_container()
         env = blob_env(azurite.connection_string, azurite.blob_endpoint, container_name)

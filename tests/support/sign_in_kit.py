@@ -15,10 +15,10 @@ from emulator.seed import Seed, build_seed
 from emulator.server import RunningEmulator
 from service.config import Settings
 from service.devstack.emulator_env import delegated_env
-from service.signin.flow import SignInFlow
-from service.signin.from_settings import public_client, sign_in_store
+from service.from_settings.signin import sign_in_flow
 from service.signin.record import SignInRecord
 from service.storage.backend import MemoryBackend
+from service.telemetry.metrics import GraphMetrics
 
 
 def new_token_key() -> str:
@@ -82,13 +82,7 @@ async def sign_in_as(
 ) -> SignInRecord:
     """What `entrabot-fleet signin` does, in this process, with ``person`` approving the code."""
     async with httpx.AsyncClient(timeout=30) as http:
-        flow = SignInFlow(
-            public_client(settings, http),
-            sign_in_store(settings, backend),
-            http,
-            settings.graph_url,
-            settings.tenant_id or "",
-        )
+        flow = sign_in_flow(settings, backend, http, metrics=GraphMetrics())
         code = await flow.start()
         await approve_pending_code(http, emulator, person, user_code=code.user_code)
         grant = await flow.wait(code, timeout_s=30)

@@ -14,6 +14,7 @@ from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import start_emulator
+from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
@@ -63,7 +64,9 @@ async def _scenario(azurite: Azurite, tmp_path: Path) -> None:
 async def _message_traced(fleet: LocalFleet, receiver: OtlpReceiver) -> None:
     assert fleet.azurite is not None and fleet.emulator is not None
     [chat] = fleet.emulator.state.chats_of(fleet.seed.agent_user.id)
-    store = BlobBackend.from_connection_string(fleet.azurite.connection_string, fleet.container)
+    store = BlobBackend.from_connection_string(
+        fleet.azurite.connection_string, fleet.container, metrics=StorageMetrics()
+    )
     try:
         holders: dict[str, str] = {}
 

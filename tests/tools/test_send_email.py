@@ -31,7 +31,7 @@ OUTSIDER = "partner@fabrikam.com"
 
 
 def _fast(world: ToolWorld) -> ToolWorld:
-    world.deps.mail = replace(world.deps.mail, pause_s=FAST_SETTLE_S)
+    world.deps.outbox.mail = replace(world.deps.outbox.mail, pause_s=FAST_SETTLE_S)
     return world
 
 

@@ -102,7 +102,7 @@ app.kubernetes.io/component: helm-test
 {{- if lt (int .Values.service.sessionAffinityTimeoutSeconds) (int .Values.config.mcpSessionIdleTimeoutSeconds) -}}
 {{- fail (printf "service.sessionAffinityTimeoutSeconds (%v) is shorter than config.mcpSessionIdleTimeoutSeconds (%v): a live MCP session would move to a replica that does not hold it. Raise the affinity timeout or lower the idle timeout." .Values.service.sessionAffinityTimeoutSeconds .Values.config.mcpSessionIdleTimeoutSeconds) -}}
 {{- end -}}
-{{- /* What service/signin/from_settings.py check_delegated_settings refuses at start-up. */ -}}
+{{- /* What service/from_settings/signin.py check_delegated_settings refuses at start-up. */ -}}
 {{- if eq .Values.config.authMode "delegated" -}}
 {{- if not (and .Values.config.tenantId .Values.config.delegatedClientId) -}}
 {{- fail "config.authMode is delegated but config.tenantId or config.delegatedClientId is empty: set the tenant and the public client app registration people sign in to (docs/configuration.md, delegated mode)." -}}
