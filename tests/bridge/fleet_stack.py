@@ -15,7 +15,7 @@ import httpx
 from emulator.seed import Seed, ThrottleBudget, build_seed
 from service.devstack.azurite import Azurite
 from service.devstack.fleet import LocalFleet
-from service.devstack.fleet_run import LedgerReader
+from service.devstack.ledger_reader import LedgerReader
 from service.devstack.traffic import HumanTraffic, Posted
 from service.storage.blob import BlobBackend
 from tests.bridge.tcp_balancer import TcpBalancer, tcp_balancer
