@@ -97,22 +97,22 @@ def create_app(replica: Replica) -> FastAPI:
             await replica.stop()
             raise
         try:
-            async with replica.mcp.lifespan():
+            async with replica.served.mcp.lifespan():
                 yield
                 # Shutdown begins: no new claims; streams close when the MCP lifespan ends.
-                replica.hub.close()
+                replica.clients.hub.close()
         finally:
             await replica.stop()
 
     # Graph's webhook (POST /graph/notifications) on every replica, when notifications are configured.
     notifications: list[BaseRoute] = []
-    if replica.notifications is not None:
-        notifications += replica.notifications.receiver.routes()
+    if replica.served.notifications is not None:
+        notifications += replica.served.notifications.receiver.routes()
     app = FastAPI(
         title="entrabot-fleet",
         version=__version__,
         lifespan=lifespan,
-        routes=replica.mcp.routes() + notifications,
+        routes=replica.served.mcp.routes() + notifications,
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
@@ -158,7 +158,9 @@ def create_app(replica: Replica) -> FastAPI:
             # as the lease records say; not a problem for readiness either way.
             "leases": leases,
             # Acknowledged delivery to the hosts this replica serves (docs/delivery.md).
-            "deliveries": replica.keeper.status() if replica.keeper is not None else None,
+            "deliveries": replica.served.keeper.status()
+            if replica.served.keeper is not None
+            else None,
         }
         return JSONResponse(body, status_code=200 if not problems else 503)
 

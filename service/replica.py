@@ -14,7 +14,6 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 import httpx
 
@@ -26,26 +25,23 @@ from service.delivery.claim_lookup import ClaimLookup
 from service.delivery.fault_points import FaultPoints
 from service.delivery.host_keeper import TICK_S as KEEPER_TICK_S, HostKeeper
 from service.delivery.host_records import HostRecords
-from service.delivery.hub import DeliveryHub
-from service.domain.sponsors import SponsorGate
 from service.from_settings.graph_auth import token_provider_from_settings
 from service.graph.auth import storage_token_provider
-from service.graph.client import GraphClient
-from service.replica_clients import build_clients
 from service.from_settings.signin import check_delegated_settings
 from service.from_settings.storage import storage_options
-from service.graph.errors import (
-    GraphConnectionError,
-    GraphError,
-    GraphServerError,
-    GraphThrottled,
-    TokenAcquisitionError,
+from service.replica_clients import (
+    ReplicaClients,
+    answered_later,
+    build_clients,
+    load_agent_user,
+    naming_graph_url,
 )
+from service.graph.errors import GraphError
 from service.graph.http_pool import new_http_client
 from service.ledger import WatchedChats, note_ignored_local_poll_state
 from service.clock import Clock, utc_now
 from service.ledger.corrupt_cursors import CorruptCursors
-from service.ledger.graph_backoff import READ_EVERY_S, FleetBackoff
+from service.ledger.graph_backoff import READ_EVERY_S
 from service.from_settings.mcp import build_mcp, check_auth_config
 from service.mcp.server import McpService
 from service.notifications.nudge import first_of
@@ -57,7 +53,6 @@ from service.storage.resolution import BlobChoice, choose_backend, get_backend
 from service.telemetry.metrics import Metrics
 from service.tools.registry import register_tools
 from service.domain.agent import AgentUser
-from service.replica_clients import load_agent_user
 from service.workers.chat_poll import ChatPoller
 from service.ledger.leases import Lease
 from service.workers.delivery_sweep import ROLE as DELIVERY_SWEEP_ROLE, DeliverySweep
@@ -78,43 +73,50 @@ class Phase(str, Enum):
     STOPPED = "stopped"
 
 
+@dataclass(frozen=True)
+class Served:
+    """What the replica serves: the hosts' MCP endpoint, Graph's change notifications (when a URL is
+    set) and acknowledged delivery."""
+
+    mcp: McpService
+    notifications: Notifications | None
+    intents: ClaimIntents | None  # what hosts are owed, before each claim
+    keeper: HostKeeper | None  # the hosts this replica serves
+    # ENTRABOT_DELIVERY_ACK_REACTION: the agent reacts to what was acknowledged.
+    ack_reactions: AckReactions | None
+
+
+@dataclass
+class Running:
+    """What ``Replica.start`` made and ``drain`` winds down."""
+
+    chat_poller: ChatPoller | None = None
+    watched: WatchedChats | None = None
+    delivery_sweep: DeliverySweep | None = None
+    supervisor_task: asyncio.Task[None] | None = None
+
+
 @dataclass
 class Replica:
-    """The objects of one replica and their lifecycle (``start`` / ``stop``)."""
+    """The objects of one replica and their lifecycle (``start`` / ``stop``). ``clients.gate`` is
+    empty until discovery reads the sponsors; ``clients.graph_backoff`` is the fleet's shared Graph
+    hold, read and written by a loop."""
 
     settings: Settings
     backend: MemoryBackend
     is_cloud: bool
     http: httpx.AsyncClient
-    graph: GraphClient
-    hub: DeliveryHub
-    gate: SponsorGate  # empty until discovery reads the sponsors
-    mcp: McpService
+    clients: ReplicaClients
+    served: Served
     metrics: Metrics
     replica_id: str
     clock: Clock = utc_now
-    directory: GraphClient | None = None  # the agent identity's app-only Graph client (sponsors)
-    notifications: Notifications | None = None  # Graph change notifications, when a URL is set
-    intents: ClaimIntents | None = (
-        None  # acknowledged delivery: what hosts are owed, before each claim
-    )
-    keeper: HostKeeper | None = None  # acknowledged delivery: the hosts this replica serves
-    ack_reactions: AckReactions | None = (
-        None  # ENTRABOT_DELIVERY_ACK_REACTION: the agent reacts to what was acknowledged
-    )
-    delivery_sweep: DeliverySweep | None = None
-    graph_backoff: FleetBackoff | None = (
-        None  # the fleet's shared Graph hold, read and written by a loop
-    )
     supervisor: Supervisor = field(init=False)
     corrupt_cursors: CorruptCursors = field(init=False)
     phase: Phase = Phase.STARTING
     agent: AgentUser | None = None
     startup_error: str | None = None  # why start() failed, for the one line `serve` prints
-    chat_poller: ChatPoller | None = None
-    watched: WatchedChats | None = None
-    _supervisor_task: asyncio.Task[None] | None = None
-    _owned: list[Any] = field(default_factory=list)
+    running: Running = field(default_factory=Running)
 
     def __post_init__(self) -> None:
         self.supervisor = Supervisor(metrics=self.metrics.loops)
@@ -127,55 +129,53 @@ class Replica:
         await self.backend.check()  # before any Graph call: a bad store starts nothing
         log.info("state backend resolved: %s", self.backend.describe())
         await note_ignored_local_poll_state(self.settings.data_dir, is_cloud=self.is_cloud)
-        if self.graph_backoff is not None:
-            await (
-                self.graph_backoff.cycle()
-            )  # a replica (re)started during an outage holds from its first request
+        # A replica (re)started during an outage holds from its first request.
+        await self.clients.graph_backoff.cycle()
         self.agent = await self._load_agent()
         s = self.settings
         wired = await wire_workers(
             settings=s,
             backend=self.backend,
             is_cloud=self.is_cloud,
-            graph=self.graph,
-            hub=self.hub,
+            graph=self.clients.graph,
+            hub=self.clients.hub,
             agent=self.agent,
-            gate=self.gate,
+            gate=self.clients.gate,
             replica_id=self.replica_id,
             metrics=self.metrics,
             clock=self.clock,
-            directory=self.directory,
+            directory=self.clients.directory,
             corrupt_cursors=self.corrupt_cursors,
-            notifications_flowing=self.notifications.chat_subscription_live
-            if self.notifications
+            notifications_flowing=self.served.notifications.chat_subscription_live
+            if self.served.notifications
             else None,
-            intents=self.intents,
+            intents=self.served.intents,
         )
-        self.watched, self.chat_poller, discovery = (
+        self.running.watched, self.running.chat_poller, discovery = (
             wired.watched,
             wired.chat_poller,
             wired.discovery,
         )
-        register_tools(self.mcp.tools, wired.tool_deps)
+        register_tools(self.served.mcp.tools, wired.tool_deps)
         sup = self.supervisor
         # Sponsors and chat members first: a sponsor wait is only as good as the gate behind it.
         await discovery.cycle()
         sup.add(
             "chat_poll",
-            self.chat_poller.cycle,
+            self.running.chat_poller.cycle,
             interval_s=s.chat_poll_interval_s,
             jitter_s=s.chat_poll_jitter_s,
-            wake=self.hub.wait_for_change,
+            wake=self.clients.hub.wait_for_change,
         )
-        email_wake: Callable[[], Awaitable[None]] = self.hub.wait_for_change
-        if self.notifications is not None:
-            mail_nudge, email_poller = self.notifications.mail_nudge, wired.email_poller
+        email_wake: Callable[[], Awaitable[None]] = self.clients.hub.wait_for_change
+        if self.served.notifications is not None:
+            mail_nudge, email_poller = self.served.notifications.mail_nudge, wired.email_poller
 
             async def mail_announced() -> None:
                 await mail_nudge.wait()
                 email_poller.poll_now()
 
-            email_wake = first_of(self.hub.wait_for_change, mail_announced)
+            email_wake = first_of(self.clients.hub.wait_for_change, mail_announced)
             lease = Lease(
                 self.backend,
                 SUBSCRIPTIONS_ROLE,
@@ -183,7 +183,9 @@ class Replica:
                 clock=self.clock,
                 metrics=self.metrics,
             )
-            manager = self.notifications.manager(self.graph, self.agent.object_id, lease)
+            manager = self.served.notifications.manager(
+                self.clients.graph, self.agent.object_id, lease
+            )
             sup.add(
                 "subscriptions",
                 manager.cycle,
@@ -205,8 +207,8 @@ class Replica:
             first_after_s=discovery.interval_s,
         )
         sup.add("daily_summary", _discard(wired.summary.run_if_due), interval_s=SUMMARY_INTERVAL_S)
-        if self.keeper is not None:
-            sup.add("host_deliveries", self.keeper.cycle, interval_s=KEEPER_TICK_S)
+        if self.served.keeper is not None:
+            sup.add("host_deliveries", self.served.keeper.cycle, interval_s=KEEPER_TICK_S)
             ttl = timedelta(seconds=s.delivery_sweep_lease_ttl_s)
             lease = Lease(
                 self.backend,
@@ -217,10 +219,10 @@ class Replica:
                 clock=self.clock,
                 metrics=self.metrics,
             )
-            self.delivery_sweep = DeliverySweep(
+            self.running.delivery_sweep = DeliverySweep(
                 lease,
-                self.keeper.records,
-                self.keeper.lookup,
+                self.served.keeper.records,
+                self.served.keeper.lookup,
                 interval_s=s.delivery_sweep_interval_s,
                 move_after_s=s.delivery_move_after_s,
                 clock=self.clock,
@@ -229,55 +231,54 @@ class Replica:
             # Often enough to renew the lease in time (a short one in tests).
             sup.add(
                 "delivery_sweep",
-                self.delivery_sweep.cycle,
+                self.running.delivery_sweep.cycle,
                 interval_s=min(
                     s.delivery_sweep_interval_s, 10.0, lease.renew_every.total_seconds()
                 ),
             )
-        if self.ack_reactions is not None:
+        if self.served.ack_reactions is not None:
             sup.add(
                 "ack_reactions",
-                self.ack_reactions.cycle,
+                self.served.ack_reactions.cycle,
                 interval_s=ACK_REACTIONS_INTERVAL_S,
-                wake=self.ack_reactions.wait_for_work,
+                wake=self.served.ack_reactions.wait_for_work,
             )
-        if self.graph_backoff is not None:
-            sup.add(
-                "graph_backoff",
-                self.graph_backoff.cycle,
-                interval_s=READ_EVERY_S,
-                wake=self.graph_backoff.announced,
-            )
-        self._supervisor_task = asyncio.create_task(sup.run(), name="supervisor")
+        sup.add(
+            "graph_backoff",
+            self.clients.graph_backoff.cycle,
+            interval_s=READ_EVERY_S,
+            wake=self.clients.graph_backoff.announced,
+        )
+        self.running.supervisor_task = asyncio.create_task(sup.run(), name="supervisor")
         self.phase = Phase.RUNNING
 
     async def drain(self) -> None:
         """SIGTERM, first step: stop claiming at once and let the cycle in flight push what it has
         claimed, while the hosts' streams are still open."""
         self.phase = Phase.STOPPING
-        self.hub.close()
+        self.clients.hub.close()
         self.supervisor.stop()
-        if self._supervisor_task is not None and not self._supervisor_task.done():
+        running = self.running
+        if running.supervisor_task is not None and not running.supervisor_task.done():
             try:
-                await asyncio.wait_for(asyncio.shield(self._supervisor_task), SHUTDOWN_GRACE_S)
+                await asyncio.wait_for(asyncio.shield(running.supervisor_task), SHUTDOWN_GRACE_S)
             except TimeoutError:
                 log.warning("loops did not stop within %.0f s; cancelling them", SHUTDOWN_GRACE_S)
-                self._supervisor_task.cancel()
-        if self.chat_poller is not None and self._supervisor_task is not None:
+                running.supervisor_task.cancel()
+        if running.chat_poller is not None and running.supervisor_task is not None:
             # After the loops: a cycle in flight could otherwise take a released role back.
-            for role in self.chat_poller.roles:
+            for role in running.chat_poller.roles:
                 await role.lease.release()  # a successor scans at once, not a lease ttl later
-            if self.chat_poller.turns.readers is not None:
-                await (
-                    self.chat_poller.turns.readers.leave()
-                )  # the others stop waiting for this replica's turns
-        if self.delivery_sweep is not None and self._supervisor_task is not None:
-            await self.delivery_sweep.lease.release()
+            if running.chat_poller.turns.readers is not None:
+                # The others stop waiting for this replica's turns.
+                await running.chat_poller.turns.readers.leave()
+        if running.delivery_sweep is not None and running.supervisor_task is not None:
+            await running.delivery_sweep.lease.release()
 
     async def stop(self) -> None:
         """Drain (if not done yet), then release the clients."""
         await self.drain()
-        await self.graph.aclose()
+        await self.clients.graph.aclose()
         await self.http.aclose()
         await self.backend.aclose()
         self.phase = Phase.STOPPED
@@ -291,11 +292,11 @@ class Replica:
         for attempt in range(1, AGENT_LOOKUP_ATTEMPTS + 1):
             try:
                 return await load_agent_user(
-                    self.graph, posts_as_person=self.settings.auth_mode == "delegated"
+                    self.clients.graph, posts_as_person=self.settings.auth_mode == "delegated"
                 )
             except GraphError as exc:
-                if attempt == AGENT_LOOKUP_ATTEMPTS or not _answered_later(exc):
-                    raise _naming_graph_url(exc, self.settings.graph_url) from None
+                if attempt == AGENT_LOOKUP_ATTEMPTS or not answered_later(exc):
+                    raise naming_graph_url(exc, self.settings.graph_url) from None
                 log.warning("GET /me failed (%s); retrying in %.0f s", type(exc).__name__, delay)
                 await asyncio.sleep(delay)
                 delay *= 2
@@ -305,27 +306,7 @@ class Replica:
 
     @property
     def watched_count(self) -> int:
-        return len(self.watched.chats) if self.watched is not None else 0
-
-
-def _answered_later(exc: GraphError) -> bool:
-    """Graph (or Entra) is there but busy: worth a short wait before giving up on start-up."""
-    if isinstance(exc, (GraphServerError, GraphThrottled)):
-        return True
-    status = exc.status if isinstance(exc, TokenAcquisitionError) else None
-    return status is not None and (status >= 500 or status == 429)
-
-
-def _naming_graph_url(exc: GraphError, graph_url: str) -> GraphError:
-    """The same error, its message naming ENTRABOT_GRAPH_URL when Graph itself did not answer."""
-    if isinstance(exc, (GraphConnectionError, GraphServerError)):
-        return type(exc)(
-            f"{exc}; check ENTRABOT_GRAPH_URL ({graph_url}) and the network path to it",
-            status=exc.status,
-            code=exc.code,
-            request_id=exc.request_id,
-        )
-    return exc
+        return len(self.running.watched.chats) if self.running.watched is not None else 0
 
 
 def _discard(run: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
@@ -408,17 +389,15 @@ def build_replica(
         backend=backend,
         is_cloud=bool(is_cloud),
         http=http,
-        graph=clients.graph,
-        hub=clients.hub,
-        gate=clients.gate,
-        mcp=mcp,
+        clients=clients,
+        served=Served(
+            mcp=mcp,
+            notifications=notifications_from_settings(settings, backend, metrics.changes, clock),
+            intents=intents,
+            keeper=keeper,
+            ack_reactions=reactions,
+        ),
         metrics=metrics,
         replica_id=rid,
         clock=clock,
-        directory=clients.directory,
-        graph_backoff=clients.graph_backoff,
-        notifications=notifications_from_settings(settings, backend, metrics.changes, clock),
-        intents=intents,
-        keeper=keeper,
-        ack_reactions=reactions,
     )

@@ -19,6 +19,13 @@ from service.from_settings.graph_auth import token_provider_from_settings
 from service.graph.auth import AgentUserTokenProvider, TokenProvider
 from service.graph.client import GraphClient
 from service.graph.options import GraphOptions
+from service.graph.errors import (
+    GraphConnectionError,
+    GraphError,
+    GraphServerError,
+    GraphThrottled,
+    TokenAcquisitionError,
+)
 from service.graph.retry_policy import RetryPolicy
 from service.ledger.graph_backoff import FleetBackoff
 from service.from_settings.signin import delegated_token_provider
@@ -103,3 +110,23 @@ async def load_agent_user(graph: GraphClient, *, posts_as_person: bool = False) 
     return AgentUser(
         me.id, me.user_principal_name, me.display_name, me.mail, posts_as_person=posts_as_person
     )
+
+
+def answered_later(exc: GraphError) -> bool:
+    """Graph (or Entra) is there but busy: worth a short wait before giving up on start-up."""
+    if isinstance(exc, (GraphServerError, GraphThrottled)):
+        return True
+    status = exc.status if isinstance(exc, TokenAcquisitionError) else None
+    return status is not None and (status >= 500 or status == 429)
+
+
+def naming_graph_url(exc: GraphError, graph_url: str) -> GraphError:
+    """The same error, its message naming ENTRABOT_GRAPH_URL when Graph itself did not answer."""
+    if isinstance(exc, (GraphConnectionError, GraphServerError)):
+        return type(exc)(
+            f"{exc}; check ENTRABOT_GRAPH_URL ({graph_url}) and the network path to it",
+            status=exc.status,
+            code=exc.code,
+            request_id=exc.request_id,
+        )
+    return exc

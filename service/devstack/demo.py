@@ -26,7 +26,7 @@ from service.telemetry.metrics import StorageMetrics
 from service.devstack.channel_host import ChannelHost, ReceivedPush
 from service.devstack.demo_tally import MAIL, DemoTally
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
-from service.devstack.fleet_run import MAIL_CURSOR_MARGIN_S, LedgerReader
+from service.devstack.ledger_reader import MAIL_CURSOR_MARGIN_S, LedgerReader
 from service.devstack.traffic import HumanTraffic
 from service.storage.blob import BlobBackend
 
@@ -89,7 +89,7 @@ class FleetNotReady(Exception):
 
 
 class SightLedger(Protocol):
-    """What the demo reads of the shared ledger before it talks (``fleet_run.LedgerReader``)."""
+    """What the demo reads of the shared ledger before it talks (``ledger_reader.LedgerReader``)."""
 
     async def chat_cursor_count(self) -> int: ...
 

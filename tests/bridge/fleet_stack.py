@@ -16,7 +16,7 @@ from emulator.seed import Seed, ThrottleBudget, build_seed
 from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.fleet import LocalFleet
-from service.devstack.fleet_run import LedgerReader
+from service.devstack.ledger_reader import LedgerReader
 from service.devstack.traffic import HumanTraffic, Posted
 from service.storage.blob import BlobBackend
 from tests.bridge.tcp_balancer import TcpBalancer, tcp_balancer

@@ -132,7 +132,8 @@ async def test_entra_token_is_reused_until_close_to_expiry_then_refreshed() -> N
 def test_channel_command_without_a_credential_exits_2_with_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from service.cli import EXIT_CONFIG, main
+    from service.cli import main
+    from service.cli.common import EXIT_CONFIG
 
     for name in (TOKEN_ENV, TOKEN_FILE_ENV, "ENTRABOT_BRIDGE_ENTRA_AUDIENCE"):
         monkeypatch.delenv(name, raising=False)

@@ -44,7 +44,7 @@ def assert_is_cli_command(parser: argparse.ArgumentParser, argv: list[str]) -> N
         args = parser.parse_args(argv)
     except SystemExit:
         pytest.fail(
-            f"`entrabot-fleet {' '.join(argv)}` is not a valid command line of service/cli.py"
+            f"`entrabot-fleet {' '.join(argv)}` is not a valid command line of service/cli/"
         )
     assert getattr(args, "command", None) == argv[0], (
         f"{argv[0]!r} is not an entrabot-fleet subcommand"

@@ -30,7 +30,7 @@ from service.clock import parse_timestamp, utc_now
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.delivery_account import SentMessage, account_deliveries
-from service.devstack.fleet_run import LedgerReader
+from service.devstack.ledger_reader import LedgerReader
 from service.devstack.traffic import HumanTraffic
 from service.storage.blob import BlobBackend
 

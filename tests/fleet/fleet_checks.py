@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.devstack.fleet_run import FleetResult
+from service.devstack.fleet_result import FleetResult
 
 
 def assert_each_message_delivered_once(result: FleetResult) -> None:

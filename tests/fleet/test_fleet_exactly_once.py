@@ -20,38 +20,37 @@ import pytest
 
 from service.devstack.azurite import Azurite
 from service.devstack.fault_proxy import WRITE_METHODS, ProxyFault, ProxyRule
-from service.devstack.fleet_run import (
-    SIGTERM_GRACE_S,
+from service.devstack.fleet_disruptions import SIGTERM_GRACE_S
+from service.devstack.fleet_plan import (
     Disruption,
     DisruptionKind,
+    Faults,
     FleetPlan,
-    FleetResult,
-    FleetRun,
+    FleetShape,
+    TenantTraffic,
 )
+from service.devstack.fleet_result import FleetResult
+from service.devstack.fleet_run import FleetRun
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]
 
 TRAFFIC_S = 120.0
 
 PLAN = FleetPlan(
-    replicas=3,
-    hosts=2,
-    chats=50,
-    chat_messages=1000,
-    mails=200,
-    traffic_s=TRAFFIC_S,
-    chat_poll_s=1.0,
-    email_poll_s=3.0,
-    proxy_rules=(
-        ProxyRule(ProxyFault.COMMIT_THEN_DROP, probability=0.05, methods=WRITE_METHODS),
-        ProxyRule(ProxyFault.FAIL_BEFORE, probability=0.03, methods=WRITE_METHODS),
-        ProxyRule(ProxyFault.DELAY, probability=0.2, delay_ms=30),
-    ),
-    disruptions=(
-        Disruption(0.30 * TRAFFIC_S, DisruptionKind.SIGKILL, host="host-a"),
-        Disruption(0.45 * TRAFFIC_S, DisruptionKind.RESTART),
-        Disruption(0.60 * TRAFFIC_S, DisruptionKind.SIGTERM, host="host-b"),
-        Disruption(0.75 * TRAFFIC_S, DisruptionKind.RESTART),
+    fleet=FleetShape(replicas=3, hosts=2, chat_poll_s=1.0, email_poll_s=3.0),
+    traffic=TenantTraffic(chats=50, chat_messages=1000, mails=200, traffic_s=TRAFFIC_S),
+    faults=Faults(
+        proxy_rules=(
+            ProxyRule(ProxyFault.COMMIT_THEN_DROP, probability=0.05, methods=WRITE_METHODS),
+            ProxyRule(ProxyFault.FAIL_BEFORE, probability=0.03, methods=WRITE_METHODS),
+            ProxyRule(ProxyFault.DELAY, probability=0.2, delay_ms=30),
+        ),
+        disruptions=(
+            Disruption(0.30 * TRAFFIC_S, DisruptionKind.SIGKILL, host="host-a"),
+            Disruption(0.45 * TRAFFIC_S, DisruptionKind.RESTART),
+            Disruption(0.60 * TRAFFIC_S, DisruptionKind.SIGTERM, host="host-b"),
+            Disruption(0.75 * TRAFFIC_S, DisruptionKind.RESTART),
+        ),
     ),
 )
 
@@ -65,8 +64,8 @@ def _report(result: FleetResult, tmp_path: Path) -> dict[str, object]:
 
 
 def _sent_in_window_before(result: FleetResult, kill_index: int) -> int:
-    kill = result.kills[kill_index]
-    window = timedelta(seconds=result.plan.in_flight_window_s)
+    kill = result.faults.kills[kill_index]
+    window = timedelta(seconds=result.plan.bounds.in_flight_window_s)
     return sum(1 for m in result.sent if timedelta(0) <= kill.at - m.created <= window)
 
 
@@ -83,23 +82,23 @@ async def test_every_message_reaches_one_host_exactly_once_through_faults_kills_
 
     # The scenario happened as planned: faults were injected, and the killed replica held a host.
     assert (
-        result.proxy.commit_then_drop > 0
-        and result.proxy.fail_before > 0
-        and result.proxy.delayed > 0
+        result.faults.proxy.commit_then_drop > 0
+        and result.faults.proxy.fail_before > 0
+        and result.faults.proxy.delayed > 0
     )
-    kinds = [d.kind for d in result.disruptions]
+    kinds = [d.kind for d in result.faults.disruptions]
     assert kinds == [
         DisruptionKind.SIGKILL,
         DisruptionKind.RESTART,
         DisruptionKind.SIGTERM,
         DisruptionKind.RESTART,
     ]
-    assert result.disruptions[0].hosts_on_it and result.disruptions[2].hosts_on_it
-    kill_at = result.kills[0].at.timestamp()
-    for host in result.disruptions[0].hosts_on_it:  # it failed over and kept receiving
+    assert result.faults.disruptions[0].hosts_on_it and result.faults.disruptions[2].hosts_on_it
+    kill_at = result.faults.kills[0].at.timestamp()
+    for host in result.faults.disruptions[0].hosts_on_it:  # it failed over and kept receiving
         assert result.host_connections[host] >= 2
         assert any(p.host == host and p.received_at > kill_at for p in result.pushes)
-    sigterm = result.disruptions[2]
+    sigterm = result.faults.disruptions[2]
     assert sigterm.exited_by_itself, (
         f"{sigterm.replica} had to be SIGKILLed after the {SIGTERM_GRACE_S:.0f} s grace"
     )
@@ -116,7 +115,7 @@ async def test_every_message_reaches_one_host_exactly_once_through_faults_kills_
     lost = len(account.lost_at_sigkill)
     bound = _sent_in_window_before(result, 0)
     print(
-        f"lost at the SIGKILL of {result.kills[0].replica}: {lost} (sent in the in-flight window: {bound})"
+        f"lost at the SIGKILL of {result.faults.kills[0].replica}: {lost} (sent in the in-flight window: {bound})"
     )
     assert lost <= bound
     assert account.delivered + lost == account.sent

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from service.devstack.azurite import Azurite
-from service.devstack.fleet_run import FleetPlan, FleetRun
+from service.devstack.fleet_plan import Faults, FleetPlan, FleetShape, TenantTraffic
+from service.devstack.fleet_run import FleetRun
 from service.devstack.graph_outage import GraphOutage
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]
@@ -30,16 +31,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]
 TRAFFIC_S = 80.0
 
 PLAN = FleetPlan(
-    replicas=2,
-    hosts=2,
-    chats=20,
-    chat_messages=240,
-    mails=20,
-    traffic_s=TRAFFIC_S,
-    chat_poll_s=1.0,
-    email_poll_s=3.0,
-    fault_proxy=False,
-    graph_outage=GraphOutage(at_s=25.0, duration_s=30.0, status=503, retry_after_s=5),
+    fleet=FleetShape(replicas=2, hosts=2, chat_poll_s=1.0, email_poll_s=3.0, fault_proxy=False),
+    traffic=TenantTraffic(chats=20, chat_messages=240, mails=20, traffic_s=TRAFFIC_S),
+    faults=Faults(
+        graph_outage=GraphOutage(at_s=25.0, duration_s=30.0, status=503, retry_after_s=5)
+    ),
 )
 
 
@@ -52,11 +48,11 @@ async def test_a_graph_outage_slows_the_whole_fleet_and_everything_posted_arrive
     print(f"\nfleet outage run summary:\n{json.dumps(summary, indent=2)}")
     account = result.account
 
-    assert result.outage is not None
-    assert result.graph_log_from <= result.traffic_began, (
+    assert result.graph.outage is not None
+    assert result.graph.log_from <= result.graph.traffic_began, (
         "the emulator's request log lost the start of the run"
     )
-    rates = result.read_rates()
+    rates = result.graph.read_rates()
     assert rates is not None
     assert rates["during"] < rates["before"], (
         f"the fleet read Graph faster during the outage than before: {rates}"

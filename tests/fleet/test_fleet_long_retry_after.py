@@ -15,7 +15,9 @@ import json
 import pytest
 
 from service.devstack.azurite import Azurite
-from service.devstack.fleet_run import FleetPlan, FleetResult, FleetRun
+from service.devstack.fleet_plan import Faults, FleetPlan, FleetShape, TenantTraffic
+from service.devstack.fleet_result import FleetResult
+from service.devstack.fleet_run import FleetRun
 from service.devstack.graph_outage import GraphOutage
 from tests.fleet.fleet_checks import assert_each_message_delivered_once
 
@@ -28,18 +30,13 @@ THROTTLED_FOR_S = 2.0
 LEARN_S = 5.0
 
 PLAN = FleetPlan(
-    replicas=3,
-    hosts=2,
-    chats=10,
-    chat_messages=60,
-    mails=6,
-    traffic_s=50.0,
-    chat_poll_s=1.0,
-    email_poll_s=3.0,
-    fault_proxy=False,
+    fleet=FleetShape(replicas=3, hosts=2, chat_poll_s=1.0, email_poll_s=3.0, fault_proxy=False),
+    traffic=TenantTraffic(chats=10, chat_messages=60, mails=6, traffic_s=50.0),
     # One read refused: the replica that made it holds on its own word, the others on graph/backoff.json.
-    graph_outage=GraphOutage(
-        at_s=10.0, duration_s=THROTTLED_FOR_S, status=429, retry_after_s=RETRY_AFTER_S, reads=1
+    faults=Faults(
+        graph_outage=GraphOutage(
+            at_s=10.0, duration_s=THROTTLED_FOR_S, status=429, retry_after_s=RETRY_AFTER_S, reads=1
+        ),
     ),
 )
 
@@ -58,17 +55,17 @@ def run(azurite: Azurite, tmp_path_factory: pytest.TempPathFactory) -> FleetResu
 
 @pytest.mark.timeout(420)
 def test_a_30_s_retry_after_holds_the_whole_fleet_and_loses_nothing(run: FleetResult) -> None:
-    window = run.outage
+    window = run.graph.outage
     assert window is not None
-    assert run.graph_log_from <= run.traffic_began, (
+    assert run.graph.log_from <= run.graph.traffic_began, (
         "the emulator's request log lost the start of the run"
     )
     # Held: no replica read Graph from shortly after the 429s until shortly before their Retry-After ran out.
-    assert _within(run.graph_reads, run.traffic_began, window.began) > 0, (
+    assert _within(run.graph.reads, run.graph.traffic_began, window.began) > 0, (
         "the fleet read nothing before the 429s"
     )
     assert (
-        _within(run.graph_reads, window.began + LEARN_S, window.began + RETRY_AFTER_S - LEARN_S)
+        _within(run.graph.reads, window.began + LEARN_S, window.began + RETRY_AFTER_S - LEARN_S)
         == 0
     ), f"the fleet read Graph during the 30 s hold: {run.summary()['graph_reads_per_s']}"
     holds = run.ledger_metrics.get("graph_holds", {})
@@ -82,13 +79,13 @@ def test_a_30_s_retry_after_holds_the_whole_fleet_and_loses_nothing(run: FleetRe
 def test_no_429_storm_follows_when_the_fleet_resumes_after_a_30_s_retry_after(
     run: FleetResult,
 ) -> None:
-    window = run.outage
+    window = run.graph.outage
     assert window is not None
     # Resuming together, each replica may meet another's read of a chat posted to during the hold once
     # (Graph's 1 read/s per chat; seen: 4 and 11 such 429s, 0 before the hold). A fleet that did not wait
     # out each 429's Retry-After would compound them past that, every second.
-    before = _within(run.limit_throttles, run.traffic_began, window.began)
-    after = _within(run.limit_throttles, window.began + RETRY_AFTER_S, float("inf"))
-    assert after <= before + PLAN.chats * PLAN.replicas, (
+    before = _within(run.graph.limit_throttles, run.graph.traffic_began, window.began)
+    after = _within(run.graph.limit_throttles, window.began + RETRY_AFTER_S, float("inf"))
+    assert after <= before + PLAN.traffic.chats * PLAN.fleet.replicas, (
         f"{after} 429s from Graph's limits after the hold, {before} before it: {run.summary()['throttle_by_limit']}"
     )

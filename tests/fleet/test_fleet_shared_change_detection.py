@@ -35,7 +35,17 @@ import pytest
 
 from emulator.notification_faults import NotificationFaultRule
 from service.devstack.azurite import Azurite
-from service.devstack.fleet_run import Disruption, DisruptionKind, FleetPlan, FleetResult, FleetRun
+from service.devstack.fleet_plan import (
+    Bounds,
+    Disruption,
+    DisruptionKind,
+    Faults,
+    FleetPlan,
+    FleetShape,
+    TenantTraffic,
+)
+from service.devstack.fleet_result import FleetResult
+from service.devstack.fleet_run import FleetRun
 from service.ledger.leases import Lease
 from service.storage.local import LocalBackend
 from service.workers import chat_scan
@@ -53,28 +63,26 @@ DRAIN_QUIET_S = 40.0
 # Replicas talk to Azurite directly: the storage faults are the issue-7 test's; these runs are about
 # change detection.
 BASE_PLAN = FleetPlan(
-    replicas=3,
-    hosts=2,
-    chats=50,
-    chat_messages=300,
-    mails=30,
-    traffic_s=TRAFFIC_S,
-    fault_proxy=False,
-    drain_quiet_s=DRAIN_QUIET_S,
-    drain_max_s=120.0,
+    fleet=FleetShape(replicas=3, hosts=2, fault_proxy=False),
+    traffic=TenantTraffic(chats=50, chat_messages=300, mails=30, traffic_s=TRAFFIC_S),
+    bounds=Bounds(drain_quiet_s=DRAIN_QUIET_S, drain_max_s=120.0),
 )
 
 NOTIFIED_PLAN = replace(
     BASE_PLAN,
-    notifications=True,
-    notification_faults=(
-        NotificationFaultRule(action="drop", fraction=0.10),
-        NotificationFaultRule(action="duplicate", fraction=0.05),
+    fleet=replace(BASE_PLAN.fleet, notifications=True),
+    faults=Faults(
+        notification_faults=(
+            NotificationFaultRule(action="drop", fraction=0.10),
+            NotificationFaultRule(action="duplicate", fraction=0.05),
+        ),
+        disruptions=(
+            Disruption(SCANNER_KILL_AT_S, DisruptionKind.SIGKILL, lease_role=chat_scan.ROLE),
+        ),
     ),
-    disruptions=(Disruption(SCANNER_KILL_AT_S, DisruptionKind.SIGKILL, lease_role=chat_scan.ROLE),),
 )
 
-UNORDERED_PLAN = replace(BASE_PLAN, chats_orderby="refused")
+UNORDERED_PLAN = replace(BASE_PLAN, traffic=replace(BASE_PLAN.traffic, chats_orderby="refused"))
 
 
 def _run(plan: FleetPlan, azurite: Azurite, workdir: Path, name: str) -> FleetResult:
@@ -109,7 +117,7 @@ def _scanner_takeover_bound(plan: FleetPlan, tmp_path: Path) -> timedelta:
         ttl=chat_scan.LEASE_TTL,
         margin=chat_scan.LEASE_MARGIN,
     )
-    cycle = timedelta(seconds=plan.chat_poll_s + plan.chat_poll_jitter_s)
+    cycle = timedelta(seconds=plan.fleet.chat_poll_s + plan.fleet.chat_poll_jitter_s)
     return chat_scan.LEASE_TTL + lease.renew_every + cycle
 
 
@@ -118,12 +126,12 @@ def test_the_scanner_lease_moves_to_a_live_replica_after_expiry_and_within_its_b
     notified_run: FleetResult, tmp_path: Path
 ) -> None:
     result = notified_run
-    assert [d.kind for d in result.disruptions] == [DisruptionKind.SIGKILL]
-    [takeover] = result.takeovers
-    killed = result.disruptions[0].replica
+    assert [d.kind for d in result.faults.disruptions] == [DisruptionKind.SIGKILL]
+    [takeover] = result.faults.takeovers
+    killed = result.faults.disruptions[0].replica
     assert takeover.stopped == killed and takeover.last_expires_at is not None, takeover
     assert takeover.successor is not None and takeover.successor != killed, (
-        f"no replica took {chat_scan.ROLE} over within {NOTIFIED_PLAN.takeover_wait_s:.0f} s: {takeover}; "
+        f"no replica took {chat_scan.ROLE} over within {NOTIFIED_PLAN.bounds.takeover_wait_s:.0f} s: {takeover}; "
         f"replica logs in {result.workdir}"
     )
     # Never before the killed holder's record expired: two scanners at once.
@@ -146,23 +154,23 @@ def test_every_message_reaches_one_host_once_with_notifications_dropped_and_doub
     result = notified_run
     account = result.account
     # The scenario happened: notifications flowed, some were dropped and some duplicated.
-    stats = result.notification_stats or {}
+    stats = result.graph.notification_stats or {}
     assert (
         stats.get("sent", 0) > 0 and stats.get("dropped", 0) > 0 and stats.get("duplicated", 0) > 0
     ), stats
-    assert result.kills, "the scanner's replica was not killed"
+    assert result.faults.kills, "the scanner's replica was not killed"
 
     assert_each_message_delivered_once(result)
     # A claim the killed replica had won and not pushed is the one loss the design accepts (issue 7);
     # the scanner's death itself loses nothing.
     lost = len(account.lost_at_sigkill)
-    window = timedelta(seconds=NOTIFIED_PLAN.in_flight_window_s)
+    window = timedelta(seconds=NOTIFIED_PLAN.bounds.in_flight_window_s)
     in_window = sum(
-        1 for m in result.sent if timedelta(0) <= result.kills[0].at - m.created <= window
+        1 for m in result.sent if timedelta(0) <= result.faults.kills[0].at - m.created <= window
     )
     print(
-        f"lost at the SIGKILL of {result.kills[0].replica}: {lost} (sent in the in-flight window: {in_window}; "
-        f"hosts on it: {list(result.disruptions[0].hosts_on_it)})"
+        f"lost at the SIGKILL of {result.faults.kills[0].replica}: {lost} (sent in the in-flight window: {in_window}; "
+        f"hosts on it: {list(result.faults.disruptions[0].hosts_on_it)})"
     )
     assert lost <= in_window
     assert account.delivered + lost == account.sent
@@ -174,12 +182,12 @@ def test_an_unordered_tenant_without_notifications_gets_every_message_delivered_
 ) -> None:
     result = unordered_run
     # The scenario happened: Graph refused the ordered scan, and the scanner kept walking unordered.
-    assert result.graph_statuses.get("GET /v1.0/me/chats", {}).get("400", 0) > 0, (
-        result.graph_statuses
+    assert result.graph.statuses.get("GET /v1.0/me/chats", {}).get("400", 0) > 0, (
+        result.graph.statuses
     )
-    load = result.graph_load
+    load = result.graph.load
     assert load is not None and load.by_route.get("GET /v1.0/me/chats", {}).get("200", 0) > 0, load
-    assert result.notification_stats is None
+    assert result.graph.notification_stats is None
 
     assert_each_message_delivered_once(result)
     assert result.account.delivered == result.account.sent
@@ -190,7 +198,7 @@ def test_an_unordered_tenant_without_notifications_gets_every_message_delivered_
 # (service/workers/read_pacer.py), first sights of a cold start included.
 @pytest.mark.timeout(420)
 def test_an_unordered_tenant_fleet_stays_within_graph_limits(unordered_run: FleetResult) -> None:
-    startup, traffic = unordered_run.startup_graph_load, unordered_run.graph_load
+    startup, traffic = unordered_run.graph.startup_load, unordered_run.graph.load
     assert startup is not None and traffic is not None
     assert startup.complete and traffic.complete, (
         "the emulator's request log lost the start of the run"
@@ -204,5 +212,5 @@ def test_an_unordered_tenant_fleet_stays_within_graph_limits(unordered_run: Flee
     assert sum(v.get("429", 0) for r, v in routes if r.endswith("/me/chats")) == 0, throttled
     assert startup.throttled + traffic.throttled <= max(1, reads // 100), (
         f"Graph requests answered 429, by 5 s of the run: {throttled}; during the traffic: {traffic.by_route}; "
-        f"the emulator's limits: {unordered_run.throttle.get('limits')}"
+        f"the emulator's limits: {unordered_run.graph.throttle.get('limits')}"
     )

@@ -1,0 +1,73 @@
+"""What every command shares: the exit codes, the two errors ``main`` turns into them, the command
+entry, the ``--quiet``/``--debug`` options, and the settings and backend a command starts from."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from service.config import Settings, SettingsError, load_settings
+from service.storage.backend import MemoryBackend
+from service.storage.errors import StorageError
+
+PROG = "entrabot-fleet"
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+
+
+class ConfigurationError(Exception):
+    """The environment names no usable setup; the message says what to fix (exit code 2)."""
+
+
+class CommandFailed(Exception):
+    """The command ran and could not do its work; the message says why, on one line (exit code 1)."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: ``configure`` adds its arguments, ``run`` does the work and returns the exit code."""
+
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def common_options(*, top_level: bool = False) -> argparse.ArgumentParser:
+    """``--quiet`` and ``--debug``, accepted before or after any (sub)command name.
+
+    Below the top level they default to SUPPRESS: argparse copies a subparser's defaults over the
+    values already parsed, which would otherwise reset ``entrabot-fleet --debug migrate``.
+    """
+    default: Any = False if top_level else argparse.SUPPRESS
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--quiet", action="store_true", default=default, help="no progress bar")
+    options.add_argument(
+        "--debug",
+        action="store_true",
+        default=default,
+        help="print a traceback on unexpected errors",
+    )
+    return options
+
+
+def settings_or_exit() -> Settings:
+    """The settings from the environment and ``.env``; a bad value is a one-line configuration error."""
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        raise ConfigurationError(str(exc)) from exc
+
+
+async def open_target(settings: Settings) -> MemoryBackend:
+    """The backend the settings resolve to, checked reachable before anything is written."""
+    from service.from_settings.storage import storage_options
+    from service.storage.resolution import assert_backend_config  # heavy imports only when needed
+    from service.telemetry.metrics import StorageMetrics
+
+    try:
+        # A one-off command's storage operations are its own: nobody scrapes them.
+        return await assert_backend_config(storage_options(settings), metrics=StorageMetrics())
+    except StorageError as exc:
+        raise ConfigurationError(str(exc)) from exc
