@@ -43,9 +43,9 @@ from emulator.seed import Seed, build_seed
 from emulator.subscription_policy import SubscriptionPolicy
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import LocalFleet, ReplicaProcess
-from service.ledger.hints import Hint, HintReader
-from service.ledger.leases import LeaseRecord, lease_key, parse_lease
-from service.ledger.reads import ReadOutcome, read_parsed
+from service.ledger.fleet.hints import Hint, HintReader
+from service.ledger.fleet.leases import LeaseRecord, lease_key, parse_lease
+from service.ledger.records.reads import ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend
 from service.storage.blob import BlobBackend
 

@@ -26,8 +26,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from service.ledger.chat_claims import ChatClaimOutcome, ChatLedger
-from service.ledger.chat_cursor import Candidate
+from service.ledger.claims.chat_claims import ChatClaimOutcome, ChatLedger
+from service.ledger.claims.chat_cursor import Candidate
 
 RESULTS = Path(__file__).resolve().parent / "results" / "claim_ledger.json"
 CONNECTION_ENV = "ENTRABOT_BENCH_BLOB_CONNECTION_STRING"

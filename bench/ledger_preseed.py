@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from service.clock import utc_now
-from service.ledger.chat_cursor import baseline_cursor, cursor_key, render_chat_cursor
-from service.ledger.watched_chats import WatchedChats, WatchOutcome
+from service.ledger.claims.chat_cursor import baseline_cursor, cursor_key, render_chat_cursor
+from service.ledger.memory.watched_chats import WatchedChats, WatchOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError
 

@@ -39,10 +39,11 @@ from service.graph.errors import (
     TokenAcquisitionError,
 )
 from service.graph.http_pool import new_http_client
-from service.ledger import WatchedChats, note_ignored_local_poll_state
+from service.ledger.fleet.local_poll_state import note_ignored_local_poll_state
+from service.ledger.memory.watched_chats import WatchedChats
 from service.clock import Clock, utc_now
-from service.ledger.corrupt_cursors import CorruptCursors
-from service.ledger.graph_backoff import READ_EVERY_S, FleetBackoff
+from service.ledger.claims.corrupt_cursors import CorruptCursors
+from service.ledger.fleet.graph_backoff import READ_EVERY_S, FleetBackoff
 from service.mcp.auth import check_auth_config
 from service.mcp.server import McpService, build_mcp
 from service.notifications.nudge import first_of
@@ -54,7 +55,7 @@ from service.tools.registry import register_tools
 from service.domain.agent import AgentUser
 from service.replica_clients import load_agent_user
 from service.workers.chat_poll import ChatPoller
-from service.ledger.leases import Lease
+from service.ledger.fleet.leases import Lease
 from service.workers.delivery_sweep import ROLE as DELIVERY_SWEEP_ROLE, DeliverySweep
 from service.workers.supervisor import Supervisor
 from service.wiring import wire_workers

@@ -18,7 +18,7 @@ from service.domain.sponsors import SponsorGate
 from service.graph.auth import AgentUserTokenProvider, TokenProvider, token_provider_from_settings
 from service.graph.client import GraphClient
 from service.graph.retry_policy import RetryPolicy
-from service.ledger.graph_backoff import FleetBackoff
+from service.ledger.fleet.graph_backoff import FleetBackoff
 from service.signin.from_settings import delegated_token_provider
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics

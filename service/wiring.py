@@ -19,22 +19,20 @@ from service.tools.chat_send import ChatSender
 from service.delivery.sponsor_refresh import SponsorRefresher
 from service.domain.sponsors import Sponsor, SponsorGate
 from service.graph.client import GraphClient
-from service.ledger import (
-    ChatLedger,
-    DailySummaryProducer,
-    EmailClaimer,
-    InteractionLog,
-    PromiseLedger,
-    WatchedChats,
-)
+from service.ledger.claims.chat_claims import ChatLedger
+from service.ledger.claims.email_claims import EmailClaimer
+from service.ledger.memory.interactions import InteractionLog
+from service.ledger.memory.promises import PromiseLedger
+from service.ledger.memory.watched_chats import WatchedChats
+from service.ledger.summary.production import DailySummaryProducer
 from service.clock import Clock, utc_now
-from service.ledger.chat_members import ChatMembers
-from service.ledger.corrupt_cursors import CorruptCursors
-from service.ledger.hints import HintLog, HintReader
-from service.ledger.leases import Lease
-from service.ledger.permission_requests import PermissionRequests
-from service.ledger.readers import ReaderRoster
-from service.ledger.sent_messages import SentMessages
+from service.ledger.memory.chat_members import ChatMembers
+from service.ledger.claims.corrupt_cursors import CorruptCursors
+from service.ledger.fleet.hints import HintLog, HintReader
+from service.ledger.fleet.leases import Lease
+from service.ledger.memory.permission_requests import PermissionRequests
+from service.ledger.fleet.readers import ReaderRoster
+from service.ledger.memory.sent_messages import SentMessages
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 from service.tools.deps import ToolDeps
@@ -46,7 +44,7 @@ from service.workers.chat_state import OfferedMessage
 from service.workers.conversation_reader import ChatMessagesReader
 from service.workers.chat_sweep import ChatSweep
 from service.workers.discovery import ROLE as DISCOVERY_ROLE, Discovery
-from service.ledger.poll_turns import PollTurn
+from service.ledger.fleet.poll_turns import PollTurn
 from service.workers.email_poll import EmailPoller
 from service.workers.recorder import DeliveryRecorder
 from service.workers.summary_mail import SponsorSummaryMail

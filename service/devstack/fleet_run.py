@@ -64,12 +64,12 @@ from service.devstack.graph_outage import (
     run_outage,
 )
 from service.devstack.traffic import HumanTraffic
-from service.ledger.chat_cursor import CURSOR_PREFIX, ChatCursor, parse_chat_cursor
+from service.ledger.claims.chat_cursor import CURSOR_PREFIX, ChatCursor, parse_chat_cursor
 from service.clock import parse_timestamp, utc_now
-from service.ledger.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
-from service.ledger.interactions import INTERACTIONS_PREFIX
-from service.ledger.leases import LeaseRecord, lease_key, parse_lease
-from service.ledger.reads import ReadOutcome, read_parsed
+from service.ledger.claims.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
+from service.ledger.memory.interactions import INTERACTIONS_PREFIX
+from service.ledger.fleet.leases import LeaseRecord, lease_key, parse_lease
+from service.ledger.records.reads import ReadOutcome, read_parsed
 from service.storage.blob import BlobBackend
 
 # Graph's real limits (per app: the fleet shares them): exactly-once must hold while Graph throttles,

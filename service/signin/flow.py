@@ -20,7 +20,7 @@ import httpx
 from service.clock import Clock, utc_now
 from service.graph.auth.tokens import GRAPH_SCOPE, StaticTokenProvider
 from service.graph.client import GraphClient
-from service.ledger.reads import ReadOutcome
+from service.ledger.records.reads import ReadOutcome
 from service.signin.public_client import (
     DeviceCode,
     Pending,

@@ -39,11 +39,14 @@ from service.delivery.hub import DeliveryHub
 from service.domain.message import InboundMessage, Source
 from service.domain.agent import AgentUser
 from service.graph.errors import GraphError
-from service.ledger import Candidate, ChatLedger, ReadOutcome, WatchedChats
-from service.ledger.hints import HintReader
-from service.ledger.permission_requests import PermissionRequests
-from service.ledger.readers import ReaderRoster
-from service.ledger.sent_messages import SentMessages
+from service.ledger.claims.chat_claims import ChatLedger
+from service.ledger.claims.chat_cursor import Candidate
+from service.ledger.memory.watched_chats import WatchedChats
+from service.ledger.records.reads import ReadOutcome
+from service.ledger.fleet.hints import HintReader
+from service.ledger.memory.permission_requests import PermissionRequests
+from service.ledger.fleet.readers import ReaderRoster
+from service.ledger.memory.sent_messages import SentMessages
 from service.storage.errors import StorageError
 from service.telemetry.metrics import Metrics
 from service.telemetry.tracing import context_from_traceparent

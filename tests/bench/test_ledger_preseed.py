@@ -7,8 +7,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.ledger_preseed import preseed_ledger
-from service.ledger import Candidate, ChatLedger, ReadOutcome, WatchedChats
-from service.ledger.chat_cursor import decide_claim
+from service.ledger.claims.chat_claims import ChatLedger
+from service.ledger.claims.chat_cursor import Candidate
+from service.ledger.memory.watched_chats import WatchedChats
+from service.ledger.records.reads import ReadOutcome
+from service.ledger.claims.chat_cursor import decide_claim
 from service.storage.local import LocalBackend
 
 CHATS = ["19:a@thread.v2", "19:b@thread.v2", "19:c@thread.v2"]

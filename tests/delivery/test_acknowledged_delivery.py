@@ -31,10 +31,10 @@ from service.delivery.host_record import (
 from service.delivery.host_records import HostRecords
 from service.delivery.hub import DeliveryHub, DispatchOutcome, Handover, TargetKind
 from service.domain.message import InboundMessage, Source
-from service.ledger.chat_claims import ChatClaimOutcome, ChatLedger, ClaimProblem
-from service.ledger.chat_cursor import CLAIM_MARKS_KEPT, Candidate, cursor_key
-from service.ledger.leases import Lease
-from service.ledger.reads import CorruptValueError
+from service.ledger.claims.chat_claims import ChatClaimOutcome, ChatLedger, ClaimProblem
+from service.ledger.claims.chat_cursor import CLAIM_MARKS_KEPT, Candidate, cursor_key
+from service.ledger.fleet.leases import Lease
+from service.ledger.records.reads import CorruptValueError
 from service.storage.errors import TransientStorageError
 from service.storage.local import LocalBackend
 from service.telemetry.metrics import Metrics

@@ -16,7 +16,8 @@ from pathlib import Path
 from types import ModuleType
 
 from service.delivery import host_keeper, hub
-from service.ledger import chat_claims, email_claims, summary_production
+from service.ledger.claims import chat_claims, email_claims
+from service.ledger.summary import production as summary_production
 from service.storage import blob
 from tests.deploy.deploy_facts import REPO_ROOT
 

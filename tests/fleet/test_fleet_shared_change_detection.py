@@ -36,7 +36,7 @@ import pytest
 from emulator.notification_faults import NotificationFaultRule
 from service.devstack.azurite import Azurite
 from service.devstack.fleet_run import Disruption, DisruptionKind, FleetPlan, FleetResult, FleetRun
-from service.ledger.leases import Lease
+from service.ledger.fleet.leases import Lease
 from service.storage.local import LocalBackend
 from service.workers import chat_scan
 from tests.fleet.fleet_checks import assert_each_message_delivered_once

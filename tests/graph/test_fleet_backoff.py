@@ -19,7 +19,7 @@ import pytest
 from emulator.seed import build_seed
 from service.graph import GraphClient, GraphServerError
 from service.graph.retry_policy import RetryPolicy
-from service.ledger.graph_backoff import BACKOFF_KEY, FleetBackoff
+from service.ledger.fleet.graph_backoff import BACKOFF_KEY, FleetBackoff
 from service.storage.local import LocalBackend
 from tests.graph.test_against_emulator import Tenant, running_tenant
 
@@ -128,13 +128,13 @@ async def test_a_corrupt_shared_backoff_does_not_stop_graph_use_is_logged_once_a
     reader = FleetBackoff(store, "replica-b", clock=clock.wall, metrics=tenant.metrics)
     client = tenant.client(shared_hold=reader, clock=clock.epoch, sleep=clock.sleep)
 
-    with caplog.at_level(logging.WARNING, logger="service.ledger.graph_backoff"):
+    with caplog.at_level(logging.WARNING, logger="service.ledger.fleet.graph_backoff"):
         for _ in range(3):
             await reader.cycle()
             await client.get_me()
     assert clock.slept == [] and await graph_requests(tenant) == [200, 200, 200]
     [warning] = [
-        r for r in caplog.records if r.name == "service.ledger.graph_backoff"
+        r for r in caplog.records if r.name == "service.ledger.fleet.graph_backoff"
     ]  # once, not per cycle
     assert "corrupt" in warning.getMessage()
     events = tenant.metrics.registry.get_sample_value(

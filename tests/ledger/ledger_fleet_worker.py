@@ -33,10 +33,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from service.ledger.chat_claims import ChatLedger
-from service.ledger.chat_cursor import Candidate
-from service.ledger.email_claims import EmailClaimer, EmailCycleOutcome, EmailState
-from service.ledger.leases import Lease
+from service.ledger.claims.chat_claims import ChatLedger
+from service.ledger.claims.chat_cursor import Candidate
+from service.ledger.claims.email_claims import EmailClaimer, EmailCycleOutcome, EmailState
+from service.ledger.fleet.leases import Lease
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultPlan, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend

@@ -11,14 +11,14 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from service.ledger.cas import UpdateOutcome
-from service.ledger.chat_claims import (
+from service.ledger.records.cas import UpdateOutcome
+from service.ledger.claims.chat_claims import (
     ChatClaimOutcome,
     ChatLedger,
     ClaimProblem,
     resolve_cursor,
 )
-from service.ledger.chat_cursor import (
+from service.ledger.claims.chat_cursor import (
     Candidate,
     ChatCursor,
     ClaimMark,
@@ -26,8 +26,8 @@ from service.ledger.chat_cursor import (
     parse_chat_cursor,
     render_chat_cursor,
 )
-from service.ledger.reads import ReadOutcome
-from service.ledger.settle import Settlement
+from service.ledger.records.reads import ReadOutcome
+from service.ledger.claims.settle import Settlement
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError
 from service.storage.faults import Fault, FaultRule, FaultyBackend

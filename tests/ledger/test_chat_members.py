@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.ledger.chat_members import (
+from service.ledger.memory.chat_members import (
     CHAT_MEMBERS_KEY,
     ChatMembers,
     KnownMember,
@@ -17,7 +17,7 @@ from service.ledger.chat_members import (
     parse_chat_members,
     render_chat_members,
 )
-from service.ledger.reads import CorruptValueError
+from service.ledger.records.reads import CorruptValueError
 from service.storage.local import LocalBackend
 
 ADA = KnownMember("u-ada", "ada@contoso.example", "t-1")

@@ -3,9 +3,9 @@ finds it: the first read of the chat, or a claim of a chat polled for a while.""
 
 from __future__ import annotations
 
-from service.ledger.chat_claims import ChatClaimOutcome, ChatLedger, ClaimProblem
-from service.ledger.chat_cursor import Candidate, cursor_key
-from service.ledger.reads import ReadOutcome
+from service.ledger.claims.chat_claims import ChatClaimOutcome, ChatLedger, ClaimProblem
+from service.ledger.claims.chat_cursor import Candidate, cursor_key
+from service.ledger.records.reads import ReadOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.telemetry.metrics import Metrics

@@ -6,18 +6,18 @@ import asyncio
 import json
 from datetime import date, datetime, timedelta, timezone
 
-from service.ledger.daily_summary import (
+from service.ledger.summary.daily import (
     SUMMARY_OFFSET,
     build_summary,
     day_window,
     render_html,
     summary_due,
 )
-from service.ledger.interactions import Channel
-from service.ledger.interactions import Direction, Interaction, InteractionLog
-from service.ledger.promises import Promise, PromiseLedger, PromiseStatus
-from service.ledger.summary_claim import summary_keys
-from service.ledger.summary_production import DailySummaryProducer, SummaryOutcome
+from service.ledger.memory.interactions import Channel
+from service.ledger.memory.interactions import Direction, Interaction, InteractionLog
+from service.ledger.memory.promises import Promise, PromiseLedger, PromiseStatus
+from service.ledger.summary.claim import summary_keys
+from service.ledger.summary.production import DailySummaryProducer, SummaryOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from tests.ledger.ledger_helpers import FakeClock, RecordingBackend

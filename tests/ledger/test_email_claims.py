@@ -12,15 +12,20 @@ from itertools import count
 
 import pytest
 
-from service.ledger.email_claims import CursorStart, EmailClaimer, EmailCycleOutcome, EmailState
-from service.ledger.email_cursor import (
+from service.ledger.claims.email_claims import (
+    CursorStart,
+    EmailClaimer,
+    EmailCycleOutcome,
+    EmailState,
+)
+from service.ledger.claims.email_cursor import (
     EMAIL_CURSOR_KEY,
     LEGACY_EMAIL_CURSOR_KEY,
     EmailCursor,
     parse_email_cursor,
     render_email_cursor,
 )
-from service.ledger.settle import Settlement
+from service.ledger.claims.settle import Settlement
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.telemetry.metrics import Metrics

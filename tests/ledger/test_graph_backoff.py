@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from service.ledger.graph_backoff import (
+from service.ledger.fleet.graph_backoff import (
     BACKOFF_KEY,
     BackoffRecord,
     CorruptBackoff,
@@ -138,14 +138,14 @@ async def test_an_unreadable_store_raises_nothing_adopts_nothing_and_a_learnt_ho
     faulty.add(FaultRule(Fault.READ_FAILS, key=BACKOFF_KEY))
     writer.announce((T0 + timedelta(seconds=40)).timestamp(), 503, "me")
     await writer.cycle()  # a longer hold the reader cannot see
-    with caplog.at_level(logging.WARNING, logger="service.ledger.graph_backoff"):
+    with caplog.at_level(logging.WARNING, logger="service.ledger.fleet.graph_backoff"):
         for _ in range(3):
             await reader.cycle()
             clock.advance(seconds=1)
     assert (
         reader.held_until() == (T0 + timedelta(seconds=5)).timestamp()
     )  # bounded: it ends on its own
-    assert len([r for r in caplog.records if r.name == "service.ledger.graph_backoff"]) == 1
+    assert len([r for r in caplog.records if r.name == "service.ledger.fleet.graph_backoff"]) == 1
     assert (
         metrics.registry.get_sample_value(
             "entrabot_graph_fleet_backoff_events_total", {"event": "read_failed"}

@@ -10,7 +10,14 @@ from datetime import timedelta
 import pytest
 from lease_clocks import T0, Clocks
 
-from service.ledger.leases import Lease, LeaseRecord, LeaseStep, decide_step, lease_key, parse_lease
+from service.ledger.fleet.leases import (
+    Lease,
+    LeaseRecord,
+    LeaseStep,
+    decide_step,
+    lease_key,
+    parse_lease,
+)
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
@@ -112,7 +119,7 @@ async def test_a_holder_whose_record_was_overwritten_loses_the_race_and_stops(
     await a.acquire_or_renew()
     # An operator (or another replica) rewrites the record.
     forged = LeaseRecord("scanner", "b", 7, T0 + TTL, T0)
-    from service.ledger.leases import render_lease  # noqa: PLC0415
+    from service.ledger.fleet.leases import render_lease  # noqa: PLC0415
 
     await any_backend.write_text(lease_key("scanner"), render_lease(forged))
     assert await a.acquire_or_renew() is LeaseStep.HELD_ELSEWHERE

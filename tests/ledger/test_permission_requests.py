@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from service.ledger.permission_requests import (
+from service.ledger.memory.permission_requests import (
     PermissionRequests,
     ReserveOutcome,
     Standing,

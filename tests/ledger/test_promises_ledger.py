@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from service.ledger.promises import (
+from service.ledger.memory.promises import (
     PROMISES_KEY,
     Promise,
     PromiseLedger,
@@ -18,7 +18,7 @@ from service.ledger.promises import (
     fold_readable,
     render_promises,
 )
-from service.ledger.reads import CorruptValueError, ReadOutcome
+from service.ledger.records.reads import CorruptValueError, ReadOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from tests.ledger.ledger_helpers import T0, FakeClock, RecordingBackend

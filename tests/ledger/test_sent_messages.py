@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from tests.ledger.ledger_helpers import FakeClock
 
-from service.ledger.sent_messages import (
+from service.ledger.memory.sent_messages import (
     PENDING_TTL,
     SENT_KEPT,
     SentMessages,

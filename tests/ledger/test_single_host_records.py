@@ -1,7 +1,7 @@
 """Records the single-host system wrote read back through the fleet's ledgers, beside the fleet's own.
 
 The lines below are in the single-host shape (field names, spellings and timestamp format of its
-``tools/interaction_log.py`` and ``tools/promises.py``, quoted in service/ledger/single_host_records.py),
+``tools/interaction_log.py`` and ``tools/promises.py``, quoted in service/ledger/memory/single_host_records.py),
 written to the store as that system wrote them: ``json.dumps(entry)`` per line.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from tests.ledger.ledger_helpers import T0, FakeClock
 
-from service.ledger.interactions import (
+from service.ledger.memory.interactions import (
     Action,
     Channel,
     Direction,
@@ -22,7 +22,12 @@ from service.ledger.interactions import (
     InteractionQuery,
     interaction_key,
 )
-from service.ledger.promises import PROMISES_KEY, PromiseLedger, PromiseStatus, PromiseWriteOutcome
+from service.ledger.memory.promises import (
+    PROMISES_KEY,
+    PromiseLedger,
+    PromiseStatus,
+    PromiseWriteOutcome,
+)
 from service.storage.backend import MemoryBackend
 
 DM = "19:ada_agent@unq.gbl.spaces"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from service.ledger.local_poll_state import note_ignored_local_poll_state
-from service.ledger.reads import ReadOutcome
-from service.ledger.watched_chats import WATCHED_CHATS_KEY, WatchedChats, WatchOutcome
+from service.ledger.fleet.local_poll_state import note_ignored_local_poll_state
+from service.ledger.records.reads import ReadOutcome
+from service.ledger.memory.watched_chats import WATCHED_CHATS_KEY, WatchedChats, WatchOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.telemetry.metrics import Metrics
@@ -114,9 +114,9 @@ async def test_local_poll_state_files_are_ignored_on_a_cloud_backend_with_one_in
 ) -> None:
     (tmp_path / "watched_chats").write_text("stale-chat\n")
     (tmp_path / "email_cursor.txt").write_text("2020-01-01T00:00:00Z\n")
-    with caplog.at_level(logging.INFO, logger="service.ledger.local_poll_state"):
+    with caplog.at_level(logging.INFO, logger="service.ledger.fleet.local_poll_state"):
         ignored = await note_ignored_local_poll_state(tmp_path, is_cloud=is_cloud)
-    lines = [r for r in caplog.records if r.name == "service.ledger.local_poll_state"]
+    lines = [r for r in caplog.records if r.name == "service.ledger.fleet.local_poll_state"]
     if is_cloud:
         assert {p.name for p in ignored} == {"watched_chats", "email_cursor.txt"} and len(
             lines

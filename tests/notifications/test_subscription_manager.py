@@ -22,7 +22,7 @@ from service.domain.source import Source
 from service.config import Settings
 from service.devstack.uvicorn_runner import serve_app
 from service.clock import utc_now
-from service.ledger.leases import Lease
+from service.ledger.fleet.leases import Lease
 from service.notifications.lifecycle_log import LifecycleEvent, record_event
 from service.notifications.receiver import NOTIFICATIONS_PATH
 from service.notifications.subscriptions import (

@@ -22,7 +22,7 @@ from sign_in_kit import delegated_settings, new_token_key, sign_in_as
 from emulator.server import RunningEmulator
 from service.config import Settings
 from service.graph.auth.tokens import GRAPH_SCOPE
-from service.ledger.leases import Lease
+from service.ledger.fleet.leases import Lease
 from service.signin.errors import SignInRequired
 from service.signin.provider import LEASE_MARGIN, LEASE_TTL, ROLE, DelegatedTokenProvider, RECHECK_S
 from service.signin.from_settings import public_client, sign_in_store

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from pydantic import BaseModel
 
-from service.ledger.permission_requests import PermissionRequests, Standing
+from service.ledger.memory.permission_requests import PermissionRequests, Standing
 from service.mcp.tool_registry import SessionChannel, ToolCall
 from service.tools.permission_relay import PermissionRelay, PermissionRequestInput
 from tests.tools.test_sponsor_wait_takes_one import bootstrap_every_chat

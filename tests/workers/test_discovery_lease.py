@@ -22,9 +22,9 @@ from emulator.server import RunningEmulator, start_emulator
 from service.graph.client import GraphClient
 from service.graph.models import Chat
 from service.graph.pages import Page
-from service.ledger.chat_members import CHAT_MEMBERS_KEY, parse_chat_members
-from service.ledger.leases import Lease, lease_key
-from service.ledger.watched_chats import WATCHED_CHATS_KEY, WatchedChats
+from service.ledger.memory.chat_members import CHAT_MEMBERS_KEY, parse_chat_members
+from service.ledger.fleet.leases import Lease, lease_key
+from service.ledger.memory.watched_chats import WATCHED_CHATS_KEY, WatchedChats
 from service.storage.faults import Fault, FaultRule, FaultyBackend, Op
 from service.storage.local import LocalBackend
 from service.workers import discovery as discovery_module

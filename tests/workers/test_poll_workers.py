@@ -27,9 +27,9 @@ from service.devstack.emulator_env import agent_user_env
 from service.graph import GraphClient, GraphServerError, new_http_client
 from service.graph.auth import token_provider_from_settings
 from service.graph.retry_policy import RetryPolicy
-from service.ledger.graph_backoff import FleetBackoff
-from service.ledger.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
-from service.ledger.poll_turns import turn_key
+from service.ledger.fleet.graph_backoff import FleetBackoff
+from service.ledger.claims.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
+from service.ledger.fleet.poll_turns import turn_key
 from service.storage.blob import BlobBackend
 from service.storage.faults import Fault, FaultyBackend
 from service.storage.faults import FaultRule as StorageFaultRule

@@ -18,9 +18,9 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from service.ledger.cas import Update, UpdateOutcome, update_value
+from service.ledger.records.cas import Update, UpdateOutcome, update_value
 from service.clock import Clock, as_utc, utc_now
-from service.ledger.json_records import (
+from service.ledger.records.fields import (
     ExtraFields,
     extra_fields,
     load_object,
@@ -31,8 +31,8 @@ from service.ledger.json_records import (
     timestamp_text,
     with_extra,
 )
-from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed
-from service.ledger.single_host_records import fleet_promise_fields
+from service.ledger.records.reads import CorruptValueError, ReadOutcome, read_parsed
+from service.ledger.memory.single_host_records import fleet_promise_fields
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 

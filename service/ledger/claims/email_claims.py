@@ -50,8 +50,8 @@ from typing import Generic
 from opentelemetry import trace
 
 from service.clock import Clock, utc_now
-from service.ledger.claim_intent import ClaimIntent
-from service.ledger.email_cursor import (
+from service.ledger.claims.claim_intent import ClaimIntent
+from service.ledger.claims.email_cursor import (
     EMAIL_CURSOR_KEY,
     LEGACY_EMAIL_CURSOR_KEY,
     EmailCursor,
@@ -62,8 +62,8 @@ from service.ledger.email_cursor import (
     parse_email_cursor,
     render_email_cursor,
 )
-from service.ledger.reads import Read, ReadOutcome, UnresolvedReason, read_parsed
-from service.ledger.settle import (
+from service.ledger.records.reads import Read, ReadOutcome, UnresolvedReason, read_parsed
+from service.ledger.claims.settle import (
     SETTLE_ROUNDS,
     ClaimWrite,
     ClaimWriteResult,

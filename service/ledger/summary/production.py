@@ -15,8 +15,8 @@
 
 Sponsors not known yet (their list unread) claim nothing: the day stays unclaimed until a later run, so
 no summary is ever marked finished unmailed for a passing failure. An uncertain create or takeover is
-settled by reading the owner id back (``service.ledger.settle``), an uncertain move by reading the record
-back (``service.ledger.cas``).
+settled by reading the owner id back (``service.ledger.claims.settle``), an uncertain move by reading the record
+back (``service.ledger.records.cas``).
 """
 
 from __future__ import annotations
@@ -29,13 +29,19 @@ from datetime import date, timedelta
 from enum import Enum
 
 from service.clock import Clock, as_utc, utc_now
-from service.ledger.cas import update_value
-from service.ledger.daily_summary import Summary, build_summary, render_html, summary_due
-from service.ledger.interactions import Action, Channel, Direction, Interaction, InteractionLog
-from service.ledger.promises import Promise, PromiseLedger
-from service.ledger.reads import Read, ReadOutcome, read_parsed
-from service.ledger.settle import ClaimWrite, Settlement, write_claim
-from service.ledger.summary_claim import (
+from service.ledger.records.cas import update_value
+from service.ledger.summary.daily import Summary, build_summary, render_html, summary_due
+from service.ledger.memory.interactions import (
+    Action,
+    Channel,
+    Direction,
+    Interaction,
+    InteractionLog,
+)
+from service.ledger.memory.promises import Promise, PromiseLedger
+from service.ledger.records.reads import Read, ReadOutcome, read_parsed
+from service.ledger.claims.settle import ClaimWrite, Settlement, write_claim
+from service.ledger.summary.claim import (
     Step,
     SummaryClaim,
     SummaryState,
@@ -44,7 +50,7 @@ from service.ledger.summary_claim import (
     render_summary_claim,
     summary_keys,
 )
-from service.ledger.summary_mailing import (
+from service.ledger.summary.mailing import (
     LetterRefused,
     LetterSent,
     LetterUnknown,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from service.ledger.reads import Read, ReadOutcome, UnresolvedReason
+from service.ledger.records.reads import Read, ReadOutcome, UnresolvedReason
 from service.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)

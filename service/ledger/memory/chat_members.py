@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
-from service.ledger.json_records import load_object, optional_str
-from service.ledger.reads import CorruptValueError
+from service.ledger.records.fields import load_object, optional_str
+from service.ledger.records.reads import CorruptValueError
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError, StorageError
 from service.telemetry.metrics import Metrics

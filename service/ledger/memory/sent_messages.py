@@ -37,9 +37,9 @@ from urllib.parse import quote
 
 from service.clock import Clock, format_timestamp, utc_now
 from service.graph.authorship import SentView
-from service.ledger.cas import update_value
-from service.ledger.json_records import load_object, require_str, require_timestamp
-from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed
+from service.ledger.records.cas import update_value
+from service.ledger.records.fields import load_object, require_str, require_timestamp
+from service.ledger.records.reads import CorruptValueError, ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 

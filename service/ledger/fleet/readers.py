@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from service.clock import Clock, format_timestamp, parse_timestamp, utc_now
-from service.ledger.cas import UpdateOutcome, update_value
-from service.ledger.reads import CorruptValueError
+from service.ledger.records.cas import UpdateOutcome, update_value
+from service.ledger.records.reads import CorruptValueError
 from service.storage.backend import MemoryBackend
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, TypeVar
 
-from service.ledger.reads import Read, ReadOutcome, read_parsed
+from service.ledger.records.reads import Read, ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError, StorageError
 from service.telemetry.metrics import Metrics

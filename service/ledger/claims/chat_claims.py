@@ -69,9 +69,9 @@ from enum import Enum
 
 from opentelemetry import trace
 
-from service.ledger.cas import Update, update_value
-from service.ledger.claim_intent import ClaimIntent, IntentAhead, timed_intent
-from service.ledger.chat_cursor import (
+from service.ledger.records.cas import Update, update_value
+from service.ledger.claims.claim_intent import ClaimIntent, IntentAhead, timed_intent
+from service.ledger.claims.chat_cursor import (
     Candidate,
     ChatCursor,
     apply_claim,
@@ -85,9 +85,9 @@ from service.ledger.chat_cursor import (
     render_chat_cursor,
 )
 from service.clock import Clock, utc_now
-from service.ledger.corrupt_cursors import CorruptCursors
-from service.ledger.reads import Read, ReadOutcome, UnresolvedReason, read_parsed
-from service.ledger.settle import (
+from service.ledger.claims.corrupt_cursors import CorruptCursors
+from service.ledger.records.reads import Read, ReadOutcome, UnresolvedReason, read_parsed
+from service.ledger.claims.settle import (
     SETTLE_ROUNDS,
     ClaimWrite,
     Settlement,

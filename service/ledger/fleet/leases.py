@@ -32,8 +32,8 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from service.clock import Clock, format_timestamp, utc_now
-from service.ledger.json_records import load_object, require_str, require_timestamp
-from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed
+from service.ledger.records.fields import load_object, require_str, require_timestamp
+from service.ledger.records.reads import CorruptValueError, ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError, StorageError
 from service.telemetry.metrics import Metrics

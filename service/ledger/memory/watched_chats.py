@@ -13,8 +13,8 @@ import logging
 from collections.abc import Iterable
 from enum import Enum
 
-from service.ledger.cas import UpdateOutcome, update_value
-from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed
+from service.ledger.records.cas import UpdateOutcome, update_value
+from service.ledger.records.reads import CorruptValueError, ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 
