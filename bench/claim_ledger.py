@@ -26,8 +26,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from service.ledger.claims.chat_claims import ChatClaimOutcome, ChatLedger
+from service.ledger.claims.chat_claim_types import ChatClaimOutcome
+from service.ledger.claims.chat_ledger import ChatLedger
 from service.ledger.claims.chat_cursor import Candidate
+from service.telemetry.metrics import LedgerMetrics
 
 RESULTS = Path(__file__).resolve().parent / "results" / "claim_ledger.json"
 CONNECTION_ENV = "ENTRABOT_BENCH_BLOB_CONNECTION_STRING"
@@ -54,7 +56,7 @@ async def replica(spec: dict[str, Any]) -> dict[str, Any]:
     from service.storage.blob import BlobBackend
 
     store = BlobBackend.from_connection_string(os.environ[CONNECTION_ENV], spec["container"])
-    ledger = ChatLedger[Candidate](store)
+    ledger = ChatLedger[Candidate](store, metrics=LedgerMetrics())
     chats = {f"bench-chat-{c}": chat_messages(c, spec["per_chat"]) for c in range(spec["chats"])}
     watermark = dict.fromkeys(chats, 0)
     claimed: list[str] = []

@@ -114,7 +114,7 @@ class Replica:
 
     def __post_init__(self) -> None:
         self.supervisor = Supervisor(metrics=self.metrics)
-        self.corrupt_cursors = CorruptCursors(self.metrics)
+        self.corrupt_cursors = CorruptCursors(self.metrics.ledger)
 
     # --- lifecycle ---
 
@@ -204,7 +204,7 @@ class Replica:
                 ttl=ttl,
                 margin=ttl / 10,
                 clock=self.clock,
-                metrics=self.metrics,
+                metrics=self.metrics.roles,
             )
             self.delivery_sweep = DeliverySweep(
                 lease,

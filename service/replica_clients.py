@@ -54,7 +54,9 @@ def build_clients(
         settings, backend, http, replica_id=replica_id, metrics=metrics
     )
     # On real time, like the Graph client's own holds: a Retry-After is a wall-clock promise.
-    graph_backoff = FleetBackoff(backend, replica_id, metrics=metrics)
+    graph_backoff = FleetBackoff(
+        backend, replica_id, metrics=metrics.roles, ledger_metrics=metrics.ledger
+    )
     graph = GraphClient(
         settings.graph_url,
         tokens,

@@ -19,7 +19,7 @@ from service.tools.chat_send import ChatSender
 from service.delivery.sponsor_refresh import SponsorRefresher
 from service.domain.sponsors import Sponsor, SponsorGate
 from service.graph.client import GraphClient
-from service.ledger.claims.chat_claims import ChatLedger
+from service.ledger.claims.chat_ledger import ChatLedger
 from service.ledger.claims.email_claims import EmailClaimer
 from service.ledger.memory.interactions import InteractionLog
 from service.ledger.memory.promises import PromiseLedger
@@ -34,7 +34,7 @@ from service.ledger.memory.permission_requests import PermissionRequests
 from service.ledger.fleet.readers import ReaderRoster
 from service.ledger.memory.sent_messages import SentMessages
 from service.storage.backend import MemoryBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics, Metrics, RoleMetrics
 from service.tools.deps import ToolDeps
 from service.domain.agent import AgentUser
 from service.workers import chat_scan, chat_sweep
@@ -98,26 +98,28 @@ async def wire_workers(
     verdict would carry one identity.
     """
     delegated = agent.posts_as_person
+    ledger_metrics = metrics.ledger if metrics is not None else LedgerMetrics()
+    roles = metrics.roles if metrics is not None else RoleMetrics()
     interactions = InteractionLog(backend, clock=clock)
-    promises = PromiseLedger(backend, clock=clock, metrics=metrics)
-    watched = WatchedChats(backend, metrics=metrics)
+    promises = PromiseLedger(backend, clock=clock, metrics=ledger_metrics)
+    watched = WatchedChats(backend, metrics=ledger_metrics)
     await watched.load()
     recorder = DeliveryRecorder(interactions, replica_id, clock=clock)
-    sent = SentMessages(backend, replica_id, clock=clock, metrics=metrics)
+    sent = SentMessages(backend, replica_id, clock=clock, metrics=ledger_metrics)
     permissions = (
-        None if delegated else PermissionRequests(backend, replica_id, clock=clock, metrics=metrics)
+        None
+        if delegated
+        else PermissionRequests(backend, replica_id, clock=clock, metrics=ledger_metrics)
     )
     if delegated:
         gate.replace_sponsors([Sponsor(agent.object_id, agent.upn, agent.mail, agent.display_name)])
     chat_ledger = ChatLedger[OfferedMessage](
-        backend, clock=clock, metrics=metrics, corrupt=corrupt_cursors
+        backend, clock=clock, metrics=ledger_metrics, corrupt=corrupt_cursors
     )
     hint_log = HintLog(backend, clock=clock)
 
     def lease(role: str, ttl: timedelta = Lease.ttl, margin: timedelta = Lease.margin) -> Lease:
-        return Lease(
-            backend, role, replica_id, ttl=ttl, margin=margin, clock=clock, metrics=metrics
-        )
+        return Lease(backend, role, replica_id, ttl=ttl, margin=margin, clock=clock, metrics=roles)
 
     scanner = ChatScanner(
         graph,
@@ -169,7 +171,7 @@ async def wire_workers(
         watched,
         gate,
         lease(DISCOVERY_ROLE),
-        ChatMembers(backend, metrics=metrics),
+        ChatMembers(backend, metrics=ledger_metrics),
         interval=settings.discovery_interval_s,
         metrics=metrics,
         sponsors=SponsorRefresher(
@@ -187,7 +189,7 @@ async def wire_workers(
     )
     email_poller = EmailPoller(
         graph,
-        EmailClaimer(backend, is_cloud=is_cloud, clock=clock, metrics=metrics),
+        EmailClaimer(backend, is_cloud=is_cloud, clock=clock, metrics=ledger_metrics),
         hub,
         agent,
         recorder,
@@ -206,7 +208,12 @@ async def wire_workers(
     reads_sponsors = bool(settings.agent_identity_id) and directory is not None
     summary_mail = SponsorSummaryMail(gate, mail, reads_sponsors=reads_sponsors)
     summary = DailySummaryProducer(
-        backend, interactions, promises=promises, mailer=summary_mail, clock=clock, metrics=metrics
+        backend,
+        interactions,
+        promises=promises,
+        mailer=summary_mail,
+        clock=clock,
+        metrics=ledger_metrics,
     )
     tool_deps = ToolDeps(
         settings=settings,

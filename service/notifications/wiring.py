@@ -102,7 +102,7 @@ class Notifications:
         lifecycle = self.settings.lifecycle_url
         state = self.settings.notification_client_state
         assert url is not None and lifecycle is not None and state is not None
-        lease = Lease(self.backend, ROLE, replica_id, clock=self.clock, metrics=self.metrics)
+        lease = Lease(self.backend, ROLE, replica_id, clock=self.clock, metrics=self.metrics.roles)
         return SubscriptionManager(
             graph,
             self.backend,

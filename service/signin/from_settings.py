@@ -14,7 +14,7 @@ from service.signin.public_client import PublicClient
 from service.signin.sealing import KEY_ADVICE, SealingKey
 from service.signin.store import SignInStore
 from service.storage.backend import MemoryBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import Metrics, RoleMetrics
 
 _REQUIRED = {
     "tenant_id": "the Entra tenant id",
@@ -84,7 +84,9 @@ def delegated_token_provider(
     return DelegatedTokenProvider(
         sign_in_store(settings, backend),
         public_client(settings, http, metrics=metrics),
-        refresh_lease(backend, replica_id, metrics=metrics),
+        refresh_lease(
+            backend, replica_id, metrics=metrics.roles if metrics is not None else RoleMetrics()
+        ),
         replica_id=replica_id,
         tenant_id=settings.tenant_id or "",
     )

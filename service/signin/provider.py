@@ -46,7 +46,7 @@ from service.signin.record import CachedToken, SignInRecord
 from service.signin.store import SignInStore, Unreadable
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError, StorageError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import RoleMetrics
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def refresh_lease(
     replica_id: str,
     *,
     clock: Clock = utc_now,
-    metrics: Metrics | None = None,
+    metrics: RoleMetrics,
 ) -> Lease:
     return Lease(
         backend, ROLE, replica_id, ttl=LEASE_TTL, margin=LEASE_MARGIN, clock=clock, metrics=metrics

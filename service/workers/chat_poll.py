@@ -39,7 +39,7 @@ from service.delivery.hub import DeliveryHub
 from service.domain.message import InboundMessage, Source
 from service.domain.agent import AgentUser
 from service.graph.errors import GraphError
-from service.ledger.claims.chat_claims import ChatLedger
+from service.ledger.claims.chat_ledger import ChatLedger
 from service.ledger.claims.chat_cursor import Candidate
 from service.ledger.memory.watched_chats import WatchedChats
 from service.ledger.records.reads import ReadOutcome

@@ -19,7 +19,7 @@ from service.graph.authorship import SentView, people_messages, posted_as_agent_
 from service.graph.message_order import oldest_first
 from service.graph.errors import GraphError
 from service.graph.models import ChatMessage
-from service.ledger.claims.chat_claims import ChatLedger
+from service.ledger.claims.chat_ledger import ChatLedger
 from service.ledger.claims.chat_cursor import Candidate
 from service.ledger.records.reads import ReadOutcome
 from service.ledger.fleet.hints import Hint

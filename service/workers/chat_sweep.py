@@ -34,7 +34,7 @@ from service.clock import Clock, utc_now
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError
 from service.graph.models import Chat
-from service.ledger.claims.chat_claims import ChatLedger
+from service.ledger.claims.chat_ledger import ChatLedger
 from service.ledger.fleet.hints import Hint, HintLog
 from service.ledger.fleet.leases import Lease
 from service.ledger.records.reads import ReadOutcome

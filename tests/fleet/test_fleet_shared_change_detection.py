@@ -39,6 +39,7 @@ from service.devstack.fleet_run import Disruption, DisruptionKind, FleetPlan, Fl
 from service.ledger.fleet.leases import Lease
 from service.storage.local import LocalBackend
 from service.workers import chat_scan
+from service.telemetry.metrics import RoleMetrics
 from tests.fleet.fleet_checks import assert_each_message_delivered_once
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]
@@ -108,6 +109,7 @@ def _scanner_takeover_bound(plan: FleetPlan, tmp_path: Path) -> timedelta:
         "bound",
         ttl=chat_scan.LEASE_TTL,
         margin=chat_scan.LEASE_MARGIN,
+        metrics=RoleMetrics(),
     )
     cycle = timedelta(seconds=plan.chat_poll_s + plan.chat_poll_jitter_s)
     return chat_scan.LEASE_TTL + lease.renew_every + cycle

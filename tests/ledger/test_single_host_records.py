@@ -29,6 +29,7 @@ from service.ledger.memory.promises import (
     PromiseWriteOutcome,
 )
 from service.storage.backend import MemoryBackend
+from service.telemetry.metrics import LedgerMetrics
 
 DM = "19:ada_agent@unq.gbl.spaces"
 GROUP = "19:launch@thread.v2"
@@ -202,7 +203,7 @@ async def test_a_single_host_promise_reads_back_with_its_description_as_the_text
     ]
     await store.write_text(PROMISES_KEY, "".join(single_host_line(p) for p in lines))
 
-    listed = await PromiseLedger(store).list()
+    listed = await PromiseLedger(store, metrics=LedgerMetrics()).list()
 
     assert listed.skipped_lines == 0
     promises = {p.id: p for p in listed.promises}
@@ -224,7 +225,7 @@ async def test_a_single_host_promise_the_fleet_rewrites_keeps_what_the_single_ho
     await store.write_text(
         PROMISES_KEY, single_host_line(single_host_promise("a1", due_by="by Friday"))
     )
-    ledger = PromiseLedger(store, clock=clock)
+    ledger = PromiseLedger(store, clock=clock, metrics=LedgerMetrics())
 
     assert (await ledger.resolve("a1", resolution="done")).outcome is PromiseWriteOutcome.WRITTEN
 

@@ -19,6 +19,7 @@ from service.ledger.summary.mailing import LetterRefused, LetterSent, LetterUnkn
 from service.ledger.summary.production import DailySummaryProducer, SummaryOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
+from service.telemetry.metrics import LedgerMetrics
 
 DAY = date(2026, 11, 28)
 SPONSORS = ("ada@contoso.com", "grace@contoso.com")
@@ -65,7 +66,11 @@ def producer(
     store: MemoryBackend, mailer: SentItems | None, clock: FakeClock
 ) -> DailySummaryProducer:
     return DailySummaryProducer(
-        store, InteractionLog(store, clock=clock), mailer=mailer, clock=clock
+        store,
+        InteractionLog(store, clock=clock),
+        mailer=mailer,
+        clock=clock,
+        metrics=LedgerMetrics(),
     )
 
 

@@ -34,6 +34,7 @@ from service.notifications.subscriptions import (
 )
 from service.notifications.wiring import Notifications
 from service.storage.local import LocalBackend
+from service.telemetry.metrics import RoleMetrics
 
 
 @pytest.fixture
@@ -101,7 +102,7 @@ async def world(emulator: RunningEmulator, tmp_path: Path) -> AsyncIterator[Worl
 
 
 async def test_a_replica_without_the_lease_creates_nothing(world) -> None:
-    other = Lease(world.backend, ROLE, "replica-b")
+    other = Lease(world.backend, ROLE, "replica-b", metrics=RoleMetrics())
     await other.acquire_or_renew()
     await world.manager("replica-a").cycle()
     assert world.live() == {}

@@ -29,7 +29,7 @@ from service.signin.from_settings import public_client, sign_in_store
 from service.signin.sealing import SealingKey
 from service.signin.store import SignInStore
 from service.storage.blob import BlobBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import Metrics, RoleMetrics
 
 pytestmark = [pytest.mark.azurite]
 
@@ -71,7 +71,13 @@ class Fleet:
         settings = settings or self.settings
         client = public_client(settings, self.http, metrics=self.metrics, clock=self.epoch)
         lease = Lease(
-            self.backend, ROLE, name, ttl=LEASE_TTL, margin=LEASE_MARGIN, clock=self.lease_clock
+            self.backend,
+            ROLE,
+            name,
+            ttl=LEASE_TTL,
+            margin=LEASE_MARGIN,
+            clock=self.lease_clock,
+            metrics=RoleMetrics(),
         )
         return DelegatedTokenProvider(
             sign_in_store(settings, self.backend),
@@ -193,6 +199,7 @@ async def test_a_holder_that_dies_mid_refresh_is_taken_over_once_its_lease_expir
         ttl=LEASE_TTL,
         margin=LEASE_MARGIN,
         clock=fleet.lease_clock,
+        metrics=RoleMetrics(),
     )
     await dead.acquire_or_renew()
     assert dead.held()  # it took the role to refresh, and never came back

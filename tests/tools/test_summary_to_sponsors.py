@@ -24,6 +24,7 @@ from service.ledger.summary.production import DailySummaryProducer, SummaryOutco
 from service.storage.local import LocalBackend
 from service.tools.summary import last_ended_day
 from service.workers.summary_mail import SponsorSummaryMail
+from service.telemetry.metrics import LedgerMetrics
 from tests.tools.tool_world import ToolWorld, tool_world
 
 RACERS = 4
@@ -46,6 +47,7 @@ def producers(world: ToolWorld, n: int = RACERS) -> list[DailySummaryProducer]:
                 promises=world.promises,
                 mailer=SponsorSummaryMail(world.deps.gate, sender, reads_sponsors=True),
                 clock=world.clock,
+                metrics=LedgerMetrics(),
             )
         )
     return out

@@ -29,6 +29,7 @@ from service.storage.faults import Fault, FaultRule, FaultyBackend, Op
 from service.storage.local import LocalBackend
 from service.workers import discovery as discovery_module
 from service.workers.discovery import ROLE
+from service.telemetry.metrics import RoleMetrics
 
 LIST_CHATS = "GET /v1.0/me/chats"
 TTL = timedelta(seconds=30)
@@ -101,7 +102,7 @@ def _on_clocks(stack: WorkerStack, backend: LocalBackend, clocks: Clocks, replic
         ttl=TTL,
         clock=clocks.wall,
         monotonic=clocks.mono,
-        metrics=stack.metrics,
+        metrics=stack.metrics.roles,
     )
     stack.discovery.monotonic = clocks.mono
     stack.discovery.interval = INTERVAL_S
@@ -304,6 +305,7 @@ async def test_a_holder_whose_renewal_fails_mid_walk_stops_at_once_and_writes_no
         ttl=TTL,
         clock=fleet.clocks.wall,
         monotonic=fleet.clocks.mono,
+        metrics=RoleMetrics(),
     )
     discovery.graph = SlowPages(
         discovery.graph, fleet.clocks, discovery.interval_s + 1

@@ -34,6 +34,7 @@ from service.storage.blob import BlobBackend
 from service.storage.faults import Fault, FaultyBackend
 from service.storage.faults import FaultRule as StorageFaultRule
 from service.workers.email_poll import EmailPoller
+from service.telemetry.metrics import LedgerMetrics, RoleMetrics
 
 pytestmark = pytest.mark.azurite
 
@@ -113,7 +114,9 @@ async def test_a_worker_stacks_retry_after_holds_the_other_replicas_of_the_fleet
             await stack.graph.get_me()
         await asyncio.wait_for(stack.graph_backoff.announced(), timeout=5)
         await stack.graph_backoff.cycle()  # what the replica's backoff loop does when woken
-        other = FleetBackoff(backend, "replica-b")
+        other = FleetBackoff(
+            backend, "replica-b", metrics=RoleMetrics(), ledger_metrics=LedgerMetrics()
+        )
         await other.cycle()
         assert other.held_until() > time.time()
     finally:

@@ -100,7 +100,7 @@ class Candidate:
 
     @property
     def candidate(self) -> Candidate:
-        """A bare candidate is its own offer (``chat_claims.Offer``): the ledger's tests claim these."""
+        """A bare candidate is its own offer (``chat_claim_types.Offer``): the ledger's tests claim these."""
         return self
 
 

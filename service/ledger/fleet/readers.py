@@ -165,7 +165,6 @@ class ReaderRoster:
             parse=_parse_or_empty,
             change=lambda stored: render_roster(with_entry(stored, self.replica_id, entry, now)),
             attempts=_WRITE_ATTEMPTS,
-            ledger="readers",
         )
         if update.outcome is not UpdateOutcome.WRITTEN or update.value is None:
             log.warning(

@@ -29,7 +29,7 @@ from datetime import date, timedelta
 from enum import Enum
 
 from service.clock import Clock, as_utc, utc_now
-from service.ledger.records.cas import update_value
+from service.ledger.records.cas import count_conflicts, update_value
 from service.ledger.summary.daily import Summary, build_summary, render_html, summary_due
 from service.ledger.memory.interactions import (
     Action,
@@ -59,7 +59,7 @@ from service.ledger.summary.mailing import (
     letter_subject,
 )
 from service.storage.backend import MemoryBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class DailySummaryProducer:
         mailer: SummaryMailer | None = None,
         clock: Clock = utc_now,
         lease: timedelta = LEASE,
-        metrics: Metrics | None = None,
+        metrics: LedgerMetrics,
     ) -> None:
         self._backend = backend
         self._interactions = interactions
@@ -107,8 +107,7 @@ class DailySummaryProducer:
 
     async def produce(self, day: date) -> SummaryOutcome:
         outcome = await self._produce(day)
-        if self._metrics is not None:
-            self._metrics.claims.labels(ledger=LEDGER, outcome=outcome.value).inc()
+        self._metrics.claims.labels(ledger=LEDGER, outcome=outcome.value).inc()
         log.info("daily summary %s: %s", day.isoformat(), outcome.value)
         return outcome
 
@@ -300,9 +299,8 @@ class DailySummaryProducer:
             parse=parse_summary_claim,
             change=move,
             attempts=2,
-            ledger=LEDGER,
-            metrics=self._metrics,
         )
+        count_conflicts(self._metrics, LEDGER, update)
         stored = update.value
         return (
             update.holds
@@ -338,7 +336,6 @@ class DailySummaryProducer:
             parse=str,
             change=lambda current: page if current is None else None,
             attempts=2,
-            ledger=LEDGER,
-            metrics=self._metrics,
         )
+        count_conflicts(self._metrics, LEDGER, written)
         return written.holds
