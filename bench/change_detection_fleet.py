@@ -44,9 +44,9 @@ from emulator.subscription_policy import SubscriptionPolicy
 from service.telemetry.metrics import StorageMetrics
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import LocalFleet, ReplicaProcess
-from service.ledger.hints import Hint, HintReader
-from service.ledger.leases import LeaseRecord, lease_key, parse_lease
-from service.ledger.reads import ReadOutcome, read_parsed
+from service.ledger.fleet.hints import Hint, HintReader
+from service.ledger.fleet.leases import LeaseRecord, lease_key, parse_lease
+from service.ledger.records.reads import ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend
 from service.storage.blob import BlobBackend
 

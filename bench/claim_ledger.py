@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from service.telemetry.metrics import StorageMetrics
-from service.ledger.chat_claims import ChatClaimOutcome, ChatLedger
-from service.ledger.chat_cursor import Candidate
+from service.ledger.claims.chat_claim_types import ChatClaimOutcome
+from service.ledger.claims.chat_ledger import ChatLedger
+from service.ledger.claims.chat_cursor import Candidate
+from service.telemetry.metrics import LedgerMetrics
 
 RESULTS = Path(__file__).resolve().parent / "results" / "claim_ledger.json"
 CONNECTION_ENV = "ENTRABOT_BENCH_BLOB_CONNECTION_STRING"
@@ -57,7 +59,7 @@ async def replica(spec: dict[str, Any]) -> dict[str, Any]:
     store = BlobBackend.from_connection_string(
         os.environ[CONNECTION_ENV], spec["container"], metrics=StorageMetrics()
     )
-    ledger = ChatLedger[Candidate](store)
+    ledger = ChatLedger[Candidate](store, metrics=LedgerMetrics())
     chats = {f"bench-chat-{c}": chat_messages(c, spec["per_chat"]) for c in range(spec["chats"])}
     watermark = dict.fromkeys(chats, 0)
     claimed: list[str] = []

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from service.clock import utc_now
-from service.ledger.chat_cursor import baseline_cursor, cursor_key, render_chat_cursor
-from service.ledger.watched_chats import WatchedChats, WatchOutcome
+from service.ledger.claims.chat_cursor import baseline_cursor, cursor_key, render_chat_cursor
+from service.ledger.memory.watched_chats import WatchedChats, WatchOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError
+from service.telemetry.metrics import LedgerMetrics
 
 CONCURRENCY = 32  # Azurite answers small writes in a few ms; more in flight only queues there
 
@@ -43,7 +44,7 @@ async def preseed_ledger(
 ) -> Preseeded:
     """Write the watched list and an empty-chat cursor for every chat in ``chat_ids``."""
     began = time.monotonic()
-    watched = await WatchedChats(backend).add(chat_ids)
+    watched = await WatchedChats(backend, metrics=LedgerMetrics()).add(chat_ids)
     if watched is WatchOutcome.FAILED:
         raise RuntimeError(
             "could not write the watched chat list to the benchmark's container; see the log"

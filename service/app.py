@@ -21,7 +21,7 @@ from starlette.routing import BaseRoute
 from service import __version__
 from service.replica import Phase, Replica
 from service.graph.errors import GraphError
-from service.ledger.lease_roster import read_lease_roster
+from service.ledger.fleet.lease_roster import read_lease_roster
 from service.storage.errors import StorageError
 from service.telemetry.http_metrics import McpHttpMetrics
 

@@ -24,7 +24,7 @@ from datetime import datetime
 from enum import Enum
 
 from service.graph.models import ChatMessage
-from service.ledger.chat_cursor import (
+from service.ledger.claims.chat_cursor import (
     Candidate,
     ChatCursor,
     baseline_cursor,

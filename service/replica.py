@@ -38,10 +38,11 @@ from service.replica_clients import (
 )
 from service.graph.errors import GraphError
 from service.graph.http_pool import new_http_client
-from service.ledger import WatchedChats, note_ignored_local_poll_state
+from service.ledger.fleet.local_poll_state import note_ignored_local_poll_state
+from service.ledger.memory.watched_chats import WatchedChats
 from service.clock import Clock, utc_now
-from service.ledger.corrupt_cursors import CorruptCursors
-from service.ledger.graph_backoff import READ_EVERY_S
+from service.ledger.claims.corrupt_cursors import CorruptCursors
+from service.ledger.fleet.graph_backoff import READ_EVERY_S
 from service.from_settings.mcp import build_mcp, check_auth_config
 from service.mcp.server import McpService
 from service.notifications.nudge import first_of
@@ -54,7 +55,7 @@ from service.telemetry.metrics import Metrics
 from service.tools.registry import register_tools
 from service.domain.agent import AgentUser
 from service.workers.chat_poll import ChatPoller
-from service.ledger.leases import Lease
+from service.ledger.fleet.leases import Lease
 from service.workers.delivery_sweep import ROLE as DELIVERY_SWEEP_ROLE, DeliverySweep
 from service.workers.supervisor import Supervisor
 from service.wiring import wire_workers
@@ -120,7 +121,7 @@ class Replica:
 
     def __post_init__(self) -> None:
         self.supervisor = Supervisor(metrics=self.metrics.loops)
-        self.corrupt_cursors = CorruptCursors(self.metrics)
+        self.corrupt_cursors = CorruptCursors(self.metrics.ledger)
 
     # --- lifecycle ---
 
@@ -181,7 +182,7 @@ class Replica:
                 SUBSCRIPTIONS_ROLE,
                 self.replica_id,
                 clock=self.clock,
-                metrics=self.metrics,
+                metrics=self.metrics.roles,
             )
             manager = self.served.notifications.manager(
                 self.clients.graph, self.agent.object_id, lease
@@ -217,7 +218,7 @@ class Replica:
                 ttl=ttl,
                 margin=ttl / 10,
                 clock=self.clock,
-                metrics=self.metrics,
+                metrics=self.metrics.roles,
             )
             self.running.delivery_sweep = DeliverySweep(
                 lease,

@@ -27,7 +27,7 @@ from service.graph.errors import (
     TokenAcquisitionError,
 )
 from service.graph.retry_policy import RetryPolicy
-from service.ledger.graph_backoff import FleetBackoff
+from service.ledger.fleet.graph_backoff import FleetBackoff
 from service.from_settings.signin import delegated_token_provider
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
@@ -63,7 +63,9 @@ def build_clients(
         settings, backend, http, replica_id=replica_id, metrics=metrics
     )
     # On real time, like the Graph client's own holds: a Retry-After is a wall-clock promise.
-    graph_backoff = FleetBackoff(backend, replica_id, metrics=metrics)
+    graph_backoff = FleetBackoff(
+        backend, replica_id, metrics=metrics.roles, ledger_metrics=metrics.ledger
+    )
     graph = GraphClient(
         GraphOptions(settings.graph_url, retry=retry_policy or RetryPolicy()),
         tokens,

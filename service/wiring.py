@@ -20,24 +20,22 @@ from service.tools.chat_send import ChatSender
 from service.delivery.sponsor_refresh import SponsorRefresher
 from service.domain.sponsors import Sponsor, SponsorGate
 from service.graph.client import GraphClient
-from service.ledger import (
-    ChatLedger,
-    DailySummaryProducer,
-    EmailClaimer,
-    InteractionLog,
-    PromiseLedger,
-    WatchedChats,
-)
+from service.ledger.claims.chat_ledger import ChatLedger
+from service.ledger.claims.email_claims import EmailClaimer
+from service.ledger.memory.interactions import InteractionLog
+from service.ledger.memory.promises import PromiseLedger
+from service.ledger.memory.watched_chats import WatchedChats
+from service.ledger.summary.production import DailySummaryProducer
 from service.clock import Clock, utc_now
-from service.ledger.chat_members import ChatMembers
-from service.ledger.corrupt_cursors import CorruptCursors
-from service.ledger.hints import HintLog, HintReader
-from service.ledger.leases import Lease
-from service.ledger.permission_requests import PermissionRequests
-from service.ledger.readers import ReaderRoster
-from service.ledger.sent_messages import SentMessages
+from service.ledger.memory.chat_members import ChatMembers
+from service.ledger.claims.corrupt_cursors import CorruptCursors
+from service.ledger.fleet.hints import HintLog, HintReader
+from service.ledger.fleet.leases import Lease
+from service.ledger.memory.permission_requests import PermissionRequests
+from service.ledger.fleet.readers import ReaderRoster
+from service.ledger.memory.sent_messages import SentMessages
 from service.storage.backend import MemoryBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics, Metrics, RoleMetrics
 from service.tools.deps import NewChatLoops, Outbox, ToolDeps
 from service.domain.agent import AgentUser
 from service.workers import chat_scan, chat_sweep
@@ -49,7 +47,7 @@ from service.workers.chat_state import OfferedMessage
 from service.workers.conversation_reader import ChatMessagesReader
 from service.workers.chat_sweep import ChatSweep
 from service.workers.discovery import ROLE as DISCOVERY_ROLE, Discovery
-from service.ledger.poll_turns import PollTurn
+from service.ledger.fleet.poll_turns import PollTurn
 from service.workers.email_poll import EmailPoller
 from service.workers.read_turns import ReadTurns
 from service.workers.recorder import DeliveryRecorder
@@ -104,26 +102,28 @@ async def wire_workers(
     verdict would carry one identity.
     """
     delegated = agent.posts_as_person
+    ledger_metrics = metrics.ledger if metrics is not None else LedgerMetrics()
+    roles = metrics.roles if metrics is not None else RoleMetrics()
     interactions = InteractionLog(backend, clock=clock)
-    promises = PromiseLedger(backend, clock=clock, metrics=metrics)
-    watched = WatchedChats(backend, metrics=metrics)
+    promises = PromiseLedger(backend, clock=clock, metrics=ledger_metrics)
+    watched = WatchedChats(backend, metrics=ledger_metrics)
     await watched.load()
     recorder = DeliveryRecorder(interactions, replica_id, clock=clock)
-    sent = SentMessages(backend, replica_id, clock=clock, metrics=metrics)
+    sent = SentMessages(backend, replica_id, clock=clock, metrics=ledger_metrics)
     permissions = (
-        None if delegated else PermissionRequests(backend, replica_id, clock=clock, metrics=metrics)
+        None
+        if delegated
+        else PermissionRequests(backend, replica_id, clock=clock, metrics=ledger_metrics)
     )
     if delegated:
         gate.replace_sponsors([Sponsor(agent.object_id, agent.upn, agent.mail, agent.display_name)])
     chat_ledger = ChatLedger[OfferedMessage](
-        backend, clock=clock, metrics=metrics, corrupt=corrupt_cursors
+        backend, clock=clock, metrics=ledger_metrics, corrupt=corrupt_cursors
     )
     hint_log = HintLog(backend, clock=clock)
 
     def lease(role: str, ttl: timedelta = Lease.ttl, margin: timedelta = Lease.margin) -> Lease:
-        return Lease(
-            backend, role, replica_id, ttl=ttl, margin=margin, clock=clock, metrics=metrics
-        )
+        return Lease(backend, role, replica_id, ttl=ttl, margin=margin, clock=clock, metrics=roles)
 
     scanner = ChatScanner(
         graph,
@@ -186,7 +186,7 @@ async def wire_workers(
         watched,
         gate,
         lease(DISCOVERY_ROLE),
-        ChatMembers(backend, metrics=metrics),
+        ChatMembers(backend, metrics=ledger_metrics),
         interval=settings.discovery_interval_s,
         metrics=metrics.changes,
         sponsors=SponsorRefresher(
@@ -204,7 +204,7 @@ async def wire_workers(
     )
     email_poller = EmailPoller(
         graph,
-        EmailClaimer(backend, is_cloud=is_cloud, clock=clock, metrics=metrics),
+        EmailClaimer(backend, is_cloud=is_cloud, clock=clock, metrics=ledger_metrics),
         hub,
         agent,
         recorder,
@@ -223,7 +223,12 @@ async def wire_workers(
     reads_sponsors = bool(settings.agent_identity_id) and directory is not None
     summary_mail = SponsorSummaryMail(gate, mail, reads_sponsors=reads_sponsors)
     summary = DailySummaryProducer(
-        backend, interactions, promises=promises, mailer=summary_mail, clock=clock, metrics=metrics
+        backend,
+        interactions,
+        promises=promises,
+        mailer=summary_mail,
+        clock=clock,
+        metrics=ledger_metrics,
     )
     tool_deps = ToolDeps(
         options=tool_options(settings),

@@ -4,7 +4,7 @@ Order of writes for a message claimed for such a host (docs/delivery.md):
 
 1. the intent, in ``deliveries/<host>.json``, naming the claim id the ledger is about to write (a chat's
    right after the claim decided on the cursor read that preceded the Graph read, or, when the claim
-   reads the cursor itself, beside that read: service.ledger.claim_intent.IntentAhead);
+   reads the cursor itself, beside that read: service.ledger.claims.claim_intent.IntentAhead);
 2. the claim, in the chat's or the mailbox's cursor (the ledger's compare-and-swap);
 3. the push, on the host's session if this replica holds one;
 4. the host's acknowledgement, which takes the entry out of the record (service.delivery.host_keeper).

@@ -17,11 +17,11 @@ from enum import Enum
 
 from service.delivery.host_record import PendingDelivery
 from service.domain.message import Source
-from service.ledger.chat_claims import resolve_cursor
-from service.ledger.chat_cursor import CLAIM_MARKS_KEPT
-from service.ledger.email_claims import read_email_cursor
-from service.ledger.email_cursor import CLAIM_IDS_KEPT
-from service.ledger.reads import ReadOutcome
+from service.ledger.claims.chat_claims import resolve_cursor
+from service.ledger.claims.chat_cursor import CLAIM_MARKS_KEPT
+from service.ledger.claims.email_claims import read_email_cursor
+from service.ledger.claims.email_cursor import CLAIM_IDS_KEPT
+from service.ledger.records.reads import ReadOutcome
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import DeliveryMetrics
 

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from service.clock import as_utc
 from service.domain.message import InboundMessage, Source
-from service.ledger.reads import CorruptValueError
+from service.ledger.records.reads import CorruptValueError
 
 RECORD_PREFIX = "deliveries/"
 ACKED_KEPT = 512

@@ -1,6 +1,6 @@
 """The hosts' delivery records in the shared container, changed by compare-and-swap.
 
-``service.ledger.cas.update_value`` reads before every write; here the replica keeps the record and
+``service.ledger.records.cas.update_value`` reads before every write; here the replica keeps the record and
 ETag its own last write returned, because the replica serving a host is nearly always the only writer
 of that host's record (its claims' intents, its host's acknowledgements). That saves a read per change,
 which is what keeps a delivered message at four Blob operations with the claim. A stale ETag costs one
@@ -23,7 +23,7 @@ from service.delivery.host_record import (
     render_host_record,
     RECORD_PREFIX,
 )
-from service.ledger.reads import ReadOutcome, read_parsed
+from service.ledger.records.reads import ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError, StorageError
 from service.telemetry.metrics import LedgerMetrics

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from service.domain.message import EMAIL_CHAT_ID
-from service.ledger.chat_cursor import TAIL_SIZE, ChatCursor, id_order_key
-from service.ledger.email_cursor import EmailCursor
+from service.ledger.claims.chat_cursor import TAIL_SIZE, ChatCursor, id_order_key
+from service.ledger.claims.email_cursor import EmailCursor
 
 MessageKey = tuple[str, str]
 

@@ -17,7 +17,7 @@ from service.devstack.fleet import LocalFleet, ReplicaProcess
 from service.devstack.fleet_plan import POLL_STEP_S, Disruption, DisruptionKind
 from service.devstack.fleet_result import DisruptionRecord, TakeoverRecord
 from service.devstack.ledger_reader import LedgerReader
-from service.ledger.leases import LeaseRecord, lease_key
+from service.ledger.fleet.leases import LeaseRecord, lease_key
 
 LEASE_POLL_S = (
     0.1  # a takeover is timed from the records; this only bounds how late the harness sees it

@@ -11,11 +11,11 @@ from urllib.parse import unquote
 
 from service.delivery.host_record import HostRecord, parse_host_record, record_key
 from service.devstack.delivery_account import LedgerSnapshot, MessageKey
-from service.ledger.chat_cursor import CURSOR_PREFIX, ChatCursor, parse_chat_cursor
-from service.ledger.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
-from service.ledger.interactions import INTERACTIONS_PREFIX
-from service.ledger.leases import LeaseRecord, lease_key, parse_lease
-from service.ledger.reads import ReadOutcome, read_parsed
+from service.ledger.claims.chat_cursor import CURSOR_PREFIX, ChatCursor, parse_chat_cursor
+from service.ledger.claims.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
+from service.ledger.memory.interactions import INTERACTIONS_PREFIX
+from service.ledger.fleet.leases import LeaseRecord, lease_key, parse_lease
+from service.ledger.records.reads import ReadOutcome, read_parsed
 from service.storage.blob import BlobBackend
 
 # receivedDateTime has whole-second precision: mail in the second the email cursor was initialized

@@ -18,7 +18,7 @@ from service.doctor.identity_checks import IdentityChain
 from service.doctor.report import Finding, fail, ok, skip
 from service.graph.auth.tokens import GRAPH_SCOPE
 from service.graph.errors import GraphError, TokenConfigurationError
-from service.ledger.reads import ReadOutcome
+from service.ledger.records.reads import ReadOutcome
 from service.signin.errors import SIGN_IN_ADVICE
 from service.from_settings.storage import storage_options
 from service.from_settings.signin import (

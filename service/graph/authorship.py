@@ -4,7 +4,7 @@ Agent-user mode: the agent posts as its own user, so its messages are known by t
 id, never by display name (``service.domain.filters.is_agent_sender``).
 
 Delegated mode: the agent posts as the signed-in person, so Graph shows the agent's messages and the
-person's own under one identity. The fleet records what the agent sent (``service.ledger.sent_messages``,
+person's own under one identity. The fleet records what the agent sent (``service.ledger.memory.sent_messages``,
 read by every replica), and a message of the person's is, in order:
 
 1. the agent's, when its id is in the record;

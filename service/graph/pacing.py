@@ -41,7 +41,7 @@ _SAME_HOLD_S = 0.01
 
 
 class SharedHold(Protocol):
-    """The fleet's shared hold, as the client sees it (``service.ledger.graph_backoff`` keeps it)."""
+    """The fleet's shared hold, as the client sees it (``service.ledger.fleet.graph_backoff`` keeps it)."""
 
     def held_until(self) -> float:
         """Epoch seconds until which some replica was told to hold (0 when none is known)."""

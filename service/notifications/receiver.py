@@ -34,7 +34,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from service.clock import Clock, utc_now
-from service.ledger.hints import Hint, HintLog
+from service.ledger.fleet.hints import Hint, HintLog
 from service.notifications.payloads import (
     ChangeNotification,
     NotificationBatch,

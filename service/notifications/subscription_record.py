@@ -13,8 +13,8 @@ from datetime import datetime
 
 from service.clock import format_timestamp
 from service.domain.source import Source
-from service.ledger.json_records import load_object, require_str, require_timestamp
-from service.ledger.reads import CorruptValueError
+from service.ledger.records.fields import load_object, require_str, require_timestamp
+from service.ledger.records.reads import CorruptValueError
 
 RECORD_KEY = "notifications/subscriptions.json"
 _WHAT = "subscriptions record"

@@ -42,8 +42,8 @@ from service.graph.errors import GraphError, GraphNotFound
 from service.graph.subscription_model import GraphSubscription
 from service.clock import Clock, format_timestamp, utc_now
 from service.domain.source import Source
-from service.ledger.leases import Lease
-from service.ledger.reads import ReadOutcome, read_parsed
+from service.ledger.fleet.leases import Lease
+from service.ledger.records.reads import ReadOutcome, read_parsed
 from service.notifications.lifecycle_log import LifecycleEvent, read_events
 from service.notifications.nudge import Nudge
 from service.notifications.subscription_record import (

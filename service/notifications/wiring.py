@@ -15,9 +15,9 @@ from datetime import timedelta
 from service.domain.source import Source
 from service.graph.client import GraphClient
 from service.clock import Clock, utc_now
-from service.ledger.hints import HintLog
-from service.ledger.leases import Lease
-from service.ledger.reads import ReadOutcome, read_parsed
+from service.ledger.fleet.hints import HintLog
+from service.ledger.fleet.leases import Lease
+from service.ledger.records.reads import ReadOutcome, read_parsed
 from service.notifications.lifecycle_log import event_of, record_event
 from service.notifications.nudge import Nudge
 from service.notifications.options import NotificationOptions

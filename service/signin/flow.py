@@ -22,7 +22,7 @@ from service.graph.auth.tokens import GRAPH_SCOPE, StaticTokenProvider
 from service.graph.client import GraphClient
 from service.graph.options import GraphOptions
 from service.telemetry.metrics import GraphMetrics
-from service.ledger.reads import ReadOutcome
+from service.ledger.records.reads import ReadOutcome
 from service.signin.public_client import (
     DeviceCode,
     Pending,

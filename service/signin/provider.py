@@ -12,7 +12,7 @@ Secret.
 
 Who refreshes. A token still fresh (more than ``refresh_margin_s`` left) is simply used, by any
 replica. One that is due is refreshed by the holder of the ``signin_refresh`` lease only
-(``service.ledger.leases``): it re-reads the record under the lease (a sibling may just have
+(``service.ledger.fleet.leases``): it re-reads the record under the lease (a sibling may just have
 refreshed), redeems the refresh token, writes the record back with If-Match on what it read, and
 releases the lease. Meanwhile the other replicas keep using the token they have (it is only due, not
 expired) and look again ``RECHECK_S`` later. Two replicas never redeem the refresh token for the same
@@ -34,8 +34,8 @@ from datetime import timedelta
 from service.clock import Clock, utc_now
 from service.graph.auth.cache import SingleFlightTokenCache
 from service.graph.auth.tokens import AccessToken
-from service.ledger.leases import Lease
-from service.ledger.reads import ReadOutcome
+from service.ledger.fleet.leases import Lease
+from service.ledger.records.reads import ReadOutcome
 from service.signin.errors import SIGN_IN_ADVICE, SignInRequired, SignInUnavailable
 from service.signin.public_client import (
     EntraUnreachable,
@@ -81,7 +81,7 @@ def refresh_lease(
         ttl=LEASE_TTL,
         margin=LEASE_MARGIN,
         clock=clock,
-        metrics=metrics,  # type: ignore[arg-type]  # until ledger's Lease takes RoleMetrics (h-ledger)
+        metrics=metrics,
     )
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from service.clock import format_timestamp
-from service.ledger.json_records import load_object, optional_str, require_str, require_timestamp
-from service.ledger.reads import CorruptValueError
+from service.ledger.records.fields import load_object, optional_str, require_str, require_timestamp
+from service.ledger.records.reads import CorruptValueError
 
 SIGN_IN_KEY = "auth/signed_in.json"
 _WHAT = "sign-in record"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from service.ledger.reads import CorruptValueError, ReadOutcome
+from service.ledger.records.reads import CorruptValueError, ReadOutcome
 from service.signin.record import SIGN_IN_KEY, SignInRecord, parse_record, render_record
 from service.signin.sealing import SealError, SealingKey, SealProblem
 from service.storage.backend import MemoryBackend

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from service.ledger.interactions import Channel, Direction, Interaction
+from service.ledger.memory.interactions import Channel, Direction, Interaction
 from service.mcp.tool_registry import ToolCall
 from service.tools.deps import ToolDeps
 

@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, Field, field_validator
 
 from service.clock import as_utc, format_timestamp, parse_timestamp
-from service.ledger import Direction, InteractionQuery
-from service.ledger.interactions import Action, Interaction, MAX_QUERY_DAYS
+from service.ledger.memory.interactions import Direction, InteractionQuery
+from service.ledger.memory.interactions import Action, Interaction, MAX_QUERY_DAYS
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.deps import ToolDeps
 from service.tools.interactions import InteractionItem, extra_strings, interaction_item

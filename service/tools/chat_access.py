@@ -12,7 +12,7 @@ from enum import Enum
 from service.graph.client import GraphClient
 from service.graph.errors import GraphBadRequest, GraphError, GraphForbidden, GraphNotFound
 from service.graph.models import Chat
-from service.ledger import WatchedChats
+from service.ledger.memory.watched_chats import WatchedChats
 from service.mcp.tool_registry import ToolError
 from service.tools.graph_failures import graph_tool_error
 

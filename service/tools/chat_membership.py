@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from service.delivery.push import meta_value
 from service.graph.errors import GraphError, GraphNotFound, GraphUnavailable
 from service.graph.models import ChatMember, ChatMessage, User
-from service.ledger.interactions import Action
+from service.ledger.memory.interactions import Action
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess
 from service.tools.action_log import record_action

@@ -19,7 +19,7 @@ from service.domain.filters import html_to_text
 from service.delivery.send_once import SendOnce, SendUnknown, first_in_pages
 from service.graph.client import GraphClient
 from service.graph.models import ChatMessage, OutboundCard, OutboundMention
-from service.ledger.sent_messages import SentMessages, SentRecordUnavailable
+from service.ledger.memory.sent_messages import SentMessages, SentRecordUnavailable
 from service.mcp.tool_registry import ToolError
 
 SETTLE_PAGES = 3  # the agent's message is among the newest: a busy chat's first pages hold it

@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field, model_validator
 
 from service.graph.errors import GraphError, GraphUnavailable
 from service.graph.models import User
-from service.ledger import ReadOutcome, WatchOutcome
+from service.ledger.memory.watched_chats import WatchOutcome
+from service.ledger.records.reads import ReadOutcome
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess
 from service.tools.deps import ToolDeps

@@ -13,16 +13,13 @@ from service.delivery.hub import DeliveryHub
 from service.delivery.mail_send import MailSender
 from service.domain.sponsors import SponsorGate
 from service.graph.client import GraphClient
-from service.ledger import (
-    DailySummaryProducer,
-    InteractionLog,
-    PromiseLedger,
-    WatchedChats,
-    WatchOutcome,
-)
+from service.ledger.memory.interactions import InteractionLog
+from service.ledger.memory.promises import PromiseLedger
+from service.ledger.memory.watched_chats import WatchedChats, WatchOutcome
+from service.ledger.summary.production import DailySummaryProducer
 from service.clock import Clock, utc_now
-from service.ledger.permission_requests import PermissionRequests
-from service.ledger.sent_messages import SentMessages
+from service.ledger.memory.permission_requests import PermissionRequests
+from service.ledger.memory.sent_messages import SentMessages
 from service.tools.chat_send import ChatSender
 from service.tools.options import ToolOptions
 from service.domain.agent import AgentUser

@@ -15,10 +15,10 @@ from pydantic import BaseModel, Field
 
 from service.delivery.push import meta_value
 from service.delivery.xpia import wrap_external
-from service.ledger import Direction, Interaction, InteractionQuery
+from service.ledger.memory.interactions import Direction, Interaction, InteractionQuery
 from service.clock import as_utc, format_timestamp
 from service.domain.source import Source
-from service.ledger.interactions import MAX_QUERY_DAYS, Channel
+from service.ledger.memory.interactions import MAX_QUERY_DAYS, Channel
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.ids import ChatId
 from service.tools.deps import ToolDeps

@@ -26,7 +26,7 @@ from service.delivery.push import meta_value
 from service.domain.agent import AgentUser
 from service.graph.errors import GraphError, GraphNotFound
 from service.graph.models import MailMessage
-from service.ledger.interactions import Action, Channel
+from service.ledger.memory.interactions import Action, Channel
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.action_log import record_action
 from service.tools.deps import ToolDeps

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from service.graph.errors import GraphError, GraphNotFound, GraphUnavailable
 from service.graph.models import ChatMessage
-from service.ledger.interactions import Action
+from service.ledger.memory.interactions import Action
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess
 from service.tools.deps import ToolDeps

@@ -43,9 +43,9 @@ from service.delivery.xpia import neutralise, wrap_for_channel
 from service.domain.source import Source
 from service.graph.errors import GraphError
 from service.clock import Clock
-from service.ledger.permission_requests import PermissionRequests, ReserveOutcome
+from service.ledger.memory.permission_requests import PermissionRequests, ReserveOutcome
 from service.mcp.tool_registry import SessionChannel, ToolCall, ToolError
-from service.ledger.interactions import Action
+from service.ledger.memory.interactions import Action
 from service.tools.action_log import record_action
 from service.tools.deps import ToolDeps
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from service.delivery.push import format_ts
 from service.graph.errors import GraphError
-from service.ledger.interactions import Action
+from service.ledger.memory.interactions import Action
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.action_log import record_action
 from service.tools.chat_access import ChatAccess

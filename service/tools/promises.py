@@ -8,9 +8,10 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
-from service.ledger import Promise, PromiseStatus, PromiseWriteOutcome, ReadOutcome
+from service.ledger.memory.promises import Promise, PromiseStatus, PromiseWriteOutcome
+from service.ledger.records.reads import ReadOutcome
 from service.clock import as_utc, format_timestamp
-from service.ledger.promises import PromiseWrite
+from service.ledger.memory.promises import PromiseWrite
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.ids import ChatId
 from service.tools.deps import ToolDeps

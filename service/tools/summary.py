@@ -8,9 +8,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from service.ledger import ReadOutcome, SummaryOutcome, day_window
+from service.ledger.records.reads import ReadOutcome
+from service.ledger.summary.daily import day_window
+from service.ledger.summary.production import SummaryOutcome
 from service.clock import as_utc, format_timestamp
-from service.ledger.daily_summary import SUMMARY_HOUR, SUMMARY_OFFSET
+from service.ledger.summary.daily import SUMMARY_HOUR, SUMMARY_OFFSET
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.deps import ToolDeps
 

@@ -16,10 +16,10 @@ from service.clock import later
 from service.delivery.hub import DeliveryHub
 from service.domain.message import InboundMessage
 from service.delivery.permission_verdict import parse_verdict
-from service.ledger import ChatLedger
-from service.ledger.chat_claims import CursorRead
-from service.ledger.claim_intent import ClaimIntent
-from service.ledger.permission_requests import PermissionRequests, Standing
+from service.ledger.claims.chat_ledger import ChatLedger
+from service.ledger.claims.chat_claim_types import CursorRead
+from service.ledger.claims.claim_intent import ClaimIntent
+from service.ledger.memory.permission_requests import PermissionRequests, Standing
 from service.workers.chat_state import ChatPhase, ChatRead, OfferedMessage, decide_offer
 from service.workers.recorder import DeliveryRecorder
 

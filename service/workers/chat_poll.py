@@ -36,8 +36,11 @@ from opentelemetry import trace
 from service.delivery.hub import DeliveryHub
 from service.domain.message import Source
 from service.graph.errors import GraphError
-from service.ledger import Candidate, ChatLedger, ReadOutcome, WatchedChats
-from service.ledger.hints import HintReader
+from service.ledger.claims.chat_ledger import ChatLedger
+from service.ledger.claims.chat_cursor import Candidate
+from service.ledger.memory.watched_chats import WatchedChats
+from service.ledger.records.reads import ReadOutcome
+from service.ledger.fleet.hints import HintReader
 from service.storage.errors import StorageError
 from service.telemetry.metrics import ChangeMetrics
 from service.telemetry.tracing import context_from_traceparent

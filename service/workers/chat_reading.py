@@ -19,9 +19,11 @@ from service.graph.authorship import SentView, people_messages, posted_as_agent_
 from service.graph.message_order import oldest_first
 from service.graph.errors import GraphError
 from service.graph.models import ChatMessage
-from service.ledger import Candidate, ChatLedger, ReadOutcome
-from service.ledger.hints import Hint
-from service.ledger.sent_messages import SentMessages
+from service.ledger.claims.chat_ledger import ChatLedger
+from service.ledger.claims.chat_cursor import Candidate
+from service.ledger.records.reads import ReadOutcome
+from service.ledger.fleet.hints import Hint
+from service.ledger.memory.sent_messages import SentMessages
 from service.storage.errors import StorageError
 from service.workers.chat_state import (
     ChatPhase,

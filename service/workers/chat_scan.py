@@ -41,9 +41,9 @@ from service.clock import Clock, utc_now
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError
 from service.graph.models import Chat
-from service.ledger.hints import Hint, HintLog
-from service.ledger.leases import Lease
-from service.ledger.watched_chats import WatchedChats
+from service.ledger.fleet.hints import Hint, HintLog
+from service.ledger.fleet.leases import Lease
+from service.ledger.memory.watched_chats import WatchedChats
 from service.telemetry.metrics import ChangeMetrics
 from service.workers.hint_publish import Published, publish_hints
 

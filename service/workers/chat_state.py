@@ -10,9 +10,9 @@ from enum import Enum
 from service.clock import later
 from service.domain.message import InboundMessage
 from service.graph.models import ChatMessage
-from service.ledger import ReadOutcome
-from service.ledger.chat_claims import CursorRead
-from service.ledger.chat_cursor import Candidate
+from service.ledger.records.reads import ReadOutcome
+from service.ledger.claims.chat_claim_types import CursorRead
+from service.ledger.claims.chat_cursor import Candidate
 from service.workers.chat_wants import Behind, WantedRead
 
 

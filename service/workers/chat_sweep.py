@@ -34,11 +34,11 @@ from service.clock import Clock, utc_now
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError
 from service.graph.models import Chat
-from service.ledger.chat_claims import ChatLedger
-from service.ledger.hints import Hint, HintLog
-from service.ledger.leases import Lease
-from service.ledger.reads import ReadOutcome
-from service.ledger.watched_chats import WatchedChats
+from service.ledger.claims.chat_ledger import ChatLedger
+from service.ledger.fleet.hints import Hint, HintLog
+from service.ledger.fleet.leases import Lease
+from service.ledger.records.reads import ReadOutcome
+from service.ledger.memory.watched_chats import WatchedChats
 from service.storage.errors import StorageError
 from service.telemetry.metrics import ChangeMetrics
 from service.workers.chat_scan import newest_of

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from service.ledger.chat_cursor import ChatCursor
-from service.ledger.hints import Hint
-from service.ledger.leases import Lease
+from service.ledger.claims.chat_cursor import ChatCursor
+from service.ledger.fleet.hints import Hint
+from service.ledger.fleet.leases import Lease
 
 # Hint sources whose time and id (when it has one) are the chat's newest message (a preview); a
 # notification's hint carries the time it was received, so it can only say "look".

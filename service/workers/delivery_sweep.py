@@ -43,7 +43,7 @@ from service.delivery.host_record import (
     settled_intents,
 )
 from service.delivery.host_records import HostRecords
-from service.ledger.leases import Lease
+from service.ledger.fleet.leases import Lease
 from service.storage.errors import StorageError
 from service.telemetry.metrics import DeliveryMetrics
 

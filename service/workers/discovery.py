@@ -34,9 +34,10 @@ from service.domain.sponsors import SponsorGate
 from service.graph.client import GraphClient
 from service.graph.errors import GraphConnectionError, GraphError, GraphServerError, GraphThrottled
 from service.graph.models import Chat
-from service.ledger import ReadOutcome, WatchedChats, WatchOutcome
-from service.ledger.chat_members import ChatMembers, SnapshotLoad, known_members
-from service.ledger.leases import Lease
+from service.ledger.memory.watched_chats import WatchedChats, WatchOutcome
+from service.ledger.records.reads import ReadOutcome
+from service.ledger.memory.chat_members import ChatMembers, SnapshotLoad, known_members
+from service.ledger.fleet.leases import Lease
 from service.telemetry.metrics import ChangeMetrics
 
 log = logging.getLogger(__name__)

@@ -15,9 +15,9 @@ from service.domain.message import InboundMessage, Source
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError, GraphPayloadError
 from service.graph.models import MailMessage
-from service.ledger import EmailClaimer
-from service.ledger.email_claims import CursorStart
-from service.ledger.poll_turns import PollTurn
+from service.ledger.claims.email_claims import EmailClaimer
+from service.ledger.claims.email_claims import CursorStart
+from service.ledger.fleet.poll_turns import PollTurn
 from service.clock import Clock, utc_now
 from service.storage.errors import StorageError
 from service.domain.agent import AgentUser

@@ -8,9 +8,9 @@ import logging
 from collections.abc import Sequence
 from enum import Enum
 
-from service.ledger.hints import Hint, HintLog
-from service.ledger.leases import Lease
-from service.ledger.watched_chats import WatchedChats
+from service.ledger.fleet.hints import Hint, HintLog
+from service.ledger.fleet.leases import Lease
+from service.ledger.memory.watched_chats import WatchedChats
 from service.storage.errors import StorageError
 from service.telemetry.metrics import ChangeMetrics
 

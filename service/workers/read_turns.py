@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from service.ledger.readers import ReaderRoster
+from service.ledger.fleet.readers import ReaderRoster
 from service.workers.read_pacer import ReadPacer
 
 

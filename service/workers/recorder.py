@@ -8,7 +8,13 @@ from dataclasses import dataclass
 
 from service.delivery.hub import Dispatch, DispatchOutcome
 from service.clock import Clock, utc_now
-from service.ledger.interactions import Action, Channel, Direction, Interaction, InteractionLog
+from service.ledger.memory.interactions import (
+    Action,
+    Channel,
+    Direction,
+    Interaction,
+    InteractionLog,
+)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from datetime import datetime
 from service.delivery.mail_send import LOOK_BACK, MailSender, SendUnknown, OutgoingMail
 from service.domain.sponsors import SponsorGate
 from service.graph.errors import GraphError
-from service.ledger.summary_mailing import LetterRefused, LetterSent, LetterUnknown, SummaryLetter
+from service.ledger.summary.mailing import LetterRefused, LetterSent, LetterUnknown, SummaryLetter
 
 
 @dataclass(frozen=True)

@@ -31,13 +31,14 @@ from service.delivery.host_record import (
 from service.delivery.host_records import HostRecords
 from service.delivery.hub import DeliveryHub, DispatchOutcome, Handover, TargetKind
 from service.domain.message import InboundMessage, Source
-from service.ledger.chat_claims import ChatClaimOutcome, ChatLedger, ClaimProblem
-from service.ledger.chat_cursor import CLAIM_MARKS_KEPT, Candidate, cursor_key
-from service.ledger.leases import Lease
-from service.ledger.reads import CorruptValueError
+from service.ledger.claims.chat_claim_types import ChatClaimOutcome, ClaimProblem
+from service.ledger.claims.chat_ledger import ChatLedger
+from service.ledger.claims.chat_cursor import CLAIM_MARKS_KEPT, Candidate, cursor_key
+from service.ledger.fleet.leases import Lease
+from service.ledger.records.reads import CorruptValueError
 from service.storage.errors import TransientStorageError
 from service.storage.local import LocalBackend
-from service.telemetry.metrics import DeliveryMetrics, LedgerMetrics, Metrics
+from service.telemetry.metrics import DeliveryMetrics, LedgerMetrics, Metrics, RoleMetrics
 from service.workers.delivery_sweep import DeliverySweep
 
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
@@ -236,7 +237,13 @@ def _stack(
     backend = OrderedBackend(tmp_path)
     hub = DeliveryHub(DeliveryMetrics())
     records = HostRecords(backend, LedgerMetrics())
-    return backend, hub, records, ClaimIntents(hub, records), ChatLedger[Offered](backend)
+    return (
+        backend,
+        hub,
+        records,
+        ClaimIntents(hub, records),
+        ChatLedger[Offered](backend, metrics=LedgerMetrics()),
+    )
 
 
 async def test_the_intent_is_in_the_hosts_record_before_the_claim_is_written(
@@ -280,7 +287,7 @@ async def test_a_record_that_does_not_take_the_intent_stops_the_claim(tmp_path: 
 async def test_a_claim_lost_to_another_replica_takes_its_intent_back(tmp_path: Path) -> None:
     backend, hub, records, intents, ledger = _stack(tmp_path)
     hub.register(HostTarget("h1"))
-    rival = ChatLedger[Offered](backend)
+    rival = ChatLedger[Offered](backend, metrics=LedgerMetrics())
     assert (await rival.claim("19:c1", [Offered(msg("1"))], T0)).outcome is ChatClaimOutcome.CLAIMED
     claim = await ledger.claim(
         "19:c1", [Offered(msg("1"))], T0, intent=intents.for_messages(lambda o: o.inbound)
@@ -320,7 +327,7 @@ async def test_the_intent_is_written_while_the_claim_reads_the_cursor(tmp_path: 
     backend = ReadAwaitsIntent(tmp_path)
     hub, metrics = DeliveryHub(DeliveryMetrics()), Metrics()
     records = HostRecords(backend, LedgerMetrics())
-    ledger = ChatLedger[Offered](backend, metrics=metrics)
+    ledger = ChatLedger[Offered](backend, metrics=metrics.ledger)
     hub.register(HostTarget("h1"))
     claim = await ledger.claim(
         "19:c1",
@@ -355,7 +362,7 @@ async def test_a_read_showing_part_claimed_elsewhere_rewrites_the_intent_for_wha
 ) -> None:
     backend, hub, records, intents, ledger = _stack(tmp_path)
     hub.register(HostTarget("h1"))
-    rival = ChatLedger[Offered](backend)
+    rival = ChatLedger[Offered](backend, metrics=LedgerMetrics())
     assert (await rival.claim("19:c1", [Offered(msg("1"))], T0)).outcome is ChatClaimOutcome.CLAIMED
     backend.writes.clear()
     claim = await ledger.claim(
@@ -406,7 +413,7 @@ async def _owed(
     backend: LocalBackend, host: str, messages: list[InboundMessage], *, landed: bool
 ) -> None:
     """What a replica that died after its claim (landed) or before it (not) left in the host's record."""
-    ledger = ChatLedger[Offered](backend, clock=lambda: T0)
+    ledger = ChatLedger[Offered](backend, clock=lambda: T0, metrics=LedgerMetrics())
     token = "claim-x"
     if landed:
         await ledger.claim("19:c1", [Offered(m) for m in messages], T0, intent=None)
@@ -504,7 +511,14 @@ async def test_a_host_owed_its_limit_takes_no_new_claims_but_is_still_pushed_wha
 
 
 def _sweep(backend: LocalBackend, clock: Clock, move_after_s: float = 600.0) -> DeliverySweep:
-    lease = Lease(backend, "delivery_sweep", "r1", clock=clock, monotonic=clock.monotonic)
+    lease = Lease(
+        backend,
+        "delivery_sweep",
+        "r1",
+        clock=clock,
+        monotonic=clock.monotonic,
+        metrics=RoleMetrics(),
+    )
     return DeliverySweep(
         lease,
         HostRecords(backend, LedgerMetrics()),
@@ -648,7 +662,7 @@ async def test_the_sweep_settles_an_old_intent_of_any_host_before_a_busy_chat_co
     assert [
         e.state for e in (await HostRecords(backend, LedgerMetrics()).read("away")).pending
     ] == [EntryState.LIVE]
-    busy = ChatLedger[Offered](backend, clock=clock)
+    busy = ChatLedger[Offered](backend, clock=clock, metrics=LedgerMetrics())
     for n in range(
         2, 2 + CLAIM_MARKS_KEPT
     ):  # the cursor keeps no trace of the first claim any more

@@ -16,7 +16,8 @@ from pathlib import Path
 from types import ModuleType
 
 from service.delivery import host_keeper, hub
-from service.ledger import chat_claims, email_claims, summary_production
+from service.ledger.claims import chat_claim_types, chat_claims, email_claims
+from service.ledger.summary import production as summary_production
 from service.storage import blob
 from tests.deploy.deploy_facts import REPO_ROOT
 
@@ -91,7 +92,7 @@ def emitted_label_values() -> dict[tuple[str, str], frozenset[str]]:
             {chat_claims.LEDGER, email_claims.LEDGER, summary_production.LEDGER}
         ),
         ("entrabot_claims", "outcome"): enum_values(
-            chat_claims.ChatClaimOutcome,
+            chat_claim_types.ChatClaimOutcome,
             email_claims.EmailCycleOutcome,
             summary_production.SummaryOutcome,
         ),

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pycep import BicepParser
 
-from service.ledger.hints import PREFIX as HINTS_PREFIX
-from service.ledger.hints import segment_key
+from service.ledger.fleet.hints import PREFIX as HINTS_PREFIX
+from service.ledger.fleet.hints import segment_key
 from tests.deploy.bicep_symbols import load_symbols
 from tests.deploy.chart_rendering import MCP_AUTH, NAMESPACE, RELEASE, REQUIRED, merge, render
 from tests.deploy.deploy_facts import BICEP_DIR

@@ -25,7 +25,6 @@ from tests.deploy.deploy_facts import (
     unknown_settings,
 )
 
-from emulator.seed import demo_seed_path, load_seed
 from service.devstack.dev_environment import DevstackSettings
 
 SERVICE_IMAGE = "entrabot-fleet:local"

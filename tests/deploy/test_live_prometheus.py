@@ -39,7 +39,7 @@ from service.devstack.channel_host import ChannelHost
 from service.devstack.fault_proxy import FaultProxy, ProxyFault, ProxyRule
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
 from service.devstack.traffic import HumanTraffic
-from service.ledger.leases import lease_key, parse_lease
+from service.ledger.fleet.leases import lease_key, parse_lease
 from service.storage.blob import BlobBackend
 from service.workers import chat_scan
 from tests.deploy.deploy_facts import DASHBOARD, PROMETHEUS_ALERTS

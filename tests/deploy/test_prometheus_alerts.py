@@ -13,7 +13,7 @@ import promql_parser
 import pytest
 import yaml
 
-from service.ledger.email_claims import EmailCycleOutcome
+from service.ledger.claims.email_claims import EmailCycleOutcome
 from tests.deploy.deploy_facts import PROMETHEUS_ALERTS, PROMETHEUS_CONFIG
 from tests.deploy.emitted_label_values import (
     LABEL_SOURCES,

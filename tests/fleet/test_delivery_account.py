@@ -10,8 +10,8 @@ from service.devstack.delivery_account import (
     SentMessage,
     account_deliveries,
 )
-from service.ledger.chat_cursor import TAIL_SIZE, ChatCursor
-from service.ledger.email_cursor import EmailCursor
+from service.ledger.claims.chat_cursor import TAIL_SIZE, ChatCursor
+from service.ledger.claims.email_cursor import EmailCursor
 
 KILL_AT = datetime(2026, 11, 29, 10, 0, 0, tzinfo=timezone.utc)
 WINDOW = timedelta(seconds=15)

@@ -46,9 +46,10 @@ from service.devstack.fleet_plan import (
 )
 from service.devstack.fleet_result import FleetResult
 from service.devstack.fleet_run import FleetRun
-from service.ledger.leases import Lease
+from service.ledger.fleet.leases import Lease
 from service.storage.local import LocalBackend
 from service.workers import chat_scan
+from service.telemetry.metrics import RoleMetrics
 from tests.fleet.fleet_checks import assert_each_message_delivered_once
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]
@@ -116,6 +117,7 @@ def _scanner_takeover_bound(plan: FleetPlan, tmp_path: Path) -> timedelta:
         "bound",
         ttl=chat_scan.LEASE_TTL,
         margin=chat_scan.LEASE_MARGIN,
+        metrics=RoleMetrics(),
     )
     cycle = timedelta(seconds=plan.fleet.chat_poll_s + plan.fleet.chat_poll_jitter_s)
     return chat_scan.LEASE_TTL + lease.renew_every + cycle

@@ -19,8 +19,9 @@ import pytest
 from emulator.seed import build_seed
 from service.graph import GraphClient, GraphServerError
 from service.graph.retry_policy import RetryPolicy
-from service.ledger.graph_backoff import BACKOFF_KEY, FleetBackoff
+from service.ledger.fleet.graph_backoff import BACKOFF_KEY, FleetBackoff
 from service.storage.local import LocalBackend
+from service.telemetry.metrics import LedgerMetrics, RoleMetrics
 from tests.graph.test_against_emulator import Tenant, running_tenant
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -61,7 +62,10 @@ async def test_a_replicas_503_with_retry_after_holds_another_replica_sharing_the
     tenant: Tenant, tmp_path: Path
 ) -> None:
     store = LocalBackend(tmp_path / "store")
-    backoff_a, backoff_b = FleetBackoff(store, "replica-a"), FleetBackoff(store, "replica-b")
+    backoff_a, backoff_b = (
+        FleetBackoff(store, "replica-a", metrics=RoleMetrics(), ledger_metrics=LedgerMetrics()),
+        FleetBackoff(store, "replica-b", metrics=RoleMetrics(), ledger_metrics=LedgerMetrics()),
+    )
     slept_b: list[float] = []
 
     async def sleep_b(seconds: float) -> None:
@@ -104,12 +108,16 @@ async def test_a_replicas_503_with_retry_after_holds_another_replica_sharing_the
 async def test_a_shared_hold_that_has_ended_holds_no_one(tenant: Tenant, tmp_path: Path) -> None:
     store = LocalBackend(tmp_path / "store")
     clock = SharedClock()
-    writer = FleetBackoff(store, "replica-a", clock=clock.wall)
+    writer = FleetBackoff(
+        store, "replica-a", clock=clock.wall, metrics=RoleMetrics(), ledger_metrics=LedgerMetrics()
+    )
     writer.announce(clock.epoch() + 5, 503, "me")
     await writer.cycle()
 
     clock.advance(6)
-    reader = FleetBackoff(store, "replica-b", clock=clock.wall)
+    reader = FleetBackoff(
+        store, "replica-b", clock=clock.wall, metrics=RoleMetrics(), ledger_metrics=LedgerMetrics()
+    )
     await reader.cycle()
     client = tenant.client(shared_hold=reader, clock=clock.epoch, sleep=clock.sleep)
     await client.directory.get_me()
@@ -125,16 +133,22 @@ async def test_a_corrupt_shared_backoff_does_not_stop_graph_use_is_logged_once_a
     store = LocalBackend(tmp_path / "store")
     await store.write_text(BACKOFF_KEY, "<html><body>502 Bad Gateway</body></html>")
     clock = SharedClock()
-    reader = FleetBackoff(store, "replica-b", clock=clock.wall, metrics=tenant.metrics)
+    reader = FleetBackoff(
+        store,
+        "replica-b",
+        clock=clock.wall,
+        metrics=tenant.metrics.roles,
+        ledger_metrics=tenant.metrics.ledger,
+    )
     client = tenant.client(shared_hold=reader, clock=clock.epoch, sleep=clock.sleep)
 
-    with caplog.at_level(logging.WARNING, logger="service.ledger.graph_backoff"):
+    with caplog.at_level(logging.WARNING, logger="service.ledger.fleet.graph_backoff"):
         for _ in range(3):
             await reader.cycle()
             await client.directory.get_me()
     assert clock.slept == [] and await graph_requests(tenant) == [200, 200, 200]
     [warning] = [
-        r for r in caplog.records if r.name == "service.ledger.graph_backoff"
+        r for r in caplog.records if r.name == "service.ledger.fleet.graph_backoff"
     ]  # once, not per cycle
     assert "corrupt" in warning.getMessage()
     events = tenant.metrics.registry.get_sample_value(
@@ -143,7 +157,9 @@ async def test_a_corrupt_shared_backoff_does_not_stop_graph_use_is_logged_once_a
     assert events == 3
 
     # The next replica told to hold repairs the record, and the fleet holds again.
-    writer = FleetBackoff(store, "replica-a", clock=clock.wall)
+    writer = FleetBackoff(
+        store, "replica-a", clock=clock.wall, metrics=RoleMetrics(), ledger_metrics=LedgerMetrics()
+    )
     writer.announce(clock.epoch() + 4, 503, "me")
     await writer.cycle()
     await reader.cycle()
@@ -156,13 +172,21 @@ async def test_an_implausible_shared_hold_does_not_stop_graph_use(
 ) -> None:
     store = LocalBackend(tmp_path / "store")
     clock = SharedClock()
-    wrong_clock = FleetBackoff(store, "replica-a", clock=lambda: T0 + timedelta(days=365))
+    wrong_clock = FleetBackoff(
+        store,
+        "replica-a",
+        clock=lambda: T0 + timedelta(days=365),
+        metrics=RoleMetrics(),
+        ledger_metrics=LedgerMetrics(),
+    )
     wrong_clock.announce((T0 + timedelta(days=365, seconds=30)).timestamp(), 429, "me")
     await (
         wrong_clock.cycle()
     )  # a replica whose clock is a year ahead: its hold would never end here
 
-    reader = FleetBackoff(store, "replica-b", clock=clock.wall)
+    reader = FleetBackoff(
+        store, "replica-b", clock=clock.wall, metrics=RoleMetrics(), ledger_metrics=LedgerMetrics()
+    )
     await reader.cycle()
     client: GraphClient = tenant.client(shared_hold=reader, clock=clock.epoch, sleep=clock.sleep)
     await client.directory.get_me()

@@ -33,14 +33,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from service.ledger.chat_claims import ChatLedger
-from service.ledger.chat_cursor import Candidate
-from service.ledger.email_claims import EmailClaimer, EmailCycleOutcome, EmailState
-from service.ledger.leases import Lease
+from service.ledger.claims.chat_ledger import ChatLedger
+from service.ledger.claims.chat_cursor import Candidate
+from service.ledger.claims.email_claims import EmailClaimer, EmailCycleOutcome, EmailState
+from service.ledger.fleet.leases import Lease
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultPlan, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
-from service.telemetry.metrics import Metrics, StorageMetrics
+from service.telemetry.metrics import LedgerMetrics, Metrics, StorageMetrics
 
 BASE = datetime(2026, 11, 29, 10, 0, tzinfo=timezone.utc)
 CONNECTION_ENV = "ENTRABOT_TEST_BLOB_CONNECTION_STRING"
@@ -90,7 +90,7 @@ async def run_chat(
     spec: dict[str, Any], faulty: FaultyBackend, rng: random.Random
 ) -> dict[str, Any]:
     everything = chat_messages(spec["total"])
-    ledger = ChatLedger[Candidate](faulty)
+    ledger = ChatLedger[Candidate](faulty, metrics=LedgerMetrics())
     chat = spec["chat_id"]
     visible = watermark = cycles = 0
     claimed: list[str] = []
@@ -125,7 +125,7 @@ async def run_chat(
 
 
 async def run_chat_once(spec: dict[str, Any], faulty: FaultyBackend) -> dict[str, Any]:
-    ledger = ChatLedger[Candidate](faulty)
+    ledger = ChatLedger[Candidate](faulty, metrics=LedgerMetrics())
     claim = await ledger.claim(spec["chat_id"], chat_messages(spec["total"]))
     return {
         "claimed": list(claim.ids),
@@ -151,7 +151,7 @@ async def run_email(
     spec: dict[str, Any], faulty: FaultyBackend, rng: random.Random
 ) -> dict[str, Any]:
     mails = [Mail(n) for n in range(1, spec["total"] + 1)]
-    claimer: EmailClaimer[Mail] = EmailClaimer(faulty, is_cloud=True)
+    claimer: EmailClaimer[Mail] = EmailClaimer(faulty, is_cloud=True, metrics=LedgerMetrics())
     visible = cycles = fetches = hold_cycles = early_deliveries = 0
     # A scripted hold: from cycle ``hold_at_cycle``, the next claim commits but its answer is lost and
     # the following nine reads (three cycles of settling) fail.
@@ -208,7 +208,9 @@ async def run_email(
 async def run_lease(spec: dict[str, Any], store: MemoryBackend) -> dict[str, Any]:
     ttl = timedelta(seconds=spec["ttl_s"])
     metrics = Metrics()
-    lease = Lease(store, spec["role"], spec["holder"], ttl=ttl, margin=ttl / 4, metrics=metrics)
+    lease = Lease(
+        store, spec["role"], spec["holder"], ttl=ttl, margin=ttl / 4, metrics=metrics.roles
+    )
     held: list[float] = []  # wall-clock moments this replica acted in the role
     deadline = time.monotonic() + spec["run_s"]
     while time.monotonic() < deadline:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from service.ledger.chat_cursor import Candidate
+from service.ledger.claims.chat_cursor import Candidate
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=timezone.utc)
 

@@ -11,14 +11,11 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from service.ledger.cas import UpdateOutcome
-from service.ledger.chat_claims import (
-    ChatClaimOutcome,
-    ChatLedger,
-    ClaimProblem,
-    resolve_cursor,
-)
-from service.ledger.chat_cursor import (
+from service.ledger.records.cas import UpdateOutcome
+from service.ledger.claims.chat_claim_types import ChatClaimOutcome, ClaimProblem
+from service.ledger.claims.chat_claims import resolve_cursor
+from service.ledger.claims.chat_ledger import ChatLedger
+from service.ledger.claims.chat_cursor import (
     Candidate,
     ChatCursor,
     ClaimMark,
@@ -26,12 +23,12 @@ from service.ledger.chat_cursor import (
     parse_chat_cursor,
     render_chat_cursor,
 )
-from service.ledger.reads import ReadOutcome
-from service.ledger.settle import Settlement
+from service.ledger.records.reads import ReadOutcome
+from service.ledger.claims.settle import Settlement
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError
 from service.storage.faults import Fault, FaultRule, FaultyBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics, Metrics
 from tests.ledger.ledger_helpers import (
     CancelledAfterCommit,
     FakeClock,
@@ -60,7 +57,9 @@ async def test_a_new_chat_is_claimed_with_if_absent_and_marked_bootstrapped(
     store: MemoryBackend, clock: FakeClock
 ) -> None:
     recording = RecordingBackend(store)
-    claim = await ChatLedger[Candidate](recording, clock=clock).claim(CHAT, messages(1, 3))
+    claim = await ChatLedger[Candidate](recording, clock=clock, metrics=LedgerMetrics()).claim(
+        CHAT, messages(1, 3)
+    )
     assert claim.outcome is ChatClaimOutcome.CLAIMED and claim.ids == ids(1, 3)
     assert [(w.if_absent, w.if_match) for w in recording.writes_to(KEY)] == [(True, None)]
     cursor = await stored_cursor(store)
@@ -74,17 +73,17 @@ async def test_a_new_chat_is_claimed_with_if_absent_and_marked_bootstrapped(
 async def test_a_replica_offering_messages_another_claimed_wins_none_and_may_advance(
     store: MemoryBackend,
 ) -> None:
-    await ChatLedger[Candidate](store).claim(CHAT, messages(1, 3))
-    claim = await ChatLedger[Candidate](store).claim(CHAT, messages(1, 3))
+    await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(CHAT, messages(1, 3))
+    claim = await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(CHAT, messages(1, 3))
     assert claim.outcome is ChatClaimOutcome.LOST and claim.ids == () and claim.may_advance
 
 
 async def test_overlapping_offers_split_the_messages_without_overlap(store: MemoryBackend) -> None:
-    first = await ChatLedger[Candidate](store).claim(CHAT, messages(1, 3))
-    second = await ChatLedger[Candidate](store).claim(CHAT, messages(2, 6))
+    first = await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(CHAT, messages(1, 3))
+    second = await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(CHAT, messages(2, 6))
     assert first.ids == ids(1, 3) and second.ids == ids(4, 6)
     recording = RecordingBackend(store)
-    await ChatLedger[Candidate](recording).claim(CHAT, messages(7, 7))
+    await ChatLedger[Candidate](recording, metrics=LedgerMetrics()).claim(CHAT, messages(7, 7))
     assert recording.writes_to(KEY)[0].if_match is not None  # every later write is an If-Match
 
 
@@ -93,15 +92,15 @@ async def test_no_candidates_means_nothing_new_without_touching_the_store(
 ) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS))
-    claim = await ChatLedger[Candidate](faulty).claim(CHAT, [])
+    claim = await ChatLedger[Candidate](faulty, metrics=LedgerMetrics()).claim(CHAT, [])
     assert claim.outcome is ChatClaimOutcome.NOTHING_NEW and claim.may_advance
     assert faulty.injected[Fault.READ_FAILS] == 0
 
 
 async def test_a_burst_over_50_is_claimed_whole_and_stays_claimed(store: MemoryBackend) -> None:
     burst = messages(1, 120)
-    first = await ChatLedger[Candidate](store).claim(CHAT, burst)
-    again = await ChatLedger[Candidate](store).claim(CHAT, burst)
+    first = await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(CHAT, burst)
+    again = await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(CHAT, burst)
     assert first.ids == ids(1, 120)
     assert again.outcome is ChatClaimOutcome.LOST and again.ids == ()
     assert len((await stored_cursor(store)).seen_ids_tail) == 50
@@ -113,12 +112,14 @@ async def test_a_burst_over_50_is_claimed_whole_and_stays_claimed(store: MemoryB
 async def test_a_claim_given_the_cursor_read_before_the_graph_read_writes_against_it_without_reading_again(
     store: MemoryBackend,
 ) -> None:
-    await ChatLedger[Candidate](store).claim(CHAT, messages(1, 1))
+    await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(CHAT, messages(1, 1))
     known = await resolve_cursor(store, CHAT)
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS, key=KEY))  # a read of the cursor now would claim nothing
     recording = RecordingBackend(faulty)
-    claim = await ChatLedger[Candidate](recording).claim(CHAT, messages(1, 3), known=known)
+    claim = await ChatLedger[Candidate](recording, metrics=LedgerMetrics()).claim(
+        CHAT, messages(1, 3), known=known
+    )
     assert claim.outcome is ChatClaimOutcome.CLAIMED and claim.ids == ids(2, 3)
     assert faulty.injected[Fault.READ_FAILS] == 0
     assert [w.if_match for w in recording.writes_to(KEY)] == [known.etag]
@@ -127,12 +128,14 @@ async def test_a_claim_given_the_cursor_read_before_the_graph_read_writes_agains
 async def test_a_stale_cursor_read_costs_a_lost_race_never_a_duplicate(
     store: MemoryBackend,
 ) -> None:
-    await ChatLedger[Candidate](store).claim(CHAT, messages(1, 1))
+    await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(CHAT, messages(1, 1))
     known = await resolve_cursor(store, CHAT)
-    sibling = await ChatLedger[Candidate](store).claim(CHAT, messages(2, 3))  # lands after our look
+    sibling = await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(
+        CHAT, messages(2, 3)
+    )  # lands after our look
     recording = RecordingBackend(store)
     metrics = Metrics()
-    claim = await ChatLedger[Candidate](recording, metrics=metrics).claim(
+    claim = await ChatLedger[Candidate](recording, metrics=metrics.ledger).claim(
         CHAT, messages(2, 5), known=known
     )
     assert sibling.ids == ids(2, 3) and claim.ids == ids(4, 5)
@@ -148,8 +151,10 @@ async def test_a_new_chat_seen_absent_a_moment_ago_is_still_claimed_only_if_abse
 ) -> None:
     known = await resolve_cursor(store, CHAT)
     assert known.outcome is ReadOutcome.ABSENT
-    await ChatLedger[Candidate](store).claim(CHAT, messages(1, 2))  # a sibling's first claim
-    claim = await ChatLedger[Candidate](store).claim(
+    await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(
+        CHAT, messages(1, 2)
+    )  # a sibling's first claim
+    claim = await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(
         CHAT, messages(2, 2), new_chat=True, known=known
     )
     assert claim.outcome is ChatClaimOutcome.NOTHING_NEW and claim.ids == ()
@@ -163,7 +168,9 @@ async def test_an_unresolved_cursor_read_is_not_used_the_claim_reads_for_itself(
     faulty.add(FaultRule(Fault.READ_FAILS, key=KEY, times=1))
     known = await resolve_cursor(faulty, CHAT)
     assert known.outcome is ReadOutcome.UNRESOLVED
-    claim = await ChatLedger[Candidate](faulty).claim(CHAT, messages(1, 2), known=known)
+    claim = await ChatLedger[Candidate](faulty, metrics=LedgerMetrics()).claim(
+        CHAT, messages(1, 2), known=known
+    )
     assert claim.outcome is ChatClaimOutcome.CLAIMED and claim.ids == ids(1, 2)
 
 
@@ -173,7 +180,7 @@ async def test_an_unresolved_cursor_read_is_not_used_the_claim_reads_for_itself(
 async def test_an_unreadable_cursor_claims_nothing_and_loses_nothing(store: MemoryBackend) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS, times=1))
-    ledger = ChatLedger[Candidate](faulty)
+    ledger = ChatLedger[Candidate](faulty, metrics=LedgerMetrics())
     claim = await ledger.claim(CHAT, messages(1, 3))
     assert (
         claim.outcome is ChatClaimOutcome.UNRESOLVED and claim.problem is ClaimProblem.READ_FAILED
@@ -188,25 +195,25 @@ async def test_a_corrupt_cursor_claims_nothing_and_is_never_overwritten(
     store: MemoryBackend,
 ) -> None:
     await store.write_text(KEY, '{"last_ts": "not a time", "seen_ids_tail": []}')
-    claim = await ChatLedger[Candidate](store).claim(CHAT, messages(1, 3))
+    claim = await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(CHAT, messages(1, 3))
     assert claim.outcome is ChatClaimOutcome.UNRESOLVED and claim.problem is ClaimProblem.CORRUPT
     assert await store.read_text(KEY) == '{"last_ts": "not a time", "seen_ids_tail": []}'
 
 
 async def test_an_error_page_instead_of_the_cursor_claims_nothing(store: MemoryBackend) -> None:
-    await ChatLedger[Candidate](store).claim(CHAT, messages(1, 1))
+    await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(CHAT, messages(1, 1))
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_CORRUPT, times=1))
-    claim = await ChatLedger[Candidate](faulty).claim(CHAT, messages(2, 3))
+    claim = await ChatLedger[Candidate](faulty, metrics=LedgerMetrics()).claim(CHAT, messages(2, 3))
     assert claim.problem is ClaimProblem.CORRUPT and claim.ids == ()
     assert (await stored_cursor(store)).seen_ids_tail == ids(1, 1)
 
 
 async def test_a_cursor_without_an_etag_claims_nothing(store: MemoryBackend) -> None:
-    await ChatLedger[Candidate](store).claim(CHAT, messages(1, 1))
+    await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(CHAT, messages(1, 1))
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_MISSING_ETAG, times=1))
-    claim = await ChatLedger[Candidate](faulty).claim(CHAT, messages(2, 3))
+    claim = await ChatLedger[Candidate](faulty, metrics=LedgerMetrics()).claim(CHAT, messages(2, 3))
     assert claim.problem is ClaimProblem.NO_ETAG and not claim.may_advance
 
 
@@ -214,7 +221,7 @@ async def test_resolve_cursor_classifies_absent_present_and_unresolved(
     store: MemoryBackend,
 ) -> None:
     assert (await resolve_cursor(store, CHAT)).outcome is ReadOutcome.ABSENT
-    await ChatLedger[Candidate](store).claim(CHAT, messages(1, 1))
+    await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(CHAT, messages(1, 1))
     present = await resolve_cursor(store, CHAT)
     assert present.outcome is ReadOutcome.PRESENT and present.etag is not None
     faulty = FaultyBackend(store)
@@ -253,10 +260,10 @@ class SiblingTouchesFirst:
 async def test_exhausted_retries_claim_nothing_and_keep_the_messages_for_later(
     store: MemoryBackend,
 ) -> None:
-    await ChatLedger[Candidate](store).claim(CHAT, messages(1, 1))
+    await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(CHAT, messages(1, 1))
     racing = SiblingTouchesFirst(store)
     metrics = Metrics()
-    ledger = ChatLedger[Candidate](racing, metrics=metrics)
+    ledger = ChatLedger[Candidate](racing, metrics=metrics.ledger)
     claim = await ledger.claim(CHAT, messages(2, 4))
     assert claim.outcome is ChatClaimOutcome.UNRESOLVED and claim.problem is ClaimProblem.EXHAUSTED
     assert claim.ids == () and not claim.may_advance and claim.writes == 4
@@ -275,13 +282,13 @@ async def test_a_committed_write_whose_response_was_lost_is_settled_as_ours_and_
     faulty = FaultyBackend(recording)
     faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1))
     metrics = Metrics()
-    ledger = ChatLedger[Candidate](faulty, metrics=metrics)
+    ledger = ChatLedger[Candidate](faulty, metrics=metrics.ledger)
     claim = await ledger.claim(CHAT, messages(1, 3))
     assert claim.outcome is ChatClaimOutcome.CLAIMED and claim.ids == ids(1, 3)
     assert len(recording.writes_to(KEY)) == 1 and ledger.unsettled_chats == frozenset()
     assert (await ledger.claim(CHAT, messages(1, 3))).ids == ()
-    assert metrics.chat_settle.labels(outcome="ours")._value.get() == 1
-    assert metrics.chat_unsettled._value.get() == 0
+    assert metrics.ledger.chat_settle.labels(outcome="ours")._value.get() == 1
+    assert metrics.ledger.chat_unsettled._value.get() == 0
 
 
 async def test_a_conflict_reported_for_a_write_that_committed_is_settled_as_ours(
@@ -289,7 +296,7 @@ async def test_a_conflict_reported_for_a_write_that_committed_is_settled_as_ours
 ) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1, error=ConcurrencyError))
-    claim = await ChatLedger[Candidate](faulty).claim(CHAT, messages(1, 3))
+    claim = await ChatLedger[Candidate](faulty, metrics=LedgerMetrics()).claim(CHAT, messages(1, 3))
     assert claim.outcome is ChatClaimOutcome.CLAIMED and claim.ids == ids(1, 3)
 
 
@@ -301,7 +308,7 @@ async def test_an_unknown_write_is_settled_first_next_cycle_and_pushed_then(
     faulty.add(
         FaultRule(Fault.WRITE_RESPONSE_LOST, times=1), FaultRule(Fault.READ_FAILS, skip=1, times=3)
     )
-    ledger = ChatLedger[Candidate](faulty)
+    ledger = ChatLedger[Candidate](faulty, metrics=LedgerMetrics())
     first = await ledger.claim(CHAT, messages(1, 3))
     assert (
         first.outcome is ChatClaimOutcome.UNRESOLVED
@@ -309,7 +316,9 @@ async def test_an_unknown_write_is_settled_first_next_cycle_and_pushed_then(
     )
     assert first.ids == () and not first.may_advance and ledger.unsettled_chats == {CHAT}
     # The stored cursor already says 1..3 are claimed: only our settling can push them now.
-    sibling = await ChatLedger[Candidate](store).claim(CHAT, messages(1, 3))
+    sibling = await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(
+        CHAT, messages(1, 3)
+    )
     assert sibling.outcome is ChatClaimOutcome.LOST and sibling.ids == ()
     second = await ledger.claim(CHAT, messages(1, 4))
     assert second.settled is Settlement.OURS
@@ -333,7 +342,7 @@ async def test_a_claim_in_doubt_keeps_its_messages_and_returns_them_when_it_sett
     faulty.add(
         FaultRule(Fault.WRITE_RESPONSE_LOST, times=1), FaultRule(Fault.READ_FAILS, skip=1, times=3)
     )
-    ledger: ChatLedger[Posted] = ChatLedger(faulty)
+    ledger: ChatLedger[Posted] = ChatLedger(faulty, metrics=LedgerMetrics())
     offered = [Posted(c, f"text {n}") for n, c in enumerate(messages(1, 2), start=1)]
     assert (await ledger.claim(CHAT, offered)).problem is ClaimProblem.UNKNOWN_OUTCOME
     # The next read no longer carries them (edited away, past a page): the ledger still has them.
@@ -350,7 +359,7 @@ async def test_an_unsettled_write_blocks_new_claims_on_that_chat_until_it_settle
     faulty.add(
         FaultRule(Fault.WRITE_RESPONSE_LOST, times=1), FaultRule(Fault.READ_FAILS, skip=1, times=6)
     )
-    ledger = ChatLedger[Candidate](faulty)
+    ledger = ChatLedger[Candidate](faulty, metrics=LedgerMetrics())
     await ledger.claim(CHAT, messages(1, 3))
     still = await ledger.claim(CHAT, messages(1, 5))
     assert still.outcome is ChatClaimOutcome.UNRESOLVED and still.problem is ClaimProblem.UNSETTLED
@@ -362,9 +371,11 @@ async def test_an_unknown_write_that_never_landed_leaves_its_messages_claimable(
 ) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.WRITE_FAILS, times=1), FaultRule(Fault.READ_FAILS, skip=1, times=3))
-    ledger = ChatLedger[Candidate](faulty)
+    ledger = ChatLedger[Candidate](faulty, metrics=LedgerMetrics())
     assert (await ledger.claim(CHAT, messages(1, 3))).problem is ClaimProblem.UNKNOWN_OUTCOME
-    sibling = await ChatLedger[Candidate](store).claim(CHAT, messages(1, 2))
+    sibling = await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(
+        CHAT, messages(1, 2)
+    )
     assert sibling.ids == ids(1, 2)
     settled = await ledger.claim(CHAT, messages(1, 3))
     assert settled.settled is Settlement.LOST
@@ -374,16 +385,16 @@ async def test_an_unknown_write_that_never_landed_leaves_its_messages_claimable(
 async def test_a_late_commit_after_a_timeout_is_never_a_duplicate(store: MemoryBackend) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.WRITE_COMMITS_LATE, times=1, delay_s=0.05))
-    mine = await ChatLedger[Candidate](faulty).claim(CHAT, messages(1, 3))
+    mine = await ChatLedger[Candidate](faulty, metrics=LedgerMetrics()).claim(CHAT, messages(1, 3))
     await faulty.drain()
-    theirs = await ChatLedger[Candidate](store).claim(CHAT, messages(1, 3))
+    theirs = await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(CHAT, messages(1, 3))
     assert mine.ids == ids(1, 3) and theirs.ids == ()
 
 
 async def test_a_claim_cancelled_mid_write_is_settled_and_pushed_on_the_next_call(
     store: MemoryBackend,
 ) -> None:
-    ledger = ChatLedger[Candidate](CancelledAfterCommit(store))
+    ledger = ChatLedger[Candidate](CancelledAfterCommit(store), metrics=LedgerMetrics())
     with pytest.raises(asyncio.CancelledError):
         await ledger.claim(CHAT, messages(1, 2))
     assert ledger.unsettled_chats == {CHAT}
@@ -397,7 +408,7 @@ async def test_a_claim_cancelled_mid_write_is_settled_and_pushed_on_the_next_cal
 async def test_a_baseline_is_written_only_for_an_absent_cursor(
     store: MemoryBackend, clock: FakeClock
 ) -> None:
-    ledger = ChatLedger[Candidate](store, clock=clock)
+    ledger = ChatLedger[Candidate](store, clock=clock, metrics=LedgerMetrics())
     first = await ledger.bootstrap(CHAT, messages(1, 3))
     assert first.outcome is UpdateOutcome.WRITTEN
     again = await ledger.bootstrap(CHAT, messages(1, 9))
@@ -414,8 +425,8 @@ async def test_a_created_chat_cursor_makes_its_newest_message_claimable_for_any_
     store: MemoryBackend, clock: FakeClock
 ) -> None:
     maker, other = (
-        ChatLedger[Candidate](store, clock=clock),
-        ChatLedger[Candidate](store, clock=clock),
+        ChatLedger[Candidate](store, clock=clock, metrics=LedgerMetrics()),
+        ChatLedger[Candidate](store, clock=clock, metrics=LedgerMetrics()),
     )
     assert (await maker.start_created_chat(CHAT, message(5))).outcome is UpdateOutcome.WRITTEN
     claim = await other.claim(CHAT, messages(1, 6))  # a replica that never saw the create_chat call
@@ -425,14 +436,14 @@ async def test_a_created_chat_cursor_makes_its_newest_message_claimable_for_any_
 async def test_a_created_chat_never_moves_a_cursor_the_fleet_already_has(
     store: MemoryBackend,
 ) -> None:
-    ledger = ChatLedger[Candidate](store)
+    ledger = ChatLedger[Candidate](store, metrics=LedgerMetrics())
     await ledger.bootstrap(CHAT, messages(1, 5))
     assert (await ledger.start_created_chat(CHAT, message(3))).outcome is UpdateOutcome.ALREADY
     assert (await ledger.claim(CHAT, messages(1, 6))).ids == ids(6, 6)
 
 
 async def test_an_empty_created_chat_takes_its_first_message(store: MemoryBackend) -> None:
-    ledger = ChatLedger[Candidate](store)
+    ledger = ChatLedger[Candidate](store, metrics=LedgerMetrics())
     await ledger.start_created_chat(CHAT, None)
     assert (await ledger.claim(CHAT, messages(1, 1))).ids == ids(1, 1)
 
@@ -442,8 +453,8 @@ async def test_an_empty_created_chat_takes_its_first_message(store: MemoryBacken
 
 async def test_claims_are_counted_by_outcome(store: MemoryBackend) -> None:
     metrics = Metrics()
-    await ChatLedger[Candidate](store, metrics=metrics).claim(CHAT, messages(1, 3))
-    await ChatLedger[Candidate](store, metrics=metrics).claim(CHAT, messages(1, 3))
+    await ChatLedger[Candidate](store, metrics=metrics.ledger).claim(CHAT, messages(1, 3))
+    await ChatLedger[Candidate](store, metrics=metrics.ledger).claim(CHAT, messages(1, 3))
     assert sample(metrics, "entrabot_claims_total", ledger="chat", outcome="claimed") == 1
     assert sample(metrics, "entrabot_claims_total", ledger="chat", outcome="lost") == 1
     assert sample(metrics, "entrabot_claimed_messages_total", ledger="chat") == 3

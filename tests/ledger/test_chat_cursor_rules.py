@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.ledger.chat_cursor import (
+from service.ledger.claims.chat_cursor import (
     TAIL_SIZE,
     Candidate,
     ChatCursor,
@@ -24,7 +24,7 @@ from service.ledger.chat_cursor import (
     parse_chat_cursor,
     render_chat_cursor,
 )
-from service.ledger.reads import CorruptValueError
+from service.ledger.records.reads import CorruptValueError
 from tests.ledger.ledger_helpers import T0, message, messages
 
 # --- strategies: Teams-shaped messages, three per millisecond so equal timestamps happen ---

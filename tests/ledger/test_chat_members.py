@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.ledger.chat_members import (
+from service.ledger.memory.chat_members import (
     CHAT_MEMBERS_KEY,
     ChatMembers,
     KnownMember,
@@ -17,8 +17,9 @@ from service.ledger.chat_members import (
     parse_chat_members,
     render_chat_members,
 )
-from service.ledger.reads import CorruptValueError
+from service.ledger.records.reads import CorruptValueError
 from service.storage.local import LocalBackend
+from service.telemetry.metrics import LedgerMetrics
 
 ADA = KnownMember("u-ada", "ada@contoso.example", "t-1")
 GRACE = KnownMember("u-grace", None, None)
@@ -58,7 +59,10 @@ async def test_a_reader_parses_only_a_new_version_and_a_merge_writes_only_a_chan
     tmp_path: Path,
 ) -> None:
     backend = LocalBackend(tmp_path)
-    writer, reader = ChatMembers(backend), ChatMembers(backend)
+    writer, reader = (
+        ChatMembers(backend, metrics=LedgerMetrics()),
+        ChatMembers(backend, metrics=LedgerMetrics()),
+    )
     assert await reader.load() is SnapshotLoad.ABSENT
     assert await writer.merge({"19:a": (ADA,)}) is SnapshotWrite.WRITTEN
     assert await reader.load() is SnapshotLoad.CHANGED and reader.chats == {"19:a": (ADA,)}
@@ -72,8 +76,8 @@ async def test_a_reader_parses_only_a_new_version_and_a_merge_writes_only_a_chan
 
 async def test_a_corrupt_snapshot_leaves_the_members_last_loaded(tmp_path: Path) -> None:
     backend = LocalBackend(tmp_path)
-    reader = ChatMembers(backend)
-    await ChatMembers(backend).merge({"19:a": (ADA,)})
+    reader = ChatMembers(backend, metrics=LedgerMetrics())
+    await ChatMembers(backend, metrics=LedgerMetrics()).merge({"19:a": (ADA,)})
     await reader.load()
     await backend.write_text(CHAT_MEMBERS_KEY, "<html>proxy error</html>")
     assert await reader.load() is SnapshotLoad.CORRUPT
@@ -89,9 +93,9 @@ class NoEtagBackend(LocalBackend):
 
 
 async def test_a_snapshot_without_an_etag_is_neither_learnt_nor_overwritten(tmp_path: Path) -> None:
-    await ChatMembers(LocalBackend(tmp_path)).merge({"19:a": (ADA,)})
+    await ChatMembers(LocalBackend(tmp_path), metrics=LedgerMetrics()).merge({"19:a": (ADA,)})
     backend = NoEtagBackend(tmp_path)
-    members = ChatMembers(backend)
+    members = ChatMembers(backend, metrics=LedgerMetrics())
     assert await members.load() is SnapshotLoad.CORRUPT and members.chats == {}
     assert await members.merge({"19:b": (GRACE,)}) is SnapshotWrite.FAILED
     assert parse_chat_members(await backend.read_text(CHAT_MEMBERS_KEY) or "") == {"19:a": (ADA,)}

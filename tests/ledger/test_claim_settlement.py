@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.ledger.email_cursor import (
+from service.ledger.claims.email_cursor import (
     EMAIL_CURSOR_KEY,
     EmailCursor,
     parse_email_cursor,
     render_email_cursor,
 )
-from service.ledger.reads import Read, ReadOutcome, UnresolvedReason, read_parsed
-from service.ledger.settle import (
+from service.ledger.records.reads import Read, ReadOutcome, UnresolvedReason, read_parsed
+from service.ledger.claims.settle import (
     ClaimWrite,
     Settlement,
     decide_settle,

@@ -3,9 +3,10 @@ finds it: the first read of the chat, or a claim of a chat polled for a while.""
 
 from __future__ import annotations
 
-from service.ledger.chat_claims import ChatClaimOutcome, ChatLedger, ClaimProblem
-from service.ledger.chat_cursor import Candidate, cursor_key
-from service.ledger.reads import ReadOutcome
+from service.ledger.claims.chat_claim_types import ChatClaimOutcome, ClaimProblem
+from service.ledger.claims.chat_ledger import ChatLedger
+from service.ledger.claims.chat_cursor import Candidate, cursor_key
+from service.ledger.records.reads import ReadOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.telemetry.metrics import Metrics
@@ -23,7 +24,7 @@ async def test_a_claim_against_a_corrupt_cursor_counts_the_chat_until_a_readable
     store: MemoryBackend,
 ) -> None:
     metrics = Metrics()
-    ledger = ChatLedger[Candidate](store, metrics=metrics)
+    ledger = ChatLedger[Candidate](store, metrics=metrics.ledger)
     await ledger.claim(CHAT, messages(1, 2))  # polled for a while…
     await ledger.claim(OTHER, messages(1, 2))
     await store.write_text(cursor_key(CHAT), "{not json")  # …then the value goes bad
@@ -44,7 +45,7 @@ async def test_a_claim_against_a_corrupt_cursor_counts_the_chat_until_a_readable
 async def test_a_failed_read_neither_counts_a_chat_nor_clears_one(store: MemoryBackend) -> None:
     metrics = Metrics()
     faulty = FaultyBackend(store)
-    ledger = ChatLedger[Candidate](faulty, metrics=metrics)
+    ledger = ChatLedger[Candidate](faulty, metrics=metrics.ledger)
     await store.write_text(cursor_key(CHAT), "[]")
     assert (await ledger.resolve(CHAT)).outcome is ReadOutcome.UNRESOLVED
     assert ledger.corrupt.chat_ids == (CHAT,)

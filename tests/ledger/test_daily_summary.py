@@ -6,20 +6,21 @@ import asyncio
 import json
 from datetime import date, datetime, timedelta, timezone
 
-from service.ledger.daily_summary import (
+from service.ledger.summary.daily import (
     SUMMARY_OFFSET,
     build_summary,
     day_window,
     render_html,
     summary_due,
 )
-from service.ledger.interactions import Channel
-from service.ledger.interactions import Direction, Interaction, InteractionLog
-from service.ledger.promises import Promise, PromiseLedger, PromiseStatus
-from service.ledger.summary_claim import summary_keys
-from service.ledger.summary_production import DailySummaryProducer, SummaryOutcome
+from service.ledger.memory.interactions import Channel
+from service.ledger.memory.interactions import Direction, Interaction, InteractionLog
+from service.ledger.memory.promises import Promise, PromiseLedger, PromiseStatus
+from service.ledger.summary.claim import summary_keys
+from service.ledger.summary.production import DailySummaryProducer, SummaryOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
+from service.telemetry.metrics import LedgerMetrics
 from tests.ledger.ledger_helpers import FakeClock, RecordingBackend
 
 DAY = date(2026, 11, 28)
@@ -110,7 +111,10 @@ async def fill_log(store: MemoryBackend) -> None:
 async def test_two_replicas_produce_the_summary_once(store: MemoryBackend) -> None:
     await fill_log(store)
     clock = FakeClock(local(17, 5))
-    producers = [DailySummaryProducer(store, InteractionLog(store), clock=clock) for _ in range(2)]
+    producers = [
+        DailySummaryProducer(store, InteractionLog(store), clock=clock, metrics=LedgerMetrics())
+        for _ in range(2)
+    ]
     outcomes = sorted(o.value for o in await asyncio.gather(*(p.run_if_due() for p in producers)))
     assert outcomes.count(SummaryOutcome.PRODUCED.value) == 1
     json_key, html_key = summary_keys(DAY)
@@ -123,11 +127,15 @@ async def test_two_replicas_produce_the_summary_once(store: MemoryBackend) -> No
 async def test_a_loser_writes_nothing(store: MemoryBackend) -> None:
     clock = FakeClock(local(17, 5))
     assert (
-        await DailySummaryProducer(store, InteractionLog(store), clock=clock).produce(DAY)
+        await DailySummaryProducer(
+            store, InteractionLog(store), clock=clock, metrics=LedgerMetrics()
+        ).produce(DAY)
         is SummaryOutcome.PRODUCED
     )
     recording = RecordingBackend(store)
-    late = DailySummaryProducer(recording, InteractionLog(recording), clock=clock)
+    late = DailySummaryProducer(
+        recording, InteractionLog(recording), clock=clock, metrics=LedgerMetrics()
+    )
     assert await late.produce(DAY) is SummaryOutcome.ALREADY_DONE and recording.writes == []
 
 
@@ -139,10 +147,12 @@ async def test_a_crash_between_claim_and_page_is_recovered_after_the_lease(
     json_key, html_key = summary_keys(DAY)
     crashing = FaultyBackend(store)
     crashing.add(FaultRule(Fault.WRITE_FAILS, key=html_key))
-    first = DailySummaryProducer(crashing, InteractionLog(crashing), clock=clock)
+    first = DailySummaryProducer(
+        crashing, InteractionLog(crashing), clock=clock, metrics=LedgerMetrics()
+    )
     assert await first.produce(DAY) is SummaryOutcome.UNRESOLVED
     assert json.loads(await store.read_text(json_key) or "")["state"] == "claimed"
-    other = DailySummaryProducer(store, InteractionLog(store), clock=clock)
+    other = DailySummaryProducer(store, InteractionLog(store), clock=clock, metrics=LedgerMetrics())
     assert await other.produce(DAY) is SummaryOutcome.IN_PROGRESS  # the claim is still fresh
     clock.advance(minutes=11)
     assert await other.produce(DAY) is SummaryOutcome.RECOVERED
@@ -159,12 +169,14 @@ async def test_a_page_left_by_a_crashed_owner_is_kept_and_the_day_is_marked_done
     crashing.add(
         FaultRule(Fault.WRITE_FAILS, key=json_key, skip=1)
     )  # the claim lands; "done" never does
-    assert await DailySummaryProducer(crashing, InteractionLog(crashing), clock=clock).produce(
-        DAY
-    ) is (SummaryOutcome.UNRESOLVED)
+    assert await DailySummaryProducer(
+        crashing, InteractionLog(crashing), clock=clock, metrics=LedgerMetrics()
+    ).produce(DAY) is (SummaryOutcome.UNRESOLVED)
     page = await store.read_text(html_key)
     clock.advance(minutes=11)
-    recovering = DailySummaryProducer(store, InteractionLog(store), clock=clock)
+    recovering = DailySummaryProducer(
+        store, InteractionLog(store), clock=clock, metrics=LedgerMetrics()
+    )
     assert await recovering.produce(DAY) is SummaryOutcome.RECOVERED
     assert await store.read_text(html_key) == page
     assert json.loads(await store.read_text(json_key) or "")["state"] == "done"
@@ -174,17 +186,21 @@ async def test_an_unreadable_log_claims_nothing(store: MemoryBackend) -> None:
     await fill_log(store)
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS, key="interactions/*"))
-    producer = DailySummaryProducer(faulty, InteractionLog(faulty), clock=FakeClock(local(17, 5)))
+    producer = DailySummaryProducer(
+        faulty, InteractionLog(faulty), clock=FakeClock(local(17, 5)), metrics=LedgerMetrics()
+    )
     assert await producer.produce(DAY) is SummaryOutcome.UNRESOLVED
     assert not await store.exists(summary_keys(DAY)[0])
 
 
 async def test_promise_counts_come_from_the_promises_ledger(store: MemoryBackend) -> None:
     clock = FakeClock(START + timedelta(hours=2))
-    promises = PromiseLedger(store, clock=clock)
+    promises = PromiseLedger(store, clock=clock, metrics=LedgerMetrics())
     await promises.add("call back")
     clock.now = local(17, 1)
-    producer = DailySummaryProducer(store, InteractionLog(store), promises=promises, clock=clock)
+    producer = DailySummaryProducer(
+        store, InteractionLog(store), promises=promises, clock=clock, metrics=LedgerMetrics()
+    )
     assert await producer.run_if_due() is SummaryOutcome.PRODUCED
     claim = json.loads(await store.read_text(summary_keys(DAY)[0]) or "")
     assert claim["counts"]["promises_made"] == 1
@@ -193,6 +209,6 @@ async def test_promise_counts_come_from_the_promises_ledger(store: MemoryBackend
 async def test_nothing_is_produced_outside_the_due_window(store: MemoryBackend) -> None:
     recording = RecordingBackend(store)
     producer = DailySummaryProducer(
-        recording, InteractionLog(recording), clock=FakeClock(local(12, 0))
+        recording, InteractionLog(recording), clock=FakeClock(local(12, 0)), metrics=LedgerMetrics()
     )
     assert await producer.run_if_due() is SummaryOutcome.NOT_DUE and recording.writes == []

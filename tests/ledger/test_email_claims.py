@@ -12,18 +12,23 @@ from itertools import count
 
 import pytest
 
-from service.ledger.email_claims import CursorStart, EmailClaimer, EmailCycleOutcome, EmailState
-from service.ledger.email_cursor import (
+from service.ledger.claims.email_claims import (
+    CursorStart,
+    EmailClaimer,
+    EmailCycleOutcome,
+    EmailState,
+)
+from service.ledger.claims.email_cursor import (
     EMAIL_CURSOR_KEY,
     LEGACY_EMAIL_CURSOR_KEY,
     EmailCursor,
     parse_email_cursor,
     render_email_cursor,
 )
-from service.ledger.settle import Settlement
+from service.ledger.claims.settle import Settlement
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics, Metrics
 from tests.ledger.ledger_helpers import (
     T0,
     CancelledAfterCommit,
@@ -46,6 +51,7 @@ async def stored(store: MemoryBackend) -> EmailCursor:
 
 def claimer(backend: MemoryBackend, **kwargs: object) -> EmailClaimer[Mail]:
     kwargs.setdefault("is_cloud", True)
+    kwargs.setdefault("metrics", LedgerMetrics())
     return EmailClaimer(backend, **kwargs)  # type: ignore[arg-type]
 
 
@@ -290,7 +296,7 @@ async def test_a_held_batch_is_delivered_once_the_store_recovers_and_not_before(
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1), FaultRule(Fault.READ_FAILS, skip=1))
     metrics = Metrics()
-    email = claimer(faulty, metrics=metrics)
+    email = claimer(faulty, metrics=metrics.ledger)
     mailbox = CountingMailbox([mail(1), mail(2)])
     first = await email.run_cycle(mailbox.fetch)
     assert (

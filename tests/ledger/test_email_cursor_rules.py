@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.ledger.email_cursor import (
+from service.ledger.claims.email_cursor import (
     CLAIM_IDS_KEPT,
     EmailCursor,
     advance,
@@ -17,7 +17,7 @@ from service.ledger.email_cursor import (
     parse_email_cursor,
     render_email_cursor,
 )
-from service.ledger.reads import CorruptValueError
+from service.ledger.records.reads import CorruptValueError
 from tests.ledger.ledger_helpers import T0, Mail, mail
 
 

@@ -21,8 +21,8 @@ import pytest
 from process_race import race_processes
 
 from service.telemetry.metrics import StorageMetrics
-from service.ledger.leases import lease_key, parse_lease
-from service.ledger.email_cursor import (
+from service.ledger.fleet.leases import lease_key, parse_lease
+from service.ledger.claims.email_cursor import (
     EMAIL_CURSOR_KEY,
     EmailCursor,
     render_email_cursor,

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from service.ledger.graph_backoff import (
+from service.ledger.fleet.graph_backoff import (
     BACKOFF_KEY,
     BackoffRecord,
     CorruptBackoff,
@@ -23,7 +23,7 @@ from service.ledger.graph_backoff import (
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics, Metrics, RoleMetrics
 from tests.ledger.ledger_helpers import T0, FakeClock
 
 HOLD = timedelta(seconds=60)
@@ -77,7 +77,16 @@ async def test_racing_replicas_leave_the_longest_hold_stored_and_none_raises(
     any_backend: MemoryBackend,
 ) -> None:
     clock = FakeClock(T0)
-    replicas = [FleetBackoff(any_backend, f"replica-{i}", clock=clock) for i in range(5)]
+    replicas = [
+        FleetBackoff(
+            any_backend,
+            f"replica-{i}",
+            clock=clock,
+            metrics=RoleMetrics(),
+            ledger_metrics=LedgerMetrics(),
+        )
+        for i in range(5)
+    ]
     for i, replica in enumerate(replicas):
         replica.announce((T0 + timedelta(seconds=10 + i)).timestamp(), 429, "chats/{id}/messages")
     await asyncio.gather(*(r.cycle() for r in replicas))
@@ -92,8 +101,20 @@ async def test_racing_replicas_leave_the_longest_hold_stored_and_none_raises(
 async def test_a_shorter_hold_never_replaces_a_longer_one(local_store: LocalBackend) -> None:
     clock = FakeClock(T0)
     long, short = (
-        FleetBackoff(local_store, "replica-a", clock=clock),
-        FleetBackoff(local_store, "replica-b", clock=clock),
+        FleetBackoff(
+            local_store,
+            "replica-a",
+            clock=clock,
+            metrics=RoleMetrics(),
+            ledger_metrics=LedgerMetrics(),
+        ),
+        FleetBackoff(
+            local_store,
+            "replica-b",
+            clock=clock,
+            metrics=RoleMetrics(),
+            ledger_metrics=LedgerMetrics(),
+        ),
     )
     long.announce((T0 + timedelta(seconds=30)).timestamp(), 429, "me/chats")
     await long.cycle()
@@ -113,7 +134,9 @@ async def test_a_write_that_fails_or_whose_outcome_is_unknown_never_raises_and_t
     faulty = FaultyBackend(local_store)
     faulty.add(FaultRule(fault, key=BACKOFF_KEY, times=3))
     metrics = Metrics()
-    replica = FleetBackoff(faulty, "replica-a", clock=clock, metrics=metrics)
+    replica = FleetBackoff(
+        faulty, "replica-a", clock=clock, metrics=metrics.roles, ledger_metrics=metrics.ledger
+    )
     replica.announce((T0 + timedelta(seconds=20)).timestamp(), 503, "me/chats")
     for _ in range(3):
         await replica.cycle()
@@ -126,26 +149,30 @@ async def test_an_unreadable_store_raises_nothing_adopts_nothing_and_a_learnt_ho
     local_store: LocalBackend, caplog: pytest.LogCaptureFixture
 ) -> None:
     clock = FakeClock(T0)
-    writer = FleetBackoff(local_store, "replica-a", clock=clock)
+    writer = FleetBackoff(
+        local_store, "replica-a", clock=clock, metrics=RoleMetrics(), ledger_metrics=LedgerMetrics()
+    )
     writer.announce((T0 + timedelta(seconds=5)).timestamp(), 503, "me")
     await writer.cycle()
     faulty = FaultyBackend(local_store)
     metrics = Metrics()
-    reader = FleetBackoff(faulty, "replica-b", clock=clock, metrics=metrics)
+    reader = FleetBackoff(
+        faulty, "replica-b", clock=clock, metrics=metrics.roles, ledger_metrics=metrics.ledger
+    )
     await reader.cycle()
     assert reader.held_until() == (T0 + timedelta(seconds=5)).timestamp()
 
     faulty.add(FaultRule(Fault.READ_FAILS, key=BACKOFF_KEY))
     writer.announce((T0 + timedelta(seconds=40)).timestamp(), 503, "me")
     await writer.cycle()  # a longer hold the reader cannot see
-    with caplog.at_level(logging.WARNING, logger="service.ledger.graph_backoff"):
+    with caplog.at_level(logging.WARNING, logger="service.ledger.fleet.graph_backoff"):
         for _ in range(3):
             await reader.cycle()
             clock.advance(seconds=1)
     assert (
         reader.held_until() == (T0 + timedelta(seconds=5)).timestamp()
     )  # bounded: it ends on its own
-    assert len([r for r in caplog.records if r.name == "service.ledger.graph_backoff"]) == 1
+    assert len([r for r in caplog.records if r.name == "service.ledger.fleet.graph_backoff"]) == 1
     assert (
         metrics.registry.get_sample_value(
             "entrabot_graph_fleet_backoff_events_total", {"event": "read_failed"}
@@ -171,7 +198,16 @@ async def test_a_real_hold_replaces_an_implausible_or_corrupt_record_and_every_r
 ) -> None:
     clock = FakeClock(T0)
     await any_backend.write_text(BACKOFF_KEY, bogus)
-    writer, reader = (FleetBackoff(any_backend, f"replica-{n}", clock=clock) for n in "ab")
+    writer, reader = (
+        FleetBackoff(
+            any_backend,
+            f"replica-{n}",
+            clock=clock,
+            metrics=RoleMetrics(),
+            ledger_metrics=LedgerMetrics(),
+        )
+        for n in "ab"
+    )
     await reader.cycle()
     assert reader.held_until() == 0.0  # the bogus record holds no one
     writer.announce((T0 + timedelta(seconds=20)).timestamp(), 429, "me/chats")
@@ -185,7 +221,9 @@ async def test_a_hold_over_before_it_could_be_stored_is_not_written(
     local_store: LocalBackend,
 ) -> None:
     clock = FakeClock(T0)
-    replica = FleetBackoff(local_store, "replica-a", clock=clock)
+    replica = FleetBackoff(
+        local_store, "replica-a", clock=clock, metrics=RoleMetrics(), ledger_metrics=LedgerMetrics()
+    )
     replica.announce((T0 + timedelta(seconds=2)).timestamp(), 503, "me")
     clock.advance(seconds=3)
     await replica.cycle()

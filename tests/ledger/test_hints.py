@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from service.ledger.hints import (
+from service.ledger.fleet.hints import (
     Hint,
     HintLog,
     HintReader,

@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from service.ledger.interactions import Channel
-from service.ledger.interactions import (
+from service.ledger.memory.interactions import Channel
+from service.ledger.memory.interactions import (
     Action,
     Direction,
     Interaction,

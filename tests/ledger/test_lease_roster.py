@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.ledger.lease_roster import roles_listed
+from service.ledger.fleet.lease_roster import roles_listed
 
 
 def test_only_lease_records_directly_under_leases_name_a_role() -> None:

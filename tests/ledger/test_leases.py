@@ -10,17 +10,32 @@ from datetime import timedelta
 import pytest
 from lease_clocks import T0, Clocks
 
-from service.ledger.leases import Lease, LeaseRecord, LeaseStep, decide_step, lease_key, parse_lease
+from service.ledger.fleet.leases import (
+    Lease,
+    LeaseRecord,
+    LeaseStep,
+    decide_step,
+    lease_key,
+    parse_lease,
+)
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import Metrics, RoleMetrics
 
 TTL = timedelta(seconds=30)
 
 
 def lease(backend: MemoryBackend, holder: str, clocks: Clocks) -> Lease:
-    return Lease(backend, "scanner", holder, ttl=TTL, clock=clocks.wall, monotonic=clocks.mono)
+    return Lease(
+        backend,
+        "scanner",
+        holder,
+        ttl=TTL,
+        clock=clocks.wall,
+        monotonic=clocks.mono,
+        metrics=RoleMetrics(),
+    )
 
 
 def test_the_rule_renews_only_an_unbroken_lease_and_takes_over_only_an_expired_one() -> None:
@@ -112,7 +127,7 @@ async def test_a_holder_whose_record_was_overwritten_loses_the_race_and_stops(
     await a.acquire_or_renew()
     # An operator (or another replica) rewrites the record.
     forged = LeaseRecord("scanner", "b", 7, T0 + TTL, T0)
-    from service.ledger.leases import render_lease  # noqa: PLC0415
+    from service.ledger.fleet.leases import render_lease  # noqa: PLC0415
 
     await any_backend.write_text(lease_key("scanner"), render_lease(forged))
     assert await a.acquire_or_renew() is LeaseStep.HELD_ELSEWHERE
@@ -121,7 +136,7 @@ async def test_a_holder_whose_record_was_overwritten_loses_the_race_and_stops(
 
 def test_a_margin_as_long_as_the_ttl_is_refused(tmp_path) -> None:
     with pytest.raises(ValueError, match="margin"):
-        Lease(LocalBackend(tmp_path), "scanner", "a", ttl=TTL, margin=TTL)
+        Lease(LocalBackend(tmp_path), "scanner", "a", ttl=TTL, margin=TTL, metrics=RoleMetrics())
 
 
 async def test_a_renewal_whose_answer_was_lost_but_which_landed_keeps_the_role_at_the_next_renewal(
@@ -193,7 +208,7 @@ async def test_a_record_unreadable_for_a_lease_lifetime_is_taken_over_by_exactly
             ttl=TTL,
             clock=clocks.wall,
             monotonic=clocks.mono,
-            metrics=metrics,
+            metrics=metrics.roles,
         )
         for i in range(3)
     ]
@@ -241,5 +256,5 @@ def test_every_role_a_replica_knows_is_exported_as_not_held_before_any_attempt(
     tmp_path: Path,
 ) -> None:
     metrics = Metrics()
-    Lease(LocalBackend(tmp_path), "subscriptions", "a", metrics=metrics)
+    Lease(LocalBackend(tmp_path), "subscriptions", "a", metrics=metrics.roles)
     assert metrics.registry.get_sample_value("entrabot_lease_held", {"role": "subscriptions"}) == 0

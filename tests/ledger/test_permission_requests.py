@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from service.ledger.permission_requests import (
+from service.ledger.memory.permission_requests import (
     PermissionRequests,
     ReserveOutcome,
     Standing,
     request_key,
 )
 from service.storage.backend import MemoryBackend
+from service.telemetry.metrics import LedgerMetrics
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 TTL = timedelta(minutes=10)
@@ -28,8 +29,8 @@ async def test_one_replica_holds_a_live_request_and_the_others_leave_its_verdict
     any_backend: MemoryBackend,
 ) -> None:
     clock = Clock()
-    one = PermissionRequests(any_backend, "replica-1", clock=clock)
-    two = PermissionRequests(any_backend, "replica-2", clock=clock)
+    one = PermissionRequests(any_backend, "replica-1", clock=clock, metrics=LedgerMetrics())
+    two = PermissionRequests(any_backend, "replica-2", clock=clock, metrics=LedgerMetrics())
     assert await one.standing("abcde") is Standing.NONE
     assert await one.reserve("abcde", TTL) is ReserveOutcome.RESERVED
     assert await two.reserve("abcde", TTL) is ReserveOutcome.TAKEN
@@ -41,8 +42,8 @@ async def test_an_ended_or_expired_request_decides_nothing_and_its_id_can_be_reu
     any_backend: MemoryBackend,
 ) -> None:
     clock = Clock()
-    one = PermissionRequests(any_backend, "replica-1", clock=clock)
-    two = PermissionRequests(any_backend, "replica-2", clock=clock)
+    one = PermissionRequests(any_backend, "replica-1", clock=clock, metrics=LedgerMetrics())
+    two = PermissionRequests(any_backend, "replica-2", clock=clock, metrics=LedgerMetrics())
     await one.reserve("abcde", TTL)
     assert not await two.end("abcde")  # only the holder ends it
     assert await one.end("abcde")
@@ -57,6 +58,6 @@ async def test_a_corrupt_record_is_unresolved_and_reserves_nothing(
     any_backend: MemoryBackend,
 ) -> None:
     await any_backend.write_text(request_key("abcde"), "{not json")
-    requests = PermissionRequests(any_backend, "replica-1", clock=Clock())
+    requests = PermissionRequests(any_backend, "replica-1", clock=Clock(), metrics=LedgerMetrics())
     assert await requests.standing("abcde") is Standing.UNRESOLVED
     assert await requests.reserve("abcde", TTL) is ReserveOutcome.UNRESOLVED

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from lease_clocks import Clocks
 
-from service.ledger.poll_turns import PollTurn, turn_key
+from service.ledger.fleet.poll_turns import PollTurn, turn_key
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from service.ledger.promises import (
+from service.ledger.memory.promises import (
     PROMISES_KEY,
     Promise,
     PromiseLedger,
@@ -18,9 +18,10 @@ from service.ledger.promises import (
     fold_readable,
     render_promises,
 )
-from service.ledger.reads import CorruptValueError, ReadOutcome
+from service.ledger.records.reads import CorruptValueError, ReadOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
+from service.telemetry.metrics import LedgerMetrics
 from tests.ledger.ledger_helpers import T0, FakeClock, RecordingBackend
 
 
@@ -66,7 +67,7 @@ def test_unknown_fields_survive_a_rewrite() -> None:
 async def test_a_promise_is_added_listed_and_resolved(
     store: MemoryBackend, clock: FakeClock
 ) -> None:
-    ledger = PromiseLedger(store, clock=clock)
+    ledger = PromiseLedger(store, clock=clock, metrics=LedgerMetrics())
     added = await ledger.add("send the report", chat_id="chat-1", to="ana@example.com")
     assert added.outcome is PromiseWriteOutcome.WRITTEN and added.promise is not None
     listed = await ledger.list(status=PromiseStatus.OPEN)
@@ -81,7 +82,7 @@ async def test_a_promise_is_added_listed_and_resolved(
 
 async def test_writes_are_compare_and_swap_including_the_first(store: MemoryBackend) -> None:
     recording = RecordingBackend(store)
-    ledger = PromiseLedger(recording)
+    ledger = PromiseLedger(recording, metrics=LedgerMetrics())
     await ledger.add("one")
     await ledger.add("two")
     assert [(w.if_absent, w.if_match is not None) for w in recording.writes] == [
@@ -93,7 +94,7 @@ async def test_writes_are_compare_and_swap_including_the_first(store: MemoryBack
 async def test_resolving_an_unknown_promise_is_not_found_and_twice_changes_nothing(
     store: MemoryBackend, clock: FakeClock
 ) -> None:
-    ledger = PromiseLedger(store, clock=clock)
+    ledger = PromiseLedger(store, clock=clock, metrics=LedgerMetrics())
     assert (await ledger.resolve("missing")).outcome is PromiseWriteOutcome.NOT_FOUND
     added = await ledger.add("x")
     assert added.promise is not None
@@ -130,21 +131,21 @@ class SiblingWritesFirst:
 async def test_a_conflict_is_retried_once_and_both_promises_survive(
     store: MemoryBackend, clock: FakeClock
 ) -> None:
-    ledger = PromiseLedger(SiblingWritesFirst(store, times=1), clock=clock)
+    ledger = PromiseLedger(SiblingWritesFirst(store, times=1), clock=clock, metrics=LedgerMetrics())
     assert (await ledger.add("mine")).outcome is PromiseWriteOutcome.WRITTEN
     texts = {p.text for p in fold_promises(await store.read_text(PROMISES_KEY) or "")}
     assert texts == {"mine", "promise sibling-0"}
 
 
 async def test_a_second_conflict_gives_up_without_writing(store: MemoryBackend) -> None:
-    ledger = PromiseLedger(SiblingWritesFirst(store, times=2))
+    ledger = PromiseLedger(SiblingWritesFirst(store, times=2), metrics=LedgerMetrics())
     assert (await ledger.add("mine")).outcome is PromiseWriteOutcome.CONFLICTED
     assert "mine" not in {p.text for p in fold_promises(await store.read_text(PROMISES_KEY) or "")}
 
 
 async def test_a_corrupt_line_blocks_writes_instead_of_being_dropped(store: MemoryBackend) -> None:
     await store.write_text(PROMISES_KEY, record("a") + "{not json\n")
-    ledger = PromiseLedger(store)
+    ledger = PromiseLedger(store, metrics=LedgerMetrics())
     assert (await ledger.add("b")).outcome is PromiseWriteOutcome.UNRESOLVED
     assert await store.read_text(PROMISES_KEY) == record("a") + "{not json\n"
     listed = await ledger.list()
@@ -158,7 +159,7 @@ async def test_every_write_compacts_old_resolutions_away(
     await store.write_text(
         PROMISES_KEY, record("old", "resolved", resolved_at=old) + record("open")
     )
-    await PromiseLedger(store, clock=clock).add("new")
+    await PromiseLedger(store, clock=clock, metrics=LedgerMetrics()).add("new")
     kept = fold_promises(await store.read_text(PROMISES_KEY) or "")
     assert [p.text for p in kept] == ["promise open", "new"]
 
@@ -166,7 +167,7 @@ async def test_every_write_compacts_old_resolutions_away(
 async def test_an_add_that_landed_without_an_answer_is_written_once(store: MemoryBackend) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1))
-    added = await PromiseLedger(faulty).add("once")
+    added = await PromiseLedger(faulty, metrics=LedgerMetrics()).add("once")
     assert added.outcome is PromiseWriteOutcome.WRITTEN
     assert [p.text for p in fold_promises(await store.read_text(PROMISES_KEY) or "")] == ["once"]
 
@@ -174,8 +175,12 @@ async def test_an_add_that_landed_without_an_answer_is_written_once(store: Memor
 async def test_an_unreadable_ledger_lists_as_unresolved(store: MemoryBackend) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS))
-    assert (await PromiseLedger(faulty).list()).outcome is ReadOutcome.UNRESOLVED
-    assert (await PromiseLedger(faulty).add("x")).outcome is PromiseWriteOutcome.UNRESOLVED
+    assert (
+        await PromiseLedger(faulty, metrics=LedgerMetrics()).list()
+    ).outcome is ReadOutcome.UNRESOLVED
+    assert (
+        await PromiseLedger(faulty, metrics=LedgerMetrics()).add("x")
+    ).outcome is PromiseWriteOutcome.UNRESOLVED
 
 
 def test_promises_compare_by_value_after_a_round_trip() -> None:

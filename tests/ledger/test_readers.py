@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from pathlib import Path
 
-from service.ledger.readers import (
+from service.ledger.fleet.readers import (
     ROSTER_KEY,
     TURN_WINDOW,
     ReaderEntry,

@@ -1,7 +1,7 @@
 """Records the single-host system wrote read back through the fleet's ledgers, beside the fleet's own.
 
 The lines below are in the single-host shape (field names, spellings and timestamp format of its
-``tools/interaction_log.py`` and ``tools/promises.py``, quoted in service/ledger/single_host_records.py),
+``tools/interaction_log.py`` and ``tools/promises.py``, quoted in service/ledger/memory/single_host_records.py),
 written to the store as that system wrote them: ``json.dumps(entry)`` per line.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from tests.ledger.ledger_helpers import T0, FakeClock
 
-from service.ledger.interactions import (
+from service.ledger.memory.interactions import (
     Action,
     Channel,
     Direction,
@@ -22,8 +22,14 @@ from service.ledger.interactions import (
     InteractionQuery,
     interaction_key,
 )
-from service.ledger.promises import PROMISES_KEY, PromiseLedger, PromiseStatus, PromiseWriteOutcome
+from service.ledger.memory.promises import (
+    PROMISES_KEY,
+    PromiseLedger,
+    PromiseStatus,
+    PromiseWriteOutcome,
+)
 from service.storage.backend import MemoryBackend
+from service.telemetry.metrics import LedgerMetrics
 
 DM = "19:ada_agent@unq.gbl.spaces"
 GROUP = "19:launch@thread.v2"
@@ -197,7 +203,7 @@ async def test_a_single_host_promise_reads_back_with_its_description_as_the_text
     ]
     await store.write_text(PROMISES_KEY, "".join(single_host_line(p) for p in lines))
 
-    listed = await PromiseLedger(store).list()
+    listed = await PromiseLedger(store, metrics=LedgerMetrics()).list()
 
     assert listed.skipped_lines == 0
     promises = {p.id: p for p in listed.promises}
@@ -219,7 +225,7 @@ async def test_a_single_host_promise_the_fleet_rewrites_keeps_what_the_single_ho
     await store.write_text(
         PROMISES_KEY, single_host_line(single_host_promise("a1", due_by="by Friday"))
     )
-    ledger = PromiseLedger(store, clock=clock)
+    ledger = PromiseLedger(store, clock=clock, metrics=LedgerMetrics())
 
     assert (await ledger.resolve("a1", resolution="done")).outcome is PromiseWriteOutcome.WRITTEN
 

@@ -12,13 +12,14 @@ from typing import Any
 
 from tests.ledger.ledger_helpers import FakeClock
 
-from service.ledger.daily_summary import SUMMARY_OFFSET
-from service.ledger.interactions import InteractionLog, InteractionQuery
-from service.ledger.summary_claim import SummaryState, summary_keys
-from service.ledger.summary_mailing import LetterRefused, LetterSent, LetterUnknown, SummaryLetter
-from service.ledger.summary_production import DailySummaryProducer, SummaryOutcome
+from service.ledger.summary.daily import SUMMARY_OFFSET
+from service.ledger.memory.interactions import InteractionLog, InteractionQuery
+from service.ledger.summary.claim import SummaryState, summary_keys
+from service.ledger.summary.mailing import LetterRefused, LetterSent, LetterUnknown, SummaryLetter
+from service.ledger.summary.production import DailySummaryProducer, SummaryOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
+from service.telemetry.metrics import LedgerMetrics
 
 DAY = date(2026, 11, 28)
 SPONSORS = ("ada@contoso.com", "grace@contoso.com")
@@ -65,7 +66,11 @@ def producer(
     store: MemoryBackend, mailer: SentItems | None, clock: FakeClock
 ) -> DailySummaryProducer:
     return DailySummaryProducer(
-        store, InteractionLog(store, clock=clock), mailer=mailer, clock=clock
+        store,
+        InteractionLog(store, clock=clock),
+        mailer=mailer,
+        clock=clock,
+        metrics=LedgerMetrics(),
     )
 
 

@@ -1,14 +1,14 @@
-"""The daily summary's triage, rule by rule (service.ledger.daily_summary's docstring): needs you, handled,
+"""The daily summary's triage, rule by rule (service.ledger.summary.daily's docstring): needs you, handled,
 heads-up — built from ids, counts and the agent's own promise texts, never from what someone else wrote."""
 
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta, timezone
 
-from service.ledger.daily_summary import build_summary, render_html
-from service.ledger.interactions import Channel, Direction, Interaction
-from service.ledger.promises import Promise, PromiseStatus
-from service.ledger.summary_triage import MAX_LISTED, Section
+from service.ledger.summary.daily import build_summary, render_html
+from service.ledger.memory.interactions import Channel, Direction, Interaction
+from service.ledger.memory.promises import Promise, PromiseStatus
+from service.ledger.summary.triage import MAX_LISTED, Section
 
 DAY = date(2026, 11, 28)
 START = datetime(2026, 11, 28, tzinfo=timezone.utc)

@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from service.ledger.local_poll_state import note_ignored_local_poll_state
-from service.ledger.reads import ReadOutcome
-from service.ledger.watched_chats import WATCHED_CHATS_KEY, WatchedChats, WatchOutcome
+from service.ledger.fleet.local_poll_state import note_ignored_local_poll_state
+from service.ledger.records.reads import ReadOutcome
+from service.ledger.memory.watched_chats import WATCHED_CHATS_KEY, WatchedChats, WatchOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics, Metrics
 from tests.ledger.ledger_helpers import RecordingBackend, sample
 
 
 async def test_an_absent_list_loads_as_absent_and_a_present_one_is_learned(
     store: MemoryBackend,
 ) -> None:
-    fresh = WatchedChats(store)
+    fresh = WatchedChats(store, metrics=LedgerMetrics())
     assert (
         await fresh.load() is ReadOutcome.ABSENT
         and fresh.chats == frozenset()
@@ -36,7 +36,7 @@ async def test_an_unreadable_list_starts_with_no_chats_and_loads_again_later(
     await store.write_text(WATCHED_CHATS_KEY, "chat-a\n")
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS, times=1))
-    watched = WatchedChats(faulty)
+    watched = WatchedChats(faulty, metrics=LedgerMetrics())
     assert await watched.load() is ReadOutcome.UNRESOLVED
     assert watched.chats == frozenset() and watched.needs_load
     assert await watched.load() is ReadOutcome.PRESENT and "chat-a" in watched
@@ -46,7 +46,7 @@ async def test_a_corrupt_list_is_never_overwritten_and_the_new_chat_stays_dirty(
     store: MemoryBackend,
 ) -> None:
     await store.write_text(WATCHED_CHATS_KEY, "<html><body>502 Bad Gateway</body></html>\n")
-    watched = WatchedChats(store)
+    watched = WatchedChats(store, metrics=LedgerMetrics())
     assert await watched.load() is ReadOutcome.UNRESOLVED
     assert await watched.add(["chat-new"]) is WatchOutcome.FAILED
     assert watched.dirty == {"chat-new"} and "chat-new" in watched
@@ -57,21 +57,24 @@ async def test_the_first_write_creates_the_list_with_if_absent_sorted_one_per_li
     store: MemoryBackend,
 ) -> None:
     recording = RecordingBackend(store)
-    assert await WatchedChats(recording).add(["chat-b", "chat-a"]) is WatchOutcome.WRITTEN
+    assert (
+        await WatchedChats(recording, metrics=LedgerMetrics()).add(["chat-b", "chat-a"])
+        is WatchOutcome.WRITTEN
+    )
     assert [(w.if_absent, w.if_match) for w in recording.writes] == [(True, None)]
     assert await store.read_text(WATCHED_CHATS_KEY) == "chat-a\nchat-b\n"
 
 
 async def test_adding_merges_and_never_removes_another_replicas_chats(store: MemoryBackend) -> None:
-    await WatchedChats(store).add(["chat-a", "chat-b"])
-    other = WatchedChats(store)  # never loaded: knows only its own chat
+    await WatchedChats(store, metrics=LedgerMetrics()).add(["chat-a", "chat-b"])
+    other = WatchedChats(store, metrics=LedgerMetrics())  # never loaded: knows only its own chat
     assert await other.add(["chat-c"]) is WatchOutcome.WRITTEN
     assert await store.read_text(WATCHED_CHATS_KEY) == "chat-a\nchat-b\nchat-c\n"
     assert other.chats == {"chat-a", "chat-b", "chat-c"}
 
 
 async def test_concurrent_adds_from_several_replicas_lose_no_chat(store: MemoryBackend) -> None:
-    replicas = [WatchedChats(store, max_attempts=8) for _ in range(4)]
+    replicas = [WatchedChats(store, max_attempts=8, metrics=LedgerMetrics()) for _ in range(4)]
     outcomes = await asyncio.gather(*(r.add([f"chat-{n}"]) for n, r in enumerate(replicas)))
     assert all(o is not WatchOutcome.FAILED for o in outcomes)
     assert await store.read_text(WATCHED_CHATS_KEY) == "".join(f"chat-{n}\n" for n in range(4))
@@ -82,7 +85,7 @@ async def test_a_failed_write_stays_dirty_and_goes_out_with_the_next_sweep(
 ) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.WRITE_FAILS))
-    watched = WatchedChats(faulty)
+    watched = WatchedChats(faulty, metrics=LedgerMetrics())
     assert await watched.add(["chat-a"]) is WatchOutcome.FAILED
     assert watched.dirty == {"chat-a"} and not await store.exists(WATCHED_CHATS_KEY)
     faulty.heal()
@@ -97,14 +100,14 @@ async def test_a_write_that_landed_without_an_answer_is_recognized_and_not_kept_
 ) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, times=1))
-    watched = WatchedChats(faulty)
+    watched = WatchedChats(faulty, metrics=LedgerMetrics())
     assert await watched.add(["chat-a"]) is not WatchOutcome.FAILED
     assert watched.dirty == frozenset() and faulty.injected[Fault.WRITE_RESPONSE_LOST] == 1
 
 
 async def test_the_watched_gauge_follows_the_known_chats(store: MemoryBackend) -> None:
     metrics = Metrics()
-    await WatchedChats(store, metrics=metrics).add(["chat-a", "chat-b"])
+    await WatchedChats(store, metrics=metrics.ledger).add(["chat-a", "chat-b"])
     assert sample(metrics, "entrabot_watched_chats") == 2
 
 
@@ -114,9 +117,9 @@ async def test_local_poll_state_files_are_ignored_on_a_cloud_backend_with_one_in
 ) -> None:
     (tmp_path / "watched_chats").write_text("stale-chat\n")
     (tmp_path / "email_cursor.txt").write_text("2020-01-01T00:00:00Z\n")
-    with caplog.at_level(logging.INFO, logger="service.ledger.local_poll_state"):
+    with caplog.at_level(logging.INFO, logger="service.ledger.fleet.local_poll_state"):
         ignored = await note_ignored_local_poll_state(tmp_path, is_cloud=is_cloud)
-    lines = [r for r in caplog.records if r.name == "service.ledger.local_poll_state"]
+    lines = [r for r in caplog.records if r.name == "service.ledger.fleet.local_poll_state"]
     if is_cloud:
         assert {p.name for p in ignored} == {"watched_chats", "email_cursor.txt"} and len(
             lines

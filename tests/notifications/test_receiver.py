@@ -14,7 +14,7 @@ import pytest
 from starlette.applications import Starlette
 
 from service.devstack.uvicorn_runner import RunningServer, serve_app
-from service.ledger.hints import HintLog, HintReader
+from service.ledger.fleet.hints import HintLog, HintReader
 from service.notifications.lifecycle_log import read_events
 from service.notifications.payloads import ChangeNotification
 from service.notifications.receiver import MAX_BODY_BYTES, NOTIFICATIONS_PATH, NotificationReceiver

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from service.domain.source import Source
-from service.ledger.reads import CorruptValueError
+from service.ledger.records.reads import CorruptValueError
 from service.notifications.lifecycle_log import (
     LifecycleEvent,
     parse_event_line,

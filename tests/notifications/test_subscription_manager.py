@@ -20,7 +20,7 @@ from emulator.server import RunningEmulator, start_emulator
 from service.domain.source import Source
 from service.devstack.uvicorn_runner import serve_app
 from service.clock import utc_now
-from service.ledger.leases import Lease
+from service.ledger.fleet.leases import Lease
 from service.notifications.lifecycle_log import LifecycleEvent, record_event
 from service.notifications.receiver import NOTIFICATIONS_PATH
 from service.notifications.options import NotificationOptions
@@ -28,6 +28,7 @@ from service.notifications.subscription_record import RECORD_KEY, parse_record, 
 from service.notifications.subscriptions import ROLE, SubscriptionManager
 from service.notifications.wiring import Notifications
 from service.storage.local import LocalBackend
+from service.telemetry.metrics import RoleMetrics
 
 
 @pytest.fixture
@@ -55,7 +56,7 @@ class World:
         self.mail_nudges = 0
 
     def manager(self, replica_id: str = "replica-a") -> SubscriptionManager:
-        lease = Lease(self.backend, ROLE, replica_id, metrics=self.stack.metrics)
+        lease = Lease(self.backend, ROLE, replica_id, metrics=self.stack.metrics.roles)
         manager = self.notifications.manager(
             self.stack.graph, self.emulator.seed.agent_user.id, lease
         )
@@ -94,7 +95,7 @@ async def world(emulator: RunningEmulator, tmp_path: Path) -> AsyncIterator[Worl
 
 
 async def test_a_replica_without_the_lease_creates_nothing(world) -> None:
-    other = Lease(world.backend, ROLE, "replica-b")
+    other = Lease(world.backend, ROLE, "replica-b", metrics=RoleMetrics())
     await other.acquire_or_renew()
     await world.manager("replica-a").cycle()
     assert world.live() == {}

@@ -20,7 +20,7 @@ from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
 from service.devstack.traffic import HumanTraffic
-from service.ledger.chat_cursor import cursor_key
+from service.ledger.claims.chat_cursor import cursor_key
 from service.storage.blob import BlobBackend
 
 pytestmark = pytest.mark.azurite

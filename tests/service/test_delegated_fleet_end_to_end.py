@@ -31,7 +31,7 @@ from service.devstack.channel_host import ChannelHost
 from service.devstack.emulator_env import delegated_env
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
 from service.devstack.traffic import HumanTraffic
-from service.ledger.chat_cursor import cursor_key, parse_chat_cursor
+from service.ledger.claims.chat_cursor import cursor_key, parse_chat_cursor
 from service.storage.blob import BlobBackend
 from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 

@@ -19,7 +19,7 @@ from service.telemetry.metrics import StorageMetrics
 from service.clock import utc_now
 from service.devstack.azurite import Azurite
 from service.devstack.fleet import READY_TIMEOUT_S, LocalFleet
-from service.ledger.graph_backoff import BACKOFF_KEY, BackoffRecord, render_backoff
+from service.ledger.fleet.graph_backoff import BACKOFF_KEY, BackoffRecord, render_backoff
 from service.storage.blob import BlobBackend
 
 pytestmark = pytest.mark.azurite

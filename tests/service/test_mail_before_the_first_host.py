@@ -25,7 +25,7 @@ from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
 from service.devstack.traffic import HumanTraffic
-from service.ledger.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
+from service.ledger.claims.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
 from service.storage.blob import BlobBackend
 from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 

@@ -23,7 +23,7 @@ from service.clock import utc_now
 from service.devstack.emulator_env import agent_user_env
 from service.devstack.fleet import DEV_TOKEN
 from service.devstack.uvicorn_runner import serve_app
-from service.ledger.leases import LeaseRecord, lease_key, render_lease
+from service.ledger.fleet.leases import LeaseRecord, lease_key, render_lease
 from service.replica import build_replica
 from service.storage.faults import Fault, FaultRule, FaultyBackend, Op
 from service.storage.local import LocalBackend

@@ -20,7 +20,7 @@ from emulator.server import RunningEmulator, start_emulator
 from service.chat_repair import CursorState, inspect_cursor, plan_repair, write_repair
 from service.devstack.emulator_env import agent_user_env
 from service.graph.models import ChatMessage
-from service.ledger.chat_cursor import Candidate, cursor_key, decide_claim, parse_chat_cursor
+from service.ledger.claims.chat_cursor import Candidate, cursor_key, decide_claim, parse_chat_cursor
 from service.clock import utc_now
 from service.storage.errors import ConcurrencyError
 from service.storage.local import LocalBackend

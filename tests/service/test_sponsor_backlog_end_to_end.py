@@ -31,9 +31,9 @@ from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
 from service.devstack.traffic import HumanTraffic
-from service.ledger import Direction, InteractionLog, InteractionQuery
-from service.ledger.chat_cursor import cursor_key
-from service.ledger.hints import HintReader
+from service.ledger.memory.interactions import Direction, InteractionLog, InteractionQuery
+from service.ledger.claims.chat_cursor import cursor_key
+from service.ledger.fleet.hints import HintReader
 from service.storage.blob import BlobBackend
 from tests.service.test_hosts_end_to_end import sponsor_waits
 from tests.service.test_sponsor_wait_takes_one_end_to_end import (  # noqa: F401 - emulator: the fixture

@@ -22,7 +22,7 @@ from sign_in_kit import delegated_settings, new_token_key, sign_in_as
 from emulator.server import RunningEmulator
 from service.config import Settings
 from service.graph.auth.tokens import GRAPH_SCOPE
-from service.ledger.leases import Lease
+from service.ledger.fleet.leases import Lease
 from service.signin.errors import SignInRequired
 from service.signin.provider import (
     LEASE_MARGIN,
@@ -36,7 +36,7 @@ from service.from_settings.signin import public_client, sign_in_store
 from service.signin.sealing import SealingKey
 from service.signin.store import SignInStore
 from service.storage.blob import BlobBackend
-from service.telemetry.metrics import GraphMetrics
+from service.telemetry.metrics import GraphMetrics, RoleMetrics
 
 pytestmark = [pytest.mark.azurite]
 
@@ -78,7 +78,13 @@ class Fleet:
         settings = settings or self.settings
         client = public_client(settings, self.http, metrics=self.metrics, clock=self.epoch)
         lease = Lease(
-            self.backend, ROLE, name, ttl=LEASE_TTL, margin=LEASE_MARGIN, clock=self.lease_clock
+            self.backend,
+            ROLE,
+            name,
+            ttl=LEASE_TTL,
+            margin=LEASE_MARGIN,
+            clock=self.lease_clock,
+            metrics=RoleMetrics(),
         )
         return DelegatedTokenProvider(
             sign_in_store(settings, self.backend),
@@ -200,6 +206,7 @@ async def test_a_holder_that_dies_mid_refresh_is_taken_over_once_its_lease_expir
         ttl=LEASE_TTL,
         margin=LEASE_MARGIN,
         clock=fleet.lease_clock,
+        metrics=RoleMetrics(),
     )
     await dead.acquire_or_renew()
     assert dead.held()  # it took the role to refresh, and never came back

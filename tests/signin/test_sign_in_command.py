@@ -24,7 +24,7 @@ from emulator.server import RunningEmulator
 from service.devstack.azurite import Azurite
 from service.devstack.dev_environment import replica_environment
 from service.devstack.emulator_env import delegated_env
-from service.ledger.reads import ReadOutcome
+from service.ledger.records.reads import ReadOutcome
 from service.signin.record import SIGN_IN_KEY
 from service.signin.sealing import SealingKey
 from service.signin.store import SignInStore

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from service.ledger.reads import CorruptValueError
+from service.ledger.records.reads import CorruptValueError
 from service.signin.record import (
     CachedToken,
     SignedInPerson,

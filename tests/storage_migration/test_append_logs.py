@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from service.ledger.hints import segment_key
-from service.ledger.interactions import (
+from service.ledger.fleet.hints import segment_key
+from service.ledger.memory.interactions import (
     Action,
     Channel,
     Direction,

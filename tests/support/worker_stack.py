@@ -15,9 +15,10 @@ from service.domain.message import InboundMessage
 from service.devstack.emulator_env import agent_user_env
 from service.graph.client import GraphClient
 from service.graph.retry_policy import RetryPolicy
-from service.ledger import InteractionLog, WatchedChats
-from service.ledger.graph_backoff import FleetBackoff
-from service.ledger.hints import Hint, HintLog
+from service.ledger.memory.interactions import InteractionLog
+from service.ledger.memory.watched_chats import WatchedChats
+from service.ledger.fleet.graph_backoff import FleetBackoff
+from service.ledger.fleet.hints import Hint, HintLog
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
 from service.replica_clients import load_agent_user

@@ -9,7 +9,7 @@ from pathlib import Path
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from service.ledger.hints import Hint, HintLog, HintReader, parse_hint_line
+from service.ledger.fleet.hints import Hint, HintLog, HintReader, parse_hint_line
 from service.storage.local import LocalBackend
 from service.telemetry.tracing import context_from_traceparent
 from service.workers.chat_wants import WantedRead

@@ -19,8 +19,8 @@ from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
 from service.devstack.traffic import HumanTraffic
-from service.ledger.chat_cursor import cursor_key
-from service.ledger.leases import lease_key, parse_lease
+from service.ledger.claims.chat_cursor import cursor_key
+from service.ledger.fleet.leases import lease_key, parse_lease
 from service.storage.blob import BlobBackend
 from service.workers import chat_scan, chat_sweep
 from tests.telemetry.otlp_receiver import OtlpReceiver, ReceivedSpan, otlp_receiver

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from emulator.server import RunningEmulator
-from service.ledger.chat_cursor import cursor_key
-from service.ledger.watched_chats import WATCHED_CHATS_KEY
+from service.ledger.claims.chat_cursor import cursor_key
+from service.ledger.memory.watched_chats import WATCHED_CHATS_KEY
 from tests.tools.tool_world import RecordingPushTarget, ToolWorld, tool_world
 
 

@@ -21,7 +21,7 @@ from sign_in_kit import new_token_key
 
 from emulator.server import RunningEmulator
 from service.domain.message import InboundMessage
-from service.ledger.sent_messages import parse_sent, sent_key
+from service.ledger.memory.sent_messages import parse_sent, sent_key
 from service.storage.blob import BlobBackend
 from service.workers.chat_wants import FAILED_RETRY_S
 from tests.tools.tool_world import RecordingPushTarget, ToolWorld, tool_world

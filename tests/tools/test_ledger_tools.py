@@ -6,9 +6,9 @@ import json
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
-from service.ledger.interactions import Channel
-from service.ledger import Direction, Interaction
-from service.ledger.promises import PROMISES_KEY
+from service.ledger.memory.interactions import Channel
+from service.ledger.memory.interactions import Direction, Interaction
+from service.ledger.memory.promises import PROMISES_KEY
 from tests.tools.envelope_checks import ATTACK, assert_one_envelope
 from tests.tools.tool_world import ToolWorld
 
@@ -137,7 +137,7 @@ async def test_read_interactions_returns_single_host_lines_each_in_one_envelope(
             ("terminal", "outbound", "noted a promise"),
         ]
     ):
-        # The single-host system's shape (service/ledger/single_host_records.py), appended as it did.
+        # The single-host system's shape (service/ledger/memory/single_host_records.py), appended as it did.
         await world.backend.append_text(
             key,
             json.dumps(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from emulator.state import Chat, ChatMessage
-from service.ledger.interactions import Direction, InteractionQuery
+from service.ledger.memory.interactions import Direction, InteractionQuery
 from tests.tools.tool_world import RecordingPushTarget, ToolWorld
 
 

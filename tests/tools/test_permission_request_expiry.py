@@ -14,9 +14,10 @@ from datetime import timedelta
 
 from pydantic import BaseModel
 
-from service.ledger.permission_requests import PermissionRequests, Standing
+from service.ledger.memory.permission_requests import PermissionRequests, Standing
 from service.mcp.tool_registry import SessionChannel, ToolCall
 from service.tools.permission_relay import PermissionRelay, PermissionRequestInput
+from service.telemetry.metrics import LedgerMetrics
 from tests.tools.test_sponsor_wait_takes_one import bootstrap_every_chat
 from tests.tools.tool_world import RecordingPushTarget, ToolWorld, session
 
@@ -41,7 +42,9 @@ class BridgeStream:
 async def ask(
     world: ToolWorld, ttl: timedelta, stream: BridgeStream
 ) -> tuple[PermissionRelay, PermissionRequests]:
-    requests = PermissionRequests(world.backend, world.deps.replica_id, clock=world.clock)
+    requests = PermissionRequests(
+        world.backend, world.deps.replica_id, clock=world.clock, metrics=LedgerMetrics()
+    )
     relay = PermissionRelay(world.deps, requests, ttl)
     call = ToolCall(
         session=session("bridge", push=True),

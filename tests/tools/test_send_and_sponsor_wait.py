@@ -19,9 +19,9 @@ from emulator.server import RunningEmulator
 from service.delivery.hub import TargetKind
 from service.domain.sponsors import SponsorGate
 from service.devstack.fault_proxy import FaultProxy, ProxyFault, ProxyRule
-from service.ledger import Direction, InteractionQuery
-from service.ledger.chat_cursor import cursor_key
-from service.ledger.sent_messages import parse_sent, sent_key
+from service.ledger.memory.interactions import Direction, InteractionQuery
+from service.ledger.claims.chat_cursor import cursor_key
+from service.ledger.memory.sent_messages import parse_sent, sent_key
 from service.mcp.tool_registry import ToolCall
 from service.tools.sponsor_wait import SponsorWaiter
 from tests.tools.test_sponsor_wait_takes_one import bootstrap_every_chat

@@ -17,7 +17,7 @@ from emulator.state import MailMessage
 from service.delivery.mail_send import SEND_ID_HEADER
 from service.delivery.xpia import DEFANGED_WORD
 from service.devstack.fault_proxy import FaultProxy, ProxyFault, ProxyRule
-from service.ledger import Direction, InteractionQuery
+from service.ledger.memory.interactions import Direction, InteractionQuery
 from tests.tools.envelope_checks import ATTACK, assert_one_envelope
 from tests.tools.tool_world import ToolWorld, tool_world
 

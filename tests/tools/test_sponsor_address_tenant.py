@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from emulator.seed import Seed, SeedChat, SeedUser, build_seed, load_seed, stable_id
 from emulator.server import RunningEmulator, start_emulator
 from service.delivery.push import build_channel_push
-from service.ledger.permission_requests import Standing
+from service.ledger.memory.permission_requests import Standing
 from tests.tools.test_permission_request_expiry import REQUEST_ID, BridgeStream, ask
 from tests.tools.test_sponsor_wait_takes_one import bootstrap_every_chat
 from tests.tools.tool_world import RecordingPushTarget, ToolWorld

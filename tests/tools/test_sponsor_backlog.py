@@ -17,8 +17,8 @@ from typing import Any
 from emulator.server import RunningEmulator
 from tool_results import result_text
 
-from service.ledger import Direction, InteractionQuery
-from service.ledger.chat_cursor import cursor_key
+from service.ledger.memory.interactions import Direction, InteractionQuery
+from service.ledger.claims.chat_cursor import cursor_key
 from service.tools.message_items import MAX_ITEM_CHARS
 from tests.tools.test_sponsor_wait_takes_one import bootstrap_every_chat
 from tests.tools.tool_world import RecordingPushTarget, ToolWorld, tool_world

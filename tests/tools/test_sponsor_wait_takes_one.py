@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from service.ledger.chat_cursor import cursor_key
+from service.ledger.claims.chat_cursor import cursor_key
 from tests.tools.tool_world import RecordingPushTarget, ToolWorld
 from tool_results import result_text
 

@@ -35,7 +35,9 @@ from service.graph.auth import (
     TokenProvider,
 )
 from service.graph.retry_policy import RetryPolicy
-from service.ledger import InteractionLog, PromiseLedger, WatchedChats
+from service.ledger.memory.interactions import InteractionLog
+from service.ledger.memory.promises import PromiseLedger
+from service.ledger.memory.watched_chats import WatchedChats
 from service.mcp.sessions import SessionState
 from service.mcp.tool_registry import ToolCall, ToolRegistry
 from service.replica_clients import build_clients

@@ -21,9 +21,9 @@ from worker_stack import RecordingTarget, WorkerStack, build_stack
 from emulator.faults import FaultRule as GraphFault
 from emulator.seed import Seed, build_seed
 from emulator.server import RunningEmulator, start_emulator
-from service.ledger.chat_cursor import CURSOR_PREFIX, cursor_key
-from service.ledger.hints import PREFIX as HINTS_PREFIX, Hint, HintLog, parse_hint_line
-from service.ledger.leases import LeaseRecord, lease_key, render_lease
+from service.ledger.claims.chat_cursor import CURSOR_PREFIX, cursor_key
+from service.ledger.fleet.hints import PREFIX as HINTS_PREFIX, Hint, HintLog, parse_hint_line
+from service.ledger.fleet.leases import LeaseRecord, lease_key, render_lease
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
 from service.workers import chat_poll, chat_scan, chat_sweep

@@ -22,7 +22,7 @@ from emulator.faults import FaultRule
 from emulator.seed import build_seed
 from emulator.server import RunningEmulator, start_emulator
 from emulator.state import ChatMessage
-from service.ledger.chat_cursor import cursor_key, parse_chat_cursor
+from service.ledger.claims.chat_cursor import cursor_key, parse_chat_cursor
 from service.storage.local import LocalBackend
 
 ROOMY = ROOMY_BUDGET

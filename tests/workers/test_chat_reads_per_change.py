@@ -20,7 +20,7 @@ from worker_stack import RecordingTarget, WorkerStack, build_stack
 from emulator.seed import build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.devstack.uvicorn_runner import serve_app
-from service.ledger.hints import HintLog
+from service.ledger.fleet.hints import HintLog
 from service.notifications.receiver import NOTIFICATIONS_PATH, NotificationReceiver
 from service.storage.local import LocalBackend
 from service.telemetry.metrics import ChangeMetrics

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from service.ledger.chat_cursor import ChatCursor
-from service.ledger.hints import Hint
+from service.ledger.claims.chat_cursor import ChatCursor
+from service.ledger.fleet.hints import Hint
 from service.workers.chat_state import ChatPhase, ChatPollState
 from service.workers.chat_wants import WantedRead
 

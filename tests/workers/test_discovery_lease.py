@@ -24,13 +24,14 @@ from service.graph.client import GraphClient
 from service.graph.models import Chat
 from service.graph.resources.chats import GraphChats
 from service.graph.pages import Page
-from service.ledger.chat_members import CHAT_MEMBERS_KEY, parse_chat_members
-from service.ledger.leases import Lease, lease_key
-from service.ledger.watched_chats import WATCHED_CHATS_KEY, WatchedChats
+from service.ledger.memory.chat_members import CHAT_MEMBERS_KEY, parse_chat_members
+from service.ledger.fleet.leases import Lease, lease_key
+from service.ledger.memory.watched_chats import WATCHED_CHATS_KEY, WatchedChats
 from service.storage.faults import Fault, FaultRule, FaultyBackend, Op
 from service.storage.local import LocalBackend
 from service.workers import discovery as discovery_module
 from service.workers.discovery import ROLE
+from service.telemetry.metrics import RoleMetrics
 
 LIST_CHATS = "GET /v1.0/me/chats"
 TTL = timedelta(seconds=30)
@@ -110,7 +111,7 @@ def _on_clocks(stack: WorkerStack, backend: LocalBackend, clocks: Clocks, replic
         ttl=TTL,
         clock=clocks.wall,
         monotonic=clocks.mono,
-        metrics=stack.metrics,
+        metrics=stack.metrics.roles,
     )
     stack.discovery.monotonic = clocks.mono
     stack.discovery.interval = INTERVAL_S
@@ -313,6 +314,7 @@ async def test_a_holder_whose_renewal_fails_mid_walk_stops_at_once_and_writes_no
         ttl=TTL,
         clock=fleet.clocks.wall,
         monotonic=fleet.clocks.mono,
+        metrics=RoleMetrics(),
     )
     discovery.graph = with_chats(
         discovery.graph, SlowPages(discovery.graph.chats, fleet.clocks, discovery.interval_s + 1)

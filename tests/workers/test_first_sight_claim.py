@@ -21,7 +21,7 @@ from worker_stack import RecordingTarget, WorkerStack, build_stack
 
 from emulator.seed import build_seed
 from emulator.server import RunningEmulator, start_emulator
-from service.ledger.chat_cursor import cursor_key
+from service.ledger.claims.chat_cursor import cursor_key
 from service.storage.local import LocalBackend
 from service.tools.sponsor_wait_target import SponsorWaitTarget
 

@@ -28,13 +28,14 @@ from service.from_settings.graph_auth import token_provider_from_settings
 from service.graph import GraphClient, GraphOptions, GraphServerError, new_http_client
 from service.graph.retry_policy import RetryPolicy
 from service.telemetry.metrics import GraphMetrics
-from service.ledger.graph_backoff import FleetBackoff
-from service.ledger.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
-from service.ledger.poll_turns import turn_key
+from service.ledger.fleet.graph_backoff import FleetBackoff
+from service.ledger.claims.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
+from service.ledger.fleet.poll_turns import turn_key
 from service.storage.blob import BlobBackend
 from service.storage.faults import Fault, FaultyBackend
 from service.storage.faults import FaultRule as StorageFaultRule
 from service.workers.email_poll import EmailPoller
+from service.telemetry.metrics import LedgerMetrics, RoleMetrics
 
 pytestmark = pytest.mark.azurite
 
@@ -114,7 +115,9 @@ async def test_a_worker_stacks_retry_after_holds_the_other_replicas_of_the_fleet
             await stack.graph.directory.get_me()
         await asyncio.wait_for(stack.graph_backoff.announced(), timeout=5)
         await stack.graph_backoff.cycle()  # what the replica's backoff loop does when woken
-        other = FleetBackoff(backend, "replica-b")
+        other = FleetBackoff(
+            backend, "replica-b", metrics=RoleMetrics(), ledger_metrics=LedgerMetrics()
+        )
         await other.cycle()
         assert other.held_until() > time.time()
     finally:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Protocol
 
-from service.ledger.daily_summary import Summary
-from service.ledger.summary_triage import Section
+from service.ledger.summary.daily import Summary
+from service.ledger.summary.triage import Section
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from service.clock import format_timestamp, parse_timestamp
-from service.ledger.reads import CorruptValueError
+from service.ledger.records.reads import CorruptValueError
 
 # Unknown fields as (name, JSON text) pairs, sorted by name: hashable, comparable, order-free.
 ExtraFields = tuple[tuple[str, str], ...]

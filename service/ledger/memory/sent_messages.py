@@ -37,11 +37,11 @@ from urllib.parse import quote
 
 from service.clock import Clock, format_timestamp, utc_now
 from service.graph.authorship import SentView
-from service.ledger.cas import update_value
-from service.ledger.json_records import load_object, require_str, require_timestamp
-from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed
+from service.ledger.records.cas import count_conflicts, update_value
+from service.ledger.records.fields import load_object, require_str, require_timestamp
+from service.ledger.records.reads import CorruptValueError, ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ class SentMessages:
     backend: MemoryBackend
     replica_id: str
     clock: Clock = utc_now
-    metrics: Metrics | None = None
+    metrics: LedgerMetrics = field(kw_only=True)
     _own: dict[str, deque[str]] = field(default_factory=dict)
     _own_in_flight: dict[str, dict[str, datetime]] = field(default_factory=dict)
 
@@ -174,9 +174,8 @@ class SentMessages:
             parse=parse_sent,
             change=change,
             attempts=WRITE_ATTEMPTS,
-            ledger=_LEDGER,
-            metrics=self.metrics,
         )
+        count_conflicts(self.metrics, _LEDGER, update)
         if not update.holds:
             self._own_in_flight[chat_id].pop(send.send_id, None)
             raise SentRecordUnavailable(
@@ -203,9 +202,8 @@ class SentMessages:
             parse=parse_sent,
             change=change,
             attempts=WRITE_ATTEMPTS,
-            ledger=_LEDGER,
-            metrics=self.metrics,
         )
+        count_conflicts(self.metrics, _LEDGER, update)
         if not update.holds:
             log.warning(
                 "a sent message was not recorded for the fleet; its pending entry expires by itself",

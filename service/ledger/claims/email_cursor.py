@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Protocol, TypeVar
 
 from service.clock import as_utc, format_timestamp, parse_timestamp
-from service.ledger.reads import CorruptValueError
+from service.ledger.records.reads import CorruptValueError
 
 EMAIL_CURSOR_KEY = "poll_state/email_cursor.txt"
 LEGACY_EMAIL_CURSOR_KEY = "email_cursor.txt"

@@ -15,8 +15,8 @@
 
 Sponsors not known yet (their list unread) claim nothing: the day stays unclaimed until a later run, so
 no summary is ever marked finished unmailed for a passing failure. An uncertain create or takeover is
-settled by reading the owner id back (``service.ledger.settle``), an uncertain move by reading the record
-back (``service.ledger.cas``).
+settled by reading the owner id back (``service.ledger.claims.settle``), an uncertain move by reading the record
+back (``service.ledger.records.cas``).
 """
 
 from __future__ import annotations
@@ -29,13 +29,19 @@ from datetime import date, timedelta
 from enum import Enum
 
 from service.clock import Clock, as_utc, utc_now
-from service.ledger.cas import update_value
-from service.ledger.daily_summary import Summary, build_summary, render_html, summary_due
-from service.ledger.interactions import Action, Channel, Direction, Interaction, InteractionLog
-from service.ledger.promises import Promise, PromiseLedger
-from service.ledger.reads import Read, ReadOutcome, read_parsed
-from service.ledger.settle import ClaimWrite, Settlement, write_claim
-from service.ledger.summary_claim import (
+from service.ledger.records.cas import count_conflicts, update_value
+from service.ledger.summary.daily import Summary, build_summary, render_html, summary_due
+from service.ledger.memory.interactions import (
+    Action,
+    Channel,
+    Direction,
+    Interaction,
+    InteractionLog,
+)
+from service.ledger.memory.promises import Promise, PromiseLedger
+from service.ledger.records.reads import Read, ReadOutcome, read_parsed
+from service.ledger.claims.settle import ClaimWrite, Settlement, write_claim
+from service.ledger.summary.claim import (
     Step,
     SummaryClaim,
     SummaryState,
@@ -44,7 +50,7 @@ from service.ledger.summary_claim import (
     render_summary_claim,
     summary_keys,
 )
-from service.ledger.summary_mailing import (
+from service.ledger.summary.mailing import (
     LetterRefused,
     LetterSent,
     LetterUnknown,
@@ -53,7 +59,7 @@ from service.ledger.summary_mailing import (
     letter_subject,
 )
 from service.storage.backend import MemoryBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +89,7 @@ class DailySummaryProducer:
         mailer: SummaryMailer | None = None,
         clock: Clock = utc_now,
         lease: timedelta = LEASE,
-        metrics: Metrics | None = None,
+        metrics: LedgerMetrics,
     ) -> None:
         self._backend = backend
         self._interactions = interactions
@@ -101,8 +107,7 @@ class DailySummaryProducer:
 
     async def produce(self, day: date) -> SummaryOutcome:
         outcome = await self._produce(day)
-        if self._metrics is not None:
-            self._metrics.claims.labels(ledger=LEDGER, outcome=outcome.value).inc()
+        self._metrics.claims.labels(ledger=LEDGER, outcome=outcome.value).inc()
         log.info("daily summary %s: %s", day.isoformat(), outcome.value)
         return outcome
 
@@ -294,9 +299,8 @@ class DailySummaryProducer:
             parse=parse_summary_claim,
             change=move,
             attempts=2,
-            ledger=LEDGER,
-            metrics=self._metrics,
         )
+        count_conflicts(self._metrics, LEDGER, update)
         stored = update.value
         return (
             update.holds
@@ -332,7 +336,6 @@ class DailySummaryProducer:
             parse=str,
             change=lambda current: page if current is None else None,
             attempts=2,
-            ledger=LEDGER,
-            metrics=self._metrics,
         )
+        count_conflicts(self._metrics, LEDGER, written)
         return written.holds

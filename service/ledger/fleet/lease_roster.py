@@ -15,8 +15,8 @@ from enum import Enum
 from typing import Any
 
 from service.clock import format_timestamp
-from service.ledger.leases import PREFIX, LeaseRecord, lease_key, parse_lease
-from service.ledger.reads import ReadOutcome, read_parsed
+from service.ledger.fleet.leases import PREFIX, LeaseRecord, lease_key, parse_lease
+from service.ledger.records.reads import ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend
 
 _SUFFIX = ".json"

@@ -1,7 +1,7 @@
 """The daily summary's triage: what needs a sponsor, what the agent handled, what to keep an eye on.
 
 Pure functions over the day's interaction records and the promises ledger; the rules are stated in
-``service.ledger.daily_summary``'s docstring. Every line is built from ids, counts, times and the
+``service.ledger.summary.daily``'s docstring. Every line is built from ids, counts, times and the
 agent's own promise texts, never from what someone else wrote: the summary is mailed, and a body in it
 would carry another person's words (and any instruction hidden in them) to the sponsors' inboxes.
 """
@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from service.clock import format_timestamp
-from service.ledger.interactions import Action, Channel, Direction, Interaction
-from service.ledger.promises import Promise, PromiseStatus
+from service.ledger.memory.interactions import Action, Channel, Direction, Interaction
+from service.ledger.memory.promises import Promise, PromiseStatus
 
 DUE_SOON = timedelta(hours=24)
 MAX_LISTED = 10  # lines of one rule before the rest are counted

@@ -13,10 +13,10 @@ import logging
 from collections.abc import Iterable
 from enum import Enum
 
-from service.ledger.cas import UpdateOutcome, update_value
-from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed
+from service.ledger.records.cas import UpdateOutcome, count_conflicts, update_value
+from service.ledger.records.reads import CorruptValueError, ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class WatchedChats:
         self,
         backend: MemoryBackend,
         *,
-        metrics: Metrics | None = None,
+        metrics: LedgerMetrics,
         max_attempts: int = MAX_ATTEMPTS,
     ) -> None:
         self._backend = backend
@@ -121,9 +121,8 @@ class WatchedChats:
             parse=parse_watched_chats,
             change=merged,
             attempts=self._max_attempts,
-            ledger=LEDGER,
-            metrics=self._metrics,
         )
+        count_conflicts(self._metrics, LEDGER, update)
         if not update.holds:
             log.warning(
                 "watched chat list not written (%s); %d chat(s) stay dirty for the next sweep",
@@ -146,5 +145,4 @@ class WatchedChats:
         self._publish()
 
     def _publish(self) -> None:
-        if self._metrics is not None:
-            self._metrics.watched_chats.set(len(self._chats))
+        self._metrics.watched_chats.set(len(self._chats))

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from service.clock import Clock, format_timestamp, utc_now
-from service.ledger.cas import UpdateOutcome, update_value
-from service.ledger.json_records import load_object, require_str, require_timestamp
-from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed
+from service.ledger.records.cas import UpdateOutcome, count_conflicts, update_value
+from service.ledger.records.fields import load_object, require_str, require_timestamp
+from service.ledger.records.reads import CorruptValueError, ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics, RoleMetrics
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,8 @@ class FleetBackoff:
         replica_id: str,
         *,
         clock: Clock = utc_now,
-        metrics: Metrics | None = None,
+        metrics: RoleMetrics,
+        ledger_metrics: LedgerMetrics,
         max_hold: timedelta = timedelta(seconds=60),
         max_skew: timedelta = timedelta(seconds=30),
     ) -> None:
@@ -138,6 +139,7 @@ class FleetBackoff:
         self._replica_id = replica_id
         self._clock = clock
         self._metrics = metrics
+        self._ledger_metrics = ledger_metrics  # its compare-and-swap conflicts
         self._max_hold = max_hold
         self._max_skew = max_skew
         self.known: BackoffRecord | None = (
@@ -177,13 +179,8 @@ class FleetBackoff:
             await self._publish(self._pending)
         else:
             await self._refresh(now)
-        if self._metrics is not None:
-            left = (
-                (self.known.until - self._clock()).total_seconds()
-                if self.known is not None
-                else 0.0
-            )
-            self._metrics.graph_fleet_backoff_seconds.set(max(0.0, left))
+        left = (self.known.until - self._clock()).total_seconds() if self.known is not None else 0.0
+        self._metrics.graph_fleet_backoff_seconds.set(max(0.0, left))
 
     async def _publish(self, mine: BackoffRecord) -> None:
         update = await update_value(
@@ -198,9 +195,8 @@ class FleetBackoff:
                 else None
             ),
             attempts=_WRITE_ATTEMPTS,
-            ledger="graph_backoff",
-            metrics=self._metrics,
         )
+        count_conflicts(self._ledger_metrics, "graph_backoff", update)
         if update.outcome is UpdateOutcome.UNRESOLVED:
             self._troubled(
                 "read_failed",
@@ -273,5 +269,4 @@ class FleetBackoff:
             self._trouble = None
 
     def _count(self, event: str) -> None:
-        if self._metrics is not None:
-            self._metrics.graph_fleet_backoff_events.labels(event=event).inc()
+        self._metrics.graph_fleet_backoff_events.labels(event=event).inc()

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from service.ledger.reads import Read, ReadOutcome, read_parsed
+from service.ledger.records.reads import Read, ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError, StorageError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics
 
 T = TypeVar("T")
 
@@ -32,6 +32,7 @@ class Update(Generic[T]):
     outcome: UpdateOutcome
     value: T | None = None  # the stored value as last known (after our write when WRITTEN)
     attempts: int = 0
+    conflicts: int = 0  # writes that lost a race (ConcurrencyError)
 
     @property
     def holds(self) -> bool:
@@ -45,17 +46,16 @@ async def update_value(
     parse: Callable[[str], T],
     change: Callable[[T | None], str | None],
     attempts: int,
-    ledger: str,
-    metrics: Metrics | None = None,
 ) -> Update[T]:
     """Apply ``change`` (current value or None when absent → new content, or None when it already holds)."""
     read: Read[T] = await read_parsed(backend, key, parse)
+    conflicts = 0
     for attempt in range(attempts + 1):
         if read.outcome is ReadOutcome.UNRESOLVED:
-            return Update(UpdateOutcome.UNRESOLVED, attempts=attempt)
+            return Update(UpdateOutcome.UNRESOLVED, attempts=attempt, conflicts=conflicts)
         content = change(read.value)
         if content is None:
-            return Update(UpdateOutcome.ALREADY, read.value, attempts=attempt)
+            return Update(UpdateOutcome.ALREADY, read.value, attempt, conflicts)
         if attempt == attempts:
             break
         try:
@@ -64,11 +64,16 @@ async def update_value(
             else:
                 await backend.write_text(key, content, if_match=read.etag)
         except StorageError as exc:
-            if isinstance(exc, ConcurrencyError) and metrics is not None:
-                metrics.cas_conflicts.labels(ledger=ledger).inc()
+            conflicts += isinstance(exc, ConcurrencyError)
             read = await read_parsed(
                 backend, key, parse
             )  # settles "did it land?" and feeds the retry
             continue
-        return Update(UpdateOutcome.WRITTEN, parse(content), attempts=attempt + 1)
-    return Update(UpdateOutcome.EXHAUSTED, read.value, attempts=attempts)
+        return Update(UpdateOutcome.WRITTEN, parse(content), attempt + 1, conflicts)
+    return Update(UpdateOutcome.EXHAUSTED, read.value, attempts, conflicts)
+
+
+def count_conflicts(metrics: LedgerMetrics, ledger: str, update: Update[Any]) -> None:
+    """Count the races ``update`` lost for ``ledger`` (no race, no series: a zero would add one)."""
+    if update.conflicts:
+        metrics.cas_conflicts.labels(ledger=ledger).inc(update.conflicts)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from service.ledger.reads import Read, ReadOutcome, UnresolvedReason
-from service.telemetry.metrics import Metrics
+from service.ledger.records.reads import Read, ReadOutcome, UnresolvedReason
+from service.telemetry.metrics import LedgerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ REPAIR_COMMAND = "entrabot-fleet repair-chat"
 class CorruptCursors:
     """Chat ids whose last cursor read here was corrupt; a later readable (or absent) read clears one."""
 
-    def __init__(self, metrics: Metrics | None = None) -> None:
+    def __init__(self, metrics: LedgerMetrics) -> None:
         self._metrics = metrics
         self._chats: set[str] = set()
 
@@ -60,5 +60,4 @@ class CorruptCursors:
         )
 
     def _publish(self) -> None:
-        if self._metrics is not None:
-            self._metrics.chat_cursors_corrupt.set(len(self._chats))
+        self._metrics.chat_cursors_corrupt.set(len(self._chats))

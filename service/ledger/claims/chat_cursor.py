@@ -45,7 +45,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from service.clock import as_utc, later
-from service.ledger.json_records import (
+from service.ledger.records.fields import (
     ExtraFields,
     extra_fields,
     load_object,
@@ -57,7 +57,7 @@ from service.ledger.json_records import (
     timestamp_text,
     with_extra,
 )
-from service.ledger.reads import CorruptValueError
+from service.ledger.records.reads import CorruptValueError
 
 CURSOR_PREFIX = "chat_cursors/"
 TAIL_SIZE = 50
@@ -100,7 +100,7 @@ class Candidate:
 
     @property
     def candidate(self) -> Candidate:
-        """A bare candidate is its own offer (``chat_claims.Offer``): the ledger's tests claim these."""
+        """A bare candidate is its own offer (``chat_claim_types.Offer``): the ledger's tests claim these."""
         return self
 
 

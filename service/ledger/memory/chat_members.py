@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
-from service.ledger.json_records import load_object, optional_str
-from service.ledger.reads import CorruptValueError
+from service.ledger.records.fields import load_object, optional_str
+from service.ledger.records.reads import CorruptValueError
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError, StorageError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class ChatMembers:
     """This replica's reads and merges of the shared members snapshot."""
 
     backend: MemoryBackend
-    metrics: Metrics | None = None
+    metrics: LedgerMetrics
     max_attempts: int = MAX_ATTEMPTS
     chats: dict[str, tuple[KnownMember, ...]] = field(default_factory=dict)  # as last loaded
     _etag: str | None = None  # the version ``chats`` was loaded from
@@ -204,8 +204,7 @@ class ChatMembers:
                 else:
                     await self.backend.write_text(CHAT_MEMBERS_KEY, content, if_match=etag)
             except ConcurrencyError:
-                if self.metrics is not None:
-                    self.metrics.cas_conflicts.labels(ledger="chat_members").inc()
+                self.metrics.cas_conflicts.labels(ledger="chat_members").inc()
                 continue
             except StorageError as exc:
                 # Maybe landed: the next attempt reads back and finds the change holding, or retries it.
@@ -238,15 +237,12 @@ class ChatMembers:
             self._corrupt_etag = etag
 
     def _publish(self) -> None:
-        if self.metrics is not None:
-            self.metrics.chat_members_snapshot_chats.set(len(self.chats))
+        self.metrics.chat_members_snapshot_chats.set(len(self.chats))
 
     def _count_load(self, outcome: SnapshotLoad) -> SnapshotLoad:
-        if self.metrics is not None:
-            self.metrics.chat_members_snapshot_reads.labels(outcome=outcome.value).inc()
+        self.metrics.chat_members_snapshot_reads.labels(outcome=outcome.value).inc()
         return outcome
 
     def _count_write(self, outcome: SnapshotWrite) -> SnapshotWrite:
-        if self.metrics is not None:
-            self.metrics.chat_members_snapshot_writes.labels(outcome=outcome.value).inc()
+        self.metrics.chat_members_snapshot_writes.labels(outcome=outcome.value).inc()
         return outcome

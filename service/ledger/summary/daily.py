@@ -7,8 +7,8 @@ the UTC calendar day D, [D 00:00Z, D+1 00:00Z) — so it reads one interaction f
 fleet that comes up late that evening still produces it, one that was down all night skips it
 rather than sending yesterday's summary mid-morning.
 
-The triage (``service.ledger.summary_triage``), from the day's records and the promises ledger; the
-sponsors get it by mail (``service.ledger.summary_production``):
+The triage (``service.ledger.summary.triage``), from the day's records and the promises ledger; the
+sponsors get it by mail (``service.ledger.summary.production``):
 
 * **Needs you** — what only a person can settle. A send whose outcome nobody could settle
   (``send_unconfirmed``: it may or may not be in the chat or in Sent Items, and re-sending could make two);
@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
 
 from service.clock import as_utc
-from service.ledger.interactions import Direction, Interaction
-from service.ledger.promises import Promise, PromiseStatus
-from service.ledger.summary_triage import Section, Triage, triage
+from service.ledger.memory.interactions import Direction, Interaction
+from service.ledger.memory.promises import Promise, PromiseStatus
+from service.ledger.summary.triage import Section, Triage, triage
 
 SUMMARY_OFFSET = timezone(timedelta(hours=-7))
 SUMMARY_HOUR = 17

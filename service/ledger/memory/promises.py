@@ -18,9 +18,9 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from service.ledger.cas import Update, UpdateOutcome, update_value
+from service.ledger.records.cas import Update, UpdateOutcome, count_conflicts, update_value
 from service.clock import Clock, as_utc, utc_now
-from service.ledger.json_records import (
+from service.ledger.records.fields import (
     ExtraFields,
     extra_fields,
     load_object,
@@ -31,10 +31,10 @@ from service.ledger.json_records import (
     timestamp_text,
     with_extra,
 )
-from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed
-from service.ledger.single_host_records import fleet_promise_fields
+from service.ledger.records.reads import CorruptValueError, ReadOutcome, read_parsed
+from service.ledger.memory.single_host_records import fleet_promise_fields
 from service.storage.backend import MemoryBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics
 
 PROMISES_KEY = "promises.jsonl"
 RETENTION = timedelta(days=14)
@@ -202,7 +202,7 @@ class PromiseLedger:
         *,
         clock: Clock = utc_now,
         retention: timedelta = RETENTION,
-        metrics: Metrics | None = None,
+        metrics: LedgerMetrics,
     ) -> None:
         self._backend = backend
         self._clock = clock
@@ -279,12 +279,12 @@ class PromiseLedger:
             )
 
         # "Retry once on conflict": two attempts.
-        return await update_value(
+        update = await update_value(
             self._backend,
             PROMISES_KEY,
             parse=fold_promises,
             change=apply,
             attempts=2,
-            ledger=LEDGER,
-            metrics=self._metrics,
         )
+        count_conflicts(self._metrics, LEDGER, update)
+        return update

@@ -18,7 +18,7 @@ from typing import Any
 
 from service.clock import Clock, as_utc, utc_now
 from service.domain.source import Source
-from service.ledger.json_records import (
+from service.ledger.records.fields import (
     ExtraFields,
     extra_fields,
     load_object,
@@ -28,8 +28,8 @@ from service.ledger.json_records import (
     timestamp_text,
     with_extra,
 )
-from service.ledger.reads import CorruptValueError, Read, ReadOutcome, read_parsed
-from service.ledger.single_host_records import fleet_interaction_fields
+from service.ledger.records.reads import CorruptValueError, Read, ReadOutcome, read_parsed
+from service.ledger.memory.single_host_records import fleet_interaction_fields
 from service.storage.backend import MemoryBackend
 from service.storage.log_append import extend_log
 

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics
 
 M = TypeVar("M")
 M_contra = TypeVar("M_contra", contravariant=True)
@@ -50,7 +50,7 @@ class IntentAhead(Generic[M]):
     written: bool = False
     settled: bool = False
 
-    async def beside(self, read: Awaitable[R], offered: Sequence[M], metrics: Metrics | None) -> R:
+    async def beside(self, read: Awaitable[R], offered: Sequence[M], metrics: LedgerMetrics) -> R:
         """The read's result, once the intent of ``offered`` is written too (or failed: ``written``)."""
         write = asyncio.ensure_future(self.intent.before_write(self.claim_id, offered))
         try:
@@ -62,8 +62,7 @@ class IntentAhead(Generic[M]):
             write.cancel()
             self.settled = True
             raise
-        if metrics is not None:
-            metrics.claim_intent.labels(path="beside_read").observe(time.perf_counter() - read_done)
+        metrics.claim_intent.labels(path="beside_read").observe(time.perf_counter() - read_done)
         return result
 
     def covers(self, won_ids: Sequence[str]) -> bool:
@@ -80,11 +79,10 @@ class IntentAhead(Generic[M]):
 
 
 async def timed_intent(
-    intent: ClaimIntent[M], claim_id: str, won: Sequence[M], metrics: Metrics | None
+    intent: ClaimIntent[M], claim_id: str, won: Sequence[M], metrics: LedgerMetrics
 ) -> bool:
     """``intent.before_write`` after the read: all of it on the claim's path."""
     started = time.perf_counter()
     written = await intent.before_write(claim_id, won)
-    if metrics is not None:
-        metrics.claim_intent.labels(path="after_read").observe(time.perf_counter() - started)
+    metrics.claim_intent.labels(path="after_read").observe(time.perf_counter() - started)
     return written

@@ -50,8 +50,8 @@ from typing import Generic
 from opentelemetry import trace
 
 from service.clock import Clock, utc_now
-from service.ledger.claim_intent import ClaimIntent
-from service.ledger.email_cursor import (
+from service.ledger.claims.claim_intent import ClaimIntent
+from service.ledger.claims.email_cursor import (
     EMAIL_CURSOR_KEY,
     LEGACY_EMAIL_CURSOR_KEY,
     EmailCursor,
@@ -62,8 +62,8 @@ from service.ledger.email_cursor import (
     parse_email_cursor,
     render_email_cursor,
 )
-from service.ledger.reads import Read, ReadOutcome, UnresolvedReason, read_parsed
-from service.ledger.settle import (
+from service.ledger.records.reads import Read, ReadOutcome, UnresolvedReason, read_parsed
+from service.ledger.claims.settle import (
     SETTLE_ROUNDS,
     ClaimWrite,
     ClaimWriteResult,
@@ -73,7 +73,7 @@ from service.ledger.settle import (
 )
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError, StorageError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -157,7 +157,7 @@ class EmailClaimer(Generic[M]):
         *,
         is_cloud: bool,
         clock: Clock = utc_now,
-        metrics: Metrics | None = None,
+        metrics: LedgerMetrics,
         settle_rounds: int = SETTLE_ROUNDS,
         new_claim_id: Callable[[], str] = _new_claim_id,
     ) -> None:
@@ -213,12 +213,11 @@ class EmailClaimer(Generic[M]):
             span.set_attribute("entrabot.email.deliver", len(cycle.deliver))
             if cycle.settled is not None:
                 span.set_attribute("entrabot.email.settled", cycle.settled.value)
-            if self._metrics is not None:
-                # Set once per cycle, so a claim in flight never shows as a hold.
-                self._metrics.email_hold.set(0 if self._held is None else 1)
-                self._metrics.claims.labels(ledger=LEDGER, outcome=cycle.outcome.value).inc()
-                if cycle.deliver:
-                    self._metrics.claimed_messages.labels(ledger=LEDGER).inc(len(cycle.deliver))
+            # Set once per cycle, so a claim in flight never shows as a hold.
+            self._metrics.email_hold.set(0 if self._held is None else 1)
+            self._metrics.claims.labels(ledger=LEDGER, outcome=cycle.outcome.value).inc()
+            if cycle.deliver:
+                self._metrics.claimed_messages.labels(ledger=LEDGER).inc(len(cycle.deliver))
             return cycle
 
     # --- the cycle ---
@@ -283,7 +282,7 @@ class EmailClaimer(Generic[M]):
         result: ClaimWriteResult[EmailCursor] = await write_claim(
             self._backend, held.write, self._read_back, rounds=self._settle_rounds
         )
-        if result.conflicted and self._metrics is not None:
+        if result.conflicted:
             self._metrics.cas_conflicts.labels(ledger=LEDGER).inc()
         if result.failed:
             self._record_settle(result.settlement)
@@ -347,5 +346,4 @@ class EmailClaimer(Generic[M]):
         return await read_email_cursor(self._backend)
 
     def _record_settle(self, settlement: Settlement) -> None:
-        if self._metrics is not None:
-            self._metrics.email_settle.labels(outcome=settlement.value).inc()
+        self._metrics.email_settle.labels(outcome=settlement.value).inc()

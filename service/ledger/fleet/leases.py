@@ -32,11 +32,11 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from service.clock import Clock, format_timestamp, utc_now
-from service.ledger.json_records import load_object, require_str, require_timestamp
-from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed
+from service.ledger.records.fields import load_object, require_str, require_timestamp
+from service.ledger.records.reads import CorruptValueError, ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError, StorageError
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import RoleMetrics
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ class Lease:
     margin: timedelta = timedelta(seconds=10)
     clock: Clock = utc_now
     monotonic: Callable[[], float] = time.monotonic
-    metrics: Metrics | None = None
+    metrics: RoleMetrics = field(kw_only=True)
     epoch: int | None = None
     last_known: LeaseRecord | None = None  # the record as last read or written (who holds the role)
     _etag: str | None = None
@@ -328,9 +328,7 @@ class Lease:
         return step
 
     def _publish(self) -> None:
-        if self.metrics is not None:
-            self.metrics.lease_held.labels(role=self.role).set(1 if self.held() else 0)
+        self.metrics.lease_held.labels(role=self.role).set(1 if self.held() else 0)
 
     def _count(self, event: str) -> None:
-        if self.metrics is not None:
-            self.metrics.lease_events.labels(role=self.role, event=event).inc()
+        self.metrics.lease_events.labels(role=self.role, event=event).inc()

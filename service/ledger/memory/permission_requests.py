@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import Enum
 
-from service.ledger.cas import UpdateOutcome, update_value
+from service.ledger.records.cas import UpdateOutcome, count_conflicts, update_value
 from service.clock import Clock, format_timestamp, utc_now
-from service.ledger.json_records import load_object, require_str, require_timestamp
-from service.ledger.reads import CorruptValueError, ReadOutcome, read_parsed
+from service.ledger.records.fields import load_object, require_str, require_timestamp
+from service.ledger.records.reads import CorruptValueError, ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend
-from service.telemetry.metrics import Metrics
+from service.telemetry.metrics import LedgerMetrics
 
 PREFIX = "permission_requests/"
 WRITE_ATTEMPTS = 3
@@ -99,7 +99,7 @@ class PermissionRequests:
     backend: MemoryBackend
     replica_id: str
     clock: Clock = utc_now
-    metrics: Metrics | None = None
+    metrics: LedgerMetrics = field(kw_only=True)
 
     async def reserve(self, request_id: str, ttl: timedelta) -> ReserveOutcome:
         now = self.clock()
@@ -116,9 +116,8 @@ class PermissionRequests:
             parse=parse_record,
             change=change,
             attempts=WRITE_ATTEMPTS,
-            ledger="permission_requests",
-            metrics=self.metrics,
         )
+        count_conflicts(self.metrics, "permission_requests", update)
         if update.outcome is UpdateOutcome.WRITTEN:
             return ReserveOutcome.RESERVED
         if update.outcome is UpdateOutcome.ALREADY and update.value is not None:
@@ -153,7 +152,6 @@ class PermissionRequests:
             parse=parse_record,
             change=change,
             attempts=WRITE_ATTEMPTS,
-            ledger="permission_requests",
-            metrics=self.metrics,
         )
+        count_conflicts(self.metrics, "permission_requests", update)
         return update.holds and update.value is not None and update.value.holder == self.replica_id

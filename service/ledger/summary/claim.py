@@ -26,7 +26,7 @@ from enum import Enum
 from typing import Any
 
 from service.clock import as_utc
-from service.ledger.json_records import (
+from service.ledger.records.fields import (
     ExtraFields,
     extra_fields,
     load_object,
@@ -38,7 +38,7 @@ from service.ledger.json_records import (
     timestamp_text,
     with_extra,
 )
-from service.ledger.reads import CorruptValueError
+from service.ledger.records.reads import CorruptValueError
 
 SUMMARIES_PREFIX = "summaries/"
 _KNOWN = (

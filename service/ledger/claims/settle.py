@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, Protocol, TypeVar
 
-from service.ledger.reads import Read, ReadOutcome
+from service.ledger.records.reads import Read, ReadOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError, StorageError
 

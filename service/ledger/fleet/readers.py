@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from service.clock import Clock, format_timestamp, parse_timestamp, utc_now
-from service.ledger.cas import UpdateOutcome, update_value
-from service.ledger.reads import CorruptValueError
+from service.ledger.records.cas import UpdateOutcome, update_value
+from service.ledger.records.reads import CorruptValueError
 from service.storage.backend import MemoryBackend
 
 log = logging.getLogger(__name__)
@@ -165,7 +165,6 @@ class ReaderRoster:
             parse=_parse_or_empty,
             change=lambda stored: render_roster(with_entry(stored, self.replica_id, entry, now)),
             attempts=_WRITE_ATTEMPTS,
-            ledger="readers",
         )
         if update.outcome is not UpdateOutcome.WRITTEN or update.value is None:
             log.warning(
