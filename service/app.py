@@ -1,6 +1,6 @@
 """The FastAPI app of one replica: /mcp, /healthz, /readyz, /metrics; the lifespan runs the replica.
 
-replica = build_replica(Settings())      # raises on bad configuration, touches no network
+replica = build_replica(Settings(), metrics=Metrics())  # raises on bad configuration, touches no network
 app = create_app(replica)                 # uvicorn runs it; the lifespan starts and stops the workers
 """
 

@@ -101,7 +101,7 @@ def replica_tokens(
     to set."""
     if settings.auth_mode == "delegated":
         return delegated_token_provider(
-            settings, backend, http, replica_id=replica_id, metrics=metrics or Metrics()
+            settings, backend, http, replica_id=replica_id, metrics=metrics
         )
     return token_provider_from_settings(settings, http, metrics=metrics.graph)
 

@@ -16,10 +16,12 @@ from service.app import create_app
 from service.config import Settings, SettingsError
 from service.graph.errors import TokenConfigurationError
 from service.from_settings.mcp import AuthConfigError
-from service.replica import Phase, Replica, build_replica
+from service.replica import Phase, Replica
+from service.replica_build import build_replica
 from service.storage.errors import StorageError
 from service.telemetry.logging import configure_logging
 from service.telemetry.tracing import configure_tracing
+from service.telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +106,8 @@ def bind_listener(host: str, port: int) -> socket.socket:
 def serve(*, host: str | None = None, port: int | None = None) -> int:
     settings = load_settings(host=host, port=port)
     try:
-        replica = build_replica(settings)
+        # One registry per replica: /metrics serves it.
+        replica = build_replica(settings, metrics=Metrics())
     except (StorageError, TokenConfigurationError, AuthConfigError) as exc:
         raise ServeError(str(exc)) from None
     configure_logging(settings.log_level, replica_id=replica.replica_id)

@@ -35,7 +35,7 @@ from service.ledger.memory.permission_requests import PermissionRequests
 from service.ledger.fleet.readers import ReaderRoster
 from service.ledger.memory.sent_messages import SentMessages
 from service.storage.backend import MemoryBackend
-from service.telemetry.metrics import LedgerMetrics, Metrics, RoleMetrics
+from service.telemetry.metrics import Metrics
 from service.tools.deps import NewChatLoops, Outbox, ToolDeps
 from service.domain.agent import AgentUser
 from service.workers import chat_scan, chat_sweep
@@ -102,8 +102,7 @@ async def wire_workers(
     verdict would carry one identity.
     """
     delegated = agent.posts_as_person
-    ledger_metrics = metrics.ledger if metrics is not None else LedgerMetrics()
-    roles = metrics.roles if metrics is not None else RoleMetrics()
+    ledger_metrics, roles = metrics.ledger, metrics.roles
     interactions = InteractionLog(backend, clock=clock)
     promises = PromiseLedger(backend, clock=clock, metrics=ledger_metrics)
     watched = WatchedChats(backend, metrics=ledger_metrics)

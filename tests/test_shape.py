@@ -24,6 +24,7 @@ ROOT = (
     "service.wiring",
     "service.replica",
     "service.replica_clients",
+    "service.replica_build",
     "service.serve",
     "service.app",
     "service.cli",

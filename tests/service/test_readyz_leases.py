@@ -24,9 +24,10 @@ from service.devstack.emulator_env import agent_user_env
 from service.devstack.fleet import DEV_TOKEN
 from service.devstack.uvicorn_runner import serve_app
 from service.ledger.fleet.leases import LeaseRecord, lease_key, render_lease
-from service.replica import build_replica
+from service.replica_build import build_replica
 from service.storage.faults import Fault, FaultRule, FaultyBackend, Op
 from service.storage.local import LocalBackend
+from service.telemetry.metrics import Metrics
 
 ME = "replica-a"
 
@@ -47,7 +48,9 @@ async def _readyz(
             "ENTRABOT_MCP_STATIC_TOKENS": DEV_TOKEN,
         }
     )
-    replica = build_replica(settings, backend=backend, is_cloud=False, replica_id=ME)
+    replica = build_replica(
+        settings, backend=backend, is_cloud=False, replica_id=ME, metrics=Metrics()
+    )
     async with serve_app(create_app(replica)) as server, httpx.AsyncClient() as http:
         response = await http.get(f"{server.base_url}/readyz", timeout=30)
     return response.status_code, response.json()

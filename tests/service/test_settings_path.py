@@ -18,8 +18,9 @@ from emulator.seed import build_seed
 from service.config import load_settings
 from service.devstack.azurite import Azurite
 from service.devstack.emulator_env import agent_user_env
-from service.replica import build_replica
+from service.replica_build import build_replica
 from service.storage import BlobBackend
+from service.telemetry.metrics import Metrics
 
 SERVICE = Path(__file__).resolve().parents[2] / "service"
 UNREACHABLE = "http://127.0.0.1:1"  # nothing is contacted: these tests stop before any network call
@@ -52,7 +53,7 @@ async def test_dotenv_alone_configures_blob_storage(
             "ENTRABOT_BLOB_CONNECTION_STRING": azurite.connection_string,
         },
     )
-    replica = build_replica(load_settings())
+    replica = build_replica(load_settings(), metrics=Metrics())
     try:
         assert isinstance(replica.backend, BlobBackend) and replica.is_cloud
         assert (

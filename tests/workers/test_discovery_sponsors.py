@@ -160,7 +160,7 @@ async def test_an_unreadable_list_stands_for_the_stale_bound_then_no_sponsor_cou
     clock.now += 1
     assert await sponsors.refresh() is RefreshOutcome.FAILED_CLOSED
     assert gate.sponsor_ids == frozenset()
-    assert stack.metrics.sponsor_reads.labels(outcome="failed_closed")._value.get() == 1
+    assert stack.metrics.changes.sponsor_reads.labels(outcome="failed_closed")._value.get() == 1
     clear_faults(emulator)
     assert await sponsors.refresh() is RefreshOutcome.READ
     assert gate.sponsor_ids == {ada.id}

@@ -7,8 +7,6 @@ never collide. Label values are small closed sets, never ids or text (SPEC §7).
 
 from __future__ import annotations
 
-from typing import Any
-
 import platform
 
 from prometheus_client import CollectorRegistry, Info, ProcessCollector
@@ -53,20 +51,3 @@ class Metrics:
         self.graph = GraphMetrics(self.registry)
         self.storage = StorageMetrics(self.registry)
         self.loops = LoopMetrics(self.registry)
-
-    def __getattr__(self, name: str) -> Any:
-        # TRANSITION (removed before this wave lands): flat access to a group's metric while the
-        # components move to taking their group.
-        for group in (
-            self.mcp,
-            self.ledger,
-            self.roles,
-            self.changes,
-            self.delivery,
-            self.graph,
-            self.storage,
-            self.loops,
-        ):
-            if name in vars(group):
-                return getattr(group, name)
-        raise AttributeError(name)
