@@ -36,7 +36,8 @@ class RunSummaryResult(BaseModel):
     window_start: str
     window_end: str
     outcome: SummaryOutcome = Field(
-        description="produced, recovered, already_done, in_progress or unresolved"
+        description="produced, recovered, already_done, in_progress, unresolved, or "
+        "before_first_boot (the day ended before this container first booted: no summary)"
     )
     counts: dict[str, Any] | None = Field(
         description="The stored counts and triage, once a replica has claimed the day"

@@ -17,6 +17,7 @@ from service.ledger.memory.interactions import Channel
 from service.ledger.memory.interactions import Direction, Interaction, InteractionLog
 from service.ledger.memory.promises import Promise, PromiseLedger, PromiseStatus
 from service.ledger.summary.claim import summary_keys
+from service.ledger.summary.first_boot import FIRST_BOOT_KEY
 from service.ledger.summary.production import DailySummaryProducer, SummaryOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
@@ -110,11 +111,13 @@ async def fill_log(store: MemoryBackend) -> None:
 
 async def test_two_replicas_produce_the_summary_once(store: MemoryBackend) -> None:
     await fill_log(store)
-    clock = FakeClock(local(17, 5))
+    clock = FakeClock(local(9))
     producers = [
         DailySummaryProducer(store, InteractionLog(store), clock=clock, metrics=LedgerMetrics())
         for _ in range(2)
     ]
+    assert await producers[0].run_if_due() is SummaryOutcome.NOT_DUE  # the fleet boots that morning
+    clock.now = local(17, 5)
     outcomes = sorted(o.value for o in await asyncio.gather(*(p.run_if_due() for p in producers)))
     assert outcomes.count(SummaryOutcome.PRODUCED.value) == 1
     json_key, html_key = summary_keys(DAY)
@@ -201,6 +204,9 @@ async def test_promise_counts_come_from_the_promises_ledger(store: MemoryBackend
     producer = DailySummaryProducer(
         store, InteractionLog(store), promises=promises, clock=clock, metrics=LedgerMetrics()
     )
+    clock.now = local(9)
+    assert await producer.run_if_due() is SummaryOutcome.NOT_DUE  # the fleet's first boot
+    clock.now = local(17, 1)
     assert await producer.run_if_due() is SummaryOutcome.PRODUCED
     claim = json.loads(await store.read_text(summary_keys(DAY)[0]) or "")
     assert claim["counts"]["promises_made"] == 1
@@ -211,4 +217,5 @@ async def test_nothing_is_produced_outside_the_due_window(store: MemoryBackend) 
     producer = DailySummaryProducer(
         recording, InteractionLog(recording), clock=FakeClock(local(12, 0)), metrics=LedgerMetrics()
     )
-    assert await producer.run_if_due() is SummaryOutcome.NOT_DUE and recording.writes == []
+    assert await producer.run_if_due() is SummaryOutcome.NOT_DUE
+    assert [w.key for w in recording.writes] == [FIRST_BOOT_KEY]  # the first boot, no summary

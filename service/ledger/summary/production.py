@@ -13,6 +13,9 @@
    keeps the send id and finishes from where the record stands; taking over ``mailing`` it first looks in
    Sent Items for the send id, and sends only when the mail is provably not there.
 
+No summary is produced for a day that ended before the container's first boot (``first_boot``): the
+loop records that boot on its first run, and ``produce`` refuses such a day once it is recorded.
+
 Sponsors not known yet (their list unread) claim nothing: the day stays unclaimed until a later run, so
 no summary is ever marked finished unmailed for a passing failure. An uncertain create or takeover is
 settled by reading the owner id back (``service.ledger.claims.settle``), an uncertain move by reading the record
@@ -50,6 +53,7 @@ from service.ledger.summary.claim import (
     render_summary_claim,
     summary_keys,
 )
+from service.ledger.summary.first_boot import FirstBoot, ended_before
 from service.ledger.summary.mailing import (
     LetterRefused,
     LetterSent,
@@ -70,6 +74,7 @@ FOUND_ON_TAKEOVER = "found_on_takeover"  # a taker found the stale owner's mail 
 
 class SummaryOutcome(str, Enum):
     NOT_DUE = "not_due"
+    BEFORE_FIRST_BOOT = "before_first_boot"  # the day ended before this container first booted
     PRODUCED = "produced"
     RECOVERED = "recovered"  # finished a stale claim another replica left behind
     ALREADY_DONE = "already_done"
@@ -98,14 +103,31 @@ class DailySummaryProducer:
         self._clock = clock
         self._lease = lease
         self._metrics = metrics
+        self._first_boot = FirstBoot(backend, clock)
+        self._told_before_boot: date | None = None  # said once per day, not once a minute
 
     async def run_if_due(self) -> SummaryOutcome:
+        # Recorded on the first run, due or not: the loop runs from start-up, so this is the first boot.
+        first_boot = await self._first_boot.recorded()
         day = summary_due(self._clock())
         if day is None:
             return SummaryOutcome.NOT_DUE
+        if first_boot is None:
+            return SummaryOutcome.UNRESOLVED  # unreadable now: never guess that the day counts
+        if ended_before(day, first_boot):
+            if self._told_before_boot != day:
+                self._told_before_boot = day
+                log.info(
+                    "daily summary %s skipped: the day ended before this container's first boot",
+                    day.isoformat(),
+                )
+            return SummaryOutcome.BEFORE_FIRST_BOOT
         return await self.produce(day)
 
     async def produce(self, day: date) -> SummaryOutcome:
+        first_boot = await self._first_boot.stored()
+        if first_boot is not None and ended_before(day, first_boot):
+            return SummaryOutcome.BEFORE_FIRST_BOOT
         outcome = await self._produce(day)
         self._metrics.claims.labels(ledger=LEDGER, outcome=outcome.value).inc()
         log.info("daily summary %s: %s", day.isoformat(), outcome.value)
