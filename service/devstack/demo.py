@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from emulator.seed import Seed, demo_seed_path, load_seed
 from service.telemetry.metrics import StorageMetrics
 from service.devstack.channel_host import ChannelHost, ReceivedPush
-from service.devstack.demo_tally import MAIL, DemoTally
+from service.devstack.demo_tally import MAIL, DemoTally, short_id
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
 from service.devstack.ledger_reader import MAIL_CURSOR_MARGIN_S, LedgerReader
 from service.devstack.traffic import HumanTraffic
@@ -77,7 +77,8 @@ class DemoPrinter:
         where = "mail" if push.chat_id == MAIL else f"chat {push.chat_id[:18]}…"
         dup = "  DUPLICATE!" if duplicate else ""
         print(
-            f"{time.strftime('%H:%M:%S')}  {replica} → {push.host}  {where}  {push.user}: "
+            f"{time.strftime('%H:%M:%S')}  {replica} → {push.host}  {where}  "
+            f"msg {short_id(push.message_id)}  {push.user}: "
             f"{_line(push.content)}{dup}",
             file=self.out,
             flush=True,

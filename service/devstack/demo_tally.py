@@ -19,6 +19,14 @@ from dataclasses import dataclass, field
 from service.devstack.channel_host import ReceivedPush
 
 MAIL = "email"  # the chat_id a mail push carries in its meta
+SHORT_ID = 8
+
+
+def short_id(message_id: str) -> str:
+    """The tail of a message id, which is where ids differ: a Teams chat message id is its creation time
+    in epoch milliseconds, and a mail id's Base64 starts alike for every mail of one mailbox. Printed
+    with each push, so two people sending the same text read as two messages, not a duplicate."""
+    return message_id if len(message_id) <= SHORT_ID + 1 else "…" + message_id[-SHORT_ID:]
 
 
 @dataclass
@@ -93,7 +101,10 @@ class DemoTally:
                 f"  {len(surfaced)} from the seeded history: on first sight a chat surfaces its newest "
                 "message when a person wrote it under 24 h ago"
             )
-            lines += [f"    chat {p.chat_id[:18]}…  {p.user}" for p in surfaced]
+            lines += [
+                f"    chat {p.chat_id[:18]}…  msg {short_id(p.message_id)}  {p.user}"
+                for p in surfaced
+            ]
         missing = len(self.undelivered_chat) + self.undelivered_mails
         if missing:
             lines.append(

@@ -51,3 +51,6 @@ def test_the_demo_accounts_for_every_push_it_printed(tmp_path: Path) -> None:
         acknowledged and int(acknowledged.group(1)) == int(acknowledged.group(2)) == distinct > 0
     ), out[-2000:]
     assert "DUPLICATE" not in out
+    # Each delivery line names its message, so the same text twice reads as two messages.
+    printed = re.findall(r"^\d\d:\d\d:\d\d  \S+ → \S+  (?:mail|chat \S+)  msg (\S+)  ", out, re.M)
+    assert len(printed) == pushes and len(set(printed)) == distinct, out[-2000:]

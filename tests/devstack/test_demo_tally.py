@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from service.devstack.channel_host import ReceivedPush
+import io
+
+from service.devstack.demo import DemoPrinter
 from service.devstack.demo_tally import MAIL, DemoTally
 
 SEEDED_CHAT = "19:b55e0c2203f817e4b2d7@thread.v2"
@@ -74,3 +77,25 @@ def test_the_fleets_acknowledged_count_is_stated_beside_the_distinct_pushes() ->
         "  2 of the 3 distinct acknowledged by their host: the fleet counts a push "
         "delivered only then, and pushes it again until it is"
     )
+
+
+def test_two_people_sending_the_same_text_print_as_two_messages_by_their_ids() -> None:
+    out = io.StringIO()
+    printer = DemoPrinter({"http://127.0.0.1:1/mcp": "replica-1"}, DemoTally(), out)
+    printer(push("1764791702123", user="Ada Lovelace"))
+    printer(push("1764791702999", user="Grace Hopper"))
+    printer(push("AAMkAGI2TG93AAA=AAMkAGI2TG93ZZ1=", MAIL, user="Ada Lovelace"))
+    lines = out.getvalue().splitlines()
+    assert [line.split("  ")[3] for line in lines] == [
+        "msg …91702123",
+        "msg …91702999",
+        "msg …TG93ZZ1=",
+    ]
+    assert "DUPLICATE" not in out.getvalue()
+    printer(push("1764791702999", user="Grace Hopper"))  # the same message again: a real duplicate
+    assert out.getvalue().splitlines()[-1].endswith("DUPLICATE!")
+
+
+def test_a_seeded_message_names_its_id_in_the_closing_account() -> None:
+    tally = tally_of([], 0, [push("1764791702123", SEEDED_CHAT)])
+    assert tally.summary()[-1] == f"    chat {SEEDED_CHAT[:18]}…  msg …91702123  Ada Lovelace"
