@@ -9,6 +9,7 @@ is the same wait on its own, for when the operator asks the agent to block.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -77,6 +78,11 @@ class SendInput(NamesAChat):
 
 
 class SendResult(BaseModel):
+    # First, so that the first words of the result say whether the call waited and for how long: a
+    # plain HTTP client's call that blocked for the default wait read as hung (issue 36).
+    status: str = Field(
+        description="What the call did, in one sentence: posted, and whether and how long it waited"
+    )
     chat_id: str = Field(description="The chat the message was posted to")
     message_id: str
     posted_at: str
@@ -115,6 +121,32 @@ class SponsorWaitResult(BaseModel):
     next_action: str = Field(serialization_alias="_next_action")
 
 
+_WAIT_ENDS = {
+    WaitOutcome.REPLY: "a sponsor replied",
+    WaitOutcome.BACKLOG: "older sponsor messages came, no reply yet",
+    WaitOutcome.TIMEOUT: "no sponsor replied",
+    WaitOutcome.CALLER_GONE: "the connection closed",
+}
+
+
+def wait_status(waited: WaitResult, elapsed_s: float, *, implicit: bool) -> str:
+    """The result's first sentence: that the call waited after posting, how long, and how to skip it."""
+    if waited.outcome is WaitOutcome.NO_SPONSORS:
+        return "Posted; not waiting: no sponsor of the agent is known who could reply."
+    if waited.outcome is WaitOutcome.SHUTTING_DOWN:
+        return "Posted; not waiting: this server is shutting down."
+    said = (
+        f"Posted, then waited {elapsed_s:.1f} s (of up to {waited.timeout_s:g} s) for a sponsor's "
+        f"reply: {_WAIT_ENDS.get(waited.outcome, waited.outcome.value)}."
+    )
+    if implicit:
+        said += (
+            " Hosts without channel pushes wait by default (ENTRABOT_SEND_REPLY_WAIT_S); "
+            "wait_for_reply=false returns at once."
+        )
+    return said
+
+
 def should_wait(wait_for_reply: bool | None, push_capable: bool) -> bool:
     return (not push_capable) if wait_for_reply is None else wait_for_reply
 
@@ -129,7 +161,8 @@ class ConversationTools:
         """Post a message to one Teams chat as the agent user. chat_id is required: there is no default chat.
 
         On hosts that cannot receive channel pushes it then waits for a sponsor's reply from ANY watched chat,
-        not only this one. If sponsor_reply is returned, reply in sponsor_reply.chat_id (which may differ from
+        not only this one: by default for up to ENTRABOT_SEND_REPLY_WAIT_S (45 s); wait_for_reply=false
+        returns at once. If sponsor_reply is returned, reply in sponsor_reply.chat_id (which may differ from
         the chat you posted to), as _next_action says. Sponsor messages written before the send come in
         backlog, never as sponsor_reply: they are not answers to this message. No reply within the timeout
         is not an error.
@@ -163,7 +196,12 @@ class ConversationTools:
                 else "Sent without waiting. Call wait_for_sponsor_dm only if the operator asks you to wait "
                 "for a reply."
             )
-            return SendResult(**sent, wait=WaitOutcome.NOT_WAITED, next_action=after)
+            status = (
+                "Posted; not waiting: replies reach this host as channel messages."
+                if call.push_capable
+                else "Posted; not waiting for a reply (wait_for_reply=false)."
+            )
+            return SendResult(status=status, **sent, wait=WaitOutcome.NOT_WAITED, next_action=after)
         return await self._wait_after_send(args, call, posted.id, sent)
 
     async def _wait_after_send(
@@ -173,7 +211,9 @@ class ConversationTools:
         # An implicit wait (wait_for_reply omitted) is short: a host that times out the call would
         # report a posted message as a failed send and invite a duplicate.
         default_s = self.deps.options.send_reply_wait_s if args.wait_for_reply is None else None
+        began = time.monotonic()
         waited = await self.waiter.wait(call, args.timeout_s, default_s=default_s)
+        status = wait_status(waited, time.monotonic() - began, implicit=default_s is not None)
         next_action = waited.next_action
         if waited.reply is None:
             posted_note = (
@@ -186,6 +226,7 @@ class ConversationTools:
                 + waited.next_action
             )
         return SendResult(
+            status=status,
             **sent,
             wait=waited.outcome,
             wait_timeout_s=waited.timeout_s,

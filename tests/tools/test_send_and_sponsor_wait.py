@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -209,6 +210,33 @@ async def test_an_implicit_wait_after_a_send_is_short_and_says_the_message_was_p
         )
         assert "do not send it again" in out["_next_action"]
         assert [m.id for m in world.emu.state.messages(world.chat(1))] == [out["message_id"]]
+
+
+async def test_a_send_says_in_its_first_words_whether_it_waited_and_for_how_long(
+    emu: RunningEmulator, tmp_path: Path
+) -> None:
+    """A plain HTTP client's send blocked for the default wait and looked hung (issue 36): the result's
+    first field says the call waited after posting, how long, and how not to."""
+    async with tool_world(
+        emu, tmp_path, sponsor_wait_timeout_s=600.0, send_reply_wait_s=0.3
+    ) as world:
+        chat = world.chat(1)
+        waited = await world.call("send_teams_message", {"chat_id": chat, "text": "Deploy done."})
+        text = result_text(waited)
+        assert re.match(
+            r'\{"status": ?"Posted, then waited \d+\.\d s \(of up to 0\.3 s\) for a '
+            r"sponsor's reply: no sponsor replied\. Hosts without channel pushes wait by "
+            r"default \(ENTRABOT_SEND_REPLY_WAIT_S\); wait_for_reply=false returns at once\.",
+            text,
+        ), text[:300]
+        asked_not = await world.ok(
+            "send_teams_message", {"chat_id": chat, "text": "FYI.", "wait_for_reply": False}
+        )
+        assert asked_not["status"] == "Posted; not waiting for a reply (wait_for_reply=false)."
+        pushed = await world.ok("send_teams_message", {"chat_id": chat, "text": "Hi."}, push=True)
+        assert (
+            pushed["status"] == "Posted; not waiting: replies reach this host as channel messages."
+        )
 
 
 async def test_a_wait_ends_inside_the_time_budget_the_host_gave(world: ToolWorld) -> None:
