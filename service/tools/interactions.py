@@ -54,7 +54,12 @@ class InteractionItem(BaseModel):
     action: str
     chat_id: str | None
     message_id: str | None
-    sender: str | None
+    sender: str | None = Field(description="The sender's id (object id or address)")
+    sender_name: str | None = Field(
+        default=None,
+        description="The sender's display name as the delivery showed it (deliveries logged since "
+        "it was recorded)",
+    )
     host: str | None = Field(
         default=None, description="For the agent's actions: the host that asked (client/version)"
     )
@@ -87,12 +92,13 @@ def envelope_source(channel: Channel) -> Source:
 
 def interaction_item(record: Interaction, *, with_body: bool) -> InteractionItem:
     content = None
+    extra = extra_strings(record)
     text = "\n\n".join(part for part in (record.summary, record.body or "") if part)
     if with_body and text:
         content = wrap_external(
             text,
             source=envelope_source(record.channel),
-            sender=record.sender or "unknown",
+            sender=extra.get("sender_name") or record.sender or "unknown",  # as the push names it
             max_chars=MAX_ITEM_CHARS,
         )
     return InteractionItem(
@@ -106,8 +112,8 @@ def interaction_item(record: Interaction, *, with_body: bool) -> InteractionItem
         content=content,
         **{
             name: meta_value(value)
-            for name, value in extra_strings(record).items()
-            if name in ("host", "session", "replica", "via")
+            for name, value in extra.items()
+            if name in ("sender_name", "host", "session", "replica", "via")
         },
     )
 

@@ -39,6 +39,9 @@ class DeliveryRecorder:
                     summary=message.subject or "",
                     body=message.body,
                     extra=(
+                        # The name the push showed (Graph's displayName of the sender), so what is
+                        # read back (catch_up) names the sender as the push did, not by object id.
+                        ("sender_name", json.dumps(message.sender_name)),
                         ("replica", json.dumps(self.replica_id)),
                         ("via", json.dumps(dispatch.channel or "none")),
                         *(

@@ -53,3 +53,17 @@ async def test_this_session_only_leaves_out_what_reached_other_hosts(world: Tool
 async def test_a_cursor_catch_up_never_gave_is_refused(world: ToolWorld) -> None:
     text = await world.error("catch_up", {"cursor": "yesterday"})
     assert "cursor is not one catch_up gave" in text
+
+
+async def test_senders_are_named_as_their_pushes_named_them(world: ToolWorld) -> None:
+    await bootstrap_every_chat(world)
+    push = RecordingPushTarget(target_id="push:session-1")
+    world.hub.register(push)
+    grace = world.user("Grace")
+    await world.inject(world.chat(1), "Grace", "the deploy is blocked")
+    await world.poller.cycle()
+    [pushed] = push.received
+    [item] = (await world.ok("catch_up", {}, push=True))["messages"]
+    assert pushed.sender_name == grace.display_name != grace.id  # what the push showed
+    assert (item["sender_name"], item["sender"]) == (grace.display_name, grace.id)
+    assert item["content"].startswith(f'<external_content sender="{grace.display_name}"')
