@@ -30,6 +30,7 @@ from service.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     PROG,
+    PROGRESS_COMMANDS,
     Command,
     CommandFailed,
     ConfigurationError,
@@ -62,8 +63,12 @@ def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentPar
     parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for command in commands:
+        progress = command.name in PROGRESS_COMMANDS
         sub = subcommands.add_parser(
-            command.name, parents=[common_options()], help=command.help, description=command.help
+            command.name,
+            parents=[common_options(progress=progress)],
+            help=command.help,
+            description=command.help,
         )
         command.configure(sub)
         sub.set_defaults(run=command.run)

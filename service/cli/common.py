@@ -34,7 +34,17 @@ class Command:
     run: Callable[[argparse.Namespace], int]
 
 
-def common_options(*, top_level: bool = False) -> argparse.ArgumentParser:
+PROGRESS_COMMANDS = ("migrate", "persona")  # the commands that show a progress bar (on a terminal)
+QUIET_HELP = {
+    "top": f"no progress bar ({' and '.join(PROGRESS_COMMANDS)} show one on a terminal while they copy)",
+    "progress": "no progress bar (shown on a terminal while files are copied)",
+    # Accepted everywhere, so `entrabot-fleet --quiet CMD` and scripts keep working, but offered only
+    # where it does something: its help once promised a bar no other command shows (issue 36).
+    "none": argparse.SUPPRESS,
+}
+
+
+def common_options(*, top_level: bool = False, progress: bool = False) -> argparse.ArgumentParser:
     """``--quiet`` and ``--debug``, accepted before or after any (sub)command name.
 
     Below the top level they default to SUPPRESS: argparse copies a subparser's defaults over the
@@ -42,7 +52,8 @@ def common_options(*, top_level: bool = False) -> argparse.ArgumentParser:
     """
     default: Any = False if top_level else argparse.SUPPRESS
     options = argparse.ArgumentParser(add_help=False)
-    options.add_argument("--quiet", action="store_true", default=default, help="no progress bar")
+    quiet_help = QUIET_HELP["top" if top_level else "progress" if progress else "none"]
+    options.add_argument("--quiet", action="store_true", default=default, help=quiet_help)
     options.add_argument(
         "--debug",
         action="store_true",
