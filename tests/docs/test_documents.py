@@ -84,7 +84,7 @@ def key_constants() -> dict[str, str]:
     """Module-level ``…KEY``/``…PREFIX`` strings that name records in the shared container."""
     found: dict[str, str] = {}
     for package in ("ledger", "notifications", "storage", "doctor", "tools"):
-        for module in (REPO_ROOT / "service" / package).glob("*.py"):
+        for module in (REPO_ROOT / "service" / package).rglob("*.py"):
             for node in ast.parse(module.read_text()).body:
                 if not (
                     isinstance(node, ast.Assign)
