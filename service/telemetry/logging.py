@@ -55,6 +55,7 @@ REDACTED = "[redacted]"
 # Fields a library sets for its own console that mean nothing in JSON: uvicorn's ``color_message`` is
 # the message again with ANSI colour escapes in it.
 _CONSOLE_FIELDS = ("color_message",)
+_CONSOLE_LIBRARY_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 # What every LogRecord carries; anything else on a record came from ``extra=``.
 _RECORD_FIELDS = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
     "message",
@@ -134,3 +135,12 @@ def configure_logging(
     # httpx logs every request URL at INFO; URLs carry chat ids but also $filter noise.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("azure").setLevel(logging.WARNING)
+    # uvicorn configures its loggers when a server starts (a console handler, no propagation, the
+    # server's log_level): a server started earlier in this process would keep its lines from this
+    # handler, its redaction and its JSON, or silence them.
+    for name in _CONSOLE_LIBRARY_LOGGERS:
+        library = logging.getLogger(name)
+        library.handlers.clear()
+        library.propagate = True
+        library.disabled = False
+        library.setLevel(logging.NOTSET)

@@ -101,7 +101,7 @@ def test_a_half_blob_configuration_in_dotenv_refuses_to_start(tmp_path: Path) ->
 ENVIRONMENT_READERS = {
     "service/config.py": "the replica's one settings path: Settings (ENTRABOT_* and .env) and the "
     "pod name in HOSTNAME",
-    "service/replica.py": "the test-only ENTRABOT_TEST_KILL_AT, never a setting",
+    "service/replica_build.py": "the test-only ENTRABOT_TEST_KILL_AT, never a setting",
     "service/devstack/dev_environment.py": "the local tooling's one reader: its ENTRABOT_AZURITE_* settings "
     "(and .env) and the environment of the replicas it launches",
     "service/bridge/cli_options.py": "the channel bridge, a separate program: its entry point hands its "
