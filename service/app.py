@@ -22,6 +22,7 @@ from service import __version__
 from service.replica import Phase, Replica
 from service.graph.errors import GraphError
 from service.ledger.fleet.lease_roster import read_lease_roster
+from service.mcp.host_view import hosts_view
 from service.storage.errors import StorageError
 from service.telemetry.http_metrics import McpHttpMetrics
 
@@ -142,6 +143,7 @@ def create_app(replica: Replica) -> FastAPI:
         if backend_error:
             problems.append(backend_error)
         corrupt = replica.corrupt_cursors.chat_ids
+        keeper = replica.served.keeper
         body = {
             "ready": not problems,
             "replica": replica.replica_id,
@@ -154,13 +156,15 @@ def create_app(replica: Replica) -> FastAPI:
                 "count": len(corrupt),
                 "chat_ids": list(corrupt[:READYZ_CHAT_IDS_SHOWN]),
             },
-            # Who holds each fleet-singleton role (chat_scanner, chat_sweep, discovery, subscription_manager),
+            # Who holds each fleet-singleton role (every role with a lease record in the container),
             # as the lease records say; not a problem for readiness either way.
             "leases": leases,
+            # The hosts connected here: no token, session id or message body (service.mcp.host_view).
+            "hosts": hosts_view(
+                replica.served.mcp.sessions, keeper.owed_by_age if keeper is not None else None
+            ),
             # Acknowledged delivery to the hosts this replica serves (docs/delivery.md).
-            "deliveries": replica.served.keeper.status()
-            if replica.served.keeper is not None
-            else None,
+            "deliveries": keeper.status() if keeper is not None else None,
         }
         return JSONResponse(body, status_code=200 if not problems else 503)
 

@@ -358,20 +358,12 @@ class HostKeeper:
         ]
 
     def pending_by_age(self) -> dict[str, int]:
-        now = self.clock()
-        buckets = {"lt_15s": 0, "lt_60s": 0, "lt_300s": 0, "older": 0}
-        for entry in self.pending():
-            age = (now - entry.at).total_seconds()
-            buckets[
-                "lt_15s"
-                if age < 15
-                else "lt_60s"
-                if age < 60
-                else "lt_300s"
-                if age < 300
-                else "older"
-            ] += 1
-        return buckets
+        return _by_age(self.pending(), self.clock())
+
+    def owed_by_age(self, host_id: str) -> dict[str, int]:
+        """What one host served here is owed, as last read or written here (for /readyz)."""
+        record = self.records.cached(host_id) if host_id in self._hosts else None
+        return _by_age(record.pending if record is not None else [], self.clock())
 
     def status(self) -> dict[str, Any]:
         """For /readyz detail: never a readiness problem (the alert is on the metric)."""
@@ -379,7 +371,9 @@ class HostKeeper:
         now = self.clock()
         latencies = sorted(self._ack_latencies)
         return {
-            "hosts_served": len(self._hosts),
+            # Hosts whose push stream is open here: a host gone without closing its session stays in
+            # ``_hosts`` until its idle timeout, and is not served meanwhile.
+            "hosts_served": sum(1 for h in self._hosts if self.hub.host_target(h) is not None),
             "pending_by_age": self.pending_by_age(),
             "oldest_pending_s": round(
                 max(((now - e.at).total_seconds() for e in pending), default=0.0), 1
@@ -404,6 +398,16 @@ class HostKeeper:
         task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+def _by_age(entries: Iterable[PendingDelivery], now: datetime) -> dict[str, int]:
+    buckets = {"lt_15s": 0, "lt_60s": 0, "lt_300s": 0, "older": 0}
+    for entry in entries:
+        age = (now - entry.at).total_seconds()
+        buckets[
+            "lt_15s" if age < 15 else "lt_60s" if age < 60 else "lt_300s" if age < 300 else "older"
+        ] += 1
+    return buckets
 
 
 def _held_here(record: HostRecord, replica_id: str, session_id: str) -> bool:

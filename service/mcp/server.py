@@ -218,6 +218,7 @@ class McpService:
                 "an acknowledgement that is not one was ignored", extra={"host_id": state.host_id}
             )
             return
+        self.sessions.acknowledged(state.session_id)
         await self.keeper.acknowledge(state.host_id, delivered.keys)
 
     def _relay_capability(self) -> dict[str, dict[str, Any]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from enum import Enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +35,13 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class HostKind(str, Enum):
+    """How a connected host takes messages: pushed on its open stream, or through the tools."""
+
+    PUSH = "push"
+    TOOLS = "tools"
+
+
 @dataclass(frozen=True, slots=True)
 class SessionState:
     """What this replica knows about one MCP session (a snapshot; the registry holds the current one)."""
@@ -49,10 +57,32 @@ class SessionState:
         0  # GET streams; the SDK allows one, a reconnect may overlap its predecessor briefly
     )
     host_id: str | None = None  # an acknowledging host's own name (service.mcp.acknowledging)
+    stream_closed_at: datetime | None = None  # when its last GET stream closed
+    last_ack_at: datetime | None = None  # its newest acknowledgement (an acknowledging host)
 
     @property
     def push_stream_open(self) -> bool:
         return self.open_streams > 0
+
+    @property
+    def away(self) -> bool:
+        """Gone, as far as this replica can tell, though the SDK keeps the session until its idle
+        timeout (30 min by default) so a host back from a network blip resumes it: its GET stream
+        closed and no request came since. A killed host's kernel closes its connections at once,
+        so this is the moment it died; a host that only dropped its stream is back at its next
+        request."""
+        return (
+            self.open_streams == 0
+            and self.stream_closed_at is not None
+            and self.last_activity_at <= self.stream_closed_at
+        )
+
+    @property
+    def kind(self) -> HostKind | None:
+        """How the host takes messages now, or None while it is away."""
+        if self.away:
+            return None
+        return HostKind.PUSH if self.push_capable and self.push_stream_open else HostKind.TOOLS
 
 
 class SessionRegistry:
@@ -81,8 +111,14 @@ class SessionRegistry:
         self._sessions: dict[str, SessionState] = {}
         self._notifiers: dict[str, ServerSession] = {}
         self._targets: dict[str, PushTarget] = {}
+        # Read at each scrape, so the count falls the moment a host's stream closes.
+        for kind in HostKind:
+            metrics.hosts.labels(kind=kind.value).set_function(partial(self.count, kind))
 
     # --- reading ---
+
+    def count(self, kind: HostKind) -> int:
+        return sum(1 for s in self._sessions.values() if s.kind is kind)
 
     def get(self, session_id: str) -> SessionState | None:
         return self._sessions.get(session_id)
@@ -151,6 +187,11 @@ class SessionRegistry:
         if state is not None:
             self._sessions[session_id] = dataclasses.replace(state, last_activity_at=self._clock())
 
+    def acknowledged(self, session_id: str) -> None:
+        state = self._sessions.get(session_id)
+        if state is not None:
+            self._sessions[session_id] = dataclasses.replace(state, last_ack_at=self._clock())
+
     def stream_opened(self, session_id: str) -> None:
         state = self._sessions.get(session_id)
         if state is None:
@@ -190,8 +231,9 @@ class SessionRegistry:
         if state is None:
             return
         left = max(state.open_streams - 1, 0)
+        now = self._clock()
         self._sessions[session_id] = dataclasses.replace(
-            state, open_streams=left, last_activity_at=self._clock()
+            state, open_streams=left, last_activity_at=now, stream_closed_at=now
         )
         if not left:
             self._drop_target(session_id)

@@ -19,6 +19,7 @@ class ChatBook:
     _states: dict[str, ChatPollState] = field(default_factory=dict)
     _wanting: set[str] = field(default_factory=set)
     _behind: set[str] = field(default_factory=set)
+    _unserved_look_at: float = float("-inf")
 
     def state_of(self, chat_id: str) -> ChatPollState:
         state = self._states.get(chat_id)
@@ -69,6 +70,22 @@ class ChatBook:
             for c in self._wanting
             if (w := self._states[c].wanted) is not None and w.first_sight_only
         )
+
+    def hinted_wants(self) -> int:
+        """Chats with a want beyond a first sight: a change hinted (most likely a new message) or a
+        message left for a target, not read yet."""
+        return sum(
+            1
+            for c in self._wanting
+            if (w := self._states[c].wanted) is not None and not w.first_sight_only
+        )
+
+    def unserved_look_due(self, now: float, every_s: float) -> bool:
+        """Whether a replica without a target should look at its wants' cursors now (every ``every_s``)."""
+        if now < self._unserved_look_at:
+            return False
+        self._unserved_look_at = now + every_s
+        return True
 
     # --- messages left for another target ---
 

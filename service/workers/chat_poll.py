@@ -150,10 +150,16 @@ class ChatPoller:
             await self._read_wanted()
         finally:
             self.metrics.chat_first_sights_pending.set(self.book.first_sights_pending())
+            served = self.hub.can_take(Source.CHAT)
+            self.metrics.chats_awaiting_host.set(0 if served else self.book.hinted_wants())
 
     async def _read_wanted(self) -> None:
         if not self.hub.can_take(Source.CHAT):
-            return  # the hints stay wanted until a target comes
+            # The hints stay wanted until a target comes; those another replica's host was given
+            # meanwhile are let go, or they would count as waiting for a host (chats_awaiting_host).
+            if self.book.unserved_look_due(now := self.monotonic(), BEHIND_RETRY_S):
+                await self._each(self.book.due(now, self.watched), self._settle_if_covered)
+            return
         if self.turns.settling(self.monotonic()):
             return  # just started reading: wait until this replica knows the others' turns
         if self.watched.needs_load:
@@ -336,6 +342,14 @@ class ChatPoller:
             and not self._in_doubt(state)
             and wanted.covered_by_cursor(cursor.value)
         )
+
+    async def _settle_if_covered(self, chat_id: str) -> None:
+        """The fleet's cursor (a blob read, never Graph) covers the want: nothing waits in the chat."""
+        state = self.state_of(chat_id)
+        wanted = state.wanted
+        if wanted is not None and not self._in_doubt(state):
+            if await self._cursor_covers(state, wanted):
+                self.book.settle(chat_id, wanted)
 
     async def _claim_chat(self, read: ChatRead, takeable: frozenset[str]) -> None:
         chat_id = read.state.chat_id

@@ -18,6 +18,7 @@ from types import ModuleType
 from service.delivery import host_keeper, hub
 from service.ledger.claims import chat_claim_types, chat_claims, email_claims
 from service.ledger.summary import production as summary_production
+from service.mcp import sessions
 from service.storage import blob
 from tests.deploy.deploy_facts import REPO_ROOT
 
@@ -101,6 +102,7 @@ def emitted_label_values() -> dict[tuple[str, str], frozenset[str]]:
         | literal_values(host_keeper, "outcome"),
         ("entrabot_pending_deliveries", "age"): literal_values(host_keeper, "age")
         | _bucket_names(host_keeper),
+        ("entrabot_mcp_hosts", "kind"): enum_values(sessions.HostKind),
         # blob._OUTCOMES maps storage errors to their labels; outcome_label falls back to "error".
         ("entrabot_blob_operations", "outcome"): frozenset(label for _, label in blob._OUTCOMES)
         | literal_values(blob, "outcome")
@@ -114,6 +116,7 @@ LABEL_SOURCES = {
     "deliveries": (hub, host_keeper),
     "pending_deliveries": (host_keeper,),
     "blob_operations": (blob,),
+    "hosts": (sessions,),
 }
 
 

@@ -37,6 +37,7 @@ NEEDED_ALERTS = {
     "EntrabotDeliveryLatencyHigh",
     "EntrabotFleetRoleVacant",
     "EntrabotDeliveriesUnacknowledged",
+    "EntrabotMessagesWaitWithNoHost",
 }
 promtool = pytest.mark.skipif(
     shutil.which("promtool") is None,

@@ -89,5 +89,16 @@ class McpMetrics:
             registry=r,
         )
         self.sessions = Gauge(
-            "entrabot_mcp_sessions", "Live MCP sessions on this replica", registry=r
+            "entrabot_mcp_sessions",
+            "MCP sessions the SDK holds on this replica (a host gone without closing its session "
+            "stays until the idle timeout; entrabot_mcp_hosts counts only those still there)",
+            registry=r,
+        )
+        self.hosts = Gauge(
+            "entrabot_mcp_hosts",
+            "Hosts connected to this replica by kind: push (a push host with its stream open), "
+            "tools (any other session that has not gone away); a host whose stream closed without "
+            "a request since counts as gone at once",
+            ["kind"],
+            registry=r,
         )

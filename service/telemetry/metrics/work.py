@@ -32,6 +32,13 @@ class ChangeMetrics:
             ["outcome"],
             registry=r,
         )
+        self.chats_awaiting_host = Gauge(
+            "entrabot_chats_awaiting_host",
+            "Watched chats with a hinted change (most likely a new message) this replica holds no "
+            "host to read it for: it waits in Graph, unclaimed, until a host connects (0 while "
+            "this replica has a target that takes chat messages)",
+            registry=r,
+        )
         self._hints(r)
 
     def _hints(self, r: CollectorRegistry) -> None:
