@@ -301,10 +301,12 @@ class FleetConnection:
             await first_of(partial(self._refresh_tools, client), stop.wait, gone.wait)
 
     async def _refresh_tools(self, client: Client) -> None:
+        started = time.monotonic()
         try:
             await self._set_tools(await _all_tools(client))
         except MCPError as exc:
-            self.health.note(f"tools/list refused: {exc.error.message}")
+            if self.health.refusal_since(started) is None:  # else the response hook said why
+                self.health.note(f"tools/list refused: {exc.error.message}")
         except Exception as exc:  # noqa: BLE001 - the stream's own retries decide; this only reports
             self.health.note(describe(exc, self.config.fleet_url))
 

@@ -166,7 +166,10 @@ class ResumingStreamTransport(StreamableHTTPTransport):
                 anyio.EndOfStream,
                 anyio.BrokenResourceError,
             ) as exc:
-                self._on_stream_error(_reason(exc))
+                if not (isinstance(exc, _StreamRefused) and exc.status >= 400):
+                    # An error status is the connection's to say: its response hook sees each one with
+                    # the challenge, and saying it here too would alternate two lines per retry.
+                    self._on_stream_error(_reason(exc, self.url))
             failures += 1
             await anyio.sleep(self._backoff.delay(failures))
 
@@ -174,14 +177,15 @@ class ResumingStreamTransport(StreamableHTTPTransport):
 class _StreamRefused(Exception):
     def __init__(self, status: int) -> None:
         super().__init__(f"the fleet answered the push stream with HTTP {status}")
+        self.status = status
 
 
-def _reason(exc: BaseException) -> str:
-    return (
-        str(exc)
-        if isinstance(exc, _StreamRefused)
-        else f"push stream dropped ({type(exc).__name__})"
-    )
+def _reason(exc: BaseException, url: str) -> str:
+    if isinstance(exc, _StreamRefused):
+        return str(exc)
+    if never_connected(exc):
+        return unreachable(url, exc)
+    return f"push stream dropped ({type(exc).__name__})"
 
 
 @asynccontextmanager

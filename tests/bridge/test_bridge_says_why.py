@@ -145,6 +145,50 @@ async def test_a_call_after_the_fleet_went_down_says_it_was_not_sent(tmp_path: P
     assert "may or may not" not in said
 
 
+class _Revoking:
+    """Once ``revoked``, the bridge's token reaches the replica's bearer check as a stale one: what
+    rotating ``ENTRABOT_MCP_STATIC_TOKENS`` under a running bridge does."""
+
+    def __init__(self) -> None:
+        self.revoked = False
+
+    def __call__(self, app: ASGIApp) -> ASGIApp:
+        return _Revoked(self, app)
+
+
+class _Revoked:
+    def __init__(self, switch: _Revoking, app: ASGIApp) -> None:
+        self._switch = switch
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._switch.revoked and scope["type"] == "http":
+            stale = [(k, v) for k, v in scope["headers"] if k != b"authorization"]
+            scope = {
+                **scope,
+                "headers": [*stale, (b"authorization", f"Bearer {WRONG_TOKEN}".encode())],
+            }
+        await self._app(scope, receive, send)
+
+
+async def test_a_token_refused_in_session_is_named_in_each_call_and_said_once(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "bridge.log"
+    switch = _Revoking()
+    settings = mcp_settings(mcp_static_tokens=RIGHT_TOKEN)
+    async with live_mcp(settings, wrap_mcp=switch) as live:
+        async with bridge_host(live.url, log, token=RIGHT_TOKEN, args=()) as (client, _):
+            assert not (await client.call_tool("echo", {"text": "accepted"})).is_error
+            switch.revoked = True
+            for _ in range(2):
+                said = _text(await _call(client))
+                assert f"the fleet at {live.url} refused the bridge's token (401)" in said, said
+                assert TOKEN_ENV in said and "the call was not run" in said
+            warnings = _warnings(log)
+    assert len(warnings) == 1 and "401" in warnings[0], warnings
+
+
 async def test_a_token_without_the_fleets_role_is_told_what_it_lacks(tmp_path: Path) -> None:
     role = "Entrabot.Host"
     audience = "api://entrabot-fleet-test"
