@@ -8,9 +8,10 @@ names; an Entra token is acquired for ``--entra-audience`` instead.
 from __future__ import annotations
 
 import os
+import stat
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -36,7 +37,9 @@ class BridgeConfigError(ValueError):
 
 @dataclass(frozen=True)
 class StaticTokenSource:
-    token: str
+    token: str = field(repr=False)
+    # Where the token was given (the variable, and the file), so a refusal can name what to fix.
+    origin: str = field(default=TOKEN_ENV, compare=False)
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class EntraTokenSource:
     audience: (
         str  # the fleet's app ID URI or client id; the scope asked for is "<audience>/.default"
     )
+    origin: str = field(default="--entra-audience", compare=False)
 
     @property
     def scope(self) -> str:
@@ -140,22 +144,39 @@ def _credential(audience: str | None, environ: Mapping[str, str]) -> CredentialS
             f"{' and '.join(given)} are both set: choose one way to authenticate to the fleet"
         )
     if audience:
-        return EntraTokenSource(audience)
+        return EntraTokenSource(audience, origin=f"--entra-audience {audience}")
     if token_file:
         path = Path(token_file).expanduser()
-        try:
-            token = path.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise BridgeConfigError(
-                f"{TOKEN_FILE_ENV}={path} cannot be read ({exc.strerror}); fix the path"
-            ) from None
-        if not token:
-            raise BridgeConfigError(
-                f"{TOKEN_FILE_ENV}={path} is empty; put the fleet's bearer token in it"
-            )
+        return StaticTokenSource(_read_token_file(path), origin=f"{TOKEN_FILE_ENV}={path}")
     if token:
         return StaticTokenSource(token.strip())
     raise BridgeConfigError(
         f"no credential for the fleet: set {TOKEN_ENV} or {TOKEN_FILE_ENV} (a static token), "
         "or pass --entra-audience with an az login, workload or managed identity"
     )
+
+
+def _read_token_file(path: Path) -> str:
+    """The token in ``path``, refused, as ssh refuses a private key, when others may read it.
+
+    The README has always said ``chmod 600``; a token readable by the group or everyone is a token
+    any local account can use. Only regular files are checked: a pipe (``<(pass show fleet)``) or a
+    device has no such mode to keep.
+    """
+    try:
+        mode = path.stat().st_mode
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise BridgeConfigError(
+            f"{TOKEN_FILE_ENV}={path} cannot be read ({exc.strerror}); fix the path"
+        ) from None
+    if stat.S_ISREG(mode) and mode & 0o077:
+        raise BridgeConfigError(
+            f"{TOKEN_FILE_ENV}={path} is open to other users (mode {stat.S_IMODE(mode):04o}): "
+            f"run chmod 600 {path}"
+        )
+    if not token:
+        raise BridgeConfigError(
+            f"{TOKEN_FILE_ENV}={path} is empty; put the fleet's bearer token in it"
+        )
+    return token

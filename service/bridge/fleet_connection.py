@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -22,6 +23,7 @@ from mcp.client import Client
 from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INTERNAL_ERROR,
     CallToolResult,
     Implementation,
     JSONRPCNotification,
@@ -35,7 +37,8 @@ from service import __version__
 from service.bridge.acknowledgements import PendingAcks
 from service.bridge.auth import BearerAuth, TokenProvider
 from service.bridge.config import AFFINITY_HEADER, BridgeConfig
-from service.bridge.fleet_failures import describe, status_reason
+from service.bridge.fleet_failures import SDK_STATUS_STANDIN, describe, status_reason
+from service.bridge.fleet_health import FleetHealth
 from service.bridge.sdk_adapter import (
     ResumingStreamTransport,
     resuming_http_client,
@@ -126,7 +129,7 @@ class FleetConnection:
             False  # the fleet declared claude/channel/permission on the last session
         )
         self.sessions_opened = 0
-        self.last_error: str | None = None
+        self.health = FleetHealth(config.fleet_url)
         self._acks = PendingAcks(self.notify, config.backoff)
 
     # --- what the host side uses ---
@@ -147,7 +150,7 @@ class FleetConnection:
         try:
             await send_client_notification(client, method, params)
         except Exception as exc:  # noqa: BLE001 - a lost notification is reported, the host goes on
-            self._note(f"notification failed ({type(exc).__name__})")
+            self.health.note(f"notification failed ({type(exc).__name__})")
             return False
         return True
 
@@ -158,26 +161,27 @@ class FleetConnection:
             self._acks.add(key)
 
     async def wait_for_tools(self, timeout_s: float) -> bool:
-        """Whether the fleet's tool list is known, waiting up to ``timeout_s`` for a first session."""
-        try:
-            await asyncio.wait_for(self._tools_known.wait(), timeout_s)
-        except TimeoutError:
-            return False
-        return True
+        """Whether the fleet's tool list is known, waiting up to ``timeout_s`` for the first attempt at
+        a session to settle (a refused or unreachable fleet answers at once)."""
+        await self.health.settled(timeout_s)
+        return self._tools_known.is_set()
+
+    def unavailable(self, consequence: str) -> str:
+        """Why nothing can reach the fleet now (its last failure, or that it has not answered yet), and
+        ``consequence`` for what was asked."""
+        reason = self.health.last_error or (
+            f"the fleet at {self.config.fleet_url} has not answered yet"
+        )
+        return f"{reason} (the bridge keeps retrying; {consequence})"
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None) -> CallToolResult:
-        """The fleet's result unchanged; a fleet error or an unreachable fleet becomes a tool error."""
-        try:
-            await asyncio.wait_for(self._connected.wait(), self.config.call_wait_s)
-        except TimeoutError:
-            return tool_error(
-                f"the fleet is unreachable ({self.last_error or 'no session yet'}); retrying"
-            )
+        """The fleet's result unchanged; a fleet error or an unreachable fleet becomes a tool error
+        naming the cause."""
+        await self.health.settled(self.config.call_wait_s)
         client = self._client
         if client is None:
-            return tool_error(
-                f"the fleet session was lost ({self.last_error or 'reconnecting'}); retrying"
-            )
+            return tool_error(self.unavailable("the call was not sent"))
+        started = time.monotonic()
         try:
             # The fleet's tools that wait (a sponsor wait after a send) end within this, so a posted
             # message is never reported as a timed-out call.
@@ -185,9 +189,17 @@ class FleetConnection:
             meta = cast(RequestParamsMeta, {TIME_BUDGET_META_KEY: self.config.request_timeout_s})
             return await client.call_tool(name, arguments, meta=meta)
         except MCPError as exc:
-            return tool_error(exc.error.message)
+            message = exc.error.message
+            if exc.error.code == INTERNAL_ERROR and message == SDK_STATUS_STANDIN:
+                refusal = self.health.refusal_since(started)
+                if refusal is not None:
+                    # A 5xx may come after the replica began the call; a 401 or 403 before it.
+                    status, reason = refusal
+                    ran = "may or may not have run" if status >= 500 else "was not run"
+                    message = f"{reason}; the call {ran}"
+            return tool_error(message)
         except Exception as exc:  # noqa: BLE001 - any transport failure is an answer the host can read
-            self._note(f"tools/call failed ({type(exc).__name__})")
+            self.health.note(f"tools/call failed ({type(exc).__name__})")
             return tool_error(f"the fleet did not answer ({type(exc).__name__}); retrying")
 
     # --- the session loop ---
@@ -203,10 +215,11 @@ class FleetConnection:
         failures = 0
         async with self._http() as http:
             while not stop.is_set():
+                started = time.monotonic()
                 try:
                     opened = await self._hold_session(http, stop)
                 except Exception as exc:  # noqa: BLE001 - every failure to hold a session means "retry"
-                    self._note(describe(exc))
+                    self.health.attempt_failed(exc, started)
                     opened = False
                 if stop.is_set():
                     break
@@ -228,7 +241,7 @@ class FleetConnection:
             backoff=self.config.backoff,
             session_gone=gone,
             on_stream_open=self._stream_opened,
-            on_stream_error=self._note,
+            on_stream_error=self.health.note,
             on_notification_lost=self._notification_lost,
         )
         client = Client(
@@ -251,7 +264,7 @@ class FleetConnection:
             self.sessions_opened += 1
             self._tools_known.set()
             self._connected.set()
-            self.last_error = None
+            self.health.opened()
             log.info(
                 "fleet session opened",
                 extra={
@@ -265,6 +278,7 @@ class FleetConnection:
             finally:
                 self._connected.clear()
                 self._client = None
+                self.health.closed()
         if gone.is_set():
             log.warning(
                 "fleet session gone; initializing a new one",
@@ -287,12 +301,14 @@ class FleetConnection:
             await first_of(partial(self._refresh_tools, client), stop.wait, gone.wait)
 
     async def _refresh_tools(self, client: Client) -> None:
+        started = time.monotonic()
         try:
             await self._set_tools(await _all_tools(client))
         except MCPError as exc:
-            self._note(f"tools/list refused: {exc.error.message}")
+            if self.health.refusal_since(started) is None:  # else the response hook said why
+                self.health.note(f"tools/list refused: {exc.error.message}")
         except Exception as exc:  # noqa: BLE001 - the stream's own retries decide; this only reports
-            self._note(describe(exc))
+            self.health.note(describe(exc, self.config.fleet_url))
 
     async def _set_tools(self, tools: list[Tool]) -> None:
         """Keep the fleet's list; tell the host when it changed (a new replica version, a first session)."""
@@ -334,23 +350,25 @@ class FleetConnection:
         ):
             self._session_gone.set()  # the replica no longer knows this session: initialize anew
             return
-        self._note(status_reason(status))
+        self.health.refused(
+            status,
+            status_reason(
+                status,
+                self.config.fleet_url,
+                self.config.credential,
+                response.headers.get("www-authenticate", ""),
+            ),
+        )
 
     def _notification_lost(self, notification: JSONRPCNotification, reason: str) -> None:
         """A notification's POST failed on the wire. An acknowledgement's keys go back in the batch (the
         fleet takes a repeat as one); anything else is reported, and the host goes on."""
-        self._note(reason)
+        self.health.note(reason)
         if notification.method == ACK_METHOD and self.config.acknowledge:
             self._acks.requeue(notification)
 
     def _stream_opened(self, resumed: bool) -> None:
         log.info("push stream open", extra={"resumed": resumed})
-
-    def _note(self, reason: str) -> None:
-        """One stderr line per new reason, so a fleet down for an hour does not flood the host's log."""
-        if reason != self.last_error:
-            log.warning("fleet unavailable", extra={"reason": reason})
-        self.last_error = reason
 
 
 async def _all_tools(client: Client) -> list[Tool]:

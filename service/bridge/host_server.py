@@ -21,7 +21,9 @@ from mcp.server import NotificationOptions
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.runner import serve_loop
 from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INTERNAL_ERROR,
     CallToolRequestParams,
     CallToolResult,
     ListToolsResult,
@@ -228,7 +230,18 @@ class HostServer:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
     ) -> ListToolsResult:
-        await self._fleet.wait_for_tools(self._tools_wait_s)
+        if (
+            not await self._fleet.wait_for_tools(self._tools_wait_s)
+            and self._fleet.health.last_error
+        ):
+            # No tool to call means no tool result to carry the cause, so the list itself fails with it.
+            # Claude Code 2.1.332 (read in its binary, not a documented contract) catches a failed
+            # tools/list: it logs "Failed to fetch tools: <message>", shows the message as the
+            # server's "Issue" in /mcp, keeps the server with no tools, and lists them again on the
+            # tools/list_changed the bridge sends once a session opens.
+            raise MCPError(
+                INTERNAL_ERROR, self._fleet.unavailable("the tools appear once a session opens")
+            )
         return ListToolsResult(tools=list(self._fleet.tools))
 
     async def _call_tool(

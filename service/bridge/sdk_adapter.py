@@ -39,6 +39,7 @@ from mcp_types import CONNECTION_CLOSED, JSONRPCNotification, JSONRPCRequest
 from pydantic import BaseModel
 
 from service.bridge.backoff import Backoff
+from service.bridge.fleet_failures import never_connected, unreachable
 
 log = logging.getLogger(__name__)
 
@@ -112,15 +113,20 @@ class ResumingStreamTransport(StreamableHTTPTransport):
             await super()._handle_post_request(ctx)
         except httpx2.TransportError as exc:
             message = ctx.session_message.message
-            broke = f"the connection to the fleet broke before its answer ({type(exc).__name__})"
-            if isinstance(message, JSONRPCRequest):
+            if never_connected(exc):
+                # No connection opened, so the fleet saw nothing: the host may simply call again.
+                broke = said = unreachable(self.url, exc)
+            else:
                 # The replica may have read the request before the connection broke: say so, since a
                 # host that retries a send must know it may have gone out (the send tools settle it).
+                cause = type(exc).__name__
+                broke = (
+                    f"the connection to the fleet at {self.url} broke before its answer ({cause})"
+                )
+                said = f"{broke}; the call may or may not have run"
+            if isinstance(message, JSONRPCRequest):
                 await self._resolve_abandoned_request(
-                    ctx.read_stream_writer,
-                    message.id,
-                    f"{broke}; the call may or may not have run",
-                    code=CONNECTION_CLOSED,
+                    ctx.read_stream_writer, message.id, said, code=CONNECTION_CLOSED
                 )
             elif isinstance(message, JSONRPCNotification):
                 self._on_notification_lost(message, broke)
@@ -160,7 +166,10 @@ class ResumingStreamTransport(StreamableHTTPTransport):
                 anyio.EndOfStream,
                 anyio.BrokenResourceError,
             ) as exc:
-                self._on_stream_error(_reason(exc))
+                if not (isinstance(exc, _StreamRefused) and exc.status >= 400):
+                    # An error status is the connection's to say: its response hook sees each one with
+                    # the challenge, and saying it here too would alternate two lines per retry.
+                    self._on_stream_error(_reason(exc, self.url))
             failures += 1
             await anyio.sleep(self._backoff.delay(failures))
 
@@ -168,14 +177,15 @@ class ResumingStreamTransport(StreamableHTTPTransport):
 class _StreamRefused(Exception):
     def __init__(self, status: int) -> None:
         super().__init__(f"the fleet answered the push stream with HTTP {status}")
+        self.status = status
 
 
-def _reason(exc: BaseException) -> str:
-    return (
-        str(exc)
-        if isinstance(exc, _StreamRefused)
-        else f"push stream dropped ({type(exc).__name__})"
-    )
+def _reason(exc: BaseException, url: str) -> str:
+    if isinstance(exc, _StreamRefused):
+        return str(exc)
+    if never_connected(exc):
+        return unreachable(url, exc)
+    return f"push stream dropped ({type(exc).__name__})"
 
 
 @asynccontextmanager

@@ -43,6 +43,8 @@ async def test_broken_fleet_is_reported_on_stderr_and_the_host_is_still_served(
                 assert result.is_error
                 [text] = [c.text for c in result.content if c.type == "text"]
                 assert "fleet" in text
+            # By the second call the first attempt has failed: the model is told why, as the log is.
+            assert REASONS[fault] in text and fleet.url in text, text
             # It keeps trying.
             await eventually(
                 lambda: fleet.requests >= 2, "a second attempt at the fleet", timeout_s=30

@@ -63,6 +63,7 @@ def test_static_token_comes_from_the_environment_or_a_file(tmp_path: Path) -> No
     assert _load({TOKEN_ENV: "t0k"}).credential == StaticTokenSource("t0k")
     token_file = tmp_path / "token"
     token_file.write_text("from-file\n")
+    token_file.chmod(0o600)
     assert _load({TOKEN_FILE_ENV: str(token_file)}).credential == StaticTokenSource("from-file")
     assert _load({}, entra_audience="api://fleet").credential == EntraTokenSource("api://fleet")
     assert EntraTokenSource("api://fleet").scope == "api://fleet/.default"
