@@ -12,7 +12,7 @@ AZURITE_STAMP := azurite/node_modules/.installed
 TS_CLIENT_STAMP := tests/mcp/ts-client/node_modules/.installed
 CLAUDE_CODE_STAMP := tests/claude_code/host/node_modules/.installed
 
-.PHONY: setup system-deps demo serve typecheck format test test-fast bench lock clean
+.PHONY: setup system-deps demo up serve typecheck format test test-fast bench lock clean
 
 setup: $(STAMP) $(AZURITE_STAMP) $(TS_CLIENT_STAMP) $(CLAUDE_CODE_STAMP)
 
@@ -39,6 +39,10 @@ $(CLAUDE_CODE_STAMP): tests/claude_code/host/package.json tests/claude_code/host
 
 demo: $(STAMP) $(AZURITE_STAMP)
 	$(VENV)/bin/entrabot-fleet demo
+
+# A local fleet for your own agent until Ctrl-C: prints its URLs, the token and the connect lines.
+up: $(STAMP) $(AZURITE_STAMP)
+	$(VENV)/bin/entrabot-fleet up
 
 serve: $(STAMP)
 	$(VENV)/bin/entrabot-fleet serve

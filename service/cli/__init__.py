@@ -22,8 +22,10 @@ from service.cli import (
     migrate,
     persona,
     repair_chat,
+    say,
     serve,
     signin,
+    up,
 )
 from service.cli.common import (
     EXIT_CONFIG,
@@ -40,6 +42,8 @@ from service.cli.common import (
 COMMANDS: tuple[Command, ...] = (
     serve.COMMAND,
     demo.COMMAND,
+    up.COMMAND,
+    say.COMMAND,
     emulator.COMMAND,
     repair_chat.COMMAND,
     doctor.COMMAND,

@@ -25,7 +25,9 @@ ACCOUNT_KEY = (
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )
 _LISTEN = re.compile(r"listen(?:s|ing)? on (https?://[\d.]+):(\d+)", re.IGNORECASE)
-START_TIMEOUT_S = 30.0
+# Most of it is node loading Azurite's modules before its first line: 9 s on 2 busy cores (load 4.6),
+# over 30 s at load 15, where `up` and the demo failed to start at the former 30 s.
+START_TIMEOUT_S = 90.0
 
 
 class AzuriteError(RuntimeError):
