@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from emulator.seed import demo_seed_path
-from emulator.server import serve
+from emulator.server import ListenError, serve
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m emulator", description="Serve the Graph and Entra emulator."
     )
@@ -28,14 +29,19 @@ def main(argv: list[str] | None = None) -> None:
         help="answer a throttled request's exact wait (e.g. 0.42) instead of whole seconds as Graph does",
     )
     args = parser.parse_args(argv)
-    serve(
-        args.seed,
-        args.host,
-        args.port,
-        public_url=args.public_url,
-        fractional_retry_after=args.fractional_retry_after,
-    )
+    try:
+        serve(
+            args.seed,
+            args.host,
+            args.port,
+            public_url=args.public_url,
+            fractional_retry_after=args.fractional_retry_after,
+        )
+    except ListenError as exc:
+        print(f"{parser.prog}: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -84,12 +84,25 @@ class RunningEmulator:
         self.stop()
 
 
+class ListenError(Exception):
+    """The address cannot be listened on; the message names it, why, and what to pass instead."""
+
+
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        reason = exc.strerror or type(exc).__name__
+        raise ListenError(
+            f"cannot listen on {_url(host, port, 'http').removeprefix('http://')} ({reason}); "
+            "pass --port with a free port (--port 0 picks one), or --host with an address of this "
+            "machine"
+        ) from None
     return sock
 
 

@@ -6,19 +6,20 @@ import asyncio
 import logging
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from types import FrameType
 
 import uvicorn
 
-from service import config
 from service.app import create_app
-from service.config import Settings, SettingsError
+from service.config import Settings
 from service.graph.errors import TokenConfigurationError
 from service.from_settings.mcp import AuthConfigError
 from service.replica import Phase, Replica
 from service.replica_build import build_replica
 from service.storage.errors import StorageError
+from service.storage.resolution import create_container_if_missing
 from service.telemetry.logging import configure_logging
 from service.telemetry.tracing import configure_tracing
 from service.telemetry.metrics import Metrics
@@ -31,13 +32,6 @@ GRACEFUL_SHUTDOWN_S = 6  # whole seconds: uvicorn's Config takes an int
 
 class ServeError(Exception):
     """A setting that stops the replica from starting; the message says what to fix."""
-
-
-def load_settings(**overrides: object) -> Settings:
-    try:
-        return config.load_settings(**overrides)
-    except SettingsError as exc:
-        raise ServeError(str(exc)) from None
 
 
 class DrainingServer(uvicorn.Server):
@@ -54,13 +48,18 @@ class DrainingServer(uvicorn.Server):
         config: uvicorn.Config,
         replica: Replica,
         on_listening: Callable[[Replica], None] | None = None,
+        before_start: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         super().__init__(config)
         self._replica = replica
         self._on_listening = on_listening
+        self._before_start = before_start
         self._draining: asyncio.Task[None] | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        # ``before_start`` runs on uvicorn's own loop, where the replica's clients will live.
+        if self._before_start is not None:
+            await self._before_start()
         # uvicorn runs the lifespan (the replica's start) first, then serves the socket; only then
         # may anyone be told to connect.
         await super().startup(sockets)
@@ -103,8 +102,9 @@ def bind_listener(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(*, host: str | None = None, port: int | None = None) -> int:
-    settings = load_settings(host=host, port=port)
+def serve(settings: Settings, *, create_container: bool = False, debug: bool = False) -> int:
+    """Run one replica until SIGTERM. ``create_container``: create a missing Blob container first;
+    ``debug``: keep the traceback of a start-up that failed for a reason the replica can name."""
     try:
         # One registry per replica: /metrics serves it.
         replica = build_replica(settings, metrics=Metrics())
@@ -120,6 +120,10 @@ def serve(*, host: str | None = None, port: int | None = None) -> int:
             flush=True,
         )
 
+    async def create() -> None:
+        if await create_container_if_missing(replica.backend):
+            log.info("created the container: %s", replica.backend.describe())
+
     provider = configure_tracing(settings.otlp_endpoint, replica_id=replica.replica_id)
     app = create_app(replica)
     config = uvicorn.Config(
@@ -131,11 +135,16 @@ def serve(*, host: str | None = None, port: int | None = None) -> int:
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         lifespan="on",
     )
-    server = DrainingServer(config, replica, on_listening=announce)
+    server = DrainingServer(
+        config, replica, on_listening=announce, before_start=create if create_container else None
+    )
     try:
-        server.run(sockets=[listener])
+        with _explained_start_up_failures(replica, keep_traceback=debug):
+            server.run(sockets=[listener])
     except SystemExit:
         pass  # uvicorn exits 3 when the lifespan fails; the reason is reported below
+    except StorageError as exc:  # only --create-container touches the store before the lifespan
+        raise ServeError(f"--create-container: {exc}") from None
     finally:
         listener.close()
         if provider is not None:
@@ -147,3 +156,28 @@ def serve(*, host: str | None = None, port: int | None = None) -> int:
         print("entrabot-fleet: the replica did not start; see the log lines above", file=sys.stderr)
         return 1
     return 0
+
+
+class _DropExplainedTraceback(logging.Filter):
+    """uvicorn logs the lifespan's traceback as one ERROR record; when the replica has recorded why
+    it did not start (a store or Graph it could not use), ``serve`` says that in one line instead."""
+
+    def __init__(self, replica: Replica) -> None:
+        super().__init__()
+        self._replica = replica
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        explained = self._replica.startup_error is not None
+        return not (explained and record.getMessage().startswith("Traceback"))
+
+
+@contextmanager
+def _explained_start_up_failures(replica: Replica, *, keep_traceback: bool) -> Iterator[None]:
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    dropping = _DropExplainedTraceback(replica)
+    if not keep_traceback:
+        uvicorn_log.addFilter(dropping)
+    try:
+        yield
+    finally:
+        uvicorn_log.removeFilter(dropping)

@@ -92,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args)
     except ConfigurationError as exc:
+        if args.debug:  # where the refusal came from, for whoever asks
+            traceback.print_exc()
         _say(str(exc))
         return EXIT_CONFIG
     except CommandFailed as exc:

@@ -63,12 +63,21 @@ def common_options(*, top_level: bool = False, progress: bool = False) -> argpar
     return options
 
 
-def settings_or_exit() -> Settings:
-    """The settings from the environment and ``.env``; a bad value is a one-line configuration error."""
+def settings_or_exit(**overrides: object) -> Settings:
+    """The settings from the environment and ``.env`` (``overrides``: a command's flags that are not
+    None); a bad value is a one-line configuration error naming the variable and what to do."""
     try:
-        return load_settings()
+        return load_settings(**overrides)
     except SettingsError as exc:
-        raise ConfigurationError(str(exc)) from exc
+        raise ConfigurationError(settings_fix(str(exc))) from exc
+
+
+def settings_fix(problem: str) -> str:
+    """``problem`` with what to do about it. A rule between settings already says which to change
+    ("… must be at most …; set …"); a single value's message says only what is wrong with it."""
+    if ";" in problem:
+        return problem
+    return f"{problem}; fix it in the environment or in .env"
 
 
 async def open_target(settings: Settings) -> MemoryBackend:

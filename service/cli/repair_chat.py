@@ -6,7 +6,14 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING
 
-from service.cli.common import EXIT_OK, Command, CommandFailed, ConfigurationError, open_target
+from service.cli.common import (
+    EXIT_OK,
+    Command,
+    CommandFailed,
+    ConfigurationError,
+    open_target,
+    settings_or_exit,
+)
 from service.storage.backend import MemoryBackend
 from service.storage.errors import StorageError
 
@@ -32,16 +39,12 @@ def run_repair_chat(args: argparse.Namespace) -> int:
 
 async def repair_chat(chat_id: str, *, write: bool) -> int:
     from service.chat_repair import CursorState, inspect_cursor
-    from service.serve import ServeError, load_settings
 
     if not chat_id.strip():
         raise ConfigurationError(
             "CHAT_ID is empty; pass the chat id /readyz lists under corrupt_chat_cursors"
         )
-    try:
-        settings = load_settings()
-    except ServeError as exc:
-        raise ConfigurationError(str(exc)) from exc
+    settings = settings_or_exit()
     backend = await open_target(settings)
     try:
         print(f"state: {backend.describe()}")

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from service.cli.common import Command, ConfigurationError
+from service.cli.common import Command, ConfigurationError, settings_or_exit
+
+CREATE_CONTAINER_HELP = (
+    "create the Blob container ENTRABOT_BLOB_CONTAINER names if it does not exist (a local Azurite, a "
+    "new account); without it a missing container stops the command"
+)
 
 
 def port_number(text: str) -> int:
@@ -23,13 +28,15 @@ def configure_serve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--port", type=port_number, help="port to listen on (default: ENTRABOT_PORT, 8080)"
     )
+    parser.add_argument("--create-container", action="store_true", help=CREATE_CONTAINER_HELP)
 
 
 def run_serve(args: argparse.Namespace) -> int:
     from service.serve import ServeError, serve
 
+    settings = settings_or_exit(host=args.host, port=args.port)
     try:
-        return serve(host=args.host, port=args.port)
+        return serve(settings, create_container=args.create_container, debug=args.debug)
     except ServeError as exc:
         raise ConfigurationError(str(exc)) from exc
 

@@ -34,6 +34,7 @@ from service.graph.errors import GraphError, GraphForbidden, TokenAcquisitionErr
 from service.graph.models import DirectoryObjectRef
 
 GraphFactory = Callable[[TokenProvider], GraphClient]
+SPONSOR_CHECK = f"sponsor read (agent identity app-only, {SPONSOR_READ_PERMISSION})"
 
 
 class GrantAdvice(Protocol):
@@ -82,9 +83,14 @@ def _refused(permission: DelegatedPermission, exc: GraphError, grantee: GrantAdv
 async def check_sponsors(
     chain: IdentityChain, make_graph: GraphFactory, grantee: Grantee
 ) -> tuple[Finding, list[DirectoryObjectRef]]:
-    check = f"sponsor read (agent identity app-only, {SPONSOR_READ_PERMISSION})"
+    check = SPONSOR_CHECK
     if chain.app_tokens is None:
         return skip(check, "not tried: the identity settings are incomplete"), []
+    if chain.failed_hop == 1:
+        # The app-only token starts with the same blueprint hop: its failure is already on its line.
+        return skip(
+            check, "not tried: identity hop 1 (blueprint) failed, and it needs that hop"
+        ), []
     async with make_graph(chain.app_tokens) as graph:
         try:
             sponsors = await graph.directory.list_sponsors(grantee.agent_identity_id, max_pages=1)
@@ -161,6 +167,10 @@ class _DelegatedReads:
         async for page in self._graph.mail.list_mail(None, top=1, max_pages=1):
             return f"{len(page.items)} message(s) read"
         return "inbox read"
+
+
+def skip_every_graph_check(why: str) -> list[Finding]:
+    return [skip(_check_name(p), why) for p in DELEGATED_PERMISSIONS]
 
 
 async def check_delegated(

@@ -30,6 +30,7 @@ class IdentityChain:
     user_tokens: TokenProvider | None
     graph_token: AccessToken | None
     app_tokens: TokenProvider | None
+    failed_hop: int | None = None  # the hop of the Graph token's chain that failed, if one did
 
 
 def _hop_check(hop: int, resource: str = "") -> str:
@@ -63,10 +64,12 @@ async def check_identity(
         return [fail("identity settings", str(exc))], IdentityChain(None, None, None)
     findings = [ok("identity settings", provider.describe())]
     graph_token: AccessToken | None = None
+    failed_hop: int | None = None
     try:
         graph_token = await provider.get_token(GRAPH_SCOPE)
         findings += hop_findings(None, "Graph", hops=(1, 2, 3))
     except TokenAcquisitionError as exc:
+        failed_hop = exc.hop
         findings += hop_findings(exc, "Graph", hops=(1, 2, 3))
     if storage_by_agent_user:
         findings.append(await _storage_token(provider, graph_token is not None))
@@ -78,7 +81,9 @@ async def check_identity(
         settings.agent_identity_id or "",
         http=http,
     )
-    chain = IdentityChain(provider if graph_token is not None else None, graph_token, app_tokens)
+    chain = IdentityChain(
+        provider if graph_token is not None else None, graph_token, app_tokens, failed_hop
+    )
     return findings, chain
 
 

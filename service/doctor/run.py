@@ -1,20 +1,28 @@
 """The preflight, in order: settings, identity (the agent user's chain, or in delegated mode the signed-in
 person's record and token), sponsor read, Graph permissions, storage, URLs.
 
-Every check runs that can (a failed hop skips only what depends on it), each prints its line as soon
-as it is known, and the exit code is non-zero when any check failed.
+Every check runs that can (a failed hop skips only what depends on it, and Graph not answering at
+ENTRABOT_GRAPH_URL skips every Graph check), each prints its line as soon as it is known, and the exit
+code is non-zero when any check failed. Settings that do not parse never get here: the command
+refuses them in one line, as every command does.
 """
 
 from __future__ import annotations
 
 from typing import TextIO
 
-from pydantic import ValidationError
-
 from service.config import Settings
-from service.doctor.graph_checks import GrantAdvice, Grantee, check_delegated, check_sponsors
+from service.doctor.graph_checks import (
+    SPONSOR_CHECK,
+    GrantAdvice,
+    Grantee,
+    check_delegated,
+    check_sponsors,
+    skip_every_graph_check,
+)
+from service.doctor.graph_reach import check_graph_reachable
 from service.doctor.identity_checks import check_identity
-from service.doctor.report import Report, fail, skip
+from service.doctor.report import Report, skip
 from service.doctor.sign_in_checks import SignInGrantee, check_sign_in
 from service.doctor.settings_checks import check_mcp_auth, check_notification_url
 from service.doctor.storage_checks import check_storage
@@ -30,15 +38,12 @@ from service.storage.resolution import BlobAuth, BlobChoice, choose_backend
 from service.telemetry.metrics import GraphMetrics
 
 
-async def run_doctor(*, out: TextIO | None = None) -> bool:
-    """Run every check, printing one line each; True when none failed."""
+async def run_doctor(
+    settings: Settings, *, create_container: bool = False, out: TextIO | None = None
+) -> bool:
+    """Run every check, printing one line each; True when none failed. ``create_container``: the
+    storage check creates a missing Blob container instead of failing on it."""
     report = Report(out)
-    try:
-        settings = Settings()
-    except ValidationError as exc:
-        report.add(fail("settings", " ".join(str(exc).split())))
-        print(report.summary(), file=out, flush=True)
-        return False
     report.section("settings")
     report.add(check_mcp_auth(settings))
     async with new_http_client(read_timeout_s=settings.graph_timeout_s) as http:
@@ -56,39 +61,45 @@ async def run_doctor(*, out: TextIO | None = None) -> bool:
         if settings.auth_mode == "delegated":
             report.section("signed-in person (delegated mode)")
             identity, chain, person = await check_sign_in(settings, http)
-            for finding in identity:
-                report.add(finding)
-            report.section("graph permissions")
             grantee: GrantAdvice = SignInGrantee(
                 settings.delegated_client_id or "(ENTRABOT_DELEGATED_CLIENT_ID)",
                 person.describe() if person else "the person who signs in",
             )
-            report.add(
-                skip(
-                    "sponsor read",
-                    "delegated mode: the signed-in person is the agent's only sponsor",
-                )
-            )
-            sponsors: list[DirectoryObjectRef] = []
         else:
             report.section("identity chain")
             identity, chain = await check_identity(
                 settings, http, storage_by_agent_user=by_agent_user
             )
-            for finding in identity:
-                report.add(finding)
-            report.section("graph permissions")
             grantee = Grantee(
                 settings.agent_identity_id or "(ENTRABOT_AGENT_IDENTITY_ID)",
                 settings.agent_user_upn or settings.agent_user_id or "(ENTRABOT_AGENT_USER_UPN)",
             )
+        for finding in identity:
+            report.add(finding)
+        report.section("graph permissions")
+        reach = await check_graph_reachable(settings.graph_url, http)
+        report.add(reach.finding)
+        sponsors: list[DirectoryObjectRef] = []
+        if not isinstance(grantee, Grantee):  # delegated mode
+            why = "delegated mode: the signed-in person is the agent's only sponsor"
+            report.add(skip("sponsor read", why))
+        elif not reach.answered:
+            report.add(skip(SPONSOR_CHECK, reach.why_not))
+        else:
             sponsor_finding, sponsors = await check_sponsors(chain, make_graph, grantee)
             report.add(sponsor_finding)
-        for finding in await check_delegated(chain, make_graph, sponsors, grantee):
+        if reach.answered:
+            graph_findings = await check_delegated(chain, make_graph, sponsors, grantee)
+        else:
+            graph_findings = skip_every_graph_check(reach.why_not)
+        for finding in graph_findings:
             report.add(finding)
         report.section("storage")
         for finding in await check_storage(
-            settings, chain.user_tokens, by_agent_user=by_agent_user
+            settings,
+            chain.user_tokens,
+            by_agent_user=by_agent_user,
+            create_container=create_container,
         ):
             report.add(finding)
         report.section("notifications")

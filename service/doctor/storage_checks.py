@@ -14,7 +14,7 @@ from service.doctor.report import Finding, fail, ok, skip
 from service.graph.auth import TokenProvider, storage_token_provider
 from service.storage.backend import MemoryBackend
 from service.storage.errors import BackendMisconfiguredError, ConcurrencyError, StorageError
-from service.storage.resolution import get_backend
+from service.storage.resolution import create_container_if_missing, get_backend
 from service.telemetry.metrics import StorageMetrics
 
 SCRATCH_KEY = "doctor/preflight.json"
@@ -25,7 +25,11 @@ _ADVICE = (
 
 
 async def check_storage(
-    settings: Settings, user_tokens: TokenProvider | None, *, by_agent_user: bool
+    settings: Settings,
+    user_tokens: TokenProvider | None,
+    *,
+    by_agent_user: bool,
+    create_container: bool = False,
 ) -> list[Finding]:
     if by_agent_user and user_tokens is None:
         return [
@@ -44,10 +48,23 @@ async def check_storage(
         return [fail("storage settings", str(exc))]
     findings = [ok("storage settings", backend.describe())]
     try:
+        if create_container:
+            findings += await _create(backend)
         findings += await _exercise(backend)
     finally:
         await backend.aclose()
     return findings
+
+
+async def _create(backend: MemoryBackend) -> list[Finding]:
+    check = "storage container (--create-container)"
+    try:
+        created = await create_container_if_missing(backend)
+    except StorageError as exc:
+        return [fail(check, f"could not create it: {type(exc).__name__}: {exc}")]
+    return [
+        ok(check, "created" if created else "already there (or a local store: nothing to create)")
+    ]
 
 
 async def _exercise(backend: MemoryBackend) -> list[Finding]:

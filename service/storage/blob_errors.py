@@ -132,7 +132,8 @@ def _from_status(
     subject = target.subject(op)
     if code == CONTAINER_NOT_FOUND or (status == 404 and op in (BlobOp.CHECK, BlobOp.LIST)):
         return BackendUnavailableError(
-            f"container {target.container!r} does not exist at {target.endpoint}; create it, or fix "
+            f"container {target.container!r} does not exist at {target.endpoint}; create it "
+            "(`entrabot-fleet serve --create-container` or `doctor --create-container` does), or fix "
             "ENTRABOT_BLOB_CONTAINER"
         )
     if op is BlobOp.CREATE and status in (409, 412):

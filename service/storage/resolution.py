@@ -2,7 +2,8 @@
 
 ``choose_backend`` is the decision (pure, over the options); ``get_backend`` builds the backend it
 names without creating or writing anything; ``assert_backend_config`` is the start-up gate that
-reaches the store once and logs where the state lives. A half-configured cloud environment fails
+reaches the store once and logs where the state lives; ``create_container_if_missing`` is the one
+thing that creates, and only when an operator asked (``--create-container``). A half-configured cloud environment fails
 here, loudly, instead of quietly starting over on an empty local store. Nothing here reads the
 environment: a container named only in ``.env`` is seen exactly as one named in the environment.
 """
@@ -22,7 +23,7 @@ from service.storage.blob_config import (
     public_endpoint,
     validate_container_name,
 )
-from service.storage.errors import BackendMisconfiguredError
+from service.storage.errors import BackendMisconfiguredError, BackendUnavailableError
 from service.storage.local import PROCESS_LOCK_FILE, LocalBackend
 from service.storage.options import StorageOptions
 from service.storage.token_credential import TokenProvider
@@ -173,3 +174,19 @@ async def assert_backend_config(
         raise
     (logger or _log).info("storage backend: %s", backend.describe())
     return backend
+
+
+async def create_container_if_missing(backend: MemoryBackend) -> bool:
+    """Create the Blob container ``backend`` names when it does not exist; True when it created it.
+
+    A local store has nothing to create (its directory is made on first write). An endpoint that
+    does not answer fails the create with the same error the check would have given.
+    """
+    if not isinstance(backend, BlobBackend):
+        return False
+    try:
+        await backend.check()
+    except BackendUnavailableError:
+        await backend.ensure_container()
+        return True
+    return False

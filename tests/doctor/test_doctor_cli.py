@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from azure.core.exceptions import ResourceNotFoundError
+from azure.storage.blob.aio import ContainerClient
 
 from emulator.seed import DEFAULT_DELEGATED_SCOPES, SPONSOR_READ_ROLES, Seed, build_seed
 from emulator.server import RunningEmulator, start_emulator
@@ -81,10 +84,10 @@ async def container(azurite: Azurite, container_name: str) -> str:
     return container_name
 
 
-def doctor(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def doctor(env: dict[str, str], cwd: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("ENTRABOT_", "AZURE_"))}
     return subprocess.run(
-        [sys.executable, "-m", "service.cli", "doctor"],
+        [sys.executable, "-m", "service.cli", "doctor", *flags],
         env={**clean, **env},
         cwd=cwd,
         capture_output=True,
@@ -290,6 +293,13 @@ def test_a_wrong_blueprint_secret_fails_hop_one_and_skips_what_needs_it(
     assert found["storage read/write/CAS"] == "ok"  # storage does not depend on the identity here
     [hop1] = [x for x in result.stdout.splitlines() if x.startswith("FAIL identity hop 1")]
     assert "AADSTS7000215" in hop1 and "not-the-secret" not in result.stdout + result.stderr
+    # Entra's words are cut where a sentence ends, never inside a bracket or a quote.
+    for opening, closing in ("()", "[]"):
+        assert hop1.count(opening) == hop1.count(closing), hop1
+    # Said once: the app-only sponsor read needs the same hop, and no log line repeats it on stderr.
+    assert found["sponsor read (agent identity app-only, AgentIdentity.ReadWrite.All)"] == "skip"
+    assert [x for x in result.stdout.splitlines() if "AADSTS7000215" in x] == [hop1]
+    assert result.stderr == ""
 
 
 def test_an_unreachable_container_fails_the_storage_line(
@@ -339,3 +349,71 @@ def test_a_local_data_dir_passes_the_cas_check_although_its_etags_are_content_ha
     result = doctor(env, tmp_path)
     assert lines(result)["storage read/write/CAS"] == "ok", result.stdout
     assert result.returncode == 0, result.stdout
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released: connecting is refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_graph_url_where_nothing_listens_is_one_line_naming_it_and_the_graph_checks_are_skipped(
+    healthy: RunningEmulator, tmp_path: Path
+) -> None:
+    closed = f"http://127.0.0.1:{closed_port()}/v1.0"
+    env = {
+        **agent_user_env(healthy.seed, base_url=healthy.base_url),
+        "ENTRABOT_GRAPH_URL": closed,
+        "ENTRABOT_DATA_DIR": str(tmp_path / "data"),
+    }
+    result = doctor(env, tmp_path)
+    assert result.returncode == 1, result.stdout
+    [line] = failures(result)
+    assert line.startswith("FAIL graph reachable: ENTRABOT_GRAPH_URL=" + closed), line
+    assert result.stdout.count(closed) == 1 and "GraphConnectionError" not in result.stdout
+    found = lines(result)
+    graph_checks = [
+        c for c in found if c.startswith(("graph ", "sponsor read")) and c != "graph reachable"
+    ]
+    assert len(graph_checks) > 5  # every permission, the scp-claim ones included, and the sponsors
+    assert {found[c] for c in graph_checks} == {"skip"}, result.stdout
+    assert found["identity hop 3 (agent user, Graph)"] == "ok"  # Entra is elsewhere and answers
+    assert found["storage read/write/CAS"] == "ok"
+    assert result.stderr == ""
+
+
+@pytest.fixture
+async def missing_container(azurite: Azurite, container_name: str) -> AsyncIterator[str]:
+    """A container name nobody created; deleted after the test if the test created it."""
+    yield container_name
+    async with ContainerClient.from_connection_string(
+        azurite.connection_string, container_name
+    ) as created:
+        try:
+            await created.delete_container()
+        except ResourceNotFoundError:
+            pass
+
+
+def test_a_missing_container_is_refused_naming_the_flag_and_created_with_it(
+    healthy: RunningEmulator, azurite: Azurite, missing_container: str, tmp_path: Path
+) -> None:
+    env = {
+        **agent_user_env(healthy.seed, base_url=healthy.base_url),
+        **blob_env(azurite, missing_container),
+    }
+    refused = doctor(env, tmp_path)
+    assert refused.returncode == 1
+    [line] = failures(refused)
+    assert line.startswith("FAIL storage reachable:") and "--create-container" in line, line
+    assert lines(refused)["storage read/write/CAS"] == "skip"
+
+    created = doctor(env, tmp_path, "--create-container")
+    assert created.returncode == 0, created.stdout
+    found = lines(created)
+    assert found["storage container (--create-container)"] == "ok"
+    assert "created" in created.stdout and found["storage read/write/CAS"] == "ok"
+
+    again = doctor(env, tmp_path)  # it stays: the next run, without the flag, finds it
+    assert again.returncode == 0, again.stdout

@@ -7,11 +7,14 @@ import platform
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from azure.core.exceptions import ResourceNotFoundError
+from azure.storage.blob.aio import ContainerClient
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
@@ -365,3 +368,82 @@ def test_a_graph_answering_5xx_at_start_gets_a_short_retry_then_one_line_naming_
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("entrabot-fleet: the replica did not start: GraphServerError")
     assert f"ENTRABOT_GRAPH_URL ({emulator.base_url}/v1.0)" in last
+
+
+@pytest.fixture
+async def missing_container(azurite: Azurite, container_name: str) -> AsyncIterator[str]:
+    """A container name nobody created; deleted after the test if the test created it."""
+    yield container_name
+    async with ContainerClient.from_connection_string(
+        azurite.connection_string, container_name
+    ) as created:
+        try:
+            await created.delete_container()
+        except ResourceNotFoundError:
+            pass
+
+
+def blob_env(azurite: Azurite, container: str) -> dict[str, str]:
+    return {
+        "ENTRABOT_BLOB_ENDPOINT": azurite.blob_endpoint,
+        "ENTRABOT_BLOB_CONTAINER": container,
+        "ENTRABOT_BLOB_CONNECTION_STRING": azurite.connection_string,
+    }
+
+
+def test_a_start_up_that_fails_at_run_time_ends_with_one_line_naming_the_fix_and_no_traceback(
+    emulator: RunningEmulator, azurite: Azurite, missing_container: str, tmp_path: Path
+) -> None:
+    env = clean_env(
+        **agent_user_env(emulator.seed, base_url=emulator.base_url),
+        **blob_env(azurite, missing_container),
+    )
+    result = run_serve(env, tmp_path)
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("entrabot-fleet: the replica did not start: BackendUnavailableError")
+    assert missing_container in last and "--create-container" in last
+    assert "Traceback" not in result.stderr  # uvicorn's record of the lifespan's traceback is gone
+
+    debug = subprocess.run(
+        [sys.executable, "-m", "service.cli", "serve", "--debug"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert debug.returncode == 2
+    # --debug keeps uvicorn's record of the lifespan's traceback (a JSON log line of its own)
+    assert any('"uvicorn.error"' in x and "Traceback" in x for x in debug.stderr.splitlines())
+
+
+def test_serve_with_create_container_creates_a_missing_container_and_starts(
+    emulator: RunningEmulator, azurite: Azurite, missing_container: str, tmp_path: Path
+) -> None:
+    env = clean_env(
+        **agent_user_env(emulator.seed, base_url=emulator.base_url),
+        **blob_env(azurite, missing_container),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "serve", "--create-container"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    watchdog = threading.Timer(120, proc.kill)  # a replica that never says it listens fails here
+    watchdog.start()
+    said = ""
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # ends when the process does
+            if "listening on" in line:
+                said = line
+                break
+    finally:
+        watchdog.cancel()
+        proc.terminate()
+        proc.wait(timeout=60)
+    assert "BlobBackend" in said and missing_container in said, said

@@ -233,4 +233,18 @@ def entra_error(body: Any, form: Mapping[str, str]) -> tuple[str | None, str | N
     if not description:
         error = body.get("error")
         description = error if isinstance(error, str) else None
-    return code, (description[:_DESCRIPTION_LIMIT] if description else None)
+    return code, (clip_description(description) if description else None)
+
+
+def clip_description(text: str, limit: int = _DESCRIPTION_LIMIT) -> str:
+    """At most ``limit`` characters, ending where a sentence ends: a cut in the middle left a bracket
+    or quote open ("… [grant_type=client_credentials, client_id=… (agent identity blueprint")."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit + 1]
+    ends = [
+        i for i, c in enumerate(head) if c == "." and (i + 1 == len(text) or text[i + 1] == " ")
+    ]
+    if ends and ends[-1] >= limit // 3:
+        return text[: ends[-1] + 1]
+    return text[:limit].rsplit(" ", 1)[0] + " …"
