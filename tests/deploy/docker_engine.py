@@ -98,11 +98,16 @@ def start_engine() -> Engine:
 def _ping() -> docker.DockerClient | None:
     if not SOCKET.exists():
         return None
-    client = docker.DockerClient(base_url=f"unix://{SOCKET}", timeout=600)
+    # The client asks the daemon for its API version as it is built, so a stale socket (a daemon
+    # that died without removing it) raises here, not only in ping().
+    try:
+        client = docker.DockerClient(base_url=f"unix://{SOCKET}", timeout=600)
+    except Exception:  # noqa: BLE001 - a stale socket or a daemon still starting: not ready yet
+        return None
     try:
         client.ping()
         return client
-    except Exception:  # noqa: BLE001 - a stale socket or a daemon still starting: not ready yet
+    except Exception:  # noqa: BLE001 - as above
         client.close()
         return None
 
