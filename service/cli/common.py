@@ -6,11 +6,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from service.config import Settings, SettingsError, load_settings
-from service.storage.backend import MemoryBackend
 from service.storage.errors import StorageError
+
+if (
+    TYPE_CHECKING
+):  # imported where used: settings load pydantic, which --version and --help never need
+    from service.config import Settings
+    from service.storage.backend import MemoryBackend
 
 PROG = "entrabot-fleet"
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
@@ -66,6 +70,8 @@ def common_options(*, top_level: bool = False, progress: bool = False) -> argpar
 def settings_or_exit(**overrides: object) -> Settings:
     """The settings from the environment and ``.env`` (``overrides``: a command's flags that are not
     None); a bad value is a one-line configuration error naming the variable and what to do."""
+    from service.config import SettingsError, load_settings
+
     try:
         return load_settings(**overrides)
     except SettingsError as exc:

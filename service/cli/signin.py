@@ -15,10 +15,10 @@ from service.cli.common import (
 )
 from service.storage.errors import StorageError
 
+DEFAULT_TIMEOUT_S = 900.0  # Entra's device codes last 15 minutes
+
 
 def configure_signin(parser: argparse.ArgumentParser) -> None:
-    from service.signin.command import DEFAULT_TIMEOUT_S
-
     parser.add_argument(
         "--replace",
         action="store_true",

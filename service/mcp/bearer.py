@@ -20,6 +20,7 @@ client), so it cannot tell a 403 from a 401 the way ``verifiers.Verdict`` does. 
 from __future__ import annotations
 
 import json
+import logging
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -32,6 +33,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.mcp.options import McpAuthOptions
 from service.mcp.verifiers import Principal, TokenVerifier, Verdict
+
+log = logging.getLogger(__name__)
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 MCP_PATH = "/mcp"
@@ -66,9 +69,12 @@ class BearerAuth:
             return
         verification = await self._verifier.verify(token) if token else None
         if verification is None or verification.principal is None:
+            reason = verification.reason if verification else "no bearer token"
+            _log_refusal(scope, 401, reason)
             await self._refuse(scope, receive, send, token_given=token is not None)
             return
         if verification.verdict is not Verdict.ACCEPTED:
+            _log_refusal(scope, 403, verification.reason, verification.principal.client_id)
             await self._forbid(scope, receive, send)
             return
         principal = verification.principal
@@ -154,6 +160,16 @@ def protected_resource_routes(auth: McpAuthOptions) -> list[Route]:
         Route(METADATA_PATH, metadata, methods=["GET"]),
         Route(f"{METADATA_PATH}{MCP_PATH}", metadata, methods=["GET"]),
     ]
+
+
+def _log_refusal(scope: Scope, status: int, reason: str, client_id: str | None = None) -> None:
+    """One line per refused request, so an operator can tell a host with a stale token from one with
+    too few roles; the reason is the verifier's words, never the token or a claim of an invalid one."""
+    peer = scope.get("client")
+    extra = {"status": status, "reason": reason, "peer": peer[0] if peer else None}
+    if client_id is not None:  # a verified token's client: the app to grant a role to
+        extra["client_id"] = client_id
+    log.info("bearer token refused", extra=extra)
 
 
 def public_base_url(scope: Scope, configured: str | None) -> str:

@@ -52,10 +52,12 @@ class Verdict(str, Enum):
 class Verification:
     verdict: Verdict
     principal: Principal | None = None  # set unless INVALID
+    # Why a token was refused, in words safe to log: never the token nor any claim of an invalid one.
+    reason: str = ""
 
     @classmethod
-    def invalid(cls) -> Verification:
-        return cls(Verdict.INVALID)
+    def invalid(cls, reason: str) -> Verification:
+        return cls(Verdict.INVALID, reason=reason)
 
 
 class TokenVerifier(Protocol):
@@ -104,7 +106,7 @@ class StaticTokenVerifier:
             if hmac.compare_digest(digest, offered):
                 matched = index
         if matched is None:
-            return Verification.invalid()
+            return Verification.invalid("matches no static token")
         # The principal names the token's position, never its value.
         return Verification(Verdict.ACCEPTED, Principal(client_id=f"static-token-{matched}"))
 
@@ -134,14 +136,13 @@ class EntraJwtVerifier:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
-            return Verification.invalid()
+            return Verification.invalid("not a JWT")
         kid = header.get("kid")
         if header.get("alg") not in JWT_ALGORITHMS or not isinstance(kid, str):
-            return Verification.invalid()
+            return Verification.invalid("a JWT without a key id or not RS256")
         key = await self._jwks.key(kid)
         if key is None:
-            log.info("bearer token rejected", extra={"reason": "unknown_signing_key"})
-            return Verification.invalid()
+            return Verification.invalid("a JWT signed by a key the tenant does not publish")
         try:
             claims = jwt.decode(
                 token,
@@ -153,8 +154,8 @@ class EntraJwtVerifier:
                 options={"require": ["exp", "aud", "iss"]},
             )
         except jwt.PyJWTError as exc:
-            log.info("bearer token rejected", extra={"reason": type(exc).__name__})
-            return Verification.invalid()
+            # The library's class names the failed check (ExpiredSignatureError, InvalidAudienceError).
+            return Verification.invalid(f"a JWT that fails {type(exc).__name__}")
         principal = Principal(
             client_id=token_client_id(claims) or "unknown-client",
             subject=str(claims.get("oid") or claims.get("sub") or "") or None,
@@ -163,11 +164,9 @@ class EntraJwtVerifier:
             expires_at=int(claims["exp"]),
         )
         if not self._policy.allows(claims):
-            log.info(
-                "bearer token refused",
-                extra={"reason": "insufficient_scope", "client_id": principal.client_id},
+            return Verification(
+                Verdict.INSUFFICIENT, principal, reason="none of the required roles or scopes"
             )
-            return Verification(Verdict.INSUFFICIENT, principal)
         return Verification(Verdict.ACCEPTED, principal)
 
 
@@ -177,11 +176,13 @@ class AnyOfVerifier:
 
     async def verify(self, token: str) -> Verification:
         """The first acceptance; else a refusal for lack of permission over one for invalidity."""
-        best = Verification.invalid()
+        insufficient: Verification | None = None
+        reasons: list[str] = []
         for verifier in self._verifiers:
             verification = await verifier.verify(token)
             if verification.verdict is Verdict.ACCEPTED:
                 return verification
             if verification.verdict is Verdict.INSUFFICIENT:
-                best = verification
-        return best
+                insufficient = verification
+            reasons.append(verification.reason)
+        return insufficient or Verification.invalid("; ".join(reasons))

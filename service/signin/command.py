@@ -16,7 +16,6 @@ from service.signin.flow import SignInEnded, SignInFlow
 from service.signin.public_client import EntraUnreachable, SignInRefused
 from service.storage.backend import MemoryBackend
 
-DEFAULT_TIMEOUT_S = 900.0  # Entra's device codes last 15 minutes
 _LINE_EVERY_S = 60.0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -66,14 +67,29 @@ async def test_missing_token_gets_401_pointing_at_the_resource_metadata(
         assert live.mcp.sessions.sessions() == []
 
 
-async def test_wrong_static_token_gets_401_invalid_token(http: httpx.AsyncClient) -> None:
+def refusals(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.getMessage() == "bearer token refused"]
+
+
+async def test_wrong_static_token_gets_401_invalid_token_and_one_log_line_with_the_reason(
+    http: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    wrong = "not-it-" + uuid.uuid4().hex
     async with live_mcp(mcp_settings(mcp_static_tokens=TOKEN_A)) as live:
-        response = await http.post(
-            live.url, json=initialize_body("claude-code"), headers=_initialize("not-it")
-        )
-        assert response.status_code == 401
+        with caplog.at_level(logging.INFO, logger="service.mcp.bearer"):
+            response = await http.post(
+                live.url, json=initialize_body("claude-code"), headers=_initialize(wrong)
+            )
+            anonymous = await http.post(
+                live.url, json=initialize_body("claude-code"), headers=_initialize()
+            )
+        assert response.status_code == 401 and anonymous.status_code == 401
         assert 'error="invalid_token"' in response.headers["www-authenticate"]
         assert "resource_metadata=" in response.headers["www-authenticate"]
+    first, second = refusals(caplog)
+    assert (first.status, first.reason, first.peer) == (401, "matches no static token", "127.0.0.1")  # type: ignore[attr-defined]
+    assert (second.status, second.reason) == (401, "no bearer token")  # type: ignore[attr-defined]
+    assert not any(wrong in str(r.__dict__) for r in caplog.records)
 
 
 async def test_a_session_answers_only_the_token_that_opened_it(http: httpx.AsyncClient) -> None:
@@ -178,7 +194,11 @@ async def test_entra_token_with_the_right_audience_and_issuer_is_accepted(
     ["wrong_audience", "wrong_issuer", "expired", "unknown_key", "wrong_signature"],
 )
 async def test_entra_token_is_rejected(
-    tenant: Tenant, foreign_key: rsa.RSAPrivateKey, http: httpx.AsyncClient, case: str
+    tenant: Tenant,
+    foreign_key: rsa.RSAPrivateKey,
+    http: httpx.AsyncClient,
+    case: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     now = int(time.time())
     token = {
@@ -189,12 +209,26 @@ async def test_entra_token_is_rejected(
         "wrong_signature": lambda: tenant.token(key=foreign_key),
     }[case]()
     async with live_mcp(_jwt_settings(tenant)) as live:
-        response = await http.post(
-            live.url, json=initialize_body("claude-code"), headers=_initialize(token)
-        )
+        with caplog.at_level(logging.INFO, logger="service.mcp.bearer"):
+            response = await http.post(
+                live.url, json=initialize_body("claude-code"), headers=_initialize(token)
+            )
         assert response.status_code == 401
         assert 'error="invalid_token"' in response.headers["www-authenticate"]
         assert live.mcp.sessions.sessions() == []
+    # The operator's line names the failed check, and never carries the token.
+    [refusal] = refusals(caplog)
+    assert (
+        refusal.reason
+        == {  # type: ignore[attr-defined]
+            "wrong_audience": "a JWT that fails InvalidAudienceError",
+            "wrong_issuer": "a JWT that fails InvalidIssuerError",
+            "expired": "a JWT that fails ExpiredSignatureError",
+            "unknown_key": "a JWT signed by a key the tenant does not publish",
+            "wrong_signature": "a JWT that fails InvalidSignatureError",
+        }[case]
+    )
+    assert not any(token in str(r.__dict__) for r in caplog.records)
 
 
 # --- DNS rebinding ---

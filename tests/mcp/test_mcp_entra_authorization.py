@@ -7,6 +7,8 @@ live uvicorn server.
 
 from __future__ import annotations
 
+import logging
+
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -73,13 +75,21 @@ def assert_insufficient_scope(response: httpx.Response) -> None:
 
 
 async def test_an_app_token_for_the_audience_without_the_app_role_gets_403_insufficient_scope(
-    emulator: RunningEmulator, http: httpx.AsyncClient
+    emulator: RunningEmulator, http: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with live_mcp(settings_for(emulator, mcp_jwt_required_roles=ROLE)) as live:
         any_tenant_app = await entra_token(http, emulator)  # client credentials, nothing assigned
         other_role = await entra_token(http, emulator, roles=["Reports.Read"])
-        for token in (any_tenant_app, other_role):
-            assert_insufficient_scope(await open_session(http, live.url, token))
+        with caplog.at_level(logging.INFO, logger="service.mcp.bearer"):
+            for token in (any_tenant_app, other_role):
+                assert_insufficient_scope(await open_session(http, live.url, token))
+        # One line each, naming the app to grant the role to; no token in any record.
+        refused = [r for r in caplog.records if r.getMessage() == "bearer token refused"]
+        assert [(r.status, r.reason) for r in refused] == [  # type: ignore[attr-defined]
+            (403, "none of the required roles or scopes")
+        ] * 2
+        assert all(r.client_id for r in refused)  # type: ignore[attr-defined]
+        assert not any(any_tenant_app in str(r.__dict__) for r in caplog.records)
         assert (
             f'scope="{ROLE}"'
             in (await open_session(http, live.url, other_role)).headers["www-authenticate"]

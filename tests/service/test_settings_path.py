@@ -19,7 +19,7 @@ from service.config import load_settings
 from service.devstack.azurite import Azurite
 from service.devstack.emulator_env import agent_user_env
 from service.replica_build import build_replica
-from service.storage import BlobBackend
+from service.storage.blob import BlobBackend
 from service.telemetry.metrics import Metrics
 
 SERVICE = Path(__file__).resolve().parents[2] / "service"

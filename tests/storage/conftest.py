@@ -15,7 +15,9 @@ import pytest
 
 from service.from_settings.storage import storage_options
 from service.telemetry.metrics import StorageMetrics
-from service.storage import BlobBackend, MemoryBackend, get_backend
+from service.storage.backend import MemoryBackend
+from service.storage.blob import BlobBackend
+from service.storage.resolution import get_backend
 from settings_env import settings_from_env
 from tests.storage.storage_fakes import (
     FakeBlobEndpoint,

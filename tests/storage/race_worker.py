@@ -15,7 +15,9 @@ import sys
 from service.from_settings.storage import storage_options
 from service.telemetry.metrics import StorageMetrics
 from service.config import Settings
-from service.storage import ConcurrencyError, MemoryBackend, get_backend
+from service.storage.backend import MemoryBackend
+from service.storage.errors import ConcurrencyError
+from service.storage.resolution import get_backend
 from service.storage.errors import TransientStorageError
 
 MAX_ATTEMPTS_PER_INCREMENT = 2_000

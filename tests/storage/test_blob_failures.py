@@ -16,18 +16,18 @@ from azure.core.exceptions import HttpResponseError, ServiceRequestError
 
 from service.from_settings.storage import storage_options
 from service.devstack.azurite import ACCOUNT_KEY, Azurite
-from service.storage import (
+from service.storage.blob import BlobBackend
+from service.storage.blob_config import BlobClientOptions
+from service.storage.errors import (
     BackendMisconfiguredError,
     BackendUnavailableError,
-    BlobBackend,
-    BlobClientOptions,
     ConcurrencyError,
     StorageError,
     TokenExpiredError,
-    TokenProvider,
     TransientStorageError,
-    assert_backend_config,
 )
+from service.storage.resolution import assert_backend_config
+from service.storage.token_credential import TokenProvider
 from service.storage.errors import NotAppendableError
 from service.storage.blob_errors import BlobOp, BlobTarget, storage_error_from
 from service.telemetry.metrics import Metrics, StorageMetrics

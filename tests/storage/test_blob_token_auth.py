@@ -35,13 +35,11 @@ from service.from_settings.graph_auth import token_provider_from_settings
 from service.graph.auth import storage_token_provider
 from service.graph.auth.tokens import GRAPH_SCOPE
 from service.telemetry.metrics import GraphMetrics
-from service.storage import (
-    BlobBackend,
-    BlobClientOptions,
-    MemoryBackend,
-    TokenExpiredError,
-    get_backend,
-)
+from service.storage.backend import MemoryBackend
+from service.storage.blob import BlobBackend
+from service.storage.blob_config import BlobClientOptions
+from service.storage.errors import TokenExpiredError
+from service.storage.resolution import get_backend
 from service.storage.token_credential import TokenProvider
 from settings_env import settings_from_env
 from tests.storage.storage_fakes import TlsFiles

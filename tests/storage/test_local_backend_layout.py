@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from service.storage import InvalidKeyError, LocalBackend, StorageError
+from service.storage.errors import StorageError
+from service.storage.keys import InvalidKeyError
+from service.storage.local import LocalBackend
 
 
 @pytest.mark.parametrize("key", [".locks/abc.lock", ".tmp/x", ".singleton.lock"])

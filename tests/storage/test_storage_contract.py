@@ -7,7 +7,9 @@ import asyncio
 import pytest
 from azure.storage.blob.aio import ContainerClient
 
-from service.storage import ConcurrencyError, InvalidKeyError, MemoryBackend
+from service.storage.backend import MemoryBackend
+from service.storage.errors import ConcurrencyError
+from service.storage.keys import InvalidKeyError
 
 ODD_KEYS = [
     "chat_cursors/19%3Ameeting_abc%40thread.v2.json",  # url-quoted chat id, '%' kept literally

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from process_race import race_processes
 
-from service.storage import MemoryBackend
+from service.storage.backend import MemoryBackend
 
 pytestmark = pytest.mark.slow
 

@@ -12,15 +12,10 @@ from service.from_settings.storage import storage_options
 from service.telemetry.metrics import StorageMetrics
 from service.config import SettingsError, load_settings
 from service.devstack.azurite import Azurite
-from service.storage import (
-    BackendMisconfiguredError,
-    BackendUnavailableError,
-    BlobBackend,
-    LocalBackend,
-    assert_backend_config,
-    get_backend,
-    local_process_lock_path,
-)
+from service.storage.blob import BlobBackend
+from service.storage.errors import BackendMisconfiguredError, BackendUnavailableError
+from service.storage.local import LocalBackend
+from service.storage.resolution import assert_backend_config, get_backend, local_process_lock_path
 from service.storage.resolution import BlobAuth, BlobChoice, LocalChoice, choose_backend
 from settings_env import settings_from_env
 
