@@ -46,8 +46,8 @@ def run_say(args: argparse.Namespace) -> int:
     url = args.emulator_url or (state.emulator_url if state is not None else None)
     if url is None:
         raise ConfigurationError(
-            f"no local fleet is running (no live state in {state_dir}): start one with "
-            "`entrabot-fleet up`, or pass --emulator-url"
+            f"--emulator-url: not given, and no local fleet is running (no live state in "
+            f"{state_dir}); start one with `entrabot-fleet up`, or pass --emulator-url"
         )
     request = SayRequest(args.text, args.person, args.chat, args.mail, args.subject)
     try:

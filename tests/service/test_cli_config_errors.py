@@ -32,6 +32,8 @@ CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
         {"ENTRABOT_BRIDGE_TOKEN_FILE": "no-such-token-file"},
         "ENTRABOT_BRIDGE_TOKEN_FILE",
     ),
+    "up": (["up", "--state-dir", "state"], {"ENTRABOT_AZURITE": "docker"}, "ENTRABOT_AZURITE"),
+    "say": (["say", "--state-dir", "no-fleet-here", "hello"], {}, "--emulator-url"),
     "emulator": (["emulator", "--seed", "no-such-seed.json", "--port", "0"], {}, "--seed"),
 }
 

@@ -104,6 +104,8 @@ ENVIRONMENT_READERS = {
     "service/replica_build.py": "the test-only ENTRABOT_TEST_KILL_AT, never a setting",
     "service/devstack/dev_environment.py": "the local tooling's one reader: its ENTRABOT_AZURITE_* settings "
     "(and .env) and the environment of the replicas it launches",
+    "service/devstack/local_state.py": "XDG_STATE_HOME, where `up` leaves its state for `say` (the "
+    "XDG base-directory rule), never a setting",
     "service/bridge/cli_options.py": "the channel bridge, a separate program: its entry point hands its "
     "environment once, as a mapping, to service/bridge/config.py",
 }
