@@ -11,10 +11,11 @@ PYTEST_WORKERS ?= -n 2 --dist loadgroup
 AZURITE_STAMP := azurite/node_modules/.installed
 TS_CLIENT_STAMP := tests/mcp/ts-client/node_modules/.installed
 CLAUDE_CODE_STAMP := tests/claude_code/host/node_modules/.installed
+CODEX_STAMP := tests/codex/host/node_modules/.installed
 
 .PHONY: setup system-deps demo up serve typecheck format test test-fast bench lock clean
 
-setup: $(STAMP) $(AZURITE_STAMP) $(TS_CLIENT_STAMP) $(CLAUDE_CODE_STAMP)
+setup: $(STAMP) $(AZURITE_STAMP) $(TS_CLIENT_STAMP) $(CLAUDE_CODE_STAMP) $(CODEX_STAMP)
 
 # Runtime dependencies exactly as the image gets them (the hashed lock), then the test extras.
 $(STAMP): pyproject.toml requirements.lock
@@ -35,6 +36,11 @@ $(TS_CLIENT_STAMP): tests/mcp/ts-client/package.json tests/mcp/ts-client/package
 # The real Claude Code the tests drive (tests/claude_code): ~400 MB through its platform package.
 $(CLAUDE_CODE_STAMP): tests/claude_code/host/package.json tests/claude_code/host/package-lock.json
 	cd tests/claude_code/host && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# The real OpenAI Codex CLI, a host without pushes (tests/codex): ~424 MB through its platform package.
+$(CODEX_STAMP): tests/codex/host/package.json tests/codex/host/package-lock.json
+	cd tests/codex/host && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 demo: $(STAMP) $(AZURITE_STAMP)
