@@ -136,7 +136,7 @@ async def measure_mode(
 
 
 async def run(session: BenchSession) -> dict[str, Any]:
-    samples = {"full": 100, "quick": 50}.get(session.profile.name, 5)
+    samples = {"full": 100, "quick": 20}.get(session.profile.name, 5)
     parameters = {
         "samples": samples,
         "interval_s": 0.5,
