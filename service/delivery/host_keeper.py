@@ -31,7 +31,7 @@ from typing import Any
 from service.clock import utc_now
 from service.delivery.claim_lookup import ClaimFate, ClaimLookup, note_dropped_intent
 from service.delivery.host_record import (
-    DeliveryKey,
+    MessageKey,
     EntryState,
     HeldBy,
     HostRecord,
@@ -76,7 +76,7 @@ class _Push:
 class _Held:
     session_id: str
     refreshed_at: float = float("-inf")  # monotonic
-    pushes: dict[DeliveryKey, _Push] = field(default_factory=dict)
+    pushes: dict[MessageKey, _Push] = field(default_factory=dict)
     syncing: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -99,7 +99,7 @@ class HostKeeper:
     refresh_s: float = REFRESH_S
     hold_renew_s: float = HOLD_RENEW_S
     _hosts: dict[str, _Held] = field(default_factory=dict)
-    _acks: dict[str, set[DeliveryKey]] = field(default_factory=dict)
+    _acks: dict[str, set[MessageKey]] = field(default_factory=dict)
     _ack_writers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _redelivered: int = 0
@@ -136,7 +136,7 @@ class HostKeeper:
         current = self._hosts.get(host_id)
         if current is None:
             return
-        key = (message.chat_id, message.message_id)
+        key = message.key
         now = self.monotonic()
         mark = current.pushes.get(key)
         if mark is None or mark.session_id != session_id:
@@ -144,9 +144,9 @@ class HostKeeper:
         else:
             mark.last_at, mark.count = now, mark.count + 1
 
-    async def acknowledge(self, host_id: str, keys: Iterable[DeliveryKey]) -> None:
+    async def acknowledge(self, host_id: str, keys: Iterable[tuple[str, str]]) -> None:
         """The host has these (written to its own host). Written to its record, batched."""
-        self._acks.setdefault(host_id, set()).update(keys)
+        self._acks.setdefault(host_id, set()).update(MessageKey(*k) for k in keys)
         writer = self._ack_writers.get(host_id)
         if writer is None or writer.done():
             self._ack_writers[host_id] = asyncio.create_task(self._write_acks(host_id))
@@ -156,7 +156,7 @@ class HostKeeper:
         it from now on, pushed on its stream here or on its next one on any replica, until it acknowledges.
         False only when they are certainly not in its record; a write whose fate stays unknown counts as
         written (fail closed: given to another host too, the message could reach two)."""
-        keys = {(m.chat_id, m.message_id) for m in messages}
+        keys = {m.key for m in messages}
         claim = f"wait-{uuid.uuid4().hex}"
         try:
             await self.records.update(
@@ -275,7 +275,7 @@ class HostKeeper:
                     continue
             elif mark is None and entry.state is EntryState.INTENT:
                 continue  # its own replica pushes it when the claim lands; anyone else once it is settled
-            handover = await target.deliver(entry.message.inbound())
+            handover = await target.deliver(entry.message)
             if handover is Handover.NOT_TAKEN:
                 return  # the stream went away: the next session gets the rest
             if mark is not None:
@@ -307,7 +307,7 @@ class HostKeeper:
                 self.acknowledged_here(taken)
 
     def _observe_acks(
-        self, host_id: str, keys: set[DeliveryKey], taken: list[PendingDelivery]
+        self, host_id: str, keys: set[MessageKey], taken: list[PendingDelivery]
     ) -> None:
         """``taken``: what the write that landed took out of the record. Only those count as delivered: a
         repeated acknowledgement, or one another replica wrote first, finds nothing left to take."""
