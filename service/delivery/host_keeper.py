@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from service.background import Background
 from service.clock import utc_now
 from service.delivery.claim_lookup import ClaimFate, ClaimLookup, note_dropped_intent
 from service.delivery.host_record import (
@@ -93,6 +94,7 @@ class HostKeeper:
     # blocking: AckReactions.offer queues the reaction to each); across the fleet one write takes each out.
     acknowledged_here: Callable[[list[PendingDelivery]], None] | None = None
     metrics: DeliveryMetrics = field(kw_only=True)
+    background: Background = field(kw_only=True, default_factory=Background)
     clock: Callable[[], datetime] = utc_now
     monotonic: Callable[[], float] = time.monotonic
     redeliver_after_s: float = REDELIVER_AFTER_S
@@ -101,7 +103,6 @@ class HostKeeper:
     _hosts: dict[str, _Held] = field(default_factory=dict)
     _acks: dict[str, set[MessageKey]] = field(default_factory=dict)
     _ack_writers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
-    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _redelivered: int = 0
     _acknowledged: int = 0
     _ack_latencies: deque[float] = field(
@@ -149,7 +150,9 @@ class HostKeeper:
         self._acks.setdefault(host_id, set()).update(MessageKey(*k) for k in keys)
         writer = self._ack_writers.get(host_id)
         if writer is None or writer.done():
-            self._ack_writers[host_id] = asyncio.create_task(self._write_acks(host_id))
+            self._ack_writers[host_id] = self.background.spawn(
+                self._write_acks(host_id), name="keeper:acknowledgements"
+            )
 
     async def owe(self, host_id: str, messages: Sequence[InboundMessage]) -> bool:
         """Claimed messages this host did not get (a sponsor wait of its ended without answering): owed to
@@ -395,9 +398,7 @@ class HostKeeper:
             self.metrics.pending_deliveries.labels(age=bucket).set(count)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.background.spawn(work, name="keeper:host")
 
 
 def _by_age(entries: Iterable[PendingDelivery], now: datetime) -> dict[str, int]:

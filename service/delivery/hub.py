@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from opentelemetry import trace
 
+from service.background import Background
 from service.domain.message import InboundMessage, MessageKey, Source
 from service.telemetry.metrics import DeliveryMetrics
 
@@ -130,6 +131,7 @@ class DeliveryHub:
     reaches one host in order; new chats are spread round-robin over push targets."""
 
     metrics: DeliveryMetrics
+    background: Background = field(default_factory=Background)  # the replica's, from the wiring
     _targets: dict[str, DeliveryTarget] = field(default_factory=dict)
     _sticky: dict[str, str] = field(default_factory=dict)  # chat_id -> target_id
     _allotted: dict[MessageKey, str] = field(
@@ -143,7 +145,6 @@ class DeliveryHub:
     # Claimed messages a target took and could not pass on (a sponsor wait whose host went away before
     # its result was written): given to the next live target that accepts them, oldest first.
     _returned: list[InboundMessage] = field(default_factory=list)
-    _redispatching: set[asyncio.Task[list[Dispatch]]] = field(default_factory=set)
     _rr: itertools.count[int] = field(default_factory=itertools.count)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _generation: int = 0
@@ -170,9 +171,7 @@ class DeliveryHub:
         if not takeable:
             return
         self._returned = [m for m in self._returned if m not in takeable]
-        task = asyncio.get_running_loop().create_task(self._dispatch_returned(takeable))
-        self._redispatching.add(task)
-        task.add_done_callback(self._redispatching.discard)
+        self.background.spawn(self._dispatch_returned(takeable), name="hub:returned")
 
     async def _dispatch_returned(self, messages: list[InboundMessage]) -> list[Dispatch]:
         dispatches = await self.dispatch(messages)

@@ -66,9 +66,9 @@ class LedgerReader:
                 with contextlib.suppress(ValueError):
                     record = json.loads(line)
                     if record.get("direction") == "in" and record.get("message_id"):
-                        found[MessageKey(str(record.get("chat_id")), str(record["message_id"]))].append(
-                            (str(record.get("replica")), str(record.get("action")))
-                        )
+                        found[
+                            MessageKey(str(record.get("chat_id")), str(record["message_id"]))
+                        ].append((str(record.get("replica")), str(record.get("action"))))
         return dict(found)
 
     async def aclose(self) -> None:
