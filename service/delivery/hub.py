@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from opentelemetry import trace
 
 from service.background import Background
 from service.delivery.choice import allot, choose, delivery_order, only_bounded_takers
 from service.delivery.deliveries import Deliveries
+from service.delivery.handover import hand_over
 from service.delivery.targets import (
     AcknowledgingTarget,
     DeliveryTarget,
@@ -32,8 +31,6 @@ from service.delivery.targets import (
 from service.domain.message import InboundMessage, Source
 from service.telemetry.metrics import DeliveryMetrics
 
-log = logging.getLogger(__name__)
-tracer = trace.get_tracer(__name__)
 
 # Where the names the callers import from the hub now live; kept importable here.
 __all__ = [
@@ -196,13 +193,13 @@ class DeliveryHub:
         for message in sorted(messages, key=delivery_order):
             host = self.deliveries.reserved_for(message)
             if host is None:
-                target = self._choose(message, exclude=set(), first_try=True)
+                target = self.choose_for(message, exclude=set(), first_try=True)
                 host = host_of(target) if target is not None else None
                 if host is None:
                     continue
                 self.deliveries.reserve(message, host)
-                if target is not None and message.source is Source.CHAT:
-                    self._sticky[message.chat_id] = target.target_id
+                if target is not None:
+                    self.stick(message, target.target_id)
             plan.setdefault(host, []).append(message)
         return plan
 
@@ -210,7 +207,7 @@ class DeliveryHub:
         """Their claim did not land: they are nobody's yet."""
         self.deliveries.unreserve(messages)
 
-    def _choose(
+    def choose_for(
         self, message: InboundMessage, *, exclude: set[str], first_try: bool
     ) -> DeliveryTarget | None:
         """Only a message's first try goes to the target it was allotted to (its room was taken)."""
@@ -228,84 +225,11 @@ class DeliveryHub:
     # --- the hand-over ---
 
     async def dispatch(self, messages: Sequence[InboundMessage]) -> list[Dispatch]:
-        """Hand claimed messages over, oldest first, each to exactly one target.
+        """Hand claimed messages over, oldest first, each to exactly one target
+        (service.delivery.handover)."""
+        return await hand_over(self, messages)
 
-        A claimed message whose target did not take it is offered to the next live target that accepts
-        it; it is lost only when none is left (it stays readable through the read tools). One whose
-        target may have taken it (``Handover.IN_DOUBT``) stays with that target: reported, never
-        offered again, so no host sees it twice.
-        """
-        results: list[Dispatch] = []
-        for message in sorted(messages, key=delivery_order):
-            with tracer.start_as_current_span(
-                "delivery.push",
-                attributes={
-                    "entrabot.source": message.source.value,
-                    "entrabot.chat_id": message.chat_id,
-                    "entrabot.message_id": message.message_id,
-                },
-            ) as span:
-                dispatch = await self._dispatch_one(message)
-                span.set_attribute("entrabot.delivery.outcome", dispatch.outcome.value)
-            results.append(dispatch)
-        return results
-
-    async def _dispatch_one(self, message: InboundMessage) -> Dispatch:
-        host = self.deliveries.reserved_for(message)
-        if host is not None:
-            return await self._dispatch_owed(message, host)
-        allotted = self._choose(message, exclude=set(), first_try=True)
-        self.deliveries.claim(message)
-        tried: set[str] = set()
-        target = allotted
-        while target is not None:
-            tried.add(target.target_id)
-            handover = await _hand(target, message)
-            if handover is Handover.NOT_TAKEN:
-                self._count(message, target.kind.value, "failed")
-                target = self._choose(message, exclude=tried, first_try=False)
-                continue
-            self.deliveries.handed_over(message)  # never allotted or offered again
-            if handover is Handover.IN_DOUBT:
-                self._count(message, target.kind.value, DispatchOutcome.IN_DOUBT.value)
-                log.warning(
-                    "claimed message may or may not have reached its target; offered to no other",
-                    extra={**_ids(message), "target_id": target.target_id},
-                )
-                return Dispatch(
-                    message, DispatchOutcome.IN_DOUBT, target.target_id, target.kind.value
-                )
-            if message.source is Source.CHAT:
-                self._sticky[message.chat_id] = target.target_id
-            self._count(message, target.kind.value, DispatchOutcome.DELIVERED.value)
-            return Dispatch(message, DispatchOutcome.DELIVERED, target.target_id, target.kind.value)
-        self._count(message, "none", DispatchOutcome.NO_TARGET.value)
-        log.warning("claimed message had no live target", extra=_ids(message))
-        return Dispatch(message, DispatchOutcome.NO_TARGET)
-
-    async def _dispatch_owed(self, message: InboundMessage, host: str) -> Dispatch:
-        """A message in ``host``'s delivery record: that host's target here takes it, or it waits in the
-        record for the host's next session (on any replica). Offered to no other host."""
-        self.deliveries.handed_over(message)
-        target = self.host_target(host)
-        handover = await _hand(target, message) if target is not None else Handover.NOT_TAKEN
-        if target is None or handover is Handover.NOT_TAKEN:
-            self._count(message, "push", DispatchOutcome.PENDING.value)
-            return Dispatch(message, DispatchOutcome.PENDING, None, "push")
-        self._count(message, target.kind.value, DispatchOutcome.PUSHED.value)
-        return Dispatch(message, DispatchOutcome.PUSHED, target.target_id, target.kind.value)
-
-    def _count(self, message: InboundMessage, channel: str, outcome: str) -> None:
-        self.metrics.deliveries.labels(channel, message.source.value, outcome).inc()
-
-
-async def _hand(target: DeliveryTarget, message: InboundMessage) -> Handover:
-    try:
-        return await target.deliver(message)
-    except Exception:  # a broken target must not stop the others' deliveries
-        log.exception("delivery target failed", extra={"target_id": target.target_id})
-        return Handover.NOT_TAKEN
-
-
-def _ids(message: InboundMessage) -> dict[str, str]:
-    return {"chat_id": message.chat_id, "message_id": message.message_id}
+    def stick(self, message: InboundMessage, target_id: str) -> None:
+        """A chat's next messages go to the target that took this one, while it lives."""
+        if message.source is Source.CHAT:
+            self._sticky[message.chat_id] = target_id
