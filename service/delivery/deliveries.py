@@ -29,16 +29,27 @@ class Stage(str, Enum):
     CLAIMED = "claimed"  # its claim landed; being handed over
     HANDED_OVER = "handed_over"  # a target has it (or may): never allotted or offered again
     RETURNED = "returned"  # a target gave it back unanswered: the next target that accepts takes it
+    PUSHED = "pushed"  # pushed to a session of its acknowledging host, until acknowledged
 
     @property
     def claimed_here(self) -> bool:
         """This replica claimed it: the claim is never offered again, whatever a re-read shows."""
-        return self in (Stage.CLAIMED, Stage.HANDED_OVER, Stage.RETURNED)
+        return self in (Stage.CLAIMED, Stage.HANDED_OVER, Stage.RETURNED, Stage.PUSHED)
 
     @property
     def kept(self) -> bool:
         """A promise still open: never dropped to make room."""
-        return self in (Stage.ALLOTTED, Stage.RETURNED)
+        return self in (Stage.ALLOTTED, Stage.RETURNED, Stage.PUSHED)
+
+
+@dataclass
+class Push:
+    """A message's pushes to its host: redelivered while unacknowledged (service.delivery.host_keeper)."""
+
+    session_id: str  # the session of the newest push
+    first_at: float  # monotonic: the acknowledgement latency counts from here
+    last_at: float
+    count: int  # pushes into ``session_id``
 
 
 @dataclass
@@ -46,7 +57,8 @@ class Delivery:
     message: InboundMessage
     stage: Stage
     target_id: str | None = None  # ALLOTTED: the bounded target whose room it took
-    host_id: str | None = None  # RESERVED: the acknowledging host its intent names
+    host_id: str | None = None  # RESERVED, PUSHED: the acknowledging host it is owed to
+    push: Push | None = None  # PUSHED
 
 
 @dataclass
@@ -119,6 +131,35 @@ class Deliveries:
             if r.stage is Stage.ALLOTTED and r.target_id == target_id
         ]:
             del self._records[key]
+
+    def pushed(self, message: InboundMessage, host_id: str, session_id: str, now: float) -> None:
+        """A session of ``host_id`` took a push of it; a push into a new session counts from one."""
+        record = self._records.get(message.key)
+        mark = record.push if record is not None and record.host_id == host_id else None
+        if mark is None or mark.session_id != session_id:
+            mark = Push(session_id, now, now, 1)
+        else:
+            mark.last_at, mark.count = now, mark.count + 1
+        self._put(Delivery(message, Stage.PUSHED, host_id=host_id, push=mark))
+
+    def push_of(self, key: MessageKey, host_id: str) -> Push | None:
+        record = self._records.get(key)
+        if record is None or record.stage is not Stage.PUSHED or record.host_id != host_id:
+            return None
+        return record.push
+
+    def acknowledged(self, key: MessageKey, host_id: str) -> Push | None:
+        """The host has it: its push record ends here; the pushes it had, if this replica made any."""
+        mark = self.push_of(key, host_id)
+        if mark is not None:
+            self._records[key].stage, self._records[key].push = Stage.HANDED_OVER, None
+        return mark
+
+    def forget_pushes(self, host_id: str) -> None:
+        """The host's session ended here: a later session of it starts from what its record owes."""
+        for record in self._records.values():
+            if record.stage is Stage.PUSHED and record.host_id == host_id:
+                record.stage, record.push = Stage.HANDED_OVER, None
 
     def _put(self, record: Delivery) -> None:
         self._records[record.message.key] = record

@@ -22,7 +22,6 @@ import asyncio
 import logging
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -43,6 +42,13 @@ from service.delivery.host_record import (
     settled_intents,
 )
 from service.delivery.host_records import HostRecords
+from service.delivery.host_rules import (
+    held_here,
+    hold_change,
+    push_due,
+    redelivery_reason,
+)
+from service.delivery.host_stats import AckStats, by_age
 from service.delivery.hub import DeliveryHub, Handover
 from service.domain.message import InboundMessage
 from service.storage.errors import StorageError
@@ -60,24 +66,12 @@ TICK_S = 2.0
 # An intent younger than this belongs to a claim that is most likely still being written: it is left to
 # its own replica's dispatch before anyone reads the cursor for it.
 SETTLE_AFTER_S = 3.0
-MAX_PUSHES = (
-    2  # the first push and one redelivery; a host that still does not acknowledge is alerted on
-)
-
-
-@dataclass
-class _Push:
-    session_id: str
-    first_at: float  # monotonic
-    last_at: float
-    count: int
 
 
 @dataclass
 class _Held:
     session_id: str
     refreshed_at: float = float("-inf")  # monotonic
-    pushes: dict[MessageKey, _Push] = field(default_factory=dict)
     syncing: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -101,13 +95,9 @@ class HostKeeper:
     refresh_s: float = REFRESH_S
     hold_renew_s: float = HOLD_RENEW_S
     _hosts: dict[str, _Held] = field(default_factory=dict)
-    _acks: dict[str, set[MessageKey]] = field(default_factory=dict)
+    _acks: dict[str, list[MessageKey]] = field(default_factory=dict)  # host -> to write, in order
     _ack_writers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
-    _redelivered: int = 0
-    _acknowledged: int = 0
-    _ack_latencies: deque[float] = field(
-        default_factory=lambda: deque(maxlen=256)
-    )  # the newest, in seconds
+    stats: AckStats = field(default_factory=AckStats)
 
     # --- what the hub and the sessions tell it ---
 
@@ -120,7 +110,8 @@ class HostKeeper:
         """The host's push stream opened here (a new session, or a resume): push what it is owed."""
         current = self._hosts.get(host_id)
         if current is None or current.session_id != session_id:
-            self._hosts[host_id] = _Held(session_id, pushes=current.pushes if current else {})
+            # A resume or a second session of a host held here keeps its pushes' count (hub.deliveries).
+            self._hosts[host_id] = _Held(session_id)
         self._hosts[host_id].refreshed_at = float(
             "-inf"
         )  # read the record now: another replica may have written
@@ -130,24 +121,17 @@ class HostKeeper:
         current = self._hosts.get(host_id)
         if current is not None and current.session_id == session_id:
             del self._hosts[host_id]
+            self.hub.deliveries.forget_pushes(host_id)
             self._spawn(self._release(host_id, session_id))
 
     def pushed(self, host_id: str, session_id: str, message: InboundMessage) -> None:
         """A push of an owed message was taken by the host's session (told by its push target)."""
-        current = self._hosts.get(host_id)
-        if current is None:
-            return
-        key = message.key
-        now = self.monotonic()
-        mark = current.pushes.get(key)
-        if mark is None or mark.session_id != session_id:
-            current.pushes[key] = _Push(session_id, now, now, 1)
-        else:
-            mark.last_at, mark.count = now, mark.count + 1
+        if host_id in self._hosts:
+            self.hub.deliveries.pushed(message, host_id, session_id, self.monotonic())
 
     async def acknowledge(self, host_id: str, keys: Iterable[tuple[str, str]]) -> None:
         """The host has these (written to its own host). Written to its record, batched."""
-        self._acks.setdefault(host_id, set()).update(MessageKey(*k) for k in keys)
+        self._acks.setdefault(host_id, []).extend(MessageKey(*k) for k in keys)
         writer = self._ack_writers.get(host_id)
         if writer is None or writer.done():
             self._ack_writers[host_id] = self.background.spawn(
@@ -199,7 +183,7 @@ class HostKeeper:
             if (
                 record is None
                 or self.monotonic() - current.refreshed_at >= self.refresh_s
-                or (not streaming and _held_here(record, self.replica_id, current.session_id))
+                or (not streaming and held_here(record, self.replica_id, current.session_id))
             ):
                 try:
                     record = await self._refresh(host_id, current)
@@ -237,18 +221,17 @@ class HostKeeper:
             elif fate in (ClaimFate.NEVER, ClaimFate.AMBIGUOUS):
                 failed.add(entry.claim)
                 note_dropped_intent(fate, host_id, entry, self.metrics)
-        holder = record.held_by
         # What serves a host is its push stream, not its session: a host whose network went away (a
         # laptop closed) leaves a session here until its idle timeout, and must not look held meanwhile.
         streaming = self.hub.host_target(host_id) is not None
-        renew = streaming and (
-            holder is None
-            or not holder.active
-            or holder.session != current.session_id
-            or holder.replica != self.replica_id
-            or now - holder.at >= timedelta(seconds=self.hold_renew_s)
+        renew, unhold = hold_change(
+            record,
+            self.replica_id,
+            current.session_id,
+            streaming=streaming,
+            now=now,
+            renew_after=timedelta(seconds=self.hold_renew_s),
         )
-        unhold = not streaming and _held_here(record, self.replica_id, current.session_id)
         if landed or failed or renew or unhold:
             mine = HeldBy(
                 replica=self.replica_id, session=current.session_id, at=now, active=streaming
@@ -256,7 +239,7 @@ class HostKeeper:
 
             def change(r: HostRecord) -> HostRecord:
                 r = settled_intents(r, landed, failed)
-                if renew or (unhold and _held_here(r, self.replica_id, current.session_id)):
+                if renew or (unhold and held_here(r, self.replica_id, current.session_id)):
                     return held(r, mine)
                 return r
 
@@ -270,24 +253,20 @@ class HostKeeper:
             return
         now = self.monotonic()
         for entry in record.pending:
-            if entry.moving_to is not None:
-                continue  # the sweep gave it to another host while this one was away
-            mark = current.pushes.get(entry.key)
-            if mark is not None and mark.session_id == current.session_id:
-                if mark.count >= MAX_PUSHES or now - mark.last_at < self.redeliver_after_s:
-                    continue
-            elif mark is None and entry.state is EntryState.INTENT:
-                continue  # its own replica pushes it when the claim lands; anyone else once it is settled
+            mark = self.hub.deliveries.push_of(entry.key, host_id)
+            if not push_due(entry, mark, current.session_id, now, self.redeliver_after_s):
+                continue
             handover = await target.deliver(entry.message)
             if handover is Handover.NOT_TAKEN:
                 return  # the stream went away: the next session gets the rest
             if mark is not None:
-                self._redelivered += 1
-                self.metrics.redeliveries.labels(reason=_reason(mark, current)).inc()
+                self.stats.redelivered += 1
+                reason = redelivery_reason(mark, current.session_id)
+                self.metrics.redeliveries.labels(reason=reason).inc()
 
     async def _write_acks(self, host_id: str) -> None:
         while self._acks.get(host_id):
-            keys = self._acks.pop(host_id)
+            keys = set(self._acks.pop(host_id))
             taken: list[PendingDelivery] = []
 
             def change(r: HostRecord) -> HostRecord:
@@ -314,16 +293,16 @@ class HostKeeper:
     ) -> None:
         """``taken``: what the write that landed took out of the record. Only those count as delivered: a
         repeated acknowledgement, or one another replica wrote first, finds nothing left to take."""
-        current = self._hosts.get(host_id)
+        held_here = host_id in self._hosts
         now = self.monotonic()
         by_key = {e.key: e for e in taken}
         for key in keys:
-            mark = current.pushes.pop(key, None) if current is not None else None
+            mark = self.hub.deliveries.acknowledged(key, host_id) if held_here else None
             entry = by_key.get(key)
             if entry is not None:
-                self._acknowledged += 1
+                self.stats.acknowledged += 1
             if mark is not None:
-                self._ack_latencies.append(max(now - mark.first_at, 0.0))
+                self.stats.latencies.append(max(now - mark.first_at, 0.0))
             if mark is not None:
                 self.metrics.ack_latency.observe(max(now - mark.first_at, 0.0))
             if entry is not None:
@@ -361,37 +340,19 @@ class HostKeeper:
         ]
 
     def pending_by_age(self) -> dict[str, int]:
-        return _by_age(self.pending(), self.clock())
+        return by_age(self.pending(), self.clock())
 
     def owed_by_age(self, host_id: str) -> dict[str, int]:
         """What one host served here is owed, as last read or written here (for /readyz)."""
         record = self.records.cached(host_id) if host_id in self._hosts else None
-        return _by_age(record.pending if record is not None else [], self.clock())
+        return by_age(record.pending if record is not None else [], self.clock())
 
     def status(self) -> dict[str, Any]:
         """For /readyz detail: never a readiness problem (the alert is on the metric)."""
-        pending = self.pending()
-        now = self.clock()
-        latencies = sorted(self._ack_latencies)
-        return {
-            # Hosts whose push stream is open here: a host gone without closing its session stays in
-            # ``_hosts`` until its idle timeout, and is not served meanwhile.
-            "hosts_served": sum(1 for h in self._hosts if self.hub.host_target(h) is not None),
-            "pending_by_age": self.pending_by_age(),
-            "oldest_pending_s": round(
-                max(((now - e.at).total_seconds() for e in pending), default=0.0), 1
-            ),
-            "redeliveries": self._redelivered,
-            "acknowledged": self._acknowledged,
-            "ack_latency_ms_p50": round(latencies[len(latencies) // 2] * 1000, 1)
-            if latencies
-            else None,
-            "ack_latency_ms_p99": round(
-                latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)] * 1000, 1
-            )
-            if latencies
-            else None,
-        }
+        # Hosts whose push stream is open here: a host gone without closing its session stays in
+        # ``_hosts`` until its idle timeout, and is not served meanwhile.
+        served = sum(1 for h in self._hosts if self.hub.host_target(h) is not None)
+        return self.stats.status(served, self.pending(), self.clock())
 
     def _publish(self) -> None:
         for bucket, count in self.pending_by_age().items():
@@ -399,28 +360,3 @@ class HostKeeper:
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         self.background.spawn(work, name="keeper:host")
-
-
-def _by_age(entries: Iterable[PendingDelivery], now: datetime) -> dict[str, int]:
-    buckets = {"lt_15s": 0, "lt_60s": 0, "lt_300s": 0, "older": 0}
-    for entry in entries:
-        age = (now - entry.at).total_seconds()
-        buckets[
-            "lt_15s" if age < 15 else "lt_60s" if age < 60 else "lt_300s" if age < 300 else "older"
-        ] += 1
-    return buckets
-
-
-def _held_here(record: HostRecord, replica_id: str, session_id: str) -> bool:
-    """Whether the record says this replica's session serves the host now."""
-    holder = record.held_by
-    return (
-        holder is not None
-        and holder.active
-        and holder.replica == replica_id
-        and holder.session == session_id
-    )
-
-
-def _reason(mark: _Push, current: _Held) -> str:
-    return "unacknowledged" if mark.session_id == current.session_id else "new_session"
