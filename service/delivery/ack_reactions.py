@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
-from service.delivery.host_record import MessageKey, PendingDelivery
+from service.delivery.host_record import PendingDelivery
+from service.domain.message import MessageKey
 from service.domain.source import Source
 from service.graph.errors import GraphError, GraphThrottled, GraphUnavailable
 from service.telemetry.metrics import DeliveryMetrics

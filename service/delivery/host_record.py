@@ -271,7 +271,6 @@ __all__ = [
     "ACKED_KEPT",
     "MAX_PENDING",
     "RECORD_PREFIX",
-    "MessageKey",
     "EntryState",
     "HeldBy",
     "HostRecord",

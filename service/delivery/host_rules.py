@@ -8,7 +8,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from service.delivery.deliveries import Push
-from service.delivery.host_record import EntryState, HostRecord, PendingDelivery
+from service.delivery.claim_lookup import Settlement
+from service.delivery.host_record import (
+    EntryState,
+    HeldBy,
+    HostRecord,
+    PendingDelivery,
+    held,
+    settled_intents,
+)
 
 # The first push and one redelivery; a host that still does not acknowledge is alerted on.
 MAX_PUSHES = 2
@@ -47,6 +55,23 @@ def hold_change(
     )
     unhold = not streaming and held_here(record, replica_id, session_id)
     return renew, unhold
+
+
+def refresh_due(record: HostRecord, replica_id: str, session_id: str, *, streaming: bool) -> bool:
+    """Whether the record must be read and written before the refresh is due: its hold says this
+    replica's session serves the host, and the host's stream is gone."""
+    return not streaming and held_here(record, replica_id, session_id)
+
+
+def settled_and_held(
+    record: HostRecord, settled: Settlement, mine: HeldBy, *, renew: bool, unhold: bool
+) -> HostRecord:
+    """The record with the settled intents' fates and this replica's hold (``hold_change``): applied
+    to whatever record each write attempt read, so a hold another replica took meanwhile stays."""
+    record = settled_intents(record, settled.landed, settled.failed)
+    if renew or (unhold and held_here(record, mine.replica, mine.session)):
+        return held(record, mine)
+    return record
 
 
 def push_due(

@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from service.delivery.deliveries import Push
 from service.delivery.host_record import PendingDelivery
+from service.telemetry.metrics import DeliveryMetrics
 
 
 @dataclass
@@ -17,6 +19,18 @@ class AckStats:
     redelivered: int = 0
     acknowledged: int = 0
     latencies: deque[float] = field(default_factory=lambda: deque(maxlen=256))  # newest, seconds
+
+    def observe(
+        self, taken: list[PendingDelivery], marks: list[Push], now: float, metrics: DeliveryMetrics
+    ) -> None:
+        """An acknowledgement write landed: ``taken`` is what it took out of the record (only those
+        count as delivered), ``marks`` the pushes this replica had made of what it acknowledged."""
+        self.acknowledged += len(taken)
+        for mark in marks:
+            self.latencies.append(max(now - mark.first_at, 0.0))
+            metrics.ack_latency.observe(max(now - mark.first_at, 0.0))
+        for entry in taken:
+            metrics.deliveries.labels("push", entry.message.source.value, "delivered").inc()
 
     def status(
         self, hosts_served: int, pending: list[PendingDelivery], now: datetime

@@ -122,8 +122,7 @@ def _keeper(backend: MemoryBackend, replica: str, taken: list[tuple[str, str]]) 
 
 async def _acknowledge(keeper: HostKeeper, keys: list[tuple[str, str]]) -> None:
     await keeper.acknowledge("h1", keys)
-    for task in list(keeper._ack_writers.values()):  # noqa: SLF001 - the test waits for the batched write
-        await task
+    await keeper.background.settle()  # the batched acknowledgement writes
 
 
 async def _owe(backend: MemoryBackend, *messages: InboundMessage) -> None:
