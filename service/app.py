@@ -101,7 +101,7 @@ def create_app(replica: Replica) -> FastAPI:
             async with replica.served.mcp.lifespan():
                 yield
                 # Shutdown begins: no new claims; streams close when the MCP lifespan ends.
-                replica.clients.hub.close()
+                replica.served.delivery.hub.close()
         finally:
             await replica.stop()
 
@@ -143,7 +143,7 @@ def create_app(replica: Replica) -> FastAPI:
         if backend_error:
             problems.append(backend_error)
         corrupt = replica.corrupt_cursors.chat_ids
-        keeper = replica.served.keeper
+        keeper = replica.served.delivery.keeper
         body = {
             "ready": not problems,
             "replica": replica.replica_id,
@@ -160,11 +160,9 @@ def create_app(replica: Replica) -> FastAPI:
             # as the lease records say; not a problem for readiness either way.
             "leases": leases,
             # The hosts connected here: no token, session id or message body (service.mcp.host_view).
-            "hosts": hosts_view(
-                replica.served.mcp.sessions, keeper.owed_by_age if keeper is not None else None
-            ),
+            "hosts": hosts_view(replica.served.mcp.sessions, keeper.owed_by_age),
             # Acknowledged delivery to the hosts this replica serves (docs/delivery.md).
-            "deliveries": keeper.status() if keeper is not None else None,
+            "deliveries": keeper.status(),
         }
         return JSONResponse(body, status_code=200 if not problems else 503)
 

@@ -17,9 +17,8 @@ from enum import Enum
 import httpx
 
 from service.config import Settings
-from service.delivery.ack_reactions import INTERVAL_S as ACK_REACTIONS_INTERVAL_S, AckReactions
-from service.delivery.claim_intents import ClaimIntents
-from service.delivery.host_keeper import TICK_S as KEEPER_TICK_S, HostKeeper
+from service.delivery.ack_reactions import INTERVAL_S as ACK_REACTIONS_INTERVAL_S
+from service.delivery.host_keeper import TICK_S as KEEPER_TICK_S
 from service.replica_clients import (
     ReplicaClients,
     answered_later,
@@ -44,7 +43,7 @@ from service.workers.chat_poll import ChatPoller
 from service.ledger.fleet.leases import Lease
 from service.workers.delivery_sweep import ROLE as DELIVERY_SWEEP_ROLE, DeliverySweep
 from service.workers.supervisor import Supervisor
-from service.wiring import wire_workers
+from service.wiring import DeliveryHalf, wire_workers
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +66,7 @@ class Served:
 
     mcp: McpService
     notifications: Notifications | None
-    intents: ClaimIntents | None  # what hosts are owed, before each claim
-    keeper: HostKeeper | None  # the hosts this replica serves
-    # ENTRABOT_DELIVERY_ACK_REACTION: the agent reacts to what was acknowledged.
-    ack_reactions: AckReactions | None
+    delivery: DeliveryHalf  # from claim to acknowledgement (service.wiring.wire_delivery)
 
 
 @dataclass
@@ -128,7 +124,7 @@ class Replica:
             backend=self.backend,
             is_cloud=self.is_cloud,
             graph=self.clients.graph,
-            hub=self.clients.hub,
+            delivery=self.served.delivery,
             agent=self.agent,
             gate=self.clients.gate,
             replica_id=self.replica_id,
@@ -139,7 +135,6 @@ class Replica:
             notifications_flowing=self.served.notifications.chat_subscription_live
             if self.served.notifications
             else None,
-            intents=self.served.intents,
         )
         self.running.watched, self.running.chat_poller, discovery = (
             wired.watched,
@@ -157,9 +152,9 @@ class Replica:
             self.running.chat_poller.cycle,
             interval_s=s.chat_poll_interval_s,
             jitter_s=s.chat_poll_jitter_s,
-            wake=self.clients.hub.wait_for_change,
+            wake=self.served.delivery.hub.wait_for_change,
         )
-        email_wake: Callable[[], Awaitable[None]] = self.clients.hub.wait_for_change
+        email_wake: Callable[[], Awaitable[None]] = self.served.delivery.hub.wait_for_change
         if self.served.notifications is not None:
             mail_nudge, email_poller = self.served.notifications.mail_nudge, wired.email_poller
 
@@ -167,7 +162,7 @@ class Replica:
                 await mail_nudge.wait()
                 email_poller.poll_now()
 
-            email_wake = first_of(self.clients.hub.wait_for_change, mail_announced)
+            email_wake = first_of(self.served.delivery.hub.wait_for_change, mail_announced)
             lease = Lease(
                 self.backend,
                 SUBSCRIPTIONS_ROLE,
@@ -200,42 +195,41 @@ class Replica:
             first_after_s=discovery.interval_s,
         )
         sup.add("daily_summary", _discard(wired.summary.run_if_due), interval_s=SUMMARY_INTERVAL_S)
-        if self.served.keeper is not None:
-            sup.add("host_deliveries", self.served.keeper.cycle, interval_s=KEEPER_TICK_S)
-            ttl = timedelta(seconds=s.delivery_sweep_lease_ttl_s)
-            lease = Lease(
-                self.backend,
-                DELIVERY_SWEEP_ROLE,
-                self.replica_id,
-                ttl=ttl,
-                margin=ttl / 10,
-                clock=self.clock,
-                metrics=self.metrics.roles,
-            )
-            self.running.leases.append(lease)
-            self.running.delivery_sweep = DeliverySweep(
-                lease,
-                self.served.keeper.records,
-                self.served.keeper.lookup,
-                interval_s=s.delivery_sweep_interval_s,
-                move_after_s=s.delivery_move_after_s,
-                clock=self.clock,
-                metrics=self.metrics.delivery,
-            )
-            # Often enough to renew the lease in time (a short one in tests).
-            sup.add(
-                "delivery_sweep",
-                self.running.delivery_sweep.cycle,
-                interval_s=min(
-                    s.delivery_sweep_interval_s, 10.0, lease.renew_every.total_seconds()
-                ),
-            )
-        if self.served.ack_reactions is not None:
+        keeper = self.served.delivery.keeper
+        sup.add("host_deliveries", keeper.cycle, interval_s=KEEPER_TICK_S)
+        ttl = timedelta(seconds=s.delivery_sweep_lease_ttl_s)
+        lease = Lease(
+            self.backend,
+            DELIVERY_SWEEP_ROLE,
+            self.replica_id,
+            ttl=ttl,
+            margin=ttl / 10,
+            clock=self.clock,
+            metrics=self.metrics.roles,
+        )
+        self.running.leases.append(lease)
+        self.running.delivery_sweep = DeliverySweep(
+            lease,
+            keeper.records,
+            keeper.lookup,
+            interval_s=s.delivery_sweep_interval_s,
+            move_after_s=s.delivery_move_after_s,
+            clock=self.clock,
+            metrics=self.metrics.delivery,
+        )
+        # Often enough to renew the lease in time (a short one in tests).
+        sup.add(
+            "delivery_sweep",
+            self.running.delivery_sweep.cycle,
+            interval_s=min(s.delivery_sweep_interval_s, 10.0, lease.renew_every.total_seconds()),
+        )
+        reactions = self.served.delivery.reactions
+        if reactions is not None:
             sup.add(
                 "ack_reactions",
-                self.served.ack_reactions.cycle,
+                reactions.cycle,
                 interval_s=ACK_REACTIONS_INTERVAL_S,
-                wake=self.served.ack_reactions.wait_for_work,
+                wake=reactions.wait_for_work,
             )
         sup.add(
             "graph_backoff",
@@ -250,7 +244,7 @@ class Replica:
         """SIGTERM, first step: stop claiming at once and let the cycle in flight push what it has
         claimed, while the hosts' streams are still open."""
         self.phase = Phase.STOPPING
-        self.clients.hub.close()
+        self.served.delivery.hub.close()
         self.supervisor.stop()
         running = self.running
         if running.supervisor_task is not None and not running.supervisor_task.done():
@@ -272,6 +266,7 @@ class Replica:
     async def stop(self) -> None:
         """Drain (if not done yet), then release the clients."""
         await self.drain()
+        await self.served.delivery.background.aclose()
         await self.clients.graph.aclose()
         await self.http.aclose()
         await self.backend.aclose()

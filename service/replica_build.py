@@ -1,5 +1,5 @@
-"""Building a replica from its settings: the clients, the delivery half, the MCP endpoint, the
-notifications, each part given its metric group; no I/O until ``Replica.start``."""
+"""Building a replica from its settings: the clients, the delivery half (``wiring.wire_delivery``), the
+MCP endpoint, the notifications, each part given its metric group; no I/O until ``Replica.start``."""
 
 from __future__ import annotations
 
@@ -9,12 +9,7 @@ import httpx
 
 from service.mcp.instructions import FLEET_INSTRUCTIONS
 from service.config import Settings, default_replica_id
-from service.delivery.ack_reactions import AckReactions
-from service.delivery.claim_intents import ClaimIntents
-from service.delivery.claim_lookup import ClaimLookup
 from service.delivery.fault_points import FaultPoints
-from service.delivery.host_keeper import HostKeeper
-from service.delivery.host_records import HostRecords
 from service.from_settings.graph_auth import token_provider_from_settings
 from service.graph.auth import storage_token_provider
 from service.from_settings.signin import check_delegated_settings
@@ -30,6 +25,7 @@ from service.storage.backend import MemoryBackend
 from service.storage.resolution import BlobChoice, choose_backend, get_backend
 from service.telemetry.metrics import Metrics
 from service.replica import Replica, Served
+from service.wiring import wire_delivery
 
 
 def build_replica(
@@ -65,37 +61,24 @@ def build_replica(
             storage_token_provider=storage_token_provider(tokens) if tokens else None,
         )
     clients = build_clients(settings, backend, http, replica_id=rid, metrics=metrics, tokens=tokens)
-    records = HostRecords(backend, metrics=metrics.ledger)
-    # The test-only crash point is read from the environment, never from Settings, so no .env file
-    # or chart value can turn it on.
-    intents = ClaimIntents(clients.hub, records, FaultPoints.from_env(os.environ), clock=clock)
-    # Off by default: a reaction is visible to everyone in the chat, so an operator chooses it.
-    reactions = (
-        AckReactions(
-            clients.graph.messages, settings.delivery_ack_reaction, metrics=metrics.delivery
-        )
-        if settings.delivery_ack_reaction
-        else None
-    )
-    keeper = HostKeeper(
-        records,
-        ClaimLookup(backend),
-        clients.hub,
-        rid,
-        in_flight=intents.in_flight,
-        metrics=metrics.delivery,
+    # The test-only crash points are read from the environment, never from Settings, so no .env file
+    # or chart value can turn one on.
+    delivery = wire_delivery(
+        settings,
+        backend,
+        replica_id=rid,
+        metrics=metrics,
+        graph=clients.graph,
+        faults=FaultPoints.from_env(os.environ),
         clock=clock,
-        redeliver_after_s=settings.delivery_redeliver_after_s,
-        acknowledged_here=reactions.offer if reactions is not None else None,
-        refresh_s=settings.delivery_refresh_s,
     )
     mcp = build_mcp(
         settings,
-        clients.hub,
+        delivery.hub,
         metrics=metrics,
         http_client=http,
         instructions=FLEET_INSTRUCTIONS,
-        keeper=keeper,
+        keeper=delivery.keeper,
     )
     return Replica(
         settings=settings,
@@ -106,9 +89,7 @@ def build_replica(
         served=Served(
             mcp=mcp,
             notifications=notifications_from_settings(settings, backend, metrics.changes, clock),
-            intents=intents,
-            keeper=keeper,
-            ack_reactions=reactions,
+            delivery=delivery,
         ),
         metrics=metrics,
         replica_id=rid,

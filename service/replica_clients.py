@@ -1,4 +1,4 @@
-"""The client half of one replica: its Graph clients, the fleet's shared Graph hold, the hub and the gate.
+"""The client half of one replica: its Graph clients, the fleet's shared Graph hold and the gate.
 
 ``build_replica`` and every test harness that builds a replica call ``build_clients``, so a part added
 here (the fleet back-off hold was one the harness copies had left out) is in the tests too. No I/O:
@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import httpx
 
 from service.config import Settings
-from service.delivery.hub import DeliveryHub
 from service.domain.agent import AgentUser
 from service.domain.sponsors import SponsorGate
 from service.from_settings.graph_auth import token_provider_from_settings
@@ -43,7 +42,6 @@ class ReplicaClients:
     graph: GraphClient
     directory: GraphClient | None
     graph_backoff: FleetBackoff
-    hub: DeliveryHub
     gate: SponsorGate
 
 
@@ -83,7 +81,6 @@ def build_clients(
         graph=graph,
         directory=directory,
         graph_backoff=graph_backoff,
-        hub=DeliveryHub(metrics=metrics.delivery),
         gate=SponsorGate((), tenant_id=settings.tenant_id),
     )
 

@@ -1,8 +1,10 @@
-"""The workers and tool dependencies of one replica, wired from the parts they run on.
+"""The delivery half, the workers and the tool dependencies of one replica, wired from the parts
+they run on.
 
-``Replica.start`` and the test harnesses both call ``wire_workers``: a new worker or tool dependency
-is wired here once, and the tests run the same graph with LocalBackend, the emulator and a fake clock
-instead of a copy of the replica's start-up body.
+The replica and the test harnesses both call ``wire_delivery`` and ``wire_workers``: a new part is
+wired here once, and the tests run the same graph with LocalBackend, the emulator and a fake clock
+instead of a copy of the replica's start-up body (so every worker test claims with the intent a
+``--push`` bridge's host gets, as the replica does).
 """
 
 from __future__ import annotations
@@ -11,7 +13,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from service.background import Background
 from service.config import Settings
+from service.delivery.ack_reactions import AckReactions
+from service.delivery.claim_lookup import ClaimLookup
+from service.delivery.fault_points import FaultPoints
+from service.delivery.host_keeper import HostKeeper
+from service.delivery.host_records import HostRecords
 from service.from_settings.tools import tool_options
 from service.delivery.claim_intents import ClaimIntents
 from service.delivery.hub import DeliveryHub
@@ -55,6 +63,59 @@ from service.workers.summary_mail import SponsorSummaryMail
 
 
 @dataclass(frozen=True)
+class DeliveryHalf:
+    """Everything between a won claim and a host's acknowledgement, built once per replica: the hub
+    (the live targets here), the hosts' records and the intents written into them before a claim, the
+    keeper that pushes what each host is owed, the reactions to what was acknowledged (when an operator
+    set ENTRABOT_DELIVERY_ACK_REACTION), and the background work they start."""
+
+    hub: DeliveryHub
+    records: HostRecords
+    intents: ClaimIntents
+    keeper: HostKeeper
+    reactions: AckReactions | None
+    background: Background
+
+
+def wire_delivery(
+    settings: Settings,
+    backend: MemoryBackend,
+    *,
+    replica_id: str,
+    metrics: Metrics,
+    graph: GraphClient | None = None,
+    faults: FaultPoints | None = None,
+    clock: Clock = utc_now,
+) -> DeliveryHalf:
+    """Build the delivery half (no I/O). ``graph`` sets the acknowledgement reactions (none without
+    it); ``faults``: the test-only crash points the replica reads from its environment."""
+    background = Background()
+    hub = DeliveryHub(metrics=metrics.delivery, background=background)
+    records = HostRecords(backend, metrics=metrics.ledger)
+    intents = ClaimIntents(hub, records, faults or FaultPoints(), clock=clock)
+    # Off by default: a reaction is visible to everyone in the chat, so an operator chooses it.
+    reactions = (
+        AckReactions(graph.messages, settings.delivery_ack_reaction, metrics=metrics.delivery)
+        if settings.delivery_ack_reaction and graph is not None
+        else None
+    )
+    keeper = HostKeeper(
+        records,
+        ClaimLookup(backend),
+        hub,
+        replica_id,
+        in_flight=intents.in_flight,
+        metrics=metrics.delivery,
+        background=background,
+        clock=clock,
+        redeliver_after_s=settings.delivery_redeliver_after_s,
+        acknowledged_here=reactions.offer if reactions is not None else None,
+        refresh_s=settings.delivery_refresh_s,
+    )
+    return DeliveryHalf(hub, records, intents, keeper, reactions, background)
+
+
+@dataclass(frozen=True)
 class Workers:
     """The wired objects: the loops' cycles, the ledgers they share, and what the tools are given."""
 
@@ -76,7 +137,7 @@ async def wire_workers(
     backend: MemoryBackend,
     is_cloud: bool,
     graph: GraphClient,
-    hub: DeliveryHub,
+    delivery: DeliveryHalf,
     agent: AgentUser,
     gate: SponsorGate,
     replica_id: str,
@@ -85,14 +146,14 @@ async def wire_workers(
     directory: GraphClient | None = None,
     corrupt_cursors: CorruptCursors | None = None,
     notifications_flowing: Callable[[], Awaitable[bool]] | None = None,
-    intents: ClaimIntents | None = None,
 ) -> Workers:
     """Build the workers and the tool dependencies, and load the watched chats (one store read).
 
     ``directory`` is the agent identity's app-only Graph client that reads the sponsors (without it no
     sponsor is recognised); ``corrupt_cursors`` makes chats stalled by a corrupt cursor visible;
-    ``notifications_flowing`` tells the scanner that Graph's change notifications are live, so it relaxes;
-    ``intents`` writes what acknowledging hosts are owed into their records before each claim.
+    ``notifications_flowing`` tells the scanner that Graph's change notifications are live, so it relaxes.
+    ``delivery`` (``wire_delivery``) takes what is claimed, and its intents write what acknowledging
+    hosts are owed into their records before each claim.
 
     Delegated mode (``agent.posts_as_person``) differs in four places: the signed-in person is the only
     sponsor (there is no agent identity to list sponsors of); ``/me/chats`` is the person's, so neither
@@ -102,6 +163,7 @@ async def wire_workers(
     verdict would carry one identity.
     """
     delegated = agent.posts_as_person
+    hub, intents = delivery.hub, delivery.intents
     ledger_metrics, roles = metrics.ledger, metrics.roles
     interactions = InteractionLog(backend, clock=clock)
     promises = PromiseLedger(backend, clock=clock, metrics=ledger_metrics)
@@ -164,7 +226,7 @@ async def wire_workers(
             hub,
             recorder,
             permissions,
-            intents.for_messages(lambda o: o.inbound) if intents is not None else None,
+            intents.for_messages(lambda o: o.inbound),
         ),
         ledger=chat_ledger,
         watched=watched,

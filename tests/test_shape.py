@@ -36,9 +36,7 @@ ROOT = (
 REBUILT_BY_ISSUE_35 = "the delivery core is rebuilt around one record per message (issue 35)"
 EXCEPTIONS: dict[str, str] = {
     "class service.config.Settings fields": "one field per ENTRABOT_* variable (pydantic-settings)",
-    "module service.delivery.hub": REBUILT_BY_ISSUE_35,
     "class service.delivery.hub.DeliveryHub methods": REBUILT_BY_ISSUE_35,
-    "module service.delivery.host_keeper": REBUILT_BY_ISSUE_35,
     "class service.delivery.host_keeper.HostKeeper fields": REBUILT_BY_ISSUE_35,
 }
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
-from service.delivery.host_record import DeliveryKey, PendingDelivery
+from service.delivery.host_record import PendingDelivery
+from service.domain.message import MessageKey
 from service.domain.source import Source
 from service.graph.errors import GraphError, GraphThrottled, GraphUnavailable
 from service.telemetry.metrics import DeliveryMetrics
@@ -57,7 +58,7 @@ class AckReactions:
     reaction_type: str
     metrics: DeliveryMetrics
     capacity: int = QUEUE_CAPACITY
-    _queue: deque[DeliveryKey] = field(default_factory=deque)
+    _queue: deque[MessageKey] = field(default_factory=deque)
     _work: asyncio.Event = field(default_factory=asyncio.Event)
 
     def offer(self, entries: Iterable[PendingDelivery]) -> None:

@@ -11,11 +11,12 @@ intent, and the message recorded): that case is ``AMBIGUOUS``, never guessed eit
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 
-from service.delivery.host_record import PendingDelivery
+from service.delivery.host_record import EntryState, HostRecord, PendingDelivery
 from service.domain.message import Source
 from service.ledger.claims.chat_claims import resolve_cursor
 from service.ledger.claims.chat_cursor import CLAIM_MARKS_KEPT
@@ -30,6 +31,9 @@ log = logging.getLogger(__name__)
 # Longer than a claim call can run: a read, up to four conditional writes and their settling reads,
 # each bounded by the Blob client's timeouts (service/storage/blob_config.py: 5 s to connect, 30 s to read).
 INTENT_LAPSE_S = 600.0
+# An intent younger than this belongs to a claim that is most likely still being written: it is left to
+# its own replica's dispatch before anyone reads the cursor for it.
+SETTLE_AFTER_S = 3.0
 
 
 class ClaimFate(str, Enum):
@@ -94,3 +98,47 @@ def note_dropped_intent(
                 "message_id": entry.message.message_id,
             },
         )
+
+
+@dataclass
+class Settlement:
+    """What one look at a host's unsettled intents found: the claims that landed, those that never
+    will, and how soon to look again (sooner than the refresh while some are still open)."""
+
+    landed: set[str] = field(default_factory=set)
+    failed: set[str] = field(default_factory=set)
+    again_in_s: float = float("inf")
+
+
+async def settle_intents(
+    record: HostRecord,
+    lookup: ClaimLookup,
+    *,
+    in_flight: Callable[[str], bool],
+    now: datetime,
+    retry_s: float,
+    metrics: DeliveryMetrics,
+) -> Settlement:
+    """Each intent's claim fate, asked of the ledger's cursors; a young intent (under SETTLE_AFTER_S)
+    and one still being written here (``in_flight``) are left to the replica writing its claim. One
+    whose claim has not landed yet (it may never) is looked at again after ``retry_s``."""
+    found = Settlement()
+    for entry in record.pending:
+        if (
+            entry.state is not EntryState.INTENT
+            or entry.claim in found.landed | found.failed
+            or in_flight(entry.claim)
+        ):
+            continue
+        if now - entry.at < timedelta(seconds=SETTLE_AFTER_S):
+            found.again_in_s = min(found.again_in_s, SETTLE_AFTER_S)
+            continue
+        fate = await lookup.fate(entry, now)
+        if fate in (ClaimFate.NOT_YET, ClaimFate.UNKNOWN):
+            found.again_in_s = min(found.again_in_s, retry_s)
+        if fate is ClaimFate.LANDED:
+            found.landed.add(entry.claim)
+        elif fate in (ClaimFate.NEVER, ClaimFate.AMBIGUOUS):
+            found.failed.add(entry.claim)
+            note_dropped_intent(fate, record.host_id, entry, metrics)
+    return found

@@ -2,18 +2,12 @@
 
 A host (a channel bridge naming its ``host_id``) may reach the fleet through any replica. When its push
 stream opens here, this replica reads the host's record from the shared container and pushes every
-message the host is owed that this session has not had: a claim some replica made for it and never
-pushed (it died after the claim), or pushed into a session that ended before the host acknowledged.
-While the host stays, the record is read again every ``refresh_s`` (what the sweep moved here, what
-another replica claimed for it) and a push unacknowledged after ``redeliver_after_s`` is sent once more.
-The host acknowledges each message after writing it to its own host (Claude Code's stdin); the
-acknowledgements are written to the record, batched while a write is in flight, and only then is the
-message counted as delivered. A host is held (``held_by`` in its record) while its push stream is open
-here: once the stream is gone — even if the session lingers until its idle timeout, as it does for a
-host whose network went away — the hold is marked inactive, so the sweep may move what it is owed.
-
-Intents (written before a claim) are pushed only once their claim id is found in the cursor, except by
-the replica whose claim it is, which pushes as soon as the claim lands (``DeliveryHub`` dispatch).
+message the host is owed that this session has not had; while the host stays, the record is read again
+every ``refresh_s`` and a push unacknowledged after ``redeliver_after_s`` is sent once more (the rules:
+service.delivery.host_rules). The host's acknowledgements are written to its record in batches
+(service.delivery.host_acks). A host is held (``held_by`` in its record) while its push stream is open
+here, so the sweep moves what it is owed only once nobody serves it. Intents (written before a claim)
+are pushed only once their claim id is found in the cursor, except by the replica whose claim it is.
 """
 
 from __future__ import annotations
@@ -21,29 +15,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
-from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from service.background import Background
 from service.clock import utc_now
-from service.delivery.claim_lookup import ClaimFate, ClaimLookup, note_dropped_intent
+from service.delivery.claim_lookup import ClaimLookup, settle_intents
 from service.delivery.host_record import (
-    DeliveryKey,
-    EntryState,
     HeldBy,
     HostRecord,
     PendingDelivery,
-    acknowledged,
-    held,
-    owed_after_claim,
-    settled_intents,
 )
+from service.delivery.host_acks import AckWriter
 from service.delivery.host_records import HostRecords
+from service.delivery.host_rules import (
+    hold_change,
+    refresh_due,
+    settled_and_held,
+    push_due,
+    redelivery_reason,
+)
+from service.delivery.host_stats import AckStats, by_age
 from service.delivery.hub import DeliveryHub, Handover
-from service.domain.message import InboundMessage
+from service.domain.message import InboundMessage, MessageKey
 from service.storage.errors import StorageError
 from service.telemetry.metrics import DeliveryMetrics
 
@@ -56,27 +52,12 @@ HOLD_RENEW_S = 300.0
 # HOLD_RENEW_S, at the next refresh).
 HOLD_STALE_S = HOLD_RENEW_S + 2 * REFRESH_S
 TICK_S = 2.0
-# An intent younger than this belongs to a claim that is most likely still being written: it is left to
-# its own replica's dispatch before anyone reads the cursor for it.
-SETTLE_AFTER_S = 3.0
-MAX_PUSHES = (
-    2  # the first push and one redelivery; a host that still does not acknowledge is alerted on
-)
-
-
-@dataclass
-class _Push:
-    session_id: str
-    first_at: float  # monotonic
-    last_at: float
-    count: int
 
 
 @dataclass
 class _Held:
     session_id: str
     refreshed_at: float = float("-inf")  # monotonic
-    pushes: dict[DeliveryKey, _Push] = field(default_factory=dict)
     syncing: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -86,27 +67,23 @@ class HostKeeper:
     lookup: ClaimLookup
     hub: DeliveryHub
     replica_id: str
-    in_flight: Callable[[str], bool] = lambda claim_id: (
-        False
-    )  # ClaimIntents.in_flight: a claim still being written here
+    in_flight: Callable[[str], bool] = lambda claim_id: False  # ClaimIntents.in_flight
     # Told, after each acknowledgement written here, the entries that write took out of the record (never
     # blocking: AckReactions.offer queues the reaction to each); across the fleet one write takes each out.
     acknowledged_here: Callable[[list[PendingDelivery]], None] | None = None
     metrics: DeliveryMetrics = field(kw_only=True)
+    background: Background = field(kw_only=True, default_factory=Background)
     clock: Callable[[], datetime] = utc_now
     monotonic: Callable[[], float] = time.monotonic
     redeliver_after_s: float = REDELIVER_AFTER_S
     refresh_s: float = REFRESH_S
     hold_renew_s: float = HOLD_RENEW_S
     _hosts: dict[str, _Held] = field(default_factory=dict)
-    _acks: dict[str, set[DeliveryKey]] = field(default_factory=dict)
-    _ack_writers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
-    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
-    _redelivered: int = 0
-    _acknowledged: int = 0
-    _ack_latencies: deque[float] = field(
-        default_factory=lambda: deque(maxlen=256)
-    )  # the newest, in seconds
+    stats: AckStats = field(default_factory=AckStats)
+    acks: AckWriter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.acks = AckWriter(self.records, self.background, self._acks_written)
 
     # --- what the hub and the sessions tell it ---
 
@@ -117,62 +94,36 @@ class HostKeeper:
 
     def stream_opened(self, host_id: str, session_id: str) -> None:
         """The host's push stream opened here (a new session, or a resume): push what it is owed."""
+        # A resume or a second session of a host held here keeps its pushes' count (hub.deliveries).
         current = self._hosts.get(host_id)
         if current is None or current.session_id != session_id:
-            self._hosts[host_id] = _Held(session_id, pushes=current.pushes if current else {})
-        self._hosts[host_id].refreshed_at = float(
-            "-inf"
-        )  # read the record now: another replica may have written
+            current = self._hosts[host_id] = _Held(session_id)
+        current.refreshed_at = float("-inf")  # read it now: another replica may have written
         self._spawn(self.sync(host_id))
 
     def session_ended(self, host_id: str, session_id: str) -> None:
         current = self._hosts.get(host_id)
         if current is not None and current.session_id == session_id:
             del self._hosts[host_id]
-            self._spawn(self._release(host_id, session_id))
+            self.hub.deliveries.forget_pushes(host_id)
+            self._spawn(self.records.release_hold(host_id, session_id, self.clock()))
 
     def pushed(self, host_id: str, session_id: str, message: InboundMessage) -> None:
         """A push of an owed message was taken by the host's session (told by its push target)."""
-        current = self._hosts.get(host_id)
-        if current is None:
-            return
-        key = (message.chat_id, message.message_id)
-        now = self.monotonic()
-        mark = current.pushes.get(key)
-        if mark is None or mark.session_id != session_id:
-            current.pushes[key] = _Push(session_id, now, now, 1)
-        else:
-            mark.last_at, mark.count = now, mark.count + 1
+        if host_id in self._hosts:
+            self.hub.deliveries.pushed(message, host_id, session_id, self.monotonic())
 
-    async def acknowledge(self, host_id: str, keys: Iterable[DeliveryKey]) -> None:
+    async def acknowledge(self, host_id: str, keys: Iterable[tuple[str, str]]) -> None:
         """The host has these (written to its own host). Written to its record, batched."""
-        self._acks.setdefault(host_id, set()).update(keys)
-        writer = self._ack_writers.get(host_id)
-        if writer is None or writer.done():
-            self._ack_writers[host_id] = asyncio.create_task(self._write_acks(host_id))
+        self.acks.add(host_id, keys)
 
     async def owe(self, host_id: str, messages: Sequence[InboundMessage]) -> bool:
         """Claimed messages this host did not get (a sponsor wait of its ended without answering): owed to
         it from now on, pushed on its stream here or on its next one on any replica, until it acknowledges.
         False only when they are certainly not in its record; a write whose fate stays unknown counts as
         written (fail closed: given to another host too, the message could reach two)."""
-        keys = {(m.chat_id, m.message_id) for m in messages}
-        claim = f"wait-{uuid.uuid4().hex}"
-        try:
-            await self.records.update(
-                host_id, lambda r: owed_after_claim(r, claim, messages, self.clock())
-            )
-        except StorageError:
-            try:
-                record = await self.records.read(host_id)
-            except StorageError:
-                log.error(
-                    "a sponsor wait's messages may or may not be owed to its host; not given to another",
-                    extra={"host_id": host_id, "message_ids": [m.message_id for m in messages]},
-                )
-                return True
-            if not keys <= {e.key for e in record.pending} | record.settled_keys():
-                return False
+        if not await self.records.owe(host_id, messages, self.clock()):
+            return False
         if host_id in self._hosts:
             self._spawn(self.sync(host_id))
         return True
@@ -193,10 +144,12 @@ class HostKeeper:
         async with current.syncing:
             record = self.records.cached(host_id)
             streaming = self.hub.host_target(host_id) is not None
+            due = self.monotonic() - current.refreshed_at >= self.refresh_s
+            # A stream gone from a host held here is written down at once (the sweep waits on it).
             if (
                 record is None
-                or self.monotonic() - current.refreshed_at >= self.refresh_s
-                or (not streaming and _held_here(record, self.replica_id, current.session_id))
+                or due
+                or refresh_due(record, self.replica_id, current.session_id, streaming=streaming)
             ):
                 try:
                     record = await self._refresh(host_id, current)
@@ -211,53 +164,35 @@ class HostKeeper:
     async def _refresh(self, host_id: str, current: _Held) -> HostRecord:
         record = await self.records.read(host_id)
         now = self.clock()
-        landed: set[str] = set()
-        failed: set[str] = set()
-        # Unsettled intents are looked at again sooner than the refresh: a young one in SETTLE_AFTER_S,
-        # one whose claim has not landed yet (it may never) after the redelivery bound.
-        again_in = self.refresh_s
-        for entry in record.pending:
-            if (
-                entry.state is not EntryState.INTENT
-                or entry.claim in landed | failed
-                or self.in_flight(entry.claim)
-            ):
-                continue
-            if now - entry.at < timedelta(seconds=SETTLE_AFTER_S):
-                again_in = min(again_in, SETTLE_AFTER_S)
-                continue
-            fate = await self.lookup.fate(entry, now)
-            if fate in (ClaimFate.NOT_YET, ClaimFate.UNKNOWN):
-                again_in = min(again_in, self.redeliver_after_s)
-            if fate is ClaimFate.LANDED:
-                landed.add(entry.claim)
-            elif fate in (ClaimFate.NEVER, ClaimFate.AMBIGUOUS):
-                failed.add(entry.claim)
-                note_dropped_intent(fate, host_id, entry, self.metrics)
-        holder = record.held_by
+        # Unsettled intents are looked at again sooner than the refresh (claim_lookup.settle_intents).
+        settled = await settle_intents(
+            record,
+            self.lookup,
+            in_flight=self.in_flight,
+            now=now,
+            retry_s=self.redeliver_after_s,
+            metrics=self.metrics,
+        )
+        landed, failed = settled.landed, settled.failed
+        again_in = min(self.refresh_s, settled.again_in_s)
         # What serves a host is its push stream, not its session: a host whose network went away (a
         # laptop closed) leaves a session here until its idle timeout, and must not look held meanwhile.
         streaming = self.hub.host_target(host_id) is not None
-        renew = streaming and (
-            holder is None
-            or not holder.active
-            or holder.session != current.session_id
-            or holder.replica != self.replica_id
-            or now - holder.at >= timedelta(seconds=self.hold_renew_s)
+        renew, unhold = hold_change(
+            record,
+            self.replica_id,
+            current.session_id,
+            streaming=streaming,
+            now=now,
+            renew_after=timedelta(seconds=self.hold_renew_s),
         )
-        unhold = not streaming and _held_here(record, self.replica_id, current.session_id)
         if landed or failed or renew or unhold:
             mine = HeldBy(
                 replica=self.replica_id, session=current.session_id, at=now, active=streaming
             )
-
-            def change(r: HostRecord) -> HostRecord:
-                r = settled_intents(r, landed, failed)
-                if renew or (unhold and _held_here(r, self.replica_id, current.session_id)):
-                    return held(r, mine)
-                return r
-
-            record = await self.records.update(host_id, change)
+            record = await self.records.update(
+                host_id, lambda r: settled_and_held(r, settled, mine, renew=renew, unhold=unhold)
+            )
         current.refreshed_at = self.monotonic() - (self.refresh_s - again_in)
         return record
 
@@ -267,159 +202,48 @@ class HostKeeper:
             return
         now = self.monotonic()
         for entry in record.pending:
-            if entry.moving_to is not None:
-                continue  # the sweep gave it to another host while this one was away
-            mark = current.pushes.get(entry.key)
-            if mark is not None and mark.session_id == current.session_id:
-                if mark.count >= MAX_PUSHES or now - mark.last_at < self.redeliver_after_s:
-                    continue
-            elif mark is None and entry.state is EntryState.INTENT:
-                continue  # its own replica pushes it when the claim lands; anyone else once it is settled
-            handover = await target.deliver(entry.message.inbound())
+            mark = self.hub.deliveries.push_of(entry.key, host_id)
+            if not push_due(entry, mark, current.session_id, now, self.redeliver_after_s):
+                continue
+            handover = await target.deliver(entry.message)
             if handover is Handover.NOT_TAKEN:
                 return  # the stream went away: the next session gets the rest
             if mark is not None:
-                self._redelivered += 1
-                self.metrics.redeliveries.labels(reason=_reason(mark, current)).inc()
+                self.stats.redelivered += 1
+                reason = redelivery_reason(mark, current.session_id)
+                self.metrics.redeliveries.labels(reason=reason).inc()
 
-    async def _write_acks(self, host_id: str) -> None:
-        while self._acks.get(host_id):
-            keys = self._acks.pop(host_id)
-            taken: list[PendingDelivery] = []
-
-            def change(r: HostRecord) -> HostRecord:
-                # Applied to the record each attempt read; the write that lands is the one applied last, so
-                # ``taken`` ends as what this replica's write took out of ``pending`` (none when another
-                # write, or an earlier attempt of this one whose answer was lost, already had).
-                taken[:] = [e for e in r.pending if e.key in keys]
-                return acknowledged(r, keys)
-
-            try:
-                await self.records.update(host_id, change)
-            except StorageError as exc:
-                log.warning(
-                    "acknowledgements not written; the host is pushed these again and acknowledges again",
-                    extra={"host_id": host_id, "count": len(keys), "error": type(exc).__name__},
-                )
-                return
-            self._observe_acks(host_id, keys, taken)
-            if taken and self.acknowledged_here is not None:
-                self.acknowledged_here(taken)
-
-    def _observe_acks(
-        self, host_id: str, keys: set[DeliveryKey], taken: list[PendingDelivery]
+    def _acks_written(
+        self, host_id: str, keys: set[MessageKey], taken: list[PendingDelivery]
     ) -> None:
-        """``taken``: what the write that landed took out of the record. Only those count as delivered: a
-        repeated acknowledgement, or one another replica wrote first, finds nothing left to take."""
-        current = self._hosts.get(host_id)
-        now = self.monotonic()
-        by_key = {e.key: e for e in taken}
-        for key in keys:
-            mark = current.pushes.pop(key, None) if current is not None else None
-            entry = by_key.get(key)
-            if entry is not None:
-                self._acknowledged += 1
-            if mark is not None:
-                self._ack_latencies.append(max(now - mark.first_at, 0.0))
-            if mark is not None:
-                self.metrics.ack_latency.observe(max(now - mark.first_at, 0.0))
-            if entry is not None:
-                self.metrics.deliveries.labels(
-                    "push", entry.message.source.value, "delivered"
-                ).inc()
-
-    async def _release(self, host_id: str, session_id: str) -> None:
-        """Best effort: a host whose session ended here is not held by this replica any more (the sweep
-        moves what it is owed to another host only once nobody holds it)."""
-
-        now = self.clock()
-
-        def change(r: HostRecord) -> HostRecord:
-            holder = r.held_by
-            mine = holder is not None and holder.session == session_id and holder.active
-            return (
-                held(r, holder.model_copy(update={"active": False, "at": now}))
-                if mine and holder
-                else r
-            )
-
-        try:
-            await self.records.update(host_id, change)
-        except StorageError:
-            pass
-        self.records.forget(host_id)
+        """``taken``: what the write that landed took out of the record (service.delivery.host_acks)."""
+        deliveries, here = self.hub.deliveries, host_id in self._hosts
+        marks = [m for k in keys if here and (m := deliveries.acknowledged(k, host_id)) is not None]
+        self.stats.observe(taken, marks, self.monotonic(), self.metrics)
+        if taken and self.acknowledged_here is not None:
+            self.acknowledged_here(taken)
 
     # --- what operators see ---
 
     def pending(self) -> list[PendingDelivery]:
         """Owed to the hosts this replica serves, as last read or written here."""
-        return [
-            e for h in self._hosts if (r := self.records.cached(h)) is not None for e in r.pending
-        ]
-
-    def pending_by_age(self) -> dict[str, int]:
-        return _by_age(self.pending(), self.clock())
+        return [e for h in self._hosts if (r := self.records.cached(h)) for e in r.pending]
 
     def owed_by_age(self, host_id: str) -> dict[str, int]:
         """What one host served here is owed, as last read or written here (for /readyz)."""
         record = self.records.cached(host_id) if host_id in self._hosts else None
-        return _by_age(record.pending if record is not None else [], self.clock())
+        return by_age(record.pending if record is not None else [], self.clock())
 
     def status(self) -> dict[str, Any]:
         """For /readyz detail: never a readiness problem (the alert is on the metric)."""
-        pending = self.pending()
-        now = self.clock()
-        latencies = sorted(self._ack_latencies)
-        return {
-            # Hosts whose push stream is open here: a host gone without closing its session stays in
-            # ``_hosts`` until its idle timeout, and is not served meanwhile.
-            "hosts_served": sum(1 for h in self._hosts if self.hub.host_target(h) is not None),
-            "pending_by_age": self.pending_by_age(),
-            "oldest_pending_s": round(
-                max(((now - e.at).total_seconds() for e in pending), default=0.0), 1
-            ),
-            "redeliveries": self._redelivered,
-            "acknowledged": self._acknowledged,
-            "ack_latency_ms_p50": round(latencies[len(latencies) // 2] * 1000, 1)
-            if latencies
-            else None,
-            "ack_latency_ms_p99": round(
-                latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)] * 1000, 1
-            )
-            if latencies
-            else None,
-        }
+        # Hosts whose push stream is open here: a host gone without closing its session stays in
+        # ``_hosts`` until its idle timeout, and is not served meanwhile.
+        served = sum(1 for h in self._hosts if self.hub.host_target(h) is not None)
+        return self.stats.status(served, self.pending(), self.clock())
 
     def _publish(self) -> None:
-        for bucket, count in self.pending_by_age().items():
+        for bucket, count in by_age(self.pending(), self.clock()).items():
             self.metrics.pending_deliveries.labels(age=bucket).set(count)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-
-def _by_age(entries: Iterable[PendingDelivery], now: datetime) -> dict[str, int]:
-    buckets = {"lt_15s": 0, "lt_60s": 0, "lt_300s": 0, "older": 0}
-    for entry in entries:
-        age = (now - entry.at).total_seconds()
-        buckets[
-            "lt_15s" if age < 15 else "lt_60s" if age < 60 else "lt_300s" if age < 300 else "older"
-        ] += 1
-    return buckets
-
-
-def _held_here(record: HostRecord, replica_id: str, session_id: str) -> bool:
-    """Whether the record says this replica's session serves the host now."""
-    holder = record.held_by
-    return (
-        holder is not None
-        and holder.active
-        and holder.replica == replica_id
-        and holder.session == session_id
-    )
-
-
-def _reason(mark: _Push, current: _Held) -> str:
-    return "unacknowledged" if mark.session_id == current.session_id else "new_session"
+        self.background.spawn(work, name="keeper:host")

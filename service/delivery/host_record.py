@@ -32,7 +32,7 @@ from urllib.parse import quote, unquote
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from service.clock import as_utc
-from service.domain.message import InboundMessage, Source
+from service.domain.message import InboundMessage, MessageKey
 from service.ledger.records.reads import CorruptValueError
 
 RECORD_PREFIX = "deliveries/"
@@ -42,8 +42,6 @@ MOVED_KEPT = 256
 # never acknowledges cannot grow its record without bound; what it would have taken stays unclaimed in
 # Graph for another host.
 MAX_PENDING = 200
-
-DeliveryKey = tuple[str, str]  # chat id (or "email"), message id: what the bridge acknowledges
 
 
 def record_key(host_id: str) -> str:
@@ -64,57 +62,14 @@ class EntryState(str, Enum):
     LIVE = "live"  # the claim is known to have landed: owed to this host until it acknowledges
 
 
-class StoredMessage(BaseModel):
-    """An ``InboundMessage`` as the record keeps it (the fields a push is rendered from)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-    source: Source
-    chat_id: str
-    message_id: str
-    sender_id: str
-    sender_name: str
-    created: datetime
-    body: str
-    subject: str | None = None
-    sender_is_sponsor: bool = False
-    sender_is_directory_sponsor: bool = False
-
-    @classmethod
-    def of(cls, message: InboundMessage) -> StoredMessage:
-        return cls(
-            source=message.source,
-            chat_id=message.chat_id,
-            message_id=message.message_id,
-            sender_id=message.sender_id,
-            sender_name=message.sender_name,
-            created=message.created,
-            body=message.body,
-            subject=message.subject,
-            sender_is_sponsor=message.sender_is_sponsor,
-            sender_is_directory_sponsor=message.sender_is_directory_sponsor,
-        )
-
-    def inbound(self) -> InboundMessage:
-        return InboundMessage(
-            source=self.source,
-            chat_id=self.chat_id,
-            message_id=self.message_id,
-            sender_id=self.sender_id,
-            sender_name=self.sender_name,
-            created=as_utc(self.created),
-            body=self.body,
-            subject=self.subject,
-            sender_is_sponsor=self.sender_is_sponsor,
-            sender_is_directory_sponsor=self.sender_is_directory_sponsor,
-        )
-
-
 class PendingDelivery(BaseModel):
+    # ``message`` is the one message type itself, stored as its fields (pydantic serialises the
+    # dataclass): records written when a twin model held the same fields read back unchanged.
     model_config = ConfigDict(frozen=True)
     claim: str  # the claim id written (or about to be written) in the message's cursor
     state: EntryState
     at: datetime  # when the intent was written (or the entry moved here)
-    message: StoredMessage
+    message: InboundMessage
     moved_from: str | None = None
     moving_to: str | None = (
         None  # the sweep chose another host for it: owed there, never pushed from here
@@ -126,8 +81,8 @@ class PendingDelivery(BaseModel):
         return self.moved_from is None
 
     @property
-    def key(self) -> DeliveryKey:
-        return (self.message.chat_id, self.message.message_id)
+    def key(self) -> MessageKey:
+        return self.message.key
 
 
 class HeldBy(BaseModel):
@@ -146,17 +101,17 @@ class HostRecord(BaseModel):
     host_id: str
     held_by: HeldBy | None = None
     pending: tuple[PendingDelivery, ...] = ()
-    acked: tuple[DeliveryKey, ...] = ()
-    moved: tuple[DeliveryKey, ...] = ()
+    acked: tuple[MessageKey, ...] = ()
+    moved: tuple[MessageKey, ...] = ()
 
-    def entry(self, key: DeliveryKey) -> PendingDelivery | None:
+    def entry(self, key: tuple[str, str]) -> PendingDelivery | None:
         return next((e for e in self.pending if e.key == key), None)
 
     @property
     def full(self) -> bool:
         return len(self.pending) >= MAX_PENDING
 
-    def settled_keys(self) -> frozenset[DeliveryKey]:
+    def settled_keys(self) -> frozenset[MessageKey]:
         return frozenset((*self.acked, *self.moved))
 
     def unseen_since(self, now: datetime, stale_after: timedelta) -> datetime | None:
@@ -201,7 +156,7 @@ def with_intents(
     """``messages`` owed to this host if ``claim`` lands. An entry of the same message is replaced (a
     retried claim names a new claim id), and so is every entry of the claim this one ``replacing``
     retries: what that attempt held and this one does not, the other replica's claim won."""
-    keys = {(m.chat_id, m.message_id) for m in messages}
+    keys = {m.key for m in messages}
     settled = record.settled_keys()
     kept = [
         e
@@ -209,11 +164,9 @@ def with_intents(
         if e.key not in keys and (replacing is None or e.claim != replacing)
     ]
     added = [
-        PendingDelivery(
-            claim=claim, state=EntryState.INTENT, at=as_utc(at), message=StoredMessage.of(m)
-        )
+        PendingDelivery(claim=claim, state=EntryState.INTENT, at=as_utc(at), message=m)
         for m in messages
-        if (m.chat_id, m.message_id) not in settled
+        if m.key not in settled
     ]
     return record.model_copy(update={"pending": (*kept, *added)})
 
@@ -225,11 +178,9 @@ def owed_after_claim(
     what a sponsor wait of this host took and could not answer with. A message it has or had is left out."""
     have = {e.key for e in record.pending} | record.settled_keys()
     added = [
-        PendingDelivery(
-            claim=claim, state=EntryState.LIVE, at=as_utc(at), message=StoredMessage.of(m)
-        )
+        PendingDelivery(claim=claim, state=EntryState.LIVE, at=as_utc(at), message=m)
         for m in messages
-        if (m.chat_id, m.message_id) not in have
+        if m.key not in have
     ]
     return record.model_copy(update={"pending": (*record.pending, *added)})
 
@@ -254,10 +205,10 @@ def settled_intents(record: HostRecord, landed: Iterable[str], failed: Iterable[
     return record.model_copy(update={"pending": tuple(pending)})
 
 
-def acknowledged(record: HostRecord, keys: Iterable[DeliveryKey]) -> HostRecord:
+def acknowledged(record: HostRecord, keys: Iterable[tuple[str, str]]) -> HostRecord:
     """Keys the host has: out of ``pending`` and into ``acked`` (a key it was never owed is noted too:
     a host may acknowledge a push a replica made before writing down its intent's fate)."""
-    given = [(k[0], k[1]) for k in keys]
+    given = [MessageKey(k[0], k[1]) for k in keys]
     done = set(given)
     return record.model_copy(
         update={
@@ -267,7 +218,7 @@ def acknowledged(record: HostRecord, keys: Iterable[DeliveryKey]) -> HostRecord:
     )
 
 
-def moving(record: HostRecord, keys: Iterable[DeliveryKey], to_host: str) -> HostRecord:
+def moving(record: HostRecord, keys: Iterable[tuple[str, str]], to_host: str) -> HostRecord:
     """The sweep's first write: these go to ``to_host`` (an entry already bound elsewhere keeps its host)."""
     chosen = set(keys)
     return record.model_copy(
@@ -282,13 +233,13 @@ def moving(record: HostRecord, keys: Iterable[DeliveryKey], to_host: str) -> Hos
     )
 
 
-def moved_out(record: HostRecord, keys: Iterable[DeliveryKey]) -> HostRecord:
-    keys = list(keys)
-    done = set(keys)
+def moved_out(record: HostRecord, keys: Iterable[tuple[str, str]]) -> HostRecord:
+    moved = [MessageKey(*k) for k in keys]
+    done = set(moved)
     return record.model_copy(
         update={
             "pending": tuple(e for e in record.pending if e.key not in done),
-            "moved": tuple(dict.fromkeys((*record.moved, *keys)))[-MOVED_KEPT:],
+            "moved": tuple(dict.fromkeys((*record.moved, *moved)))[-MOVED_KEPT:],
         }
     )
 
@@ -320,12 +271,10 @@ __all__ = [
     "ACKED_KEPT",
     "MAX_PENDING",
     "RECORD_PREFIX",
-    "DeliveryKey",
     "EntryState",
     "HeldBy",
     "HostRecord",
     "PendingDelivery",
-    "StoredMessage",
     "acknowledged",
     "empty_record",
     "held",

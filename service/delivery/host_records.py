@@ -11,11 +11,15 @@ whose outcome is unknown is settled the same way: read again and re-apply.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from dataclasses import dataclass, field
 
 from service.delivery.host_record import (
     HostRecord,
+    held,
+    owed_after_claim,
     empty_record,
     host_of_record_key,
     parse_host_record,
@@ -23,6 +27,7 @@ from service.delivery.host_record import (
     render_host_record,
     RECORD_PREFIX,
 )
+from service.domain.message import InboundMessage
 from service.ledger.records.reads import ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError, StorageError
@@ -111,3 +116,40 @@ class HostRecords:
             raise RecordUnavailable(f"delivery record of host {host_id!r} unreadable ({read.why})")
         self._cache[host_id] = (read.value, read.etag)
         return read.value, read.etag
+
+    async def owe(self, host_id: str, messages: Sequence[InboundMessage], at: datetime) -> bool:
+        """Claimed messages this host did not get (a sponsor wait of its ended without answering), owed
+        to it from now on. False only when they are certainly not in its record; a write whose fate
+        stays unknown counts as written (fail closed: given to another host too, the message could
+        reach two)."""
+        keys = {m.key for m in messages}
+        claim = f"wait-{uuid.uuid4().hex}"
+        try:
+            await self.update(host_id, lambda r: owed_after_claim(r, claim, messages, at))
+        except StorageError:
+            try:
+                record = await self.read(host_id)
+            except StorageError:
+                log.error(
+                    "a sponsor wait's messages may or may not be owed to its host; not given to another",
+                    extra={"host_id": host_id, "message_ids": [m.message_id for m in messages]},
+                )
+                return True
+            return keys <= {e.key for e in record.pending} | record.settled_keys()
+        return True
+
+    async def release_hold(self, host_id: str, session_id: str, now: datetime) -> None:
+        """Best effort: a host whose session ended here is not held by it any more (the sweep moves what
+        it is owed to another host only once nobody holds it)."""
+
+        def change(r: HostRecord) -> HostRecord:
+            holder = r.held_by
+            if holder is None or holder.session != session_id or not holder.active:
+                return r
+            return held(r, holder.model_copy(update={"active": False, "at": now}))
+
+        try:
+            await self.update(host_id, change)
+        except StorageError:
+            pass
+        self.forget(host_id)

@@ -20,11 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from service.domain.message import EMAIL_CHAT_ID
+from service.domain.message import EMAIL_CHAT_ID, MessageKey
 from service.ledger.claims.chat_cursor import TAIL_SIZE, ChatCursor, id_order_key
 from service.ledger.claims.email_cursor import EmailCursor
-
-MessageKey = tuple[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +33,7 @@ class SentMessage:
 
     @property
     def key(self) -> MessageKey:
-        return (self.chat_id, self.message_id)
+        return MessageKey(self.chat_id, self.message_id)
 
     @property
     def is_mail(self) -> bool:
@@ -106,12 +104,12 @@ class DeliveryAccount:
 
 def account_deliveries(
     sent: Sequence[SentMessage],
-    pushed: Iterable[MessageKey],
+    pushed: Iterable[tuple[str, str]],  # MessageKeys, or plain pairs a test wrote
     kills: Sequence[KillRecord],
     *,
     in_flight_window: timedelta,
 ) -> DeliveryAccount:
-    received = Counter(pushed)
+    received = Counter(MessageKey(*k) for k in pushed)
     sent_keys = {m.key for m in sent}
     lost_at_kill: list[Loss] = []
     unexplained: list[Loss] = []

@@ -17,9 +17,9 @@ from service.devstack.delivery_account import (
     DeliveryAccount,
     KillRecord,
     Loss,
-    MessageKey,
     SentMessage,
 )
+from service.domain.message import MessageKey
 from service.devstack.fault_proxy import ProxyRule, ProxyStats
 from service.devstack.fleet_plan import DisruptionKind, FleetPlan
 from service.devstack.graph_load import GraphLoad

@@ -37,7 +37,8 @@ from service.domain.message import EMAIL_CHAT_ID
 from service.clock import parse_timestamp
 from service.devstack.azurite import Azurite, start_azurite
 from service.devstack.channel_host import ChannelHost
-from service.devstack.delivery_account import MessageKey, SentMessage, account_deliveries
+from service.devstack.delivery_account import SentMessage, account_deliveries
+from service.domain.message import MessageKey
 from service.devstack.fault_proxy import FaultProxy, ProxyStats
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
 from service.devstack.fleet_disruptions import Disruptor
@@ -198,7 +199,7 @@ class FleetRun:
         pushes = [p for h in self.hosts for p in h.pushes]
         account = account_deliveries(
             sent,
-            [(p.chat_id, p.message_id) for p in pushes],
+            [MessageKey(p.chat_id, p.message_id) for p in pushes],
             disruptor.kills,
             in_flight_window=timedelta(seconds=plan.bounds.in_flight_window_s),
         )

@@ -10,7 +10,8 @@ from collections import defaultdict
 from urllib.parse import unquote
 
 from service.delivery.host_record import HostRecord, parse_host_record, record_key
-from service.devstack.delivery_account import LedgerSnapshot, MessageKey
+from service.devstack.delivery_account import LedgerSnapshot
+from service.domain.message import MessageKey
 from service.ledger.claims.chat_cursor import CURSOR_PREFIX, ChatCursor, parse_chat_cursor
 from service.ledger.claims.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
 from service.ledger.memory.interactions import INTERACTIONS_PREFIX
@@ -65,9 +66,9 @@ class LedgerReader:
                 with contextlib.suppress(ValueError):
                     record = json.loads(line)
                     if record.get("direction") == "in" and record.get("message_id"):
-                        found[(str(record.get("chat_id")), str(record["message_id"]))].append(
-                            (str(record.get("replica")), str(record.get("action")))
-                        )
+                        found[
+                            MessageKey(str(record.get("chat_id")), str(record["message_id"]))
+                        ].append((str(record.get("replica")), str(record.get("action"))))
         return dict(found)
 
     async def aclose(self) -> None:

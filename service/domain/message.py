@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from service.domain.source import Source
 
@@ -11,7 +12,15 @@ EMAIL_CHAT_ID = "email"  # the push meta chat_id for mail (SPEC §5)
 
 __all__ = ["EMAIL_CHAT_ID", "InboundMessage", "MessageKey", "Source"]
 
-MessageKey = tuple[Source, str, str]  # source, chat id, message id
+
+class MessageKey(NamedTuple):
+    """What names a message among all others, in every part of the fleet (the hub, the hosts' delivery
+    records, what a host acknowledges): Teams ids are creation milliseconds, unique only within their
+    chat (two chats' messages of the same millisecond share one), and mail's chat id is
+    ``EMAIL_CHAT_ID``, so the pair is unique across sources too. Stored as a two-item JSON array."""
+
+    chat_id: str
+    message_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +46,4 @@ class InboundMessage:
 
     @property
     def key(self) -> MessageKey:
-        """What names this message among all others: Teams ids are creation milliseconds, unique only
-        within their chat (two chats' messages of the same millisecond share one)."""
-        return (self.source, self.chat_id, self.message_id)
+        return MessageKey(self.chat_id, self.message_id)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import anyio
@@ -40,7 +40,6 @@ from service.domain.message import InboundMessage, Source
 from service.delivery.permission_verdict import REQUEST_ID_PATTERN, parse_verdict, verdict_push
 from service.delivery.push import format_ts
 from service.delivery.xpia import neutralise, wrap_for_channel
-from service.domain.source import Source
 from service.graph.errors import GraphError
 from service.clock import Clock
 from service.ledger.memory.permission_requests import PermissionRequests, ReserveOutcome
@@ -168,7 +167,6 @@ class PermissionRelay:
     deps: ToolDeps
     requests: PermissionRequests
     ttl: timedelta
-    _expiries: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def ask_sponsors(self, args: PermissionRequestInput, call: ToolCall) -> None:
         """Ask the agent's sponsor in Teams to approve a tool use; the verdict goes to the asking session
@@ -202,11 +200,11 @@ class PermissionRelay:
             chat_id=None,
             summary=f"{args.request_id}: {neutralise(args.tool_name)}, {asked} sponsor(s) asked",
         )
-        task = asyncio.create_task(
+        # Owned by the replica's background work (through the hub): cancelled at shutdown, when the
+        # request's record lets any replica expire it instead.
+        self.deps.hub.background.spawn(
             self._expire(target), name=f"permission-expiry-{args.request_id}"
         )
-        self._expiries.add(task)
-        task.add_done_callback(self._expiries.discard)
         log.info(
             "permission requested",
             extra={

@@ -8,6 +8,8 @@ read. Chat and mail traffic. The account has no "lost at SIGKILL" allowance: not
 
 from __future__ import annotations
 
+from service.domain.message import MessageKey
+
 import asyncio
 import random
 from collections import Counter
@@ -126,7 +128,7 @@ async def test_every_message_reaches_one_host_once_through_kills_drops_and_a_bri
             sent += [SentMessage(EMAIL_CHAT_ID, mail.id, mail.received) for mail in inbox]
             expected = {m.key for m in sent}
 
-            def missing() -> set[tuple[str, str]]:
+            def missing() -> set[MessageKey]:
                 return expected - set(_keys(host_a, host_b1, host_b2))
 
             await eventually(

@@ -22,7 +22,7 @@ import pytest
 
 from service.bridge.config import HOST_ID_ENV
 from service.bridge.written_log import STATE_DIR_ENV
-from service.delivery.host_record import DeliveryKey, HostRecord
+from service.delivery.host_record import HostRecord
 from service.devstack.azurite import Azurite
 from service.devstack.fleet import DEV_TOKEN, ReplicaProcess
 from service.devstack.traffic import Posted
@@ -48,11 +48,11 @@ SETTLE_S = 5.0  # longer than two refreshes and a redelivery: a push that should
 MOVED_LOG = "owed messages moved to another live host"
 
 
-def _key(posted: Posted) -> DeliveryKey:
+def _key(posted: Posted) -> tuple[str, str]:
     return (posted.chat_id, posted.message_id)
 
 
-def _keys(received: Received) -> list[DeliveryKey]:
+def _keys(received: Received) -> list[tuple[str, str]]:
     return [(str(p["meta"]["chat_id"]), str(p["meta"]["message_id"])) for p in received.channel]
 
 
@@ -203,7 +203,7 @@ async def test_what_a_host_that_went_away_is_owed_moves_once_to_another_host_thr
                 )
 
 
-async def _owes(stack: BridgeFleet, host_id: str, key: DeliveryKey) -> bool:
+async def _owes(stack: BridgeFleet, host_id: str, key: tuple[str, str]) -> bool:
     record = await stack.ledger.host_record(host_id)
     return record is not None and record.entry(key) is not None
 
@@ -213,10 +213,10 @@ async def _unheld(stack: BridgeFleet, host_id: str) -> bool:
     return record is not None and record.held_by is not None and not record.held_by.active
 
 
-async def _acked(stack: BridgeFleet, host_id: str, key: DeliveryKey) -> bool:
+async def _acked(stack: BridgeFleet, host_id: str, key: tuple[str, str]) -> bool:
     return await _acked_all(stack, host_id, [key])
 
 
-async def _acked_all(stack: BridgeFleet, host_id: str, keys: list[DeliveryKey]) -> bool:
+async def _acked_all(stack: BridgeFleet, host_id: str, keys: list[tuple[str, str]]) -> bool:
     record = await stack.ledger.host_record(host_id)
     return record is not None and record.pending == () and set(keys) <= set(record.acked)

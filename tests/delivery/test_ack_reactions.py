@@ -17,7 +17,6 @@ from service.delivery.ack_reactions import AckReactions, ReactionOutcome
 from service.delivery.claim_lookup import ClaimLookup
 from service.delivery.host_keeper import HostKeeper
 from service.delivery.host_record import (
-    DeliveryKey,
     PendingDelivery,
     empty_record,
     settled_intents,
@@ -109,7 +108,7 @@ def test_the_setting_is_off_unless_set_and_a_bad_value_is_named_at_start_up(
 # --- the keeper hands over what its own write took out ---
 
 
-def _keeper(backend: MemoryBackend, replica: str, taken: list[DeliveryKey]) -> HostKeeper:
+def _keeper(backend: MemoryBackend, replica: str, taken: list[tuple[str, str]]) -> HostKeeper:
     return HostKeeper(
         HostRecords(backend, LedgerMetrics()),
         ClaimLookup(backend),
@@ -121,10 +120,9 @@ def _keeper(backend: MemoryBackend, replica: str, taken: list[DeliveryKey]) -> H
     )
 
 
-async def _acknowledge(keeper: HostKeeper, keys: list[DeliveryKey]) -> None:
+async def _acknowledge(keeper: HostKeeper, keys: list[tuple[str, str]]) -> None:
     await keeper.acknowledge("h1", keys)
-    for task in list(keeper._ack_writers.values()):  # noqa: SLF001 - the test waits for the batched write
-        await task
+    await keeper.background.settle()  # the batched acknowledgement writes
 
 
 async def _owe(backend: MemoryBackend, *messages: InboundMessage) -> None:
@@ -141,8 +139,8 @@ async def test_only_the_write_that_takes_a_message_out_of_the_record_hands_it_ov
 ) -> None:
     backend = LocalBackend(tmp_path)
     await _owe(backend, inbound("1"), inbound("2"))
-    first_taken: list[DeliveryKey] = []
-    second_taken: list[DeliveryKey] = []
+    first_taken: list[tuple[str, str]] = []
+    second_taken: list[tuple[str, str]] = []
     first, second = _keeper(backend, "r1", first_taken), _keeper(backend, "r2", second_taken)
     await second.records.read("h1")  # the second replica's cache still shows both owed
 
@@ -167,7 +165,7 @@ async def test_an_acknowledgement_whose_answer_was_lost_hands_over_nothing(tmp_p
     nothing is reacted to — a missed courtesy, never a second reaction."""
     faulty = FaultyBackend(LocalBackend(tmp_path))
     await _owe(faulty, inbound("1"))
-    taken: list[DeliveryKey] = []
+    taken: list[tuple[str, str]] = []
     keeper = _keeper(faulty, "r1", taken)
     faulty.add(FaultRule(Fault.WRITE_RESPONSE_LOST, key="deliveries/*", times=1))
     await _acknowledge(keeper, [(CHAT, "1")])

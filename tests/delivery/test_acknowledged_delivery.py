@@ -462,8 +462,7 @@ async def test_a_host_connecting_anywhere_is_pushed_what_a_dead_replica_claimed_
 
 
 async def _drain(keeper: HostKeeper) -> None:
-    for task in list(keeper._ack_writers.values()):  # noqa: SLF001 - the test waits for the batched write
-        await task
+    await keeper.background.settle()  # the batched acknowledgement writes
 
 
 async def test_an_intent_whose_claim_has_not_landed_is_not_pushed_and_lapses(

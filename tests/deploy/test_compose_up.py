@@ -11,6 +11,8 @@ loopback port. Prometheus and Grafana are not started: their images come only fr
 
 from __future__ import annotations
 
+from service.domain.message import MessageKey
+
 import asyncio
 from collections.abc import Iterator
 from datetime import timedelta
@@ -134,7 +136,7 @@ async def test_each_message_posted_reaches_a_host_once(
                 poll_s=SLOW_POLL_S,
             )
 
-            async def recorded() -> dict[tuple[str, str], list[tuple[str, str]]] | None:
+            async def recorded() -> dict[MessageKey, list[tuple[str, str]]] | None:
                 found = await ledger.interactions()
                 return found if all(m.key in found for m in sent) else None
 

@@ -26,7 +26,7 @@ from service.replica_clients import build_clients
 from service.workers.chat_poll import ChatPoller
 from service.workers.discovery import Discovery
 from service.workers.email_poll import EmailPoller
-from service.wiring import wire_workers
+from service.wiring import wire_delivery, wire_workers
 from settings_env import HAND_DRIVEN_CYCLES, as_env, settings_from_env
 
 
@@ -105,12 +105,15 @@ async def build_stack(
         settings, backend, http, replica_id=replica_id, metrics=metrics, retry_policy=retry_policy
     )
     agent = await load_agent_user(clients.graph)
+    delivery = wire_delivery(
+        settings, backend, replica_id=replica_id, metrics=metrics, graph=clients.graph
+    )
     wired = await wire_workers(
         settings=settings,
         backend=backend,
         is_cloud=is_cloud,
         graph=clients.graph,
-        hub=clients.hub,
+        delivery=delivery,
         agent=agent,
         gate=clients.gate,
         replica_id=replica_id,
@@ -121,7 +124,7 @@ async def build_stack(
         emulator,
         http,
         clients.graph,
-        clients.hub,
+        delivery.hub,
         wired.chat_poller,
         wired.email_poller,
         wired.discovery,

@@ -50,7 +50,7 @@ from service.domain.agent import AgentUser
 from service.replica_clients import load_agent_user
 from service.workers.chat_poll import ChatPoller
 from service.workers.discovery import Discovery
-from service.wiring import wire_workers
+from service.wiring import wire_delivery, wire_workers
 
 # Ada sponsors the agent; Grace and Alan are other people. Chat 0 is the agent's oneOnOne with Ada,
 # chats 1 and 2 are group chats of the agent, Ada and Grace (1) or Alan (2). No history. Two shared
@@ -250,14 +250,17 @@ async def tool_world(
             tokens=tokens,
             retry_policy=FAST_BACKOFF,
         )
-        hub = clients.hub
+        delivery = wire_delivery(
+            config, store, replica_id=replica_id, metrics=metrics, graph=clients.graph, clock=clock
+        )
+        hub = delivery.hub
         agent = await load_agent_user(clients.graph, posts_as_person=signed_in is not None)
         wired = await wire_workers(
             settings=config,
             backend=store,
             is_cloud=False,
             graph=clients.graph,
-            hub=hub,
+            delivery=delivery,
             agent=agent,
             gate=clients.gate,
             replica_id=replica_id,
