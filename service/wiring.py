@@ -157,6 +157,7 @@ async def wire_workers(
             agent,
             clock,
             timedelta(hours=settings.first_sight_max_age_h),
+            timedelta(hours=settings.chat_max_age_h),
             sent,
         ),
         claimer=ChatClaimer(
