@@ -62,6 +62,11 @@ class _NoPreview(Exception):
 
 
 @dataclass
+class _Reads:
+    left: int  # reads of chats without a preview this call may still make
+
+
+@dataclass
 class FirstWatch:
     ledger: ChatLedger[OfferedMessage]
     conversations: ConversationReader  # the newest message of a chat without a preview
@@ -75,7 +80,7 @@ class FirstWatch:
     async def start(self, chats: Sequence[Chat]) -> dict[str, ChatCursor]:
         """Start the cursor of every chat in ``chats`` that has none. Returns the cursor each chat
         now has (ours, or one a replica wrote first), leaving out the chats that have none yet."""
-        reads = [READS_PER_CALL]
+        reads = _Reads(READS_PER_CALL)
         limit = asyncio.Semaphore(WRITES_AT_ONCE)
 
         async def one(chat: Chat) -> ChatCursor | None:
@@ -90,7 +95,7 @@ class FirstWatch:
         """``start`` for one chat: the cursor it now has, or None."""
         return (await self.start([chat])).get(chat.id)
 
-    async def _start(self, chat: Chat, reads: list[int]) -> ChatCursor | None:
+    async def _start(self, chat: Chat, reads: _Reads) -> ChatCursor | None:
         if self.made_here(chat.id):
             return None
         try:
@@ -114,14 +119,14 @@ class FirstWatch:
             )
         return update.value if update.holds else None
 
-    async def _newest(self, chat: Chat, reads: list[int]) -> Candidate | None:
+    async def _newest(self, chat: Chat, reads: _Reads) -> Candidate | None:
         """The chat's newest message, from its preview, else from one paced read (None: empty)."""
         preview = chat.last_message_preview
         if preview is not None and preview.created_date_time is not None:
             return Candidate(preview.id, preview.created_date_time)
-        if reads[0] <= 0:
+        if reads.left <= 0:
             raise _NoPreview
-        reads[0] -= 1
+        reads.left -= 1
         await self.pacer.wait()
         # By creation, not modification: a reaction or an edit never makes an old message the newest.
         message = await self.conversations.newest(chat.id)

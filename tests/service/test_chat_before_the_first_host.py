@@ -109,10 +109,10 @@ async def test_chat_messages_written_before_any_host_reach_the_first_hosts_once(
 
     try:
         # The container's first boot watches the chats and starts their cursors, with no host.
-        for chat_id in (one_on_one, group):
-            await eventually(
-                lambda c=chat_id: cursor(c), f"{chat_id}'s cursor", timeout_s=SLOW_WAIT_S
-            )
+        async def both_started() -> bool:
+            return all([await cursor(one_on_one), await cursor(group)])
+
+        await eventually(both_started, "the seeded chats' cursors", timeout_s=SLOW_WAIT_S)
         async with httpx.AsyncClient(timeout=30) as http:
             traffic = HumanTraffic(seed, emulator.base_url, http)
             fresh: list[Key] = []
