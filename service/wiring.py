@@ -126,7 +126,6 @@ async def wire_workers(
     book = ChatBook()
     first_watch = FirstWatch(
         chat_ledger,
-        conversations,
         clock,
         timedelta(hours=settings.first_sight_max_age_h),
         made_here=book.made_here,

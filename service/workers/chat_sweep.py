@@ -126,8 +126,7 @@ class ChatSweep:
             chats = [c for c in chats if c.id in self.watched]
         looks = {chat.id: await self._look(chat.id) for chat in chats}
         absent = [c for c in chats if (r := looks[c.id]) is not None and r.outcome is ABSENT]
-        # Their first watch, in one call (its reads of chats without a preview are bounded per call),
-        # before the hints and the list: a reader finds the cursor when it finds the hint.
+        # Their first watch, before the hints and the list: a reader finds the cursor with the hint.
         started = await self.first_watch.start(absent) if absent else {}
         findings = [
             f
@@ -182,8 +181,8 @@ class ChatSweep:
         preview = chat.last_message_preview
         cursor = started if look is not None and look.outcome is ABSENT else None
         if look is not None and look.outcome is ABSENT and cursor is None and newest is None:
-            # No preview, and its first watch could not read the chat this page: a reader decides
-            # whether it is empty (its first sight), so it is hinted with no message.
+            # No preview, and its first watch wrote no cursor: a reader decides whether it is
+            # empty (its first sight), so it is hinted with no message.
             return Hint(chat.id, self.clock(), None, "sweep")
         if newest is None:
             return None  # nothing to show: an empty chat, or one with a cursor

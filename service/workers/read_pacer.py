@@ -23,13 +23,12 @@ class ReadPacer:
     readers: Callable[[], int]  # how many replicas read chats now (at least 1)
     monotonic: Callable[[], float] = time.monotonic
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-    reads_per_s: float = FLEET_READS_PER_S  # shared by ``readers``
     _next_free: float = float("-inf")
     _lock: asyncio.Lock | None = None
 
     @property
     def interval_s(self) -> float:
-        return max(1, self.readers()) / self.reads_per_s
+        return max(1, self.readers()) / FLEET_READS_PER_S
 
     async def wait(self) -> None:
         """Return when this replica may send its next read (reads are spaced, never dropped)."""

@@ -78,9 +78,9 @@ def test_graph_cost_counts_polls_only_while_a_host_is_connected(tiny_results: Pa
     assert phases["busy"]["delivery"]["posted"] > 0
     assert phases["busy"]["delivery"]["duplicates"] == 0
     assert chats["startup"]["requests"]["median"] > 0
-    # Each chat's cursor started at its first watch, before any host (these chats are empty: the
-    # first watch read each once, at the fleet's first start); a host arriving reads none of them
-    # until something moves.
+    # Each chat's cursor started at its first watch, before any host, without a Graph read (these
+    # chats are empty: no preview, so no watermark); a host arriving reads none of them until
+    # something moves.
     reads = chats["warmup"]["by_route"].get("GET /v1.0/chats/{id}/messages", {})
     assert reads.get("200", 0) == 0
 
