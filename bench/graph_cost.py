@@ -7,7 +7,8 @@ enforces Graph's real limits, see emulator/seed.py ThrottleBudget):
 
 - start-up: the requests of one cold start (who am I, sponsors, the first discovery sweep);
 - no host: nothing to deliver to, so only discovery and housekeeping run;
-- warm-up: a host connects; the first two cycles (first sight of every chat, then the first steady read);
+- warm-up: a host connects; the first two cycles (every chat was first watched before: it is read only if
+  something moved);
 - idle: a host connected, nobody posting;
 - busy: humans posting at the profile's rate.
 

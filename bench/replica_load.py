@@ -7,8 +7,8 @@ Sequence, on a fleet of one replica (its own emulator with the real throttling b
    from spawning the process to the first 200 on /readyz (start-up runs the first discovery sweep);
 2. ``no_host``: no host connected, so the replica polls nothing for delivery (discovery only), measured
    once the discovery loop's own first sweep (right after start-up's) is done;
-3. warm-up: a host connects; wait for two chat-poll cycles (first sight of every chat, then the
-   first steady read); how long that takes with N chats is itself a result;
+3. warm-up: a host connects; wait for two chat-poll cycles (every chat's cursor started at its first
+   watch, with no host; a chat is read only if something moved); how long that takes is itself a result;
 4. ``idle``: the host stays connected, nobody posts;
 5. ``busy``: humans post at ``busy_rate_per_s``; afterwards, a bounded drain for the delivery figures.
 

@@ -128,7 +128,13 @@ class Settings(BaseSettings):
     # dropped: no sponsor at all (fail closed) until a read succeeds again.
     sponsor_stale_after_s: float = Field(default=600.0, gt=0.0)
     email_poll_interval_s: float = 60.0
+    # A chat's newest message when the fleet first watches it is delivered only if younger than this
+    # (a person's fresh message to the agent, not history).
     first_sight_max_age_h: float = 24.0
+    # No chat message older than this when a replica reads it for a host is delivered: what waited in
+    # Graph for the first host (or a host away for days) is not acted on days late. create_chat's
+    # newest is the one exception (the agent asked for that chat).
+    chat_max_age_h: float = Field(default=24.0, gt=0.0)
 
     # --- service (SPEC §7) ---
     host: str = "127.0.0.1"

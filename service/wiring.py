@@ -47,6 +47,7 @@ from service.telemetry.metrics import Metrics
 from service.tools.deps import NewChatLoops, Outbox, ToolDeps
 from service.domain.agent import AgentUser
 from service.workers import chat_scan, chat_sweep
+from service.workers.chat_book import ChatBook
 from service.workers.chat_claiming import ChatClaimer
 from service.workers.chat_poll import ChatPoller
 from service.workers.chat_reading import ChatReader
@@ -55,6 +56,7 @@ from service.workers.chat_state import OfferedMessage
 from service.workers.conversation_reader import ChatMessagesReader
 from service.workers.chat_sweep import ChatSweep
 from service.workers.discovery import ROLE as DISCOVERY_ROLE, Discovery
+from service.workers.first_watch import FirstWatch
 from service.ledger.fleet.poll_turns import PollTurn
 from service.workers.email_poll import EmailPoller
 from service.workers.read_turns import ReadTurns
@@ -182,6 +184,14 @@ async def wire_workers(
         backend, clock=clock, metrics=ledger_metrics, corrupt=corrupt_cursors
     )
     hint_log = HintLog(backend, clock=clock)
+    conversations = ChatMessagesReader(graph, gate)
+    book = ChatBook()
+    first_watch = FirstWatch(
+        chat_ledger,
+        clock,
+        timedelta(hours=settings.first_sight_max_age_h),
+        made_here=book.made_here,
+    )
 
     def lease(role: str, ttl: timedelta = Lease.ttl, margin: timedelta = Lease.margin) -> Lease:
         return Lease(backend, role, replica_id, ttl=ttl, margin=margin, clock=clock, metrics=roles)
@@ -191,6 +201,7 @@ async def wire_workers(
         lease(chat_scan.ROLE, ttl=chat_scan.LEASE_TTL, margin=chat_scan.LEASE_MARGIN),
         hint_log,
         watched,
+        first_watch,
         cadence=ScanCadence(
             settings.chat_scan_interval_s,
             settings.chat_scan_active_interval_s,
@@ -207,6 +218,7 @@ async def wire_workers(
         hint_log,
         chat_ledger,
         watched,
+        first_watch,
         interval_s=settings.chat_sweep_interval_s,
         clock=clock,
         metrics=metrics.changes,
@@ -214,11 +226,12 @@ async def wire_workers(
     )
     chat_poller = ChatPoller(
         reader=ChatReader(
-            ChatMessagesReader(graph, gate),
+            conversations,
             chat_ledger,
             agent,
             clock,
             timedelta(hours=settings.first_sight_max_age_h),
+            timedelta(hours=settings.chat_max_age_h),
             sent,
         ),
         claimer=ChatClaimer(
@@ -241,6 +254,7 @@ async def wire_workers(
         concurrency=settings.chat_poll_concurrency,
         roles=(scanner, sweep),
         on_notification_hint=scanner.heard_notification,
+        book=book,
     )
     discovery = Discovery(
         graph,
@@ -250,6 +264,7 @@ async def wire_workers(
         ChatMembers(backend, metrics=ledger_metrics),
         interval=settings.discovery_interval_s,
         metrics=metrics.changes,
+        first_watch=first_watch,
         sponsors=SponsorRefresher(
             gate,
             graph,

@@ -2,9 +2,10 @@
 
 Pushes can differ from what the demo sent for two expected reasons, both named in the summary:
 
-* a first sight: a chat the fleet has never seen surfaces its newest message when a person wrote it
-  under 24 h ago, so the demo tenant's seeded history shows up once per such chat (the one-on-one's
-  2-hour-old question, the group chat's 30-minute-old mention) unless traffic reached the chat first;
+* a first sight: when the fleet first watches a chat (discovery, at the fleet's start, host or no
+  host) its newest message surfaces if a person wrote it under 24 h ago, so the demo tenant's seeded
+  history shows up once per such chat (the one-on-one's 2-hour-old question, the group chat's
+  30-minute-old mention);
 * the stop: what was sent just before it may not have been polled yet (the demo waits a bounded
   time for those, then says how many are still in Graph).
 

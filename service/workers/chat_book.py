@@ -27,6 +27,11 @@ class ChatBook:
             state = self._states[chat_id] = ChatPollState(chat_id)
         return state
 
+    def made_here(self, chat_id: str) -> bool:
+        """create_chat made the chat on this replica: here its newest surfaces whatever its age."""
+        state = self._states.get(chat_id)
+        return state is not None and state.surface_newest_regardless_of_age
+
     def untracked(self, chats: Iterable[str]) -> set[str]:
         """The chats of ``chats`` this replica has never looked at."""
         return set(chats) - self._states.keys()

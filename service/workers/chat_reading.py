@@ -48,6 +48,8 @@ class ChatReader:
     agent: AgentUser
     clock: Clock
     first_sight_max_age: timedelta
+    # Settings.chat_max_age_h: an older message is decided, never delivered (create_chat's newest aside).
+    max_age: timedelta
     # The fleet's record of the agent's sent messages: read in delegated mode only, where the agent's
     # posts carry the signed-in person's identity (service.graph.authorship).
     sent: SentMessages | None = None
@@ -78,6 +80,7 @@ class ChatReader:
         if read.outcome is ReadOutcome.PRESENT:
             assert read.value is not None
             state.watermark = read.value.last_ts
+            state.any_age_id = read.value.any_age_id
             state.phase = ChatPhase.STEADY
         elif read.outcome is ReadOutcome.ABSENT:
             state.phase = ChatPhase.NOT_BOOTSTRAPPED
@@ -88,7 +91,7 @@ class ChatReader:
             preview is not None
             and preview.message_id is not None
             and not state.surface_newest_regardless_of_age
-            and self.clock() - preview.newest >= self.first_sight_max_age
+            and self.clock() - preview.newest >= self._fresh_for
         ):
             # The scan's preview says the newest message is too old to surface whoever wrote it: the
             # cursor starts at it, and the chat costs no message read.
@@ -112,7 +115,7 @@ class ChatReader:
         surfaces = bool(humans) and first_sight_surfaces(
             newest,
             now=self.clock(),
-            max_age=self.first_sight_max_age,
+            max_age=self._fresh_for,
             regardless_of_age=state.surface_newest_regardless_of_age,
         )
         if not surfaces:
@@ -164,7 +167,7 @@ class ChatReader:
         people = await self._humans(ordered, state.chat_id)
         if people is None:
             return ReadMiss.FAILED
-        humans = {m.id for m in people}
+        humans = {m.id for m in people} - self._expired(people, state)
         return ChatRead(
             state,
             tuple(
@@ -175,6 +178,23 @@ class ChatReader:
             ),
             complete=complete,
         )
+
+    @property
+    def _fresh_for(self) -> timedelta:
+        """How young a chat's newest message must be to surface on a reader's first sight."""
+        return min(self.first_sight_max_age, self.max_age)
+
+    def _expired(self, people: list[ChatMessage], state: ChatPollState) -> set[str]:
+        """People's messages past the age bound: decided like the agent's own (the watermark passes
+        them), never delivered, so nothing is acted on days late (they stay readable in Graph)."""
+        floor = self.clock() - self.max_age
+        expired = {m.id for m in people if m.created_date_time < floor and m.id != state.any_age_id}
+        if expired:
+            log.info(
+                "chat messages older than the age bound are not delivered",
+                extra={"chat_id": state.chat_id, "messages": len(expired)},
+            )
+        return expired
 
     async def _humans(self, messages: list[ChatMessage], chat_id: str) -> list[ChatMessage] | None:
         """The messages people wrote, in order; None when that cannot be decided yet (delegated mode: a

@@ -45,6 +45,7 @@ from service.ledger.fleet.hints import Hint, HintLog
 from service.ledger.fleet.leases import Lease
 from service.ledger.memory.watched_chats import WatchedChats
 from service.telemetry.metrics import ChangeMetrics
+from service.workers.first_watch import FirstWatch
 from service.workers.hint_publish import Published, publish_hints
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ class ScanResult:
     reached its stopping point (only then does the scan's newest become the next scan's bound)."""
 
     hints: list[Hint] = field(default_factory=list)
-    unwatched: list[str] = field(default_factory=list)
+    unwatched: list[Chat] = field(default_factory=list)
     newest: datetime | None = None
     complete: bool = False
     pages: int = 0
@@ -126,6 +127,7 @@ class ChatScanner:
     lease: Lease
     hints: HintLog
     watched: WatchedChats
+    first_watch: FirstWatch  # starts the cursor of a chat the scan finds unwatched
     cadence: ScanCadence = field(default_factory=ScanCadence)
     # True while the fleet keeps a live chat subscription; the scan relaxes only while, besides,
     # notification hints have been arriving (``heard_notification``): a subscription whose
@@ -267,7 +269,7 @@ class ChatScanner:
             newest = newest_of(chat)
             ignored = self.watched_only and chat.id not in known
             if chat.id not in known and not ignored:
-                result.unwatched.append(chat.id)
+                result.unwatched.append(chat)
             if newest is None:
                 older = True
                 continue  # no message yet: nothing to read until one comes, and then it has a preview
@@ -299,6 +301,7 @@ class ChatScanner:
             unwatched=result.unwatched,
             hints=result.hints,
             metrics=self.metrics,
+            first_watch=self.first_watch,
         )
         if published is Published.LEASE_LOST:
             self._forget()

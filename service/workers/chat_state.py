@@ -46,6 +46,9 @@ class ChatPollState:
     # Registered by create_chat: its newest message surfaces on first sight whatever its age. The
     # fleet learns it from the cursor create_chat writes; this flag covers only a failed write.
     surface_newest_regardless_of_age: bool = False
+    # The fleet's cursor names it (``ChatCursor.any_age_id``): create_chat's newest, which the age
+    # bound on delivery spares.
+    any_age_id: str | None = None
     # Why the chat must be read (a hint, a doubt of our own); set and cleared through the ChatBook,
     # which indexes the chats that have one.
     wanted: WantedRead | None = None
@@ -75,6 +78,7 @@ class ChatPollState:
             return
         if cursor.value is None:
             return
+        self.any_age_id = cursor.value.any_age_id
         if self.phase is not ChatPhase.STEADY:
             self.phase, self.watermark = ChatPhase.STEADY, cursor.value.last_ts
         elif not in_doubt:

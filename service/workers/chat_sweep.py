@@ -7,12 +7,13 @@ reading a page and writing its hints. Each of those delays a message; the sweep 
 one rotation (``ENTRABOT_CHAT_SWEEP_INTERVAL_S`` per page of 50 chats) so that none of them loses one.
 
 It compares with the fleet's cursors, not with Graph's message lists: one cursor read per chat (blob
-storage, not the Graph budget) and one Graph request per 50 chats. A chat with no cursor is hinted
-too, with its preview: that is how a chat no replica has looked at gets its first sight (a preview
-too old to surface costs the reader no message read). While its pages find work (a cold fleet's chats
-without cursors, or messages a lost hint hid) it goes on at one page every two seconds (40 s per
-thousand chats), within what list chats allows the whole fleet (5 requests a second per user, shared
-with the scanner, discovery and the tools); a quiet page is followed by the slow pace.
+storage, not the Graph budget) and one Graph request per 50 chats. A chat with no cursor gets its
+first watch here (service.workers.first_watch: its cursor starts from its preview, host or no host),
+then is compared like any other; one whose cursor still cannot be started is hinted, so a reader with
+a host makes its first sight. While its pages find work (messages a lost hint hid, or that wait for a
+host) it goes on at one page every two seconds (40 s per thousand chats), within what list chats
+allows the whole fleet (5 requests a second per user, shared with the scanner, discovery and the
+tools); a quiet page is followed by the slow pace.
 
 A message younger than ``IN_FLIGHT_S`` is hinted like any other but is not work found: under steady
 traffic most pages show one the scanner's hint is still carrying to its claim (post → claim takes about
@@ -34,6 +35,8 @@ from service.clock import Clock, utc_now
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError
 from service.graph.models import Chat
+from service.ledger.claims.chat_claim_types import CursorRead
+from service.ledger.claims.chat_cursor import ChatCursor
 from service.ledger.claims.chat_ledger import ChatLedger
 from service.ledger.fleet.hints import Hint, HintLog
 from service.ledger.fleet.leases import Lease
@@ -43,12 +46,14 @@ from service.storage.errors import StorageError
 from service.telemetry.metrics import ChangeMetrics
 from service.workers.chat_scan import newest_of
 from service.workers.chat_state import OfferedMessage
+from service.workers.first_watch import FirstWatch
 from service.workers.hint_publish import Published, publish_hints
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
 ROLE = "chat_sweep"
+ABSENT = ReadOutcome.ABSENT
 BUSY_PAGE_S = 2.0
 # A newest message this young is normally on its way from the scanner's hint to a claim. Judged on this
 # replica's clock against Graph's: a skewed clock changes only the sweep's pace, never what it hints.
@@ -71,6 +76,7 @@ class ChatSweep:
     hints: HintLog
     ledger: ChatLedger[OfferedMessage]
     watched: WatchedChats
+    first_watch: FirstWatch  # starts the cursor of a chat found without one
     interval_s: float = 20.0  # one page of 50 chats per interval
     clock: Clock = utc_now
     monotonic: Callable[[], float] = time.monotonic
@@ -118,9 +124,17 @@ class ChatSweep:
         chats = list(page.items) if page is not None else []
         if self.watched_only:
             chats = [c for c in chats if c.id in self.watched]
-        findings = [f for f in [await self._behind(chat) for chat in chats] if f is not None]
+        looks = {chat.id: await self._look(chat.id) for chat in chats}
+        absent = [c for c in chats if (r := looks[c.id]) is not None and r.outcome is ABSENT]
+        # Their first watch, before the hints and the list: a reader finds the cursor with the hint.
+        started = await self.first_watch.start(absent) if absent else {}
+        findings = [
+            f
+            for chat in chats
+            if (f := self._behind(chat, looks[chat.id], started.get(chat.id))) is not None
+        ]
         hints = [f.hint for f in findings]
-        unwatched = [c.id for c in chats if c.id not in self.watched]
+        unwatched = [c for c in chats if c.id not in self.watched]
         published = await publish_hints(
             self.lease,
             self.watched,
@@ -129,6 +143,7 @@ class ChatSweep:
             unwatched=unwatched,
             hints=hints,
             metrics=self.metrics,
+            first_watch=None,  # started above, with every watched chat found without a cursor
         )
         if published is Published.LEASE_LOST:
             return False
@@ -139,10 +154,19 @@ class ChatSweep:
         self._count("swept")
         return any(f.work for f in findings)
 
-    async def _behind(self, chat: Chat) -> Finding | None:
+    async def _look(self, chat_id: str) -> CursorRead | None:
+        """The chat's cursor; None when the store failed (a reader's own cursor read decides)."""
+        try:
+            return await self.ledger.resolve(chat_id)
+        except StorageError:
+            return None
+
+    def _behind(
+        self, chat: Chat, look: CursorRead | None, started: ChatCursor | None
+    ) -> Finding | None:
         """A hint when the chat's newest message may not be decided by the fleet yet, or when the chat
-        has no cursor (no replica has seen it)."""
-        hint = await self._hint_for(chat)
+        has no cursor that its first watch could start."""
+        hint = self._hint_for(chat, look, started)
         if hint is None:
             return None
         in_flight = hint.message_id is not None and self.clock() - hint.newest < timedelta(
@@ -150,34 +174,23 @@ class ChatSweep:
         )
         return Finding(hint, work=not in_flight)
 
-    async def _hint_for(self, chat: Chat) -> Hint | None:
+    def _hint_for(
+        self, chat: Chat, look: CursorRead | None, started: ChatCursor | None
+    ) -> Hint | None:
         newest = newest_of(chat)
         preview = chat.last_message_preview
-        try:
-            read = await self.ledger.resolve(chat.id)
-        except StorageError:
-            read = None  # unknown: let a reader look (its own cursor read decides)
+        cursor = started if look is not None and look.outcome is ABSENT else None
+        if look is not None and look.outcome is ABSENT and cursor is None and newest is None:
+            # No preview, and its first watch wrote no cursor: a reader decides whether it is
+            # empty (its first sight), so it is hinted with no message.
+            return Hint(chat.id, self.clock(), None, "sweep")
         if newest is None:
-            # No preview: an empty chat, or one whose preview Graph left out. Only a reader may
-            # decide which (by reading the chat), so a chat without a cursor is hinted with no
-            # message; one with a cursor has nothing new to show here.
-            if read is not None and read.outcome is ReadOutcome.ABSENT:
-                return Hint(chat.id, self.clock(), None, "sweep")
-            return None
+            return None  # nothing to show: an empty chat, or one with a cursor
+        if look is not None and look.outcome is ReadOutcome.PRESENT:
+            cursor = look.value
         hint = Hint(chat.id, newest, preview.id if preview is not None else None, "sweep")
-        if (
-            read is None
-            or read.outcome is ReadOutcome.UNRESOLVED
-            or (read.outcome is ReadOutcome.PRESENT and read.value is None)
-        ):
-            return hint
-        if read.outcome is ReadOutcome.ABSENT:
-            # First sight is a reader's, even for a preview too old to surface (the reader then writes
-            # the baseline from this hint without a message read): the replica that created the chat
-            # may surface its newest message whatever its age, and only it knows.
-            return hint
-        cursor = read.value
-        assert cursor is not None
+        if cursor is None:
+            return hint  # unreadable, or not started: a reader's own cursor read decides
         # Recorded is not enough: a message claimed ahead of one left for another target is recorded
         # while the fleet's watermark stays before the one left.
         if cursor.last_ts is not None and cursor.last_ts >= newest:

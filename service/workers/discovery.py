@@ -1,5 +1,8 @@
 """Discovery: the agent user's chats from ``GET /me/chats``, merged into the shared watched list, and
-their members into the shared members snapshot that every replica's SponsorGate learns from.
+their members into the shared members snapshot that every replica's SponsorGate learns from. A chat
+the walk finds unwatched gets its first watch (service.workers.first_watch) just before it joins the
+list: its cursor starts from the page's preview, host or no host, so what is written in it from then
+on reaches the first host.
 
 Graph's budget is per app per tenant (SPEC §9), so the walk is a fleet-singleton role: only the
 replica holding the ``discovery`` lease walks ``/me/chats?$expand=members``; the fleet costs Graph
@@ -39,6 +42,7 @@ from service.ledger.records.reads import ReadOutcome
 from service.ledger.memory.chat_members import ChatMembers, SnapshotLoad, known_members
 from service.ledger.fleet.leases import Lease
 from service.telemetry.metrics import ChangeMetrics
+from service.workers.first_watch import FirstWatch
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +81,8 @@ class WalkProgress:
     epoch: int | None = None  # the lease tenure this replica walks in
     resume: str | None = None  # where the paced walk goes on; None: from the first page
     next_step: float = float("-inf")
+    # A first cycle ran (the one at the replica's start): a tenure taken later waits an interval.
+    after_start: bool = False
 
 
 @dataclass
@@ -93,6 +99,7 @@ class Discovery:
     interval: float = 120.0
     pages_per_walk: int = MAX_DISCOVERY_PAGES
     metrics: ChangeMetrics = field(kw_only=True)
+    first_watch: FirstWatch = field(kw_only=True)  # starts the cursor of each chat found unwatched
     # False in delegated mode: /me/chats is the signed-in person's, so nothing is walked or taken from it;
     # the watched list, the members snapshot and the chats the tools register are kept as ever.
     walks: bool = True
@@ -100,7 +107,6 @@ class Discovery:
     _walk_progress: WalkProgress = field(default_factory=WalkProgress)
     _next_sync: float = field(default=float("-inf"))
     _renewed_at: float = field(default=float("-inf"))
-    _cycled: bool = False  # a first cycle ran (the one at the replica's start)
 
     @property
     def interval_s(self) -> float:
@@ -128,13 +134,13 @@ class Discovery:
             # Taken over while running: the former holder walked at most an interval and a lease ttl
             # ago, so this tenure's first step waits an interval (a step at once doubled the fleet's
             # discovery cost for that interval). At the replica's start it walks at once, as ever.
-            progress.next_step = now + self.interval if self._cycled else now
+            progress.next_step = now + self.interval if progress.after_start else now
         if self.lease.held() and now >= progress.next_step:
             progress.next_step = now + self.interval
             await self._walk()
         if sync:
             await self._flush_dirty()
-        self._cycled = True
+        progress.after_start = True
 
     async def register_chat(self, chat_id: str) -> WatchOutcome:
         """A chat created by a tool: watched at once, its members learnt here and shared with the fleet."""
@@ -203,7 +209,10 @@ class Discovery:
         for chat_id, members in read.items():
             self.gate.refresh_chat(chat_id, members)
         known = self.watched.chats
-        new = [chat.id for chat in chats if chat.id not in known]
+        found = [chat for chat in chats if chat.id not in known]
+        # Before the list: a replica that finds a chat watched finds its cursor too.
+        await self.first_watch.start(found)
+        new = [chat.id for chat in found]
         outcome = await self.watched.add(new)
         if new:
             log.info("discovered chats", extra={"new": len(new), "outcome": outcome.value})

@@ -418,6 +418,43 @@ async def test_a_baseline_is_written_only_for_an_absent_cursor(
     assert claim.ids == ids(4, 4)
 
 
+# --- a chat's first watch (a fleet role, no host needed) ---
+
+
+async def test_a_first_watch_writes_only_an_absent_cursor_and_claims_start_after_it(
+    store: MemoryBackend, clock: FakeClock
+) -> None:
+    recording = RecordingBackend(store)
+    role = ChatLedger[Candidate](recording, clock=clock, metrics=LedgerMetrics())
+    first = await role.start_watched_chat(CHAT, message(3), surface_newest=False)
+    assert first.outcome is UpdateOutcome.WRITTEN
+    assert [(w.key, w.if_absent) for w in recording.writes] == [(KEY, True)]
+    again = await role.start_watched_chat(CHAT, message(5), surface_newest=True)
+    assert again.outcome is UpdateOutcome.ALREADY  # a second watch never moves the watermark
+    reader = ChatLedger[Candidate](store, clock=clock, metrics=LedgerMetrics())
+    assert (await reader.claim(CHAT, messages(1, 5))).ids == ids(4, 5)
+
+
+async def test_a_first_watch_never_moves_a_cursor_a_reader_already_claimed_in(
+    store: MemoryBackend,
+) -> None:
+    reader = ChatLedger[Candidate](store, metrics=LedgerMetrics())
+    await reader.claim(CHAT, messages(1, 2))
+    role = ChatLedger[Candidate](store, metrics=LedgerMetrics())
+    assert (await role.start_watched_chat(CHAT, message(4), surface_newest=False)).outcome is (
+        UpdateOutcome.ALREADY
+    )
+    assert (await reader.claim(CHAT, messages(1, 4))).ids == ids(3, 4)
+
+
+async def test_a_first_watch_over_a_corrupt_cursor_writes_nothing(store: MemoryBackend) -> None:
+    await store.write_text(KEY, "<html>502</html>")
+    role = ChatLedger[Candidate](store, metrics=LedgerMetrics())
+    update = await role.start_watched_chat(CHAT, message(4), surface_newest=False)
+    assert update.outcome is UpdateOutcome.UNRESOLVED
+    assert await store.read_text(KEY) == "<html>502</html>"  # fails closed: left for a repair
+
+
 # --- a chat made by create_chat ---
 
 

@@ -18,8 +18,10 @@ from service.ledger.claims.chat_cursor import (
     apply_claim,
     baseline_cursor,
     chat_of_cursor_key,
+    created_chat_cursor,
     cursor_key,
     decide_claim,
+    first_watch_cursor,
     merge,
     parse_chat_cursor,
     render_chat_cursor,
@@ -62,6 +64,7 @@ def cursors(draw: st.DrawFn) -> ChatCursor:
             indexed(last - last % 3 + k).id for k in draw(st.lists(st.integers(0, 2), max_size=3))
         ),
         claims=tuple(draw(st.lists(marks, max_size=40))),
+        any_age_id=draw(st.one_of(st.none(), indices.map(lambda i: indexed(i).id))),
         extra=draw(extras),
     )
 
@@ -121,6 +124,7 @@ def test_written_cursor_keeps_the_single_host_fields_and_unknown_ones() -> None:
         json.dumps({"last_ts": None, "seen_ids_tail": [], "claims": [{"token": "t"}]}),
         json.dumps({"last_ts": None, "seen_ids_tail": [], "last_ts_ids": "1"}),
         json.dumps({"last_ts": None, "seen_ids_tail": [], "last_ts_ids": ["1"]}),
+        json.dumps({"last_ts": None, "seen_ids_tail": [], "any_age_id": 5}),
     ],
 )
 def test_wrong_shaped_cursor_is_corrupt(text: str) -> None:
@@ -273,6 +277,39 @@ def test_baseline_marks_every_seen_message_without_a_claim_mark() -> None:
     cursor = baseline_cursor(messages(1, 3), now=T0)
     assert cursor.bootstrapped and cursor.claims == ()
     assert decide_claim(cursor, messages(1, 4)).claimable == (message(4),)
+
+
+def test_a_first_watch_makes_history_behind_and_later_messages_new() -> None:
+    cursor = first_watch_cursor(message(3), now=T0, surface_newest=False)
+    assert cursor.bootstrapped and cursor.claims == () and cursor.any_age_id is None
+    decision = decide_claim(cursor, messages(1, 5))
+    assert decision.claimable == (message(4), message(5)) and decision.recorded == (message(3).id,)
+    assert decision.behind == (message(1).id, message(2).id)
+
+
+def test_a_first_watch_of_a_fresh_newest_leaves_it_claimable_and_nothing_older() -> None:
+    cursor = first_watch_cursor(message(3), now=T0, surface_newest=True)
+    decision = decide_claim(cursor, messages(1, 4))
+    assert decision.claimable == (message(3), message(4))
+    assert decision.behind == (message(1).id, message(2).id)
+    assert cursor.any_age_id is None  # under the age bound, unlike create_chat's newest
+
+
+def test_a_first_watch_of_an_empty_chat_takes_its_first_message() -> None:
+    cursor = first_watch_cursor(None, now=T0, surface_newest=True)
+    assert cursor.last_ts is None and decide_claim(cursor, messages(1, 2)).claimable == (
+        message(1),
+        message(2),
+    )
+
+
+def test_create_chats_newest_is_named_for_the_age_bound_and_the_name_survives_claims() -> None:
+    cursor = created_chat_cursor(message(3), now=T0)
+    assert cursor.any_age_id == message(3).id
+    claimed = apply_claim(cursor, [message(3), message(4)], claim_id="c1", now=T0)
+    assert claimed.any_age_id == message(3).id
+    assert parse_chat_cursor(render_chat_cursor(claimed)).any_age_id == message(3).id
+    assert "any_age_id" not in json.loads(render_chat_cursor(baseline_cursor([], now=T0)))
 
 
 # --- the fleet race, on the pure core ---

@@ -7,6 +7,11 @@ sponsor has answered after another person's message: taking its view of the chat
 the fleet's watermark to the sponsor's reply, would leave the other person's message behind the
 watermark for every replica, claimed by nobody, never delivered. Two replicas' workers on one store,
 the emulator over HTTP.
+
+A reader's first sight is the fallback since a fleet role starts a chat's cursor at its first watch
+(service.workers.first_watch): it is what happens to a chat watched without a cursor (a container an
+earlier release watched chats in, or a first watch whose write failed) while the roles cannot list
+``/me/chats``. That is the setting here; the chats are read on change notifications.
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ import pytest
 from settings_env import ROOMY_BUDGET
 from worker_stack import RecordingTarget, WorkerStack, build_stack
 
+from emulator.faults import FaultRule
 from emulator.seed import build_seed
 from emulator.server import RunningEmulator, start_emulator
-from service.ledger.claims.chat_cursor import cursor_key
+from service.ledger.claims.chat_cursor import CURSOR_PREFIX, cursor_key
 from service.storage.local import LocalBackend
 from service.tools.sponsor_wait_target import SponsorWaitTarget
 
@@ -45,6 +51,10 @@ async def replicas(
     )
     await waiting.discovery.cycle()
     await pushing.discovery.cycle()
+    # Watched without cursors, and no role can list the chats to start them.
+    for key in await backend.list(CURSOR_PREFIX):
+        (tmp_path / "state" / key).unlink()
+    emulator.context.faults.add(FaultRule(status=400, route_pattern=r"/me/chats$"))
     yield waiting, pushing
     await waiting.aclose()
     await pushing.aclose()
@@ -61,6 +71,7 @@ async def test_a_first_sight_claim_never_moves_another_replicas_cursor_past_an_u
     waiting.hub.register(wait)
 
     hello = emulator.state.post_message(chat, sender_id=grace, content="hello").id
+    await waiting.notify(chat, hello)
     await waiting.chats.cycle()  # Grace's message is no wait's to take: nothing claimed
     assert await LocalBackend(tmp_path / "state").read_text(cursor_key(chat)) is None
 
@@ -74,12 +85,14 @@ async def test_a_first_sight_claim_never_moves_another_replicas_cursor_past_an_u
         chat, sender_id=grace, content="can you review the contract?"
     ).id
     answer = emulator.state.post_message(chat, sender_id=ada, content="ship it").id
+    await waiting.notify(chat, answer)
     await waiting.chats.cycle()
     await waiting.chats.cycle()
     handed = await wait.handed_over(timeout_s=10)
     assert [m.message_id for m in handed] == [answer]
 
     host.alive = True  # the push host is back: Grace's question is still the fleet's to deliver
+    await pushing.notify(chat, question)  # its own notification (one want per chat merges them)
     await pushing.chats.cycle()
     await pushing.chats.cycle()
     assert host.ids == [hello, question]

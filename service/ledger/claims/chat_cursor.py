@@ -8,7 +8,8 @@ three fields added (readers that do not know them ignore them)::
      "bootstrapped": true,
      "last_written_at": "2026-11-29T10:00:01Z",
      "last_ts_ids": ["1764410400123"],          # every recorded id whose time equals last_ts
-     "claims": [{"token": "9f…", "at": "…"}]}   # the last 32 claim ids, newest first
+     "claims": [{"token": "9f…", "at": "…"}],   # the last 32 claim ids, newest first
+     "any_age_id": "1764410400123"}             # only for a chat create_chat made (below)
 
 What counts as already claimed. A candidate ``(id, ts)`` is claimable when
 
@@ -50,6 +51,7 @@ from service.ledger.records.fields import (
     extra_fields,
     load_object,
     merge_extra,
+    optional_str,
     optional_timestamp,
     require_str,
     require_timestamp,
@@ -70,6 +72,7 @@ _KNOWN_FIELDS = (
     "last_written_at",
     "last_ts_ids",
     "claims",
+    "any_age_id",
 )
 _WHAT = "chat cursor"
 
@@ -155,6 +158,8 @@ class ChatCursor:
     last_written_at: datetime | None = None
     last_ts_ids: frozenset[str] = frozenset()
     claims: tuple[ClaimMark, ...] = ()  # newest first
+    # create_chat's newest message: the age bound on delivery spares it (``created_chat_cursor``).
+    any_age_id: str | None = None
     extra: ExtraFields = field(default=(), repr=False)
 
     def is_recorded(self, message_id: str) -> bool:
@@ -196,6 +201,7 @@ def parse_chat_cursor(text: str) -> ChatCursor:
         last_written_at=optional_timestamp(obj, "last_written_at", _WHAT),
         last_ts_ids=last_ts_ids,
         claims=_parse_claims(obj),
+        any_age_id=optional_str(obj, "any_age_id", _WHAT),
         extra=extra_fields(obj, _KNOWN_FIELDS),
     )
 
@@ -209,6 +215,8 @@ def render_chat_cursor(cursor: ChatCursor) -> str:
         "last_ts_ids": sorted(cursor.last_ts_ids, key=_ids_sort_key(cursor.last_ts_ids)),
         "claims": [{"token": m.token, "at": timestamp_text(m.at)} for m in cursor.claims],
     }
+    if cursor.any_age_id is not None:  # written only where it means something: one chat in many
+        obj["any_age_id"] = cursor.any_age_id
     return json.dumps(with_extra(obj, cursor.extra))
 
 
@@ -236,6 +244,7 @@ def merge(a: ChatCursor, b: ChatCursor) -> ChatCursor:
         last_written_at=later(a.last_written_at, b.last_written_at),
         last_ts_ids=at_last,
         claims=_newest_marks((*a.claims, *b.claims)),
+        any_age_id=max((i for i in (a.any_age_id, b.any_age_id) if i is not None), default=None),
         extra=merge_extra(a.extra, b.extra),
     )
 
@@ -343,12 +352,29 @@ def created_chat_cursor(newest: Candidate | None, *, now: datetime) -> ChatCurso
     replicas and the single-host system included; a flag they ignored would let them replay history
     or drop the message): the watermark sits just before the newest message, which is left out of the
     tail. By ``decide_claim`` the newest is then claimable, every older message is behind, and every
-    later one is new. An empty chat gets no watermark, so its first message is new.
+    later one is new. An empty chat gets no watermark, so its first message is new. ``any_age_id``
+    names the newest, so the age bound on delivery (which replicas of this version apply when they
+    read a chat) spares it; replicas that do not know the field keep it and surface it anyway.
     """
     return ChatCursor(
         last_ts=newest.ts - JUST_BEFORE if newest is not None else None,
         bootstrapped=True,
         last_written_at=as_utc(now),
+        any_age_id=newest.id if newest is not None else None,
+    )
+
+
+def first_watch_cursor(
+    newest: Candidate | None, *, now: datetime, surface_newest: bool
+) -> ChatCursor:
+    """A chat the fleet starts watching, host or no host: what it held up to its newest message is
+    history, never delivered; everything after is new. ``surface_newest`` (a fresh newest message)
+    leaves that one claimable too, as ``created_chat_cursor`` does, but under the age bound. ``newest``
+    None: the chat is known to be empty, so its first message is new."""
+    if newest is None or not surface_newest:
+        return baseline_cursor([newest] if newest is not None else [], now=now)
+    return ChatCursor(
+        last_ts=newest.ts - JUST_BEFORE, bootstrapped=True, last_written_at=as_utc(now)
     )
 
 

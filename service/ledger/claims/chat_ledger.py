@@ -1,5 +1,7 @@
 """The per-replica face of the chat ledger (``ChatLedger``), and the cursors a chat gets without a
-claim: the baseline of a first sight that delivers nothing, and the start of a chat ``create_chat`` made.
+claim: the start a fleet role gives a chat it first watches, the baseline of a reader's first sight
+that delivers nothing, and the start of a chat ``create_chat`` made. Each is created only where no
+cursor exists (if_absent), so none of them ever moves a watermark some replica already wrote.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from service.ledger.claims.chat_cursor import (
     chat_of_cursor_key,
     created_chat_cursor,
     cursor_key,
+    first_watch_cursor,
     parse_chat_cursor,
     render_chat_cursor,
 )
@@ -69,6 +72,21 @@ async def start_created_chat_cursor(
     fleet's cursor, as it would on this replica alone.
     """
     return await _create_cursor(backend, chat_id, created_chat_cursor(newest, now=clock()), metrics)
+
+
+async def start_watched_chat_cursor(
+    backend: MemoryBackend,
+    chat_id: str,
+    newest: Candidate | None,
+    *,
+    surface_newest: bool,
+    clock: Clock = utc_now,
+    metrics: LedgerMetrics,
+) -> Update[ChatCursor]:
+    """A chat's first watch (``first_watch_cursor``), with no host needed: what is written in the chat
+    from now on waits in Graph, unclaimed, for the first replica that has a host."""
+    cursor = first_watch_cursor(newest, now=clock(), surface_newest=surface_newest)
+    return await _create_cursor(backend, chat_id, cursor, metrics)
 
 
 async def _create_cursor(
@@ -164,4 +182,16 @@ class ChatLedger(Generic[M]):
     ) -> Update[ChatCursor]:
         return await start_created_chat_cursor(
             self._backend, chat_id, newest, clock=self._clock, metrics=self._metrics
+        )
+
+    async def start_watched_chat(
+        self, chat_id: str, newest: Candidate | None, *, surface_newest: bool
+    ) -> Update[ChatCursor]:
+        return await start_watched_chat_cursor(
+            self._backend,
+            chat_id,
+            newest,
+            surface_newest=surface_newest,
+            clock=self._clock,
+            metrics=self._metrics,
         )
