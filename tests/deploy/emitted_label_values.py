@@ -15,7 +15,7 @@ from enum import Enum
 from pathlib import Path
 from types import ModuleType
 
-from service.delivery import host_keeper, hub
+from service.delivery import handover, host_keeper, host_stats, targets
 from service.ledger.claims import chat_claim_types, chat_claims, email_claims
 from service.ledger.summary import production as summary_production
 from service.mcp import sessions
@@ -97,11 +97,11 @@ def emitted_label_values() -> dict[tuple[str, str], frozenset[str]]:
             email_claims.EmailCycleOutcome,
             summary_production.SummaryOutcome,
         ),
-        ("entrabot_deliveries", "outcome"): enum_values(hub.DispatchOutcome)
-        | literal_values(hub, "outcome")
-        | literal_values(host_keeper, "outcome"),
+        ("entrabot_deliveries", "outcome"): enum_values(targets.DispatchOutcome)
+        | literal_values(handover, "outcome")
+        | literal_values(host_stats, "outcome"),
         ("entrabot_pending_deliveries", "age"): literal_values(host_keeper, "age")
-        | _bucket_names(host_keeper),
+        | _bucket_names(host_stats),
         ("entrabot_mcp_hosts", "kind"): enum_values(sessions.HostKind),
         # blob._OUTCOMES maps storage errors to their labels; outcome_label falls back to "error".
         ("entrabot_blob_operations", "outcome"): frozenset(label for _, label in blob._OUTCOMES)
@@ -113,7 +113,7 @@ def emitted_label_values() -> dict[tuple[str, str], frozenset[str]]:
 # Which modules set each family's labels: the table above reads them, and a new one must join it.
 LABEL_SOURCES = {
     "claims": (chat_claims, email_claims, summary_production),
-    "deliveries": (hub, host_keeper),
+    "deliveries": (handover, host_stats),
     "pending_deliveries": (host_keeper,),
     "blob_operations": (blob,),
     "hosts": (sessions,),
