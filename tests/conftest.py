@@ -33,6 +33,19 @@ def container_name() -> str:
     return "t" + uuid.uuid4().hex[:20]
 
 
+@pytest.fixture
+async def missing_container(azurite: Azurite, container_name: str) -> AsyncIterator[str]:
+    """A container name nobody created; deleted after the test if the test created it."""
+    yield container_name
+    async with ContainerClient.from_connection_string(
+        azurite.connection_string, container_name
+    ) as created:
+        try:
+            await created.delete_container()
+        except ResourceNotFoundError:
+            pass
+
+
 async def _empty_container(azurite: Azurite, name: str) -> BlobBackend:
     backend = BlobBackend.from_connection_string(
         azurite.connection_string, name, metrics=StorageMetrics()

@@ -78,6 +78,19 @@ def settings_or_exit(**overrides: object) -> Settings:
         raise ConfigurationError(settings_fix(str(exc))) from exc
 
 
+def local_fleet_checked(replicas: int) -> None:
+    """What a command starting a local fleet (``demo``, ``up``) checks before anything starts: a
+    replica count, and the ENTRABOT_AZURITE* settings, each refused in one line."""
+    from service.devstack.dev_environment import DevstackSettingsError, load_devstack_settings
+
+    if replicas < 1:
+        raise ConfigurationError("--replicas must be at least 1; pass --replicas 1 or more")
+    try:
+        load_devstack_settings()
+    except DevstackSettingsError as exc:
+        raise ConfigurationError(settings_fix(str(exc))) from None
+
+
 def settings_fix(problem: str) -> str:
     """``problem`` with what to do about it. A rule between settings already says which to change
     ("… must be at most …; set …"); a single value's message says only what is wrong with it."""

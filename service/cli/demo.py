@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from service.cli.common import Command, ConfigurationError, settings_fix
+from service.cli.common import Command, local_fleet_checked
 
 
 def configure_demo(parser: argparse.ArgumentParser) -> None:
@@ -23,14 +23,8 @@ def configure_demo(parser: argparse.ArgumentParser) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     from service.devstack.demo import DemoOptions, run_demo as demo
-    from service.devstack.dev_environment import DevstackSettingsError, load_devstack_settings
 
-    if args.replicas < 1:
-        raise ConfigurationError("--replicas must be at least 1")
-    try:
-        load_devstack_settings()  # before anything starts: a bad ENTRABOT_AZURITE* is one line
-    except DevstackSettingsError as exc:
-        raise ConfigurationError(settings_fix(str(exc))) from None
+    local_fleet_checked(args.replicas)
     return asyncio.run(demo(DemoOptions(replicas=args.replicas, duration_s=args.duration)))
 
 

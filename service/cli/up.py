@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from service.cli.common import Command, CommandFailed, ConfigurationError, settings_fix
+from service.cli.common import Command, CommandFailed, local_fleet_checked
 
 
 def configure_up(parser: argparse.ArgumentParser) -> None:
@@ -27,14 +27,7 @@ def run_up(args: argparse.Namespace) -> int:
     from service.devstack.local_state import default_state_dir
     from service.devstack.local_up import FleetAlreadyRunning, UpOptions, run_up as up
 
-    from service.devstack.dev_environment import DevstackSettingsError, load_devstack_settings
-
-    if args.replicas < 1:
-        raise ConfigurationError("--replicas must be at least 1; pass --replicas 1 or more")
-    try:
-        load_devstack_settings()  # before anything starts: a bad ENTRABOT_AZURITE* is one line
-    except DevstackSettingsError as exc:
-        raise ConfigurationError(settings_fix(str(exc))) from None
+    local_fleet_checked(args.replicas)
     state_dir = (args.state_dir or default_state_dir()).absolute()
     try:
         return up(UpOptions(replicas=args.replicas, state_dir=state_dir))

@@ -6,12 +6,10 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from azure.core.exceptions import ResourceNotFoundError
-from azure.storage.blob.aio import ContainerClient
 
 from emulator.seed import DEFAULT_DELEGATED_SCOPES, SPONSOR_READ_ROLES, Seed, build_seed
 from emulator.server import RunningEmulator, start_emulator
@@ -381,19 +379,6 @@ def test_a_graph_url_where_nothing_listens_is_one_line_naming_it_and_the_graph_c
     assert found["identity hop 3 (agent user, Graph)"] == "ok"  # Entra is elsewhere and answers
     assert found["storage read/write/CAS"] == "ok"
     assert result.stderr == ""
-
-
-@pytest.fixture
-async def missing_container(azurite: Azurite, container_name: str) -> AsyncIterator[str]:
-    """A container name nobody created; deleted after the test if the test created it."""
-    yield container_name
-    async with ContainerClient.from_connection_string(
-        azurite.connection_string, container_name
-    ) as created:
-        try:
-            await created.delete_container()
-        except ResourceNotFoundError:
-            pass
 
 
 def test_a_missing_container_is_refused_naming_the_flag_and_created_with_it(

@@ -21,9 +21,10 @@ from mcp_types import Implementation
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
+from tests.service.test_sponsor_wait_takes_one_end_to_end import one_replica
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
-from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
+from service.devstack.fleet import DEV_TOKEN, ReplicaProcess
 from service.devstack.traffic import HumanTraffic
 from tests.mcp.server_fixture import eventually
 
@@ -44,18 +45,8 @@ def emulator() -> Iterator[RunningEmulator]:
 def replica(
     azurite: Azurite, emulator: RunningEmulator, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ReplicaProcess]:
-    fleet = LocalFleet(
-        emulator.seed,
-        tmp_path_factory.mktemp("hosts"),
-        replicas=1,
-        azurite=azurite,
-        emulator=emulator,
-        extra_env={"ENTRABOT_CHAT_POLL_INTERVAL_S": "1", "ENTRABOT_CHAT_POLL_JITTER_S": "0"},
-    )
-    fleet.start()
-    [member] = fleet.members
-    yield member
-    member.terminate()
+    with one_replica(azurite, emulator, tmp_path_factory.mktemp("hosts")) as fleet:
+        yield fleet.members[0]
 
 
 async def until(check: Callable[[], Any], what: str) -> None:

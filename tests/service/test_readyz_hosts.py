@@ -24,9 +24,10 @@ import yaml
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
+from tests.service.test_sponsor_wait_takes_one_end_to_end import one_replica
 from service.bridge.config import HOST_ID_ENV
 from service.devstack.azurite import Azurite
-from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
+from service.devstack.fleet import DEV_TOKEN, ReplicaProcess
 from service.devstack.traffic import HumanTraffic
 from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 from tests.bridge.bridge_host import bridge_parameters
@@ -63,18 +64,8 @@ def emulator() -> Iterator[RunningEmulator]:
 def replica(
     azurite: Azurite, emulator: RunningEmulator, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ReplicaProcess]:
-    fleet = LocalFleet(
-        emulator.seed,
-        tmp_path_factory.mktemp("readyz-hosts"),
-        replicas=1,
-        azurite=azurite,
-        emulator=emulator,
-        extra_env={"ENTRABOT_CHAT_POLL_INTERVAL_S": "1", "ENTRABOT_CHAT_POLL_JITTER_S": "0"},
-    )
-    fleet.start()
-    [member] = fleet.members
-    yield member
-    member.terminate()
+    with one_replica(azurite, emulator, tmp_path_factory.mktemp("readyz-hosts")) as fleet:
+        yield fleet.members[0]
 
 
 async def readyz(replica: ReplicaProcess) -> dict[str, Any]:

@@ -8,13 +8,11 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from azure.core.exceptions import ResourceNotFoundError
-from azure.storage.blob.aio import ContainerClient
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
@@ -368,19 +366,6 @@ def test_a_graph_answering_5xx_at_start_gets_a_short_retry_then_one_line_naming_
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("entrabot-fleet: the replica did not start: GraphServerError")
     assert f"ENTRABOT_GRAPH_URL ({emulator.base_url}/v1.0)" in last
-
-
-@pytest.fixture
-async def missing_container(azurite: Azurite, container_name: str) -> AsyncIterator[str]:
-    """A container name nobody created; deleted after the test if the test created it."""
-    yield container_name
-    async with ContainerClient.from_connection_string(
-        azurite.connection_string, container_name
-    ) as created:
-        try:
-            await created.delete_container()
-        except ResourceNotFoundError:
-            pass
 
 
 def blob_env(azurite: Azurite, container: str) -> dict[str, str]:
