@@ -142,6 +142,10 @@ class Settings(BaseSettings):
     port: int = Field(default=8080, ge=1, le=65535)
     replica_id: str | None = None
     mcp_static_tokens: SecretStr | None = None  # comma-separated bearer tokens for local runs
+    # The host each static token speaks for, by position, and each Entra principal's (``<object
+    # id>=<name>``): a host's delivery record is its own (service.mcp.host_identity, docs/hosts.md).
+    mcp_token_hosts: str = ""
+    mcp_principal_hosts: str = ""
     mcp_jwt_audience: str | None = None
     # Authorization for Entra tokens (docs/entra-app-registration.md), comma-separated. A token must
     # carry one of these app roles (``roles``) or delegated scopes (``scp``), and, when the allow-list
@@ -182,6 +186,11 @@ class Settings(BaseSettings):
     # or another replica claimed for it, reaches it within this. At most 60 s (host_keeper.REFRESH_S):
     # a hold is renewed at a refresh, and held for HOLD_STALE_S on that rhythm.
     delivery_refresh_s: float = Field(default=60.0, ge=1.0, le=60.0)
+    # The inbox of hosts without pushes (receive_messages, docs/hosts.md): a host that called it within
+    # the retention window is a delivery target on every replica; a call waits at most max_wait_s,
+    # under the 60 s tool timeout of Codex and Copilot CLI.
+    inbox_retention_s: float = Field(default=3600.0, ge=60.0, le=7 * 86400.0)
+    inbox_max_wait_s: float = Field(default=50.0, ge=0.0, le=300.0)
     sponsor_wait_backlog_items: int = Field(default=10, ge=1, le=100)
     sponsor_wait_backlog_chars: int = Field(default=24_000, ge=16_000, le=200_000)
     # Tool-use approvals asked of the sponsor in Teams for hosts behind the channel bridge; a verdict

@@ -197,6 +197,8 @@ class Replica:
         sup.add("daily_summary", _discard(wired.summary.run_if_due), interval_s=SUMMARY_INTERVAL_S)
         keeper = self.served.delivery.keeper
         sup.add("host_deliveries", keeper.cycle, interval_s=KEEPER_TICK_S)
+        inbox = self.served.delivery.inbox
+        sup.add("inbox_hosts", inbox.cycle, interval_s=min(inbox.scan_s, KEEPER_TICK_S * 5))
         ttl = timedelta(seconds=s.delivery_sweep_lease_ttl_s)
         lease = Lease(
             self.backend,

@@ -79,6 +79,7 @@ def build_replica(
         http_client=http,
         instructions=FLEET_INSTRUCTIONS,
         keeper=delivery.keeper,
+        inbox=delivery.inbox,
     )
     return Replica(
         settings=settings,

@@ -20,6 +20,7 @@ from service.delivery.claim_lookup import ClaimLookup
 from service.delivery.fault_points import FaultPoints
 from service.delivery.host_keeper import HostKeeper
 from service.delivery.host_records import HostRecords
+from service.delivery.inbox import Inbox
 from service.from_settings.tools import tool_options
 from service.delivery.claim_intents import ClaimIntents
 from service.delivery.hub import DeliveryHub
@@ -75,6 +76,7 @@ class DeliveryHalf:
     records: HostRecords
     intents: ClaimIntents
     keeper: HostKeeper
+    inbox: Inbox
     reactions: AckReactions | None
     background: Background
 
@@ -114,7 +116,19 @@ def wire_delivery(
         acknowledged_here=reactions.offer if reactions is not None else None,
         refresh_s=settings.delivery_refresh_s,
     )
-    return DeliveryHalf(hub, records, intents, keeper, reactions, background)
+    inbox = Inbox(
+        records,
+        ClaimLookup(backend),
+        hub,
+        replica_id,
+        metrics=metrics.delivery,
+        in_flight=intents.in_flight,
+        acknowledged_here=reactions.offer if reactions is not None else None,
+        clock=clock,
+        retention_s=settings.inbox_retention_s,
+        max_wait_s=settings.inbox_max_wait_s,
+    )
+    return DeliveryHalf(hub, records, intents, keeper, inbox, reactions, background)
 
 
 @dataclass(frozen=True)
@@ -155,7 +169,7 @@ async def wire_workers(
     sponsor is recognised); ``corrupt_cursors`` makes chats stalled by a corrupt cursor visible;
     ``notifications_flowing`` tells the scanner that Graph's change notifications are live, so it relaxes.
     ``delivery`` (``wire_delivery``) takes what is claimed, and its intents write what acknowledging
-    hosts are owed into their records before each claim.
+    hosts are owed into their records before each claim; the tools read the inbox hosts' from it.
 
     Delegated mode (``agent.posts_as_person``) differs in four places: the signed-in person is the only
     sponsor (there is no agent identity to list sponsors of); ``/me/chats`` is the person's, so neither
@@ -311,6 +325,7 @@ async def wire_workers(
         graph=graph,
         agent=agent,
         hub=hub,
+        inbox=delivery.inbox,
         watched=watched,
         loops=NewChatLoops(chat_poller, discovery),
         gate=gate,

@@ -74,6 +74,10 @@ class PendingDelivery(BaseModel):
     moving_to: str | None = (
         None  # the sweep chose another host for it: owed there, never pushed from here
     )
+    # Numbered in the record as entries arrive (``HostRecord.next_seq``): an inbox host's cursor names
+    # the entries a call returned by these, so it stays a few characters long (service.delivery.inbox_rules).
+    # 0: an entry written before entries were numbered.
+    seq: int = 0
 
     @property
     def movable(self) -> bool:
@@ -94,6 +98,9 @@ class HeldBy(BaseModel):
     session: str
     at: datetime
     active: bool = True
+    # How long the hold counts from ``at`` when not the keeper's renewal bound: an inbox host's calls
+    # hold it for the retention window (SPEC §11), since between two calls no replica serves it.
+    keep_s: float | None = None
 
 
 class HostRecord(BaseModel):
@@ -103,6 +110,12 @@ class HostRecord(BaseModel):
     pending: tuple[PendingDelivery, ...] = ()
     acked: tuple[MessageKey, ...] = ()
     moved: tuple[MessageKey, ...] = ()
+    next_seq: int = 1
+    # Set at an inbox host's first call: its cursors carry it, so one host's cursor acknowledges nothing
+    # in another's record.
+    tag: str = ""
+    # Entries moved to another host since the inbox host last heard of it: its next call reports the gap.
+    moved_untold: int = 0
 
     def entry(self, key: tuple[str, str]) -> PendingDelivery | None:
         return next((e for e in self.pending if e.key == key), None)
@@ -119,6 +132,8 @@ class HostRecord(BaseModel):
         ``stale_after``). A host never held is unseen since its oldest entry."""
         holder = self.held_by
         if holder is not None and holder.active:
+            if holder.keep_s is not None:
+                stale_after = timedelta(seconds=holder.keep_s)
             return None if now - holder.at < stale_after else holder.at
         if holder is not None:
             return holder.at
@@ -145,6 +160,17 @@ def empty_record(host_id: str) -> HostRecord:
 # --- the changes, each pure: the record read → the record to write ---
 
 
+def _appended(
+    record: HostRecord, kept: Sequence[PendingDelivery], added: Sequence[PendingDelivery]
+) -> HostRecord:
+    """``kept`` then ``added``, each added entry numbered next in the record."""
+    first = record.next_seq
+    numbered = [e.model_copy(update={"seq": first + i}) for i, e in enumerate(added)]
+    return record.model_copy(
+        update={"pending": (*kept, *numbered), "next_seq": first + len(numbered)}
+    )
+
+
 def with_intents(
     record: HostRecord,
     claim: str,
@@ -168,7 +194,7 @@ def with_intents(
         for m in messages
         if m.key not in settled
     ]
-    return record.model_copy(update={"pending": (*kept, *added)})
+    return _appended(record, kept, added)
 
 
 def owed_after_claim(
@@ -182,7 +208,7 @@ def owed_after_claim(
         for m in messages
         if m.key not in have
     ]
-    return record.model_copy(update={"pending": (*record.pending, *added)})
+    return _appended(record, record.pending, added)
 
 
 def without_claim(record: HostRecord, claim: str) -> HostRecord:
@@ -236,10 +262,12 @@ def moving(record: HostRecord, keys: Iterable[tuple[str, str]], to_host: str) ->
 def moved_out(record: HostRecord, keys: Iterable[tuple[str, str]]) -> HostRecord:
     moved = [MessageKey(*k) for k in keys]
     done = set(moved)
+    taken = sum(1 for e in record.pending if e.key in done)
     return record.model_copy(
         update={
             "pending": tuple(e for e in record.pending if e.key not in done),
             "moved": tuple(dict.fromkeys((*record.moved, *moved)))[-MOVED_KEPT:],
+            "moved_untold": record.moved_untold + taken,
         }
     )
 
@@ -260,7 +288,7 @@ def moved_in(
         for e in entries
         if e.key not in have
     ]
-    return record.model_copy(update={"pending": (*record.pending, *added)})
+    return _appended(record, record.pending, added)
 
 
 def held(record: HostRecord, holder: HeldBy | None) -> HostRecord:

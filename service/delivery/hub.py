@@ -142,7 +142,7 @@ class DeliveryHub:
         """Whether any live target could take some message from ``source``: workers poll only then."""
         if self._closed:
             return False
-        return any(t.kind is TargetKind.PUSH or source is Source.CHAT for t in self.live_targets())
+        return any(not t.kind.bounded or source is Source.CHAT for t in self.live_targets())
 
     def needs_allotment(self, messages: Iterable[InboundMessage]) -> bool:
         """Whether some of these messages would be taken only by a bounded target (a sponsor wait,

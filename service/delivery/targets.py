@@ -16,6 +16,7 @@ from service.domain.message import InboundMessage
 
 class TargetKind(str, Enum):
     PUSH = "push"  # an MCP session with an open push stream
+    INBOX = "inbox"  # a host that calls receive_messages: what is claimed waits in its record
     SPONSOR_WAIT = "sponsor_wait"  # a pending wait of a non-push host
     PERMISSION = "permission"  # a pending permission request: takes its sponsor's verdict only
 
@@ -23,8 +24,8 @@ class TargetKind(str, Enum):
     def bounded(self) -> bool:
         """Whether a target of this kind takes only what fits one hand-over (a sponsor wait's one tool
         result, a permission request's one verdict): the hub then allots it its messages before they
-        are claimed (``DeliveryTarget.room_for``). A push session takes any number."""
-        return self is not TargetKind.PUSH
+        are claimed (``DeliveryTarget.room_for``). A push session or an inbox takes any number."""
+        return self not in (TargetKind.PUSH, TargetKind.INBOX)
 
 
 class Handover(str, Enum):

@@ -14,7 +14,9 @@ import httpx
 from service.config import Settings
 from service.delivery.host_keeper import HostKeeper
 from service.delivery.hub import DeliveryHub
+from service.delivery.inbox import Inbox
 from service.mcp.access_policy import AccessPolicy
+from service.mcp.host_identity import HostNames, HostNamesError, parse_host_names
 from service.mcp.hosts import parse_push_hosts
 from service.mcp.options import McpAuthOptions, McpOptions
 from service.mcp.push_target import PushDelivery
@@ -36,6 +38,7 @@ def build_mcp(
     http_client: httpx.AsyncClient | None = None,
     instructions: str | None = None,
     keeper: HostKeeper | None = None,
+    inbox: Inbox | None = None,
 ) -> McpService:
     """The MCP server for one app instance. Raises ``AuthConfigError`` for half-set or unsafe auth
     settings."""
@@ -46,6 +49,7 @@ def build_mcp(
         tools=tools,
         http_client=http_client,
         instructions=instructions,
+        inbox=inbox,
     )
 
 
@@ -65,7 +69,19 @@ def mcp_options(settings: Settings) -> McpOptions:
         allowed_origins=_comma_list(settings.mcp_allowed_origins),
         push_hosts=parse_push_hosts(settings.push_hosts),
         session_idle_timeout_s=settings.mcp_session_idle_timeout_s,
+        host_names=host_names(settings),
     )
+
+
+def host_names(settings: Settings) -> HostNames:
+    try:
+        return parse_host_names(
+            settings.mcp_token_hosts,
+            settings.mcp_principal_hosts,
+            static_count=len(_static_tokens(settings)),
+        )
+    except HostNamesError as exc:
+        raise AuthConfigError(str(exc)) from None
 
 
 def entra_issuer(settings: Settings) -> str:
@@ -101,6 +117,7 @@ def check_auth_config(settings: Settings) -> None:
             "ENTRABOT_MCP_STATIC_TOKENS is set but holds no token; give one or more comma-separated "
             "tokens, or unset it"
         )
+    host_names(settings)
     if not auth_configured(settings) and not _is_loopback(settings.host):
         raise AuthConfigError(
             f"ENTRABOT_HOST is {settings.host!r}, which is not a loopback address, and /mcp has no "

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from service.mcp.access_policy import AccessPolicy
+from service.mcp.host_identity import HostNames
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,3 +36,4 @@ class McpOptions:
     allowed_origins: tuple[str, ...]
     push_hosts: tuple[str, ...]  # clientInfo names that take channel pushes (hosts)
     session_idle_timeout_s: float
+    host_names: HostNames = HostNames()  # which host a credential speaks for (host_identity)

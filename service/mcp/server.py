@@ -41,7 +41,8 @@ from starlette.types import ASGIApp
 from service import __version__
 from service.mcp.bearer import MCP_PATH, BearerAuth, protected_resource_routes
 from service.mcp.caller_line import RESUME_GRACE_S, CallerLine
-from service.mcp.acknowledging import ACK_METHOD, HOST_ID_HEADER, DeliveredParams, valid_host_id
+from service.delivery.inbox import Inbox
+from service.mcp.acknowledging import ACK_METHOD, HOST_ID_HEADER, DeliveredParams
 from service.mcp.event_store import InMemoryEventStore
 from service.mcp.options import McpOptions
 from service.mcp.push_target import PushDelivery
@@ -55,7 +56,7 @@ from service.mcp.sdk_adapter import (
     call_when_session_ends,
     session_id_of,
 )
-from service.mcp.sessions import SessionRegistry, SessionTrafficObserver
+from service.mcp.sessions import SessionRegistry, SessionState, SessionTrafficObserver
 from service.mcp.tool_registry import SessionChannel, ToolCall, ToolRegistry, time_budget_of
 from service.mcp.transport_security import HostOriginGuard, transport_security_settings
 from service.mcp.verifiers import build_verifier
@@ -80,6 +81,7 @@ class McpService:
         http_client: httpx.AsyncClient | None = None,
         instructions: str | None = None,
         caller_grace_s: float = RESUME_GRACE_S,
+        inbox: Inbox | None = None,
     ) -> None:
         self.options = options
         self.caller_grace_s = (
@@ -87,6 +89,7 @@ class McpService:
         )
         self.hub = pushes.hub
         self.keeper = pushes.keeper
+        self.inbox = inbox
         self.tools = tools if tools is not None else ToolRegistry()
         self.event_stores = InMemoryEventStore()
         self.sessions = SessionRegistry(
@@ -167,9 +170,9 @@ class McpService:
             return
         # The handshake succeeded, so its params are valid; the SDK records them only after this hook.
         params = InitializeRequestParams.model_validate(ctx.params or {}, by_name=False)
-        headers = getattr(ctx.request, "headers", None)
-        given = headers.get(HOST_ID_HEADER) if headers is not None else None
-        host_id = valid_host_id(given)
+        given = _header(ctx, HOST_ID_HEADER)
+        # A push session acknowledges only when it named itself, within what its credential owns.
+        host_id = self._host_of(ctx) if given is not None else None
         if given is not None and host_id is None:
             log.warning(
                 "a host named itself with an id that is not one; its session does not acknowledge",
@@ -244,7 +247,13 @@ class McpService:
                 is_open=partial(self.sessions.is_streaming, session_id),
             )
         state = self.sessions.get(session_id) if session_id is not None else None
-        host_id = state.host_id if state is not None else None
+        pushed_to = state.host_id if state is not None else None
+        host_id = pushed_to or self._host_of(ctx)
+        owe = None
+        if pushed_to is not None and self.keeper is not None:
+            owe = partial(self.keeper.owe, pushed_to)
+        elif host_id is not None and self.inbox is not None:
+            owe = partial(self.inbox.owe, host_id)
         return ToolCall(
             session=state,
             hub=self.hub,
@@ -252,10 +261,42 @@ class McpService:
             channel=channel,
             time_budget_s=time_budget_s,
             caller=caller,
-            owe=partial(self.keeper.owe, host_id)
-            if host_id is not None and self.keeper is not None
-            else None,
+            owe=owe,
+            host_id=host_id,
+            host_about=_about(state, ctx),
         )
+
+    def _host_of(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        """The host this request speaks for, from its credentials and its host-id header."""
+        user = _scope(ctx).get("user")
+        token = getattr(user, "access_token", None)
+        return self.options.host_names.host_of(
+            getattr(token, "client_id", None),
+            getattr(token, "subject", None),
+            _header(ctx, HOST_ID_HEADER),
+        )
+
+
+def _scope(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+    scope = getattr(ctx.request, "scope", None)
+    return scope if isinstance(scope, dict) else {}
+
+
+def _header(ctx: ServerRequestContext[Any, Any], name: str) -> str | None:
+    headers = getattr(ctx.request, "headers", None)
+    value = headers.get(name) if headers is not None else None
+    return value if isinstance(value, str) else None
+
+
+def _about(state: SessionState | None, ctx: ServerRequestContext[Any, Any]) -> dict[str, str]:
+    """The client as it introduced itself: at initialize, or (no session) in the request's _meta."""
+    if state is not None:
+        return {
+            "name": state.client_name,
+            "version": state.client_version,
+            "protocol": state.protocol_version,
+        }
+    return {"protocol": _header(ctx, "mcp-protocol-version") or ""}
 
 
 # Host notifications the server routes to its tool registry (which may or may not handle them).

@@ -97,6 +97,11 @@ class ToolCall:
     # For a host that acknowledges: claimed messages it did not get written into its delivery record, so
     # they are pushed to it (HostKeeper.owe; False when certainly not written). None for any other host.
     owe: Callable[[Sequence[InboundMessage]], Awaitable[bool]] | None = None
+    # The host this call speaks for, from its credentials (service.mcp.host_identity): whose inbox it
+    # reads. None: a call not made over HTTP, or one naming a host id that is not one.
+    host_id: str | None = None
+    # The host as it introduced itself (client name and version, protocol era), for operators' eyes.
+    host_about: dict[str, str] | None = None
 
     @property
     def session_id(self) -> str | None:

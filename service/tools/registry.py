@@ -14,6 +14,7 @@ from service.tools.chats import ChatTools
 from service.tools.conversation import ConversationTools
 from service.tools.deps import ToolDeps
 from service.tools.images import ImageTools
+from service.tools.inbox import InboxTool
 from service.tools.interactions import InteractionTools
 from service.tools.mail import MailTools
 from service.tools.mail_out import MailOutTools
@@ -68,6 +69,7 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
         placeholders.update_placeholder,
         placeholders.resolve_placeholder,
         MailOutTools(deps).send_email,
+        InboxTool(deps.inbox).receive_messages,
     )
     for handler in handlers:
         registry.add(handler)

@@ -166,6 +166,18 @@ class DeliveryMetrics:
         self.sponsor_waits = Gauge(
             "entrabot_sponsor_waits", "Pending sponsor waits on this replica", registry=r
         )
+        self.inbox_calls = Counter(
+            "entrabot_inbox_calls",
+            "receive_messages calls answered here, by outcome: messages, empty (the wait ran out), "
+            "refused (a cursor not this host's), unavailable (its record could not be read)",
+            ["outcome"],
+            registry=r,
+        )
+        self.inbox_hosts = Gauge(
+            "entrabot_inbox_hosts",
+            "Inbox hosts this replica claims for (called receive_messages within the retention window)",
+            registry=r,
+        )
 
 
 class LoopMetrics:
