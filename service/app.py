@@ -160,7 +160,11 @@ def create_app(replica: Replica) -> FastAPI:
             # as the lease records say; not a problem for readiness either way.
             "leases": leases,
             # The hosts connected here: no token, session id or message body (service.mcp.host_view).
-            "hosts": hosts_view(replica.served.mcp.sessions, keeper.owed_by_age),
+            # Inbox hosts (receive_messages) are listed apart: between calls they have no session.
+            "hosts": {
+                **hosts_view(replica.served.mcp.sessions, keeper.owed_by_age),
+                "inbox": replica.served.delivery.inbox.status(),
+            },
             # Acknowledged delivery to the hosts this replica serves (docs/delivery.md).
             "deliveries": keeper.status(),
         }
