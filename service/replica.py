@@ -141,7 +141,7 @@ class Replica:
             wired.chat_poller,
             wired.discovery,
         )
-        register_tools(self.served.mcp.tools, wired.tool_deps)
+        register_tools(self.served.mcp.tools, wired.tool_deps, self.served.delivery.inbox)
         self.running.leases += [role.lease for role in wired.chat_poller.roles]
         self.running.leases.append(discovery.lease)
         sup = self.supervisor
@@ -198,7 +198,7 @@ class Replica:
         keeper = self.served.delivery.keeper
         sup.add("host_deliveries", keeper.cycle, interval_s=KEEPER_TICK_S)
         inbox = self.served.delivery.inbox
-        sup.add("inbox_hosts", inbox.cycle, interval_s=min(inbox.scan_s, KEEPER_TICK_S * 5))
+        sup.add("inbox_hosts", inbox.cycle, interval_s=min(inbox.timing.scan_s, KEEPER_TICK_S * 5))
         ttl = timedelta(seconds=s.delivery_sweep_lease_ttl_s)
         lease = Lease(
             self.backend,

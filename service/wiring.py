@@ -20,7 +20,7 @@ from service.delivery.claim_lookup import ClaimLookup
 from service.delivery.fault_points import FaultPoints
 from service.delivery.host_keeper import HostKeeper
 from service.delivery.host_records import HostRecords
-from service.delivery.inbox import Inbox
+from service.delivery.inbox import Inbox, InboxTiming
 from service.from_settings.tools import tool_options
 from service.delivery.claim_intents import ClaimIntents
 from service.delivery.hub import DeliveryHub
@@ -125,8 +125,9 @@ def wire_delivery(
         in_flight=intents.in_flight,
         acknowledged_here=reactions.offer if reactions is not None else None,
         clock=clock,
-        retention_s=settings.inbox_retention_s,
-        max_wait_s=settings.inbox_max_wait_s,
+        timing=InboxTiming(
+            retention_s=settings.inbox_retention_s, max_wait_s=settings.inbox_max_wait_s
+        ),
     )
     return DeliveryHalf(hub, records, intents, keeper, inbox, reactions, background)
 
@@ -325,7 +326,6 @@ async def wire_workers(
         graph=graph,
         agent=agent,
         hub=hub,
-        inbox=delivery.inbox,
         watched=watched,
         loops=NewChatLoops(chat_poller, discovery),
         gate=gate,

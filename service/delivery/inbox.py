@@ -73,6 +73,17 @@ class Received:
     waited_s: float
 
 
+@dataclass(frozen=True)
+class InboxTiming:
+    retention_s: float = RETENTION_S  # ENTRABOT_INBOX_RETENTION_S
+    max_wait_s: float = MAX_WAIT_S  # ENTRABOT_INBOX_MAX_WAIT_S
+    poll_s: float = POLL_S  # a waiting call's look at the record, for what another replica claimed
+    renew_s: float = RENEW_S  # a calling host's hold is written at most this often
+    busy_s: float = BUSY_S  # a hold younger than this: the host calls that replica now
+    scan_s: float = SCAN_S
+    batch_limit: int = BATCH_LIMIT
+
+
 @dataclass
 class Inbox:
     records: HostRecords
@@ -84,13 +95,7 @@ class Inbox:
     acknowledged_here: Callable[[list[PendingDelivery]], None] | None = None
     clock: Callable[[], datetime] = utc_now
     monotonic: Callable[[], float] = time.monotonic
-    retention_s: float = RETENTION_S
-    max_wait_s: float = MAX_WAIT_S
-    poll_s: float = POLL_S
-    renew_s: float = RENEW_S
-    busy_s: float = BUSY_S
-    scan_s: float = SCAN_S
-    batch_limit: int = BATCH_LIMIT
+    timing: InboxTiming = InboxTiming()
     _hosts: dict[str, InboxHost] = field(default_factory=dict)
     _next_scan: float = float("-inf")
 
@@ -106,7 +111,9 @@ class Inbox:
         async with host.lock:
             host.waiting += 1
             try:
-                return await self._receive(host, cursor, max(0.0, min(wait_s, self.max_wait_s)))
+                return await self._receive(
+                    host, cursor, max(0.0, min(wait_s, self.timing.max_wait_s))
+                )
             except CursorError:
                 self.metrics.inbox_calls.labels(outcome="refused").inc()
                 raise
@@ -124,12 +131,12 @@ class Inbox:
             host.wake.clear()  # before the look: a claim after it wakes the wait below
             record = self.records.cached(host.host_id) or record
             record = await self._settle(host, record)
-            entries, more = batch(record, self.batch_limit, host.landed)
+            entries, more = batch(record, self.timing.batch_limit, host.landed)
             left = deadline - self.monotonic()
             if entries or left <= 0:
                 break
             try:
-                await asyncio.wait_for(host.wake.wait(), min(left, self.poll_s))
+                await asyncio.wait_for(host.wake.wait(), min(left, self.timing.poll_s))
             except TimeoutError:
                 record = await self.records.read(host.host_id)  # another replica may have claimed
         self.metrics.inbox_calls.labels(outcome="messages" if entries else "empty").inc()
@@ -157,8 +164,8 @@ class Inbox:
         now = self.clock()
         call = Call(
             seqs,
-            inbox_hold(self.replica_id, now, self.retention_s),
-            timedelta(seconds=self.renew_s),
+            inbox_hold(self.replica_id, now, self.timing.retention_s),
+            timedelta(seconds=self.timing.renew_s),
             secrets.token_hex(3),
         )
         if not fresh and call.apply(record) == record:
@@ -184,7 +191,7 @@ class Inbox:
             self.lookup,
             in_flight=self.in_flight,
             now=self.clock(),
-            retry_s=self.poll_s,
+            retry_s=self.timing.poll_s,
             metrics=self.metrics,
         )
         if not (found.landed or found.failed):
@@ -228,7 +235,9 @@ class Inbox:
         if host.waiting:
             return True
         now = self.clock()
-        if record is not None and calling_elsewhere(record, self.replica_id, now, self.busy_s):
+        if record is not None and calling_elsewhere(
+            record, self.replica_id, now, self.timing.busy_s
+        ):
             return False
         return self.knows(host_id)
 
@@ -239,7 +248,7 @@ class Inbox:
             return False
         now = self.clock()
         if host.last_call is not None and now - host.last_call < timedelta(
-            seconds=self.retention_s
+            seconds=self.timing.retention_s
         ):
             return True
         return host.view is not None and is_inbox_host(host.view, now)
@@ -258,7 +267,7 @@ class Inbox:
         """Every ``scan_s``: the inbox hosts of the fleet, so this replica claims for them too."""
         if self.monotonic() < self._next_scan:
             return
-        self._next_scan = self.monotonic() + self.scan_s
+        self._next_scan = self.monotonic() + self.timing.scan_s
         now = self.clock()
         for host_id in await self.records.hosts():
             host = self._hosts.get(host_id)

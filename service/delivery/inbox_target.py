@@ -13,15 +13,12 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from service.clock import format_timestamp
 from service.delivery.host_record import HostRecord
 from service.delivery.targets import Handover, TargetKind
 from service.domain.message import InboundMessage, MessageKey
-
-if TYPE_CHECKING:
-    from service.delivery.inbox import Inbox
 
 # This replica's own claims for a host, remembered until a call returns them: a waiting call takes
 # such an entry at once, before anyone settled its intent from the cursor.
@@ -69,10 +66,20 @@ class InboxHost:
         }
 
 
+class InboxOwner(Protocol):
+    """What the target asks of the inbox (service.delivery.inbox.Inbox)."""
+
+    def takes_for(self, host_id: str) -> bool: ...
+
+    def knows(self, host_id: str) -> bool: ...
+
+    async def handed(self, host_id: str, message: InboundMessage) -> Handover: ...
+
+
 class InboxTarget:
     """The hub's view of one inbox host on this replica."""
 
-    def __init__(self, inbox: Inbox, host_id: str) -> None:
+    def __init__(self, inbox: InboxOwner, host_id: str) -> None:
         self._inbox = inbox
         self._host_id = host_id
 

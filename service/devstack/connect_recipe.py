@@ -8,7 +8,9 @@ Codex, read in its MCP documentation and run here (TOOLCHAIN.md, ``@openai/codex
 streamable HTTP server is a ``[mcp_servers.NAME]`` table in ``~/.codex/config.toml`` with ``url`` and
 ``bearer_token_env_var`` naming the variable that holds the token (the token itself stays out of the
 file). Codex takes no channel events (it logs ``notifications/claude/channel`` and never shows it to
-the model), so it gets the tools only.
+the model), so its model reads messages with the inbox tool ``receive_messages`` (docs/hosts.md). Its
+tool calls time out after ``tool_timeout_sec`` (60 s by default); the inbox answers within 50 s, so the
+default fits, and the line says so.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ class ConnectRecipe:
                 f"[mcp_servers.{SERVER_NAME}]",
                 f"url = {json.dumps(self.mcp_url)}",
                 f"bearer_token_env_var = {json.dumps(CODEX_TOKEN_ENV)}",
+                "tool_timeout_sec = 60  # receive_messages answers within 50 s",
             ]
         )
 

@@ -125,7 +125,7 @@ def _print_fleet(fleet: LocalFleet, state: LocalFleetState, out: TextIO) -> None
         "  (leave out --push where Claude Code's channels are not available to you: tools only)",
         "or put this in the project's .mcp.json:",
         *(f"  {line}" for line in recipe.mcp_json().splitlines()),
-        "Connect Codex (streamable HTTP, tools only): in ~/.codex/config.toml",
+        "Connect Codex (streamable HTTP; messages through the receive_messages inbox): in ~/.codex/config.toml",
         *(f"  {line}" for line in recipe.codex_toml().splitlines()),
         f"  and in Codex's environment: {recipe.codex_env()}",
         "",

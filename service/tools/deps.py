@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from service.delivery.hub import DeliveryHub
-from service.delivery.inbox import Inbox
 from service.delivery.mail_send import MailSender
 from service.domain.sponsors import SponsorGate
 from service.graph.client import GraphClient
@@ -61,7 +60,6 @@ class ToolDeps:
     graph: GraphClient
     agent: AgentUser
     hub: DeliveryHub
-    inbox: Inbox
     watched: WatchedChats
     loops: NewChatLoops
     gate: SponsorGate

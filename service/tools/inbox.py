@@ -107,7 +107,7 @@ class InboxTool:
                 "this connection has no host identity, so there is no inbox to read; connect with "
                 "the fleet's token (see docs/hosts.md)"
             )
-        wait = self._inbox.max_wait_s if args.wait_s is None else args.wait_s
+        wait = self._inbox.timing.max_wait_s if args.wait_s is None else args.wait_s
         if call.time_budget_s is not None:
             wait = min(wait, max(0.0, call.time_budget_s - BUDGET_MARGIN_S))
         try:

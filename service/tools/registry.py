@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from service.delivery.inbox import Inbox
 from service.mcp.sdk_adapter import PERMISSION_REQUEST_METHOD
 from service.mcp.tool_registry import ToolRegistry
 from service.tools.cards import CardTools
@@ -30,8 +31,9 @@ from service.tools.teams_reads import TeamsReadTools
 from service.tools.whoami import WhoamiTool
 
 
-def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
-    """Add every tool to ``registry`` (before any host lists them); their state lives in these objects."""
+def register_tools(registry: ToolRegistry, deps: ToolDeps, inbox: Inbox) -> None:
+    """Add every tool to ``registry`` (before any host lists them); their state lives in these objects,
+    and the inbox hosts' in ``inbox`` (the delivery half's)."""
     access = ChatAccess(deps.graph, deps.watched)
     bounds = BacklogBounds(
         deps.options.sponsor_wait_backlog_items, deps.options.sponsor_wait_backlog_chars
@@ -69,7 +71,7 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps) -> None:
         placeholders.update_placeholder,
         placeholders.resolve_placeholder,
         MailOutTools(deps).send_email,
-        InboxTool(deps.inbox).receive_messages,
+        InboxTool(inbox).receive_messages,
     )
     for handler in handlers:
         registry.add(handler)

@@ -15,7 +15,7 @@ from service.delivery.claim_lookup import ClaimLookup
 from service.delivery.host_record import EntryState, HeldBy, held
 from service.delivery.host_records import HostRecords
 from service.delivery.hub import DeliveryHub
-from service.delivery.inbox import Inbox, Received
+from service.delivery.inbox import Inbox, InboxTiming, Received
 from service.delivery.inbox_rules import CursorError, parse_cursor, render_cursor
 from service.domain.message import InboundMessage, Source
 from service.ledger.claims.chat_claim_types import ChatClaimOutcome
@@ -59,7 +59,7 @@ def replica(backend: LocalBackend, name: str, clock: Clock) -> Replica:
         in_flight=intents.in_flight,
         clock=clock,
         monotonic=clock.monotonic,
-        poll_s=0.05,
+        timing=InboxTiming(poll_s=0.05),
     )
     return Replica(
         hub, records, intents, ChatLedger[Offered](backend, metrics=LedgerMetrics()), inbox

@@ -12,6 +12,7 @@ from tests.tools.tool_world import ToolWorld
 
 ALL_TOOLS = {
     "send_teams_message",
+    "receive_messages",
     "read_teams_messages",
     "create_chat",
     "list_watched_chats",

@@ -269,7 +269,7 @@ async def tool_world(
             directory=clients.directory,
         )
         tools = ToolRegistry()
-        register_tools(tools, wired.tool_deps)
+        register_tools(tools, wired.tool_deps, delivery.inbox)
         await (
             wired.discovery.cycle()
         )  # as the replica does before its loops: sponsors, members, watched chats
