@@ -1,9 +1,12 @@
-"""The fleet's promise through bridges: every message people send reaches exactly one host's stdin once,
-through a SIGKILL and a SIGTERM of replicas, a dropped stream and a bridge restarted mid-run (issue 22).
+"""The fleet's promise through bridges and an inbox: every message people send reaches exactly one host
+once, through a SIGKILL and a SIGTERM of replicas, a dropped stream and a bridge restarted mid-run
+(issues 22 and 35).
 
 Three replica processes (Azurite, the Graph emulator) behind the loopback balancer; two channel bridges
 with ``--push``, each a host of its own, whose hosts (the MCP Python SDK's stdio client) record what they
-read. Chat and mail traffic. The account has no "lost at SIGKILL" allowance: nothing may be missing.
+read; and a host without pushes draining the inbox through the balancer (tests/support/inbox_host.py),
+which records what its calls returned. Chat and mail traffic. The account has no "lost at SIGKILL"
+allowance: nothing may be missing.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from service.devstack.fleet import DEV_TOKEN
 from tests.bridge.bridge_host import Received, bridge_host
 from tests.bridge.fleet_stack import BridgeFleet, bridge_fleet
 from tests.mcp.server_fixture import eventually
+from tests.support.inbox_host import InboxLoop
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]
 
@@ -88,8 +92,11 @@ async def test_every_message_reaches_one_host_once_through_kills_drops_and_a_bri
             _, host_b1 = await b_first.enter_async_context(
                 bridge_host(stack.balancer.url(), tmp_path / "b.log", token=DEV_TOKEN, env=host_b)
             )
+            host_c = InboxLoop(stack.balancer.url, DEV_TOKEN, host_id="host-c")
+            inbox_task = asyncio.create_task(host_c.run())
             await stack.wait_bootstrapped()
             await eventually(lambda: stack.balancer.connections, "the bridges' sessions")
+            await eventually(lambda: host_c.calls > 0, "the inbox host's first call")
 
             sent: list[SentMessage] = []
             traffic = asyncio.create_task(_traffic(stack, sent, rng))
@@ -129,7 +136,7 @@ async def test_every_message_reaches_one_host_once_through_kills_drops_and_a_bri
             expected = {m.key for m in sent}
 
             def missing() -> set[MessageKey]:
-                return expected - set(_keys(host_a, host_b1, host_b2))
+                return expected - set(_keys(host_a, host_b1, host_b2)) - set(host_c.received)
 
             await eventually(
                 lambda: not missing(),
@@ -137,11 +144,16 @@ async def test_every_message_reaches_one_host_once_through_kills_drops_and_a_bri
                 timeout_s=DELIVERY_WAIT_S,
             )
             await asyncio.sleep(5)  # a late redelivery would show now
-            counts = Counter(_keys(host_a, host_b1, host_b2))
+            host_c.stop()
+            inbox_task.cancel()
+            await asyncio.gather(inbox_task, return_exceptions=True)
+            counts = Counter(_keys(host_a, host_b1, host_b2)) + host_c.counts()
             duplicates = {k: n for k, n in counts.items() if n > 1}
             print(
                 f"\n{'; '.join(events)}: sent {len(sent)} ({len(inbox)} mails), host A {len(host_a.channel)}, "
                 f"host B {len(host_b1.channel)} + {len(host_b2.channel)} after its restart, "
+                f"inbox host C {len(host_c.received)} in {host_c.calls} calls "
+                f"({host_c.failures} reconnects), "
                 f"duplicates {len(duplicates)}, missing {len(missing())}"
             )
             assert len(inbox) == MAILS
