@@ -31,7 +31,7 @@ from service.devstack.fleet import DEV_TOKEN
 from tests.bridge.bridge_host import Received, bridge_host
 from tests.bridge.fleet_stack import BridgeFleet, bridge_fleet
 from tests.mcp.server_fixture import eventually
-from tests.support.inbox_host import InboxLoop
+from inbox_host import InboxLoop
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]
 

@@ -20,7 +20,7 @@ from service.devstack.fleet import DEV_TOKEN
 from service.domain.message import MessageKey
 from tests.bridge.fleet_stack import bridge_fleet
 from tests.mcp.server_fixture import eventually
-from tests.support.inbox_host import InboxLoop
+from inbox_host import InboxLoop
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]
 
