@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import httpx2
 import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import Implementation
 
 from emulator.seed import ThrottleBudget, build_seed
@@ -64,7 +64,7 @@ def fleet(
 @asynccontextmanager
 async def host(url: str, token: str, name: str = "codex-mcp-client") -> AsyncIterator[Client]:
     async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
+        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
         Client(
             streamable_http_client(url, http_client=http),
             mode="legacy",

@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import Implementation
 
 from service.domain.message import MessageKey
@@ -28,6 +29,15 @@ log = logging.getLogger(__name__)
 
 CALL_TIMEOUT_S = 30.0
 RECONNECT_PAUSE_S = 0.5
+
+
+@dataclass(frozen=True)
+class InboxResult:
+    keys: list[MessageKey]
+    cursor: str
+
+
+InboxCall = Callable[[str | None, float], Coroutine[Any, Any, InboxResult]]
 
 
 @dataclass
@@ -62,11 +72,23 @@ class InboxLoop:
                 await asyncio.sleep(RECONNECT_PAUSE_S)
 
     async def _session(self) -> None:
+        async with self.connected() as call:
+            while not self._stop.is_set():
+                result = await call(self.cursor, self.wait_s)
+                self.received += result.keys
+                self.cursor = result.cursor
+
+    @asynccontextmanager
+    async def connected(self) -> AsyncIterator[InboxCall]:
+        """One connection, and single calls on it (``call(cursor, wait_s)``), for a test that drives the
+        calls itself."""
         headers = {"Authorization": f"Bearer {self.token}"}
         if self.host_id is not None:
             headers[HOST_ID_HEADER] = self.host_id
         async with (
-            httpx2.AsyncClient(headers=headers) as http,
+            # The SDK's own client: its read timeout (300 s) outlasts a call's wait, where a bare
+            # httpx2 client's 5 s ends the call's response stream mid-wait.
+            create_mcp_http_client(headers=headers) as http,
             Client(
                 streamable_http_client(self.url(), http_client=http),
                 mode="legacy",
@@ -74,18 +96,18 @@ class InboxLoop:
                 read_timeout_seconds=CALL_TIMEOUT_S + self.wait_s,
             ) as client,
         ):
-            while not self._stop.is_set():
-                await self._call(client)
 
-    async def _call(self, client: Client) -> None:
-        args: dict[str, Any] = {"wait_s": self.wait_s}
-        if self.cursor is not None:
-            args["cursor"] = self.cursor
-        self.calls += 1
-        result = await client.call_tool("receive_messages", args)
-        if result.is_error:
-            raise RuntimeError(f"receive_messages failed: {result.content}")
-        out = result.structured_content
-        assert isinstance(out, dict)
-        self.received += [MessageKey(m["chat_id"], m["message_id"]) for m in out["messages"]]
-        self.cursor = out["cursor"]
+            async def call(cursor: str | None, wait_s: float) -> InboxResult:
+                args: dict[str, Any] = {"wait_s": wait_s}
+                if cursor is not None:
+                    args["cursor"] = cursor
+                self.calls += 1
+                result = await client.call_tool("receive_messages", args)
+                if result.is_error:
+                    raise RuntimeError(f"receive_messages failed: {result.content}")
+                out = result.structured_content
+                assert isinstance(out, dict)
+                keys = [MessageKey(m["chat_id"], m["message_id"]) for m in out["messages"]]
+                return InboxResult(keys, out["cursor"])
+
+            yield call
