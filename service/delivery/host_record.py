@@ -5,12 +5,15 @@ first), so every change below is a pure function of the record read and the writ
 conflict. The shape::
 
     {"host_id": "laptop-1",
-     "held_by": {"replica": "r2", "session": "9f3c…", "at": "…"},   # who serves this host now, or null
+     "held_by": {"replica": "r2", "session": "9f3c…", "at": "…",    # who serves this host now, or null
+                 "keep_s": null},       # an inbox host's calls: held for the retention window
      "pending": [{"source": "chat", "chat_id": "19:…", "message_id": "1764…",
                   "claim": "<claim id>", "state": "intent", "at": "…", "moved_from": null,
-                  "message": {…the InboundMessage…}}],
+                  "seq": 7, "message": {…the InboundMessage…}}],
      "acked": [["19:…", "1764…"], …],        # the newest ACKED_KEPT acknowledged keys
-     "moved": [["19:…", "1763…"], …]}        # the newest MOVED_KEPT keys handed to another host
+     "moved": [["19:…", "1763…"], …],        # the newest MOVED_KEPT keys handed to another host
+     "next_seq": 8, "tag": "a3f9c1",          # an inbox host's cursors (service.delivery.inbox_rules)
+     "moved_untold": 0}                        # moved out since the inbox host last heard of it
 
 An entry is written *before* its claim (``state: intent``, naming the claim id the ledger is about to
 write), so a replica that dies at any point after the claim leaves the message in this record. An intent
