@@ -108,12 +108,15 @@ class Inbox:
         host = self._host(host_id)
         if about:
             host.about = about
+        # A newer call of the host ends an older one still waiting here: the host gave up on that one
+        # (its connection went, and the SDK does not cancel a handler for that), and would otherwise
+        # wait behind it for up to a whole wait.
+        turn = host.next_turn()
         async with host.lock:
             host.waiting += 1
             try:
-                return await self._receive(
-                    host, cursor, max(0.0, min(wait_s, self.timing.max_wait_s))
-                )
+                wait = max(0.0, min(wait_s, self.timing.max_wait_s))
+                return await self._receive(host, cursor, wait, turn)
             except CursorError:
                 self.metrics.inbox_calls.labels(outcome="refused").inc()
                 raise
@@ -123,7 +126,9 @@ class Inbox:
             finally:
                 host.waiting -= 1
 
-    async def _receive(self, host: InboxHost, cursor: str | None, wait_s: float) -> Received:
+    async def _receive(
+        self, host: InboxHost, cursor: str | None, wait_s: float, turn: int
+    ) -> Received:
         started = self.monotonic()
         record, gap = await self._start(host, cursor)
         deadline = started + wait_s
@@ -133,7 +138,7 @@ class Inbox:
             record = await self._settle(host, record)
             entries, more = batch(record, self.timing.batch_limit, host.landed)
             left = deadline - self.monotonic()
-            if entries or left <= 0:
+            if entries or left <= 0 or host.turn != turn:
                 break
             try:
                 await asyncio.wait_for(host.wake.wait(), min(left, self.timing.poll_s))

@@ -31,10 +31,16 @@ class InboxHost:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     waiting: int = 0  # calls of this host in progress here
+    turn: int = 0  # the newest call's number: an older call still waiting ends
     last_call: datetime | None = None
     view: HostRecord | None = None  # the newest record a call or the scan saw
     about: dict[str, str] = field(default_factory=dict)  # client, version, protocol era
     _landed: deque[MessageKey] = field(default_factory=lambda: deque(maxlen=LANDED_KEPT))
+
+    def next_turn(self) -> int:
+        self.turn += 1
+        self.wake.set()
+        return self.turn
 
     @property
     def landed(self) -> frozenset[MessageKey]:

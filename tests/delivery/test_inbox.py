@@ -209,3 +209,17 @@ async def test_a_message_handed_back_by_a_sponsor_wait_is_owed_to_the_inbox(
     await asyncio.sleep(0.05)
     got = await r1.inbox.receive("codex", None, 0)
     assert ids(got) == ["7"]
+
+
+async def test_a_newer_call_of_the_host_ends_an_older_one_still_waiting(
+    fleet: tuple[Replica, Replica],
+) -> None:
+    r1, _ = fleet
+    start = await r1.inbox.receive("codex", None, 0)
+    # The host's connection went and the SDK left the handler running: the host calls again.
+    old = asyncio.create_task(r1.inbox.receive("codex", start.cursor, 30))
+    await asyncio.sleep(0.01)
+    new = asyncio.create_task(r1.inbox.receive("codex", start.cursor, 30))
+    assert (await asyncio.wait_for(old, 5)).entries == []
+    await r1.claim("19:c1", [msg("1")], T0)
+    assert ids(await asyncio.wait_for(new, 5)) == ["1"]
