@@ -43,3 +43,16 @@ async def codex_push_fleet(
     env = {**BRIDGE_FLEET_ENV, "ENTRABOT_PUSH_HOSTS": f"{BRIDGE_PUSH_CLIENT_NAME},{CLIENT_NAME}"}
     async with bridge_fleet(azurite, root, replicas=1, chats=3, env=env) as fleet:
         yield fleet
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def codex_inbox_fleet(
+    azurite: Azurite, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[BridgeFleet]:
+    """Two replica processes, so a restarted Codex can meet the other one (as behind a balancer); each
+    polls every second without jitter, so a message is claimed for an inbox host within seconds."""
+    _skip_without_codex()
+    root: Path = tmp_path_factory.mktemp("codex-inbox-fleet")
+    env = {**BRIDGE_FLEET_ENV, "ENTRABOT_CHAT_POLL_JITTER_S": "0"}
+    async with bridge_fleet(azurite, root, replicas=2, chats=3, env=env) as fleet:
+        yield fleet

@@ -6,13 +6,19 @@ So Codex talks to this proxy, which forwards every request unchanged (headers, b
 Host check sees its own address) and streams every answer back as it comes, POST answers and the
 long-lived GET stream alike, while recording each JSON-RPC message on the way: the request bodies,
 and the JSON or SSE ``data:`` messages of each answer, as they pass.
+
+A test may hold back one answer (``hold_answer``): the proxy reads it from the replica in full, records
+it, and passes it on only after the host cancelled the request. That is the answer and the cancel
+crossing on the wire, as when a result comes just at the host's tool timeout: the fleet gave the
+result out, and the host never had it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +32,7 @@ from starlette.routing import Route
 
 from service.devstack.uvicorn_runner import serve_app
 
+HOLD_BOUND_S = 60.0  # a held answer is passed on by then even if the host never cancels
 # Hop-by-hop headers, and the ones the proxy's own HTTP stack sets for the leg it speaks.
 _DROPPED = {"host", "content-length", "connection", "keep-alive", "transfer-encoding"}
 
@@ -75,10 +82,43 @@ class Exchange:
 
 
 @dataclass
+class HeldAnswer:
+    """The answer to the first request ``matches`` picks, kept from the host until it cancels that
+    request (``notifications/cancelled``) or ``HOLD_BOUND_S`` passed."""
+
+    matches: Callable[[dict[str, Any]], bool]
+    request: dict[str, Any] | None = None  # the request held, once the host sent it
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def take(self, sent: list[dict[str, Any]]) -> bool:
+        if self.request is not None:
+            return False
+        self.request = next((m for m in sent if "id" in m and self.matches(m)), None)
+        return self.request is not None
+
+    def note_cancels(self, sent: list[dict[str, Any]]) -> None:
+        if self.request is None:
+            return
+        for message in sent:
+            if (
+                message.get("method") == "notifications/cancelled"
+                and (message.get("params") or {}).get("requestId") == self.request["id"]
+            ):
+                self.cancelled.set()
+
+
+@dataclass
 class McpRecorder:
     upstream: str  # the replica's /mcp
     port: int = 0
     exchanges: list[Exchange] = field(default_factory=list)
+    holds: list[HeldAnswer] = field(default_factory=list)
+
+    def hold_answer(self, matches: Callable[[dict[str, Any]], bool]) -> HeldAnswer:
+        """Hold back the answer to the next request ``matches`` picks until the host cancels it."""
+        held = HeldAnswer(matches)
+        self.holds.append(held)
+        return held
 
     @property
     def url(self) -> str:
@@ -114,6 +154,9 @@ def _app(recorder: McpRecorder, http: httpx.AsyncClient) -> Starlette:
             request.method, dict(request.headers), _messages(body) if body else [], time.time()
         )
         recorder.exchanges.append(exchange)
+        for held in recorder.holds:
+            held.note_cancels(exchange.sent)
+        holding = next((h for h in recorder.holds if h.take(exchange.sent)), None)
         upstream = await http.send(
             http.build_request(request.method, recorder.upstream, headers=headers, content=body),
             stream=True,
@@ -127,8 +170,22 @@ def _app(recorder: McpRecorder, http: httpx.AsyncClient) -> Starlette:
                 yield chunk
             exchange.end()
 
+        async def relay_after_cancel(held: HeldAnswer) -> AsyncIterator[bytes]:
+            chunks = []
+            async for chunk in upstream.aiter_raw():
+                exchange.feed(chunk)
+                chunks.append(chunk)
+            exchange.end()
+            try:
+                async with asyncio.timeout(HOLD_BOUND_S):
+                    await held.cancelled.wait()
+            except TimeoutError:
+                pass  # never cancelled: passed on late, and the test sees the call did not fail
+            for chunk in chunks:
+                yield chunk
+
         return StreamingResponse(
-            relay(),
+            relay() if holding is None else relay_after_cancel(holding),
             status_code=upstream.status_code,
             headers={k: v for k, v in upstream.headers.items() if k.lower() not in _DROPPED},
             background=BackgroundTask(upstream.aclose),
