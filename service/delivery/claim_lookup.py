@@ -118,10 +118,12 @@ async def settle_intents(
     now: datetime,
     retry_s: float,
     metrics: DeliveryMetrics,
+    young_s: float = SETTLE_AFTER_S,
 ) -> Settlement:
-    """Each intent's claim fate, asked of the ledger's cursors; a young intent (under SETTLE_AFTER_S)
+    """Each intent's claim fate, asked of the ledger's cursors; a young intent (under ``young_s``)
     and one still being written here (``in_flight``) are left to the replica writing its claim. One
-    whose claim has not landed yet (it may never) is looked at again after ``retry_s``."""
+    whose claim has not landed yet (it may never) is looked at again after ``retry_s``. An inbox call
+    waiting for the message passes ``young_s`` 0: a cursor read then costs less than the wait."""
     found = Settlement()
     for entry in record.pending:
         if (
@@ -130,8 +132,8 @@ async def settle_intents(
             or in_flight(entry.claim)
         ):
             continue
-        if now - entry.at < timedelta(seconds=SETTLE_AFTER_S):
-            found.again_in_s = min(found.again_in_s, SETTLE_AFTER_S)
+        if now - entry.at < timedelta(seconds=young_s):
+            found.again_in_s = min(found.again_in_s, young_s)
             continue
         fate = await lookup.fate(entry, now)
         if fate in (ClaimFate.NOT_YET, ClaimFate.UNKNOWN):

@@ -198,6 +198,7 @@ class Inbox:
             now=self.clock(),
             retry_s=self.timing.poll_s,
             metrics=self.metrics,
+            young_s=0.0,  # a waiting host: the cursor tells at once whether another replica's claim landed
         )
         if not (found.landed or found.failed):
             return record
