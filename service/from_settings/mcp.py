@@ -16,6 +16,7 @@ from service.delivery.host_keeper import HostKeeper
 from service.delivery.hub import DeliveryHub
 from service.mcp.access_policy import AccessPolicy
 from service.mcp.hosts import parse_push_hosts
+from service.mcp.instructions import HostInstructions
 from service.mcp.options import McpAuthOptions, McpOptions
 from service.mcp.push_target import PushDelivery
 from service.mcp.server import McpService
@@ -34,7 +35,7 @@ def build_mcp(
     metrics: Metrics,
     tools: ToolRegistry | None = None,
     http_client: httpx.AsyncClient | None = None,
-    instructions: str | None = None,
+    instructions: HostInstructions | None = None,
     keeper: HostKeeper | None = None,
 ) -> McpService:
     """The MCP server for one app instance. Raises ``AuthConfigError`` for half-set or unsafe auth
