@@ -7,7 +7,7 @@ import os
 
 import httpx
 
-from service.mcp.instructions import FLEET_INSTRUCTIONS
+from service.mcp.instructions import HOST_INSTRUCTIONS
 from service.config import Settings, default_replica_id
 from service.delivery.fault_points import FaultPoints
 from service.from_settings.graph_auth import token_provider_from_settings
@@ -77,7 +77,7 @@ def build_replica(
         delivery.hub,
         metrics=metrics,
         http_client=http,
-        instructions=FLEET_INSTRUCTIONS,
+        instructions=HOST_INSTRUCTIONS,
         keeper=delivery.keeper,
         inbox=delivery.inbox,
     )

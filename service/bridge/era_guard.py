@@ -6,8 +6,8 @@ MCP 2026-07-28 has no session and defines no slot for a server's own notificatio
 channels reference and MCP's 2026-07-28 changelog, not run here) must hear "not supported" and fall
 back. The SDK's stdio ``Server.run`` would instead serve whichever era the first request picks; so
 the bridge drives the handshake-only loop (``serve_loop``) behind this filter, which answers any
-2026-07-28-enveloped request with UNSUPPORTED_PROTOCOL_VERSION naming the handshake versions, exactly
-as ``/mcp`` does over HTTP (``service.mcp.sdk_adapter.HandshakeEraOnly``).
+2026-07-28-enveloped request with UNSUPPORTED_PROTOCOL_VERSION naming the handshake versions. (The
+fleet's ``/mcp`` serves 2026-07-28 hosts statelessly, without pushes; the bridge exists for pushes.)
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from service.delivery.inbox import Inbox
 from service.mcp.access_policy import AccessPolicy
 from service.mcp.host_identity import HostNames, HostNamesError, parse_host_names
 from service.mcp.hosts import parse_push_hosts
+from service.mcp.instructions import HostInstructions
 from service.mcp.options import McpAuthOptions, McpOptions
 from service.mcp.push_target import PushDelivery
 from service.mcp.server import McpService
@@ -36,7 +37,7 @@ def build_mcp(
     metrics: Metrics,
     tools: ToolRegistry | None = None,
     http_client: httpx.AsyncClient | None = None,
-    instructions: str | None = None,
+    instructions: HostInstructions | None = None,
     keeper: HostKeeper | None = None,
     inbox: Inbox | None = None,
 ) -> McpService:

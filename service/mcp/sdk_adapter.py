@@ -4,21 +4,30 @@
 fails with "the mcp SDK changed: ..." when an upgrade breaks one, so the fix starts in this file.
 
 What we need that the SDK has no public option for:
-- the experimental capability ``claude/channel`` in the initialize result;
+- the experimental capability ``claude/channel`` in the bridge's initialize result (``ChannelServer``);
 - the session behind a request (its id, and a hook for when it ends), which lives on the private
   ``Connection`` of a ``ServerSession``;
 - one event history per session (the manager shares one ``EventStore`` across sessions, and stream
   ids repeat across sessions);
-- keeping hosts on the handshake era: only that era has the session GET stream that pushes ride on;
 - serving every push connection from the session's event history, which the SDK does only for a GET
   with ``Last-Event-ID`` (why, and what that relies on: ``event_store``'s docstring);
 - whether a request's response stream still has a connection (``caller_line``): the SDK does not cancel
   a handler whose host's connection closed, and says nothing when it writes the result to none.
+
+What /mcp relies on the SDK doing by itself (checked there too): the session manager serves both
+protocol eras on one endpoint, chosen per request by the ``MCP-Protocol-Version`` header. A
+handshake-era version (2025-06-18, 2025-11-25), or none as on ``initialize``, goes to the stateful
+sessions with their GET push stream. Any other version goes to its per-request 2026-07-28 path
+(``handle_modern_request``): no ``initialize``, no ``Mcp-Session-Id``, no GET stream (405), client
+notifications answered 202 and dropped, each request's protocol version and client capabilities taken
+from its ``_meta``, and ``server/discover`` answered from the server's ``instructions`` and
+``get_capabilities(protocol_version=...)``. Such a request runs on a ``Connection`` with no session
+id (``session_id_of`` gives None) and leaves nothing behind, so any replica can serve it; its handler
+is cancelled when the host's connection closes.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,9 +37,8 @@ from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http import LAST_EVENT_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, MCP_PROTOCOL_VERSION_HEADER
-from mcp_types import UNSUPPORTED_PROTOCOL_VERSION, ServerCapabilities
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types import ServerCapabilities
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.mcp.event_store import PUSH_STREAM_CURSOR, InMemoryEventStore
@@ -43,30 +51,17 @@ PERMISSION_REQUEST_METHOD = "notifications/claude/channel/permission_request"
 """Claude Code → its channel server; the bridge forwards it to the fleet on its own session, the only
 way a sponsor is asked: a notification no tool call (so no model) can send."""
 
-# The newest era that keeps a session and its GET stream (2026-07-28 has neither).
-PUSH_ERA_VERSIONS: tuple[str, ...] = HANDSHAKE_PROTOCOL_VERSIONS
-
-_PROTOCOL_HEADER = MCP_PROTOCOL_VERSION_HEADER.encode("ascii")
 _LAST_EVENT_ID = LAST_EVENT_ID_HEADER.encode("ascii")
 
 
 class ChannelServer(Server[Any]):
-    """The low-level server, declaring ``claude/channel`` in every capabilities answer.
+    """The low-level server, declaring ``claude/channel`` in every handshake-era capabilities answer.
 
-    The streamable-HTTP manager builds the initialize result from ``create_initialization_options()``
-    with no arguments, so the experimental capability can only enter through ``get_capabilities``.
+    The channel bridge's stdio server: its host is Claude Code, always a push host. The initialize
+    result is built from ``create_initialization_options()`` with no arguments, so the experimental
+    capability can only enter through ``get_capabilities``. A 2026-07-28 answer (``server/discover``)
+    never declares it: that era has no session and no slot for a server's own notifications.
     """
-
-    def __init__(
-        self,
-        *args: Any,
-        experimental: Callable[[], dict[str, dict[str, Any]]] = dict,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self._experimental = (
-            experimental  # asked at each handshake: what is declared may change at start-up
-        )
 
     def get_capabilities(
         self,
@@ -76,13 +71,14 @@ class ChannelServer(Server[Any]):
         *,
         protocol_version: str | None = None,
     ) -> ServerCapabilities:
-        experimental = {
-            **(experimental_capabilities or {}),
-            **self._experimental(),
-            CHANNEL_CAPABILITY: {},
-        }
+        experimental = dict(experimental_capabilities or {})
+        if protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            experimental[CHANNEL_CAPABILITY] = {}
         return super().get_capabilities(
-            notification_options, experimental, extensions, protocol_version=protocol_version
+            notification_options,
+            experimental or None,
+            extensions,
+            protocol_version=protocol_version,
         )
 
 
@@ -177,82 +173,3 @@ class PushStreamFromHistory:
                     "headers": [*kept, (_LAST_EVENT_ID, PUSH_STREAM_CURSOR.encode("ascii"))],
                 }
         await self.app(scope, receive, send)
-
-
-class HandshakeEraOnly:
-    """Refuse requests for a protocol era without sessions, so hosts fall back to the handshake.
-
-    The manager routes by the ``MCP-Protocol-Version`` header: a version outside the handshake era
-    goes to a per-request path with no session and no GET stream, where pushes are dropped. A
-    ``mode="auto"`` Python client probes ``server/discover`` at 2026-07-28 first; answering
-    UNSUPPORTED_PROTOCOL_VERSION with only handshake versions in ``supported`` makes it fall back to
-    ``initialize``, which the server always settles on a handshake version.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            requested = next(
-                (v.decode("latin-1") for k, v in scope["headers"] if k == _PROTOCOL_HEADER), None
-            )
-            if requested is not None and requested not in PUSH_ERA_VERSIONS:
-                await _refuse_era(requested, await _request_id(receive), send)
-                return
-        await self.app(scope, receive, send)
-
-
-# The refusal is the answer to one small JSON-RPC request (server/discover, initialize): a larger
-# body is not read further, and is answered with a null id as a parse failure would be.
-_ID_READ_LIMIT = 64 * 1024
-
-
-async def _request_id(receive: Receive) -> str | int | None:
-    """The JSON-RPC id of the refused request, so the error answers it (JSON-RPC 2.0 §5: the id of
-    the request; null only when it could not be determined)."""
-    body = b""
-    while len(body) <= _ID_READ_LIMIT:
-        message = await receive()
-        if message["type"] != "http.request":
-            return None
-        body += message.get("body", b"")
-        if not message.get("more_body", False):
-            break
-    else:
-        return None
-    try:
-        request = json.loads(body)
-    except ValueError:
-        return None
-    request_id = request.get("id") if isinstance(request, dict) else None
-    # JSON-RPC ids are strings or numbers; a bool is an int to Python but not an id.
-    return (
-        request_id
-        if isinstance(request_id, (str, int)) and not isinstance(request_id, bool)
-        else None
-    )
-
-
-async def _refuse_era(requested: str, request_id: str | int | None, send: Send) -> None:
-    body = {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "error": {
-            "code": UNSUPPORTED_PROTOCOL_VERSION,
-            "message": "Unsupported protocol version: this server serves the initialize handshake era only",
-            "data": {"supported": list(PUSH_ERA_VERSIONS), "requested": requested},
-        },
-    }
-    payload = json.dumps(body, separators=(",", ":")).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": ERROR_CODE_HTTP_STATUS.get(UNSUPPORTED_PROTOCOL_VERSION, 400),
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(payload)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": payload})

@@ -1,16 +1,25 @@
-"""The MCP server of one replica: /mcp over streamable HTTP, stateful sessions, channel pushes.
+"""The MCP server of one replica: /mcp over streamable HTTP, in both protocol eras, channel pushes.
 
     mcp = McpService(options, PushDelivery(hub, metrics.delivery), metrics=metrics.mcp)
     mcp.tools.add(send_teams_message)              # any time before hosts list the tools
     app = FastAPI(routes=mcp.routes(), lifespan=...)   # enter `mcp.lifespan()` inside the app's lifespan
 
 A request to /mcp passes, outermost first: the Host/Origin guard (421/403), bearer auth (401), the
-era guard (hosts stay on the handshake era, the one with a push stream), the session traffic
-observer (activity and GET streams), the push-stream layer (every GET stream is served from the
-session's event history), then the SDK's session manager. The manager expires a session
-after ``McpOptions.session_idle_timeout_s`` without any request in flight (an open GET stream counts
-as one), answers DELETE by ending it, and 404 for an unknown session id; every ending reaches the
-session registry, which then unregisters the session's push target.
+session traffic observer (activity and GET streams), the push-stream layer (every GET stream is
+served from the session's event history), then the SDK's session manager, which picks the era by the
+request's ``MCP-Protocol-Version`` header (``sdk_adapter``'s docstring):
+
+- the handshake era (2025-06-18, 2025-11-25): ``initialize`` opens a stateful session, pinned to this
+  replica, with its GET push stream. The manager expires a session after
+  ``McpOptions.session_idle_timeout_s`` without any request in flight (an open GET stream counts as
+  one), answers DELETE by ending it, and 404 for an unknown session id; every ending reaches the
+  session registry, which then unregisters the session's push target.
+- 2026-07-28: each request stands alone (no session, no push stream), so any replica serves it; its
+  tool calls run with no session (``ToolCall.session`` None) and the host takes messages through the
+  tools.
+
+Only a push host (a handshake-era session with a push-host name) is told of channel events, in its
+initialize result; every other host gets the inbox instructions (``host_greeting``).
 
 ``service.from_settings.mcp.build_mcp`` builds one from the replica's settings.
 """
@@ -24,6 +33,7 @@ from functools import partial
 from typing import Any
 
 import httpx
+from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp_types import (
@@ -44,13 +54,13 @@ from service.mcp.caller_line import RESUME_GRACE_S, CallerLine
 from service.delivery.inbox import Inbox
 from service.mcp.acknowledging import ACK_METHOD, HOST_ID_HEADER, DeliveredParams
 from service.mcp.event_store import InMemoryEventStore
+from service.mcp.host_greeting import greet_push_host
+from service.mcp.hosts import is_push_host
+from service.mcp.instructions import HostInstructions
 from service.mcp.options import McpOptions
 from service.mcp.push_target import PushDelivery
 from service.mcp.sdk_adapter import (
-    PERMISSION_CAPABILITY,
     PERMISSION_REQUEST_METHOD,
-    ChannelServer,
-    HandshakeEraOnly,
     PerSessionEventStoreManager,
     PushStreamFromHistory,
     call_when_session_ends,
@@ -79,7 +89,7 @@ class McpService:
         metrics: McpMetrics,
         tools: ToolRegistry | None = None,
         http_client: httpx.AsyncClient | None = None,
-        instructions: str | None = None,
+        instructions: HostInstructions | None = None,
         caller_grace_s: float = RESUME_GRACE_S,
         inbox: Inbox | None = None,
     ) -> None:
@@ -99,13 +109,14 @@ class McpService:
             metrics=metrics,
         )
 
-        self.server = ChannelServer(
+        # The SDK gives every host but a push host the server's own instructions (host_greeting).
+        self.push_instructions = instructions.push if instructions is not None else None
+        self.server: Server[Any] = Server(
             SERVER_NAME,
             version=__version__,
-            instructions=instructions,
+            instructions=instructions.inbox if instructions is not None else None,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
-            experimental=self._relay_capability,
         )
         self.server.middleware.append(self._track_session)
         for method in HOST_NOTIFICATION_METHODS:
@@ -132,7 +143,6 @@ class McpService:
         endpoint: Any = StreamableHTTPASGIApp(self.manager)
         endpoint = PushStreamFromHistory(endpoint)
         endpoint = SessionTrafficObserver(endpoint, self.sessions)
-        endpoint = HandshakeEraOnly(endpoint)
         return BearerAuth(
             endpoint,
             verifier=build_verifier(auth, self._http),
@@ -161,8 +171,22 @@ class McpService:
     ) -> HandlerResult:
         result = await call_next(ctx)
         if ctx.method == "initialize" and isinstance(result, dict):
+            result = self._greeted(ctx, result)
             self._session_began(ctx, result)
         return result
+
+    def _greeted(
+        self, ctx: ServerRequestContext[Any, Any], result: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A push host's initialize result declares the channel (host_greeting); any other is as built."""
+        client = InitializeRequestParams.model_validate(ctx.params or {}, by_name=False).client_info
+        if not is_push_host(client.name, self.options.push_hosts):
+            return result
+        # With the permission relay registered, a push host (the bridge) may forward Claude Code's asks.
+        relays = self.tools.handles(PERMISSION_REQUEST_METHOD)
+        return greet_push_host(
+            result, instructions=self.push_instructions, relays_permissions=relays
+        )
 
     def _session_began(self, ctx: ServerRequestContext[Any, Any], result: dict[str, Any]) -> None:
         session_id = session_id_of(ctx.session)
@@ -223,11 +247,6 @@ class McpService:
             return
         self.sessions.acknowledged(state.session_id)
         await self.keeper.acknowledge(state.host_id, delivered.keys)
-
-    def _relay_capability(self) -> dict[str, dict[str, Any]]:
-        """``claude/channel/permission`` while the permission relay is registered (a channel bridge
-        then declares it to Claude Code and forwards its prompts)."""
-        return {PERMISSION_CAPABILITY: {}} if self.tools.handles(PERMISSION_REQUEST_METHOD) else {}
 
     def _call_of(
         self, ctx: ServerRequestContext[Any, Any], *, time_budget_s: float | None = None

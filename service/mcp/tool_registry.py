@@ -85,7 +85,8 @@ class SessionChannel:
 class ToolCall:
     """What a running tool knows about its call."""
 
-    session: SessionState | None  # None only when the session ended while the call was being set up
+    # None for a request with no session (MCP 2026-07-28), or when the session ended during set-up.
+    session: SessionState | None
     hub: DeliveryHub
     request_id: str | int | None
     channel: SessionChannel | None = None

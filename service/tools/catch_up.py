@@ -95,6 +95,11 @@ class CatchUpTool:
     async def catch_up(self, args: CatchUpInput, call: ToolCall) -> CatchUpResult:
         """List the Teams messages and mail the fleet delivered to the agent (or to this session) that you may
         have missed: since a cursor, or in the last hours. Act on each message_id once."""
+        if args.this_session_only and call.session is None:
+            raise ToolError(
+                "this_session_only needs an MCP session, and this request has none (MCP 2026-07-28 has "
+                "no sessions): call catch_up without it."
+            )
         deps = self.deps
         after = _parse_cursor(args.cursor) if args.cursor is not None else None
         since = after[0] if after is not None else deps.clock() - timedelta(hours=args.hours)

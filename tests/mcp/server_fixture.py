@@ -21,6 +21,9 @@ from eventually import (
 )  # the waits these tests and their importers share
 from eventually import eventually as eventually
 from mcp.client.extension import ClientExtension, NotificationBinding
+from mcp.shared.inbound import MCP_METHOD_HEADER, MCP_NAME_HEADER, MCP_PROTOCOL_VERSION_HEADER
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types.version import LATEST_MODERN_VERSION
 from pydantic import BaseModel, ConfigDict
 from starlette.routing import Route
 from starlette.types import ASGIApp
@@ -34,6 +37,7 @@ from service.from_settings.mcp import mcp_options
 from service.mcp.bearer import MCP_PATH
 from service.mcp.caller_line import RESUME_GRACE_S
 from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
+from service.mcp.instructions import HostInstructions
 from service.mcp.push_target import DEFAULT_SEND_TIMEOUT_S, PushDelivery
 from service.mcp.server import McpService
 from service.mcp.tool_registry import ToolCall, ToolRegistry
@@ -154,6 +158,7 @@ def build_app(
     keeper: HostKeeper | None = None,
     push_send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
     caller_grace_s: float = RESUME_GRACE_S,
+    instructions: HostInstructions | None = None,
 ) -> tuple[FastAPI, McpService, DeliveryHub, Metrics]:
     """The app; ``wrap_mcp`` puts an ASGI layer of the test's around the whole /mcp endpoint. ``hub`` and
     ``tools``: a replica's own, else a fresh hub and the demo tools."""
@@ -165,6 +170,7 @@ def build_app(
         metrics=metrics.mcp,
         tools=tools if tools is not None else demo_tools(),
         caller_grace_s=caller_grace_s,
+        instructions=instructions,
     )
     routes = mcp.routes()
     if wrap_mcp is not None:
@@ -267,6 +273,32 @@ async def open_raw_session(
 
 def session_headers(session_id: str) -> dict[str, str]:
     return {**MCP_HEADERS, "Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"}
+
+
+def modern_request(
+    method: str,
+    params: dict[str, Any] | None = None,
+    *,
+    request_id: int = 1,
+    client_name: str = "raw",
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A 2026-07-28 request by hand: the body with its ``_meta`` envelope, and the headers that must
+    repeat it (the SDK refuses a request whose headers and body disagree)."""
+    envelope = {
+        PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION,
+        CLIENT_CAPABILITIES_META_KEY: {},
+        CLIENT_INFO_META_KEY: {"name": client_name, "version": "raw-test"},
+    }
+    params = {**(params or {}), "_meta": envelope}
+    headers = {
+        **MCP_HEADERS,
+        MCP_PROTOCOL_VERSION_HEADER: LATEST_MODERN_VERSION,
+        MCP_METHOD_HEADER: method,
+    }
+    if "name" in params:
+        headers[MCP_NAME_HEADER] = params["name"]
+    body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    return body, headers
 
 
 class ChannelParams(BaseModel):

@@ -1,7 +1,9 @@
-"""The official Python MCP client against the live server: tools, and channel pushes in both modes.
+"""The official Python MCP client against the live server: tools, and channel pushes on the handshake era.
 
 Claude Code straight over HTTP is a push host only when the operator lists it in ENTRABOT_PUSH_HOSTS,
-as the ``live`` server here does; by default it gets the tools only.
+as the ``live`` server here does, and only on the handshake era (``mode="legacy"``); by default it
+gets the tools only. The client's default mode settles on 2026-07-28, which has no session to push on
+(test_mcp_stateless_era).
 """
 
 from __future__ import annotations
@@ -46,12 +48,9 @@ def claude_code_client(live: LiveMcp, listener: ChannelListener, **options: Any)
     )
 
 
-@pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_push_reaches_the_host_in_legacy_and_default_mode(live: LiveMcp, mode: str) -> None:
+async def test_push_reaches_a_listed_host_on_the_handshake_era(live: LiveMcp) -> None:
     listener = ChannelListener()
-    async with claude_code_client(live, listener, mode=mode) as client:
-        # The default mode probes 2026-07-28 first; the server must steer it to the handshake era,
-        # the only one whose sessions have a push stream.
+    async with claude_code_client(live, listener, mode="legacy") as client:
         assert client.protocol_version == "2025-11-25"
         assert CHANNEL_CAPABILITY in (client.server_capabilities.experimental or {})
 
@@ -83,6 +82,28 @@ async def test_push_reaches_the_host_in_legacy_and_default_mode(live: LiveMcp, m
     # Leaving the client deletes the session: its push target goes with it.
     await eventually(lambda: not live.mcp.sessions.sessions(), "the session to end")
     assert live.hub.live_targets() == []
+
+
+async def test_a_listed_host_in_the_default_mode_gets_the_tools_and_no_channel(
+    live: LiveMcp,
+) -> None:
+    # The default mode settles on 2026-07-28: no session, so nothing to push on, and no channel is
+    # declared even to a name the operator listed.
+    listener = ChannelListener()
+    async with claude_code_client(live, listener) as client:
+        assert client.protocol_version == "2026-07-28"
+        assert CHANNEL_CAPABILITY not in (client.server_capabilities.experimental or {})
+        result = await client.call_tool("echo", {"text": "hi"})
+        assert not result.is_error
+        assert result.structured_content == {
+            "text": "hi",
+            "session_id": None,
+            "push_capable": False,
+        }
+        assert live.mcp.sessions.sessions() == [] and live.push_targets() == []
+        [dispatched] = await live.hub.dispatch([chat_message("m-1")])
+        assert dispatched.outcome is DispatchOutcome.NO_TARGET
+        assert listener.pushes == []
 
 
 async def test_claude_code_over_http_gets_the_tools_but_no_pushes_by_default() -> None:

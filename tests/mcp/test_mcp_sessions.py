@@ -15,6 +15,7 @@ from tests.mcp.server_fixture import (
     eventually,
     live_mcp,
     mcp_settings,
+    modern_request,
     open_raw_session,
     session_headers,
     sse_events,
@@ -152,52 +153,44 @@ async def test_an_idle_session_expires_and_leaves_the_registry(http: httpx.Async
         assert gauge(live, "entrabot_mcp_sessions") == 0
 
 
-async def test_a_modern_era_request_is_refused_with_the_handshake_versions(
+async def test_a_modern_era_request_is_answered_without_opening_a_session(
     live: LiveMcp, http: httpx.AsyncClient
 ) -> None:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28",
-    }
+    body, headers = modern_request("server/discover")
     response = await http.post(live.url, json=body, headers=headers)
-    assert response.status_code == 400
-    error = response.json()["error"]
-    assert error["code"] == -32022
-    assert (
-        "2025-11-25" in error["data"]["supported"]
-        and "2026-07-28" not in error["data"]["supported"]
-    )
-    assert response.json()["id"] == 1, "JSON-RPC: an error answers the request's own id"
+    assert response.status_code == 200, response.text
+    assert "2026-07-28" in response.json()["result"]["supportedVersions"]
+    assert "mcp-session-id" not in response.headers
     assert live.mcp.sessions.sessions() == []
 
 
+MODERN_ONLY = {
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2026-07-28",
+}
+
+
 @pytest.mark.parametrize("request_id", ["probe-7", 0])
-async def test_the_era_refusal_echoes_the_requests_id(
+async def test_initialize_at_the_modern_era_is_refused_with_the_requests_id(
     live: LiveMcp, http: httpx.AsyncClient, request_id: str | int
 ) -> None:
+    # 2026-07-28 has no handshake: the SDK's per-request path refuses an initialize sent at it, and the
+    # error answers the request's own id (JSON-RPC 2.0 §5; the MCP conformance suite checks it).
     body: dict[str, Any] = {
         "jsonrpc": "2.0",
         "id": request_id,
         "method": "initialize",
         "params": {},
     }
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28",
-    }
-    response = await http.post(live.url, json=body, headers=headers)
+    response = await http.post(live.url, json=body, headers=MODERN_ONLY)
     assert response.status_code == 400 and response.json()["id"] == request_id
+    assert live.mcp.sessions.sessions() == []
 
 
 async def test_an_unparseable_modern_era_request_is_refused_with_a_null_id(
     live: LiveMcp, http: httpx.AsyncClient
 ) -> None:
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Content-Type": "application/json",
-    }
+    headers = {**MODERN_ONLY, "Content-Type": "application/json"}
     response = await http.post(live.url, content=b"{not json", headers=headers)
     assert response.status_code == 400 and response.json()["id"] is None
 

@@ -13,7 +13,6 @@ from typing import Any
 import httpx
 import mcp.server.runner as runner
 from mcp.client import Client
-from mcp.client._probe import negotiate_auto
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.session import ServerSession
@@ -24,11 +23,11 @@ from mcp.server.streamable_http import (
     StreamableHTTPServerTransport,
 )
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.shared.exceptions import MCPError
-from mcp_types import UNSUPPORTED_PROTOCOL_VERSION, ErrorData, Implementation, JSONRPCNotification
+from mcp_types import Implementation, JSONRPCNotification
 from mcp_types.version import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
+    LATEST_MODERN_VERSION,
     MODERN_PROTOCOL_VERSIONS,
 )
 
@@ -36,7 +35,6 @@ from service.delivery.hub import DispatchOutcome
 from service.mcp.event_store import InMemoryEventStore, SessionEventStore
 from service.mcp.sdk_adapter import (
     CHANNEL_CAPABILITY,
-    PUSH_ERA_VERSIONS,
     ChannelServer,
     PerSessionEventStoreManager,
     call_when_session_ends,
@@ -207,46 +205,43 @@ def test_eras_are_routed_by_the_protocol_version_header() -> None:
     assert (
         "2026-07-28" in MODERN_PROTOCOL_VERSIONS and "2026-07-28" not in HANDSHAKE_PROTOCOL_VERSIONS
     ), sdk_changed("the protocol eras were renumbered")
-    assert LATEST_HANDSHAKE_VERSION in PUSH_ERA_VERSIONS
+    assert {"2025-06-18", "2025-11-25"} <= set(HANDSHAKE_PROTOCOL_VERSIONS), sdk_changed(
+        "a handshake version the hosts use (Codex 2025-06-18, the bridge 2025-11-25) is no longer served"
+    )
     source = inspect.getsource(StreamableHTTPSessionManager._handle_request)
     assert "HANDSHAKE_PROTOCOL_VERSIONS" in source and "handle_modern_request" in source, (
         sdk_changed(
-            "the session manager no longer routes eras by the MCP-Protocol-Version header (HandshakeEraOnly relies on it)"
+            "the session manager no longer routes eras by the MCP-Protocol-Version header "
+            "(/mcp serves 2026-07-28 through its per-request path)"
         )
     )
 
 
-class _ProbedSession:
-    """Just enough of a ClientSession for the auto-mode negotiation to run against our refusal."""
-
-    def __init__(self) -> None:
-        self.initialized = False
-
-    async def send_discover(self, version: str) -> dict[str, Any]:
-        raise MCPError.from_error_data(
-            ErrorData(
-                code=UNSUPPORTED_PROTOCOL_VERSION,
-                message="refused",
-                data={"supported": list(PUSH_ERA_VERSIONS), "requested": version},
-            )
-        )
-
-    async def initialize(self) -> None:
-        self.initialized = True
-
-    def adopt(self, result: Any) -> None:  # pragma: no cover - reaching it is the failure
-        raise AssertionError(
-            sdk_changed("the auto-mode client adopted a modern era the server refused")
-        )
-
-
-async def test_the_default_client_falls_back_to_the_handshake_when_the_modern_era_is_refused() -> (
+async def test_a_modern_request_runs_with_no_session_and_discover_tells_the_servers_own_text() -> (
     None
 ):
-    session = _ProbedSession()
-    await negotiate_auto(session)  # type: ignore[arg-type]
-    assert session.initialized, sdk_changed(
-        "a mode='auto' client no longer falls back to initialize when the modern era is refused (-32022)"
+    # McpService: a 2026-07-28 tool call has no session (session_id_of None), and its host hears the
+    # server's own instructions (the inbox text) with no channel capability.
+    server = ChannelServer("adapter-check", instructions="the inbox text")
+    seen: list[tuple[str, str | None]] = []
+
+    async def observe(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        seen.append((ctx.method, session_id_of(ctx.session)))
+        return await call_next(ctx)
+
+    server.middleware.append(observe)
+    async with Client(server) as client:  # the default mode: server/discover at 2026-07-28
+        assert client.protocol_version == LATEST_MODERN_VERSION, sdk_changed(
+            "the default client no longer settles on 2026-07-28 with a server that serves it"
+        )
+        assert client.instructions == "the inbox text", sdk_changed(
+            "server/discover no longer answers with Server.instructions"
+        )
+        assert CHANNEL_CAPABILITY not in (client.server_capabilities.experimental or {}), (
+            sdk_changed("server/discover no longer passes its protocol_version to get_capabilities")
+        )
+    assert ("server/discover", None) in seen, sdk_changed(
+        "a 2026-07-28 request no longer passes Server.middleware with a sessionless connection"
     )
 
 

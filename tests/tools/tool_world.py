@@ -148,9 +148,11 @@ class ToolWorld:
         arguments: dict[str, Any] | None = None,
         *,
         push: bool = False,
-        session_id: str = "session-1",
+        session_id: str | None = "session-1",
     ) -> CallToolResult:
-        call = ToolCall(session=session(session_id, push=push), hub=self.hub, request_id=1)
+        """``session_id`` None: a call with no session, as every MCP 2026-07-28 call is."""
+        state = session(session_id, push=push) if session_id is not None else None
+        call = ToolCall(session=state, hub=self.hub, request_id=1)
         return await self.tools.call(name, arguments, call)
 
     async def ok(
