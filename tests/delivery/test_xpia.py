@@ -244,6 +244,12 @@ def test_a_sender_name_cannot_hide_the_fixed_words_behind_a_decoded_tag() -> Non
         assert_one_envelope(push("x&gt;C0NTENT", sender), opening=PUSH_OPEN, closing=PUSH_CLOSE)
 
 
+def test_a_character_without_an_ascii_letter_cannot_join_two_halves_of_the_word() -> None:
+    # A reader who skips the thorn sees the word; its skeleton alone reads as "p" (a property-test find).
+    assert find_envelope_words("EXTERNA1ÞC0NTENT")
+    assert_one_envelope(tool_result("", "EXTERNA1ÞC0NTENT"), opening=TOOL_OPEN, closing=TOOL_CLOSE)
+
+
 def test_sender_names_are_made_inert_rather_than_entity_escaped() -> None:
     assert tool_result("hi", sender='R&D "Team" <lead> 100%').startswith(
         '<external_content sender="R＆D \'Team\' ‹lead› 100％" source="teams">'
