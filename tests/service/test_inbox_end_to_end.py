@@ -36,10 +36,12 @@ def emulator() -> Iterator[RunningEmulator]:
         yield running
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def fleet(
     azurite: Azurite, emulator: RunningEmulator, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LocalFleet]:
+    """A fleet (and container) per test: every inbox host that called is a target for an hour, and
+    messages are spread over the live hosts, so hosts one test made would take another's messages."""
     running = LocalFleet(
         emulator.seed,
         tmp_path_factory.mktemp("inbox"),
@@ -62,16 +64,21 @@ def fleet(
 
 
 @asynccontextmanager
-async def host(url: str, token: str, name: str = "codex-mcp-client") -> AsyncIterator[Client]:
+async def host(
+    url: str, token: str, name: str = "codex-mcp-client", *, stateless: bool = False
+) -> AsyncIterator[Client]:
+    """A handshake-era host (a session on its replica), or with ``stateless`` the SDK's default, which
+    settles on 2026-07-28: no initialize, no session, every request on its own."""
     async with (
         create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
         Client(
             streamable_http_client(url, http_client=http),
-            mode="legacy",
+            mode="auto" if stateless else "legacy",
             client_info=Implementation(name=name, version="0.171.0"),
             read_timeout_seconds=BOUND_S,
         ) as client,
     ):
+        assert (client.protocol_version == "2026-07-28") is stateless
         yield client
 
 
@@ -131,3 +138,29 @@ async def test_operators_see_the_inbox_host_in_readyz(fleet: LocalFleet) -> None
     assert shown and shown[0]["kind"] == "inbox" and shown[0]["last_call"]
     assert shown[0]["client"]["name"] == "codex-mcp-client"
     assert BOB not in str(ready)
+
+
+async def test_a_2026_07_28_host_drains_its_inbox_statelessly_through_either_replica(
+    emulator: RunningEmulator, fleet: LocalFleet
+) -> None:
+    r0, r1 = fleet.members
+    async with (
+        host(r0.mcp_url, BOB, "gemini-cli", stateless=True) as b0,
+        host(r1.mcp_url, BOB, "gemini-cli", stateless=True) as b1,
+    ):
+        cursor = (await receive(b0, None, 0))["cursor"]
+        chat = emulator.seed.chats[1].id or ""
+        async with httpx.AsyncClient(timeout=30) as http:
+            traffic = HumanTraffic(emulator.seed, emulator.base_url, http)
+            posted = (
+                await traffic.post_chat(emulator.seed.humans[1], chat, "stateless")
+            ).message_id
+        got: list[str] = []
+        async with asyncio.timeout(BOUND_S * 2):
+            turn = 0
+            while posted not in got:
+                out = await receive((b1, b0)[turn % 2], cursor, 10)
+                got += [m["message_id"] for m in out["messages"]]
+                cursor, turn = out["cursor"], turn + 1
+        assert got.count(posted) == 1
+        assert (await receive(b1, cursor, 0))["messages"] == []
