@@ -271,7 +271,8 @@ class McpService:
         owe = None
         if pushed_to is not None and self.keeper is not None:
             owe = partial(self.keeper.owe, pushed_to)
-        elif host_id is not None and self.inbox is not None:
+        elif host_id is not None and self.inbox is not None and self.inbox.knows(host_id):
+            # Only a host that reads its inbox: another's record would hold the reply until the sweep.
             owe = partial(self.inbox.owe, host_id)
         return ToolCall(
             session=state,
