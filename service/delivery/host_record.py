@@ -182,36 +182,51 @@ def with_intents(
     *,
     replacing: str | None = None,
 ) -> HostRecord:
-    """``messages`` owed to this host if ``claim`` lands. An entry of the same message is replaced (a
-    retried claim names a new claim id), and so is every entry of the claim this one ``replacing``
-    retries: what that attempt held and this one does not, the other replica's claim won."""
+    """``messages`` owed to this host if ``claim`` lands. An intent of the same message is replaced (a
+    retried claim names a new claim id), and so is every intent of the claim this one ``replacing``
+    retries: what that attempt held and this one does not, the other replica's claim won. A live entry
+    stays: its claim landed, so this one cannot (a look at the cursor older than that claim)."""
     keys = {m.key for m in messages}
-    settled = record.settled_keys()
+    have = record.settled_keys() | _live_keys(record)
     kept = [
         e
         for e in record.pending
-        if e.key not in keys and (replacing is None or e.claim != replacing)
+        if e.state is EntryState.LIVE
+        or (e.key not in keys and (replacing is None or e.claim != replacing))
     ]
     added = [
         PendingDelivery(claim=claim, state=EntryState.INTENT, at=as_utc(at), message=m)
         for m in messages
-        if m.key not in settled
+        if m.key not in have
     ]
     return _appended(record, kept, added)
+
+
+def _live_keys(record: HostRecord) -> set[MessageKey]:
+    return {e.key for e in record.pending if e.state is EntryState.LIVE}
+
+
+def _with_landed(record: HostRecord, added: Sequence[PendingDelivery]) -> HostRecord:
+    """``added`` (entries of claims that landed) in place of any intent of the same messages: the ledger
+    claims a message once, so such an intent's claim can never land, and settling it must not take the
+    message with it."""
+    keys = {e.key for e in added}
+    return _appended(record, [e for e in record.pending if e.key not in keys], added)
 
 
 def owed_after_claim(
     record: HostRecord, claim: str, messages: Sequence[InboundMessage], at: datetime
 ) -> HostRecord:
     """``messages``, claimed already (under a claim no intent of this host named), owed to it from now on:
-    what a sponsor wait of this host took and could not answer with. A message it has or had is left out."""
-    have = {e.key for e in record.pending} | record.settled_keys()
+    what a sponsor wait of this host took and could not answer with. A message it is owed or had is left
+    out; an intent of it (another claim's, which lost to this one) is replaced."""
+    have = _live_keys(record) | record.settled_keys()
     added = [
         PendingDelivery(claim=claim, state=EntryState.LIVE, at=as_utc(at), message=m)
         for m in messages
         if m.key not in have
     ]
-    return _appended(record, record.pending, added)
+    return _with_landed(record, added)
 
 
 def without_claim(record: HostRecord, claim: str) -> HostRecord:
@@ -278,7 +293,9 @@ def moved_out(record: HostRecord, keys: Iterable[tuple[str, str]]) -> HostRecord
 def moved_in(
     record: HostRecord, entries: Sequence[PendingDelivery], from_host: str, at: datetime
 ) -> HostRecord:
-    have = {e.key for e in record.pending} | record.settled_keys()
+    """The sweep's second write: ``entries`` (live at ``from_host``) owed here; one this host is owed or
+    had already is left out, and one it holds an intent of (another claim's, which lost) replaces it."""
+    have = _live_keys(record) | record.settled_keys()
     added = [
         e.model_copy(
             update={
@@ -291,7 +308,7 @@ def moved_in(
         for e in entries
         if e.key not in have
     ]
-    return _appended(record, record.pending, added)
+    return _with_landed(record, added)
 
 
 def held(record: HostRecord, holder: HeldBy | None) -> HostRecord:

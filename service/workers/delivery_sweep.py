@@ -110,25 +110,33 @@ class DeliverySweep:
         for host_id, record in records.items():
             since = record.unseen_since(now, stale)
             if (
-                since is None
-                or not record.pending
-                or now - since < timedelta(seconds=self.move_after_s)
+                since is not None
+                and record.pending
+                and now - since >= timedelta(seconds=self.move_after_s)
             ):
-                continue
-            destination = next((r for r in live if r.host_id != host_id), None)
-            owed = await self._claimed(host_id, record)
-            bound = [
-                e for e in owed if e.moving_to is not None
-            ]  # a move an earlier pass began: same host
-            free = [e for e in owed if e.moving_to is None]
-            if free and destination is not None:
-                to_host, keys = destination.host_id, [e.key for e in free]
-                record = await self.records.update(host_id, lambda r: moving(r, keys, to_host))
-                bound = [e for e in record.pending if e.moving_to is not None]
-            for target in dict.fromkeys(e.moving_to for e in bound if e.moving_to is not None):
-                moved += await self._move(
-                    host_id, target, [e for e in bound if e.moving_to == target]
-                )
+                destination = next((r for r in live if r.host_id != host_id), None)
+                moved += await self._moved_from(host_id, record, destination)
+            elif any(e.moving_to is not None for e in record.pending):
+                # A move an earlier pass began and did not finish, of a host served again: finished
+                # all the same, since the host is never pushed what is bound elsewhere (push_due).
+                moved += await self._moved_from(host_id, record, None)
+        return moved
+
+    async def _moved_from(
+        self, host_id: str, record: HostRecord, destination: HostRecord | None
+    ) -> int:
+        """What ``host_id`` is owed, to ``destination`` (None: only the moves begun already)."""
+        owed = await self._claimed(host_id, record)
+        # A move an earlier pass began finishes to the same host.
+        bound = [e for e in owed if e.moving_to is not None]
+        free = [e for e in owed if e.moving_to is None]
+        if free and destination is not None:
+            to_host, keys = destination.host_id, [e.key for e in free]
+            record = await self.records.update(host_id, lambda r: moving(r, keys, to_host))
+            bound = [e for e in record.pending if e.moving_to is not None]
+        moved = 0
+        for target in dict.fromkeys(e.moving_to for e in bound if e.moving_to is not None):
+            moved += await self._move(host_id, target, [e for e in bound if e.moving_to == target])
         return moved
 
     async def _claimed(self, host_id: str, record: HostRecord) -> list[PendingDelivery]:

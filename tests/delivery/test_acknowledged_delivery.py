@@ -583,6 +583,25 @@ async def test_an_interrupted_move_finishes_to_the_host_it_chose(tmp_path: Path)
     ]
 
 
+async def test_an_interrupted_move_finishes_after_its_host_came_back(tmp_path: Path) -> None:
+    # The host is never pushed what is bound to another (push_due), so the move must finish even
+    # though the host is served again; left to a pass that waits for it to go away, it stays owed.
+    backend, clock = OrderedBackend(tmp_path), Clock()
+    await _owed(backend, "back", [msg("1")], landed=True)
+    await _hold(backend, "back", T0, active=False)
+    clock.advance(700)
+    await _hold(backend, "first", clock.now)
+    backend.fail_prefix = record_key("first")
+    assert await _sweep(backend, clock).sweep() == 0  # bound to "first", not written there
+    backend.fail_prefix = None
+    await _hold(backend, "back", clock.now)  # its stream opens again
+    assert await _sweep(backend, clock).sweep() == 1
+    records = HostRecords(backend, LedgerMetrics())
+    back, first = await records.read("back"), await records.read("first")
+    assert back.pending == () and back.moved == (("19:c1", "1"),)
+    assert [(e.key, e.moved_from) for e in first.pending] == [(("19:c1", "1"), "back")]
+
+
 async def test_a_host_whose_push_stream_went_away_is_no_longer_held_and_what_it_is_owed_moves(
     tmp_path: Path,
 ) -> None:
