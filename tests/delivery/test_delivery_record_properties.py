@@ -71,6 +71,7 @@ from service.delivery.host_record import (
     without_claim,
 )
 from service.delivery.host_rules import push_due
+from service.delivery.inbox_rules import Call, batch, inbox_hold
 from service.delivery.targets import Handover, TargetKind
 from service.domain.message import InboundMessage, MessageKey, Source
 
@@ -159,6 +160,16 @@ class Acknowledge:
 
 
 @dataclass(frozen=True)
+class InboxCall:
+    """A ``receive_messages`` call of an inbox host (service.delivery.inbox): its cursor acknowledges
+    what the host's last received result returned, then it returns what the record owes. ``received``
+    False: the host cancelled the call or it timed out, so its cursor never reaches a later call."""
+
+    host: str
+    received: bool
+
+
+@dataclass(frozen=True)
 class SetServed:
     host: str
     served: bool
@@ -192,7 +203,8 @@ class MoveFails:
 
 
 Op = (
-    WriteIntent
+    InboxCall
+    | WriteIntent
     | WriteClaim
     | AfterClaim
     | SettleIntents
@@ -252,6 +264,7 @@ class Fleet:
     # what happened, for the invariants
     owed: set[MessageKey] = field(default_factory=set)  # claimed, owed through a record
     got: dict[str, set[MessageKey]] = field(default_factory=lambda: {h: set() for h in HOSTS})
+    cursors: dict[str, frozenset[int]] = field(default_factory=dict)  # an inbox host's last cursor
     reached: dict[MessageKey, set[str]] = field(default_factory=dict)  # hosts a push reached
     delivered: dict[MessageKey, list[str]] = field(default_factory=dict)  # acks that took it owed
     move_of: dict[MessageKey, tuple[str, str]] = field(default_factory=dict)
@@ -293,6 +306,8 @@ class Fleet:
                     self._reach(host, keys)
             case Acknowledge(host, keys):
                 self._acknowledge(host, keys)
+            case InboxCall(host, received):
+                self._inbox_call(host, received)
             case SetServed(host, served):
                 self.served[host] = served
             case Die(replica):
@@ -355,6 +370,25 @@ class Fleet:
         for k in keys:
             self.got[host].add(k)
             self.reached.setdefault(k, set()).add(host)
+
+    def _inbox_call(self, host: str, received: bool) -> None:
+        """Acknowledged by the cursor's numbers (inbox_rules.Call), as _acknowledge does by keys."""
+        seqs = self.cursors.get(host, frozenset())
+        pending = self.records[host].pending
+        taken = {
+            e.key
+            for e in pending
+            if e.seq in seqs and (e.state is EntryState.LIVE or e.claim in self.landed)
+        }
+        hold = inbox_hold("r", self.now, 3600.0)
+        self._update(host, Call(seqs, hold, timedelta(seconds=60), "a1b2c3").apply)
+        for k in taken:
+            self.delivered.setdefault(k, []).append(host)
+        self.settled_at[host].update(e.key for e in pending if e.seq in seqs)
+        returned, _ = batch(self.records[host], limit=5)
+        if received:
+            self._reach(host, [e.key for e in returned])
+            self.cursors[host] = frozenset(e.seq for e in returned)
 
     def _acknowledge(self, host: str, keys: Sequence[MessageKey]) -> None:
         # What the acknowledgement took that the host was owed (an intent of a claim that did not
@@ -438,6 +472,7 @@ class Fleet:
             moves=[replace(m) for m in self.moves],
             owed=set(self.owed),
             got={h: set(v) for h, v in self.got.items()},
+            cursors=dict(self.cursors),
             reached={k: set(v) for k, v in self.reached.items()},
             delivered={k: list(v) for k, v in self.delivered.items()},
             move_of=dict(self.move_of),
@@ -626,6 +661,11 @@ class FleetMachine(RuleBasedStateMachine):
         if self.fleet.served[host]:
             keys = self._some(data, [*sorted(self.fleet.got[host]), *NEVER_OWED], 4)
             self.fleet.apply(Acknowledge(host, tuple(keys)))
+
+    @rule(host=st.sampled_from(HOSTS), received=st.booleans())
+    def inbox_call(self, host: str, received: bool) -> None:
+        if self.fleet.served[host]:
+            self.fleet.apply(InboxCall(host, received))
 
     @rule(host=st.sampled_from(HOSTS), served=st.booleans())
     def serve(self, host: str, served: bool) -> None:
