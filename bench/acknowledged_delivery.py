@@ -44,7 +44,7 @@ from typing import Any
 import httpx
 
 from bench.replica_metrics import MetricsScrape, combined, scrape
-from bench.report import envelope, load_average, machine_line, markdown_table
+from bench.report import at_one_and_three_replicas, machine_line, markdown_table
 from bench.session import BenchSession, run_standalone
 from bench.stats import summarize
 from service.bridge.config import HOST_ID_ENV
@@ -297,23 +297,12 @@ async def _at(session: BenchSession, replicas: int) -> dict[str, Any]:
 
 
 async def run(session: BenchSession) -> dict[str, Any]:
-    started_load = load_average()
-    # The suite's smoke run (tiny) takes the 3-replica fleet alone: the one whose failover goes through
-    # another replica, and the half of the run's time it can spare.
-    sizes = (3,) if session.profile.name == "tiny" else (1, 3)
-    rows = [await _at(session, n) for n in sizes]
-    result = envelope(NAME, session.profile.name, {"replicas": list(sizes)}, started_load)
-    result.update(
-        {
-            "targets": {
-                "added_ack_p99_ms": TARGET_ADDED_P99_MS,
-                "blob_ops_per_message": TARGET_BLOB_OPS_PER_MESSAGE,
-                "redelivery_after_sigkill_s": TARGET_REDELIVERY_S,
-            },
-            "runs": rows,
-        }
-    )
-    return result
+    targets = {
+        "added_ack_p99_ms": TARGET_ADDED_P99_MS,
+        "blob_ops_per_message": TARGET_BLOB_OPS_PER_MESSAGE,
+        "redelivery_after_sigkill_s": TARGET_REDELIVERY_S,
+    }
+    return await at_one_and_three_replicas(session, NAME, _at, targets)
 
 
 def markdown(result: dict[str, Any]) -> str:

@@ -44,7 +44,7 @@ from bench.acknowledged_delivery import (
     _scrape_all,
 )
 from bench.replica_metrics import MetricsScrape
-from bench.report import envelope, load_average, machine_line, markdown_table
+from bench.report import at_one_and_three_replicas, machine_line, markdown_table
 from bench.session import BenchSession, run_standalone
 from bench.stats import summarize
 from service.bridge.config import HOST_ID_ENV
@@ -242,22 +242,13 @@ async def _at(session: BenchSession, replicas: int) -> dict[str, Any]:
 
 
 async def run(session: BenchSession) -> dict[str, Any]:
-    started_load = load_average()
-    sizes = (3,) if session.profile.name == "tiny" else (1, 3)
-    rows = [await _at(session, n) for n in sizes]
-    result = envelope(NAME, session.profile.name, {"replicas": list(sizes)}, started_load)
-    result.update(
-        {
-            "targets": {
-                "inbox_p99_over_push_ms": TARGET_P99_OVER_PUSH_MS,
-                "blob_ops_per_message": TARGET_BLOB_OPS_PER_MESSAGE,
-                "idle_graph_requests_per_hour": TARGET_IDLE_GRAPH_PER_HOUR,
-                "cancelled_call_redelivered_on": "the next call",
-            },
-            "runs": rows,
-        }
-    )
-    return result
+    targets = {
+        "inbox_p99_over_push_ms": TARGET_P99_OVER_PUSH_MS,
+        "blob_ops_per_message": TARGET_BLOB_OPS_PER_MESSAGE,
+        "idle_graph_requests_per_hour": TARGET_IDLE_GRAPH_PER_HOUR,
+        "cancelled_call_redelivered_on": "the next call",
+    }
+    return await at_one_and_three_replicas(session, NAME, _at, targets)
 
 
 def markdown(result: dict[str, Any]) -> str:

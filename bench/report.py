@@ -11,8 +11,12 @@ import os
 import platform
 import subprocess
 from datetime import datetime, timezone
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench.session import BenchSession
 
 DEFAULT_RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -130,3 +134,20 @@ def machine_line(result: dict[str, Any]) -> str:
         f"{'/'.join(str(x) for x in m['load_average_before'])}, after {'/'.join(str(x) for x in m['load_average'])}"
         f" (profile `{result['profile']}`)"
     )
+
+
+async def at_one_and_three_replicas(
+    session: BenchSession,
+    name: str,
+    at: Callable[[BenchSession, int], Awaitable[dict[str, Any]]],
+    targets: dict[str, Any],
+) -> dict[str, Any]:
+    """A benchmark's runs at 1 and 3 replicas, in its envelope with its targets. The suite's smoke run
+    (tiny) takes the 3-replica fleet alone: the one whose hosts go through another replica, and the half
+    of the run's time it can spare."""
+    started_load = load_average()
+    sizes = (3,) if session.profile.name == "tiny" else (1, 3)
+    rows = [await at(session, n) for n in sizes]
+    result = envelope(name, session.profile.name, {"replicas": list(sizes)}, started_load)
+    result.update({"targets": targets, "runs": rows})
+    return result

@@ -15,11 +15,13 @@ import httpx
 from emulator.seed import Seed, ThrottleBudget, build_seed
 from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
-from service.devstack.fleet import LocalFleet
+from service.delivery.fault_points import KILL_AT_ENV, FaultPoint
+from service.devstack.fleet import LocalFleet, ReplicaProcess
 from service.devstack.ledger_reader import LedgerReader
 from service.devstack.traffic import HumanTraffic, Posted
 from service.storage.blob import BlobBackend
 from tests.bridge.tcp_balancer import TcpBalancer, tcp_balancer
+from tests.mcp.server_fixture import eventually
 
 READY_TIMEOUT_S = 90.0
 # The replicas' settings unless a caller names its own: polls quick enough that a delivery test waits
@@ -122,3 +124,21 @@ async def bridge_fleet(
     finally:
         await asyncio.to_thread(fleet.stop)
         await ledger.aclose()
+
+
+async def arm_fault_point(member: ReplicaProcess, point: FaultPoint) -> None:
+    """Restart ``member`` told (``ENTRABOT_TEST_KILL_AT``) to SIGKILL itself the first time it has a
+    message to write into a host's record and reaches ``point``."""
+    await asyncio.to_thread(member.terminate)
+    member.env[KILL_AT_ENV] = point.value
+    member.start()
+    await asyncio.to_thread(member.wait_ready)
+
+
+async def killed_at_fault_point(member: ReplicaProcess, point: FaultPoint) -> None:
+    """Return once ``member`` has SIGKILLed itself at ``point``."""
+    await eventually(
+        lambda: not member.alive, f"the replica to kill itself {point.value}", timeout_s=60
+    )
+    assert member.proc is not None and member.proc.returncode == -9, "it SIGKILLed itself"
+    assert "test fault point reached" in member.log_path.read_text(), "at the fault point"

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from service.delivery.fault_points import KILL_AT_ENV, FaultPoint
+from service.delivery.fault_points import FaultPoint
 from service.devstack.azurite import Azurite
 from service.devstack.fleet import DEV_TOKEN
 from tests.bridge.bridge_host import bridge_host
-from tests.bridge.fleet_stack import bridge_fleet
+from tests.bridge.fleet_stack import arm_fault_point, bridge_fleet, killed_at_fault_point
 from tests.mcp.server_fixture import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]
@@ -41,10 +41,7 @@ async def test_a_replica_killed_at_a_fault_point_loses_nothing_and_duplicates_no
     async with bridge_fleet(azurite, tmp_path / "fleet", replicas=2, chats=2, env=env) as stack:
         first, second = stack.fleet.members
         # The first replica, which the balancer gives the bridge, dies at the fault point.
-        await asyncio.to_thread(first.terminate)
-        first.env[KILL_AT_ENV] = point.value
-        first.start()
-        await asyncio.to_thread(first.wait_ready)
+        await arm_fault_point(first, point)
         async with bridge_host(stack.balancer.url(), tmp_path / "bridge.log", token=DEV_TOKEN) as (
             _,
             received,
@@ -58,13 +55,7 @@ async def test_a_replica_killed_at_a_fault_point_loses_nothing_and_duplicates_no
             sender = stack.seed.find_user(members[0])
             assert sender is not None
             posted = await stack.traffic.post_chat(sender, chat_id, f"ship it ({point.value})")
-            await eventually(
-                lambda: not first.alive,
-                f"the first replica to kill itself {point.value}",
-                timeout_s=60,
-            )
-            assert first.proc is not None and first.proc.returncode == -9, "it SIGKILLed itself"
-            assert "test fault point reached" in first.log_path.read_text(), "at the fault point"
+            await killed_at_fault_point(first, point)
             await eventually(
                 lambda: posted.message_id in received.message_ids(),
                 "the message on the host's stdin, through the second replica",

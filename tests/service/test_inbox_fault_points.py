@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from service.delivery.fault_points import KILL_AT_ENV, FaultPoint
+from service.delivery.fault_points import FaultPoint
 from service.devstack.azurite import Azurite
 from service.devstack.fleet import DEV_TOKEN
 from service.domain.message import MessageKey
-from tests.bridge.fleet_stack import bridge_fleet
+from tests.bridge.fleet_stack import arm_fault_point, bridge_fleet, killed_at_fault_point
 from tests.mcp.server_fixture import eventually
 from inbox_host import InboxLoop
 
@@ -39,10 +39,7 @@ async def test_a_replica_killed_at_a_fault_point_loses_nothing_for_an_inbox_host
     }
     async with bridge_fleet(azurite, tmp_path / "fleet", replicas=2, chats=2, env=env) as stack:
         first, second = stack.fleet.members
-        await asyncio.to_thread(first.terminate)
-        first.env[KILL_AT_ENV] = point.value
-        first.start()
-        await asyncio.to_thread(first.wait_ready)
+        await arm_fault_point(first, point)
         # The host's calls go to the first replica while it lives, then to the second.
         host = InboxLoop(
             lambda: first.mcp_url if first.alive else second.mcp_url, DEV_TOKEN, host_id="codex"
@@ -55,13 +52,7 @@ async def test_a_replica_killed_at_a_fault_point_loses_nothing_for_an_inbox_host
             sender = stack.seed.find_user(members[0])
             assert sender is not None
             posted = await stack.traffic.post_chat(sender, chat_id, f"pay this ({point.value})")
-            await eventually(
-                lambda: not first.alive,
-                f"the first replica to kill itself {point.value}",
-                timeout_s=60,
-            )
-            assert first.proc is not None and first.proc.returncode == -9, "it SIGKILLed itself"
-            assert "test fault point reached" in first.log_path.read_text(), "at the fault point"
+            await killed_at_fault_point(first, point)
             key = MessageKey(chat_id, posted.message_id)
             await eventually(
                 lambda: key in host.received,
