@@ -39,7 +39,7 @@ import asyncio
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -51,7 +51,7 @@ from service.bridge.config import HOST_ID_ENV
 from service.bridge.written_log import STATE_DIR_ENV
 from service.delivery.fault_points import KILL_AT_ENV, FaultPoint
 from service.devstack.fleet import DEV_TOKEN, ReplicaProcess
-from tests.bridge.bridge_host import Received, bridge_host
+from tests.bridge.bridge_host import bridge_host
 from tests.bridge.fleet_stack import BridgeFleet, bridge_fleet
 
 NAME = "acknowledged_delivery"
@@ -76,18 +76,24 @@ def _sizes(session: BenchSession) -> tuple[int, float]:
     return {"tiny": (2, 5.0), "quick": (6, 20.0)}.get(session.profile.name, (100, 60.0))
 
 
-async def _arrival(received: Received, message_id: str, started: float) -> float:
+class Arrivals(Protocol):
+    """What a host has read so far: a bridge's stdout (Received), an inbox host's results (InboxLoop)."""
+
+    def message_ids(self) -> list[str]: ...
+
+
+async def _arrival(received: Arrivals, message_id: str, started: float) -> float:
     deadline = started + SAMPLE_TIMEOUT_S
     while message_id not in received.message_ids():
         if time.perf_counter() > deadline:
             raise TimeoutError(
-                f"message {message_id} did not reach the bridge in {SAMPLE_TIMEOUT_S:.0f} s"
+                f"message {message_id} did not reach the host in {SAMPLE_TIMEOUT_S:.0f} s"
             )
         await asyncio.sleep(ARRIVAL_POLL_S)
     return time.perf_counter() - started
 
 
-async def _post_one(stack: BridgeFleet, received: Received, n: int, tag: str) -> float:
+async def _post_one(stack: BridgeFleet, received: Arrivals, n: int, tag: str) -> float:
     chat_id, members = stack.chats()[n % len(stack.chats())]
     sender = stack.seed.find_user(members[n % len(members)])
     assert sender is not None

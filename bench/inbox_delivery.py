@@ -38,7 +38,6 @@ from bench.acknowledged_delivery import (
     ARRIVAL_POLL_S,
     DELIVERY_PATH_AREAS,
     ENV,
-    SAMPLE_TIMEOUT_S,
     _blob_ops,
     _post_one,
     _scrape_all,
@@ -113,26 +112,6 @@ async def _push_phase(
     return {"latency_ms": summarize([s * 1000 for s in samples]).as_dict(), "idle": idle}
 
 
-async def _inbox_arrival(host: InboxLoop, key: MessageKey, started: float) -> float:
-    deadline = started + SAMPLE_TIMEOUT_S
-    while key not in host.received:
-        if time.perf_counter() > deadline:
-            raise TimeoutError(
-                f"message {key} did not reach the inbox host in {SAMPLE_TIMEOUT_S} s"
-            )
-        await asyncio.sleep(ARRIVAL_POLL_S)
-    return time.perf_counter() - started
-
-
-async def _inbox_post(stack: BridgeFleet, host: InboxLoop, n: int, tag: str) -> float:
-    chat_id, members = stack.chats()[n % len(stack.chats())]
-    sender = stack.seed.find_user(members[n % len(members)])
-    assert sender is not None
-    started = time.perf_counter()
-    posted = await stack.traffic.post_chat(sender, chat_id, f"{tag} {n}")
-    return await _inbox_arrival(host, MessageKey(chat_id, posted.message_id), started)
-
-
 async def _inbox_phase(
     stack: BridgeFleet, http: httpx.AsyncClient, messages: int, idle_s: float
 ) -> dict[str, Any]:
@@ -140,10 +119,10 @@ async def _inbox_phase(
     host = InboxLoop(stack.balancer.url, DEV_TOKEN, host_id=INBOX_HOST, wait_s=INBOX_WAIT_S)
     loop = asyncio.create_task(host.run())
     try:
-        await _inbox_post(stack, host, 0, "inbox warm-up")
+        await _post_one(stack, host, 0, "inbox warm-up")
         before = await _scrape_all(http, members)
         started = time.perf_counter()
-        samples = [await _inbox_post(stack, host, n, "inbox") for n in range(1, messages + 1)]
+        samples = [await _post_one(stack, host, n, "inbox") for n in range(1, messages + 1)]
         calls = host.calls
         while host.calls < calls + 1:  # the next call acknowledges the last sample
             await asyncio.sleep(ARRIVAL_POLL_S)

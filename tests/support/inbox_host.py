@@ -53,6 +53,9 @@ class InboxLoop:
     failures: int = 0
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
+    def message_ids(self) -> list[str]:
+        return [k.message_id for k in self.received]
+
     def counts(self) -> Counter[MessageKey]:
         return Counter(self.received)
 
