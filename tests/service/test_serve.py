@@ -173,6 +173,7 @@ def test_health_and_readiness_probes_answer(replica: ReplicaProcess) -> None:
         "daily_summary",
         "graph_backoff",
         "host_deliveries",
+        "inbox_hosts",
         "delivery_sweep",
     }
 
