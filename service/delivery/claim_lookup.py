@@ -126,21 +126,23 @@ async def settle_intents(
     waiting for the message passes ``young_s`` 0: a cursor read then costs less than the wait."""
     found = Settlement()
     for entry in record.pending:
-        if (
-            entry.state is not EntryState.INTENT
-            or entry.claim in found.landed | found.failed
-            or in_flight(entry.claim)
-        ):
+        if entry.state is not EntryState.INTENT:
             continue
-        if now - entry.at < timedelta(seconds=young_s):
+        if now - entry.at < timedelta(seconds=young_s) and not entry.earlier_claims:
             found.again_in_s = min(found.again_in_s, young_s)
             continue
-        fate = await lookup.fate(entry, now)
-        if fate in (ClaimFate.NOT_YET, ClaimFate.UNKNOWN):
-            found.again_in_s = min(found.again_in_s, retry_s)
-        if fate is ClaimFate.LANDED:
-            found.landed.add(entry.claim)
-        elif fate in (ClaimFate.NEVER, ClaimFate.AMBIGUOUS):
-            found.failed.add(entry.claim)
-            note_dropped_intent(fate, record.host_id, entry, metrics)
+        for claim in entry.claims:
+            if claim in found.landed | found.failed or in_flight(claim):
+                continue
+            # An earlier claim's intent was written before this one: it is no younger.
+            fate = await lookup.fate(entry.model_copy(update={"claim": claim}), now)
+            if fate in (ClaimFate.NOT_YET, ClaimFate.UNKNOWN):
+                found.again_in_s = min(found.again_in_s, retry_s)
+            if fate is ClaimFate.LANDED:
+                found.landed.add(claim)
+                break
+            if fate in (ClaimFate.NEVER, ClaimFate.AMBIGUOUS):
+                found.failed.add(claim)
+                if all(c in found.failed for c in entry.claims):
+                    note_dropped_intent(fate, record.host_id, entry, metrics)
     return found

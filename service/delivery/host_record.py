@@ -9,7 +9,8 @@ conflict. The shape::
                  "keep_s": null},       # an inbox host's calls: held for the retention window
      "pending": [{"source": "chat", "chat_id": "19:…", "message_id": "1764…",
                   "claim": "<claim id>", "state": "intent", "at": "…", "moved_from": null,
-                  "seq": 7, "message": {…the InboundMessage…}}],
+                  "seq": 7, "earlier_claims": [],   # intents it replaced whose claims may land
+                  "message": {…the InboundMessage…}}],
      "acked": [["19:…", "1764…"], …],        # the newest ACKED_KEPT acknowledged keys
      "moved": [["19:…", "1763…"], …],        # the newest MOVED_KEPT keys handed to another host
      "next_seq": 8, "tag": "a3f9c1",          # an inbox host's cursors (service.delivery.inbox_rules)
@@ -81,6 +82,15 @@ class PendingDelivery(BaseModel):
     # the entries a call returned by these, so it stays a few characters long (service.delivery.inbox_rules).
     # 0: an entry written before entries were numbered.
     seq: int = 0
+    # The claims of intents this one replaced that may still land (another replica's claim of the same
+    # message from an older look at the cursor): until each is settled, any of them landing makes the
+    # entry owed, and this intent's own claim failing falls back to them rather than dropping it.
+    earlier_claims: tuple[str, ...] = ()
+
+    @property
+    def claims(self) -> tuple[str, ...]:
+        """Every claim whose landing makes this entry owed: its own first."""
+        return (self.claim, *self.earlier_claims)
 
     @property
     def movable(self) -> bool:
@@ -194,8 +204,21 @@ def with_intents(
         if e.state is EntryState.LIVE
         or (e.key not in keys and (replacing is None or e.claim != replacing))
     ]
+    # An intent of another claim of the same message may still land (two replicas' looks at the
+    # cursor): the new intent remembers it. One of the claim this one retries never will.
+    earlier = {
+        e.key: tuple(c for c in e.claims if c not in (replacing, claim))
+        for e in record.pending
+        if e.state is EntryState.INTENT and e.key in keys
+    }
     added = [
-        PendingDelivery(claim=claim, state=EntryState.INTENT, at=as_utc(at), message=m)
+        PendingDelivery(
+            claim=claim,
+            state=EntryState.INTENT,
+            at=as_utc(at),
+            message=m,
+            earlier_claims=earlier.get(m.key, ()),
+        )
         for m in messages
         if m.key not in have
     ]
@@ -230,21 +253,31 @@ def owed_after_claim(
 
 
 def without_claim(record: HostRecord, claim: str) -> HostRecord:
-    """Less the intents of a claim that is known not to have landed."""
-    return record.model_copy(
-        update={"pending": tuple(e for e in record.pending if e.claim != claim)}
-    )
+    """Less the intents of a claim that is known not to have landed (an intent that replaced another
+    claim's of the same message falls back to it)."""
+    return settled_intents(record, (), (claim,))
 
 
 def settled_intents(record: HostRecord, landed: Iterable[str], failed: Iterable[str]) -> HostRecord:
-    """Intents whose claim id was found in its cursor become live; those proven never to land go."""
+    """Intents with a claim id found in its cursor become live (under that claim); claims proven never
+    to land leave their intents, which go once none of their claims may still land."""
     landed, failed = set(landed), set(failed)
     pending = []
     for e in record.pending:
-        if e.state is EntryState.INTENT and e.claim in failed:
-            continue
-        if e.state is EntryState.INTENT and e.claim in landed:
-            e = e.model_copy(update={"state": EntryState.LIVE})
+        if e.state is EntryState.INTENT:
+            won = next((c for c in e.claims if c in landed), None)
+            if won is not None:
+                e = e.model_copy(
+                    update={"state": EntryState.LIVE, "claim": won, "earlier_claims": ()}
+                )
+            else:
+                open_claims = [c for c in e.claims if c not in failed]
+                if not open_claims:
+                    continue
+                if open_claims != list(e.claims):
+                    e = e.model_copy(
+                        update={"claim": open_claims[0], "earlier_claims": tuple(open_claims[1:])}
+                    )
         pending.append(e)
     return record.model_copy(update={"pending": tuple(pending)})
 

@@ -150,13 +150,19 @@ class DeliverySweep:
         landed: set[str] = set()
         failed: set[str] = set()
         for entry in record.pending:
-            if entry.state is EntryState.INTENT and entry.claim not in landed | failed:
-                fate = await self.lookup.fate(entry, now)
+            if entry.state is not EntryState.INTENT:
+                continue
+            for claim in entry.claims:  # its own, then those of the intents it replaced
+                if claim in landed | failed:
+                    continue
+                fate = await self.lookup.fate(entry.model_copy(update={"claim": claim}), now)
                 if fate is ClaimFate.LANDED:
-                    landed.add(entry.claim)
-                elif fate in (ClaimFate.NEVER, ClaimFate.AMBIGUOUS):
-                    failed.add(entry.claim)
-                    note_dropped_intent(fate, host_id, entry, self.metrics)
+                    landed.add(claim)
+                    break
+                if fate in (ClaimFate.NEVER, ClaimFate.AMBIGUOUS):
+                    failed.add(claim)
+                    if all(c in failed for c in entry.claims):
+                        note_dropped_intent(fate, host_id, entry, self.metrics)
         if landed or failed:
             record = await self.records.update(
                 host_id, lambda r: settled_intents(r, landed, failed)

@@ -157,9 +157,21 @@ def test_an_intent_becomes_live_when_its_claim_lands_and_leaves_when_acknowledge
 
 def test_a_retried_claim_replaces_the_intent_and_a_failed_one_goes() -> None:
     record = with_intents(empty_record("h1"), "claim-1", [msg("1")], T0)
+    retried = with_intents(record, "claim-2", [msg("1")], T0, replacing="claim-1")
+    assert [e.claims for e in retried.pending] == [("claim-2",)]
+    assert settled_intents(retried, landed=(), failed={"claim-2"}).pending == ()
+
+
+def test_another_claims_intent_of_the_same_message_is_remembered_until_it_fails_too() -> None:
+    # Two replicas' claims of one message for one host (two looks at the cursor): either may land.
+    record = with_intents(empty_record("h1"), "claim-1", [msg("1")], T0)
     record = with_intents(record, "claim-2", [msg("1")], T0)
-    assert [e.claim for e in record.pending] == ["claim-2"]
-    assert settled_intents(record, landed=(), failed={"claim-2"}).pending == ()
+    assert [e.claims for e in record.pending] == [("claim-2", "claim-1")]
+    fell_back = settled_intents(record, landed=(), failed={"claim-2"})
+    assert [e.claims for e in fell_back.pending] == [("claim-1",)]
+    landed = settled_intents(record, landed={"claim-1"}, failed={"claim-2"})
+    assert [(e.claim, e.state) for e in landed.pending] == [("claim-1", EntryState.LIVE)]
+    assert settled_intents(fell_back, landed=(), failed={"claim-1"}).pending == ()
 
 
 def test_a_corrupt_record_is_refused_with_the_field_named() -> None:
