@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from service.clock import utc_now
-from service.ledger.claims.chat_cursor import baseline_cursor, cursor_key, render_chat_cursor
+from service.domain.conversation import TEAMS_CHATS
+from service.ledger.claims.chat_cursor import baseline_cursor, render_chat_cursor
 from service.ledger.memory.watched_chats import WatchedChats, WatchOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError
@@ -55,7 +56,7 @@ async def preseed_ledger(
     async def create(chat_id: str) -> bool:
         async with limit:
             try:
-                await backend.write_text(cursor_key(chat_id), text, if_absent=True)
+                await backend.write_text(TEAMS_CHATS.cursor_key(chat_id), text, if_absent=True)
             except ConcurrencyError:
                 return False
             return True

@@ -28,11 +28,11 @@ from service.ledger.claims.chat_cursor import (
     Candidate,
     ChatCursor,
     baseline_cursor,
-    cursor_key,
     parse_chat_cursor,
     render_chat_cursor,
 )
 from service.clock import as_utc
+from service.domain.conversation import TEAMS_CHATS
 from service.storage.backend import MemoryBackend
 
 
@@ -56,7 +56,7 @@ class StoredCursor:
 
 async def inspect_cursor(backend: MemoryBackend, chat_id: str) -> StoredCursor:
     """Read the cursor raw (the ledger's own read drops the ETag of a corrupt value). StorageError propagates."""
-    key = cursor_key(chat_id)
+    key = TEAMS_CHATS.cursor_key(chat_id)
     content, etag = await backend.read_text_with_etag(key)
     if content is None:
         return StoredCursor(key, CursorState.ABSENT)

@@ -27,6 +27,7 @@ from service.delivery.hub import DeliveryHub
 from service.delivery.mail_send import MailSender
 from service.tools.chat_send import ChatSender
 from service.delivery.sponsor_refresh import SponsorRefresher
+from service.domain.conversation import TEAMS_CHATS
 from service.domain.sponsors import Sponsor, SponsorGate
 from service.graph.client import GraphClient
 from service.ledger.claims.chat_ledger import ChatLedger
@@ -38,7 +39,7 @@ from service.ledger.summary.production import DailySummaryProducer
 from service.clock import Clock, utc_now
 from service.ledger.memory.chat_members import ChatMembers
 from service.ledger.claims.corrupt_cursors import CorruptCursors
-from service.ledger.fleet.hints import HintLog, HintReader
+from service.ledger.fleet.hints import HintFeed, HintLog, HintReader
 from service.ledger.fleet.leases import Lease
 from service.ledger.memory.permission_requests import PermissionRequests
 from service.ledger.fleet.readers import ReaderRoster
@@ -49,11 +50,10 @@ from service.tools.deps import NewChatLoops, Outbox, ToolDeps
 from service.domain.agent import AgentUser
 from service.workers import chat_scan, chat_sweep
 from service.workers.chat_book import ChatBook
-from service.workers.chat_claiming import ChatClaimer
 from service.workers.chat_poll import ChatPoller
-from service.workers.chat_reading import ChatReader
 from service.workers.chat_scan import ChatScanner, ScanCadence
 from service.workers.chat_state import OfferedMessage
+from service.workers.conversation_polls import PollShared, conversation_poll
 from service.workers.conversation_reader import ChatMessagesReader
 from service.workers.chat_sweep import ChatSweep
 from service.workers.discovery import ROLE as DISCOVERY_ROLE, Discovery
@@ -184,7 +184,7 @@ async def wire_workers(
     ledger_metrics, roles = metrics.ledger, metrics.roles
     interactions = InteractionLog(backend, clock=clock)
     promises = PromiseLedger(backend, clock=clock, metrics=ledger_metrics)
-    watched = WatchedChats(backend, metrics=ledger_metrics)
+    watched = WatchedChats(backend, metrics=ledger_metrics, kind=TEAMS_CHATS)
     await watched.load()
     recorder = DeliveryRecorder(interactions, replica_id, clock=clock)
     sent = SentMessages(backend, replica_id, clock=clock, metrics=ledger_metrics)
@@ -196,9 +196,11 @@ async def wire_workers(
     if delegated:
         gate.replace_sponsors([Sponsor(agent.object_id, agent.upn, agent.mail, agent.display_name)])
     chat_ledger = ChatLedger[OfferedMessage](
-        backend, clock=clock, metrics=ledger_metrics, corrupt=corrupt_cursors
+        backend, kind=TEAMS_CHATS, clock=clock, metrics=ledger_metrics, corrupt=corrupt_cursors
     )
     hint_log = HintLog(backend, clock=clock)
+    # One feed for every kind's poll: a read of the hint segments serves them all.
+    hint_feed = HintFeed(HintReader(backend, clock=clock))
     conversations = ChatMessagesReader(graph, gate)
     book = ChatBook()
     first_watch = FirstWatch(
@@ -239,34 +241,30 @@ async def wire_workers(
         metrics=metrics.changes,
         watched_only=delegated,
     )
-    chat_poller = ChatPoller(
-        reader=ChatReader(
-            conversations,
-            chat_ledger,
-            agent,
-            clock,
-            timedelta(hours=settings.first_sight_max_age_h),
-            timedelta(hours=settings.chat_max_age_h),
-            sent,
-        ),
-        claimer=ChatClaimer(
-            chat_ledger,
-            hub,
-            recorder,
-            permissions,
-            intents.for_messages(lambda o: o.inbound),
-        ),
-        ledger=chat_ledger,
-        watched=watched,
+    shared = PollShared(
         hub=hub,
-        hints=HintReader(backend, clock=clock),
+        intents=intents,
+        recorder=recorder,
+        agent=agent,
+        clock=clock,
+        hints=hint_feed,
         turns=ReadTurns(
             ReaderRoster(backend, replica_id, clock=clock),
             settings.chat_read_spread_s,
             settings.chat_read_gap_s,
         ),
         metrics=metrics.changes,
+        first_sight_max_age=timedelta(hours=settings.first_sight_max_age_h),
+        max_age=timedelta(hours=settings.chat_max_age_h),
         concurrency=settings.chat_poll_concurrency,
+        sent=sent,
+    )
+    chat_poller = conversation_poll(
+        shared,
+        conversations,
+        chat_ledger,
+        watched,
+        permissions=permissions,
         roles=(scanner, sweep),
         on_notification_hint=scanner.heard_notification,
         book=book,

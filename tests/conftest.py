@@ -10,11 +10,11 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob.aio import ContainerClient
 
-from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite, start_azurite
 from service.storage.backend import MemoryBackend
 from service.storage.blob import BlobBackend
 from service.storage.local import LocalBackend
+from service.telemetry.metrics import StorageMetrics
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from service.delivery.host_record import EntryState, HostRecord, PendingDelivery
+from service.domain.conversation import kind_of_source
 from service.domain.message import Source
 from service.ledger.claims.chat_claims import resolve_cursor
 from service.ledger.claims.chat_cursor import CLAIM_MARKS_KEPT
@@ -66,7 +67,9 @@ class ClaimLookup:
             ):
                 return ClaimFate.AMBIGUOUS  # the mailbox cursor keeps no time per claim id
             return ClaimFate.NEVER if lapsed else ClaimFate.NOT_YET
-        chat = await resolve_cursor(self.backend, message.chat_id)
+        kind = kind_of_source(message.source)
+        assert kind is not None  # every source but mail is a kind of conversation
+        chat = await resolve_cursor(self.backend, kind, message.chat_id)
         if chat.outcome is ReadOutcome.UNRESOLVED:
             return ClaimFate.UNKNOWN
         cursor = chat.value

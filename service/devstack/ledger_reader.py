@@ -7,12 +7,12 @@ import asyncio
 import contextlib
 import json
 from collections import defaultdict
-from urllib.parse import unquote
 
 from service.delivery.host_record import HostRecord, parse_host_record, record_key
 from service.devstack.delivery_account import LedgerSnapshot
 from service.domain.message import MessageKey
-from service.ledger.claims.chat_cursor import CURSOR_PREFIX, ChatCursor, parse_chat_cursor
+from service.domain.conversation import TEAMS_CHATS
+from service.ledger.claims.chat_cursor import ChatCursor, parse_chat_cursor
 from service.ledger.claims.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
 from service.ledger.memory.interactions import INTERACTIONS_PREFIX
 from service.ledger.fleet.leases import LeaseRecord, lease_key, parse_lease
@@ -31,7 +31,7 @@ class LedgerReader:
         self._backend = backend
 
     async def chat_cursor_count(self) -> int:
-        return len(await self._backend.list(CURSOR_PREFIX))
+        return len(await self._backend.list(TEAMS_CHATS.cursor_prefix))
 
     async def has_email_cursor(self) -> bool:
         return await self._backend.exists(EMAIL_CURSOR_KEY)
@@ -47,12 +47,12 @@ class LedgerReader:
         return read.value if read.outcome is ReadOutcome.PRESENT else None
 
     async def snapshot(self) -> LedgerSnapshot:
-        keys = await self._backend.list(CURSOR_PREFIX)
+        keys = await self._backend.list(TEAMS_CHATS.cursor_prefix)
         texts = await asyncio.gather(*(self._backend.read_text(k) for k in keys))
         cursors: dict[str, ChatCursor] = {}
         for key, text in zip(keys, texts, strict=True):
-            if text is not None:
-                chat_id = unquote(key[len(CURSOR_PREFIX) :].removesuffix(".json"))
+            chat_id = TEAMS_CHATS.conversation_of_cursor_key(key)
+            if text is not None and chat_id is not None:
                 cursors[chat_id] = parse_chat_cursor(text)
         email = await self._backend.read_text(EMAIL_CURSOR_KEY)
         return LedgerSnapshot(cursors, parse_email_cursor(email) if email is not None else None)

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from service.domain.conversation import KINDS
 from service.storage.backend import MemoryBackend
 from service.storage.errors import StorageError
 from service.storage.keys import validate_key
@@ -31,9 +32,10 @@ MigrationReport = TransferReport
 
 # Excluded at the container root only; under a prefix such as claude_memory/ these names are content.
 ROOT_POLL_STATE_KEYS = frozenset(
-    {"poll_state/email_cursor.txt", "email_cursor.txt", "watched_chats", "chat_id"}
+    {"poll_state/email_cursor.txt", "email_cursor.txt", "chat_id"}
+    | {kind.watched_key for kind in KINDS}
 )
-ROOT_POLL_STATE_DIRS = ("chat_cursors/",)
+ROOT_POLL_STATE_DIRS = tuple(kind.cursor_prefix for kind in KINDS)
 # Never copied under any prefix: process locks are per machine, and LocalBackend's housekeeping
 # directories (service/storage/local.py) hold lock and temp files, not state.
 LOCK_SUFFIX = ".lock"

@@ -34,13 +34,13 @@ from typing import TypeVar
 from opentelemetry import trace
 
 from service.delivery.hub import DeliveryHub
-from service.domain.message import Source
+from service.domain.conversation import ConversationKind
 from service.graph.errors import GraphError
 from service.ledger.claims.chat_ledger import ChatLedger
 from service.ledger.claims.chat_cursor import Candidate
 from service.ledger.memory.watched_chats import WatchedChats
 from service.ledger.records.reads import ReadOutcome
-from service.ledger.fleet.hints import HintReader
+from service.ledger.fleet.hints import HintSource
 from service.storage.errors import StorageError
 from service.telemetry.metrics import ChangeMetrics
 from service.telemetry.tracing import context_from_traceparent
@@ -82,7 +82,7 @@ class ChatPoller:
     ledger: ChatLedger[OfferedMessage]
     watched: WatchedChats
     hub: DeliveryHub
-    hints: HintReader  # the fleet's change hints: the only reason a chat is read (besides our own doubts)
+    hints: HintSource  # this kind's change hints: the only reason a chat is read (besides our own doubts)
     turns: ReadTurns  # this replica's turn among the fleet's readers, and the pace of its reads
     metrics: ChangeMetrics
     concurrency: int = 8
@@ -95,6 +95,12 @@ class ChatPoller:
     _first_sights_taken_at: int = (
         -1
     )  # the watched list's length when its new chats last became wants
+
+    @property
+    def kind(self) -> ConversationKind:
+        """Which conversations these are: the ledger's kind (the reader and the watched list are of
+        the same kind), saying which source its targets must take and which metrics it counts in."""
+        return self.ledger.kind
 
     def state_of(self, chat_id: str) -> ChatPollState:
         return self.book.state_of(chat_id)
@@ -143,18 +149,19 @@ class ChatPoller:
         """
         for role in self.roles:
             await role.cycle()  # the scanner and the sweep: each acts only while it holds its lease
-        await self.turns.refresh(self.hub.can_take(Source.CHAT), self.monotonic())
+        await self.turns.refresh(self.hub.can_take(self.kind.source), self.monotonic())
         await self._take_hints()
         await self._want_first_sights()
         try:
             await self._read_wanted()
         finally:
-            self.metrics.chat_first_sights_pending.set(self.book.first_sights_pending())
-            served = self.hub.can_take(Source.CHAT)
-            self.metrics.chats_awaiting_host.set(0 if served else self.book.hinted_wants())
+            metrics = self.metrics.conversation(self.kind.name)
+            metrics.first_sights_pending.set(self.book.first_sights_pending())
+            served = self.hub.can_take(self.kind.source)
+            metrics.awaiting_host.set(0 if served else self.book.hinted_wants())
 
     async def _read_wanted(self) -> None:
-        if not self.hub.can_take(Source.CHAT):
+        if not self.hub.can_take(self.kind.source):
             # The hints stay wanted until a target comes; those another replica's host was given
             # meanwhile are let go, or they would count as waiting for a host (chats_awaiting_host).
             if self.book.unserved_look_due(now := self.monotonic(), BEHIND_RETRY_S):
@@ -377,7 +384,7 @@ class ChatPoller:
         return state.chat_id in self.ledger.unsettled_chats
 
     def _count_hint(self, outcome: str) -> None:
-        self.metrics.chat_hints.labels(outcome=outcome).inc()
+        self.metrics.conversation(self.kind.name).hints.labels(outcome=outcome).inc()
 
     async def _each(self, items: Sequence[T], work: Callable[[T], Awaitable[R]]) -> list[R]:
         """``work`` over every item, at most ``concurrency`` at a time; results in the items' order."""

@@ -112,7 +112,11 @@ class ChatReader:
             return (
                 ReadMiss.FAILED
             )  # a send of the agent's is in flight, or its record unreadable: later
-        surfaces = bool(humans) and first_sight_surfaces(
+        surfaces = (
+            bool(humans)
+            and self.conversations.first_sight_surfaces
+            and self.conversations.delivers(newest)
+        ) and first_sight_surfaces(
             newest,
             now=self.clock(),
             max_age=self._fresh_for,
@@ -167,7 +171,9 @@ class ChatReader:
         people = await self._humans(ordered, state.chat_id)
         if people is None:
             return ReadMiss.FAILED
-        humans = {m.id for m in people} - self._expired(people, state)
+        humans = {m.id for m in people if self.conversations.delivers(m)} - self._expired(
+            people, state
+        )
         return ChatRead(
             state,
             tuple(

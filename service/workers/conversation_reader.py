@@ -1,11 +1,12 @@
-"""Reading what is new in one conversation: the seam between the chat poll's rules and Graph's routes.
+"""Reading what is new in one conversation: the seam between the poll's rules and Graph's routes.
 
 The poll's rules (hints, turns, the shared cursor, first sight, claims) hold for any conversation whose
 messages Graph lists by lastModifiedDateTime and whose newest can be asked for by creation time; what
-differs between kinds of conversation is the route and how a message becomes an InboundMessage. Teams
-chats are the one kind today (ChatMessagesReader). A second kind — a team channel's messages, say —
-would be a reader beside this one, handed to a ChatPoller of its own with its own ledger and watched
-list; the poll, the book and the claim steps would not change.
+differs between kinds of conversation (service.domain.conversation) is the route, which messages are
+the agent's to hear, whether a first sight may surface the newest message, and how a message becomes
+an InboundMessage. Teams chats are ChatMessagesReader; team channels are
+service.workers.channel_reader; each is handed to a ChatPoller of its own, with a ledger and a watched
+list of its kind, and the poll, the book and the claim steps are the same code.
 """
 
 from __future__ import annotations
@@ -24,6 +25,16 @@ from service.graph.pages import Page
 
 
 class ConversationReader(Protocol):
+    # Whether a first sight may surface the conversation's newest message (under the age bound): a
+    # chat's new-chat intro may; a channel's newest is most likely old chatter, and never replays.
+    @property
+    def first_sight_surfaces(self) -> bool: ...
+
+    def delivers(self, message: ChatMessage) -> bool:
+        """Whether a person's message here is the agent's to hear (every one in a chat); one that is
+        not is decided like the agent's own: the watermark passes it, nothing is delivered."""
+        ...
+
     async def newest(self, conversation_id: str) -> ChatMessage | None:
         """The most recently created message (deleted ones included), or None when there is none."""
         ...
@@ -45,6 +56,13 @@ class ChatMessagesReader:
 
     graph: GraphClient
     gate: SponsorGate | None = None  # who counts as a sponsor in which chat (None: nobody)
+
+    @property
+    def first_sight_surfaces(self) -> bool:
+        return True
+
+    def delivers(self, message: ChatMessage) -> bool:
+        return True
 
     async def newest(self, conversation_id: str) -> ChatMessage | None:
         return await self.graph.messages.get_newest_chat_message(conversation_id)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from bench.change_detection_fleet import choose_survivors
 from bench.change_detection_stats import (
     LONG_IDLE,

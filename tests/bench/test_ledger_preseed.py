@@ -7,11 +7,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.ledger_preseed import preseed_ledger
+from service.ledger.claims.chat_cursor import Candidate, decide_claim
 from service.ledger.claims.chat_ledger import ChatLedger
-from service.ledger.claims.chat_cursor import Candidate
 from service.ledger.memory.watched_chats import WatchedChats
 from service.ledger.records.reads import ReadOutcome
-from service.ledger.claims.chat_cursor import decide_claim
 from service.storage.local import LocalBackend
 from service.telemetry.metrics import LedgerMetrics
 

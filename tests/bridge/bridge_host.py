@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import uuid
-import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field

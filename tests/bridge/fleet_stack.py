@@ -13,13 +13,13 @@ from typing import Any
 import httpx
 
 from emulator.seed import Seed, ThrottleBudget, build_seed
-from service.telemetry.metrics import StorageMetrics
-from service.devstack.azurite import Azurite
 from service.delivery.fault_points import KILL_AT_ENV, FaultPoint
+from service.devstack.azurite import Azurite
 from service.devstack.fleet import LocalFleet, ReplicaProcess
 from service.devstack.ledger_reader import LedgerReader
 from service.devstack.traffic import HumanTraffic, Posted
 from service.storage.blob import BlobBackend
+from service.telemetry.metrics import StorageMetrics
 from tests.bridge.tcp_balancer import TcpBalancer, tcp_balancer
 
 READY_TIMEOUT_S = 90.0

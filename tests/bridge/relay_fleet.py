@@ -12,8 +12,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.delivery.hub import DeliveryHub
 from service.devstack.uvicorn_runner import serve_app
-from service.mcp.sdk_adapter import PERMISSION_REQUEST_METHOD
 from service.from_settings.mcp import build_mcp
+from service.mcp.sdk_adapter import PERMISSION_REQUEST_METHOD
 from service.mcp.tool_registry import ToolCall
 from service.telemetry.metrics import Metrics
 from tests.mcp.server_fixture import LiveMcp, demo_tools, mcp_settings

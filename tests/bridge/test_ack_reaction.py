@@ -19,12 +19,12 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.telemetry.metrics import StorageMetrics
 from service.bridge.config import HOST_ID_ENV
 from service.delivery.host_record import parse_host_record, record_key
 from service.devstack.azurite import Azurite
 from service.devstack.fleet import DEV_TOKEN, ReplicaProcess
 from service.storage.blob import BlobBackend
+from service.telemetry.metrics import StorageMetrics
 from tests.bridge.bridge_host import bridge_host
 from tests.bridge.fleet_stack import BridgeFleet, bridge_fleet
 from tests.mcp.server_fixture import eventually

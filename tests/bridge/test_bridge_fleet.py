@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from service.clock import parse_timestamp, utc_now
 from service.devstack.azurite import Azurite
 from service.devstack.delivery_account import KillRecord, SentMessage, account_deliveries
 from service.devstack.fleet import DEV_TOKEN
 from service.mcp.sdk_adapter import CHANNEL_CAPABILITY
-from service.clock import parse_timestamp, utc_now
 from tests.bridge.bridge_host import Received, bridge_host
 from tests.bridge.fleet_stack import (
     READY_TIMEOUT_S,

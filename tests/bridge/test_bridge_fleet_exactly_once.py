@@ -11,8 +11,6 @@ allowance: nothing may be missing.
 
 from __future__ import annotations
 
-from service.domain.message import MessageKey
-
 import asyncio
 import random
 from collections import Counter
@@ -20,18 +18,18 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
+from inbox_host import InboxLoop
 
 from service.bridge.config import HOST_ID_ENV
 from service.bridge.written_log import STATE_DIR_ENV
 from service.clock import parse_timestamp
-from service.domain.message import EMAIL_CHAT_ID
 from service.devstack.azurite import Azurite
 from service.devstack.delivery_account import SentMessage
 from service.devstack.fleet import DEV_TOKEN
+from service.domain.message import EMAIL_CHAT_ID, MessageKey
 from tests.bridge.bridge_host import Received, bridge_host
 from tests.bridge.fleet_stack import BridgeFleet, bridge_fleet
 from tests.mcp.server_fixture import eventually
-from inbox_host import InboxLoop
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]
 

@@ -18,9 +18,9 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION
 from pydantic import BaseModel
 
 from service.bridge.config import AFFINITY_HEADER
-from service.mcp.sdk_adapter import CHANNEL_CAPABILITY, PERMISSION_CAPABILITY
 from service.delivery.hub import DispatchOutcome
 from service.mcp.push_target import PushTarget
+from service.mcp.sdk_adapter import CHANNEL_CAPABILITY, PERMISSION_CAPABILITY
 from service.mcp.tool_registry import ToolCall
 from tests.bridge.bridge_host import bridge_host, bridge_parameters
 from tests.bridge.relay_fleet import fleet_server

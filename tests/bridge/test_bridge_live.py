@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict
 
 from service.bridge.fleet_connection import PUSH_CLIENT_NAME
 from service.delivery.hub import DispatchOutcome
-from service.domain.message import InboundMessage, Source
 from service.delivery.push import build_channel_push
+from service.domain.message import InboundMessage, Source
 from service.mcp.sdk_adapter import CHANNEL_CAPABILITY
 from tests.bridge.bridge_host import CHANNEL_METHOD, bridge_host
 from tests.mcp.server_fixture import WAIT_BOUND_S, LiveMcp, chat_message, eventually

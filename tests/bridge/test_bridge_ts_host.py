@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from service.bridge.host_server import SERVER_NAME
-from service.mcp.sdk_adapter import CHANNEL_CAPABILITY
 from service.delivery.hub import DispatchOutcome
+from service.mcp.sdk_adapter import CHANNEL_CAPABILITY
 from tests.bridge.ts_stdio_host import typescript_stdio_host
 from tests.mcp.server_fixture import WAIT_BOUND_S, LiveMcp, chat_message, eventually
 from tests.mcp.test_mcp_ts_client import _read_event, ts_client_dir  # noqa: F401 - a fixture, used by name

@@ -19,6 +19,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 
 from service.bridge.config import HOST_ID_ENV
 from service.bridge.written_log import STATE_DIR_ENV
@@ -30,7 +31,6 @@ from service.workers.delivery_sweep import ROLE as SWEEP_ROLE
 from tests.bridge.bridge_host import Received, bridge_host
 from tests.bridge.fleet_stack import BridgeFleet, bridge_fleet
 from tests.bridge.tcp_balancer import tcp_balancer
-from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]
 

@@ -18,7 +18,6 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
 
-from service.telemetry.metrics import StorageMetrics
 from service.bridge.sdk_adapter import send_client_notification
 from service.delivery.host_record import parse_host_record, record_key
 from service.devstack.azurite import Azurite
@@ -26,6 +25,7 @@ from service.devstack.fleet import DEV_TOKEN
 from service.mcp.acknowledging import ACK_METHOD, HOST_ID_HEADER
 from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 from service.storage.blob import BlobBackend
+from service.telemetry.metrics import StorageMetrics
 from tests.bridge.fleet_stack import bridge_fleet
 from tests.mcp.server_fixture import ChannelListener, eventually
 

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-from service.devstack.fleet import DEV_TOKEN
-from tests.bridge.fleet_stack import BridgeFleet
 from claude_home import CLAUDE_CODE_VERSION, ClaudeHome, claude_environment, seed_claude_home
 from fake_anthropic import API_KEY, FakeAnthropic
 from loopback_netns import loopback_only
+
+from service.devstack.fleet import DEV_TOKEN
+from tests.bridge.fleet_stack import BridgeFleet
 
 HOST_DIR = Path(__file__).resolve().parent / "host"
 CLAUDE_BIN = HOST_DIR / "node_modules" / ".bin" / "claude"

@@ -6,13 +6,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
+from claude_home import CLAUDE_CODE_VERSION
+from fake_anthropic import fake_anthropic
+from loopback_netns import unix_forwards
 
 from service.devstack.azurite import Azurite
 from tests.bridge.fleet_stack import bridge_fleet
 from tests.claude_code.claude_kit import CLAUDE_BIN, ClaudeStack, write_token_file
-from claude_home import CLAUDE_CODE_VERSION
-from fake_anthropic import fake_anthropic
-from loopback_netns import unix_forwards
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

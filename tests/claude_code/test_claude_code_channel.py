@@ -8,12 +8,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from claude_home import CLAUDE_CODE_VERSION
+from fake_anthropic import Cue, RecordedRequest, Text, ToolUse, after_tool, tool_search
 
 from tests.bridge.fleet_stack import FORGED_BODY
 from tests.claude_code.claude_kit import ClaudeStack, interactive_claude
 from tests.mcp.server_fixture import eventually
-from claude_home import CLAUDE_CODE_VERSION
-from fake_anthropic import Cue, RecordedRequest, Text, ToolUse, after_tool, tool_search
 
 pytestmark = [
     pytest.mark.slow,

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from claude_home import CLAUDE_CODE_VERSION
+from loopback_netns import loopback_only, namespace_available
 
 from tests.claude_code.claude_kit import REPO_ROOT, ClaudeStack, debug_log
 from tests.mcp.server_fixture import eventually
-from claude_home import CLAUDE_CODE_VERSION
-from loopback_netns import loopback_only, namespace_available
 
 pytestmark = [
     pytest.mark.slow,

@@ -8,11 +8,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+from claude_home import CLAUDE_CODE_VERSION
+from fake_anthropic import Cue, Text, ToolUse, after_tool, on_user_text
 
 from tests.claude_code.claude_kit import ClaudeStack, InteractiveClaude, interactive_claude
 from tests.mcp.server_fixture import eventually
-from claude_home import CLAUDE_CODE_VERSION
-from fake_anthropic import Cue, Text, ToolUse, after_tool, on_user_text
 
 pytestmark = [
     pytest.mark.slow,

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from service.devstack.fleet import DEV_TOKEN
-from tests.codex.mcp_recorder import McpRecorder, mcp_recorder
 from fake_responses import API_KEY, FakeModel, FakeResponses, Policy, fake_responses
 from loopback_netns import loopback_only, unix_forwards
+
+from service.devstack.fleet import DEV_TOKEN
+from tests.codex.mcp_recorder import McpRecorder, mcp_recorder
 
 HOST_DIR = Path(__file__).resolve().parent / "host"
 CODEX_BIN = HOST_DIR / "node_modules" / ".bin" / "codex"

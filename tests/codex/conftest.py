@@ -9,9 +9,9 @@ import pytest
 import pytest_asyncio
 
 from service.devstack.azurite import Azurite
+from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 from tests.bridge.fleet_stack import BRIDGE_FLEET_ENV, BridgeFleet, bridge_fleet
 from tests.codex.codex_kit import CLIENT_NAME, codex_missing
-from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 
 
 def _skip_without_codex() -> None:

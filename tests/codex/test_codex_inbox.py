@@ -21,6 +21,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from eventually import SLOW_WAIT_S, eventually
+from fake_responses import Answer, CallTool, ModelRequest, Step, ToolOutput
 
 from service.delivery.claim_lookup import SETTLE_AFTER_S
 from service.delivery.host_record import EntryState
@@ -33,8 +35,6 @@ from tests.codex.codex_kit import (
     CodexSession,
     codex_session,
 )
-from eventually import SLOW_WAIT_S, eventually
-from fake_responses import Answer, CallTool, ModelRequest, Step, ToolOutput
 
 pytestmark = [
     pytest.mark.slow,

@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from eventually import eventually
+from fake_responses import Answer, CallTool, ModelRequest, Script, Step
 
 from tests.bridge.fleet_stack import FORGED_BODY, BridgeFleet, assert_enveloped_push
 from tests.codex.codex_kit import CODEX_VERSION, codex_session
-from eventually import eventually
-from fake_responses import Answer, CallTool, ModelRequest, Script, Step
 
 pytestmark = [
     pytest.mark.slow,

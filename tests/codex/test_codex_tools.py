@@ -8,11 +8,11 @@ import uuid
 from datetime import datetime, timedelta
 
 import pytest
+from fake_responses import Answer, CallTool, Loop, Script, ToolOutput
 
 from service.devstack.traffic import Posted
 from tests.bridge.fleet_stack import BridgeFleet
 from tests.codex.codex_kit import CODEX_VERSION, CodexOptions, codex_session
-from fake_responses import Answer, CallTool, Loop, Script, ToolOutput
 
 pytestmark = [
     pytest.mark.slow,

@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import httpx
-
 from fake_responses import (
     Answer,
     CallTool,
@@ -19,7 +18,6 @@ from fake_responses import (
     ToolOutput,
     fake_responses,
 )
-
 
 Result = tuple[
     str, dict[str, Any], str

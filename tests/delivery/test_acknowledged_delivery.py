@@ -18,6 +18,7 @@ from service.delivery.host_record import (
     EntryState,
     HeldBy,
     acknowledged,
+    empty_record,
     held,
     moved_in,
     moved_out,
@@ -26,14 +27,14 @@ from service.delivery.host_record import (
     render_host_record,
     settled_intents,
     with_intents,
-    empty_record,
 )
 from service.delivery.host_records import HostRecords
 from service.delivery.hub import DeliveryHub, DispatchOutcome, Handover, TargetKind
+from service.domain.conversation import TEAMS_CHATS
 from service.domain.message import InboundMessage, Source
 from service.ledger.claims.chat_claim_types import ChatClaimOutcome, ClaimProblem
+from service.ledger.claims.chat_cursor import CLAIM_MARKS_KEPT, Candidate
 from service.ledger.claims.chat_ledger import ChatLedger
-from service.ledger.claims.chat_cursor import CLAIM_MARKS_KEPT, Candidate, cursor_key
 from service.ledger.fleet.leases import Lease
 from service.ledger.records.reads import CorruptValueError
 from service.storage.errors import TransientStorageError
@@ -268,7 +269,9 @@ async def test_the_intent_is_in_the_hosts_record_before_the_claim_is_written(
         "19:c1", offered, T0, intent=intents.for_messages(lambda o: o.inbound)
     )
     assert claim.outcome is ChatClaimOutcome.CLAIMED
-    assert backend.writes.index(record_key("h1")) < backend.writes.index(cursor_key("19:c1"))
+    assert backend.writes.index(record_key("h1")) < backend.writes.index(
+        TEAMS_CHATS.cursor_key("19:c1")
+    )
     record = await records.read("h1")
     (token,) = {e.claim for e in record.pending}
     cursor = (await ledger.resolve("19:c1")).value
@@ -287,7 +290,7 @@ async def test_a_record_that_does_not_take_the_intent_stops_the_claim(tmp_path: 
         claim.outcome is ChatClaimOutcome.UNRESOLVED and claim.problem is ClaimProblem.INTENT_FAILED
     )
     assert not await backend.exists(
-        cursor_key("19:c1")
+        TEAMS_CHATS.cursor_key("19:c1")
     )  # nothing claimed: the message stays in Graph
     backend.fail_prefix = None
     claim = await ledger.claim(
@@ -325,7 +328,7 @@ class ReadAwaitsIntent(OrderedBackend):
         return await super().write_text(key, content, if_match=if_match, if_absent=if_absent)
 
     async def read_text_with_etag(self, key: str) -> tuple[str | None, str | None]:
-        if key == cursor_key("19:c1"):
+        if key == TEAMS_CHATS.cursor_key("19:c1"):
             try:
                 await asyncio.wait_for(self.record_write_began.wait(), timeout=5)
             except TimeoutError:
@@ -350,7 +353,7 @@ async def test_the_intent_is_written_while_the_claim_reads_the_cursor(tmp_path: 
     assert claim.outcome is ChatClaimOutcome.CLAIMED
     assert backend.writes == [
         record_key("h1"),
-        cursor_key("19:c1"),
+        TEAMS_CHATS.cursor_key("19:c1"),
     ]  # one intent write, then the claim
     record = await records.read("h1")
     assert [e.key[1] for e in record.pending] == ["1", "2"]
@@ -387,7 +390,7 @@ async def test_a_read_showing_part_claimed_elsewhere_rewrites_the_intent_for_wha
         o.inbound.message_id for o in claim.won
     ] == ["2"]
     # ahead of the read for both, taken back, written for "2" alone, and only then the claim
-    assert backend.writes == [record_key("h1")] * 3 + [cursor_key("19:c1")]
+    assert backend.writes == [record_key("h1")] * 3 + [TEAMS_CHATS.cursor_key("19:c1")]
     record = await records.read("h1")
     (entry,) = record.pending  # never an entry for "1", which another claim holds
     assert entry.key == ("19:c1", "2")

@@ -228,7 +228,8 @@ async def test_each_dispatch_carries_the_message_it_handed_over_or_could_not() -
 def test_one_source_keeps_the_words_stored_records_and_envelopes_already_use() -> None:
     assert [(s.value, s.envelope_word, s.subscription_name) for s in Source] == [
         ("chat", "teams", "chat"),
+        ("channel", "teams", "channel"),
         ("email", "email", "mail"),
     ]
     assert Source.from_subscription_name("mail") is Source.EMAIL
-    assert Source.from_subscription_name("channel") is None  # a kind from a newer version
+    assert Source.from_subscription_name("meeting") is None  # a kind from a newer version

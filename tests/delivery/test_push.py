@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from mcp.types import Notification
 from pydantic import ValidationError
 
-from service.domain.message import EMAIL_CHAT_ID, InboundMessage, Source
 from service.delivery.push import (
     CHANNEL_METHOD,
     ChannelMeta,
@@ -23,6 +22,7 @@ from service.delivery.push import (
     meta_value,
 )
 from service.delivery.xpia import TRUNCATION_NOTICE, find_envelope_words
+from service.domain.message import EMAIL_CHAT_ID, InboundMessage, Source
 
 T0 = datetime(2026, 11, 29, 12, 30, 15, 123456, tzinfo=timezone.utc)
 CHAT = "19:abc123@thread.v2"

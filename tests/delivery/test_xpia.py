@@ -18,7 +18,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.domain.source import Source
 from service.delivery.xpia import (
     DEFANGED_WORD,
     MIN_MAX_CHARS,
@@ -30,6 +29,7 @@ from service.delivery.xpia import (
     wrap_external,
     wrap_for_channel,
 )
+from service.domain.source import Source
 
 CORPUS: list[dict[str, str]] = json.loads(
     (Path(__file__).parent / "xpia_corpus.json").read_text("utf-8")

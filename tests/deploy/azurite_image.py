@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import docker
+
 from tests.deploy.image_build import (
     CA_BUNDLE_NAME,
     REPO_ROOT,

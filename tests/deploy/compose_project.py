@@ -18,9 +18,9 @@ from pathlib import Path
 
 import docker
 import yaml
-from tests.deploy.deploy_facts import COMPOSE_FILE, REPO_ROOT
 
 from service.devstack.fleet import free_port
+from tests.deploy.deploy_facts import COMPOSE_FILE, REPO_ROOT
 
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"

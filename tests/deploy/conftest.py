@@ -7,11 +7,11 @@ import argparse
 from collections.abc import Iterator
 
 import pytest
+
+from service.cli import build_parser
 from tests.deploy.azurite_image import build_azurite_image
 from tests.deploy.docker_engine import Engine, EngineUnavailable, start_engine
 from tests.deploy.image_build import build_service_image
-
-from service.cli import build_parser
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+
 from tests.deploy.deploy_facts import REPO_ROOT
 from tests.deploy.docker_engine import SOCKET, Engine
 

@@ -11,8 +11,6 @@ loopback port. Prometheus and Grafana are not started: their images come only fr
 
 from __future__ import annotations
 
-from service.domain.message import MessageKey
-
 import asyncio
 from collections.abc import Iterator
 from datetime import timedelta
@@ -21,20 +19,21 @@ from typing import Any
 import httpx
 import pytest
 from azure.storage.blob import BlobServiceClient
-from tests.deploy.compose_project import ComposeProject, ComposeUnavailable, compose_command
-from tests.deploy.deploy_facts import load_compose_file
-from tests.deploy.docker_engine import SOCKET, Engine
 from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 
 from emulator.seed import Seed, demo_seed_path, load_seed
-from service.telemetry.metrics import StorageMetrics
 from service.clock import parse_timestamp, utc_now
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.delivery_account import SentMessage, account_deliveries
 from service.devstack.ledger_reader import LedgerReader
 from service.devstack.traffic import HumanTraffic
+from service.domain.message import MessageKey
 from service.storage.blob import BlobBackend
+from service.telemetry.metrics import StorageMetrics
+from tests.deploy.compose_project import ComposeProject, ComposeUnavailable, compose_command
+from tests.deploy.deploy_facts import load_compose_file
+from tests.deploy.docker_engine import SOCKET, Engine
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_group("docker")]
 

@@ -14,6 +14,7 @@ import yaml
 from compose_spec import PyCompose
 
 from emulator.seed import demo_seed_path, load_seed
+from service.devstack.dev_environment import DevstackSettings
 from tests.deploy.deploy_facts import (
     COMPOSE_FILE,
     DASHBOARD,
@@ -24,8 +25,6 @@ from tests.deploy.deploy_facts import (
     load_compose_file,
     unknown_settings,
 )
-
-from service.devstack.dev_environment import DevstackSettings
 
 SERVICE_IMAGE = "entrabot-fleet:local"
 REPLICAS = ("replica-1", "replica-2", "replica-3")

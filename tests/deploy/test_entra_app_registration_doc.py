@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 from service.config import Settings
-from service.mcp.access_policy import token_client_id
 from service.from_settings.mcp import entra_issuer, entra_jwks_url
+from service.mcp.access_policy import token_client_id
 from tests.deploy.deploy_facts import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "entra-app-registration.md"

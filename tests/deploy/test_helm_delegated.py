@@ -9,11 +9,11 @@ from typing import Any
 
 import helm_python
 import pytest
-from tests.deploy.chart_rendering import DELEGATED, FULLNAME, REQUIRED, merge, render
-from tests.deploy.deploy_facts import assert_is_cli_command
 
 from service.cli import build_parser
 from service.signin.sealing import decode_key
+from tests.deploy.chart_rendering import DELEGATED, FULLNAME, REQUIRED, merge, render
+from tests.deploy.deploy_facts import assert_is_cli_command
 
 
 def test_delegated_settings_reach_the_pods_and_the_key_only_through_the_secret() -> None:

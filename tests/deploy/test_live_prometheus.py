@@ -33,7 +33,6 @@ from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import start_emulator
-from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fault_proxy import FaultProxy, ProxyFault, ProxyRule
@@ -41,6 +40,7 @@ from service.devstack.fleet import DEV_TOKEN, LocalFleet
 from service.devstack.traffic import HumanTraffic
 from service.ledger.fleet.leases import lease_key, parse_lease
 from service.storage.blob import BlobBackend
+from service.telemetry.metrics import StorageMetrics
 from service.workers import chat_scan
 from tests.deploy.deploy_facts import DASHBOARD, PROMETHEUS_ALERTS
 from tests.deploy.live_prometheus import Alert, LivePrometheus

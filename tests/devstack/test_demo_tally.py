@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from service.devstack.channel_host import ReceivedPush
 import io
 
+from service.devstack.channel_host import ReceivedPush
 from service.devstack.demo import DemoPrinter
 from service.devstack.demo_tally import MAIL, DemoTally
 

@@ -13,10 +13,10 @@ import pytest
 
 from emulator.seed import DEFAULT_DELEGATED_SCOPES, SPONSOR_READ_ROLES, Seed, build_seed
 from emulator.server import RunningEmulator, start_emulator
-from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.emulator_env import agent_user_env
 from service.storage.blob import BlobBackend
+from service.telemetry.metrics import StorageMetrics
 
 pytestmark = pytest.mark.azurite
 

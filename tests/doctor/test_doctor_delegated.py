@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 from sign_in_kit import delegated_seed, delegated_settings, new_token_key, sign_in_as
-from tests.doctor.test_doctor_cli import blob_env, container, doctor, failures, lines  # noqa: F401 - container: a fixture
 
 from emulator.seed import DEFAULT_DELEGATED_SCOPES, Seed
 from emulator.server import RunningEmulator, start_emulator
-from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.emulator_env import delegated_env
 from service.storage.blob import BlobBackend
+from service.telemetry.metrics import StorageMetrics
+from tests.doctor.test_doctor_cli import blob_env, container, doctor, failures, lines  # noqa: F401 - container: a fixture
 
 pytestmark = pytest.mark.azurite
 

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+from seed_ids import seeded_chat_id
 
 from emulator import ManualClock, RunningEmulator, ThrottleBudget, build_seed, start_emulator
-from seed_ids import seeded_chat_id
 from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 

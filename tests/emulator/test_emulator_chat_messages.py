@@ -8,10 +8,10 @@ import threading
 from datetime import timedelta
 
 import httpx
+from seed_ids import seeded_chat_id
 
 from emulator import ManualClock, RunningEmulator
 from emulator.timestamps import teams_time
-from seed_ids import seeded_chat_id
 from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric import rsa
+from seed_ids import seeded_chat_id
 
 from emulator import ManualClock, RunningEmulator, Seed, start_emulator
-from seed_ids import seeded_chat_id
 from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 MEMBER = "#microsoft.graph.aadUserConversationMember"

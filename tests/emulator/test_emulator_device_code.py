@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 import jwt
 import pytest
-from tests.emulator.emulator_testkit import GRAPH_SCOPE, Entra, assert_entra_error, bearer
 
 from emulator import ManualClock, RunningEmulator
 from emulator.sign_in_grants import DEVICE_CODE_GRANT
+from tests.emulator.emulator_testkit import GRAPH_SCOPE, Entra, assert_entra_error, bearer
 
 SIGN_IN_SCOPE = f"{GRAPH_SCOPE} offline_access openid profile"
 

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+from seed_ids import seeded_chat_id
 
 from emulator import (
     ManualMonotonic,
@@ -23,7 +24,6 @@ from emulator import (
     load_seed,
     start_emulator,
 )
-from seed_ids import seeded_chat_id
 from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 Start = Callable[..., RunningEmulator]

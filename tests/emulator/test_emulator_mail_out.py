@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 from emulator import RunningEmulator
 from emulator.seed import SeedUser
+from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 
 def _to(*addresses: str) -> list[dict[str, Any]]:

@@ -9,10 +9,10 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
+from seed_ids import seeded_chat_id
 
 from emulator import ManualClock, RunningEmulator
 from emulator.timestamps import teams_time
-from seed_ids import seeded_chat_id
 from tests.emulator.emulator_testkit import assert_graph_error
 
 NEWEST_BY_CREATION = "?$orderby=createdDateTime desc&$top=1"

@@ -17,8 +17,8 @@ from tests.emulator.subscription_kit import (  # noqa: F401  (fixtures)
     Admin,
     Subscriber,
     admin,
-    chat_id,
     agent_subscriber,
+    chat_id,
     emu,
     receiver,
 )

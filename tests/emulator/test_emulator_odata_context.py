@@ -6,9 +6,9 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import httpx
+from seed_ids import seeded_chat_id
 
 from emulator import RunningEmulator
-from seed_ids import seeded_chat_id
 
 
 def test_single_entities_name_their_entity_set_and_entity(

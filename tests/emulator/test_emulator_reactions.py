@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from seed_ids import seeded_chat_id
 
 from emulator import ManualClock, RunningEmulator
-from seed_ids import seeded_chat_id
 from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 SET_ROUTE = "POST /v1.0/chats/{id}/messages/{id}/setReaction"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 from emulator import RunningEmulator
 from emulator.seed import Seed, SeedUser
+from tests.emulator.emulator_testkit import Entra, assert_graph_error, bearer
 
 
 def _shared(emu: RunningEmulator, name: str) -> SeedUser:

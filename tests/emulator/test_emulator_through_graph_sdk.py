@@ -11,8 +11,6 @@ from azure.core.credentials import AccessToken
 from kiota_authentication_azure.azure_identity_authentication_provider import (
     AzureIdentityAuthenticationProvider,
 )
-from msgraph.graph_request_adapter import GraphRequestAdapter
-from msgraph.graph_service_client import GraphServiceClient
 from msgraph.generated.models.body_type import BodyType
 from msgraph.generated.models.chat_message import ChatMessage
 from msgraph.generated.models.email_address import EmailAddress
@@ -22,9 +20,11 @@ from msgraph.generated.models.recipient import Recipient
 from msgraph.generated.users.item.send_mail.send_mail_post_request_body import (
     SendMailPostRequestBody,
 )
+from msgraph.graph_request_adapter import GraphRequestAdapter
+from msgraph.graph_service_client import GraphServiceClient
+from seed_ids import seeded_chat_id
 
 from emulator import RunningEmulator
-from seed_ids import seeded_chat_id
 from tests.emulator.emulator_testkit import Entra, bearer
 
 

@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.fault_proxy import Decision, FaultProxy, ProxyFault, ProxyRule, decide
 from service.storage.blob import BlobBackend
 from service.storage.errors import ConcurrencyError, TransientStorageError
+from service.telemetry.metrics import StorageMetrics
 
 pytestmark = pytest.mark.azurite
 

@@ -48,8 +48,8 @@ from service.devstack.fleet_result import FleetResult
 from service.devstack.fleet_run import FleetRun
 from service.ledger.fleet.leases import Lease
 from service.storage.local import LocalBackend
-from service.workers import chat_scan
 from service.telemetry.metrics import RoleMetrics
+from service.workers import chat_scan
 from tests.fleet.fleet_checks import assert_each_message_delivered_once
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]

@@ -33,11 +33,11 @@ from service.graph import GraphClient, GraphOptions, GraphServerError, new_http_
 from service.graph.auth import (
     GRAPH_SCOPE,
     STORAGE_SCOPE,
+    AgentUserIdentity,
     AgentUserTokenProvider,
     BlueprintCertificate,
     BlueprintCredential,
     BlueprintFederatedTokenFile,
-    AgentUserIdentity,
     BlueprintSecret,
 )
 from service.graph.errors import GraphForbidden, TokenAcquisitionError

@@ -30,8 +30,8 @@ from service.graph.auth import (
     BlueprintSecret,
     storage_token_provider,
 )
-from service.graph.auth.hop_forms import EXCHANGE_SCOPE
 from service.graph.auth.credentials import JWT_BEARER
+from service.graph.auth.hop_forms import EXCHANGE_SCOPE
 from service.graph.errors import TokenAcquisitionError, TokenConfigurationError
 from service.telemetry.metrics import GraphMetrics, Metrics
 from tests.graph.conftest import CertificateFiles

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from service.graph.client import GraphClient
-from service.graph.options import GraphOptions
 from service.graph.errors import GraphError, GraphServerError
+from service.graph.options import GraphOptions
 from service.graph.pacing import PacingRules
 from service.graph.retry_policy import RetryPolicy
 from service.telemetry.metrics import GraphMetrics, Metrics

@@ -11,7 +11,6 @@ import pytest
 
 from service.graph.auth.tokens import AccessToken
 from service.graph.client import GraphClient
-from service.graph.options import GraphOptions
 from service.graph.errors import (
     GraphAuthError,
     GraphBadRequest,
@@ -23,6 +22,7 @@ from service.graph.errors import (
     GraphServerError,
     GraphThrottled,
 )
+from service.graph.options import GraphOptions
 from service.graph.retry_policy import RetryPolicy
 from service.graph.urls import graph_timestamp
 from service.telemetry.metrics import Metrics

@@ -33,8 +33,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from service.ledger.claims.chat_ledger import ChatLedger
 from service.ledger.claims.chat_cursor import Candidate
+from service.ledger.claims.chat_ledger import ChatLedger
 from service.ledger.claims.email_claims import EmailClaimer, EmailCycleOutcome, EmailState
 from service.ledger.fleet.leases import Lease
 from service.storage.backend import MemoryBackend

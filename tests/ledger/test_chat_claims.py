@@ -11,20 +11,20 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from service.ledger.records.cas import UpdateOutcome
+from service.domain.conversation import TEAMS_CHATS
 from service.ledger.claims.chat_claim_types import ChatClaimOutcome, ClaimProblem
 from service.ledger.claims.chat_claims import resolve_cursor
-from service.ledger.claims.chat_ledger import ChatLedger
 from service.ledger.claims.chat_cursor import (
     Candidate,
     ChatCursor,
     ClaimMark,
-    cursor_key,
     parse_chat_cursor,
     render_chat_cursor,
 )
-from service.ledger.records.reads import ReadOutcome
+from service.ledger.claims.chat_ledger import ChatLedger
 from service.ledger.claims.settle import Settlement
+from service.ledger.records.cas import UpdateOutcome
+from service.ledger.records.reads import ReadOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.errors import ConcurrencyError
 from service.storage.faults import Fault, FaultRule, FaultyBackend
@@ -39,7 +39,7 @@ from tests.ledger.ledger_helpers import (
 )
 
 CHAT = "19:meeting_abc@thread.v2"
-KEY = cursor_key(CHAT)
+KEY = TEAMS_CHATS.cursor_key(CHAT)
 
 
 def ids(first: int, last: int) -> tuple[str, ...]:
@@ -113,7 +113,7 @@ async def test_a_claim_given_the_cursor_read_before_the_graph_read_writes_agains
     store: MemoryBackend,
 ) -> None:
     await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(CHAT, messages(1, 1))
-    known = await resolve_cursor(store, CHAT)
+    known = await resolve_cursor(store, TEAMS_CHATS, CHAT)
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS, key=KEY))  # a read of the cursor now would claim nothing
     recording = RecordingBackend(faulty)
@@ -129,7 +129,7 @@ async def test_a_stale_cursor_read_costs_a_lost_race_never_a_duplicate(
     store: MemoryBackend,
 ) -> None:
     await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(CHAT, messages(1, 1))
-    known = await resolve_cursor(store, CHAT)
+    known = await resolve_cursor(store, TEAMS_CHATS, CHAT)
     sibling = await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(
         CHAT, messages(2, 3)
     )  # lands after our look
@@ -149,7 +149,7 @@ async def test_a_stale_cursor_read_costs_a_lost_race_never_a_duplicate(
 async def test_a_new_chat_seen_absent_a_moment_ago_is_still_claimed_only_if_absent(
     store: MemoryBackend,
 ) -> None:
-    known = await resolve_cursor(store, CHAT)
+    known = await resolve_cursor(store, TEAMS_CHATS, CHAT)
     assert known.outcome is ReadOutcome.ABSENT
     await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(
         CHAT, messages(1, 2)
@@ -166,7 +166,7 @@ async def test_an_unresolved_cursor_read_is_not_used_the_claim_reads_for_itself(
 ) -> None:
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS, key=KEY, times=1))
-    known = await resolve_cursor(faulty, CHAT)
+    known = await resolve_cursor(faulty, TEAMS_CHATS, CHAT)
     assert known.outcome is ReadOutcome.UNRESOLVED
     claim = await ChatLedger[Candidate](faulty, metrics=LedgerMetrics()).claim(
         CHAT, messages(1, 2), known=known
@@ -220,13 +220,13 @@ async def test_a_cursor_without_an_etag_claims_nothing(store: MemoryBackend) -> 
 async def test_resolve_cursor_classifies_absent_present_and_unresolved(
     store: MemoryBackend,
 ) -> None:
-    assert (await resolve_cursor(store, CHAT)).outcome is ReadOutcome.ABSENT
+    assert (await resolve_cursor(store, TEAMS_CHATS, CHAT)).outcome is ReadOutcome.ABSENT
     await ChatLedger[Candidate](store, metrics=LedgerMetrics()).claim(CHAT, messages(1, 1))
-    present = await resolve_cursor(store, CHAT)
+    present = await resolve_cursor(store, TEAMS_CHATS, CHAT)
     assert present.outcome is ReadOutcome.PRESENT and present.etag is not None
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS))
-    assert (await resolve_cursor(faulty, CHAT)).outcome is ReadOutcome.UNRESOLVED
+    assert (await resolve_cursor(faulty, TEAMS_CHATS, CHAT)).outcome is ReadOutcome.UNRESOLVED
 
 
 # --- exhausted retries ---

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.domain.conversation import TEAMS_CHATS
 from service.ledger.claims.chat_cursor import (
     TAIL_SIZE,
     Candidate,
@@ -17,9 +18,7 @@ from service.ledger.claims.chat_cursor import (
     ClaimMark,
     apply_claim,
     baseline_cursor,
-    chat_of_cursor_key,
     created_chat_cursor,
-    cursor_key,
     decide_claim,
     first_watch_cursor,
     merge,
@@ -77,8 +76,8 @@ def normalized(cursor: ChatCursor) -> ChatCursor:
 
 
 def test_cursor_key_url_quotes_the_chat_id() -> None:
-    assert cursor_key("19:abc@thread.v2") == "chat_cursors/19%3Aabc%40thread.v2.json"
-    assert cursor_key("a/b") == "chat_cursors/a%2Fb.json"
+    assert TEAMS_CHATS.cursor_key("19:abc@thread.v2") == "chat_cursors/19%3Aabc%40thread.v2.json"
+    assert TEAMS_CHATS.cursor_key("a/b") == "chat_cursors/a%2Fb.json"
 
 
 def test_single_host_cursor_is_read_as_it_is() -> None:
@@ -422,7 +421,7 @@ def test_ids_claimed_ahead_of_a_stalled_watermark_outlive_the_50_id_tail() -> No
 
 @given(st.text(min_size=1, max_size=60))
 def test_a_cursor_key_names_its_chat_back(chat_id: str) -> None:
-    assert chat_of_cursor_key(cursor_key(chat_id)) == chat_id
+    assert TEAMS_CHATS.conversation_of_cursor_key(TEAMS_CHATS.cursor_key(chat_id)) == chat_id
 
 
 def test_keys_that_are_not_cursors_name_no_chat() -> None:
@@ -434,4 +433,4 @@ def test_keys_that_are_not_cursors_name_no_chat() -> None:
         "chat_cursors/19%3Aa%40thread.v2.txt",
         "chat_cursors/19:a@thread.v2.json",
     ):
-        assert chat_of_cursor_key(key) is None
+        assert TEAMS_CHATS.conversation_of_cursor_key(key) is None

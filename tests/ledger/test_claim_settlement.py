@@ -10,7 +10,6 @@ from service.ledger.claims.email_cursor import (
     parse_email_cursor,
     render_email_cursor,
 )
-from service.ledger.records.reads import Read, ReadOutcome, UnresolvedReason, read_parsed
 from service.ledger.claims.settle import (
     ClaimWrite,
     Settlement,
@@ -18,6 +17,7 @@ from service.ledger.claims.settle import (
     settle_uncertain_write,
     write_claim,
 )
+from service.ledger.records.reads import Read, ReadOutcome, UnresolvedReason, read_parsed
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
 from tests.ledger.ledger_helpers import T0, RecordingBackend

@@ -6,6 +6,9 @@ import asyncio
 import json
 from datetime import date, datetime, timedelta, timezone
 
+from service.ledger.memory.interactions import Channel, Direction, Interaction, InteractionLog
+from service.ledger.memory.promises import Promise, PromiseLedger, PromiseStatus
+from service.ledger.summary.claim import summary_keys
 from service.ledger.summary.daily import (
     SUMMARY_OFFSET,
     build_summary,
@@ -13,10 +16,6 @@ from service.ledger.summary.daily import (
     render_html,
     summary_due,
 )
-from service.ledger.memory.interactions import Channel
-from service.ledger.memory.interactions import Direction, Interaction, InteractionLog
-from service.ledger.memory.promises import Promise, PromiseLedger, PromiseStatus
-from service.ledger.summary.claim import summary_keys
 from service.ledger.summary.first_boot import FIRST_BOOT_KEY
 from service.ledger.summary.production import DailySummaryProducer, SummaryOutcome
 from service.storage.backend import MemoryBackend

@@ -20,15 +20,15 @@ from typing import Any
 import pytest
 from process_race import race_processes
 
-from service.telemetry.metrics import StorageMetrics
-from service.ledger.fleet.leases import lease_key, parse_lease
 from service.ledger.claims.email_cursor import (
     EMAIL_CURSOR_KEY,
     EmailCursor,
     render_email_cursor,
 )
+from service.ledger.fleet.leases import lease_key, parse_lease
 from service.storage.backend import MemoryBackend
 from service.storage.local import LocalBackend
+from service.telemetry.metrics import StorageMetrics
 from tests.ledger.ledger_fleet_worker import BASE, CONNECTION_ENV, Mail, chat_messages
 
 WORKER = Path(__file__).with_name("ledger_fleet_worker.py")

@@ -9,9 +9,9 @@ from datetime import timedelta
 
 import pytest
 
-from service.ledger.memory.interactions import Channel
 from service.ledger.memory.interactions import (
     Action,
+    Channel,
     Direction,
     Interaction,
     InteractionLog,

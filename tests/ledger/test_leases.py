@@ -4,8 +4,8 @@ and a holder that cannot renew stops acting at once."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from lease_clocks import T0, Clocks

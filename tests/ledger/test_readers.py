@@ -4,7 +4,6 @@ only live replicas that read chats count."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-
 from pathlib import Path
 
 from service.ledger.fleet.readers import (

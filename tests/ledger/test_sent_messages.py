@@ -8,7 +8,6 @@ import asyncio
 from datetime import timedelta
 
 import pytest
-from tests.ledger.ledger_helpers import FakeClock
 
 from service.ledger.memory.sent_messages import (
     PENDING_TTL,
@@ -21,6 +20,7 @@ from service.ledger.memory.sent_messages import (
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.telemetry.metrics import LedgerMetrics
+from tests.ledger.ledger_helpers import FakeClock
 
 CHAT = "19:abc@thread.v2"
 

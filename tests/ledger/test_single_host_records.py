@@ -11,8 +11,6 @@ import json
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from tests.ledger.ledger_helpers import T0, FakeClock
-
 from service.ledger.memory.interactions import (
     Action,
     Channel,
@@ -30,6 +28,7 @@ from service.ledger.memory.promises import (
 )
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import LedgerMetrics
+from tests.ledger.ledger_helpers import T0, FakeClock
 
 DM = "19:ada_agent@unq.gbl.spaces"
 GROUP = "19:launch@thread.v2"

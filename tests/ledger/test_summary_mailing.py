@@ -10,16 +10,15 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from tests.ledger.ledger_helpers import FakeClock
-
-from service.ledger.summary.daily import SUMMARY_OFFSET
 from service.ledger.memory.interactions import InteractionLog, InteractionQuery
 from service.ledger.summary.claim import SummaryState, summary_keys
+from service.ledger.summary.daily import SUMMARY_OFFSET
 from service.ledger.summary.mailing import LetterRefused, LetterSent, LetterUnknown, SummaryLetter
 from service.ledger.summary.production import DailySummaryProducer, SummaryOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.telemetry.metrics import LedgerMetrics
+from tests.ledger.ledger_helpers import FakeClock
 
 DAY = date(2026, 11, 28)
 SPONSORS = ("ada@contoso.com", "grace@contoso.com")

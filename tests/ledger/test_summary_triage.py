@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import date, datetime, timedelta, timezone
 
-from service.ledger.summary.daily import build_summary, render_html
 from service.ledger.memory.interactions import Channel, Direction, Interaction
 from service.ledger.memory.promises import Promise, PromiseStatus
+from service.ledger.summary.daily import build_summary, render_html
 from service.ledger.summary.triage import MAX_LISTED, Section
 
 DAY = date(2026, 11, 28)

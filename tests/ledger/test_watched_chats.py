@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from service.domain.conversation import TEAMS_CHATS
 from service.ledger.fleet.local_poll_state import note_ignored_local_poll_state
+from service.ledger.memory.watched_chats import WatchedChats, WatchOutcome
 from service.ledger.records.reads import ReadOutcome
-from service.ledger.memory.watched_chats import WATCHED_CHATS_KEY, WatchedChats, WatchOutcome
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.telemetry.metrics import LedgerMetrics, Metrics
@@ -26,14 +27,14 @@ async def test_an_absent_list_loads_as_absent_and_a_present_one_is_learned(
         and fresh.chats == frozenset()
         and not fresh.needs_load
     )
-    await store.write_text(WATCHED_CHATS_KEY, "chat-a\nchat-b\n")
+    await store.write_text(TEAMS_CHATS.watched_key, "chat-a\nchat-b\n")
     assert await fresh.load() is ReadOutcome.PRESENT and fresh.chats == {"chat-a", "chat-b"}
 
 
 async def test_an_unreadable_list_starts_with_no_chats_and_loads_again_later(
     store: MemoryBackend,
 ) -> None:
-    await store.write_text(WATCHED_CHATS_KEY, "chat-a\n")
+    await store.write_text(TEAMS_CHATS.watched_key, "chat-a\n")
     faulty = FaultyBackend(store)
     faulty.add(FaultRule(Fault.READ_FAILS, times=1))
     watched = WatchedChats(faulty, metrics=LedgerMetrics())
@@ -45,12 +46,12 @@ async def test_an_unreadable_list_starts_with_no_chats_and_loads_again_later(
 async def test_a_corrupt_list_is_never_overwritten_and_the_new_chat_stays_dirty(
     store: MemoryBackend,
 ) -> None:
-    await store.write_text(WATCHED_CHATS_KEY, "<html><body>502 Bad Gateway</body></html>\n")
+    await store.write_text(TEAMS_CHATS.watched_key, "<html><body>502 Bad Gateway</body></html>\n")
     watched = WatchedChats(store, metrics=LedgerMetrics())
     assert await watched.load() is ReadOutcome.UNRESOLVED
     assert await watched.add(["chat-new"]) is WatchOutcome.FAILED
     assert watched.dirty == {"chat-new"} and "chat-new" in watched
-    assert (await store.read_text(WATCHED_CHATS_KEY) or "").startswith("<html>")
+    assert (await store.read_text(TEAMS_CHATS.watched_key) or "").startswith("<html>")
 
 
 async def test_the_first_write_creates_the_list_with_if_absent_sorted_one_per_line(
@@ -62,14 +63,14 @@ async def test_the_first_write_creates_the_list_with_if_absent_sorted_one_per_li
         is WatchOutcome.WRITTEN
     )
     assert [(w.if_absent, w.if_match) for w in recording.writes] == [(True, None)]
-    assert await store.read_text(WATCHED_CHATS_KEY) == "chat-a\nchat-b\n"
+    assert await store.read_text(TEAMS_CHATS.watched_key) == "chat-a\nchat-b\n"
 
 
 async def test_adding_merges_and_never_removes_another_replicas_chats(store: MemoryBackend) -> None:
     await WatchedChats(store, metrics=LedgerMetrics()).add(["chat-a", "chat-b"])
     other = WatchedChats(store, metrics=LedgerMetrics())  # never loaded: knows only its own chat
     assert await other.add(["chat-c"]) is WatchOutcome.WRITTEN
-    assert await store.read_text(WATCHED_CHATS_KEY) == "chat-a\nchat-b\nchat-c\n"
+    assert await store.read_text(TEAMS_CHATS.watched_key) == "chat-a\nchat-b\nchat-c\n"
     assert other.chats == {"chat-a", "chat-b", "chat-c"}
 
 
@@ -77,7 +78,9 @@ async def test_concurrent_adds_from_several_replicas_lose_no_chat(store: MemoryB
     replicas = [WatchedChats(store, max_attempts=8, metrics=LedgerMetrics()) for _ in range(4)]
     outcomes = await asyncio.gather(*(r.add([f"chat-{n}"]) for n, r in enumerate(replicas)))
     assert all(o is not WatchOutcome.FAILED for o in outcomes)
-    assert await store.read_text(WATCHED_CHATS_KEY) == "".join(f"chat-{n}\n" for n in range(4))
+    assert await store.read_text(TEAMS_CHATS.watched_key) == "".join(
+        f"chat-{n}\n" for n in range(4)
+    )
 
 
 async def test_a_failed_write_stays_dirty_and_goes_out_with_the_next_sweep(
@@ -87,12 +90,15 @@ async def test_a_failed_write_stays_dirty_and_goes_out_with_the_next_sweep(
     faulty.add(FaultRule(Fault.WRITE_FAILS))
     watched = WatchedChats(faulty, metrics=LedgerMetrics())
     assert await watched.add(["chat-a"]) is WatchOutcome.FAILED
-    assert watched.dirty == {"chat-a"} and not await store.exists(WATCHED_CHATS_KEY)
+    assert watched.dirty == {"chat-a"} and not await store.exists(TEAMS_CHATS.watched_key)
     faulty.heal()
     assert (
         await watched.add([]) is WatchOutcome.WRITTEN
     )  # the sweep had no new chat; the dirty one went out
-    assert watched.dirty == frozenset() and await store.read_text(WATCHED_CHATS_KEY) == "chat-a\n"
+    assert (
+        watched.dirty == frozenset()
+        and await store.read_text(TEAMS_CHATS.watched_key) == "chat-a\n"
+    )
 
 
 async def test_a_write_that_landed_without_an_answer_is_recognized_and_not_kept_dirty(

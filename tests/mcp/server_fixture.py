@@ -15,11 +15,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-from fastapi import FastAPI
 from eventually import (
     WAIT_BOUND_S as WAIT_BOUND_S,
 )  # the waits these tests and their importers share
 from eventually import eventually as eventually
+from fastapi import FastAPI
 from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.shared.inbound import MCP_METHOD_HEADER, MCP_NAME_HEADER, MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
@@ -31,8 +31,8 @@ from starlette.types import ASGIApp
 from service.config import Settings
 from service.delivery.host_keeper import HostKeeper
 from service.delivery.hub import DeliveryHub, DeliveryTarget, Handover, TargetKind
-from service.domain.message import InboundMessage, Source
 from service.devstack.uvicorn_runner import serve_app
+from service.domain.message import InboundMessage, Source
 from service.from_settings.mcp import mcp_options
 from service.mcp.bearer import MCP_PATH
 from service.mcp.caller_line import RESUME_GRACE_S

@@ -8,7 +8,6 @@ live uvicorn server.
 from __future__ import annotations
 
 import logging
-
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -17,8 +16,8 @@ import pytest
 
 from emulator.seed import build_seed
 from emulator.server import RunningEmulator, start_emulator
-from service.mcp.access_policy import AccessPolicy
 from service.from_settings.mcp import entra_issuer, entra_jwks_url
+from service.mcp.access_policy import AccessPolicy
 from service.mcp.jwks import JwksCache
 from service.mcp.verifiers import EntraJwtVerifier, Verdict
 from tests.mcp.server_fixture import MCP_HEADERS, initialize_body, live_mcp, mcp_settings

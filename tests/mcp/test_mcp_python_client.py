@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from tool_results import result_text
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import Implementation
+from tool_results import result_text
 
 from service.delivery.hub import DispatchOutcome, TargetKind
 from service.mcp.sdk_adapter import CHANNEL_CAPABILITY

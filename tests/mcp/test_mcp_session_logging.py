@@ -21,10 +21,10 @@ from mcp_types import Implementation
 from pydantic import BaseModel
 
 from service.delivery.hub import DeliveryHub, DispatchOutcome, TargetKind
-from service.domain.sponsors import Sponsor, SponsorGate
 from service.devstack.uvicorn_runner import serve_app
-from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
+from service.domain.sponsors import Sponsor, SponsorGate
 from service.from_settings.mcp import build_mcp
+from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 from service.mcp.tool_registry import ToolCall, ToolRegistry
 from service.telemetry.logging import configure_logging, session_ref
 from service.telemetry.metrics import DeliveryMetrics, Metrics

@@ -6,11 +6,11 @@ import json
 
 import pytest
 from pydantic import BaseModel
+from tool_results import result_text
 
 from service.delivery.hub import DeliveryHub
 from service.mcp.tool_registry import ToolCall, ToolError, ToolRegistry
 from service.telemetry.metrics import DeliveryMetrics
-from tool_results import result_text
 
 
 class Question(BaseModel):

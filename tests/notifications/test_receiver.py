@@ -16,9 +16,9 @@ from starlette.applications import Starlette
 from service.devstack.uvicorn_runner import RunningServer, serve_app
 from service.ledger.fleet.hints import HintLog, HintReader
 from service.notifications.lifecycle_log import read_events
+from service.notifications.options import NotificationOptions
 from service.notifications.payloads import ChangeNotification
 from service.notifications.receiver import MAX_BODY_BYTES, NOTIFICATIONS_PATH, NotificationReceiver
-from service.notifications.options import NotificationOptions
 from service.notifications.wiring import Notifications
 from service.storage.backend import MemoryBackend
 from service.storage.faults import Fault, FaultRule, FaultyBackend

@@ -11,19 +11,19 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from worker_stack import WorkerStack, build_stack
 from starlette.applications import Starlette
+from worker_stack import WorkerStack, build_stack
 
 from emulator.faults import FaultRule
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
-from service.domain.source import Source
-from service.devstack.uvicorn_runner import serve_app
 from service.clock import utc_now
+from service.devstack.uvicorn_runner import serve_app
+from service.domain.source import Source
 from service.ledger.fleet.leases import Lease
 from service.notifications.lifecycle_log import LifecycleEvent, record_event
-from service.notifications.receiver import NOTIFICATIONS_PATH
 from service.notifications.options import NotificationOptions
+from service.notifications.receiver import NOTIFICATIONS_PATH
 from service.notifications.subscription_record import RECORD_KEY, parse_record, render_record
 from service.notifications.subscriptions import ROLE, SubscriptionManager
 from service.notifications.wiring import Notifications

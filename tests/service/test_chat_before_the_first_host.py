@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
@@ -28,10 +29,9 @@ from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
 from service.devstack.traffic import HumanTraffic
-from service.ledger.claims.chat_cursor import cursor_key
+from service.domain.conversation import TEAMS_CHATS
 from service.storage.blob import BlobBackend
 from service.telemetry.metrics import StorageMetrics
-from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 
 pytestmark = [pytest.mark.azurite, pytest.mark.slow]
 
@@ -105,7 +105,7 @@ async def test_chat_messages_written_before_any_host_reach_the_first_hosts_once(
     tasks: list[asyncio.Task[None]] = []
 
     async def cursor(chat_id: str) -> str | None:
-        return await store.read_text(cursor_key(chat_id))
+        return await store.read_text(TEAMS_CHATS.cursor_key(chat_id))
 
     try:
         # The container's first boot watches the chats and starts their cursors, with no host.

@@ -15,13 +15,13 @@ from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import start_emulator
-from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
 from service.devstack.traffic import HumanTraffic
-from service.ledger.claims.chat_cursor import cursor_key
+from service.domain.conversation import TEAMS_CHATS
 from service.storage.blob import BlobBackend
+from service.telemetry.metrics import StorageMetrics
 
 pytestmark = pytest.mark.azurite
 
@@ -65,7 +65,7 @@ async def _scenario(
     store = BlobBackend.from_connection_string(
         fleet.azurite.connection_string, fleet.container, metrics=StorageMetrics()
     )
-    await store.write_text(cursor_key(stalled.id), '{"last_ts": 42}')
+    await store.write_text(TEAMS_CHATS.cursor_key(stalled.id), '{"last_ts": 42}')
 
     stop = asyncio.Event()
     host = ChannelHost("host", [mcp_url], token=DEV_TOKEN)

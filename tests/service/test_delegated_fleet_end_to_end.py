@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
+from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
@@ -25,15 +26,15 @@ from sign_in_kit import delegated_seed, delegated_settings, new_token_key, sign_
 
 from emulator.seed import ThrottleBudget
 from emulator.server import RunningEmulator, start_emulator
-from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.emulator_env import delegated_env
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
 from service.devstack.traffic import HumanTraffic
-from service.ledger.claims.chat_cursor import cursor_key, parse_chat_cursor
+from service.domain.conversation import TEAMS_CHATS
+from service.ledger.claims.chat_cursor import parse_chat_cursor
 from service.storage.blob import BlobBackend
-from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
+from service.telemetry.metrics import StorageMetrics
 
 pytestmark = [pytest.mark.azurite, pytest.mark.slow]
 
@@ -125,7 +126,7 @@ async def decided_by_the_fleet(
 ) -> bool:
     """Whether the chat's cursor covers every one of these messages (recorded, or at or behind its
     watermark): some replica read them all and claimed, or decided never to push, each."""
-    text = await store.read_text(cursor_key(chat_id))
+    text = await store.read_text(TEAMS_CHATS.cursor_key(chat_id))
     if text is None:
         return False
     cursor = parse_chat_cursor(text)

@@ -15,12 +15,12 @@ import pytest
 
 from emulator.seed import build_seed
 from emulator.server import start_emulator
-from service.telemetry.metrics import StorageMetrics
 from service.clock import utc_now
 from service.devstack.azurite import Azurite
 from service.devstack.fleet import READY_TIMEOUT_S, LocalFleet
 from service.ledger.fleet.graph_backoff import BACKOFF_KEY, BackoffRecord, render_backoff
 from service.storage.blob import BlobBackend
+from service.telemetry.metrics import StorageMetrics
 
 pytestmark = pytest.mark.azurite
 

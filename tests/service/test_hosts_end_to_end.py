@@ -21,12 +21,12 @@ from mcp_types import Implementation
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
-from tests.service.test_sponsor_wait_takes_one_end_to_end import one_replica
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import DEV_TOKEN, ReplicaProcess
 from service.devstack.traffic import HumanTraffic
 from tests.mcp.server_fixture import eventually
+from tests.service.test_sponsor_wait_takes_one_end_to_end import one_replica
 
 pytestmark = [pytest.mark.azurite, pytest.mark.slow]
 

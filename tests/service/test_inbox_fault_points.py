@@ -13,6 +13,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from inbox_host import InboxLoop
 
 from service.delivery.fault_points import FaultPoint
 from service.devstack.azurite import Azurite
@@ -20,7 +21,6 @@ from service.devstack.fleet import DEV_TOKEN
 from service.domain.message import MessageKey
 from tests.bridge.fleet_stack import arm_fault_point, bridge_fleet, killed_at_fault_point
 from tests.mcp.server_fixture import eventually
-from inbox_host import InboxLoop
 
 pytestmark = [pytest.mark.slow, pytest.mark.fleet, pytest.mark.azurite]
 

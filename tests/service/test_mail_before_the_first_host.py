@@ -17,17 +17,17 @@ from pathlib import Path
 
 import httpx
 import pytest
+from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
-from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
 from service.devstack.traffic import HumanTraffic
 from service.ledger.claims.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
 from service.storage.blob import BlobBackend
-from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
+from service.telemetry.metrics import StorageMetrics
 
 pytestmark = [pytest.mark.azurite, pytest.mark.slow]
 

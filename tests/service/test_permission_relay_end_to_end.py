@@ -28,11 +28,11 @@ from pydantic import BaseModel, ConfigDict
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
+from service.bridge.sdk_adapter import send_client_notification
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
 from service.devstack.traffic import HumanTraffic
-from service.bridge.sdk_adapter import send_client_notification
 from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 from service.mcp.sdk_adapter import PERMISSION_REQUEST_METHOD
 

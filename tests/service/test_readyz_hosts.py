@@ -24,7 +24,6 @@ import yaml
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
-from tests.service.test_sponsor_wait_takes_one_end_to_end import one_replica
 from service.bridge.config import HOST_ID_ENV
 from service.devstack.azurite import Azurite
 from service.devstack.fleet import DEV_TOKEN, ReplicaProcess
@@ -33,6 +32,7 @@ from service.mcp.hosts import BRIDGE_PUSH_CLIENT_NAME
 from tests.bridge.bridge_host import bridge_parameters
 from tests.deploy.deploy_facts import PROMETHEUS_ALERTS
 from tests.mcp.server_fixture import eventually
+from tests.service.test_sponsor_wait_takes_one_end_to_end import one_replica
 
 pytestmark = [pytest.mark.azurite, pytest.mark.slow]
 

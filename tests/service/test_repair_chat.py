@@ -18,10 +18,11 @@ import pytest
 from emulator.seed import demo_seed_path, load_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.chat_repair import CursorState, inspect_cursor, plan_repair, write_repair
-from service.devstack.emulator_env import agent_user_env
-from service.graph.models import ChatMessage
-from service.ledger.claims.chat_cursor import Candidate, cursor_key, decide_claim, parse_chat_cursor
 from service.clock import utc_now
+from service.devstack.emulator_env import agent_user_env
+from service.domain.conversation import TEAMS_CHATS
+from service.graph.models import ChatMessage
+from service.ledger.claims.chat_cursor import Candidate, decide_claim, parse_chat_cursor
 from service.storage.errors import ConcurrencyError
 from service.storage.local import LocalBackend
 
@@ -89,11 +90,11 @@ def repair(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedPr
 
 
 def stored(data_dir: Path, chat_id: str) -> str | None:
-    return asyncio.run(LocalBackend(data_dir).read_text(cursor_key(chat_id)))
+    return asyncio.run(LocalBackend(data_dir).read_text(TEAMS_CHATS.cursor_key(chat_id)))
 
 
 def corrupt(data_dir: Path, chat_id: str) -> None:
-    asyncio.run(LocalBackend(data_dir).write_text(cursor_key(chat_id), CORRUPT))
+    asyncio.run(LocalBackend(data_dir).write_text(TEAMS_CHATS.cursor_key(chat_id), CORRUPT))
 
 
 def test_without_yes_it_shows_the_new_baseline_and_writes_nothing(
@@ -131,7 +132,7 @@ def test_the_newest_message_becomes_the_baseline_and_nothing_the_chat_held_is_cl
 def test_a_readable_cursor_is_left_alone(emulator: RunningEmulator, tmp_path: Path) -> None:
     chat = chat_id_by_topic(emulator, "Release planning")
     healthy = '{"last_ts": "2026-01-01T00:00:00Z", "seen_ids_tail": [], "bootstrapped": true}'
-    asyncio.run(LocalBackend(tmp_path / "d").write_text(cursor_key(chat), healthy))
+    asyncio.run(LocalBackend(tmp_path / "d").write_text(TEAMS_CHATS.cursor_key(chat), healthy))
     result = repair(cli_env(emulator, tmp_path / "d"), tmp_path, chat, "--yes")
     assert result.returncode == 0 and "nothing to repair" in result.stdout
     assert stored(tmp_path / "d", chat) == healthy
@@ -203,13 +204,15 @@ def test_the_repair_write_never_replaces_a_value_changed_after_it_was_read(tmp_p
     chat = "19:race@thread.v2"
 
     async def scenario() -> None:
-        await backend.write_text(cursor_key(chat), CORRUPT)
+        await backend.write_text(TEAMS_CHATS.cursor_key(chat), CORRUPT)
         found = await inspect_cursor(backend, chat)
         assert found.state is CursorState.CORRUPT
-        await backend.write_text(cursor_key(chat), CORRUPT + " ")  # someone else's write in between
+        await backend.write_text(
+            TEAMS_CHATS.cursor_key(chat), CORRUPT + " "
+        )  # someone else's write in between
         plan = plan_repair(chat, None, now=utc_now())
         with pytest.raises(ConcurrencyError):
             await write_repair(backend, found, plan)
-        assert await backend.read_text(cursor_key(chat)) == CORRUPT + " "
+        assert await backend.read_text(TEAMS_CHATS.cursor_key(chat)) == CORRUPT + " "
 
     asyncio.run(scenario())

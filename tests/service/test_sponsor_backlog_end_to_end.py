@@ -27,14 +27,14 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
 
 from emulator.server import RunningEmulator
-from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
 from service.devstack.traffic import HumanTraffic
-from service.ledger.memory.interactions import Direction, InteractionLog, InteractionQuery
-from service.ledger.claims.chat_cursor import cursor_key
+from service.domain.conversation import TEAMS_CHATS
 from service.ledger.fleet.hints import HintReader
+from service.ledger.memory.interactions import Direction, InteractionLog, InteractionQuery
 from service.storage.blob import BlobBackend
+from service.telemetry.metrics import StorageMetrics
 from tests.service.test_hosts_end_to_end import sponsor_waits
 from tests.service.test_sponsor_wait_takes_one_end_to_end import (  # noqa: F401 - emulator: the fixture
     bootstrap_every_chat,
@@ -229,7 +229,7 @@ async def test_the_backlog_comes_in_bounded_results_apart_from_the_reply_and_is_
     seen = {
         mid
         for chat in chats
-        for mid in json.loads(await store.read_text(cursor_key(chat)) or "{}").get(
+        for mid in json.loads(await store.read_text(TEAMS_CHATS.cursor_key(chat)) or "{}").get(
             "seen_ids_tail", []
         )
     }

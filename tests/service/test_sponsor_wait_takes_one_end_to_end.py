@@ -20,13 +20,13 @@ from mcp_types import Implementation
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
-from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import DEV_TOKEN, LocalFleet
 from service.devstack.traffic import HumanTraffic
-from service.ledger.claims.chat_cursor import cursor_key
+from service.domain.conversation import TEAMS_CHATS
 from service.storage.blob import BlobBackend
+from service.telemetry.metrics import StorageMetrics
 
 pytestmark = [pytest.mark.azurite, pytest.mark.slow]
 
@@ -105,7 +105,7 @@ async def bootstrap_every_chat(fleet: LocalFleet, emulator: RunningEmulator) -> 
         for _ in range(BOOTSTRAP_WAITS):
             out = await wait_for_sponsor(fleet.members[0].mcp_url, 2.0)
             assert out["outcome"] == "timeout"  # nobody has written yet
-            if all([await store.read_text(cursor_key(c)) is not None for c in chats]):
+            if all([await store.read_text(TEAMS_CHATS.cursor_key(c)) is not None for c in chats]):
                 return
         raise AssertionError("the replica did not give every chat its first sight")
     finally:

@@ -21,6 +21,7 @@ from sign_in_kit import delegated_settings, new_token_key, sign_in_as
 
 from emulator.server import RunningEmulator
 from service.config import Settings
+from service.from_settings.signin import public_client, sign_in_store
 from service.graph.auth.tokens import GRAPH_SCOPE
 from service.ledger.fleet.leases import Lease
 from service.signin.errors import SignInRequired
@@ -32,7 +33,6 @@ from service.signin.provider import (
     DelegatedTokenProvider,
     ProviderTime,
 )
-from service.from_settings.signin import public_client, sign_in_store
 from service.signin.sealing import SealingKey
 from service.signin.store import SignInStore
 from service.storage.blob import BlobBackend

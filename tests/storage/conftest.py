@@ -12,13 +12,13 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
+from settings_env import settings_from_env
 
 from service.from_settings.storage import storage_options
-from service.telemetry.metrics import StorageMetrics
 from service.storage.backend import MemoryBackend
 from service.storage.blob import BlobBackend
 from service.storage.resolution import get_backend
-from settings_env import settings_from_env
+from service.telemetry.metrics import StorageMetrics
 from tests.storage.storage_fakes import (
     FakeBlobEndpoint,
     Handler,

@@ -12,13 +12,12 @@ import asyncio
 import json
 import sys
 
-from service.from_settings.storage import storage_options
-from service.telemetry.metrics import StorageMetrics
 from service.config import Settings
+from service.from_settings.storage import storage_options
 from service.storage.backend import MemoryBackend
-from service.storage.errors import ConcurrencyError
+from service.storage.errors import ConcurrencyError, TransientStorageError
 from service.storage.resolution import get_backend
-from service.storage.errors import TransientStorageError
+from service.telemetry.metrics import StorageMetrics
 
 MAX_ATTEMPTS_PER_INCREMENT = 2_000
 SETTLE_READS = 3

@@ -13,26 +13,25 @@ from collections.abc import Awaitable, Callable
 import pytest
 from aiohttp import web
 from azure.core.exceptions import HttpResponseError, ServiceRequestError
+from settings_env import settings_from_env
 
-from service.from_settings.storage import storage_options
 from service.devstack.azurite import ACCOUNT_KEY, Azurite
+from service.from_settings.storage import storage_options
 from service.storage.blob import BlobBackend
 from service.storage.blob_config import BlobClientOptions
+from service.storage.blob_errors import BlobOp, BlobTarget, storage_error_from
 from service.storage.errors import (
     BackendMisconfiguredError,
     BackendUnavailableError,
     ConcurrencyError,
+    NotAppendableError,
     StorageError,
     TokenExpiredError,
     TransientStorageError,
 )
 from service.storage.resolution import assert_backend_config
 from service.storage.token_credential import TokenProvider
-from service.storage.errors import NotAppendableError
-from service.storage.blob_errors import BlobOp, BlobTarget, storage_error_from
 from service.telemetry.metrics import Metrics, StorageMetrics
-
-from settings_env import settings_from_env
 from tests.storage.storage_fakes import (
     FakeBlobEndpoint,
     TlsFiles,

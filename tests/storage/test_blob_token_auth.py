@@ -23,25 +23,24 @@ from pathlib import Path
 import httpx
 import jwt
 import pytest
+from settings_env import settings_from_env
 
 from emulator.dev_credentials import DevIssuer, make_issuer, with_blueprint_credentials
 from emulator.seed import build_seed
 from emulator.server import RunningEmulator, start_emulator
-from service.from_settings.storage import storage_options
-from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite, AzuriteOAuth, start_azurite
 from service.devstack.emulator_env import agent_user_env
 from service.from_settings.graph_auth import token_provider_from_settings
+from service.from_settings.storage import storage_options
 from service.graph.auth import storage_token_provider
 from service.graph.auth.tokens import GRAPH_SCOPE
-from service.telemetry.metrics import GraphMetrics
 from service.storage.backend import MemoryBackend
 from service.storage.blob import BlobBackend
 from service.storage.blob_config import BlobClientOptions
 from service.storage.errors import TokenExpiredError
 from service.storage.resolution import get_backend
 from service.storage.token_credential import TokenProvider
-from settings_env import settings_from_env
+from service.telemetry.metrics import GraphMetrics, StorageMetrics
 from tests.storage.storage_fakes import TlsFiles
 
 # The contract's tests, run here on token-authenticated backends.

@@ -7,17 +7,24 @@ from pathlib import Path
 
 import pytest
 from azure.storage.blob.aio import BlobServiceClient
+from settings_env import settings_from_env
 
-from service.from_settings.storage import storage_options
-from service.telemetry.metrics import StorageMetrics
 from service.config import SettingsError, load_settings
 from service.devstack.azurite import Azurite
+from service.from_settings.storage import storage_options
 from service.storage.blob import BlobBackend
 from service.storage.errors import BackendMisconfiguredError, BackendUnavailableError
 from service.storage.local import LocalBackend
-from service.storage.resolution import assert_backend_config, get_backend, local_process_lock_path
-from service.storage.resolution import BlobAuth, BlobChoice, LocalChoice, choose_backend
-from settings_env import settings_from_env
+from service.storage.resolution import (
+    BlobAuth,
+    BlobChoice,
+    LocalChoice,
+    assert_backend_config,
+    choose_backend,
+    get_backend,
+    local_process_lock_path,
+)
+from service.telemetry.metrics import StorageMetrics
 
 AKS_ENDPOINT = "https://entrabotfleet.blob.core.windows.net"
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from service.telemetry.metrics import StorageMetrics
 from service.storage.blob import BlobBackend
 from service.storage.claude_code_memory import plain_slug
+from service.telemetry.metrics import StorageMetrics
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("entrabot-fleet")
 Result = subprocess.CompletedProcess[str]

@@ -8,26 +8,25 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import httpx
+from settings_env import HAND_DRIVEN_CYCLES, as_env, settings_from_env
 
 from emulator.server import RunningEmulator
 from service.delivery.hub import DeliveryHub, Handover, TargetKind
-from service.domain.message import InboundMessage
 from service.devstack.emulator_env import agent_user_env
+from service.domain.message import InboundMessage
 from service.graph.client import GraphClient
 from service.graph.retry_policy import RetryPolicy
-from service.ledger.memory.interactions import InteractionLog
-from service.ledger.memory.watched_chats import WatchedChats
 from service.ledger.fleet.graph_backoff import FleetBackoff
 from service.ledger.fleet.hints import Hint, HintLog
+from service.ledger.memory.interactions import InteractionLog
+from service.ledger.memory.watched_chats import WatchedChats
+from service.replica_clients import build_clients, load_agent_user
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import Metrics
-from service.replica_clients import load_agent_user
-from service.replica_clients import build_clients
+from service.wiring import wire_delivery, wire_workers
 from service.workers.chat_poll import ChatPoller
 from service.workers.discovery import Discovery
 from service.workers.email_poll import EmailPoller
-from service.wiring import wire_delivery, wire_workers
-from settings_env import HAND_DRIVEN_CYCLES, as_env, settings_from_env
 
 
 @dataclass

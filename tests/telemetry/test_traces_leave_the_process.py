@@ -14,14 +14,14 @@ from eventually import SLOW_POLL_S, SLOW_WAIT_S, eventually
 
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import start_emulator
-from service.telemetry.metrics import StorageMetrics
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
 from service.devstack.fleet import DEV_TOKEN, LocalFleet, ReplicaProcess
 from service.devstack.traffic import HumanTraffic
-from service.ledger.claims.chat_cursor import cursor_key
+from service.domain.conversation import TEAMS_CHATS
 from service.ledger.fleet.leases import lease_key, parse_lease
 from service.storage.blob import BlobBackend
+from service.telemetry.metrics import StorageMetrics
 from service.workers import chat_scan, chat_sweep
 from tests.telemetry.otlp_receiver import OtlpReceiver, ReceivedSpan, otlp_receiver
 
@@ -148,7 +148,7 @@ async def _post_and_deliver(
         async def steady() -> bool:
             return (
                 host.connected_to is not None
-                and await store.read_text(cursor_key(chat_id)) is not None
+                and await store.read_text(TEAMS_CHATS.cursor_key(chat_id)) is not None
             )
 
         await eventually(

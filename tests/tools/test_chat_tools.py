@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from emulator.server import RunningEmulator
-from service.ledger.claims.chat_cursor import cursor_key
-from service.ledger.memory.watched_chats import WATCHED_CHATS_KEY
+from service.domain.conversation import TEAMS_CHATS
 from tests.tools.tool_world import RecordingPushTarget, ToolWorld, tool_world
 
 
@@ -41,7 +40,7 @@ async def test_create_chat_watches_the_chat_and_surfaces_its_newest_message_what
     )  # Graph returns the existing 1:1
     assert [m["user_id"] for m in out["members"]] == [world.user("Grace").id]
     assert out["watched"] is True and created_id in out["_next_action"]
-    assert created_id in (await world.backend.read_text(WATCHED_CHATS_KEY) or "").split()
+    assert created_id in (await world.backend.read_text(TEAMS_CHATS.watched_key) or "").split()
 
     push = RecordingPushTarget()
     world.hub.register(push)
@@ -94,7 +93,7 @@ async def test_a_created_chat_the_fleet_could_not_be_told_of_still_surfaces_on_t
     out = await world.ok("create_chat", {"members": ["grace@contoso.onmicrosoft.com"]})
     assert out["chat_id"] == created_id and out["watched"] is True
     assert (
-        await world.backend.read_text(cursor_key(created_id)) is None
+        await world.backend.read_text(TEAMS_CHATS.cursor_key(created_id)) is None
     )  # nothing recorded for the fleet
 
     push = RecordingPushTarget()
@@ -150,6 +149,6 @@ async def test_sending_to_a_readable_chat_that_is_not_watched_starts_watching_it
     await world.ok(
         "send_teams_message", {"chat_id": chat["id"], "text": "Joining here."}, push=True
     )
-    assert chat["id"] in (await world.backend.read_text(WATCHED_CHATS_KEY) or "").split()
+    assert chat["id"] in (await world.backend.read_text(TEAMS_CHATS.watched_key) or "").split()
     listed = await world.ok("list_watched_chats", {})
     assert {"chat_id": chat["id"], "topic": "Side thread"} in listed["chats"]

@@ -6,8 +6,7 @@ import json
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
-from service.ledger.memory.interactions import Channel
-from service.ledger.memory.interactions import Direction, Interaction
+from service.ledger.memory.interactions import Channel, Direction, Interaction
 from service.ledger.memory.promises import PROMISES_KEY
 from tests.tools.envelope_checks import ATTACK, assert_one_envelope
 from tests.tools.tool_world import ToolWorld

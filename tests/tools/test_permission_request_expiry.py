@@ -16,8 +16,8 @@ from pydantic import BaseModel
 
 from service.ledger.memory.permission_requests import PermissionRequests, Standing
 from service.mcp.tool_registry import SessionChannel, ToolCall
-from service.tools.permission_relay import PermissionRelay, PermissionRequestInput
 from service.telemetry.metrics import LedgerMetrics
+from service.tools.permission_relay import PermissionRelay, PermissionRequestInput
 from tests.tools.test_sponsor_wait_takes_one import bootstrap_every_chat
 from tests.tools.tool_world import RecordingPushTarget, ToolWorld, session
 

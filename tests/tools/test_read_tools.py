@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from service.ledger.claims.chat_cursor import parse_chat_cursor
-
 from service.delivery.xpia import DEFANGED_WORD
+from service.ledger.claims.chat_cursor import parse_chat_cursor
 from tests.tools.envelope_checks import ATTACK, assert_one_envelope
 from tests.tools.tool_world import ToolWorld
 

@@ -15,19 +15,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tool_results import result_text
 
 from emulator.server import RunningEmulator
 from service.delivery.hub import TargetKind
-from service.domain.sponsors import SponsorGate
 from service.devstack.fault_proxy import FaultProxy, ProxyFault, ProxyRule
+from service.domain.conversation import TEAMS_CHATS
+from service.domain.sponsors import SponsorGate
+from service.ledger.claims.chat_cursor import parse_chat_cursor
 from service.ledger.memory.interactions import Direction, InteractionQuery
-from service.ledger.claims.chat_cursor import cursor_key, parse_chat_cursor
 from service.ledger.memory.sent_messages import parse_sent, sent_key
 from service.mcp.tool_registry import ToolCall
 from service.tools.sponsor_wait import SponsorWaiter
 from tests.tools.test_sponsor_wait_takes_one import bootstrap_every_chat
 from tests.tools.tool_world import RecordingPushTarget, ToolWorld, session, tool_world
-from tool_results import result_text
 
 ENVELOPE_CLOSE = "</external_content>"
 
@@ -107,7 +108,9 @@ async def test_non_push_send_returns_the_sponsor_reply_from_another_chat_with_th
     assert world.hub.live_targets() == []
 
     # Grace's message was not claimed for the wait: it stays unclaimed for a host that can take it.
-    grace_cursor = json.loads(await world.backend.read_text(cursor_key(grace_chat)) or "{}")
+    grace_cursor = json.loads(
+        await world.backend.read_text(TEAMS_CHATS.cursor_key(grace_chat)) or "{}"
+    )
     assert grace_cursor["bootstrapped"] is True and grace_id not in grace_cursor["seen_ids_tail"]
     inbound = (await world.interactions.read(InteractionQuery(direction=Direction.IN))).records
     assert [(r.chat_id, r.message_id, r.action) for r in inbound] == [
@@ -289,7 +292,7 @@ async def test_cancelling_a_wait_unregisters_it_and_a_later_reply_is_not_lost(
     late = await world.inject(world.chat(0), "Ada", "Are you there?")
     await world.poller.cycle()  # no live target: polls and claims nothing
     # The chat's first watch may have started its cursor (no host needed); nothing is claimed in it.
-    text = await world.backend.read_text(cursor_key(world.chat(0)))
+    text = await world.backend.read_text(TEAMS_CHATS.cursor_key(world.chat(0)))
     assert text is None or parse_chat_cursor(text).claims == ()
 
     second = asyncio.create_task(

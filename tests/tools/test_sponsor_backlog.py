@@ -14,11 +14,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from emulator.server import RunningEmulator
 from tool_results import result_text
 
+from emulator.server import RunningEmulator
+from service.domain.conversation import TEAMS_CHATS
 from service.ledger.memory.interactions import Direction, InteractionQuery
-from service.ledger.claims.chat_cursor import cursor_key
 from service.tools.message_items import MAX_ITEM_CHARS
 from tests.tools.test_sponsor_wait_takes_one import bootstrap_every_chat
 from tests.tools.tool_world import RecordingPushTarget, ToolWorld, tool_world
@@ -60,7 +60,7 @@ async def delivered_ids(world: ToolWorld) -> list[str]:
 
 
 async def seen_ids(world: ToolWorld, chat_id: str) -> set[str]:
-    cursor = json.loads(await world.backend.read_text(cursor_key(chat_id)) or "{}")
+    cursor = json.loads(await world.backend.read_text(TEAMS_CHATS.cursor_key(chat_id)) or "{}")
     return set(cursor.get("seen_ids_tail", []))
 
 

@@ -18,8 +18,8 @@ from service.domain.message import InboundMessage, Source
 from service.domain.sponsors import Sponsor, SponsorGate
 from service.mcp.caller_line import CallerLine
 from service.mcp.tool_registry import ToolCall
-from service.tools.sponsor_wait import SponsorWaiter, WaitOutcome, WaitResult
 from service.telemetry.metrics import DeliveryMetrics
+from service.tools.sponsor_wait import SponsorWaiter, WaitOutcome, WaitResult
 from tests.mcp.server_fixture import WAIT_BOUND_S, eventually
 
 SPONSOR = "sponsor-1"

@@ -12,10 +12,10 @@ import asyncio
 from typing import Any
 
 import pytest
-
-from service.ledger.claims.chat_cursor import cursor_key
-from tests.tools.tool_world import RecordingPushTarget, ToolWorld
 from tool_results import result_text
+
+from service.domain.conversation import TEAMS_CHATS
+from tests.tools.tool_world import RecordingPushTarget, ToolWorld
 
 SAME_CHAT = (0, 0)
 TWO_CHATS = (0, 1)  # Ada's oneOnOne, then the group chat with Ada and Grace
@@ -30,7 +30,7 @@ async def bootstrap_every_chat(world: ToolWorld) -> None:
     await world.poller.cycle()
     world.hub.unregister(bootstrapper.target_id)
     for index in range(len(world.seed.chats)):
-        assert await world.backend.read_text(cursor_key(world.chat(index))) is not None
+        assert await world.backend.read_text(TEAMS_CHATS.cursor_key(world.chat(index))) is not None
     assert bootstrapper.received == []
 
 

@@ -17,14 +17,14 @@ from emulator.server import RunningEmulator
 from emulator.state import MailMessage
 from service.delivery.mail_send import SEND_ID_HEADER, MailSender
 from service.devstack.fault_proxy import FaultProxy, ProxyFault, ProxyRule
-from service.ledger.summary.daily import day_window
 from service.ledger.memory.interactions import Channel, Direction, Interaction, InteractionLog
 from service.ledger.summary.claim import summary_keys
+from service.ledger.summary.daily import day_window
 from service.ledger.summary.production import DailySummaryProducer, SummaryOutcome
 from service.storage.local import LocalBackend
+from service.telemetry.metrics import LedgerMetrics
 from service.tools.summary import last_ended_day
 from service.workers.summary_mail import SponsorSummaryMail
-from service.telemetry.metrics import LedgerMetrics
 from tests.tools.tool_world import ToolWorld, tool_world
 
 RACERS = 4

@@ -19,13 +19,14 @@ from typing import Any
 import httpx
 from mcp_types import CallToolResult
 from settings_env import HAND_DRIVEN_CYCLES
-from tool_results import result_text
 from sign_in_kit import delegated_seed, new_token_key, sign_in_as
+from tool_results import result_text
 
 from emulator.seed import Seed, SeedUser
 from emulator.server import RunningEmulator
 from service.config import Settings
 from service.delivery.hub import DeliveryHub, Handover, TargetKind
+from service.domain.agent import AgentUser
 from service.domain.message import InboundMessage
 from service.graph import new_http_client
 from service.graph.auth import (
@@ -40,17 +41,15 @@ from service.ledger.memory.promises import PromiseLedger
 from service.ledger.memory.watched_chats import WatchedChats
 from service.mcp.sessions import SessionState
 from service.mcp.tool_registry import ToolCall, ToolRegistry
-from service.replica_clients import build_clients
+from service.replica_clients import build_clients, load_agent_user
 from service.storage.backend import MemoryBackend
 from service.storage.local import LocalBackend
 from service.telemetry.metrics import GraphMetrics, Metrics
 from service.tools.deps import ToolDeps
 from service.tools.registry import register_tools
-from service.domain.agent import AgentUser
-from service.replica_clients import load_agent_user
+from service.wiring import wire_delivery, wire_workers
 from service.workers.chat_poll import ChatPoller
 from service.workers.discovery import Discovery
-from service.wiring import wire_delivery, wire_workers
 
 # Ada sponsors the agent; Grace and Alan are other people. Chat 0 is the agent's oneOnOne with Ada,
 # chats 1 and 2 are group chats of the agent, Ada and Grace (1) or Alan (2). No history. Two shared

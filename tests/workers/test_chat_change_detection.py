@@ -21,8 +21,9 @@ from worker_stack import RecordingTarget, WorkerStack, build_stack
 from emulator.faults import FaultRule as GraphFault
 from emulator.seed import Seed, build_seed
 from emulator.server import RunningEmulator, start_emulator
-from service.ledger.claims.chat_cursor import CURSOR_PREFIX, cursor_key
-from service.ledger.fleet.hints import PREFIX as HINTS_PREFIX, Hint, HintLog, parse_hint_line
+from service.domain.conversation import TEAMS_CHATS
+from service.ledger.fleet.hints import PREFIX as HINTS_PREFIX
+from service.ledger.fleet.hints import Hint, HintLog, parse_hint_line
 from service.ledger.fleet.leases import LeaseRecord, lease_key, render_lease
 from service.storage.faults import Fault, FaultRule, FaultyBackend
 from service.storage.local import LocalBackend
@@ -280,7 +281,7 @@ async def test_a_chat_too_old_to_surface_is_baselined_by_the_sweep_without_a_mes
         stack.hub.register(RecordingTarget())
         emulator.stats.reset()
         await settle(stack)
-        cursor = json.loads(await store.read_text(cursor_key(chat)) or "{}")
+        cursor = json.loads(await store.read_text(TEAMS_CHATS.cursor_key(chat)) or "{}")
         assert old.id in json.dumps(cursor)
         reads = [
             r
@@ -464,12 +465,12 @@ class CursorReadCounter(LocalBackend):
     cursor_reads = 0
 
     async def read_text_with_etag(self, key: str) -> tuple[str | None, str | None]:
-        if key.startswith(CURSOR_PREFIX):
+        if key.startswith(TEAMS_CHATS.cursor_prefix):
             self.cursor_reads += 1
         return await super().read_text_with_etag(key)
 
     async def read_text(self, key: str) -> str | None:
-        if key.startswith(CURSOR_PREFIX):
+        if key.startswith(TEAMS_CHATS.cursor_prefix):
             self.cursor_reads += 1
         return await super().read_text(key)
 
@@ -490,7 +491,7 @@ async def test_a_replica_joining_a_fleet_that_has_seen_every_chat_lists_the_curs
             await first.discovery.cycle()
             await settle(first)  # the first sight of every chat: their cursors exist
             chats = [c.id for c in emulator.seed.chats if c.id is not None]
-            assert [c for c in chats if not await store.exists(cursor_key(c))] == []
+            assert [c for c in chats if not await store.exists(TEAMS_CHATS.cursor_key(c))] == []
         finally:
             await first.aclose()
         joining = await build_stack(emulator, store, is_cloud=False, replica_id="joining-replica")

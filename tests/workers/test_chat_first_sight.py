@@ -22,7 +22,8 @@ from emulator.faults import FaultRule
 from emulator.seed import build_seed
 from emulator.server import RunningEmulator, start_emulator
 from emulator.state import ChatMessage
-from service.ledger.claims.chat_cursor import cursor_key, parse_chat_cursor
+from service.domain.conversation import TEAMS_CHATS
+from service.ledger.claims.chat_cursor import parse_chat_cursor
 from service.storage.local import LocalBackend
 
 ROOMY = ROOMY_BUDGET
@@ -118,7 +119,7 @@ async def announce(
 
 
 async def baseline(backend: LocalBackend, chat: str) -> datetime | None:
-    text = await backend.read_text(cursor_key(chat))
+    text = await backend.read_text(TEAMS_CHATS.cursor_key(chat))
     assert text is not None, "first sight wrote no cursor"
     return parse_chat_cursor(text).last_ts
 

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from settings_env import ROOMY_BUDGET
+from starlette.applications import Starlette
 from worker_stack import RecordingTarget, WorkerStack, build_stack
 
 from emulator.seed import build_seed
@@ -24,7 +25,6 @@ from service.ledger.fleet.hints import HintLog
 from service.notifications.receiver import NOTIFICATIONS_PATH, NotificationReceiver
 from service.storage.local import LocalBackend
 from service.telemetry.metrics import ChangeMetrics
-from starlette.applications import Starlette
 
 CLIENT_STATE = "fleet-client-state"
 REPLICAS = 3

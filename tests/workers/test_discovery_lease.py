@@ -20,18 +20,19 @@ from worker_stack import WorkerStack, build_stack
 
 from emulator.seed import Seed, SeedChat, SeedUser, ThrottleBudget, build_seed, load_seed, stable_id
 from emulator.server import RunningEmulator, start_emulator
+from service.domain.conversation import TEAMS_CHATS
 from service.graph.client import GraphClient
 from service.graph.models import Chat
-from service.graph.resources.chats import GraphChats
 from service.graph.pages import Page
-from service.ledger.memory.chat_members import CHAT_MEMBERS_KEY, parse_chat_members
+from service.graph.resources.chats import GraphChats
 from service.ledger.fleet.leases import Lease, lease_key
-from service.ledger.memory.watched_chats import WATCHED_CHATS_KEY, WatchedChats
+from service.ledger.memory.chat_members import CHAT_MEMBERS_KEY, parse_chat_members
+from service.ledger.memory.watched_chats import WatchedChats
 from service.storage.faults import Fault, FaultRule, FaultyBackend, Op
 from service.storage.local import LocalBackend
+from service.telemetry.metrics import RoleMetrics
 from service.workers import discovery as discovery_module
 from service.workers.discovery import ROLE
-from service.telemetry.metrics import RoleMetrics
 
 LIST_CHATS = "GET /v1.0/me/chats"
 TTL = timedelta(seconds=30)
@@ -324,4 +325,4 @@ async def test_a_holder_whose_renewal_fails_mid_walk_stops_at_once_and_writes_no
     assert not discovery.lease.held()
     assert _metric(fleet.a, "entrabot_discovery_walks_total", outcome="lease_lost") == 1
     assert await fleet.backend.read_text(CHAT_MEMBERS_KEY) is None
-    assert await fleet.backend.read_text(WATCHED_CHATS_KEY) is None
+    assert await fleet.backend.read_text(TEAMS_CHATS.watched_key) is None

@@ -27,7 +27,7 @@ from worker_stack import RecordingTarget, WorkerStack, build_stack
 from emulator.faults import FaultRule
 from emulator.seed import build_seed
 from emulator.server import RunningEmulator, start_emulator
-from service.ledger.claims.chat_cursor import CURSOR_PREFIX, cursor_key
+from service.domain.conversation import TEAMS_CHATS
 from service.storage.local import LocalBackend
 from service.tools.sponsor_wait_target import SponsorWaitTarget
 
@@ -52,7 +52,7 @@ async def replicas(
     await waiting.discovery.cycle()
     await pushing.discovery.cycle()
     # Watched without cursors, and no role can list the chats to start them.
-    for key in await backend.list(CURSOR_PREFIX):
+    for key in await backend.list(TEAMS_CHATS.cursor_prefix):
         (tmp_path / "state" / key).unlink()
     emulator.context.faults.add(FaultRule(status=400, route_pattern=r"/me/chats$"))
     yield waiting, pushing
@@ -73,7 +73,7 @@ async def test_a_first_sight_claim_never_moves_another_replicas_cursor_past_an_u
     hello = emulator.state.post_message(chat, sender_id=grace, content="hello").id
     await waiting.notify(chat, hello)
     await waiting.chats.cycle()  # Grace's message is no wait's to take: nothing claimed
-    assert await LocalBackend(tmp_path / "state").read_text(cursor_key(chat)) is None
+    assert await LocalBackend(tmp_path / "state").read_text(TEAMS_CHATS.cursor_key(chat)) is None
 
     host = RecordingTarget()
     pushing.hub.register(host)

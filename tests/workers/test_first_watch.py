@@ -19,7 +19,8 @@ from worker_stack import RecordingTarget, WorkerStack, build_stack
 from emulator.seed import build_seed
 from emulator.server import RunningEmulator, start_emulator
 from emulator.state import ChatMessage
-from service.ledger.claims.chat_cursor import ChatCursor, cursor_key, parse_chat_cursor
+from service.domain.conversation import TEAMS_CHATS
+from service.ledger.claims.chat_cursor import ChatCursor, parse_chat_cursor
 from service.storage.backend import MemoryBackend
 from service.storage.blob import BlobBackend
 
@@ -66,7 +67,7 @@ def say(
 
 
 async def cursor_of(stack: WorkerStack, chat_id: str) -> ChatCursor:
-    text = await stack.backend.read_text(cursor_key(chat_id))
+    text = await stack.backend.read_text(TEAMS_CHATS.cursor_key(chat_id))
     assert text is not None, "no cursor"
     return parse_chat_cursor(text)
 

@@ -22,20 +22,19 @@ from emulator.faults import FaultRule
 from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.delivery.hub import TargetKind
-from service.domain.message import InboundMessage
 from service.devstack.emulator_env import agent_user_env
+from service.domain.message import InboundMessage
 from service.from_settings.graph_auth import token_provider_from_settings
 from service.graph import GraphClient, GraphOptions, GraphServerError, new_http_client
 from service.graph.retry_policy import RetryPolicy
-from service.telemetry.metrics import GraphMetrics
-from service.ledger.fleet.graph_backoff import FleetBackoff
 from service.ledger.claims.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
+from service.ledger.fleet.graph_backoff import FleetBackoff
 from service.ledger.fleet.poll_turns import turn_key
 from service.storage.blob import BlobBackend
 from service.storage.faults import Fault, FaultyBackend
 from service.storage.faults import FaultRule as StorageFaultRule
+from service.telemetry.metrics import GraphMetrics, LedgerMetrics, RoleMetrics
 from service.workers.email_poll import EmailPoller
-from service.telemetry.metrics import LedgerMetrics, RoleMetrics
 
 pytestmark = pytest.mark.azurite
 

@@ -63,12 +63,12 @@ from service.ledger.claims.chat_claim_types import (
 from service.ledger.claims.chat_cursor import (
     ClaimDecision,
     apply_claim,
-    cursor_key,
     decide_claim,
     parse_chat_cursor,
     render_chat_cursor,
 )
 from service.clock import Clock, utc_now
+from service.domain.conversation import ConversationKind
 from service.ledger.records.reads import ReadOutcome, UnresolvedReason, read_parsed
 from service.ledger.claims.settle import (
     SETTLE_ROUNDS,
@@ -93,9 +93,11 @@ _PROBLEM_OF_READ = {
 }
 
 
-async def resolve_cursor(backend: MemoryBackend, chat_id: str) -> CursorRead:
-    """The chat's cursor as PRESENT, ABSENT or UNRESOLVED (only ABSENT may treat the chat as new)."""
-    return await read_parsed(backend, cursor_key(chat_id), parse_chat_cursor)
+async def resolve_cursor(
+    backend: MemoryBackend, kind: ConversationKind, chat_id: str
+) -> CursorRead:
+    """The conversation's cursor as PRESENT, ABSENT or UNRESOLVED (only ABSENT may treat it as new)."""
+    return await read_parsed(backend, kind.cursor_key(chat_id), parse_chat_cursor)
 
 
 def _new_claim_id() -> str:
@@ -107,6 +109,7 @@ class _ClaimRun(Generic[M]):
     """The shell's bookkeeping for one call; every decision is made by the pure core."""
 
     backend: MemoryBackend
+    kind: ConversationKind
     chat_id: str
     unsettled: MutableMapping[str, UnsettledChatClaim[M]]
     settle_rounds: int
@@ -134,7 +137,7 @@ class _ClaimRun(Generic[M]):
         self.metrics.chat_settle.labels(outcome=settlement.value).inc()
 
     async def read_back(self) -> CursorRead:
-        return await resolve_cursor(self.backend, self.chat_id)
+        return await resolve_cursor(self.backend, self.kind, self.chat_id)
 
     async def settle_earlier(self) -> CursorRead | None:
         """Settle a remembered write first (sets ``settled``); return its read-back when reusable."""
@@ -164,11 +167,10 @@ async def claim_delivery(
     backend: MemoryBackend,
     request: ClaimRequest[M],
     *,
+    kind: ConversationKind,
     unsettled: MutableMapping[str, UnsettledChatClaim[M]],
     clock: Clock = utc_now,
     metrics: LedgerMetrics,
-    max_attempts: int = CLAIM_MAX_ATTEMPTS,
-    settle_rounds: int = SETTLE_ROUNDS,
     new_claim_id: Callable[[], str] = _new_claim_id,
 ) -> ChatClaim[M]:
     """Claim ``request.candidates`` for this replica (see the module docstring for the whole contract).
@@ -181,17 +183,25 @@ async def claim_delivery(
         span.set_attribute("entrabot.chat_id", chat_id)
         span.set_attribute("entrabot.candidates", len(request.candidates))
         run: _ClaimRun[M] = _ClaimRun(
-            backend, chat_id, unsettled, settle_rounds, metrics, clock, max_attempts, new_claim_id
+            backend,
+            kind,
+            chat_id,
+            unsettled,
+            SETTLE_ROUNDS,
+            metrics,
+            clock,
+            CLAIM_MAX_ATTEMPTS,
+            new_claim_id,
         )
         span.set_attribute("entrabot.claim.cursor_known", request.usable_known is not None)
         claim = await _claim(run, request)
         span.set_attribute("entrabot.claim.outcome", claim.outcome.value)
         span.set_attribute("entrabot.claim.ids", len(claim.ids))
         span.set_attribute("entrabot.claim.writes", claim.writes)
-        metrics.claims.labels(ledger=LEDGER, outcome=claim.outcome.value).inc()
+        metrics.claims.labels(ledger=kind.name, outcome=claim.outcome.value).inc()
         metrics.chat_unsettled.set(len(unsettled))
         if claim.ids:
-            metrics.claimed_messages.labels(ledger=LEDGER).inc(len(claim.ids))
+            metrics.claimed_messages.labels(ledger=kind.name).inc(len(claim.ids))
         if claim.problem is not None:
             log.warning(
                 "claim on chat %s unresolved (%s): nothing new claimed",
@@ -293,7 +303,9 @@ async def _write(
         seen_up_to=request.last_ts,
         advance=request.advance_watermark,
     )
-    write = ClaimWrite(cursor_key(run.chat_id), render_chat_cursor(cursor), read.etag, claim_id)
+    write = ClaimWrite(
+        run.kind.cursor_key(run.chat_id), render_chat_cursor(cursor), read.etag, claim_id
+    )
     # Remembered before it is sent: if this call dies mid-write, the next one settles it.
     run.unsettled[run.chat_id] = UnsettledChatClaim(write, won)
     result = await write_claim(run.backend, write, run.read_back, rounds=run.settle_rounds)
@@ -301,7 +313,7 @@ async def _write(
     if result.failed:
         run.record_settle(result.settlement)
     if result.conflicted:
-        run.metrics.cas_conflicts.labels(ledger=LEDGER).inc()
+        run.metrics.cas_conflicts.labels(ledger=run.kind.name).inc()
     if result.settlement is Settlement.UNKNOWN:
         return run.result(ChatClaimOutcome.UNRESOLVED, problem=ClaimProblem.UNKNOWN_OUTCOME)
     del run.unsettled[run.chat_id]

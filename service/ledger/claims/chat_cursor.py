@@ -1,7 +1,7 @@
 """The chat cursor and the pure rules over it: parse, render, merge, decide what is claimable.
 
-A cursor is stored at ``chat_cursors/<url-quoted chat id>.json`` in the single-host format, with
-three fields added (readers that do not know them ignore them)::
+A cursor is stored under its kind's prefix (``chat_cursors/<url-quoted chat id>.json`` for a chat; see
+service.domain.conversation) in the single-host format, with three fields added (readers that do not know them ignore them)::
 
     {"last_ts": "2026-11-29T10:00:00.123Z",     # the fleet's watermark for this chat
      "seen_ids_tail": ["1764410400123", ...],   # the newest 50 recorded ids, oldest first
@@ -43,7 +43,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import quote, unquote
 
 from service.clock import as_utc, later
 from service.ledger.records.fields import (
@@ -61,7 +60,6 @@ from service.ledger.records.fields import (
 )
 from service.ledger.records.reads import CorruptValueError
 
-CURSOR_PREFIX = "chat_cursors/"
 TAIL_SIZE = 50
 MAX_TAIL = 1000  # ids kept ahead of a stalled watermark, at most
 CLAIM_MARKS_KEPT = 32
@@ -75,20 +73,6 @@ _KNOWN_FIELDS = (
     "any_age_id",
 )
 _WHAT = "chat cursor"
-
-
-def cursor_key(chat_id: str) -> str:
-    if not chat_id:
-        raise ValueError("chat_id is empty; every chat cursor belongs to one chat")
-    return f"{CURSOR_PREFIX}{quote(chat_id, safe='')}.json"
-
-
-def chat_of_cursor_key(key: str) -> str | None:
-    """The chat a cursor key belongs to (``cursor_key``'s inverse); None for any other key."""
-    if not key.startswith(CURSOR_PREFIX) or not key.endswith(".json"):
-        return None
-    chat_id = unquote(key[len(CURSOR_PREFIX) : -len(".json")])
-    return chat_id if chat_id and cursor_key(chat_id) == key else None
 
 
 @dataclass(frozen=True, slots=True)

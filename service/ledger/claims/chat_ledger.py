@@ -21,15 +21,13 @@ from service.ledger.claims.chat_claim_types import (
     M,
     UnsettledChatClaim,
 )
-from service.ledger.claims.chat_claims import LEDGER, claim_delivery, resolve_cursor
+from service.domain.conversation import TEAMS_CHATS, ConversationKind
+from service.ledger.claims.chat_claims import claim_delivery, resolve_cursor
 from service.ledger.claims.chat_cursor import (
-    CURSOR_PREFIX,
     Candidate,
     ChatCursor,
     baseline_cursor,
-    chat_of_cursor_key,
     created_chat_cursor,
-    cursor_key,
     first_watch_cursor,
     parse_chat_cursor,
     render_chat_cursor,
@@ -43,6 +41,7 @@ from service.telemetry.metrics import LedgerMetrics
 
 async def bootstrap_cursor(
     backend: MemoryBackend,
+    kind: ConversationKind,
     chat_id: str,
     seen: Sequence[Candidate],
     *,
@@ -54,11 +53,12 @@ async def bootstrap_cursor(
     Only a chat whose cursor read ABSENT may be bootstrapped; an existing cursor is never touched
     (ALREADY), so a replica that lost the race to a delivering sibling cannot move its watermark.
     """
-    return await _create_cursor(backend, chat_id, baseline_cursor(seen, now=clock()), metrics)
+    return await _create_cursor(backend, kind, chat_id, baseline_cursor(seen, now=clock()), metrics)
 
 
 async def start_created_chat_cursor(
     backend: MemoryBackend,
+    kind: ConversationKind,
     chat_id: str,
     newest: Candidate | None,
     *,
@@ -71,11 +71,14 @@ async def start_created_chat_cursor(
     Created only where no cursor exists (if_absent): a chat some replica has already seen keeps the
     fleet's cursor, as it would on this replica alone.
     """
-    return await _create_cursor(backend, chat_id, created_chat_cursor(newest, now=clock()), metrics)
+    return await _create_cursor(
+        backend, kind, chat_id, created_chat_cursor(newest, now=clock()), metrics
+    )
 
 
 async def start_watched_chat_cursor(
     backend: MemoryBackend,
+    kind: ConversationKind,
     chat_id: str,
     newest: Candidate | None,
     *,
@@ -86,37 +89,44 @@ async def start_watched_chat_cursor(
     """A chat's first watch (``first_watch_cursor``), with no host needed: what is written in the chat
     from now on waits in Graph, unclaimed, for the first replica that has a host."""
     cursor = first_watch_cursor(newest, now=clock(), surface_newest=surface_newest)
-    return await _create_cursor(backend, chat_id, cursor, metrics)
+    return await _create_cursor(backend, kind, chat_id, cursor, metrics)
 
 
 async def _create_cursor(
-    backend: MemoryBackend, chat_id: str, cursor: ChatCursor, metrics: LedgerMetrics
+    backend: MemoryBackend,
+    kind: ConversationKind,
+    chat_id: str,
+    cursor: ChatCursor,
+    metrics: LedgerMetrics,
 ) -> Update[ChatCursor]:
     text = render_chat_cursor(cursor)
     update = await update_value(
         backend,
-        cursor_key(chat_id),
+        kind.cursor_key(chat_id),
         parse=parse_chat_cursor,
         change=lambda current: text if current is None else None,
         attempts=2,
     )
-    count_conflicts(metrics, LEDGER, update)
+    count_conflicts(metrics, kind.name, update)
     return update
 
 
 class ChatLedger(Generic[M]):
-    """The per-replica face of the chat ledger: one backend, one memory of unsettled writes (and of the
-    messages each would win)."""
+    """The per-replica face of one kind's ledger (Teams chats unless told): one backend, one memory of
+    unsettled writes (and of the messages each would win). Every kind of conversation shares this
+    implementation; only the keys, from ``kind``, differ."""
 
     def __init__(
         self,
         backend: MemoryBackend,
         *,
+        kind: ConversationKind = TEAMS_CHATS,
         clock: Clock = utc_now,
         metrics: LedgerMetrics,
         corrupt: CorruptCursors | None = None,
     ) -> None:
         self._backend = backend
+        self.kind = kind
         # Chats stalled by a corrupt cursor, made visible (metric, /readyz) until repaired.
         self.corrupt = corrupt if corrupt is not None else CorruptCursors(metrics)
         self._clock = clock
@@ -131,7 +141,7 @@ class ChatLedger(Generic[M]):
         return frozenset(self._unsettled)
 
     async def resolve(self, chat_id: str) -> CursorRead:
-        read = await resolve_cursor(self._backend, chat_id)
+        read = await resolve_cursor(self._backend, self.kind, chat_id)
         self.corrupt.observe(chat_id, read)
         return read
 
@@ -140,8 +150,8 @@ class ChatLedger(Generic[M]):
         one listing, a call per 5,000 chats on Blob, instead of a read per chat. Raises StorageError."""
         return frozenset(
             c
-            for key in await self._backend.list(CURSOR_PREFIX)
-            if (c := chat_of_cursor_key(key)) is not None
+            for key in await self._backend.list(self.kind.cursor_prefix)
+            if (c := self.kind.conversation_of_cursor_key(key)) is not None
         )
 
     async def claim(
@@ -162,6 +172,7 @@ class ChatLedger(Generic[M]):
             claim = await claim_delivery(
                 self._backend,
                 request,
+                kind=self.kind,
                 unsettled=self._unsettled,
                 clock=self._clock,
                 metrics=self._metrics,
@@ -174,14 +185,14 @@ class ChatLedger(Generic[M]):
 
     async def bootstrap(self, chat_id: str, seen: Sequence[Candidate]) -> Update[ChatCursor]:
         return await bootstrap_cursor(
-            self._backend, chat_id, seen, clock=self._clock, metrics=self._metrics
+            self._backend, self.kind, chat_id, seen, clock=self._clock, metrics=self._metrics
         )
 
     async def start_created_chat(
         self, chat_id: str, newest: Candidate | None
     ) -> Update[ChatCursor]:
         return await start_created_chat_cursor(
-            self._backend, chat_id, newest, clock=self._clock, metrics=self._metrics
+            self._backend, self.kind, chat_id, newest, clock=self._clock, metrics=self._metrics
         )
 
     async def start_watched_chat(
@@ -189,6 +200,7 @@ class ChatLedger(Generic[M]):
     ) -> Update[ChatCursor]:
         return await start_watched_chat_cursor(
             self._backend,
+            self.kind,
             chat_id,
             newest,
             surface_newest=surface_newest,

@@ -26,6 +26,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from opentelemetry import trace
 
@@ -52,6 +53,9 @@ class Hint:
     message_id: str | None = None
     source: str = "scan"  # scan | notification | sweep: for metrics and debugging only
     traceparent: str | None = None  # the writer's span (W3C trace context), set by HintLog.add
+    # The conversation kind's hint tag (service.domain.conversation); None: a chat, as every hint was
+    # before kinds, so old segments and old writers read the same.
+    kind: str | None = None
 
 
 def render_hints(hints: Iterable[Hint]) -> str:
@@ -62,6 +66,8 @@ def render_hints(hints: Iterable[Hint]) -> str:
             record["m"] = h.message_id
         if h.traceparent is not None:
             record["p"] = h.traceparent
+        if h.kind is not None:
+            record["k"] = h.kind
         lines.append(json.dumps(record, separators=(",", ":"), sort_keys=True) + "\n")
     return "".join(lines)
 
@@ -81,7 +87,9 @@ def parse_hint_line(line: str) -> Hint | None:
         or not (message_id is None or isinstance(message_id, str))
     ):
         return None
-    source = obj.get("s")
+    source, kind = obj.get("s"), obj.get("k")
+    if not (kind is None or isinstance(kind, str)):
+        return None  # whose hint it is cannot be told: reading it as a chat's could read the wrong route
     traceparent = obj.get(
         "p"
     )  # only ever a trace link: one that is not a string is dropped, not the hint
@@ -91,7 +99,14 @@ def parse_hint_line(line: str) -> Hint | None:
         message_id,
         source if isinstance(source, str) else "unknown",
         traceparent if isinstance(traceparent, str) else None,
+        kind,
     )
+
+
+class HintSource(Protocol):
+    async def poll(self) -> list[Hint] | None:
+        """The hints written since the last poll; None when they could not be read."""
+        ...
 
 
 @dataclass
@@ -154,3 +169,48 @@ class HintReader:
             consumed[key] = end
         self._consumed = {k: v for k, v in consumed.items() if k in keys}
         return found
+
+
+@dataclass
+class HintFeed:
+    """One replica's hints shared among its kinds of conversation: each kind's poll takes its own
+    (``view``), and a read of the segments serves every kind. A kind that finds hints another kind's
+    read left for it takes them without reading; one that finds none reads, for all. With the kinds'
+    loops alternating, the segments are read about once per poll interval, not once per kind."""
+
+    reader: HintReader
+    _waiting: dict[str | None, list[Hint]] = field(default_factory=dict)
+    _rounds: int = 0  # reads of the segments so far
+    _taken_at: dict[str | None, int] = field(default_factory=dict)  # kind -> rounds it has taken
+
+    def view(self, tag: str | None) -> KindHints:
+        self._waiting.setdefault(tag, [])
+        self._taken_at.setdefault(tag, self._rounds)
+        return KindHints(self, tag)
+
+    async def _take(self, tag: str | None) -> list[Hint] | None:
+        if self._taken_at[tag] == self._rounds:  # no read since this kind last took: read for all
+            hints = await self.reader.poll()
+            if hints is None:
+                return None
+            self._rounds += 1
+            for hint in hints:
+                # A kind no poll here watches (a newer version's, or one this replica does not
+                # run) is left to the replicas that do.
+                if hint.kind in self._waiting:
+                    self._waiting[hint.kind].append(hint)
+        self._taken_at[tag] = self._rounds
+        taken, self._waiting[tag] = self._waiting[tag], []
+        return taken
+
+
+@dataclass(frozen=True)
+class KindHints:
+    """The hints of one kind of conversation (its ``hint_tag``), taken from the replica's feed."""
+
+    feed: HintFeed
+    tag: str | None
+
+    async def poll(self) -> list[Hint] | None:
+        """New hints of this kind; None when the segments could not be read."""
+        return await self.feed._take(self.tag)

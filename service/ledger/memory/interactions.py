@@ -57,10 +57,12 @@ class Direction(str, Enum):
 
 
 class Channel(str, Enum):
-    """Where the interaction happened: a Teams chat or the mailbox (a message's ``Source``), or the
-    single-host system's ``terminal`` (the agent's own CLI side), which the fleet reads but never writes."""
+    """Where the interaction happened: a Teams chat, a team's channel or the mailbox (a message's
+    ``Source``), or the single-host system's ``terminal`` (the agent's own CLI side), which the fleet
+    reads but never writes."""
 
     CHAT = "chat"
+    TEAM_CHANNEL = "channel"
     EMAIL = "email"
     TERMINAL = "terminal"
 

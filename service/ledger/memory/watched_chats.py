@@ -1,4 +1,5 @@
-"""The shared list of watched chats (``watched_chats``: one chat id per line, sorted).
+"""The shared list of one kind's watched conversations (``watched_chats`` for chats, the kind's
+``watched_key`` for others: one id per line, sorted).
 
 The list only grows: adding merges into what is stored under compare-and-swap, so no replica can
 remove another's chats. A chat whose write failed stays in ``dirty`` and goes out with the next
@@ -13,6 +14,7 @@ import logging
 from collections.abc import Iterable
 from enum import Enum
 
+from service.domain.conversation import TEAMS_CHATS, ConversationKind
 from service.ledger.records.cas import UpdateOutcome, count_conflicts, update_value
 from service.ledger.records.reads import CorruptValueError, ReadOutcome, read_parsed
 from service.storage.backend import MemoryBackend
@@ -20,8 +22,6 @@ from service.telemetry.metrics import LedgerMetrics
 
 log = logging.getLogger(__name__)
 
-WATCHED_CHATS_KEY = "watched_chats"
-LEDGER = "watched_chats"
 MAX_ATTEMPTS = 4
 
 
@@ -58,9 +58,12 @@ class WatchedChats:
         backend: MemoryBackend,
         *,
         metrics: LedgerMetrics,
+        kind: ConversationKind = TEAMS_CHATS,
         max_attempts: int = MAX_ATTEMPTS,
     ) -> None:
         self._backend = backend
+        self.kind = kind
+        self._key = kind.watched_key
         self._metrics = metrics
         self._max_attempts = max_attempts
         self._chats: set[str] = set()
@@ -89,14 +92,15 @@ class WatchedChats:
 
     async def load(self) -> ReadOutcome:
         """Learn the stored list; UNRESOLVED keeps what is in memory (empty at start) for a later retry."""
-        read = await read_parsed(self._backend, WATCHED_CHATS_KEY, parse_watched_chats)
+        read = await read_parsed(self._backend, self._key, parse_watched_chats)
         self.last_load = read.outcome
         if read.outcome is ReadOutcome.PRESENT:
             assert read.value is not None
             self._learn(read.value)
         elif read.outcome is ReadOutcome.UNRESOLVED:
             log.warning(
-                "watched chat list unreadable (%s); watching %d chat(s) until it loads",
+                "watched %s list unreadable (%s); watching %d until it loads",
+                self.kind.name,
                 read.why,
                 len(self._chats),
             )
@@ -117,15 +121,16 @@ class WatchedChats:
 
         update = await update_value(
             self._backend,
-            WATCHED_CHATS_KEY,
+            self._key,
             parse=parse_watched_chats,
             change=merged,
             attempts=self._max_attempts,
         )
-        count_conflicts(self._metrics, LEDGER, update)
+        count_conflicts(self._metrics, self._key, update)
         if not update.holds:
             log.warning(
-                "watched chat list not written (%s); %d chat(s) stay dirty for the next sweep",
+                "watched %s list not written (%s); %d stay dirty for the next sweep",
+                self.kind.name,
                 update.outcome.value,
                 len(self._dirty),
             )
@@ -145,4 +150,4 @@ class WatchedChats:
         self._publish()
 
     def _publish(self) -> None:
-        self._metrics.watched_chats.set(len(self._chats))
+        self._metrics.watched(self.kind.name).set(len(self._chats))

@@ -79,6 +79,8 @@ class LedgerMetrics:
         self.watched_chats = Gauge(
             "entrabot_watched_chats", "Chats in the watched list", registry=r
         )
+        self._watched = {"chat": self.watched_chats}
+        self._registry = r
         # The shared chat members snapshot (watched/members.json): read by every replica, merged by the
         # discovery holder and by create_chat.
         self.chat_members_snapshot_reads = Counter(
@@ -99,6 +101,16 @@ class LedgerMetrics:
             "Chats in the members snapshot this replica last loaded",
             registry=r,
         )
+
+    def watched(self, kind: str) -> Gauge:
+        """The size of one kind's watched list (chats keep their metric's name), registered on first use."""
+        if kind not in self._watched:
+            self._watched[kind] = Gauge(
+                f"entrabot_watched_{kind}s",
+                f"{kind.capitalize()}s in the watched list",
+                registry=self._registry,
+            )
+        return self._watched[kind]
 
 
 class RoleMetrics:

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from service.telemetry.metrics.buckets import LATENCY_BUCKETS
+
+
+@dataclass(frozen=True)
+class ConversationMetrics:
+    """One kind of conversation's poll (service.domain.conversation): its hints, the conversations
+    awaiting their first sight, and those waiting for a host."""
+
+    hints: Counter
+    first_sights_pending: Gauge
+    awaiting_host: Gauge
 
 
 class ChangeMetrics:
     """Change detection: discovery, sponsors, hints, scans, sweeps and Graph's notifications."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        r = registry if registry is not None else CollectorRegistry()
+        r = self._registry = registry if registry is not None else CollectorRegistry()
         # Discovery, on the "discovery" lease holder only: its paced walk of /me/chats.
         self.discovery_pages = Counter(
             "entrabot_discovery_pages",
@@ -40,6 +52,36 @@ class ChangeMetrics:
             registry=r,
         )
         self._hints(r)
+        # Chats keep the names they had before other kinds (dashboards and alerts use them).
+        self._conversations = {
+            "chat": ConversationMetrics(
+                self.chat_hints, self.chat_first_sights_pending, self.chats_awaiting_host
+            )
+        }
+
+    def conversation(self, kind: str) -> ConversationMetrics:
+        """The poll metrics of one kind of conversation, registered on first use."""
+        if kind not in self._conversations:
+            self._conversations[kind] = ConversationMetrics(
+                Counter(
+                    f"entrabot_{kind}_hints",
+                    f"Change hints taken by the {kind} poll, by what they led to: read, covered, "
+                    "not_watched",
+                    ["outcome"],
+                    registry=self._registry,
+                ),
+                Gauge(
+                    f"entrabot_{kind}_first_sights_pending",
+                    f"Watched {kind}s this replica has not yet seen with a cursor",
+                    registry=self._registry,
+                ),
+                Gauge(
+                    f"entrabot_{kind}s_awaiting_host",
+                    f"Watched {kind}s with a hinted change this replica holds no host to read it for",
+                    registry=self._registry,
+                ),
+            )
+        return self._conversations[kind]
 
     def _hints(self, r: CollectorRegistry) -> None:
         """Hints and the scans, sweeps and notifications that raise them."""
