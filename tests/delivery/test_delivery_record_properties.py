@@ -375,11 +375,7 @@ class Fleet:
         """Acknowledged by the cursor's numbers (inbox_rules.Call), as _acknowledge does by keys."""
         seqs = self.cursors.get(host, frozenset())
         pending = self.records[host].pending
-        taken = {
-            e.key
-            for e in pending
-            if e.seq in seqs and (e.state is EntryState.LIVE or e.claim in self.landed)
-        }
+        taken = {e.key for e in pending if e.seq in seqs and self._claimed(e)}
         hold = inbox_hold("r", self.now, 3600.0)
         self._update(host, Call(seqs, hold, timedelta(seconds=60), "a1b2c3").apply)
         for k in taken:
@@ -390,13 +386,20 @@ class Fleet:
             self._reach(host, [e.key for e in returned])
             self.cursors[host] = frozenset(e.seq for e in returned)
 
+    def _claimed(self, entry: PendingDelivery) -> bool:
+        """Whether the host was owed this entry: live, or an intent one of whose claims landed. An
+        intent that replaced another claim's intent of the message keeps that claim in
+        ``earlier_claims`` (host_record.with_intents), and the earlier one landing is the message
+        owed here under whichever claim id the entry names first: an acknowledgement taking it is a
+        delivery. Counting only ``entry.claim`` lost that delivery from ``delivered``, and once the
+        acked list was trimmed past the key nothing showed the message had ever arrived."""
+        return entry.state is EntryState.LIVE or any(c in self.landed for c in entry.claims)
+
     def _acknowledge(self, host: str, keys: Sequence[MessageKey]) -> None:
-        # What the acknowledgement took that the host was owed (an intent of a claim that did not
-        # land is no delivery: with the acked list trimmed, a stale intent can sit under a repeat).
+        # What the acknowledgement took that the host was owed (an intent none of whose claims
+        # landed is no delivery: with the acked list trimmed, a stale intent can sit under a repeat).
         taken = {
-            e.key
-            for e in self.records[host].pending
-            if e.key in set(keys) and (e.state is EntryState.LIVE or e.claim in self.landed)
+            e.key for e in self.records[host].pending if e.key in set(keys) and self._claimed(e)
         }
         self._update(host, lambda r: acknowledged(r, keys))
         for k in taken:
@@ -772,8 +775,8 @@ def test_the_acknowledged_and_moved_lists_stay_bounded(monkeypatch: pytest.Monke
 K = MessageKey("19:a", "1001")
 
 
-def run(*ops: Op) -> Fleet:
-    fleet = Fleet()
+def run(*ops: Op, bounded_lists: bool = False) -> Fleet:
+    fleet = Fleet(bounded_lists=bounded_lists)
     for op in ops:
         fleet.apply(op)
         fleet.check()
@@ -850,6 +853,30 @@ def test_racing_intents_of_one_message_for_one_host() -> None:
         WriteClaim("c1", push_now=False),  # lost
         AfterClaim("c1"),  # takes back the only entry of a landed claim
     )
+
+
+def test_an_acknowledgement_of_a_replaced_intent_whose_earlier_claim_landed_is_a_delivery(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host pushed a message at its claim acknowledges it while its record holds a second
+    intent of it (a stale look at the cursor) that remembers the landed claim: that is the message
+    delivered, and stays so once the acked list, trimmed, no longer names it."""
+    monkeypatch.setattr(host_record, "ACKED_KEPT", 3)
+    mail = MessageKey("email", "AAMk-1")
+    fleet = run(
+        WriteIntent("h2", "r1", (mail,)),  # c0
+        WriteClaim("c0", push_now=True),  # lands; h2 is pushed the message
+        AfterClaim("c0"),
+        WriteIntent("h2", "r1", (mail,)),  # c1 replaces c0's intent, earlier_claims ("c0",)
+        Acknowledge("h2", (mail,)),
+        WriteClaim("c1", push_now=False),  # lost
+        AfterClaim("c1"),
+        WriteIntent("h2", "r1", BY_CHAT["19:a"][:3]),  # c2
+        WriteClaim("c2", push_now=False),
+        bounded_lists=True,
+    )
+    assert fleet.delivered[mail] == ["h2"]
+    fleet.check_drains()  # h2 acknowledges c2's three: ``mail`` is trimmed from its acked list
 
 
 @settings(max_examples=200, deadline=None)
