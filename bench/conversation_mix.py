@@ -14,8 +14,9 @@ Per mode (``ordered``: the scan; ``notifications``: Graph's change notifications
 one fleet is started on a pre-seeded container and shrunk 6 → 3 → 1 (``change_detection_fleet``); one
 host per replica. First, one more fleet (ordered mode) measures the fleet at rest at each step: one
 window of ``idle_s`` (full profile: one discovery interval, 120 s) in which nobody posts, the fleet's
-Graph requests/s by route. Every replica re-reads the agent identity's sponsors once per sponsor
-refresh interval (120 s), so that is the one idle cost that grows with the replica count. Each fleet
+Graph requests/s by route. The fleet reads the agent identity's sponsors once per sponsor refresh
+interval (120 s): one replica reads Graph, the others take its list from ``fleet/sponsors.json`` (until
+ch-fix every replica read them, the one idle cost that grew with the replica count). Each fleet
 runs on its own Azurite for less than Azurite's 10-minute garbage sweep (which held every request for
 30-50 s once a fleet outlived it; each row says how old its Azurite was). Each conversation step:
 

@@ -3,7 +3,10 @@ update or soft-delete one's own, and set or unset the signed-in user's reaction 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import re
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -231,6 +234,68 @@ def _cards(raw: object, content: str, content_type: str) -> list[CardAttachment]
     return out
 
 
+_TEMPORARY_REF = re.compile(r"\.\./hostedContents/([^/\"']*)/\$value")
+MAX_HOSTED_BYTES = 4 * 1024 * 1024  # "The maximum possible size of hosted content is 4 MB."
+
+
+def _hosted_contents(
+    raw: object, content: str, content_type: str, attachments: list[CardAttachment]
+) -> list[tuple[str, str, bytes]]:
+    """Inline images on a new message, as "Create chatMessage in a channel or a chat" (example "Send inline
+    images along with the message") describes them (read, not run): each {"@microsoft.graph.temporaryId",
+    contentBytes (base64), contentType}, named in the HTML body by ``../hostedContents/{temporaryId}/$value``
+    (or in a card's content). A reference to no temporary id, and a hosted content nobody references, are
+    refused here with 400 (the page asks for the same id in both; what Graph answers otherwise it does not
+    say). Returns (temporaryId, contentType, bytes) in the order given."""
+    referenced = set(_TEMPORARY_REF.findall(content))
+    if raw is None or raw == []:
+        if referenced:
+            raise bad_request(
+                f"The body references hosted content '{min(referenced)}', but the message has "
+                "no hostedContents: send each image with its @microsoft.graph.temporaryId."
+            )
+        return []
+    if not isinstance(raw, list) or content_type != "html":
+        raise bad_request("hostedContents must be a list, with an HTML body referencing each.")
+    out: list[tuple[str, str, bytes]] = []
+    for item in raw:
+        temporary_id = item.get("@microsoft.graph.temporaryId") if isinstance(item, dict) else None
+        kind = item.get("contentType") if isinstance(item, dict) else None
+        encoded = item.get("contentBytes") if isinstance(item, dict) else None
+        if not isinstance(temporary_id, str) or not temporary_id or not isinstance(kind, str):
+            raise bad_request(
+                "Each hosted content needs a @microsoft.graph.temporaryId and a contentType."
+            )
+        try:
+            data = base64.b64decode(encoded, validate=True) if isinstance(encoded, str) else b""
+        except binascii.Error:
+            raise bad_request(
+                f"Hosted content {temporary_id}: contentBytes is not base64."
+            ) from None
+        if not data or len(data) > MAX_HOSTED_BYTES:
+            raise bad_request(
+                f"Hosted content {temporary_id}: contentBytes must hold 1 byte to 4 MB."
+            )
+        out.append((temporary_id, kind, data))
+    ids = [temporary_id for temporary_id, _, _ in out]
+    if len(set(ids)) != len(ids):
+        raise bad_request("Hosted content temporary ids must be unique within a message.")
+    unnamed = sorted(referenced - set(ids))
+    if unnamed:
+        raise bad_request(
+            f"The body references hosted content '{unnamed[0]}', which no "
+            "@microsoft.graph.temporaryId names."
+        )
+    in_cards = "".join(a.content for a in attachments)
+    for name in ids:
+        if name not in referenced and f"../hostedContents/{name}/$value" not in in_cards:
+            raise bad_request(
+                f"Hosted content {name} is not referenced: place it with "
+                f'<img src="../hostedContents/{name}/$value">.'
+            )
+    return out
+
+
 def _message_body(body: dict[str, Any]) -> tuple[str, str]:
     """The ``body`` of a chatMessage being posted or updated: (content, contentType lower-cased)."""
     item = body.get("body")
@@ -351,14 +416,25 @@ async def post_message(
     ctx.state.readable_chat(chat_id, user_id)
     mentions = _mentions(ctx, body.get("mentions"), content, content_type)
     attachments = _cards(body.get("attachments"), content, content_type)
-    message = ctx.state.post_message(
-        chat_id,
-        sender_id=user_id,
-        content=content,
-        mentions=mentions,
-        attachments=attachments,
-        content_type=content_type,  # type: ignore[arg-type]
-    )
+    hosted = _hosted_contents(body.get("hostedContents"), content, content_type, attachments)
+    if hosted:
+        message = ctx.state.post_with_hosted_contents(
+            chat_id,
+            hosted,
+            sender_id=user_id,
+            content=content,
+            mentions=mentions,
+            attachments=attachments,
+        )
+    else:
+        message = ctx.state.post_message(
+            chat_id,
+            sender_id=user_id,
+            content=content,
+            mentions=mentions,
+            attachments=attachments,
+            content_type=content_type,  # type: ignore[arg-type]
+        )
     return JSONResponse(
         {
             "@odata.context": ctx.odata_context(request, "chats", chat_id, "messages", entity=True),

@@ -202,10 +202,11 @@ class Seed(_Model):
     # "List agentIdentity sponsors" takes an app-only token with AgentIdentity.ReadWrite.All only (delegated:
     # not supported). True restores the emulator's old, kinder answer to delegated tokens.
     sponsors_delegated: bool = False
-    # How "List agentIdentity sponsors" names each sponsor. "id_only" (the default): {"id"} alone, the
-    # shape Microsoft's own entrabot code reports ("returns only id regardless of $select"); "typed":
-    # with "@odata.type" as well, as a directoryObject collection may carry.
-    sponsors_shape: Literal["id_only", "typed"] = "id_only"
+    # How "List agentIdentity sponsors" names each sponsor. "typed" (the default): {"@odata.type", "id",
+    # "deletedDateTime"}, as its v1.0 page shows each directoryObject (with the sponsor's own type here:
+    # Microsoft's Graph SDK reads "#microsoft.graph.user" as a User); "id_only": {"id"} alone, the shape
+    # Microsoft's own entrabot code reports ("returns only id regardless of $select").
+    sponsors_shape: Literal["id_only", "typed"] = "typed"
     random_seed: int | None = None  # makes fault injection reproducible
     subscriptions: SubscriptionPolicy = SubscriptionPolicy()  # change-notification rules
     users: tuple[SeedUser, ...]

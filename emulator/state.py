@@ -587,6 +587,43 @@ class TenantState:
             self._messages[chat_id][message_id] = pasted
             return pasted
 
+    def post_with_hosted_contents(
+        self,
+        chat_id: str,
+        hosted: Sequence[tuple[str, str, bytes]],
+        *,
+        sender_id: str,
+        content: str,
+        mentions: Sequence[Mention] = (),
+        attachments: Sequence[CardAttachment] = (),
+    ) -> ChatMessage:
+        """An HTML message posted with its hosted contents, each (temporaryId, contentType, bytes): stored
+        as the message's hosted contents, and each ``../hostedContents/{temporaryId}/$value`` in the body
+        rewritten to the stored one's Graph URL (the route checks every reference names one)."""
+        with self._lock:  # one step for readers: the body is never seen with temporary references
+            message = self.post_message(
+                chat_id,
+                sender_id=sender_id,
+                content=content,
+                content_type="html",
+                mentions=mentions,
+                attachments=attachments,
+            )
+            stored = tuple(
+                HostedContent(_hosted_id(message.id, n), kind, data)
+                for n, (_, kind, data) in enumerate(hosted, start=1)
+            )
+            base = f"https://graph.microsoft.com/v1.0/chats/{chat_id}/messages/{message.id}"
+            for (temporary_id, _, _), h in zip(hosted, stored, strict=True):
+                content = content.replace(
+                    f"../hostedContents/{temporary_id}/$value",
+                    f"{base}/hostedContents/{h.id}/$value",
+                )
+            self._hosted[(chat_id, message.id)] = stored
+            posted = replace(message, content=content)
+            self._messages[chat_id][message.id] = posted
+            return posted
+
     def hosted_contents(self, chat_id: str, message_id: str) -> tuple[HostedContent, ...]:
         with self._lock:
             self._message(chat_id, message_id)

@@ -121,7 +121,8 @@ class Settings(BaseSettings):
     chat_read_gap_s: float = Field(default=1.1, ge=0.0, le=10.0)
     chat_poll_concurrency: int = 8
     discovery_interval_s: float = 120.0
-    # Every replica re-reads the agent identity's sponsors this often: a removed sponsor stops counting
+    # The fleet re-reads the agent identity's sponsors this often (one replica reads Graph, the others
+    # take its list from the shared record): a removed sponsor stops counting
     # (messages enveloped, no wait answered, no verdict taken) within one interval, fleet-wide.
     sponsor_refresh_interval_s: float = Field(default=120.0, gt=0.0)
     # While the sponsor list is unreadable, the last one read is kept this long after it was read, then

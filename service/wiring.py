@@ -26,6 +26,7 @@ from service.delivery.claim_intents import ClaimIntents
 from service.delivery.hub import DeliveryHub
 from service.delivery.mail_send import MailSender
 from service.tools.chat_send import ChatSender
+from service.delivery.shared_sponsors import FleetSponsors
 from service.delivery.sponsor_refresh import SponsorRefresher
 from service.domain.conversation import TEAMS_CHATS
 from service.domain.sponsors import Sponsor, SponsorGate
@@ -286,6 +287,14 @@ async def wire_workers(
             interval_s=settings.sponsor_refresh_interval_s,
             stale_after_s=settings.sponsor_stale_after_s,
             metrics=metrics.changes,
+            # One Graph read per interval for the whole fleet: the others take it from the record.
+            shared=FleetSponsors(
+                backend,
+                replica_id,
+                settings.agent_identity_id,
+                settings.sponsor_refresh_interval_s,
+                clock=clock,
+            ),
         )
         if settings.agent_identity_id and not delegated
         else None,

@@ -61,8 +61,15 @@ def test_sponsors_answer_the_identitys_app_only_token_with_directory_object_refe
     ):
         response = http.get(emu.graph_url + path, headers=app_only)
         assert response.status_code == 200, response.text
-        # References, by default in the shape Microsoft's entrabot code reports: the id alone, no profile.
-        assert response.json()["value"] == [{"id": emu.seed.humans[0].id}]
+        # References as the v1.0 page shows them, each with its type (a User to Microsoft's Graph SDK),
+        # no profile.
+        assert response.json()["value"] == [
+            {
+                "@odata.type": "#microsoft.graph.user",
+                "id": emu.seed.humans[0].id,
+                "deletedDateTime": None,
+            }
+        ]
     assert_graph_error(
         http.get(emu.graph_url + "/servicePrincipals/nope/sponsors", headers=app_only),
         404,
@@ -94,18 +101,12 @@ def test_seed_switch_lets_a_delegated_token_read_sponsors(
         assert [u["id"] for u in response.json()["value"]] == [lenient.humans[0].id]
 
 
-def test_seed_switch_gives_sponsor_references_their_type(
+def test_a_group_sponsor_is_listed_with_its_type(
     seed: Seed, signing_key: rsa.RSAPrivateKey, http: httpx.Client
 ) -> None:
     group = "6a0c0000-0000-4000-8000-0000000a0c00"
     identity = seed.agent_identity.model_copy(update={"group_sponsors": (group,)})
-    typed = Seed.model_validate(
-        {
-            **seed.model_dump(),
-            "sponsors_shape": "typed",
-            "agent_identities": [identity.model_dump()],
-        }
-    )
+    typed = Seed.model_validate({**seed.model_dump(), "agent_identities": [identity.model_dump()]})
     with start_emulator(typed, signing_key=signing_key) as emu:
         app_only = bearer(Entra(emu, http).identity_app_token())
         response = http.get(
@@ -130,6 +131,19 @@ def test_seed_switch_gives_sponsor_references_their_type(
         )
 
 
+def test_seed_switch_lists_sponsors_by_id_alone(
+    seed: Seed, signing_key: rsa.RSAPrivateKey, http: httpx.Client
+) -> None:
+    # The shape Microsoft's entrabot code reports ("returns only id regardless of $select").
+    bare = Seed.model_validate({**seed.model_dump(), "sponsors_shape": "id_only"})
+    with start_emulator(bare, signing_key=signing_key) as emu:
+        response = http.get(
+            f"{emu.graph_url}/servicePrincipals/{bare.agent_identity.id}/sponsors",
+            headers=bearer(Entra(emu, http).identity_app_token()),
+        )
+        assert response.json()["value"] == [{"id": bare.humans[0].id}]
+
+
 def test_an_admin_removes_a_sponsor_and_the_next_list_omits_them(
     emu: RunningEmulator, http: httpx.Client, entra: Entra
 ) -> None:
@@ -150,4 +164,4 @@ def test_an_admin_removes_a_sponsor_and_the_next_list_omits_them(
         f"{emu.graph_url}/servicePrincipals/{identity}/sponsors",
         headers=bearer(entra.identity_app_token()),
     )
-    assert response.json()["value"] == [{"id": ada}]
+    assert [u["id"] for u in response.json()["value"]] == [ada]

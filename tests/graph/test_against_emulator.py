@@ -451,8 +451,8 @@ async def test_every_client_call_works_against_the_emulator(tenant: Tenant) -> N
     directory = client.with_tokens(tenant.provider().agent_identity_tokens())
     sponsors = await directory.directory.list_sponsors(seed.agent_identity.id)
     assert [(s.id, s.odata_type) for s in sponsors] == [
-        (ada, None)
-    ]  # the emulator's default: id only
+        (ada, "#microsoft.graph.user")
+    ]  # the emulator's default: each reference typed, as the v1.0 page shows them
 
     one_on_one = await client.chats.create_chat("oneOnOne", [agent, ada])
     assert one_on_one.id == seed.chats[0].id  # Graph returns the existing 1:1 chat

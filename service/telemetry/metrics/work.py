@@ -39,8 +39,9 @@ class ChangeMetrics:
         )
         self.sponsor_reads = Counter(
             "entrabot_sponsor_reads",
-            "Sponsor list refreshes by outcome: read, kept_stale (unreadable, last list "
-            "kept), failed_closed (unreadable too long: no sponsor), no_directory",
+            "Sponsor list refreshes by outcome: read (from Graph), shared (another replica's read, "
+            "from the fleet's record), kept_stale (unreadable, last list kept), failed_closed "
+            "(unreadable too long: no sponsor), no_directory",
             ["outcome"],
             registry=r,
         )
