@@ -81,6 +81,7 @@ def _with_replies(
 
 
 @router.get(_CHANNEL + "/messages/delta")
+@router.get(_CHANNEL + "/messages/delta()")  # the function-call form Microsoft's Graph SDK sends
 async def delta(
     team_id: str, channel_id: str, request: Request, caller: Caller = Depends(_READ)
 ) -> JSONResponse:
