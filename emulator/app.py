@@ -12,10 +12,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from emulator import (
+from emulator import (  # Teams channels
     routes_admin,
     routes_admin_sign_in,
+    routes_admin_teams,
     routes_admin_tokens,
+    routes_channel_messages,
     routes_chats,
     routes_directory,
     routes_entra,
@@ -24,6 +26,7 @@ from emulator import (
     routes_messages,
     routes_notifications_admin,
     routes_subscriptions,
+    routes_teams,
 )
 from emulator.clock import Clock, SystemClock
 from emulator.context import EmulatorContext, context_of
@@ -32,8 +35,8 @@ from emulator.errors import GraphError, graph_error_body
 from emulator.faults import FaultInjector
 from emulator.grants import TokenGrantor
 from emulator.holds import Holds
-from emulator.refresh_tokens import RefreshTokens
 from emulator.middleware import GRAPH_PREFIX, EmulatorMiddleware
+from emulator.refresh_tokens import RefreshTokens
 
 _ROUTE_MODULES = (
     routes_admin,
@@ -47,6 +50,10 @@ _ROUTE_MODULES = (
     routes_directory,
     routes_subscriptions,
     routes_notifications_admin,
+    # Teams, channels and channel messages.
+    routes_admin_teams,
+    routes_teams,
+    routes_channel_messages,
 )
 from emulator.seed import Seed, load_seed
 from emulator.state import StateError, TenantState

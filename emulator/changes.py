@@ -32,5 +32,16 @@ class MailChange:
     change_key: str
 
 
-ResourceChange = ChatMessageChange | MailChange
+@dataclass(frozen=True)
+class ChannelMessageChange:
+    """A channel message or a reply (``reply_to_id`` names its root) created, updated or deleted."""
+
+    change_type: ChangeType
+    team_id: str
+    channel_id: str
+    message_id: str
+    reply_to_id: str | None
+
+
+ResourceChange = ChatMessageChange | MailChange | ChannelMessageChange
 ChangeObserver = Callable[[ResourceChange], None]

@@ -13,7 +13,8 @@ from fastapi import Request
 
 from emulator.context import EmulatorContext, context_of
 from emulator.errors import bad_request, forbidden, too_many_requests, unauthenticated
-from emulator.grants import GRAPH_AUDIENCE, GRAPH_APP_ID
+from emulator.grants import GRAPH_APP_ID, GRAPH_AUDIENCE
+from emulator.team_throttle import TEAMS_KINDS, teams_charges
 from emulator.throttle import Charge
 from emulator.tokens import InvalidToken
 
@@ -21,7 +22,17 @@ Workload = Literal["teams", "outlook", "directory"]
 # Which of Graph's limits a route is counted against (see emulator.throttle and the seed's budget).
 # "chat_messages": a chat's messages (reads also count per chat); "chats": list or get chat (also per
 # user); "mail": a mailbox (rate and concurrency per mailbox); "other": everything else.
-RequestKind = Literal["chat_messages", "chats", "mail", "other"]
+RequestKind = Literal[
+    "chat_messages",
+    "chats",
+    "mail",
+    "other",
+    # Teams' team and channel routes (emulator.team_throttle): GET /teams/{id} and joinedTeams; GET
+    # /teams/{id}/channels; a channel's messages (reads and sends counted apart).
+    "teams",
+    "team_channels",
+    "channel_messages",
+]
 # The claims challenge of a CAE revocation: {"access_token":{"nbf":{"essential":true}}}, base64.
 _CAE_CLAIMS = "eyJhY2Nlc3NfdG9rZW4iOnsibmJmIjp7ImVzc2VudGlhbCI6dHJ1ZX19fQ=="
 
@@ -137,6 +148,8 @@ def graph_caller(kind: RequestKind) -> Callable[[Request], AsyncIterator[Caller]
 def _charges(
     kind: RequestKind, request: Request, caller: Caller, ctx: EmulatorContext
 ) -> list[Charge]:
+    if kind in TEAMS_KINDS:
+        return [Charge(limit, key) for limit, key in teams_charges(kind, request)]
     if kind == "chat_messages" and request.method == "GET":
         return [
             Charge("chat_message_reads"),

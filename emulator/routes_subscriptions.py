@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
 from emulator.bodies import json_object
+from emulator.channel_subscriptions import resolve_target
 from emulator.context import EmulatorContext, context_of
 from emulator.errors import bad_request, forbidden, not_found
 from emulator.graph_auth import Caller, graph_caller
@@ -177,6 +178,10 @@ async def delete(
 
 def _resolve(ctx: EmulatorContext, caller: Caller, resource: str) -> ResourceRef:
     kind, raw = parse_resource(resource)
+    if kind in (Watched.CHANNEL, Watched.TEAM_CHANNELS):
+        assert raw is not None
+        teams = ctx.state.teams
+        return ResourceRef(kind, resolve_target(teams, kind.value, raw, caller.user_id))
     if kind is Watched.CHAT:
         assert raw is not None
         ctx.state.readable_chat(raw, caller.user_id)  # 404 for no such chat, 403 for a non-member

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from emulator.subscription_policy import SubscriptionPolicy
+from emulator.team_seed import SeedTeam, TeamsThrottleBudget, team_seed_problems
 
 SEEDS_DIR = Path(__file__).resolve().parent / "seeds"
 TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"
@@ -32,6 +33,12 @@ DEFAULT_DELEGATED_SCOPES = (
     "Mail.Read.Shared",
     "User.Read",
     "User.ReadBasic.All",
+    # Teams and channels (emulator.team_state): the least privileged delegated permission of List
+    # joinedTeams / Get team, List channels, List channel messages, and Send chatMessage in a channel.
+    "Team.ReadBasic.All",
+    "Channel.ReadBasic.All",
+    "ChannelMessage.Read.All",
+    "ChannelMessage.Send",
 )
 
 # The application permission "List agentIdentity sponsors" documents (its only one; delegated: not
@@ -70,6 +77,8 @@ class ThrottleBudget(_Model):
     # them per app ID across mailboxes, which is the same thing for a service reading one mailbox.
     mail_per_10_min: int | None = Field(default=10_000, ge=1)
     mail_concurrent: int | None = Field(default=4, ge=1)
+    # Teams' team, channel and channel-message limits (emulator.team_seed).
+    teams: TeamsThrottleBudget = TeamsThrottleBudget()
 
     @classmethod
     def relaxed(cls) -> ThrottleBudget:
@@ -215,6 +224,7 @@ class Seed(_Model):
     federation_issuers: tuple[FederationIssuer, ...] = ()
     chats: tuple[SeedChat, ...] = ()
     mail: tuple[SeedMail, ...] = ()
+    teams: tuple[SeedTeam, ...] = ()  # teams, channels and channel messages (emulator.team_seed)
 
     _refs: dict[str, SeedUser] = PrivateAttr(default_factory=dict)
 
@@ -396,6 +406,7 @@ class Seed(_Model):
         for mail in self.mail:
             if self.find_user(mail.to) is None:
                 problems.append(f"mail to {mail.to!r}: not a user of this tenant")
+        problems.extend(team_seed_problems(self))
         if problems:
             raise ValueError("seed is inconsistent:\n  - " + "\n  - ".join(problems))
         return self

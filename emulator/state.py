@@ -178,6 +178,11 @@ class TenantState:
         }
         self._observers: list[ChangeObserver] = []
         self._load(seed)
+        # Teams, channels and channel messages live in emulator.team_state, under this lock and
+        # announced to the same observers (imported here: team_state imports this module).
+        from emulator.team_state import TeamState
+
+        self.teams = TeamState(seed, clock, self._lock, self._changed)
 
     # --- observers (the subscription engine registers one) ---
 

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
-from emulator.changes import ChatMessageChange, MailChange, ResourceChange
+from emulator import channel_subscriptions
+from emulator.changes import ChannelMessageChange, ChatMessageChange, MailChange, ResourceChange
 from emulator.clock import Clock
 from emulator.errors import bad_request
 from emulator.notification_faults import DeliveryStats, NotificationFaults
@@ -120,7 +121,9 @@ class SubscriptionEngine:
         return missed
 
     def _item(self, sub: Subscription, change: ResourceChange) -> dict[str, Any]:
-        if isinstance(change, ChatMessageChange):
+        if isinstance(change, ChannelMessageChange):
+            resource, data = channel_subscriptions.notification_resource(change)
+        elif isinstance(change, ChatMessageChange):
             resource = f"chats('{change.chat_id}')/messages('{change.message_id}')"
             data = {
                 "id": change.message_id,
@@ -201,6 +204,8 @@ class SubscriptionEngine:
 
 def _covers(sub: Subscription, change: ResourceChange) -> bool:
     kind, target = sub.ref.kind, sub.ref.target
+    if isinstance(change, ChannelMessageChange):
+        return channel_subscriptions.covers(kind.value, target, change)
     if isinstance(change, ChatMessageChange):
         return (kind is Watched.CHAT and target == change.chat_id) or (
             kind is Watched.USER_CHATS and target in change.member_ids

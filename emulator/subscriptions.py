@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
+from emulator import channel_subscriptions
 from emulator.errors import GraphError, bad_request, forbidden
 from emulator.subscription_policy import SubscriptionPolicy
 
@@ -45,6 +46,11 @@ class Watched(enum.Enum):
     USER_CHATS = "userChats"  # every chat message of one user
     CHAT = "chat"  # one chat's messages
     INBOX = "inbox"  # one mailbox's Inbox
+    # Teams channel messages and replies (emulator.channel_subscriptions).
+    CHANNEL = channel_subscriptions.CHANNEL  # one channel's; target "team/channel"
+    TEAM_CHANNELS = (
+        channel_subscriptions.TEAM_CHANNELS
+    )  # every channel of one team; target the team
 
     @property
     def is_chat(self) -> bool:
@@ -107,9 +113,13 @@ def parse_resource(resource: str) -> tuple[Watched, str | None]:
     match = _CHAT.match(path) or _CHAT_PAREN.match(path)
     if match:
         return Watched.CHAT, match.group("chat")
+    channel = channel_subscriptions.parse_channel_resource(path)
+    if channel is not None:
+        return Watched(channel[0]), channel[1]
     raise bad_request(
         f"Resource '{resource}' is not supported for change notifications by this tenant; "
-        "subscribe to /users/{id}/chats/getAllMessages, /chats/{id}/messages or "
+        "subscribe to /users/{id}/chats/getAllMessages, /chats/{id}/messages, "
+        "/teams/{id}/channels/{id}/messages, /teams/{id}/channels/getAllMessages or "
         "/users/{id}/mailFolders('Inbox')/messages.",
         "InvalidRequest",
     )
@@ -135,7 +145,15 @@ def parse_change_types(value: object, kind: Watched) -> tuple[str, ...]:
 def check_permission(
     kind: Watched, *, delegated: bool, scopes: frozenset[str], roles: frozenset[str]
 ) -> None:
-    if kind.is_chat:
+    if kind in (Watched.CHANNEL, Watched.TEAM_CHANNELS):
+        wanted = channel_subscriptions.wanted_permissions(kind.value, delegated=delegated)
+        if not wanted:
+            raise forbidden(
+                "Operation: Create; Exception: [Status Code: Forbidden; Reason: This resource does "
+                "not support delegated permissions; subscribe with an application token.]",
+                "ExtensionError",
+            )
+    elif kind.is_chat:
         wanted = (
             CHAT_READ_DELEGATED
             if delegated

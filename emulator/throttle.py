@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from emulator.seed import ThrottleBudget
+from emulator.team_throttle import teams_limits
 
 LimitName = Literal[
     "chat_message_reads",
@@ -36,6 +37,12 @@ LimitName = Literal[
     "other",
     "mail_per_mailbox",
     "mail_concurrency",
+    # Teams' team, channel and channel-message limits (emulator.team_throttle).
+    "channel_message_reads",
+    "channel_message_sends",
+    "team_reads",
+    "channel_lists",
+    "per_team_or_channel",
 ]
 _HISTORY_FACTOR = 10  # bounded: enough history to keep a hammering client throttled
 # A concurrency slot frees when some request finishes, which nobody can predict: Outlook answers
@@ -66,6 +73,7 @@ def limits_of(budget: ThrottleBudget) -> dict[LimitName, Limit]:
         ("mail_per_mailbox", budget.mail_per_10_min, 600.0, "app and mailbox"),
         ("mail_concurrency", budget.mail_concurrent, 0.0, "app and mailbox, in flight"),
     ]
+    candidates.extend(teams_limits(budget.teams))
     return {
         name: Limit(name, n, window, scope)
         for name, n, window, scope in candidates

@@ -1,8 +1,8 @@
 """The Graph client: the resources the workers and MCP tools call, over one transport.
 
 ``GraphClient`` only builds the transport and the resource clients, and exposes these as ``chats``,
-``messages``, ``mail``, ``directory`` and ``subscriptions``; the request loop and its rules are in
-``transport``, each route's Graph facts beside its method in ``resources``.
+``messages``, ``mail``, ``directory``, ``subscriptions`` and ``channels``; the request loop and its
+rules are in ``transport``, each route's Graph facts beside its method in ``resources``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from service.graph.auth.tokens import TokenProvider
 from service.graph.http_pool import new_http_client
 from service.graph.options import GraphOptions
 from service.graph.pacing import GraphPacing, PacingRules, SharedHold
+from service.graph.resources.channels import GraphChannels
 from service.graph.resources.chats import GraphChats
 from service.graph.resources.directory import GraphDirectory
 from service.graph.resources.mail import GraphMail
@@ -73,6 +74,7 @@ class GraphClient:
         self.mail = GraphMail(transport)
         self.directory = GraphDirectory(transport)
         self.subscriptions = GraphSubscriptions(transport)
+        self.channels = GraphChannels(transport)  # Teams teams, channels and channel messages
 
     def with_tokens(self, token_provider: TokenProvider) -> GraphClient:
         """This client's Graph, connections, metrics, retry rules and holds, acting with other tokens (the
