@@ -166,7 +166,7 @@ def replica(name: str, store: LocalBackend, reader: Tickets) -> Replica:
     turns = ReadTurns(ReaderRoster(store, name), spread_s=0.0, min_gap_s=0.0)
     shared = PollShared(
         hub=hub,
-        intents=ClaimIntents(hub, HostRecords(store, metrics.delivery)),
+        intents=ClaimIntents(hub, HostRecords(store, metrics.ledger)),
         recorder=DeliveryRecorder(InteractionLog(store), name),
         agent=AGENT,
         clock=lambda: datetime.now(timezone.utc),
