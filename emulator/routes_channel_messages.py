@@ -13,6 +13,7 @@ message's are (``emulator.routes_messages``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -22,6 +23,7 @@ from emulator import team_shapes
 from emulator.bodies import json_object
 from emulator.channel_queries import (
     MAX_EXPANDED_REPLIES,
+    PageQuery,
     page_token,
     parse_delta_query,
     parse_messages_query,
@@ -112,35 +114,60 @@ async def delta(
     return JSONResponse(body)
 
 
+def _newest_first_page(
+    ctx: EmulatorContext,
+    request: Request,
+    messages: list[ChannelMessage],
+    *,
+    replies: bool,
+    team_id: str,
+    path: str,
+    link: str,
+    shape: Callable[[ChannelMessage, PageQuery], dict[str, Any]],
+) -> JSONResponse:
+    """One page of a channel's roots (by last activity) or of a thread's replies (by creation),
+    newest first, with Graph's count and a ``$skiptoken`` link when more follow. ``path``: the
+    collection below ``teams('{team_id}')`` as the context names it; ``link``: as a URL path."""
+    query = parse_messages_query(request.query_params.multi_items(), replies=replies)
+
+    def key(m: ChannelMessage) -> tuple[int, int]:
+        return (_us(m, created=replies), int(m.id))
+
+    ordered = sorted(messages, key=key, reverse=True)
+    if query.cursor is not None:
+        ordered = [m for m in ordered if key(m) < query.cursor]
+    page = ordered[: query.top]
+    body: dict[str, Any] = {
+        "@odata.context": ctx.odata_context(request, "teams", team_id, path),
+        "@odata.count": len(page),
+        "value": [shape(m, query) for m in page],
+    }
+    if len(ordered) > len(page):
+        last = page[-1]
+        body["@odata.nextLink"] = next_link(
+            f"{ctx.graph_base(request)}/teams/{team_id}/{link}",
+            request.query_params.multi_items(),
+            "$skiptoken",
+            page_token(replies=replies, key=_us(last, created=replies), message_id=last.id),
+        )
+    return JSONResponse(body)
+
+
 @router.get(_CHANNEL + "/messages")
 async def list_messages(
     team_id: str, channel_id: str, request: Request, caller: Caller = Depends(_READ)
 ) -> JSONResponse:
     ctx = _readable(request, caller, team_id, channel_id)
-    query = parse_messages_query(request.query_params.multi_items(), replies=False)
-    ordered = sorted(
-        ctx.state.teams.roots(team_id, channel_id), key=lambda m: (_us(m), int(m.id)), reverse=True
+    return _newest_first_page(
+        ctx,
+        request,
+        list(ctx.state.teams.roots(team_id, channel_id)),
+        replies=False,
+        team_id=team_id,
+        path=f"channels('{channel_id}')/messages",
+        link=f"channels/{channel_id}/messages",
+        shape=lambda m, query: _with_replies(ctx, request, m, query.expand_replies),
     )
-    if query.cursor is not None:
-        ordered = [m for m in ordered if (_us(m), int(m.id)) < query.cursor]
-    page = ordered[: query.top]
-    value = [_with_replies(ctx, request, m, query.expand_replies) for m in page]
-    body: dict[str, Any] = {
-        "@odata.context": ctx.odata_context(
-            request, "teams", team_id, f"channels('{channel_id}')/messages"
-        ),
-        "@odata.count": len(value),
-        "value": value,
-    }
-    if len(ordered) > len(page):
-        token = page_token(replies=False, key=_us(page[-1]), message_id=page[-1].id)
-        body["@odata.nextLink"] = next_link(
-            f"{ctx.graph_base(request)}/teams/{team_id}/channels/{channel_id}/messages",
-            request.query_params.multi_items(),
-            "$skiptoken",
-            token,
-        )
-    return JSONResponse(body)
 
 
 @router.get(_CHANNEL + "/messages/{message_id}")
@@ -171,32 +198,16 @@ async def list_replies(
     caller: Caller = Depends(_READ),
 ) -> JSONResponse:
     ctx = _readable(request, caller, team_id, channel_id)
-    query = parse_messages_query(request.query_params.multi_items(), replies=True)
-    ordered = sorted(
-        ctx.state.teams.replies(team_id, channel_id, message_id),
-        key=lambda m: (_us(m, created=True), int(m.id)),
-        reverse=True,
+    return _newest_first_page(
+        ctx,
+        request,
+        list(ctx.state.teams.replies(team_id, channel_id, message_id)),
+        replies=True,
+        team_id=team_id,
+        path=f"channels('{channel_id}')/messages('{message_id}')/replies",
+        link=f"channels/{channel_id}/messages/{message_id}/replies",
+        shape=lambda m, _: team_shapes.channel_message(m, ctx.seed.tenant_id),
     )
-    if query.cursor is not None:
-        ordered = [m for m in ordered if (_us(m, created=True), int(m.id)) < query.cursor]
-    page = ordered[: query.top]
-    value = [team_shapes.channel_message(m, ctx.seed.tenant_id) for m in page]
-    body: dict[str, Any] = {
-        "@odata.context": ctx.odata_context(
-            request, "teams", team_id, f"channels('{channel_id}')/messages('{message_id}')/replies"
-        ),
-        "@odata.count": len(value),
-        "value": value,
-    }
-    if len(ordered) > len(page):
-        last = page[-1]
-        body["@odata.nextLink"] = next_link(
-            f"{ctx.graph_base(request)}/teams/{team_id}/channels/{channel_id}/messages/{message_id}/replies",
-            request.query_params.multi_items(),
-            "$skiptoken",
-            page_token(replies=True, key=_us(last, created=True), message_id=last.id),
-        )
-    return JSONResponse(body)
 
 
 @router.get(_CHANNEL + "/messages/{message_id}/replies/{reply_id}")

@@ -42,9 +42,6 @@ class ConversationKind:
             conversation_id if conversation_id and self.cursor_key(conversation_id) == key else None
         )
 
-    def owns_hint(self, tag: str | None) -> bool:
-        return tag == self.hint_tag
-
 
 TEAMS_CHATS = ConversationKind(
     name="chat",

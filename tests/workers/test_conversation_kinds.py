@@ -84,9 +84,7 @@ class Tickets:
     ) -> AsyncIterator[Page[ChatMessage]]:
         self.reads += 1
         listed = self.messages.get(conversation_id, [])
-        yield Page(
-            tuple(m for m in listed if since is None or m.modified_or_created > since), None
-        )
+        yield Page(tuple(m for m in listed if since is None or m.modified_or_created > since), None)
 
     def inbound(self, message: ChatMessage, conversation_id: str) -> InboundMessage:
         return InboundMessage(
