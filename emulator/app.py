@@ -18,6 +18,8 @@ from emulator import (
     routes_admin_tokens,
     routes_chats,
     routes_directory,
+    routes_drives,
+    routes_drives_admin,
     routes_entra,
     routes_mail,
     routes_mail_send,
@@ -28,12 +30,13 @@ from emulator import (
 from emulator.clock import Clock, SystemClock
 from emulator.context import EmulatorContext, context_of
 from emulator.device_codes import DeviceAuthorizations
+from emulator.drive_state import Drives
 from emulator.errors import GraphError, graph_error_body
 from emulator.faults import FaultInjector
 from emulator.grants import TokenGrantor
 from emulator.holds import Holds
-from emulator.refresh_tokens import RefreshTokens
 from emulator.middleware import GRAPH_PREFIX, EmulatorMiddleware
+from emulator.refresh_tokens import RefreshTokens
 
 _ROUTE_MODULES = (
     routes_admin,
@@ -47,6 +50,8 @@ _ROUTE_MODULES = (
     routes_directory,
     routes_subscriptions,
     routes_notifications_admin,
+    routes_drives,
+    routes_drives_admin,
 )
 from emulator.seed import Seed, load_seed
 from emulator.state import StateError, TenantState
@@ -112,6 +117,7 @@ def create_app(
     )
     app = FastAPI(title="Graph and Entra emulator", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.emulator = ctx
+    app.state.drives = Drives(tenant, clock, tenant.drives)  # OneDrive state (routes_drives)
     for module in _ROUTE_MODULES:
         app.include_router(module.router)
     app.add_exception_handler(GraphError, _graph_error)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from emulator.drive_policy import DriveLimits
 from emulator.subscription_policy import SubscriptionPolicy
 
 SEEDS_DIR = Path(__file__).resolve().parent / "seeds"
@@ -30,6 +31,8 @@ DEFAULT_DELEGATED_SCOPES = (
     "Mail.ReadWrite",
     "Mail.Send",
     "Mail.Read.Shared",
+    # Files: the agent's own OneDrive, and the files people share with it (another's file needs .All).
+    "Files.ReadWrite.All",
     "User.Read",
     "User.ReadBasic.All",
 )
@@ -208,6 +211,7 @@ class Seed(_Model):
     sponsors_shape: Literal["id_only", "typed"] = "id_only"
     random_seed: int | None = None  # makes fault injection reproducible
     subscriptions: SubscriptionPolicy = SubscriptionPolicy()  # change-notification rules
+    drives: DriveLimits = DriveLimits()  # OneDrive upload and download limits (drive_policy)
     users: tuple[SeedUser, ...]
     apps: tuple[SeedApp, ...]
     agent_identities: tuple[AgentIdentity, ...] = ()
