@@ -1,7 +1,7 @@
 """The Graph client: the resources the workers and MCP tools call, over one transport.
 
 ``GraphClient`` only builds the transport and the resource clients, and exposes these as ``chats``,
-``messages``, ``mail``, ``directory`` and ``subscriptions``; the request loop and its rules are in
+``messages``, ``mail``, ``directory``, ``files`` and ``subscriptions``; the request loop and its rules are in
 ``transport``, each route's Graph facts beside its method in ``resources``.
 """
 
@@ -21,6 +21,7 @@ from service.graph.options import GraphOptions
 from service.graph.pacing import GraphPacing, PacingRules, SharedHold
 from service.graph.resources.chats import GraphChats
 from service.graph.resources.directory import GraphDirectory
+from service.graph.resources.files import GraphFiles
 from service.graph.resources.mail import GraphMail
 from service.graph.resources.messages import GraphMessages
 from service.graph.resources.subscriptions import GraphSubscriptions
@@ -72,6 +73,7 @@ class GraphClient:
         self.messages = GraphMessages(transport)
         self.mail = GraphMail(transport)
         self.directory = GraphDirectory(transport)
+        self.files = GraphFiles(transport)
         self.subscriptions = GraphSubscriptions(transport)
 
     def with_tokens(self, token_provider: TokenProvider) -> GraphClient:
