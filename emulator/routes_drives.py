@@ -52,6 +52,17 @@ _RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)$")
 Need = Literal["read", "write"]
 
 
+def preauthenticated_base(request: Request) -> str:
+    """Where the pre-authenticated download and upload URLs point: this emulator under its other
+    loopback name, so a client that follows them sees another host, as with Graph's (an HTTP library
+    keeps the Authorization header on a same-host redirect, and drops it across hosts)."""
+    base = context_of(request).base(request)
+    for one, other in (("//127.0.0.1", "//localhost"), ("//localhost", "//127.0.0.1")):
+        if one + ":" in base or base.endswith(one):
+            return base.replace(one, other, 1)
+    return base
+
+
 def drives_of(request: Request) -> Drives:
     drives: Drives = request.app.state.drives  # set once by the app factory
     return drives
@@ -163,7 +174,7 @@ def item_shape(request: Request, item: DriveItem, *, download: bool = False) -> 
         if download:
             token = drives.download_token(item)
             shaped["@microsoft.graph.downloadUrl"] = (
-                f"{context_of(request).base(request)}/_drive_download/{token}"
+                f"{preauthenticated_base(request)}/_drive_download/{token}"
             )
     return shaped
 
@@ -319,7 +330,7 @@ async def download(
     if caller.user_id is not None:
         drives.touch(caller.user_id, item.id)
     token = drives.download_token(item)
-    return RedirectResponse(f"{context_of(request).base(request)}/_drive_download/{token}", 302)
+    return RedirectResponse(f"{preauthenticated_base(request)}/_drive_download/{token}", 302)
 
 
 @router.get("/_drive_download/{token}")
@@ -442,7 +453,7 @@ async def create_upload_session(
 
 def _session_shape(request: Request, session: UploadSession) -> dict[str, Any]:
     return {
-        "uploadUrl": f"{context_of(request).base(request)}/_drive_upload/{session.id}",
+        "uploadUrl": f"{preauthenticated_base(request)}/_drive_upload/{session.id}",
         "expirationDateTime": teams_time(session.expires),
         "nextExpectedRanges": session.missing(),
     }
