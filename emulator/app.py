@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from emulator import (  # Teams channels
+from emulator import (
     routes_admin,
     routes_admin_sign_in,
     routes_admin_teams,
@@ -20,6 +20,8 @@ from emulator import (  # Teams channels
     routes_channel_messages,
     routes_chats,
     routes_directory,
+    routes_drives,
+    routes_drives_admin,
     routes_entra,
     routes_mail,
     routes_mail_send,
@@ -31,6 +33,7 @@ from emulator import (  # Teams channels
 from emulator.clock import Clock, SystemClock
 from emulator.context import EmulatorContext, context_of
 from emulator.device_codes import DeviceAuthorizations
+from emulator.drive_state import Drives
 from emulator.errors import GraphError, graph_error_body
 from emulator.faults import FaultInjector
 from emulator.grants import TokenGrantor
@@ -54,6 +57,8 @@ _ROUTE_MODULES = (
     routes_admin_teams,
     routes_teams,
     routes_channel_messages,
+    routes_drives,
+    routes_drives_admin,
 )
 from emulator.seed import Seed, load_seed
 from emulator.state import StateError, TenantState
@@ -119,6 +124,7 @@ def create_app(
     )
     app = FastAPI(title="Graph and Entra emulator", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.emulator = ctx
+    app.state.drives = Drives(tenant, clock, tenant.drives)  # OneDrive state (routes_drives)
     for module in _ROUTE_MODULES:
         app.include_router(module.router)
     app.add_exception_handler(GraphError, _graph_error)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-
+import html
 from datetime import datetime
 from typing import Any, Literal
 
@@ -22,6 +22,8 @@ from emulator.clock import ManualClock
 from emulator.context import EmulatorContext, context_of
 from emulator.errors import GraphError, bad_request
 from emulator.faults import FaultRule
+from emulator.routes_drives_admin import shared_file_attachments
+from emulator.state import CardAttachment
 from emulator.timestamps import resolve_time
 
 router = APIRouter(prefix="/_emulator")
@@ -76,6 +78,8 @@ class InjectMessage(_Body):
     images: list[PastedImage] = Field(
         default_factory=list, max_length=10
     )  # hosted contents, as Teams pastes them
+    # Files pasted as links (sharing links or webUrls of drive files): reference attachments.
+    files: list[str] = Field(default_factory=list, max_length=10)
 
 
 class EditMessage(_Body):
@@ -277,13 +281,23 @@ async def inject_message(chat_id: str, body: InjectMessage, request: Request) ->
         raise bad_request(f"from_user {body.from_user!r} is not in the tenant")
     if body.message_type == "message" and sender is None:
         raise bad_request("a message of type 'message' needs from_user")
+    content, content_type = body.content, body.content_type
+    attachments: list[CardAttachment] = []
+    if body.files:
+        # Files pasted into the message: reference attachments, placed in an HTML body (routes_drives_admin).
+        if sender is None:
+            raise bad_request("a message with files needs from_user")
+        attachments, tags = shared_file_attachments(request, sender.id, body.files)
+        text = content if content_type == "html" else html.escape(content)
+        content, content_type = f"<p>{text}</p>{tags}", "html"
     message = ctx.state.post_message(
         chat_id,
         sender_id=sender.id if sender else None,
-        content=body.content,
-        content_type=body.content_type,
+        content=content,
+        content_type=content_type,
         created=_time(body.created, ctx),
         message_type=body.message_type,
+        attachments=attachments,
     )
     if body.images:
         try:

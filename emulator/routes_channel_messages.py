@@ -33,6 +33,7 @@ from emulator.errors import forbidden
 from emulator.graph_auth import Caller, graph_caller
 from emulator.odata import query_options
 from emulator.paging import next_link
+from emulator.routes_drives_admin import file_reference
 from emulator.routes_messages import _cards, _mentions, _message_body
 from emulator.team_permissions import (
     APP_ONLY_NOT_SUPPORTED,
@@ -270,7 +271,12 @@ async def _post(
         content_type=content_type,  # type: ignore[arg-type]
         reply_to_id=root_id,
         mentions=_mentions(ctx, body.get("mentions"), content, content_type),
-        attachments=_cards(body.get("attachments"), content, content_type),
+        attachments=_cards(
+            body.get("attachments"),
+            content,
+            content_type,
+            file_reference(request, caller.user_id),
+        ),
     )
     where = f"channels('{channel_id}')/messages" + (f"('{root_id}')/replies" if root_id else "")
     context = ctx.odata_context(request, "teams", team_id, where, entity=True)

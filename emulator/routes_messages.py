@@ -7,6 +7,7 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -20,6 +21,7 @@ from emulator.graph_auth import Caller, graph_caller, include_unknown_enum_membe
 from emulator.odata import encode_token, parse_chat_messages_query
 from emulator.paging import next_link
 from emulator.routes_chats import CHAT_READ_ALL
+from emulator.routes_drives_admin import file_reference
 from emulator.state import CardAttachment, ChatMessage, Mention
 from emulator.timestamps import epoch_ms
 
@@ -191,10 +193,16 @@ CARD_TYPES = frozenset(
 )
 
 
-def _cards(raw: object, content: str, content_type: str) -> list[CardAttachment]:
+def _cards(
+    raw: object,
+    content: str,
+    content_type: str,
+    reference: Callable[[dict[str, Any]], CardAttachment],
+) -> list[CardAttachment]:
     """Card attachments on a new message, as "Send chatMessage in a chat" and "Working with Teams messaging
     APIs" describe them (read, not run): each {id, contentType, content: the card JSON as a string} is
-    placed by an <attachment id="…"></attachment> in an HTML body. Files are not modelled."""
+    placed by an <attachment id="…"></attachment> in an HTML body. A file is a "reference" attachment,
+    checked by ``reference`` (emulator.routes_drives_admin.file_reference)."""
     if raw is None or raw == []:
         return []
     if not isinstance(raw, list) or content_type != "html":
@@ -203,6 +211,13 @@ def _cards(raw: object, content: str, content_type: str) -> list[CardAttachment]
         )
     out: list[CardAttachment] = []
     for item in raw:
+        if isinstance(item, dict) and item.get("contentType") == "reference":
+            if f'<attachment id="{item.get("id")}"></attachment>' not in content:
+                raise bad_request(
+                    f'Attachment {item.get("id")} is not placed in the body by <attachment id="…">.'
+                )
+            out.append(reference(item))
+            continue
         if (
             not isinstance(item, dict)
             or not isinstance(item.get("id"), str)
@@ -286,7 +301,7 @@ def _hosted_contents(
             f"The body references hosted content '{unnamed[0]}', which no "
             "@microsoft.graph.temporaryId names."
         )
-    in_cards = "".join(a.content for a in attachments)
+    in_cards = "".join(a.content or "" for a in attachments)
     for name in ids:
         if name not in referenced and f"../hostedContents/{name}/$value" not in in_cards:
             raise bad_request(
@@ -415,7 +430,9 @@ async def post_message(
     content, content_type = _message_body(body)
     ctx.state.readable_chat(chat_id, user_id)
     mentions = _mentions(ctx, body.get("mentions"), content, content_type)
-    attachments = _cards(body.get("attachments"), content, content_type)
+    attachments = _cards(
+        body.get("attachments"), content, content_type, file_reference(request, user_id)
+    )
     hosted = _hosted_contents(body.get("hostedContents"), content, content_type, attachments)
     if hosted:
         message = ctx.state.post_with_hosted_contents(

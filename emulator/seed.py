@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from emulator.drive_policy import DriveLimits
 from emulator.subscription_policy import SubscriptionPolicy
 from emulator.team_seed import SeedTeam, TeamsThrottleBudget, team_seed_problems
 
@@ -31,6 +32,8 @@ DEFAULT_DELEGATED_SCOPES = (
     "Mail.ReadWrite",
     "Mail.Send",
     "Mail.Read.Shared",
+    # Files: the agent's own OneDrive, and the files people share with it (another's file needs .All).
+    "Files.ReadWrite.All",
     "User.Read",
     "User.ReadBasic.All",
     # Teams and channels (emulator.team_state): the least privileged delegated permission of List
@@ -218,6 +221,7 @@ class Seed(_Model):
     sponsors_shape: Literal["id_only", "typed"] = "typed"
     random_seed: int | None = None  # makes fault injection reproducible
     subscriptions: SubscriptionPolicy = SubscriptionPolicy()  # change-notification rules
+    drives: DriveLimits = DriveLimits()  # OneDrive upload and download limits (drive_policy)
     users: tuple[SeedUser, ...]
     apps: tuple[SeedApp, ...]
     agent_identities: tuple[AgentIdentity, ...] = ()

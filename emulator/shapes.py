@@ -91,9 +91,9 @@ def chat_message(
             {
                 "id": a.id,
                 "contentType": a.content_type,
-                "contentUrl": None,
+                "contentUrl": a.content_url,
                 "content": a.content,
-                "name": None,
+                "name": a.name,
                 "thumbnailUrl": None,
                 "teamsAppId": None,
             }

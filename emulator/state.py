@@ -98,11 +98,14 @@ class ChatMessage:
 
 @dataclass(frozen=True)
 class CardAttachment:
-    """A card a message carries: ``<attachment id="…">`` in its HTML body, the card's JSON as a string."""
+    """A card a message carries: ``<attachment id="…">`` in its HTML body, the card's JSON as a string.
+    A file shared into the chat is one too: contentType "reference", no content, its URL and name."""
 
     id: str
     content_type: str
-    content: str
+    content: str | None
+    content_url: str | None = None
+    name: str | None = None
 
 
 @dataclass(frozen=True)

@@ -198,6 +198,16 @@ class Settings(BaseSettings):
     # after this long decides nothing.
     permission_relay_enabled: bool = True
     permission_request_timeout_s: float = 600.0
+    # The file tools (docs/tools.md): read_file fetches at most file_read_max_bytes of a file and returns
+    # at most file_read_max_chars of its text; upload_file takes at most file_upload_max_bytes (base64 in
+    # the call); an upload above file_simple_upload_max_bytes goes through an upload session (Graph's
+    # simple upload takes up to 250 MB, a resumable session is kinder to a large file on a flaky link).
+    file_read_max_bytes: int = Field(default=2 * 1024 * 1024, ge=1024, le=100 * 1024 * 1024)
+    file_read_max_chars: int = Field(default=100_000, ge=1_000, le=2_000_000)
+    file_upload_max_bytes: int = Field(default=20 * 1024 * 1024, ge=1024, le=250 * 1024 * 1024)
+    file_simple_upload_max_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=1024, le=250 * 1000 * 1000
+    )
     otlp_endpoint: str | None = None
     # Where Graph change notifications are delivered (https); optional, checked by `doctor` when set.
     notification_url: str | None = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from service.config import Settings
-from service.tools.options import ToolOptions
+from service.tools.options import FileOptions, ToolOptions
 
 
 def tool_options(settings: Settings) -> ToolOptions:
@@ -17,4 +17,10 @@ def tool_options(settings: Settings) -> ToolOptions:
         sponsor_wait_backlog_chars=settings.sponsor_wait_backlog_chars,
         permission_relay_enabled=settings.permission_relay_enabled,
         permission_request_timeout_s=settings.permission_request_timeout_s,
+        files=FileOptions(
+            read_max_bytes=settings.file_read_max_bytes,
+            read_max_chars=settings.file_read_max_chars,
+            upload_max_bytes=settings.file_upload_max_bytes,
+            simple_upload_max_bytes=settings.file_simple_upload_max_bytes,
+        ),
     )

@@ -1,8 +1,8 @@
 """The Graph client: the resources the workers and MCP tools call, over one transport.
 
 ``GraphClient`` only builds the transport and the resource clients, and exposes these as ``chats``,
-``messages``, ``mail``, ``directory``, ``subscriptions`` and ``channels``; the request loop and its
-rules are in ``transport``, each route's Graph facts beside its method in ``resources``.
+``messages``, ``mail``, ``directory``, ``files``, ``subscriptions`` and ``channels``; the request loop
+and its rules are in ``transport``, each route's Graph facts beside its method in ``resources``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from service.graph.pacing import GraphPacing, PacingRules, SharedHold
 from service.graph.resources.channels import GraphChannels
 from service.graph.resources.chats import GraphChats
 from service.graph.resources.directory import GraphDirectory
+from service.graph.resources.files import GraphFiles
 from service.graph.resources.mail import GraphMail
 from service.graph.resources.messages import GraphMessages
 from service.graph.resources.subscriptions import GraphSubscriptions
@@ -73,6 +74,7 @@ class GraphClient:
         self.messages = GraphMessages(transport)
         self.mail = GraphMail(transport)
         self.directory = GraphDirectory(transport)
+        self.files = GraphFiles(transport)
         self.subscriptions = GraphSubscriptions(transport)
         self.channels = GraphChannels(transport)  # Teams teams, channels and channel messages
 

@@ -169,6 +169,27 @@ class OutboundCard:
         return {"id": self.id, "contentType": self.content_type, "content": self.content}
 
 
+@dataclass(frozen=True)
+class OutboundFile:
+    """A file the agent posts into a chat ("Send message with file attachment"): a "reference"
+    attachment whose id is the GUID of the file's eTag, placed by ``<attachment id="{id}">``."""
+
+    id: str
+    content_url: str
+    name: str
+
+    def to_graph(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "contentType": "reference",
+            "contentUrl": self.content_url,
+            "name": self.name,
+        }
+
+
+OutboundAttachment = OutboundCard | OutboundFile
+
+
 class HostedContent(GraphModel):
     """A chatMessageHostedContent as listed (an image pasted into a message); its bytes come separately."""
 

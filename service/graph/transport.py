@@ -47,6 +47,8 @@ class GraphCall:
     route: str
     idempotent: bool  # whether sending it twice leaves Graph as sending it once
     json: Any = None
+    content: bytes | None = None  # a raw body (a file upload) instead of JSON
+    headers: Mapping[str, str] | None = None
 
 
 class GraphSender:
@@ -56,7 +58,9 @@ class GraphSender:
         self.http = http
         self.metrics = metrics
 
-    async def send(self, call: GraphCall, auth: BearerAuth, attempt: int) -> httpx.Response:
+    async def send(self, call: GraphCall, auth: BearerAuth | None, attempt: int) -> httpx.Response:
+        """``auth`` None: a pre-authenticated URL (a download or upload URL Graph handed out), which
+        must not see the bearer token."""
         attributes: dict[str, str | int] = {
             "http.request.method": call.method,
             "url.template": call.route,
@@ -70,8 +74,9 @@ class GraphSender:
                     call.method,
                     call.url,
                     json=call.json,
-                    headers={"Accept": "application/json"},
-                    auth=auth,
+                    content=call.content,
+                    headers={"Accept": "application/json", **(call.headers or {})},
+                    auth=auth if auth is not None else httpx.USE_CLIENT_DEFAULT,
                 )
             except httpx.TransportError as exc:
                 span.set_attribute("error.type", type(exc).__name__)
@@ -130,11 +135,22 @@ class GraphTransport:
         )
 
     async def request(
-        self, method: str, url: str, *, route: str, json: Any = None, idempotent: bool
+        self,
+        method: str,
+        url: str,
+        *,
+        route: str,
+        json: Any = None,
+        idempotent: bool,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        redirect_ok: bool = False,
     ) -> httpx.Response:
+        """``redirect_ok``: a 3xx is the answer (a download's 302 to its pre-authenticated URL), handed
+        back for the caller to follow without the token; otherwise a 3xx is an error."""
         # A loop of our own: httpx's transport ``retries`` only repeats a failed connect, and knows
         # neither Retry-After, nor which methods are safe to send twice, nor the client-wide hold.
-        call = GraphCall(method, url, route, idempotent, json)
+        call = GraphCall(method, url, route, idempotent, json, content, headers)
         auth = BearerAuth(self._tokens, self._scope)
         number = 0
         waited_out = 0.0  # the hold this call already slept through as its own retry delay
@@ -164,9 +180,27 @@ class GraphTransport:
             if step.action is Action.RETRY:
                 waited_out = await self._retry.wait_with_hold(step.delay, self._pacing, waited_out)
                 continue
-            if response.is_success:
+            if response.is_success or (redirect_ok and response.is_redirect):
                 return response
             raise error_for(response, method, route, step.retry_after, idempotent)
+
+    async def send_preauthenticated(
+        self,
+        method: str,
+        url: str,
+        *,
+        route: str,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        """One send to a URL Graph handed out already authenticated (a download's Location, an upload
+        session's uploadUrl): no bearer token, no retry loop (the caller knows how to resume), counted
+        and traced as any send. Transport failures raise GraphConnectionError."""
+        call = GraphCall(method, url, route, idempotent=False, content=content, headers=headers)
+        try:
+            return await self._sender.send(call, None, 1)
+        except httpx.TransportError as exc:
+            raise _no_answer(call, exc, not isinstance(exc, _NOT_SENT)) from None
 
     async def get_one(
         self,

@@ -1,10 +1,8 @@
 """Who is in a chat, and bringing someone in: list_chat_members and the sponsor-gated add_chat_member.
 
 Adding a person to a chat lets them read it and, in a group chat, its history: only a sponsor may ask
-for it, and only into a chat that sponsor is in (the single-host system's rule). The model cannot
-vouch for who asked, since any text in its context may be a person's, so the call cites the
-sponsor's message that asked, and the fleet reads that message from Graph: a sponsor of the agent
-identity wrote it, in a chat the agent is in, within the last day, not deleted. A member added whose
+for it, and only into a chat that sponsor is in (the single-host system's rule). The call cites the
+sponsor's message that asked (``service.tools.sponsor_request``, which share_file uses too). A member added whose
 answer was lost is settled by listing the chat's members, never by adding blindly again.
 
 Graph's "Add member to a chat" (POST /chats/{id}/members, an aadUserConversationMember, delegated
@@ -14,13 +12,12 @@ ChatMember.ReadWrite) and "List members of a chat" pages were read, not run: onl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 
 from pydantic import BaseModel, Field
 
 from service.delivery.push import meta_value
-from service.graph.errors import GraphError, GraphNotFound, GraphUnavailable
-from service.graph.models import ChatMember, ChatMessage, User
+from service.graph.errors import GraphError, GraphUnavailable
+from service.graph.models import ChatMember, User
 from service.ledger.memory.interactions import Action
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.chat_access import ChatAccess
@@ -29,8 +26,7 @@ from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
 from service.tools.ids import ChatId, ChatMessageId, NamesAChat, UserRef
 from service.tools.people import look_up_user, meta_or_none
-
-REQUEST_MAX_AGE = timedelta(hours=24)  # a sponsor's ask older than this is not a standing order
+from service.tools.sponsor_request import sponsor_who_asked
 
 
 class ChatMemberRow(BaseModel):
@@ -106,7 +102,13 @@ class MembershipTools:
         """
         deps = self.deps
         await self.access.check(args.chat_id)
-        sponsor = await self._sponsor_who_asked(args)
+        sponsor = await sponsor_who_asked(
+            deps,
+            self.access,
+            args.requested_in_chat_id,
+            args.requested_by_message_id,
+            asked_for="someone to be added",
+        )
         members = await self._members(args.chat_id)
         if not any(m.user_id == sponsor for m in members):
             raise ToolError(
@@ -125,39 +127,6 @@ class MembershipTools:
             summary=f"added {person.id} at the request of sponsor {sponsor}",
         )
         return self._result(args, person, "added", sponsor, logged=logged)
-
-    async def _sponsor_who_asked(self, args: AddMemberInput) -> str:
-        """The object id of the sponsor whose message asked; a ToolError when it is not a sponsor's ask."""
-        deps = self.deps
-        await self.access.check(args.requested_in_chat_id)
-        try:
-            ask = await deps.graph.messages.get_chat_message(
-                args.requested_in_chat_id, args.requested_by_message_id
-            )
-        except GraphNotFound:
-            raise ToolError(
-                f"Message {args.requested_by_message_id} is not in chat {args.requested_in_chat_id}; "
-                "cite the sponsor's message that asked for the person to be added."
-            ) from None
-        except GraphError as exc:
-            raise graph_tool_error(exc, "reading the message that asked for the member") from None
-        sender = ask.sender.id if ask.sender is not None else None
-        if (
-            not self._is_live_ask(ask)
-            or sender is None
-            or not deps.gate.is_directory_sponsor(sender)
-        ):
-            raise ToolError(
-                "Only a sponsor of the agent may ask for someone to be added, in a message from the "
-                "last day; the cited message is not one. Nothing was changed."
-            )
-        return sender
-
-    def _is_live_ask(self, ask: ChatMessage) -> bool:
-        return (
-            ask.deleted_date_time is None
-            and self.deps.clock() - ask.created_date_time <= REQUEST_MAX_AGE
-        )
 
     async def _members(self, chat_id: str) -> list[ChatMember]:
         try:

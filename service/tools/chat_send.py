@@ -18,7 +18,7 @@ from service.clock import Clock
 from service.domain.filters import html_to_text
 from service.delivery.send_once import SendOnce, SendUnknown, first_in_pages
 from service.graph.client import GraphClient
-from service.graph.models import ChatMessage, OutboundCard, OutboundMention
+from service.graph.models import ChatMessage, OutboundAttachment, OutboundMention
 from service.ledger.memory.sent_messages import SentMessages, SentRecordUnavailable
 from service.mcp.tool_registry import ToolError
 
@@ -73,7 +73,7 @@ class ChatSender:
         content: str,
         content_type: Literal["text", "html"] = "text",
         mentions: Sequence[OutboundMention] = (),
-        cards: Sequence[OutboundCard] = (),
+        cards: Sequence[OutboundAttachment] = (),
     ) -> Posted:
         """Post once; GraphError for a failure that posted nothing, SendUnknown when nobody can tell, and a
         ToolError when delegated mode could not note the send (then nothing was posted)."""
@@ -104,7 +104,7 @@ class ChatSender:
         content: str,
         content_type: Literal["text", "html"],
         mentions: Sequence[OutboundMention],
-        cards: Sequence[OutboundCard],
+        cards: Sequence[OutboundAttachment],
     ) -> Posted:
         wanted = Wanted(_comparable(content, content_type), frozenset(c.id for c in cards))
 

@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
+
+
+@dataclass(frozen=True)
+class FileOptions:
+    """The file tools' bounds (ENTRABOT_FILE_*): what read_file fetches and returns, what upload_file
+    takes, and the size above which an upload goes through an upload session."""
+
+    read_max_bytes: int = 2 * 1024 * 1024
+    read_max_chars: int = 100_000
+    upload_max_bytes: int = 20 * 1024 * 1024
+    simple_upload_max_bytes: int = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -18,3 +29,4 @@ class ToolOptions:
     sponsor_wait_backlog_chars: int
     permission_relay_enabled: bool
     permission_request_timeout_s: float
+    files: FileOptions = field(default_factory=FileOptions)

@@ -14,6 +14,7 @@ from service.tools.chat_membership import MembershipTools
 from service.tools.chats import ChatTools
 from service.tools.conversation import ConversationTools
 from service.tools.deps import ToolDeps
+from service.tools.files import FileTools
 from service.tools.images import ImageTools
 from service.tools.inbox import InboxTool
 from service.tools.interactions import InteractionTools
@@ -46,6 +47,7 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps, inbox: Inbox) -> None
     own = OwnMessageTools(deps, access)
     members = MembershipTools(deps, access)
     placeholders = PlaceholderTools(deps, access, own)
+    files = FileTools(deps, access)
     handlers = (
         conversation.send_teams_message,
         reads.read_teams_messages,
@@ -72,6 +74,13 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps, inbox: Inbox) -> None
         placeholders.resolve_placeholder,
         MailOutTools(deps).send_email,
         InboxTool(inbox).receive_messages,
+        files.resolve_file_url,
+        files.list_recent_files,
+        files.read_file,
+        files.write_text_file,
+        files.upload_file,
+        files.share_file,
+        files.add_file_comment,
     )
     for handler in handlers:
         registry.add(handler)

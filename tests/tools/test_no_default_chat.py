@@ -39,6 +39,13 @@ ALL_TOOLS = {
     "resolve_placeholder",
     "send_email",
     "catch_up",
+    "resolve_file_url",
+    "list_recent_files",
+    "read_file",
+    "write_text_file",
+    "upload_file",
+    "share_file",
+    "add_file_comment",
 }
 CHAT_TOOLS = [
     ("send_teams_message", {"text": "hello"}),

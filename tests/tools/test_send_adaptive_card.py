@@ -26,7 +26,7 @@ async def test_a_card_is_posted_as_an_attachment_placed_in_the_body(world: ToolW
     [posted] = world.emu.state.messages(chat)
     [attachment] = posted.attachments
     assert attachment.content_type == "application/vnd.microsoft.card.adaptive"
-    assert json.loads(attachment.content) == CARD
+    assert json.loads(attachment.content or "") == CARD
     assert (
         posted.content == f'<attachment id="{attachment.id}"></attachment>'
         and posted.content_type == "html"

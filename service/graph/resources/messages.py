@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from service.graph.errors import GraphPayloadError
-from service.graph.models import ChatMessage, HostedContent, OutboundCard, OutboundMention
+from service.graph.models import ChatMessage, HostedContent, OutboundAttachment, OutboundMention
 from service.graph.pages import Page
 from service.graph.transport import GraphTransport
 from service.graph.urls import MAX_TOP, check_top, graph_timestamp
@@ -71,7 +71,7 @@ class GraphMessages:
         content: str,
         content_type: Literal["text", "html"] = "text",
         mentions: Sequence[OutboundMention] = (),
-        cards: Sequence[OutboundCard] = (),
+        cards: Sequence[OutboundAttachment] = (),
     ) -> ChatMessage:
         """Post a message as the agent user. Never re-sent after a 5xx or a lost answer: the error
         then has ``outcome_unknown`` set, because the message may have been posted."""
