@@ -5,6 +5,7 @@ member, and post a channel root message or a reply as any team member, so tests 
 
 from __future__ import annotations
 
+import html
 from typing import Literal
 
 from fastapi import APIRouter, Request
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from emulator import team_shapes
 from emulator.context import context_of
 from emulator.routes_admin import _time
+from emulator.state import Mention, StateError
 from emulator.team_seed import MembershipType
 
 router = APIRouter(prefix="/_emulator")
@@ -49,6 +51,10 @@ class InjectChannelMessage(_Body):
     content: str = Field(min_length=1)
     content_type: Literal["text", "html"] = "text"
     created: str | None = None  # ISO-8601 or relative ("-2h")
+    subject: str | None = None  # a root's subject line
+    # Users (id or UPN) the message @mentions: each becomes <at id="N">name</at> before the content,
+    # as a person typing "@name" in Teams makes it (the body turns HTML).
+    mentions: list[str] = Field(default_factory=list)
 
 
 @router.post("/teams", status_code=201)
@@ -114,13 +120,30 @@ def _post(
     body: InjectChannelMessage,
 ) -> JSONResponse:
     ctx = context_of(request)
+    mentions = []
+    for who in body.mentions:
+        user = ctx.seed.find_user(who)
+        if user is None:
+            raise StateError("not_found", f"No user '{who}' to mention.")
+        mentions.append(user)
+    tagged = [
+        Mention(i, u.display_name or u.id, u.id, u.display_name) for i, u in enumerate(mentions)
+    ]
+    content, content_type = body.content, body.content_type
+    if tagged:
+        # The content is the person's text: escaped into the HTML the mentions need.
+        text = content if content_type == "html" else html.escape(content)
+        content = " ".join(f'<at id="{m.id}">{html.escape(m.text)}</at>' for m in tagged)
+        content, content_type = f"{content} {text}", "html"
     message = ctx.state.teams.post(
         team_id,
         channel_id,
         sender_id=body.from_user,
-        content=body.content,
-        content_type=body.content_type,
+        content=content,
+        content_type=content_type,
         reply_to_id=root_id,
         created=_time(body.created, ctx),
+        mentions=tagged,
+        subject=body.subject,
     )
     return JSONResponse(team_shapes.channel_message(message, ctx.seed.tenant_id), status_code=201)

@@ -87,6 +87,7 @@ def channel_message(m: ChannelMessage, tenant_id: str, *, typed: bool = False) -
     body.update(
         {
             "replyToId": m.reply_to_id,
+            "subject": m.subject,
             "chatId": None,
             "webUrl": f"https://teams.microsoft.com/l/message/{quote(m.channel_id, safe='')}/{m.id}"
             f"?groupId={m.team_id}&tenantId={tenant_id}&createdTime={m.id}&parentMessageId={parent}",

@@ -96,6 +96,9 @@ class ChannelMessage:
     version: int  # the tenant-wide change counter when it last changed (delta tokens compare it)
     mentions: tuple[Mention, ...] = ()
     attachments: tuple[CardAttachment, ...] = ()
+    subject: str | None = (
+        None  # a root's subject line; Graph's chatMessage.subject (null on replies)
+    )
 
 
 def channel_thread_id(*parts: object) -> str:
@@ -315,6 +318,7 @@ class TeamState:
         created: datetime | None = None,
         mentions: Sequence[Mention] = (),
         attachments: Sequence[CardAttachment] = (),
+        subject: str | None = None,
     ) -> ChannelMessage:
         """A root message, or a reply to root ``reply_to_id``, posted by ``sender_id``; a reply touches
         its root (module docstring)."""
@@ -352,6 +356,7 @@ class TeamState:
                 self._next_version(),
                 tuple(mentions),
                 tuple(attachments),
+                subject if reply_to_id is None else None,
             )
             existing[message.id] = message
             if root is not None and at > root.last_modified:

@@ -121,6 +121,14 @@ class Settings(BaseSettings):
     chat_read_gap_s: float = Field(default=1.1, ge=0.0, le=10.0)
     chat_poll_concurrency: int = 8
     discovery_interval_s: float = 120.0
+    # Team channels (service.workers.channel_watch): the elected watch walks the agent's teams and
+    # their channels this often, and hints this many watched channels a second in turn (each hint one
+    # delta read for the fleet): 200 channels come round every 200 s at 1 a second.
+    channel_discovery_interval_s: float = Field(default=120.0, gt=0.0)
+    channel_reads_per_s: float = Field(default=1.0, gt=0.0, le=20.0)
+    # Channel ids (comma-separated) where every person's message is delivered; elsewhere only a message
+    # that @mentions the agent and replies in a thread it started or answered (docs/configuration.md).
+    channels_deliver_all: str = ""
     # The fleet re-reads the agent identity's sponsors this often (one replica reads Graph, the others
     # take its list from the shared record): a removed sponsor stops counting
     # (messages enveloped, no wait answered, no verdict taken) within one interval, fleet-wide.
@@ -241,6 +249,21 @@ class Settings(BaseSettings):
             return v
         assert info.field_name is not None
         return cls.model_fields[info.field_name].get_default(call_default_factory=True)
+
+    @field_validator("channels_deliver_all")
+    @classmethod
+    def _channel_ids(cls, v: str) -> str:
+        for entry in (e.strip() for e in v.split(",")):
+            if entry and not (entry.startswith("19:") and "@thread" in entry):
+                raise ValueError(
+                    f"{entry!r} is not a Teams channel id (19:…@thread.tacv2, as "
+                    "GET /teams/{id}/channels lists them)"
+                )
+        return v
+
+    @property
+    def channels_delivering_all(self) -> frozenset[str]:
+        return frozenset(e.strip() for e in self.channels_deliver_all.split(",") if e.strip())
 
     @field_validator("delegated_client_id", "delegated_token_key", mode="before")
     @classmethod

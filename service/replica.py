@@ -154,6 +154,15 @@ class Replica:
             jitter_s=s.chat_poll_jitter_s,
             wake=self.served.delivery.hub.wait_for_change,
         )
+        if wired.channel_poller is not None:
+            self.running.leases += [role.lease for role in wired.channel_poller.roles]
+            sup.add(
+                "channel_poll",
+                wired.channel_poller.cycle,
+                interval_s=s.chat_poll_interval_s,
+                jitter_s=s.chat_poll_jitter_s,
+                wake=self.served.delivery.hub.wait_for_change,
+            )
         email_wake: Callable[[], Awaitable[None]] = self.served.delivery.hub.wait_for_change
         if self.served.notifications is not None:
             mail_nudge, email_poller = self.served.notifications.mail_nudge, wired.email_poller

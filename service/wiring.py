@@ -54,6 +54,8 @@ from service.workers.chat_book import ChatBook
 from service.workers.chat_poll import ChatPoller
 from service.workers.chat_scan import ChatScanner, ScanCadence
 from service.workers.chat_state import OfferedMessage
+from service.workers import channel_watch
+from service.workers.channel_polls import ChannelOptions, channel_poll
 from service.workers.conversation_polls import PollShared, conversation_poll
 from service.workers.conversation_reader import ChatMessagesReader
 from service.workers.chat_sweep import ChatSweep
@@ -147,6 +149,9 @@ class Workers:
     discovery: Discovery
     summary: DailySummaryProducer
     tool_deps: ToolDeps
+    # Team channels' poll (its watch is its role); None in delegated mode, where /me/joinedTeams is
+    # the person's.
+    channel_poller: ChatPoller | None = None
 
 
 async def wire_workers(
@@ -270,6 +275,23 @@ async def wire_workers(
         on_notification_hint=scanner.heard_notification,
         book=book,
     )
+    channel_poller = (
+        None
+        if delegated
+        else await channel_poll(
+            shared,
+            graph,
+            backend,
+            lease(channel_watch.ROLE),
+            hint_log,
+            metrics.ledger,
+            ChannelOptions(
+                settings.channels_delivering_all,
+                settings.channel_discovery_interval_s,
+                settings.channel_reads_per_s,
+            ),
+        )
+    )
     discovery = Discovery(
         graph,
         watched,
@@ -364,4 +386,5 @@ async def wire_workers(
         discovery,
         summary,
         tool_deps,
+        channel_poller,
     )

@@ -1,7 +1,8 @@
 """What a claimed message becomes for a host: a channel push, or an item of a read tool's result.
 
 A push is ``notifications/claude/channel`` with ``{"content": str, "meta": {chat_id, message_id, user,
-ts}}`` (SPEC §5). Claude Code turns ``meta`` into attributes of a ``<channel …>`` tag around the
+ts}}`` (SPEC §5); a team channel's message adds ``team``, ``team_channel`` and ``thread`` (names, the
+thread's subject or root id), left out of the JSON for any other message. Claude Code turns ``meta`` into attributes of a ``<channel …>`` tag around the
 content, so nothing in the payload may carry an angle bracket, and meta values must not carry quotes.
 """
 
@@ -13,7 +14,14 @@ from datetime import datetime, timezone
 from typing import Any, Final, Literal
 
 from mcp.types import Notification
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from service.domain.message import EMAIL_CHAT_ID, InboundMessage, Source
 from service.delivery.xpia import (
@@ -60,10 +68,15 @@ class ChannelMeta(BaseModel):
     message_id: str
     user: str
     ts: str
+    team: str | None = None
+    team_channel: str | None = None
+    thread: str | None = None
 
-    @field_validator("chat_id", "message_id", "user", "ts")
+    @field_validator("chat_id", "message_id", "user", "ts", "team", "team_channel", "thread")
     @classmethod
-    def _safe(cls, value: str) -> str:
+    def _safe(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         if (
             not all(map(_meta_char_ok, value))
             or len(value) > MAX_META_CHARS
@@ -74,6 +87,12 @@ class ChannelMeta(BaseModel):
                 f'{MAX_META_CHARS} characters without <>"&`\\ or an envelope word; pass it through meta_value()'
             )
         return value
+
+    @model_serializer(mode="wrap")
+    def _without_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # The SDK dumps the push itself (no exclude_none), and the host reads meta as string
+        # attributes: a null would arrive as "None" or break the tag.
+        return {k: v for k, v in handler(self).items() if v is not None}
 
 
 class ChannelParams(BaseModel):
@@ -102,10 +121,13 @@ class ChannelPush(Notification[ChannelParams, Literal["notifications/claude/chan
         return self
 
 
-def _text_for_envelope(message: InboundMessage) -> str:
-    """What goes inside the envelope: for mail the subject too, which the sender wrote as well."""
+def envelope_text(message: InboundMessage) -> str:
+    """What goes inside the envelope: for mail the subject too, which the sender wrote as well, and
+    for a channel message its thread's subject, which the root's author wrote."""
     if message.source is Source.EMAIL:
         return f"Subject: {message.subject or ''}\n\n{message.body}"
+    if message.place is not None and message.place.thread_subject:
+        return f"Thread: {message.place.thread_subject}\n\n{message.body}"
     return message.body
 
 
@@ -135,7 +157,7 @@ def build_channel_push(
         content = bare_for_channel(message.body, max_chars=max_chars)
     else:
         content = wrap_for_channel(
-            _text_for_envelope(message),
+            envelope_text(message),
             source=message.source,
             sender=_sender_label(message),
             max_chars=max_chars,
@@ -146,8 +168,23 @@ def build_channel_push(
         message_id=meta_value(message.message_id),
         user=meta_value(_sender_label(message)),
         ts=format_ts(message.created),
+        **_place_meta(message),
     )
     return ChannelPush(params=ChannelParams(content=content, meta=meta))
+
+
+def _place_meta(message: InboundMessage) -> dict[str, str]:
+    """A channel message's team and channel names (written by the team's owners, so cleaned like the
+    sender's name) and its thread's root id; nothing for any other message. The thread's subject is
+    the root author's words: it goes inside the envelope, as a mail's subject does."""
+    place = message.place
+    if place is None:
+        return {}
+    return {
+        "team": meta_value(place.team_name or place.team_id),
+        "team_channel": meta_value(place.channel_name or place.channel_id),
+        "thread": meta_value(place.thread_id),
+    }
 
 
 def build_tool_result_item(
@@ -157,7 +194,7 @@ def build_tool_result_item(
 
     Filters and counts work on the metadata directly; only ``content`` comes from the sender.
     """
-    return {
+    item: dict[str, Any] = {
         "source": message.source.envelope_word,
         "chat_id": EMAIL_CHAT_ID if message.source is Source.EMAIL else message.chat_id,
         "message_id": message.message_id,
@@ -165,9 +202,18 @@ def build_tool_result_item(
         "sender_is_sponsor": message.sender_is_sponsor,
         "created": format_ts(message.created),
         "content": wrap_external(
-            _text_for_envelope(message),
+            envelope_text(message),
             source=message.source,
             sender=_sender_label(message),
             max_chars=max_chars,
         ),
     }
+    place = message.place
+    if place is not None:
+        item["team_id"], item["channel_id"], item["thread_id"] = (
+            place.team_id,
+            place.channel_id,
+            place.thread_id,
+        )
+        item["team"], item["team_channel"] = place.team_name, place.channel_name
+    return item

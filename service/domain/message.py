@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
+from service.domain.channel_place import ChannelPlace
 from service.domain.source import Source
 
 EMAIL_CHAT_ID = "email"  # the push meta chat_id for mail (SPEC §5)
@@ -43,6 +44,8 @@ class InboundMessage:
     # The sender's own object id is a sponsor's (not an account matched by address): only such a
     # message may decide a permission request. Implies sender_is_sponsor.
     sender_is_directory_sponsor: bool = False
+    # A team channel's message: its team, channel and thread (service.domain.channel_place).
+    place: ChannelPlace | None = None
 
     @property
     def key(self) -> MessageKey:

@@ -62,6 +62,7 @@ class ChannelMessage(ChatMessage):
 
     channel_identity: ChannelIdentity | None = None
     mentions: tuple[ChatMessageMention, ...] = ()
+    subject: str | None = None  # a root's subject line, when its author wrote one
 
     @field_validator("mentions", mode="before")
     @classmethod

@@ -168,6 +168,7 @@ def test_health_and_readiness_probes_answer(replica: ReplicaProcess) -> None:
     assert body["ready"] is True and body["watched_chats"] == 4
     assert set(body["loops"]) == {
         "chat_poll",
+        "channel_poll",
         "email_poll",
         "discovery",
         "daily_summary",

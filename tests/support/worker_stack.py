@@ -71,6 +71,7 @@ class WorkerStack:
     metrics: Metrics
     backend: MemoryBackend
     graph_backoff: FleetBackoff
+    channels: ChatPoller | None = None  # team channels' poll (agent-user mode)
 
     async def notify(self, chat_id: str, message_id: str | None = None) -> None:
         """What the notification receiver writes when Graph reports a change in ``chat_id``."""
@@ -132,4 +133,5 @@ async def build_stack(
         metrics,
         backend,
         clients.graph_backoff,
+        wired.channel_poller,
     )

@@ -47,13 +47,22 @@ class GraphChannels:
         self, team_id: str, channel_id: str, since: datetime, *, max_pages: int = 10
     ) -> AsyncGenerator[Page[ChannelMessage], None]:
         """Pages of every root message and reply modified after ``since``, roots before their replies,
-        each reply with ``reply_to_id`` naming its root.
+        each reply with ``reply_to_id`` naming its root (``threads_changed_since``, flattened)."""
+        async for page in self.threads_changed_since(
+            team_id, channel_id, since, max_pages=max_pages
+        ):
+            yield Page(tuple(flatten_threads(page.items, since)), page.next_link, page.skipped)
+
+    async def threads_changed_since(
+        self, team_id: str, channel_id: str, since: datetime, *, max_pages: int = 10
+    ) -> AsyncGenerator[Page[ChannelThread], None]:
+        """Pages of the threads with a root or a reply modified after ``since``, each root with all
+        its replies (what a reader needs to tell whose thread a new reply is in).
 
         One delta round with ``$filter=lastModifiedDateTime gt since`` and ``$expand=replies``: a new
         reply moves its root's lastModifiedDateTime (the reply-chain sentence of "chatMessage: delta";
-        the emulator models it), so the root comes back with every reply, and only the replies
-        modified after ``since`` are kept. A root malformed in any part is skipped whole (``skipped``),
-        so a caller can decide not to move its cursor past it.
+        the emulator models it), so the root comes back with every reply. A root malformed in any part
+        is skipped whole (``skipped``), so a caller can decide not to move its cursor past it.
         """
         params: dict[str, str | int] = {
             "$filter": f"lastModifiedDateTime gt {graph_timestamp(since)}",
@@ -64,7 +73,7 @@ class GraphChannels:
             "teams/{}/channels/{}/messages/delta", team_id, channel_id, params=params
         )
         async for page in self._t.pages(url, route, ChannelThread, _KIND, max_pages):
-            yield Page(tuple(_flatten(page.items, since)), page.next_link, page.skipped)
+            yield page
 
     async def get_message(self, team_id: str, channel_id: str, message_id: str) -> ChannelMessage:
         return await self._t.get_one(
@@ -130,7 +139,9 @@ class GraphChannels:
         return self._t.item(response, ChannelMessage, _KIND, route)
 
 
-def _flatten(threads: Iterable[ChannelThread], since: datetime) -> Iterable[ChannelMessage]:
+def flatten_threads(threads: Iterable[ChannelThread], since: datetime) -> Iterable[ChannelMessage]:
+    """The roots and replies modified after ``since``, roots before their replies, each reply's
+    ``reply_to_id`` naming its root."""
     for thread in threads:
         if thread.modified_or_created > since:
             yield thread.model_copy(update={"replies": ()})
