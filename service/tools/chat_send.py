@@ -53,7 +53,7 @@ class Wanted:
     card_ids: frozenset[str] = frozenset()
 
     def is_in(self, message: ChatMessage) -> bool:
-        return _comparable(
+        return comparable_text(
             message.body.content, message.body.content_type
         ) == self.text and self.card_ids <= {a.id for a in message.attachments if a.id}
 
@@ -106,7 +106,7 @@ class ChatSender:
         mentions: Sequence[OutboundMention],
         cards: Sequence[OutboundAttachment],
     ) -> Posted:
-        wanted = Wanted(_comparable(content, content_type), frozenset(c.id for c in cards))
+        wanted = Wanted(comparable_text(content, content_type), frozenset(c.id for c in cards))
 
         async def look(since: datetime) -> ChatMessage | None:
             return await first_in_pages(
@@ -137,7 +137,7 @@ class ChatSender:
         )
 
 
-def _comparable(text: str, content_type: str) -> str:
+def comparable_text(text: str, content_type: str) -> str:
     """Text as Teams may hand it back: HTML reduced to text, whitespace collapsed."""
     plain = html_to_text(text) if content_type == "html" else text
     return re.sub(r"\s+", " ", plain).strip()
