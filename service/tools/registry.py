@@ -11,6 +11,7 @@ from service.tools.cards import CardTools
 from service.tools.catch_up import CatchUpTool
 from service.tools.chat_access import ChatAccess
 from service.tools.chat_membership import MembershipTools
+from service.tools.channels import ChannelTools
 from service.tools.chats import ChatTools
 from service.tools.conversation import ConversationTools
 from service.tools.deps import ToolDeps
@@ -48,6 +49,7 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps, inbox: Inbox) -> None
     members = MembershipTools(deps, access)
     placeholders = PlaceholderTools(deps, access, own)
     files = FileTools(deps, access)
+    channels = ChannelTools(deps)
     handlers = (
         conversation.send_teams_message,
         reads.read_teams_messages,
@@ -81,6 +83,11 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps, inbox: Inbox) -> None
         files.upload_file,
         files.share_file,
         files.add_file_comment,
+        channels.list_channels,
+        channels.read_channel,
+        channels.read_thread,
+        channels.post_in_channel,
+        channels.reply_in_thread,
     )
     for handler in handlers:
         registry.add(handler)
