@@ -18,13 +18,14 @@ from service.delivery.send_once import SendOnce, first_in_pages
 from service.graph.client import GraphClient
 from service.graph.models import OutboundMention
 from service.graph.team_models import ChannelMessage
-from service.tools.chat_send import SETTLE_LOOKS, SETTLE_PAGES, PostOutcome, Wanted, comparable_text
-
-
-@dataclass(frozen=True)
-class ChannelPosted:
-    message: ChannelMessage
-    outcome: PostOutcome
+from service.tools.chat_send import (
+    SETTLE_LOOKS,
+    SETTLE_PAGES,
+    PostOutcome,
+    Posted,
+    Wanted,
+    comparable_text,
+)
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class ChannelSender:
         mentions: Sequence[OutboundMention] = (),
         *,
         root_id: str | None = None,
-    ) -> ChannelPosted:
+    ) -> Posted[ChannelMessage]:
         """Post a root message, or with ``root_id`` a reply to it, once; GraphError for a failure that
         posted nothing, SendUnknown when nobody can tell."""
         wanted = Wanted(comparable_text(html, "html"))
@@ -60,10 +61,10 @@ class ChannelSender:
 
         settled = await SendOnce(self.clock, looks=SETTLE_LOOKS).send(attempt, look)
         if settled.found is not None:
-            return ChannelPosted(settled.found, PostOutcome.FOUND_AFTER_LOST_ANSWER)
+            return Posted(settled.found, PostOutcome.FOUND_AFTER_LOST_ANSWER)
         assert settled.answer is not None
         outcome = PostOutcome.POSTED_AFTER_CHECK if settled.retried else PostOutcome.POSTED
-        return ChannelPosted(settled.answer, outcome)
+        return Posted(settled.answer, outcome)
 
     def _is_ours(
         self, message: ChannelMessage, wanted: Wanted, root_id: str | None, since: datetime

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from service.delivery.push import format_ts
 from service.graph.errors import GraphError
@@ -24,14 +23,13 @@ from service.graph.team_models import ChannelMessage
 from service.ledger.memory.interactions import Action, Channel
 from service.mcp.tool_registry import ToolCall, ToolError
 from service.tools.action_log import record_action
-from service.tools.channel_send import ChannelPosted
-from service.tools.chats import NoArguments
-from service.tools.chat_out import MAX_TEXT_CHARS, as_posted
+from service.tools.chat_out import PostText, composed_post
 from service.tools.chat_send import PostOutcome, SendUnknown
+from service.tools.chats import NoArguments
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
-from service.tools.ids import ChannelMessageId, NamesAChannel, UserRef
-from service.tools.mentions import MAX_MENTIONS, Composed, MentionError, compose, text_as_html
+from service.tools.ids import ChannelMessageId, NamesAChannel
+from service.tools.mentions import Composed, text_as_html
 from service.tools.message_items import ChannelMessageItem, channel_item
 from service.tools.people import look_up_user, meta_or_none
 
@@ -98,27 +96,8 @@ class ReadThreadResult(BaseModel):
     more_available: bool = Field(description="Older replies exist beyond the limit")
 
 
-class PostInput(NamesAChannel):
-    text: str = Field(
-        min_length=1,
-        max_length=MAX_TEXT_CHARS,
-        description="The message to post; write @{0}, @{1}… where the people in mentions go",
-    )
-    content_type: Literal["text", "html"] = Field(
-        default="text", description="html keeps Teams formatting"
-    )
-    mentions: list[UserRef] = Field(
-        default_factory=list,
-        max_length=MAX_MENTIONS,
-        description="UPNs or object ids of people to @mention, in @{n} order",
-    )
-
-    @field_validator("text")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("text is blank; write the message you want to post")
-        return value
+class PostInput(NamesAChannel, PostText):
+    pass
 
 
 class ReplyInput(PostInput):
@@ -254,7 +233,7 @@ class ChannelTools:
         action = Action.SENT if root_id is None else Action.REPLIED
         where = f"channel {args.channel_id}" + (f", thread {root_id}" if root_id else "")
         try:
-            posted: ChannelPosted = await self.deps.outbox.channel.post(
+            posted = await self.deps.outbox.channel.post(
                 args.team_id, args.channel_id, html, composed.mentions, root_id=root_id
             )
         except SendUnknown:
@@ -301,16 +280,7 @@ class ChannelTools:
                     email=user.mail or user.user_principal_name,
                 )
             )
-        try:
-            composed = compose(as_posted(self.deps, args.text), args.content_type, mentioned)
-        except MentionError as exc:
-            raise ToolError(f"{exc}. Nothing was posted.") from None
-        if len(composed.content) > MAX_TEXT_CHARS:
-            raise ToolError(
-                f"The message is {len(composed.content)} characters as posted; Teams takes at most "
-                f"{MAX_TEXT_CHARS}. Shorten it or split it. Nothing was posted."
-            )
-        return composed
+        return composed_post(self.deps, args, mentioned)
 
     async def _channel(self, team_id: str, channel_id: str) -> GraphChannel:
         """The channel among the team's channels the agent user can see; a ToolError otherwise."""

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from service.clock import Clock
 from service.domain.filters import html_to_text
@@ -38,9 +38,12 @@ class PostOutcome(str, Enum):
     )
 
 
+M = TypeVar("M", bound=ChatMessage)  # a chat message, or a channel's (service.tools.channel_send)
+
+
 @dataclass(frozen=True)
-class Posted:
-    message: ChatMessage
+class Posted(Generic[M]):
+    message: M
     outcome: PostOutcome
 
 
@@ -74,7 +77,7 @@ class ChatSender:
         content_type: Literal["text", "html"] = "text",
         mentions: Sequence[OutboundMention] = (),
         cards: Sequence[OutboundAttachment] = (),
-    ) -> Posted:
+    ) -> Posted[ChatMessage]:
         """Post once; GraphError for a failure that posted nothing, SendUnknown when nobody can tell, and a
         ToolError when delegated mode could not note the send (then nothing was posted)."""
         if self.record is None:
@@ -105,7 +108,7 @@ class ChatSender:
         content_type: Literal["text", "html"],
         mentions: Sequence[OutboundMention],
         cards: Sequence[OutboundAttachment],
-    ) -> Posted:
+    ) -> Posted[ChatMessage]:
         wanted = Wanted(comparable_text(content, content_type), frozenset(c.id for c in cards))
 
         async def look(since: datetime) -> ChatMessage | None:
