@@ -25,6 +25,7 @@ from service.from_settings.tools import tool_options
 from service.delivery.claim_intents import ClaimIntents
 from service.delivery.hub import DeliveryHub
 from service.delivery.mail_send import MailSender
+from service.tools.channel_send import ChannelSender
 from service.tools.chat_send import ChatSender
 from service.delivery.shared_sponsors import FleetSponsors
 from service.delivery.sponsor_refresh import SponsorRefresher
@@ -373,6 +374,7 @@ async def wire_workers(
                 clock,
                 record=sent if settings.auth_mode == "delegated" else None,
             ),
+            ChannelSender(graph, agent.object_id, clock),
         ),
     )
     return Workers(

@@ -12,11 +12,18 @@ def body_text(body: ItemBody) -> str:
     return html_to_text(body.content) if body.content_type == "html" else body.content
 
 
-def chat_inbound(message: ChatMessage, chat_id: str, gate: SponsorGate | None) -> InboundMessage:
+def chat_inbound(
+    message: ChatMessage,
+    chat_id: str,
+    gate: SponsorGate | None,
+    source: Source = Source.CHAT,
+) -> InboundMessage:
+    """A chat message, or with ``source`` CHANNEL a channel message (``chat_id`` its channel's id: no
+    chat shows a sponsor's other accounts there, so only a sponsor's own object id counts)."""
     sender = message.sender
     sender_id = sender.id if sender is not None else ""
     return InboundMessage(
-        source=Source.CHAT,
+        source=source,
         chat_id=chat_id,
         message_id=message.id,
         sender_id=sender_id,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from service.clock import Clock
 from service.domain.filters import html_to_text
@@ -38,9 +38,12 @@ class PostOutcome(str, Enum):
     )
 
 
+M = TypeVar("M", bound=ChatMessage)  # a chat message, or a channel's (service.tools.channel_send)
+
+
 @dataclass(frozen=True)
-class Posted:
-    message: ChatMessage
+class Posted(Generic[M]):
+    message: M
     outcome: PostOutcome
 
 
@@ -53,7 +56,7 @@ class Wanted:
     card_ids: frozenset[str] = frozenset()
 
     def is_in(self, message: ChatMessage) -> bool:
-        return _comparable(
+        return comparable_text(
             message.body.content, message.body.content_type
         ) == self.text and self.card_ids <= {a.id for a in message.attachments if a.id}
 
@@ -74,7 +77,7 @@ class ChatSender:
         content_type: Literal["text", "html"] = "text",
         mentions: Sequence[OutboundMention] = (),
         cards: Sequence[OutboundAttachment] = (),
-    ) -> Posted:
+    ) -> Posted[ChatMessage]:
         """Post once; GraphError for a failure that posted nothing, SendUnknown when nobody can tell, and a
         ToolError when delegated mode could not note the send (then nothing was posted)."""
         if self.record is None:
@@ -105,8 +108,8 @@ class ChatSender:
         content_type: Literal["text", "html"],
         mentions: Sequence[OutboundMention],
         cards: Sequence[OutboundAttachment],
-    ) -> Posted:
-        wanted = Wanted(_comparable(content, content_type), frozenset(c.id for c in cards))
+    ) -> Posted[ChatMessage]:
+        wanted = Wanted(comparable_text(content, content_type), frozenset(c.id for c in cards))
 
         async def look(since: datetime) -> ChatMessage | None:
             return await first_in_pages(
@@ -137,7 +140,7 @@ class ChatSender:
         )
 
 
-def _comparable(text: str, content_type: str) -> str:
+def comparable_text(text: str, content_type: str) -> str:
     """Text as Teams may hand it back: HTML reduced to text, whitespace collapsed."""
     plain = html_to_text(text) if content_type == "html" else text
     return re.sub(r"\s+", " ", plain).strip()

@@ -12,23 +12,22 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from service.delivery.push import format_ts
 from service.graph.errors import GraphError
-from service.graph.models import ChatMember
+from service.graph.models import ChatMember, ChatMessage
 from service.ledger.memory.interactions import Action
 from service.mcp.tool_registry import ToolCall, ToolError
-from service.tools.chat_access import ChatAccess, ChatStanding
 from service.tools.action_log import record_action
-from service.tools.chat_out import MAX_TEXT_CHARS, as_posted
+from service.tools.chat_access import ChatAccess, ChatStanding
+from service.tools.chat_out import PostText, composed_post
 from service.tools.chat_send import Posted, PostOutcome, SendUnknown
-from service.tools.mentions import MAX_MENTIONS, Composed, MentionError, compose, member_for
-from service.tools.ids import NamesAChat, UserRef
 from service.tools.deps import ToolDeps
 from service.tools.graph_failures import graph_tool_error
+from service.tools.ids import NamesAChat
+from service.tools.mentions import Composed, member_for
 from service.tools.sponsor_wait import SponsorReply, SponsorWaiter, WaitOutcome, WaitResult
 
 log = logging.getLogger(__name__)
@@ -48,33 +47,13 @@ _MORE_BACKLOG_DESCRIPTION = (
 )
 
 
-class SendInput(NamesAChat):
-    text: str = Field(
-        min_length=1,
-        max_length=MAX_TEXT_CHARS,
-        description="The message to post; write @{0}, @{1}… where the people in mentions go",
-    )
-    content_type: Literal["text", "html"] = Field(
-        default="text", description="html keeps Teams formatting"
-    )
-    mentions: list[UserRef] = Field(
-        default_factory=list,
-        max_length=MAX_MENTIONS,
-        description="UPNs or object ids of chat members to @mention, in @{n} order",
-    )
+class SendInput(NamesAChat, PostText):
     wait_for_reply: bool | None = Field(
         default=None,
         description="Wait for a sponsor's reply after posting. Omitted: wait only on hosts that cannot receive "
         "channel pushes. false: never wait. true: wait on any host.",
     )
     timeout_s: float | None = Field(default=None, gt=0, description=_TIMEOUT_DESCRIPTION)
-
-    @field_validator("text")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("text is blank; write the message you want to post")
-        return value
 
 
 class SendResult(BaseModel):
@@ -274,18 +253,9 @@ class ConversationTools:
                         "(list_chat_members shows them). Nothing was posted."
                     )
                 mentioned.append(member)
-        try:
-            composed = compose(as_posted(self.deps, args.text), args.content_type, mentioned)
-        except MentionError as exc:
-            raise ToolError(f"{exc}. Nothing was posted.") from None
-        if len(composed.content) > MAX_TEXT_CHARS:
-            raise ToolError(
-                f"The message is {len(composed.content)} characters as posted; Teams takes at most "
-                f"{MAX_TEXT_CHARS}. Shorten it or split it. Nothing was posted."
-            )
-        return composed
+        return composed_post(self.deps, args, mentioned)
 
-    async def _post(self, chat_id: str, composed: Composed, call: ToolCall) -> Posted:
+    async def _post(self, chat_id: str, composed: Composed, call: ToolCall) -> Posted[ChatMessage]:
         """Post once; a post whose outcome stayed unknown is logged as such and never retried."""
         try:
             return await self.deps.outbox.chat.post(

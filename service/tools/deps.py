@@ -20,6 +20,7 @@ from service.ledger.summary.production import DailySummaryProducer
 from service.clock import Clock, utc_now
 from service.ledger.memory.permission_requests import PermissionRequests
 from service.ledger.memory.sent_messages import SentMessages
+from service.tools.channel_send import ChannelSender
 from service.tools.chat_send import ChatSender
 from service.tools.options import ToolOptions
 from service.domain.agent import AgentUser
@@ -47,11 +48,12 @@ class NewChatLoops:
 
 @dataclass
 class Outbox:
-    """Every mail and chat post (message, card, placeholder) the agent sends goes through these, so each
-    is sent once."""
+    """Every mail, chat post (message, card, placeholder) and channel post or reply the agent sends goes
+    through these, so each is sent once."""
 
     mail: MailSender
     chat: ChatSender
+    channel: ChannelSender
 
 
 @dataclass

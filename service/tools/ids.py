@@ -112,3 +112,51 @@ class NamesAChat(BaseModel):
         if isinstance(data, dict) and data.get("chat_id") is None:
             raise ValueError(NO_DEFAULT_CHAT)
         return data
+
+
+def _team_token(value: str) -> str:
+    return one_token(value, what="team_id", where="list_channels")
+
+
+def _channel_token(value: str) -> str:
+    return one_token(value, what="channel_id", where="list_channels")
+
+
+def _channel_message_token(value: str) -> str:
+    return one_token(value, what="message_id", where="read_channel")
+
+
+TeamId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_ID_CHARS,
+        description="The team's id, a GUID (from list_channels)",
+    ),
+    AfterValidator(_team_token),
+]
+ChannelId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_ID_CHARS,
+        description="The channel's id, e.g. 19:...@thread.tacv2 (from list_channels)",
+    ),
+    AfterValidator(_channel_token),
+]
+ChannelMessageId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_ID_CHARS,
+        description="A root message's id, e.g. 1733140000123 (from read_channel)",
+    ),
+    AfterValidator(_channel_message_token),
+]
+
+
+class NamesAChannel(BaseModel):
+    """Input of a tool that acts on one team channel."""
+
+    team_id: TeamId
+    channel_id: ChannelId

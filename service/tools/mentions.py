@@ -44,6 +44,11 @@ def member_for(ref: str, members: Sequence[ChatMember]) -> ChatMember | None:
     return None
 
 
+def text_as_html(text: str) -> str:
+    """Plain text as an HTML body shows it: escaped, its line breaks kept."""
+    return html.escape(text).replace("\n", "<br>")
+
+
 def compose(
     text: str, content_type: Literal["text", "html"], mentioned: Sequence[ChatMember]
 ) -> Composed:
@@ -67,7 +72,7 @@ def compose(
             f"mentions[{unplaced[0]}] is never placed in the text; write @{{{unplaced[0]}}} where "
             "they are to be mentioned"
         )
-    body = text if content_type == "html" else html.escape(text).replace("\n", "<br>")
+    body = text if content_type == "html" else text_as_html(text)
     tags: list[OutboundMention] = []
 
     def tag(match: re.Match[str]) -> str:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from service.delivery.inbox import Inbox
 from service.mcp.sdk_adapter import PERMISSION_REQUEST_METHOD
-from service.mcp.tool_registry import ToolRegistry
+from service.mcp.tool_registry import ToolHandler, ToolRegistry
 from service.tools.cards import CardTools
 from service.tools.catch_up import CatchUpTool
 from service.tools.chat_access import ChatAccess
 from service.tools.chat_membership import MembershipTools
+from service.tools.channels import ChannelTools
 from service.tools.chats import ChatTools
 from service.tools.conversation import ConversationTools
 from service.tools.deps import ToolDeps
@@ -47,8 +49,7 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps, inbox: Inbox) -> None
     own = OwnMessageTools(deps, access)
     members = MembershipTools(deps, access)
     placeholders = PlaceholderTools(deps, access, own)
-    files = FileTools(deps, access)
-    handlers = (
+    handlers: tuple[ToolHandler[Any, Any], ...] = (
         conversation.send_teams_message,
         reads.read_teams_messages,
         chats.create_chat,
@@ -74,13 +75,7 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps, inbox: Inbox) -> None
         placeholders.resolve_placeholder,
         MailOutTools(deps).send_email,
         InboxTool(inbox).receive_messages,
-        files.resolve_file_url,
-        files.list_recent_files,
-        files.read_file,
-        files.write_text_file,
-        files.upload_file,
-        files.share_file,
-        files.add_file_comment,
+        *_file_and_channel_tools(deps, access),
     )
     for handler in handlers:
         registry.add(handler)
@@ -89,3 +84,23 @@ def register_tools(registry: ToolRegistry, deps: ToolDeps, inbox: Inbox) -> None
             deps, deps.permissions, timedelta(seconds=deps.options.permission_request_timeout_s)
         )
         registry.add_host_notification(PERMISSION_REQUEST_METHOD, relay.ask_sponsors)
+
+
+def _file_and_channel_tools(
+    deps: ToolDeps, access: ChatAccess
+) -> tuple[ToolHandler[Any, Any], ...]:
+    files, channels = FileTools(deps, access), ChannelTools(deps)
+    return (
+        files.resolve_file_url,
+        files.list_recent_files,
+        files.read_file,
+        files.write_text_file,
+        files.upload_file,
+        files.share_file,
+        files.add_file_comment,
+        channels.list_channels,
+        channels.read_channel,
+        channels.read_thread,
+        channels.post_in_channel,
+        channels.reply_in_thread,
+    )

@@ -46,6 +46,11 @@ ALL_TOOLS = {
     "upload_file",
     "share_file",
     "add_file_comment",
+    "list_channels",
+    "read_channel",
+    "read_thread",
+    "post_in_channel",
+    "reply_in_thread",
 }
 CHAT_TOOLS = [
     ("send_teams_message", {"text": "hello"}),

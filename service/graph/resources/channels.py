@@ -94,6 +94,19 @@ class GraphChannels:
         )
         return await self._t.collect(url, route, ChannelMessage, _KIND, max_pages=1)
 
+    async def list_threads(
+        self, team_id: str, channel_id: str, top: int = MAX_TOP
+    ) -> list[ChannelThread]:
+        """The most recent root messages with their replies (``$expand=replies``; Graph expands at
+        most 1000 replies a root), one page of at most ``top``."""
+        url, route = self._t.urls.url(
+            "teams/{}/channels/{}/messages",
+            team_id,
+            channel_id,
+            params={"$top": check_top(top), "$expand": "replies"},
+        )
+        return await self._t.collect(url, route, ChannelThread, _KIND, max_pages=1)
+
     async def list_replies(
         self, team_id: str, channel_id: str, root_id: str, top: int = MAX_TOP
     ) -> list[ChannelMessage]:
