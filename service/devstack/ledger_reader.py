@@ -11,7 +11,7 @@ from collections import defaultdict
 from service.delivery.host_record import HostRecord, parse_host_record, record_key
 from service.devstack.delivery_account import LedgerSnapshot
 from service.domain.message import MessageKey
-from service.domain.conversation import TEAMS_CHATS
+from service.domain.conversation import TEAM_CHANNELS, TEAMS_CHATS
 from service.ledger.claims.chat_cursor import ChatCursor, parse_chat_cursor
 from service.ledger.claims.email_cursor import EMAIL_CURSOR_KEY, parse_email_cursor
 from service.ledger.memory.interactions import INTERACTIONS_PREFIX
@@ -32,6 +32,9 @@ class LedgerReader:
 
     async def chat_cursor_count(self) -> int:
         return len(await self._backend.list(TEAMS_CHATS.cursor_prefix))
+
+    async def channel_cursor_count(self) -> int:
+        return len(await self._backend.list(TEAM_CHANNELS.cursor_prefix))
 
     async def has_email_cursor(self) -> bool:
         return await self._backend.exists(EMAIL_CURSOR_KEY)

@@ -35,6 +35,7 @@ RECONNECT_PAUSE_S = 0.5
 class InboxResult:
     keys: list[MessageKey]
     cursor: str
+    items: list[dict[str, Any]] = field(default_factory=list)  # the messages as the tool gave them
 
 
 InboxCall = Callable[[str | None, float], Coroutine[Any, Any, InboxResult]]
@@ -48,6 +49,7 @@ class InboxLoop:
     wait_s: float = 5.0
     client_name: str = "codex-mcp-client"
     received: list[MessageKey] = field(default_factory=list)
+    items: list[dict[str, Any]] = field(default_factory=list)
     cursor: str | None = None
     calls: int = 0
     failures: int = 0
@@ -79,6 +81,7 @@ class InboxLoop:
             while not self._stop.is_set():
                 result = await call(self.cursor, self.wait_s)
                 self.received += result.keys
+                self.items += result.items
                 self.cursor = result.cursor
 
     @asynccontextmanager
@@ -111,6 +114,6 @@ class InboxLoop:
                 out = result.structured_content
                 assert isinstance(out, dict)
                 keys = [MessageKey(m["chat_id"], m["message_id"]) for m in out["messages"]]
-                return InboxResult(keys, out["cursor"])
+                return InboxResult(keys, out["cursor"], list(out["messages"]))
 
             yield call
