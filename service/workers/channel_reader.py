@@ -25,6 +25,7 @@ messages" lists roots without replies and "List replies" a root's replies, each 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -32,12 +33,15 @@ from datetime import datetime, timezone
 from service.domain.channel_place import ChannelPlace, split_channel_conversation
 from service.domain.message import InboundMessage, Source
 from service.graph.client import GraphClient
+from service.graph.errors import GraphForbidden, GraphNotFound
 from service.graph.inbound import body_text
 from service.graph.models import ChatMessage
 from service.graph.pages import Page
 from service.graph.resources.channels import flatten_threads
 from service.graph.team_models import ChannelMessage, ChannelThread
 from service.workers.channel_names import ChannelNames
+
+log = logging.getLogger(__name__)
 
 # "Every message" for a cursor without a watermark (an empty channel's first sight): delta's filter
 # needs a time, and nothing in Teams is older than this.
@@ -133,16 +137,27 @@ class ChannelMessagesReader:
         team_id, channel_id = split_channel_conversation(conversation_id)
         after = since or _BEGINNING
         named = False
-        async for page in self.graph.channels.threads_changed_since(
+        pages = self.graph.channels.threads_changed_since(
             team_id, channel_id, after, max_pages=max_pages
-        ):
-            if page.items and not named:
-                await self.names.ensure(team_id, channel_id)
-                named = True
-            yield Page(
-                tuple(_modified_after(page.items, self.rules, team_id, channel_id, after)),
-                page.next_link,
-                page.skipped,
+        )
+        try:
+            async for page in pages:
+                if page.items and not named:
+                    await self.names.ensure(team_id, channel_id)
+                    named = True
+                yield Page(
+                    tuple(_modified_after(page.items, self.rules, team_id, channel_id, after)),
+                    page.next_link,
+                    page.skipped,
+                )
+        except (GraphNotFound, GraphForbidden) as exc:
+            # The channel was deleted, or the agent left it (or its private membership): nothing in
+            # it can be read, so nothing is decided and its cursor stays where it is. Read as "nothing
+            # new" rather than a failure, so the hint is settled instead of retried every few seconds
+            # on every replica; the watch stops hinting it once its walk no longer finds it.
+            log.info(
+                "channel not readable; nothing decided in it",
+                extra={"channel": conversation_id, "status": exc.status},
             )
 
     def inbound(self, message: ChatMessage, conversation_id: str) -> InboundMessage:

@@ -59,7 +59,7 @@ class Rotation:
 
     def due(self, now: float, watched: frozenset[str]) -> list[str]:
         """The channels due by ``now``; ``taken`` must follow once their hints are written."""
-        elapsed = 0.0 if self._last_tick is None else now - self._last_tick
+        elapsed = 0.0 if self._last_tick is None else max(now - self._last_tick, 0.0)
         self._last_tick = now
         # Never owed more than one whole rotation: a pause (a lost lease, a slow store) is not caught
         # up in a burst of reads.
@@ -91,6 +91,9 @@ class ChannelWatch:
     monotonic: Callable[[], float] = time.monotonic
     _next_discovery: float = field(default=0.0, init=False)
     _held_epoch: object = field(default=None, init=False)
+    # What the last complete walk found; None before one: a watched channel it did not find (deleted,
+    # or the agent left it) is not hinted.
+    _found: frozenset[str] | None = field(default=None, init=False)
 
     async def cycle(self) -> None:
         if not await self.lease.keep():
@@ -119,6 +122,7 @@ class ChannelWatch:
                     team.id, team.display_name, {c.id: c.display_name for c in channels}
                 )
                 found += [channel_conversation_id(team.id, c.id) for c in channels]
+            self._found = frozenset(found)
         except GraphError as exc:
             # What was found before the failure is watched; the rest waits for the next walk.
             log.warning(
@@ -159,7 +163,8 @@ class ChannelWatch:
         return update.holds or update.value is not None
 
     async def _rotate(self, now: float) -> None:
-        picked = self.rotation.due(now, self.watched.chats)
+        watched = self.watched.chats
+        picked = self.rotation.due(now, watched if self._found is None else watched & self._found)
         if not picked or not self.lease.held():
             return
         at = self.clock()

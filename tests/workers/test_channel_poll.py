@@ -225,3 +225,34 @@ async def test_a_channel_added_after_start_is_found_and_its_chatter_stays_unhear
 
 def _ago(seconds: int) -> datetime:
     return datetime.now(timezone.utc) - timedelta(seconds=seconds)
+
+
+async def test_a_channel_the_agent_can_no_longer_read_is_settled_and_no_longer_hinted(
+    emulator: RunningEmulator,
+    fleet: tuple[WorkerStack, WorkerStack, RecordingTarget, RecordingTarget],
+) -> None:
+    one, _, _, _ = fleet
+    assert one.channels is not None
+    agent = emulator.seed.agent_user
+    conversation = channel_conversation_id(TEAM, _channel(emulator, "Ops"))
+    await _discover(one)
+    emulator.state.teams.remove_member(TEAM, agent.id)
+    await _look((one,), conversation)
+    # Read as nothing new (Graph answers 403): the hint is settled, not retried every few seconds.
+    assert one.channels.book.wanted(conversation) is None
+    watch = _watch(one)
+    now = [0.0]
+    watch.monotonic = lambda: now[0]
+    rotation_hints = one.metrics.changes.chat_hints_written.labels(source="channel_rotation")
+    before = rotation_hints._value.get()
+    await watch.cycle()  # the walk no longer finds the team's channels
+    now[0] = 100.0  # two whole rotations of the two watched channels
+    await watch.cycle()
+    assert len(one.channels.watched) == 2  # still listed, no longer hinted
+    assert rotation_hints._value.get() == before
+    emulator.state.teams.add_member(TEAM, agent.id)  # back in the team: hinted again
+    watch._next_discovery = 0.0
+    await watch.cycle()
+    now[0] = 200.0
+    await watch.cycle()
+    assert rotation_hints._value.get() >= before + 2  # both channels come round again
