@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
+from service.domain.channel_place import channel_conversation_id
 from service.delivery.push import format_ts
 from service.graph.errors import GraphError
 from service.graph.models import ChatMember
@@ -321,7 +322,9 @@ class ChannelTools:
             self.deps,
             call,
             action=action.value,
-            chat_id=args.channel_id,
+            # The conversation id the channel's deliveries are logged under, so the daily summary
+            # sees the agent's answer beside what it answered.
+            chat_id=channel_conversation_id(args.team_id, args.channel_id),
             message_id=message_id,
             content=content,
             summary=f"team {args.team_id}",

@@ -157,3 +157,27 @@ def test_nothing_anyone_else_wrote_reaches_the_triage_or_the_page() -> None:
         < page.index("<h2>Handled</h2>")
         < page.index("<h2>Heads-up</h2>")
     )
+
+
+def test_team_channel_messages_are_counted_apart_and_an_unanswered_channel_is_a_heads_up() -> None:
+    ops = "team-1/19:ops@thread.tacv2"
+    launch = "team-1/19:launch@thread.tacv2"
+    records = [
+        inbound(1),
+        inbound(2, ops, Channel.TEAM_CHANNEL),
+        inbound(3, ops, Channel.TEAM_CHANNEL),
+        inbound(4, launch, Channel.TEAM_CHANNEL),
+        outbound(5, "replied", launch, Channel.TEAM_CHANNEL),
+        inbound(6, "email", Channel.EMAIL),
+    ]
+    [(_, received)] = [
+        line for line in lines(records, section=Section.HANDLED) if line[0] == "received"
+    ]
+    assert received == (
+        "5 message(s) reached the agent: 1 in 1 chat(s), 3 in 2 team channel(s), 1 mail(s)"
+    )
+    waiting = [t for rule, t in lines(records, section=Section.HEADS_UP) if rule == "unanswered"]
+    assert waiting == [
+        f"Team channel {ops}: 2 message(s) after the agent last wrote there",
+        "Chat 19:a@thread.v2: 1 message(s) after the agent last wrote there",
+    ]

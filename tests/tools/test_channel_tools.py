@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from service.domain.channel_place import channel_conversation_id
 from tests.tools.tool_world import ToolWorld
 
 LOST_ANSWER = {"status": 500, "method": "POST", "after_commit": True, "count": 1}
@@ -119,7 +120,7 @@ async def test_a_reply_mentions_a_person_where_the_text_places_them(
     [record] = [r for r in (await world.interactions.read()).records if r.action == "replied"]
     assert (record.channel.value, record.chat_id, record.message_id) == (
         "channel",
-        ops.channel,
+        channel_conversation_id(ops.team, ops.channel),  # as the channel's deliveries are logged
         reply.id,
     )
 

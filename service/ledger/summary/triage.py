@@ -96,13 +96,17 @@ def _handled(
     inbound = [r for r in records if r.direction is Direction.IN]
     if inbound:
         chats = {r.chat_id for r in inbound if r.channel is Channel.CHAT and r.chat_id}
+        channels = [r.chat_id for r in inbound if r.channel is Channel.TEAM_CHANNEL and r.chat_id]
         mails = sum(1 for r in inbound if r.channel is Channel.EMAIL)
+        in_channels = (
+            f"{len(channels)} in {len(set(channels))} team channel(s), " if channels else ""
+        )
         items.append(
             TriageItem(
                 Section.HANDLED,
                 "received",
-                f"{len(inbound)} message(s) reached the agent: {len(inbound) - mails} in "
-                f"{len(chats)} chat(s), {mails} mail(s)",
+                f"{len(inbound)} message(s) reached the agent: {len(inbound) - mails - len(channels)} "
+                f"in {len(chats)} chat(s), {in_channels}{mails} mail(s)",
             )
         )
     done = Counter(
@@ -140,7 +144,11 @@ def _heads_up(
     items += _capped(
         Section.HEADS_UP,
         "unanswered",
-        [f"Chat {chat}: {n} message(s) after the agent last wrote there" for chat, n in waiting],
+        [
+            f"{'Team channel' if '/' in chat else 'Chat'} {chat}: {n} message(s) after the agent "
+            "last wrote there"
+            for chat, n in waiting
+        ],
     )
     asked = sum(1 for r in records if r.action == Action.PERMISSION_ASKED.value)
     relayed = sum(1 for r in records if r.action == Action.VERDICT_RELAYED.value)
@@ -188,10 +196,12 @@ def _unconfirmed(record: Interaction) -> str:
 
 
 def _unanswered_chats(records: Sequence[Interaction]) -> list[tuple[str, int]]:
-    """Chats whose latest records are messages to the agent after its last message there, with their count."""
+    """Chats and team channels (``<team id>/<channel id>``) whose latest records are messages to the
+    agent after its last message there, with their count."""
     waiting: dict[str, int] = {}
+    conversations = (Channel.CHAT, Channel.TEAM_CHANNEL)
     for r in sorted(
-        (r for r in records if r.channel is Channel.CHAT and r.chat_id), key=lambda r: r.ts
+        (r for r in records if r.channel in conversations and r.chat_id), key=lambda r: r.ts
     ):
         assert r.chat_id is not None
         if r.direction is Direction.OUT:
