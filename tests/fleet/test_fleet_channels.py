@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
+from channel_tenant import post_mention, with_team
 from inbox_host import InboxLoop
 
 from emulator.seed import Seed, ThrottleBudget, build_seed
-from emulator.state import Mention
 from service.devstack.azurite import Azurite
 from service.devstack.fleet import DEV_TOKEN
 from service.domain.channel_place import channel_conversation_id
@@ -42,34 +42,12 @@ ENV = {
 
 def _seed() -> Seed:
     base = build_seed(chats=1, humans=3, throttle=ThrottleBudget.relaxed(), random_seed=11)
-    ada, grace, _ = base.humans
-    agent = base.agent_user.id
-    data = base.model_dump()
-    data["teams"] = [
-        {
-            "id": TEAM,
-            "display_name": "Engineering",
-            "members": [ada.id, grace.id, agent],
-            "channels": [
-                {
-                    "display_name": "Ops",
-                    "messages": [
-                        {"from_user": agent, "content": "rollout plan v1", "created": "-2d"},
-                        {
-                            "from_user": ada.id,
-                            "content": "history, never replayed",
-                            "created": "-1h",
-                        },
-                    ],
-                }
-            ],
-        }
+    ada, agent = base.humans[0].id, base.agent_user.id
+    messages = [
+        {"from_user": agent, "content": "rollout plan v1", "created": "-2d"},
+        {"from_user": ada, "content": "history, never replayed", "created": "-1h"},
     ]
-    return Seed.model_validate(data)
-
-
-def _mention(agent_id: str, name: str, text: str) -> tuple[str, list[Mention]]:
-    return f'<at id="0">{name}</at> {text}', [Mention(0, name, agent_id, name)]
+    return with_team(base, TEAM, "Engineering", [{"display_name": "Ops", "messages": messages}])
 
 
 async def _watched(stack: BridgeFleet, channels: int) -> None:
@@ -101,14 +79,13 @@ async def test_channel_messages_reach_an_inbox_host_once_across_three_replicas_a
             await _watched(stack, 2)  # General and Ops, cursors at their newest
             await eventually(lambda: host.calls > 0, "the inbox host's first call")
 
-            content, mentions = _mention(agent.id, agent.display_name, "please ship 4.2")
-            asked = teams.post(
+            asked = post_mention(
+                teams,
                 TEAM,
                 ops,
                 sender_id=ada.id,
-                content=content,
-                content_type="html",
-                mentions=mentions,
+                agent=agent,
+                text="ship 4.2",
                 subject="Release 4.2",
             )
             chatter = teams.post(TEAM, ops, sender_id=grace.id, content="lunch anyone?")
@@ -128,15 +105,9 @@ async def test_channel_messages_reach_an_inbox_host_once_across_three_replicas_a
             victim = next(m for m in members if m.name == holder.holder)
             victim.kill()
             later = teams.add_channel(TEAM, "Later")
-            content, mentions = _mention(agent.id, agent.display_name, "are you here too?")
             await _watched(stack, 3)  # the next holder found the new channel
-            hello = teams.post(
-                TEAM,
-                later.id,
-                sender_id=grace.id,
-                content=content,
-                content_type="html",
-                mentions=mentions,
+            hello = post_mention(
+                teams, TEAM, later.id, sender_id=grace.id, agent=agent, text="are you here too?"
             )
             again = teams.post(
                 TEAM, ops, sender_id=ada.id, content="and 4.3?", reply_to_id=asked.id

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 from settings_env import ROOMY_BUDGET
+from channel_tenant import post_mention, with_team
 from worker_stack import RecordingTarget, WorkerStack, build_stack
 
 from emulator.seed import Seed, build_seed
 from emulator.server import RunningEmulator, start_emulator
-from emulator.state import Mention
 from service.delivery.push import build_channel_push
 from service.domain.channel_place import channel_conversation_id
 from service.domain.conversation import TEAM_CHANNELS
@@ -31,31 +31,10 @@ TEAM = "7d1c0b8e-0000-4000-8000-00000000e002"
 
 def _seed() -> Seed:
     base = build_seed(chats=1, humans=3, throttle=ROOMY_BUDGET)
-    ada, grace, _ = base.humans
-    data = base.model_dump()
-    data["teams"] = [
-        {
-            "id": TEAM,
-            "display_name": "Engineering",
-            "members": [ada.id, grace.id, base.agent_user.id],
-            "channels": [
-                {
-                    "display_name": "Ops",
-                    "messages": [
-                        {
-                            "from_user": ada.id,
-                            "content": "history: deploy the old build",
-                            "created": "-10m",
-                            "replies": [
-                                {"from_user": grace.id, "content": "old reply", "created": "-9m"}
-                            ],
-                        }
-                    ],
-                }
-            ],
-        }
-    ]
-    return Seed.model_validate(data)
+    ada, grace = base.humans[0].id, base.humans[1].id
+    reply = {"from_user": grace, "content": "old reply", "created": "-9m"}
+    history = {"from_user": ada, "content": "history", "created": "-10m", "replies": [reply]}
+    return with_team(base, TEAM, "Engineering", [{"display_name": "Ops", "messages": [history]}])
 
 
 @pytest.fixture
@@ -111,10 +90,6 @@ async def _look(stacks: tuple[WorkerStack, ...], *conversations: str) -> None:
         await stack.channels.cycle()
 
 
-def _mention(text: str, user_id: str, name: str) -> tuple[str, list[Mention]]:
-    return f'<at id="0">{name}</at> {text}', [Mention(0, name, user_id, name)]
-
-
 async def test_a_mention_and_replies_in_the_agents_thread_are_delivered_once_with_names(
     emulator: RunningEmulator,
     fleet: tuple[WorkerStack, WorkerStack, RecordingTarget, RecordingTarget],
@@ -136,14 +111,13 @@ async def test_a_mention_and_replies_in_the_agents_thread_are_delivered_once_wit
     await _look((one, two), conversation)
     assert host_one.received == [] and host_two.received == []  # first sight replays no history
 
-    content, mentions = _mention("please ship the release", agent.id, agent.display_name)
-    asked = teams.post(
+    asked = post_mention(
+        teams,
         TEAM,
         ops,
         sender_id=ada.id,
-        content=content,
-        content_type="html",
-        mentions=mentions,
+        agent=agent,
+        text="please ship it",
         subject="Release 4.2",
     )
     chatter = teams.post(TEAM, ops, sender_id=grace.id, content="lunch anyone?")
@@ -214,10 +188,7 @@ async def test_a_channel_added_after_start_is_found_and_its_chatter_stays_unhear
     assert one.channels is not None
     await one.channels.watched.load()
     assert conversation in one.channels.watched
-    content, mentions = _mention("hello", agent.id, agent.display_name)
-    hello = teams.post(
-        TEAM, later.id, sender_id=grace.id, content=content, content_type="html", mentions=mentions
-    )
+    hello = post_mention(teams, TEAM, later.id, sender_id=grace.id, agent=agent, text="hello")
     teams.post(TEAM, later.id, sender_id=grace.id, content="unaddressed chatter")
     await _look((one, two), conversation)
     assert [m.message_id for m in host_one.received + host_two.received] == [hello.id]
