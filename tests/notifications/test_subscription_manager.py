@@ -19,12 +19,17 @@ from emulator.seed import ThrottleBudget, build_seed
 from emulator.server import RunningEmulator, start_emulator
 from service.clock import utc_now
 from service.devstack.uvicorn_runner import serve_app
-from service.domain.source import Source
 from service.ledger.fleet.leases import Lease
 from service.notifications.lifecycle_log import LifecycleEvent, record_event
 from service.notifications.options import NotificationOptions
 from service.notifications.receiver import NOTIFICATIONS_PATH
-from service.notifications.subscription_record import RECORD_KEY, parse_record, render_record
+from service.notifications.subscription_record import (
+    CHAT_KEY,
+    MAIL_KEY,
+    RECORD_KEY,
+    parse_record,
+    render_record,
+)
 from service.notifications.subscriptions import ROLE, SubscriptionManager
 from service.notifications.wiring import Notifications
 from service.storage.local import LocalBackend
@@ -110,8 +115,8 @@ async def test_the_holder_subscribes_once_and_keeps_what_it_made(world) -> None:
     assert set(live) == {"userChats", "inbox"}
     record = parse_record(await world.backend.read_text(RECORD_KEY) or "")
     assert {k: v.id for k, v in record.kept.items()} == {
-        Source.CHAT: live["userChats"],
-        Source.EMAIL: live["inbox"],
+        CHAT_KEY: live["userChats"],
+        MAIL_KEY: live["inbox"],
     }
     assert world.changes("chat", "created") == 1 and world.changes("mail", "created") == 1
 
@@ -125,16 +130,16 @@ async def test_a_subscription_gone_at_renewal_is_created_again(world) -> None:
     )  # Graph lost it without telling anyone
     record = parse_record(await world.backend.read_text(RECORD_KEY) or "")
     due = replace(
-        record.kept[Source.CHAT], expires_at=record.kept[Source.CHAT].expires_at - timedelta(days=2)
+        record.kept[CHAT_KEY], expires_at=record.kept[CHAT_KEY].expires_at - timedelta(days=2)
     )
     await world.backend.write_text(
-        RECORD_KEY, render_record(replace(record, kept={**record.kept, Source.CHAT: due}))
+        RECORD_KEY, render_record(replace(record, kept={**record.kept, CHAT_KEY: due}))
     )
     await manager.cycle()
     assert world.live()["userChats"] != gone
     assert world.changes("chat", "recreated") == 1
     kept = parse_record(await world.backend.read_text(RECORD_KEY) or "").kept
-    assert kept[Source.CHAT].id == world.live()["userChats"]
+    assert kept[CHAT_KEY].id == world.live()["userChats"]
 
 
 async def test_a_missed_on_the_inbox_nudges_one_email_cycle(world) -> None:
