@@ -228,6 +228,9 @@ class Settings(BaseSettings):
     # Webhook requests handled at once by one replica; more are answered 503 with Retry-After (Graph
     # retries), so an unauthenticated caller cannot pile up open requests.
     notification_max_concurrent: int = Field(default=32, ge=1, le=1000)
+    # One subscription per watched team channel, for at most this many channels (the rest are found
+    # by the channel watch's rotation alone); 0 subscribes to no channel.
+    channel_subscriptions_max: int = Field(default=200, ge=0, le=10_000)
     log_level: str = "INFO"
 
     @field_validator(

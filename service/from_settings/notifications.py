@@ -20,7 +20,11 @@ def notification_options(settings: Settings) -> NotificationOptions | None:
         return None
     assert lifecycle is not None and state is not None  # Settings refuses a URL without the secret
     return NotificationOptions(
-        url, lifecycle, state.get_secret_value(), settings.notification_max_concurrent
+        url,
+        lifecycle,
+        state.get_secret_value(),
+        settings.notification_max_concurrent,
+        settings.channel_subscriptions_max,
     )
 
 

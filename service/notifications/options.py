@@ -17,3 +17,5 @@ class NotificationOptions:
     max_concurrent: (
         int  # ENTRABOT_NOTIFICATION_MAX_CONCURRENT: requests the receiver serves at once
     )
+    # ENTRABOT_CHANNEL_SUBSCRIPTIONS_MAX: watched channels that get a subscription of their own.
+    channel_subscriptions_max: int = 200

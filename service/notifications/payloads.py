@@ -3,8 +3,9 @@
 Read, not run here (no tenant): Microsoft Graph "Receive change notifications through webhooks" and
 "Get change notifications for messages in Teams channels and chats". A POST carries
 ``{"value": [changeNotification, ...]}``; each item has ``subscriptionId``, ``changeType``,
-``resource`` (for chat messages ``chats('{chat id}')/messages('{message id}')``; for mail
-``Users/{id}/Messages/{id}``), ``resourceData`` (``id``, ``@odata.type``, ``@odata.id``),
+``resource`` (for chat messages ``chats('{chat id}')/messages('{message id}')``; for a channel's
+``teams('{team id}')/channels('{channel id}')/messages('{message id}')``, a reply
+``.../messages('{root id}')/replies('{reply id}')``; for mail ``Users/{id}/Messages/{id}``), ``resourceData`` (``id``, ``@odata.type``, ``@odata.id``),
 ``clientState``, ``tenantId`` and ``subscriptionExpirationDateTime``. Lifecycle notifications carry
 ``lifecycleEvent`` (reauthorizationRequired, subscriptionRemoved, missed) instead of a change.
 Parsing is lenient about fields we do not use: Graph adds some over time.
@@ -20,6 +21,22 @@ from pydantic import BaseModel, ConfigDict, Field
 # Both the OData key form Graph sends and the path form (``chats/{id}/messages/{id}``).
 _CHAT_MESSAGE = re.compile(
     r"chats(?:\('(?P<chat>[^']+)'\)|/(?P<chat2>[^/()]+))/messages(?:\('(?P<msg>[^']+)'\)|/(?P<msg2>[^/()]+))?",
+    re.IGNORECASE,
+)
+# A channel message or reply, in both forms too. How Graph names a reply in a notification is not on
+# the pages read; the emulator writes ``messages('{root}')/replies('{reply}')`` (emulator/
+# channel_subscriptions.py), and the path form is accepted alike.
+_KEY = r"(?:\('(?P<{0}>[^']+)'\)|/(?P<{0}2>[^/()']+))"
+_CHANNEL_MESSAGE = re.compile(
+    r"teams"
+    + _KEY.format("team")
+    + "/channels"
+    + _KEY.format("channel")
+    + "/messages"
+    + _KEY.format("msg")
+    + "?(?:/replies"
+    + _KEY.format("reply")
+    + ")?",
     re.IGNORECASE,
 )
 _MAIL = re.compile(r"users/[^/]+/(?:mailFolders(?:\('[^']+'\)|/[^/]+)/)?messages", re.IGNORECASE)
@@ -65,6 +82,31 @@ def chat_message_of(notification: ChangeNotification) -> ChatMessageRef | None:
     if message is None and notification.resource_data is not None:
         message = notification.resource_data.id
     return ChatMessageRef(chat, message) if chat else None
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelMessageRef:
+    team_id: str
+    channel_id: str
+    message_id: str | None  # the reply's id for a reply, else the message's
+
+
+def channel_message_of(notification: ChangeNotification) -> ChannelMessageRef | None:
+    match = _CHANNEL_MESSAGE.search(notification.resource or "")
+    if match is None:
+        return None
+    team = match.group("team") or match.group("team2")
+    channel = match.group("channel") or match.group("channel2")
+    message = (
+        match.group("reply")
+        or match.group("reply2")
+        or match.group("msg")
+        or match.group("msg2")
+        or (notification.resource_data.id if notification.resource_data is not None else None)
+    )
+    if not team or not channel or "/" in team or "/" in channel:
+        return None
+    return ChannelMessageRef(team, channel, message)
 
 
 # Read, not run: Graph's chatMessage subscriptions offer created, updated and deleted; a reaction and an

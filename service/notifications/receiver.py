@@ -27,6 +27,7 @@ import hmac
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from pydantic import ValidationError
 from starlette.requests import Request
@@ -34,10 +35,13 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from service.clock import Clock, utc_now
+from service.domain.channel_place import channel_conversation_id
+from service.domain.conversation import TEAM_CHANNELS
 from service.ledger.fleet.hints import Hint, HintLog
 from service.notifications.payloads import (
     ChangeNotification,
     NotificationBatch,
+    channel_message_of,
     chat_message_of,
     is_mail,
     may_bring_a_new_message,
@@ -124,16 +128,15 @@ class NotificationReceiver:
             if item.lifecycle_event:
                 lifecycle.append(item)
                 self._count("lifecycle", item.lifecycle_event)
-            elif (ref := chat_message_of(item)) is not None:
-                if not may_bring_a_new_message(item):
+            elif (message := self._message_hint(item, now)) is not None:
+                kind, hint = message
+                if hint is None:
                     self._count(
-                        "chat", "no_new_message"
+                        kind, "no_new_message"
                     )  # an edit or a reaction: nothing to read for
                     continue
-                # The message exists by now; its creation time is not in a basic notification, so the
-                # hint says "something at least as new as this moment" and the reader reads the chat.
-                hints.append(Hint(ref.chat_id, now, ref.message_id, "notification"))
-                self._count("chat", "hinted")
+                hints.append(hint)
+                self._count(kind, "hinted")
             elif is_mail(item):
                 mail = True
                 self._count("mail", "accepted")
@@ -165,6 +168,26 @@ class NotificationReceiver:
                 self._count("batch", "retry_requested")
                 return PlainTextResponse("store unavailable", status_code=503)
         return Response(status_code=202)
+
+    def _message_hint(
+        self, item: ChangeNotification, now: datetime
+    ) -> tuple[str, Hint | None] | None:
+        """("chat" or "channel", its hint) for a Teams message notification, the hint None for a
+        change that cannot bring a new message; None for any other resource.
+
+        The message exists by now; its creation time is not in a basic notification, so the hint
+        says "something at least as new as this moment" and the reader reads the conversation (a
+        channel's reader takes replies too, so a reply hints its channel like a root)."""
+        if (channel := channel_message_of(item)) is not None:
+            conversation = channel_conversation_id(channel.team_id, channel.channel_id)
+            hint = Hint(
+                conversation, now, channel.message_id, "notification", kind=TEAM_CHANNELS.hint_tag
+            )
+            return "channel", hint if may_bring_a_new_message(item) else None
+        if (ref := chat_message_of(item)) is not None:
+            hint = Hint(ref.chat_id, now, ref.message_id, "notification")
+            return "chat", hint if may_bring_a_new_message(item) else None
+        return None
 
     def _authentic(self, item: ChangeNotification) -> bool:
         return item.client_state is not None and hmac.compare_digest(

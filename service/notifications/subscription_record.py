@@ -2,6 +2,13 @@
 the ids, resources and expiries the subscription manager keeps (service.notifications.subscriptions),
 and how far it has acted on the lifecycle events. Written with If-Match on the record read in the
 same cycle, so a former holder that still believes in its lease cannot overwrite its successor's.
+
+One entry per subscription, keyed by ``SubscriptionKey.text``: ``chat`` and ``mail`` for the agent
+user's one chat and one Inbox subscription (the keys the record had before channels, so a record
+written by that version reads back unchanged and nothing is recreated), and
+``channel:<team id>/<channel id>`` for each watched channel. A key this version does not know is
+left out, as before (a version that does not know channels leaves their entries out the same way;
+the subscriptions it no longer keeps expire on their own).
 """
 
 from __future__ import annotations
@@ -18,6 +25,41 @@ from service.ledger.records.reads import CorruptValueError
 
 RECORD_KEY = "notifications/subscriptions.json"
 _WHAT = "subscriptions record"
+_PER_CONVERSATION = ":"
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionKey:
+    """Which subscription an entry is: a source's one subscription, or one conversation's."""
+
+    source: Source
+    conversation_id: str = ""  # a channel's ``<team id>/<channel id>``; "" for chat and mail
+
+    @property
+    def text(self) -> str:
+        name = self.source.subscription_name
+        return f"{name}{_PER_CONVERSATION}{self.conversation_id}" if self.conversation_id else name
+
+    @classmethod
+    def parse(cls, text: str) -> SubscriptionKey | None:
+        """The key ``text`` names; None for one from another version."""
+        name, separator, conversation_id = text.partition(_PER_CONVERSATION)
+        source = Source.from_subscription_name(name)
+        if (
+            source is None
+            or bool(separator) != (source is Source.CHANNEL)
+            or (separator and not conversation_id)
+        ):
+            return None
+        return cls(source, conversation_id)
+
+
+CHAT_KEY = SubscriptionKey(Source.CHAT)
+MAIL_KEY = SubscriptionKey(Source.EMAIL)
+
+
+def channel_key(conversation_id: str) -> SubscriptionKey:
+    return SubscriptionKey(Source.CHANNEL, conversation_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +74,7 @@ class Kept:
 
 @dataclass(frozen=True)
 class SubscriptionsRecord:
-    kept: Mapping[Source, Kept] = field(default_factory=dict)
+    kept: Mapping[SubscriptionKey, Kept] = field(default_factory=dict)
     lifecycle_offset: int = 0  # characters of notifications/lifecycle.jsonl already acted on
 
 
@@ -44,12 +86,12 @@ def parse_record(text: str) -> SubscriptionsRecord:
     subs = obj.get("subscriptions", {})
     if not isinstance(subs, dict):
         raise CorruptValueError(f"{_WHAT}: field 'subscriptions' must be an object")
-    kept: dict[Source, Kept] = {}
+    kept: dict[SubscriptionKey, Kept] = {}
     for name, entry in subs.items():
-        kind = Source.from_subscription_name(name)
-        if kind is None or not isinstance(entry, dict):
+        key = SubscriptionKey.parse(name)
+        if key is None or not isinstance(entry, dict):
             continue  # a kind from a newer version: left alone, not guessed at
-        kept[kind] = Kept(
+        kept[key] = Kept(
             require_str(entry, "id", _WHAT),
             require_str(entry, "resource", _WHAT),
             require_timestamp(entry, "expires_at", _WHAT),
@@ -63,15 +105,13 @@ def render_record(record: SubscriptionsRecord) -> str:
         {
             "lifecycle_offset": record.lifecycle_offset,
             "subscriptions": {
-                kind.subscription_name: {
+                key.text: {
                     "id": k.id,
                     "resource": k.resource,
                     "expires_at": format_timestamp(k.expires_at),
                     "notification_url": k.notification_url,
                 }
-                for kind, k in sorted(
-                    record.kept.items(), key=lambda item: item[0].subscription_name
-                )
+                for key, k in record.kept.items()
             },
         },
         sort_keys=True,

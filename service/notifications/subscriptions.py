@@ -1,32 +1,22 @@
 """The subscription manager: keeps the fleet's Graph change-notification subscriptions alive, on the one
 replica that holds the ``subscription_manager`` lease.
 
-Two subscriptions, both for the agent user: its chats' messages
-(``/users/{id}/chats/getAllMessages``, created and updated) and its Inbox
-(``/users/{id}/mailFolders('Inbox')/messages``, created). Their ids, resources and expiries live in
+The agent user's chat and Inbox subscriptions, and one per watched team channel (which ones, and the
+rules: service.notifications.subscription_plan). Their ids, resources and expiries live in
 ``notifications/subscriptions.json``, written with If-Match on the record read in the same cycle, so a
 former holder that still believes in its lease cannot overwrite its successor's record.
 
 Each cycle (every ``Lease.renew_every``): renew the lease; if this replica does not hold it, do
-nothing. Otherwise read the record and the lifecycle events recorded since (``lifecycle_log``), decide
-(``decide``, pure) and act, checking the lease again before every Graph call so a holder that lost it
-stops at once. A subscription is created when missing, expired, or pointing elsewhere than the
-settings say; renewed when half its lifetime has passed; recreated when Graph removed it
-(subscriptionRemoved, or a 404 on renewal); reauthorized on reauthorizationRequired; and a ``missed``
-on the Inbox nudges an email cycle, because Graph dropped mail notifications.
+nothing. Otherwise read the record, the lifecycle events recorded since (``lifecycle_log``) and the
+watched channels list (one blob read), decide (``decide``, pure) and act, checking the lease again
+before every Graph call so a holder that lost it stops at once. A subscription is created when
+missing, expired, or pointing elsewhere than the settings say; renewed when half its lifetime has
+passed; recreated when Graph removed it (subscriptionRemoved, or a 404 on renewal); reauthorized on
+reauthorizationRequired; deleted when its channel left the list; and a ``missed`` on the Inbox
+nudges an email cycle, because Graph dropped mail notifications.
 
-Read, not run (no tenant here), Microsoft Graph docs:
-- "subscription resource type", maximum subscription lifetimes: Teams chatMessage 4,320 minutes
-  (under 3 days); Outlook message 10,080 minutes (under 7 days).
-- "Get change notifications for chats and messages in Teams": an expirationDateTime more than 1 hour
-  ahead requires a lifecycleNotificationUrl.
-- "Reduce missing subscriptions and change notifications" (lifecycle notifications):
-  reauthorizationRequired is answered by POST /subscriptions/{id}/reauthorize or by a renewal;
-  subscriptionRemoved means the subscription is gone and must be created again; missed (Outlook
-  only) means notifications were dropped and the app should resynchronise by reading.
-- "Update subscription": PATCH expirationDateTime renews.
 A notification is only a hint (SPEC §9): every subscription failing still loses nothing, the polls
-read Graph on their own cadence.
+(and for channels the channel watch's rotation) read Graph on their own cadence.
 """
 
 from __future__ import annotations
@@ -34,21 +24,31 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from enum import Enum
 
+from service.clock import Clock, format_timestamp, utc_now
+from service.domain.conversation import TEAM_CHANNELS
+from service.domain.source import Source
 from service.graph.client import GraphClient
 from service.graph.errors import GraphError, GraphNotFound
 from service.graph.subscription_model import GraphSubscription
-from service.clock import Clock, format_timestamp, utc_now
-from service.domain.source import Source
 from service.ledger.fleet.leases import Lease
+from service.ledger.memory.watched_chats import parse_watched_chats
 from service.ledger.records.reads import ReadOutcome, read_parsed
-from service.notifications.lifecycle_log import LifecycleEvent, read_events
+from service.notifications.lifecycle_log import read_events
 from service.notifications.nudge import Nudge
+from service.notifications.subscription_plan import (
+    Action,
+    ChannelPlan,
+    Decision,
+    Wanted,
+    decide,
+    mail_missed,
+    unwanted,
+)
 from service.notifications.subscription_record import (
     RECORD_KEY,
     Kept,
+    SubscriptionKey,
     SubscriptionsRecord,
     parse_record,
     render_record,
@@ -61,124 +61,21 @@ log = logging.getLogger(__name__)
 
 ROLE = "subscription_manager"
 
-# Graph measures the limits on its own clock: asking an hour short of them keeps a replica whose
-# clock runs ahead from being refused.
-CLOCK_ALLOWANCE = timedelta(minutes=60)
-CHAT_MAX_LIFETIME = timedelta(minutes=4320)
-MAIL_MAX_LIFETIME = timedelta(minutes=10080)
-
-
-@dataclass(frozen=True, slots=True)
-class Wanted:
-    """A subscription the settings ask for."""
-
-    kind: Source
-    resource: str
-    change_type: str
-    lifetime: timedelta
-    notification_url: str
-    lifecycle_url: str
-
-    @property
-    def renew_before(self) -> timedelta:
-        """Renew once half the lifetime has passed: a day or more of slack for a failing Graph."""
-        return self.lifetime / 2
-
-
-def wanted_subscriptions(
-    agent_user_id: str, notification_url: str, lifecycle_url: str
-) -> tuple[Wanted, ...]:
-    user = agent_user_id.replace("'", "''")
-    return (
-        Wanted(
-            Source.CHAT,
-            f"/users/{user}/chats/getAllMessages",
-            "created,updated",
-            CHAT_MAX_LIFETIME - CLOCK_ALLOWANCE,
-            notification_url,
-            lifecycle_url,
-        ),
-        Wanted(
-            Source.EMAIL,
-            f"/users/{user}/mailFolders('Inbox')/messages",
-            "created",
-            MAIL_MAX_LIFETIME - CLOCK_ALLOWANCE,
-            notification_url,
-            lifecycle_url,
-        ),
-    )
-
-
-class Action(str, Enum):
-    CREATE = "create"  # none kept (first run, or a new kind)
-    RECREATE = "recreate"  # kept but gone: removed, expired, or for another resource or URL
-    RENEW = "renew"
-    REAUTHORIZE = "reauthorize"
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    wanted: Wanted
-    action: Action
-    reason: str
-    current: Kept | None = None
-
-
-def decide(
-    wanted: Iterable[Wanted],
-    kept: Mapping[Source, Kept],
-    events: Iterable[LifecycleEvent],
-    now: datetime,
-) -> list[Decision]:
-    """What to do for each wanted subscription (pure: the rules the tests pin). Events about a
-    subscription the record does not keep are a former one's and change nothing."""
-    by_id: dict[str, set[str]] = {}
-    for event in events:
-        by_id.setdefault(event.subscription_id, set()).add(event.event)
-    decisions: list[Decision] = []
-    for w in wanted:
-        current = kept.get(w.kind)
-        if current is None:
-            decisions.append(Decision(w, Action.CREATE, "none kept"))
-            continue
-        seen = by_id.get(current.id, set())
-        if current.resource != w.resource or current.notification_url != w.notification_url:
-            decisions.append(Decision(w, Action.RECREATE, "settings changed", current))
-        elif "subscriptionRemoved" in seen:
-            decisions.append(Decision(w, Action.RECREATE, "subscriptionRemoved", current))
-        elif now >= current.expires_at:
-            decisions.append(
-                Decision(w, Action.RECREATE, "expired", current)
-            )  # Graph deletes it silently
-        elif current.expires_at - now <= w.renew_before:
-            decisions.append(
-                Decision(w, Action.RENEW, "due", current)
-            )  # a renewal also reauthorizes
-        elif "reauthorizationRequired" in seen:
-            decisions.append(Decision(w, Action.REAUTHORIZE, "reauthorizationRequired", current))
-    return decisions
-
-
-def mail_missed(kept: Mapping[Source, Kept], events: Iterable[LifecycleEvent]) -> bool:
-    """Graph dropped Inbox notifications (``missed``): read the mail rather than wait for the poll."""
-    mail = kept.get(Source.EMAIL)
-    return any(
-        e.event == "missed" and (mail is None or e.subscription_id == mail.id) for e in events
-    )
-
 
 @dataclass
 class SubscriptionManager:
     graph: GraphClient
     backend: MemoryBackend
     lease: Lease
-    wanted: tuple[Wanted, ...]
+    wanted: tuple[Wanted, ...]  # the agent user's: chat and mail
     client_state: str
     on_mail_missed: Callable[[], None] = lambda: None
     metrics: ChangeMetrics = field(kw_only=True)
     clock: Clock = utc_now
     # Set when this replica recorded a lifecycle event: a cycle runs now rather than at the interval.
     poked: Nudge = field(default_factory=Nudge)
+    # One subscription per watched channel; None: none (and any kept are deleted).
+    channels: ChannelPlan | None = field(default=None, kw_only=True)
 
     @property
     def interval_s(self) -> float:
@@ -204,9 +101,11 @@ class SubscriptionManager:
             log.warning("lifecycle events unreadable", extra={"error": type(exc).__name__})
             events, offset = [], record.lifecycle_offset
         kept = dict(record.kept)
+        wanted = self.wanted + await self._wanted_channels(record.kept)
+        paced = self.channels.creates_per_cycle if self.channels is not None else 0
         created: list[str] = []
-        done = True
-        for decision in decide(self.wanted, kept, events, self.clock()):
+        done = await self._delete_unwanted(unwanted(wanted, kept, at_most=paced), kept)
+        for decision in decide(wanted, kept, events, self.clock(), channel_creates=paced):
             if not self.lease.held():
                 done = False
                 break
@@ -216,7 +115,7 @@ class SubscriptionManager:
                 continue
             if decision.current is None or result.id != decision.current.id:
                 created.append(result.id)
-            kept[decision.wanted.kind] = result
+            kept[decision.wanted.key] = result
         if mail_missed(record.kept, events):
             log.info("Graph missed mail notifications; nudging an email cycle")
             self.on_mail_missed()
@@ -226,6 +125,43 @@ class SubscriptionManager:
         if updated != record or read.outcome is ReadOutcome.ABSENT:
             await self._store(updated, read.etag, created)
         self._publish(kept)
+
+    async def _wanted_channels(self, kept: Iterable[SubscriptionKey]) -> tuple[Wanted, ...]:
+        """One read of the watched channels list; unreadable, the channels kept stay as they are."""
+        if self.channels is None:
+            return ()
+        read = await read_parsed(self.backend, TEAM_CHANNELS.watched_key, parse_watched_chats)
+        if read.outcome is ReadOutcome.UNRESOLVED:
+            log.warning(
+                "watched channels unreadable; keeping the channel subscriptions as they are",
+                extra={"why": read.why},
+            )
+            return self.channels.wanted(None, kept)
+        return self.channels.wanted(read.value or frozenset(), kept)
+
+    async def _delete_unwanted(
+        self, keys: Iterable[SubscriptionKey], kept: dict[SubscriptionKey, Kept]
+    ) -> bool:
+        """Delete the subscriptions of channels no longer watched; one Graph would not delete stays
+        in the record for the next cycle (it only sends hints nobody needs until then)."""
+        for key in keys:
+            if not self.lease.held():
+                return False
+            try:
+                await self.graph.subscriptions.delete_subscription(kept[key].id)
+            except GraphNotFound:
+                pass  # gone already
+            except GraphError as exc:
+                log.info(
+                    "unwanted subscription not deleted",
+                    extra={"resource": key.text, "error": type(exc).__name__},
+                )
+                self._count(key.source, "failed")
+                continue
+            del kept[key]
+            self._count(key.source, "deleted")
+            log.info("subscription deleted", extra={"resource": key.text})
+        return True
 
     async def _apply(self, decision: Decision) -> Kept | None:
         """Carry out one decision; the subscription now kept, or None to keep the record as it was."""
@@ -260,7 +196,7 @@ class SubscriptionManager:
                 "subscription %s failed",
                 decision.action.value,
                 extra={
-                    "resource": w.kind.subscription_name,
+                    "resource": w.key.text,
                     "error": type(exc).__name__,
                     "status": exc.status,
                 },
@@ -283,7 +219,7 @@ class SubscriptionManager:
             "subscription %s",
             action,
             extra={
-                "resource": w.kind.subscription_name,
+                "resource": w.key.text,
                 "subscription_id": sub.id,
                 "reason": reason,
             },
@@ -334,12 +270,16 @@ class SubscriptionManager:
                 extra={"subscription_id": sub_id, "error": type(exc).__name__},
             )
 
-    def _publish(self, kept: Mapping[Source, Kept]) -> None:
+    def _publish(self, kept: Mapping[SubscriptionKey, Kept]) -> None:
+        """Live subscriptions per source: 1 each for chat and mail, one per subscribed channel."""
         now = self.clock()
-        for kind in Source:
-            current = kept.get(kind)
+        live = {kind: 0 for kind in Source}
+        for key, current in kept.items():
+            if current.expires_at > now:
+                live[key.source] += 1
+        for kind, count in live.items():
             self.metrics.notification_subscriptions.labels(resource=kind.subscription_name).set(
-                1 if current is not None and current.expires_at > now else 0
+                count
             )
 
     def _count(self, kind: Source, action: str) -> None:

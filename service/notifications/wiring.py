@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from service.domain.source import Source
 from service.graph.client import GraphClient
 from service.clock import Clock, utc_now
 from service.ledger.fleet.hints import HintLog
@@ -23,8 +22,9 @@ from service.notifications.nudge import Nudge
 from service.notifications.options import NotificationOptions
 from service.notifications.payloads import ChangeNotification
 from service.notifications.receiver import NotificationReceiver
-from service.notifications.subscription_record import RECORD_KEY, parse_record
-from service.notifications.subscriptions import SubscriptionManager, wanted_subscriptions
+from service.notifications.subscription_plan import ChannelPlan, wanted_subscriptions
+from service.notifications.subscription_record import CHAT_KEY, RECORD_KEY, parse_record
+from service.notifications.subscriptions import SubscriptionManager
 from service.storage.backend import MemoryBackend
 from service.telemetry.metrics import ChangeMetrics
 from service.workers.email_poll import SETTLE_MARGIN
@@ -66,7 +66,7 @@ class Notifications:
             self._live_checked_at = now
             read = await read_parsed(self.backend, RECORD_KEY, parse_record)
             kept = (
-                read.value.kept.get(Source.CHAT)
+                read.value.kept.get(CHAT_KEY)
                 if read.outcome is ReadOutcome.PRESENT and read.value
                 else None
             )
@@ -100,4 +100,9 @@ class Notifications:
             poked=self.lifecycle_nudge,
             metrics=self.metrics,
             clock=self.clock,
+            channels=ChannelPlan(
+                self.options.url,
+                self.options.lifecycle_url,
+                self.options.channel_subscriptions_max,
+            ),
         )

@@ -12,7 +12,7 @@ from importlib import import_module
 import pytest
 
 from service.graph import resources
-from service.notifications.subscriptions import Wanted, wanted_subscriptions
+from service.notifications.subscription_plan import ChannelPlan, Wanted, wanted_subscriptions
 from tests.deploy.deploy_facts import REPO_ROOT
 
 AZURE_DOC = REPO_ROOT / "docs" / "azure.md"
@@ -64,10 +64,17 @@ def test_every_graph_route_the_service_calls_is_in_the_permission_table(route: s
 
 @pytest.mark.parametrize(
     "wanted",
-    wanted_subscriptions(
-        "{id}",
-        "https://fleet.example.com/graph/notifications",
-        "https://fleet.example.com/graph/lifecycle",
+    (
+        *wanted_subscriptions(
+            "{id}",
+            "https://fleet.example.com/graph/notifications",
+            "https://fleet.example.com/graph/lifecycle",
+        ),
+        ChannelPlan(
+            "https://fleet.example.com/graph/notifications",
+            "https://fleet.example.com/graph/lifecycle",
+            limit=1,
+        ).subscription("{id}/{id}"),
     ),
     ids=lambda w: w.kind.value,
 )

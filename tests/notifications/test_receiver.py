@@ -116,6 +116,44 @@ async def test_an_edit_or_a_reaction_makes_no_hint_but_an_unknown_change_type_do
     assert [h.message_id for h in await harness.reader.poll() or []] == ["odd", "bare", "both"]
 
 
+TEAM = "00000000-0000-0000-0000-0000000000aa"
+CHANNEL = "19:general@thread.tacv2"
+
+
+def channel_item(path: str, message_id: str, client_state: str | None = SECRET) -> dict[str, Any]:
+    resource = f"teams('{TEAM}')/channels('{CHANNEL}')/{path}"
+    return {
+        **chat_item(message_id, client_state),
+        "resource": resource,
+        "resourceData": {"id": message_id, "@odata.id": resource},
+    }
+
+
+async def test_a_channel_message_or_reply_notification_is_a_hint_for_its_channel(
+    served: tuple[Harness, httpx.AsyncClient],
+) -> None:
+    harness, client = served
+    items = [
+        channel_item("messages('root1')", "root1"),
+        channel_item("messages('root1')/replies('reply1')", "reply1"),
+        {**channel_item("messages('root2')", "root2"), "changeType": "updated"},  # an edit
+        channel_item("messages('forged')", "forged", client_state="not-ours"),
+    ]
+    assert (await client.post(NOTIFICATIONS_PATH, json={"value": items})).status_code == 202
+    hints = await harness.reader.poll() or []
+    assert [(h.chat_id, h.message_id, h.source, h.kind) for h in hints] == [
+        (f"{TEAM}/{CHANNEL}", "root1", "notification", "channel"),
+        (f"{TEAM}/{CHANNEL}", "reply1", "notification", "channel"),
+    ]
+    assert [
+        sample.value
+        for metric in harness.receiver.metrics.graph_notifications.collect()
+        for sample in metric.samples
+        if sample.labels == {"kind": "channel", "outcome": "hinted"}
+        and sample.name.endswith("_total")
+    ] == [2.0]
+
+
 async def test_an_item_without_our_client_state_is_dropped(served) -> None:
     harness, client = served
     response = await client.post(

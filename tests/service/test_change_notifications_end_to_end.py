@@ -17,6 +17,8 @@ from azure.storage.blob import BlobServiceClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from emulator.seed import ThrottleBudget, build_seed
+from emulator.state import Mention
+from service.domain.channel_place import channel_conversation_id
 from emulator.server import RunningEmulator, start_emulator
 from service.devstack.azurite import Azurite
 from service.devstack.channel_host import ChannelHost
@@ -53,6 +55,8 @@ def fleet(
             "ENTRABOT_CHAT_POLL_JITTER_S": "0",
             # Only a wake-up starts an email cycle within this test.
             "ENTRABOT_EMAIL_POLL_INTERVAL_S": "3600",
+            # A team added within a test is watched within seconds (and then subscribed).
+            "ENTRABOT_CHANNEL_DISCOVERY_INTERVAL_S": "2",
         },
     )
     running.start()
@@ -277,6 +281,64 @@ async def test_a_mail_notification_starts_an_email_cycle(fleet, emulator) -> Non
         await task
 
 
+def blob_names(fleet: LocalFleet, prefix: str) -> list[str]:
+    assert fleet.azurite is not None
+    client = BlobServiceClient.from_connection_string(fleet.azurite.connection_string)
+    try:
+        container = client.get_container_client(fleet.container)
+        return [b.name for b in container.list_blobs(name_starts_with=prefix)]
+    finally:
+        client.close()
+
+
+async def test_a_channel_message_is_hinted_by_its_channel_subscription_and_pushed(
+    fleet, emulator
+) -> None:
+    """A team the agent joins is watched and subscribed channel by channel; a message posted in its
+    channel comes back as a notification, a channel hint naming <team>/<channel> with the message's
+    id, and a mention of the agent reaches the push host."""
+    manager = await holder(fleet, emulator)
+    teams, agent, ada = emulator.state.teams, emulator.seed.agent_user, emulator.seed.humans[1]
+    team = teams.add_team("Notified " + uuid.uuid4().hex[:8], [agent.id, ada.id])
+    [general] = teams.channels(team.id, agent.id)
+    conversation = channel_conversation_id(team.id, general.id)
+    await until(
+        lambda: any(s["target"] == conversation for s in by_kind(emulator, "channel")),
+        "the channel's subscription",
+    )
+    stop = asyncio.Event()
+    host = ChannelHost("py", [manager.mcp_url], token=DEV_TOKEN)
+    task = asyncio.create_task(host.run(stop))
+    try:
+        await until(lambda: host.connected_to, "the host to connect")
+        # The first message only sets the channel's cursor (first sight never surfaces).
+        first = teams.post(team.id, general.id, sender_id=ada.id, content="morning")
+        await until(lambda: f'"m":"{first.id}"' in hint_lines(fleet), "the first message's hint")
+        line = next(x for x in hint_lines(fleet).splitlines() if f'"m":"{first.id}"' in x)
+        assert '"k":"channel"' in line and '"s":"notification"' in line
+        assert f'"c":"{conversation}"' in line
+        await until(lambda: blob_names(fleet, "channel_cursors/"), "the channel's cursor")
+        name = agent.display_name
+        asked = teams.post(
+            team.id,
+            general.id,
+            sender_id=ada.id,
+            content=f'<at id="0">{name}</at> can you look? ' + uuid.uuid4().hex,
+            content_type="html",
+            mentions=[Mention(0, name, agent.id, name)],
+        )
+        await until(lambda: f'"m":"{asked.id}"' in hint_lines(fleet), "the mention's hint")
+        await until(lambda: asked.id in {p.message_id for p in host.pushes}, "the mention's push")
+        assert (
+            metric(manager, "entrabot_graph_notifications_total", kind="channel", outcome="hinted")
+            >= 2
+        )
+        assert metric(manager, "entrabot_notification_subscriptions", resource="channel") >= 1
+    finally:
+        stop.set()
+        await task
+
+
 async def test_when_the_holder_stops_the_other_replica_takes_the_role_and_subscribes_for_itself(
     fleet, emulator
 ) -> None:
@@ -290,7 +352,8 @@ async def test_when_the_holder_stops_the_other_replica_takes_the_role_and_subscr
     await until(
         lambda: (
             {s["notification_url"] for s in admin_subscriptions(emulator)} == {own}
-            and len(admin_subscriptions(emulator)) == 2
+            and len(by_kind(emulator, "userChats")) == 1
+            and len(by_kind(emulator, "inbox")) == 1
         ),
         "subscriptions aimed at the successor",
     )

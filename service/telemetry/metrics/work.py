@@ -124,18 +124,20 @@ class ChangeMetrics:
             ["kind", "outcome"],
             registry=r,
         )
-        # Set by the subscription manager (the lease holder): 1 per live subscription it keeps.
+        # Set by the subscription manager (the lease holder): its live subscriptions per source, so
+        # chat and mail are 0 or 1 and channel counts the watched channels subscribed.
         self.notification_subscriptions = Gauge(
             "entrabot_notification_subscriptions",
             "Live Graph change-notification subscriptions kept by this "
-            "replica as the subscription manager, by resource (chat, mail)",
+            "replica as the subscription manager, by resource (chat, mail: 0 or 1; channel: "
+            "one per subscribed channel)",
             ["resource"],
             registry=r,
         )
         self.notification_subscription_changes = Counter(
             "entrabot_notification_subscription_changes",
             "Subscription manager actions by resource and action "
-            "(created, recreated, renewed, reauthorized, failed)",
+            "(created, recreated, renewed, reauthorized, deleted, failed)",
             ["resource", "action"],
             registry=r,
         )
