@@ -6,6 +6,11 @@ reads ``fleet/sponsors.json`` (one Blob read; rules in ``service.ledger.records.
 - the list in it is younger than the interval: the replica takes it, with its age, and asks Graph nothing;
 - it is due and another replica's claim on it is younger than the interval: that replica is reading
   Graph now; this one keeps what it holds (the record's list, at its true age) and asks Graph nothing;
+- it holds no list at all (a fresh fleet) and another replica's claim is live: this one would have no
+  sponsor meanwhile, so it watches the record (one Blob read every ``poll_s``) until the holder's list
+  lands and takes it; a claim that stands ``CLAIM_PATIENCE_S`` with no list under it is abandoned (its
+  holder died or hangs in Graph), and this replica claims it over and reads Graph. A replica starting
+  beside the holder so begins with the sponsors, not empty until its next refresh;
 - it is due and unclaimed (or the claim is this replica's own, or older than an interval: its holder
   died): the replica writes its claim with If-Match on the ETag it read (if_absent for the first), and
   only if that lands reads Graph, then writes the list with If-Match on its claim. A lost race (409/412)
@@ -23,6 +28,7 @@ retaken at once by its holder).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -30,6 +36,7 @@ from service.clock import Clock, utc_now
 from service.domain.sponsors import Sponsor
 from service.ledger.records.reads import Read, ReadOutcome, read_parsed
 from service.ledger.records.sponsor_record import (
+    CLAIM_PATIENCE_S,
     KEY,
     Decision,
     SponsorClaim,
@@ -44,6 +51,8 @@ from service.storage.backend import MemoryBackend
 from service.storage.errors import StorageError
 
 GraphRead = Callable[[], Awaitable[tuple[Sponsor, ...]]]
+# How often a replica with no list re-reads a record another replica has claimed, waiting for its list.
+CLAIM_POLL_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +71,9 @@ class FleetSponsors:
     agent_identity_id: str
     interval_s: float
     clock: Clock = utc_now
+    patience_s: float = CLAIM_PATIENCE_S
+    poll_s: float = CLAIM_POLL_S
+    pause: Callable[[float], Awaitable[None]] = asyncio.sleep
     _watch: StampWatch = field(default_factory=StampWatch)
     _claim_etag: str | None = None
 
@@ -70,15 +82,30 @@ class FleetSponsors:
 
         ``monotonic``: the caller's monotonic clock now (how long a stamp has stood is measured on it)."""
         read = await self._read()
-        if read.outcome is ReadOutcome.UNRESOLVED:
-            return Fetched(await read_graph(), from_graph=True)
-        decision = self._decide(read.value, monotonic)
-        if decision.step is not Step.CLAIM:
-            return self._held(read.value, decision.list_age_s)
-        claim = SponsorClaim(self.replica_id, self.clock())
-        if not await self._claim(read, claim):
-            again = await self._read()
-            return self._held(again.value, self._decide(again.value, monotonic).list_age_s)
+        waited, lost_race = 0.0, False
+        while True:
+            if read.outcome is ReadOutcome.UNRESOLVED:
+                return Fetched(await read_graph(), from_graph=True)
+            # Counted on as waited at least: a claim first seen before the wait ages through it.
+            decision = self._decide(read.value, monotonic + waited)
+            if (
+                decision.step is Step.WAIT
+                and decision.list_age_s is None
+                and waited < self.patience_s
+            ):
+                # Nothing to keep while the holder reads: watch the record for its list.
+                await self.pause(self.poll_s)
+                waited += self.poll_s
+                read = await self._read()
+                continue
+            if decision.step is not Step.CLAIM or lost_race:
+                return self._held(read.value, decision.list_age_s)
+            claim = SponsorClaim(self.replica_id, self.clock())
+            if await self._claim(read, claim):
+                break
+            # Another replica claimed first: take its list, or wait for it like any claim over none.
+            lost_race = True
+            read = await self._read()
         sponsors = await read_graph()
         listed = SponsorRecord(self.agent_identity_id, sponsors, claim.claimed_at)
         self._watch.wrote_list(claim.claimed_at, monotonic)
@@ -102,6 +129,7 @@ class FleetSponsors:
             now=self.clock(),
             monotonic=monotonic,
             watch=self._watch,
+            patience_s=self.patience_s,
         )
 
     async def _claim(self, read: Read[SponsorRecord], claim: SponsorClaim) -> bool:

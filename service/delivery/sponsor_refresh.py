@@ -6,7 +6,8 @@ them everywhere within a known time: each replica refreshes the list every ``int
 ``shared`` (the fleet's record, see shared_sponsors) one replica per interval reads Graph and the others
 take its list from the record, at its true age (one Blob read each); without it, each replica reads
 Graph itself (one request per replica per interval; resolved references are kept, see
-sponsor_directory). A replica that found another one reading Graph (or no list yet) looks again after
+sponsor_directory). A replica with no list that finds another one reading Graph waits for its list
+(shared_sponsors); one that keeps a due list while another reads, or found none, looks again after
 ``retry_s`` rather than a whole interval.
 
 While the list is unreadable the last one read stands for at most ``stale_after_s`` after it was read

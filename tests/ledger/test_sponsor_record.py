@@ -5,7 +5,7 @@ its list (at its true age) from the record. Rules as pure functions, then the sh
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -13,6 +13,7 @@ from service.delivery.shared_sponsors import FleetSponsors
 from service.domain.sponsors import Sponsor
 from service.graph.errors import GraphError
 from service.ledger.records.sponsor_record import (
+    CLAIM_PATIENCE_S,
     KEY,
     SponsorClaim,
     SponsorRecord,
@@ -119,8 +120,8 @@ async def test_replicas_racing_for_a_due_list_read_graph_once(any_backend: Memor
     replicas = fleet(any_backend, clock, n=4)
     fetched = await asyncio.gather(*(r.fetch(graph, monotonic=0.0) for r in replicas))
     assert graph.reads == 1 and sum(f.from_graph for f in fetched) == 1
-    # A loser found the claim and no list yet (none, never a guess) or the winner's list.
-    assert {f.sponsors for f in fetched} <= {None, (ADA,)}
+    # A loser found the claim and no list yet: it waited for the winner's list (never a guess).
+    assert [f.sponsors for f in fetched] == [(ADA,)] * 4
     again = [await r.fetch(graph, monotonic=1.0) for r in replicas]
     assert [f.sponsors for f in again] == [(ADA,)] * 4 and graph.reads == 1
 
@@ -176,3 +177,86 @@ async def test_an_unreadable_store_costs_a_graph_read_not_the_sponsors() -> None
     replica = FleetSponsors(Unreadable(), "replica-0", IDENTITY, INTERVAL, clock=clock)  # type: ignore[arg-type]
     fetched = await replica.fetch(graph, monotonic=0.0)
     assert fetched.sponsors == (ADA,) and fetched.from_graph and graph.reads == 1
+
+
+class HeldGraph(CountingGraph):
+    """Graph's sponsor read that answers only once ``release`` is set (a holder mid-read)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def __call__(self) -> tuple[Sponsor, ...]:
+        self.reading.set()
+        await self.release.wait()
+        return await super().__call__()
+
+
+async def test_a_replica_with_no_list_waits_for_the_holders_read_instead_of_starting_empty(
+    local_store: MemoryBackend,
+) -> None:
+    # A fresh fleet: the first replica has claimed the record and is reading Graph. The second holds
+    # nothing to keep, so it watches the record and takes the holder's list when it lands.
+    clock, graph = FakeClock(), HeldGraph()
+    polls: list[float] = []
+
+    async def holder_answers_while_we_poll(seconds: float) -> None:
+        polls.append(seconds)
+        graph.release.set()
+        await asyncio.sleep(0.01)
+
+    holder = FleetSponsors(local_store, "replica-0", IDENTITY, INTERVAL, clock=clock)
+    joiner = FleetSponsors(
+        local_store,
+        "replica-1",
+        IDENTITY,
+        INTERVAL,
+        clock=clock,
+        pause=holder_answers_while_we_poll,
+    )
+    reading = asyncio.create_task(holder.fetch(graph, monotonic=0.0))
+    await graph.reading.wait()
+    joined = await joiner.fetch(graph, monotonic=0.0)
+    graph.release.set()  # had the joiner not waited, the holder would answer only now
+    assert (await reading).from_graph
+    assert polls  # it waited on the record, not a whole retry with an empty gate
+    assert (joined.sponsors, joined.from_graph, graph.reads) == ((ADA,), False, 1)
+
+
+async def test_a_claim_over_no_list_whose_holder_went_quiet_is_taken_after_the_patience(
+    local_store: MemoryBackend,
+) -> None:
+    # The holder claimed a fresh record and died (or hangs in Graph): nobody may wait an interval with
+    # no sponsor at all. After CLAIM_PATIENCE_S of polling the record unchanged, the joiner reads Graph.
+    clock, graph = FakeClock(), CountingGraph()
+    abandoned = SponsorRecord(IDENTITY, claim=SponsorClaim("replica-0", clock()))
+    await local_store.write_text(KEY, render_record(abandoned))
+
+    async def time_passes(seconds: float) -> None:
+        clock.advance(seconds=seconds)
+
+    joiner = FleetSponsors(
+        local_store, "replica-1", IDENTITY, INTERVAL, clock=clock, pause=time_passes
+    )
+    fetched = await joiner.fetch(graph, monotonic=0.0)
+    assert (fetched.sponsors, fetched.from_graph, graph.reads) == ((ADA,), True, 1)
+    assert clock() - T0 >= timedelta(seconds=CLAIM_PATIENCE_S)
+    assert clock() - T0 < timedelta(seconds=INTERVAL)
+
+
+def test_a_claim_over_no_list_lapses_after_the_patience_and_one_over_a_list_after_an_interval() -> (
+    None
+):
+    watch = StampWatch()
+    claim = SponsorClaim("other", T0)
+    bare = SponsorRecord(IDENTITY, claim=claim)
+    kept = SponsorRecord(IDENTITY, (ADA,), T0 - timedelta(seconds=INTERVAL), claim)
+    soon = T0 + timedelta(seconds=CLAIM_PATIENCE_S)
+
+    def step(record: SponsorRecord, now: datetime) -> Step:
+        return decide(record, me="r", interval_s=INTERVAL, now=now, monotonic=0.0, watch=watch).step
+
+    assert step(bare, T0) is Step.WAIT
+    assert step(bare, soon) is Step.CLAIM  # nothing to keep meanwhile: not worth a whole interval
+    assert step(kept, soon) is Step.WAIT  # the others keep the aging list while the holder reads

@@ -11,6 +11,11 @@ it look older: the writer's wall-clock stamp against ours, and how long this rep
 stamp stand on its own monotonic clock (the lease records' rule: a value nobody changed in a whole
 interval is due, whatever the clocks say). ``decide`` is the pure rule; the shell is
 ``service.delivery.shared_sponsors``.
+
+A claim over a record that holds no list (a fresh fleet's first read) is waited for only
+``CLAIM_PATIENCE_S``, not an interval: meanwhile the waiting replicas have no sponsor at all, so a holder
+that died or hangs mid-read must not leave the fleet without one for a whole interval. A claim over a
+list (due, but still within the stale bound) is waited for an interval, as the others keep that list.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ from service.ledger.records.fields import (
 from service.ledger.records.reads import CorruptValueError
 
 KEY = "fleet/sponsors.json"
+# How long a claim over a record holding no list is waited for: a Graph sponsor read (the list and its
+# references resolved) takes well under a second; this leaves room for a retried request or two.
+CLAIM_PATIENCE_S = 5.0
 _WHAT = "sponsor record"
 
 
@@ -143,7 +151,7 @@ def _list_key(read_at: datetime) -> object:
 
 class Step(str, Enum):
     ADOPT = "adopt"  # the record's list is younger than the interval: take it, no Graph
-    WAIT = "wait"  # due, but another replica's claim is live: keep what is held, no Graph
+    WAIT = "wait"  # due (or absent), but another replica's claim is live: no Graph
     CLAIM = "claim"  # due and unclaimed (or the claim is ours or abandoned): claim, then read Graph
 
 
@@ -161,8 +169,12 @@ def decide(
     now: datetime,
     monotonic: float,
     watch: StampWatch,
+    patience_s: float = CLAIM_PATIENCE_S,
 ) -> Decision:
-    """What this replica does with the record it read (None: there is none)."""
+    """What this replica does with the record it read (None: there is none).
+
+    Another replica's claim is live for an interval over a list (the others keep it meanwhile), but
+    only ``patience_s`` over no list (the others have no sponsor meanwhile)."""
     age = None
     if record is not None and record.sponsors is not None and record.read_at is not None:
         age = watch.age_s(record.read_at, _list_key(record.read_at), now=now, monotonic=monotonic)
@@ -171,6 +183,7 @@ def decide(
     claim = record.claim if record is not None else None
     if claim is not None and claim.holder != me:
         key = ("claim", claim.holder, claim.claimed_at)
-        if watch.age_s(claim.claimed_at, key, now=now, monotonic=monotonic) < interval_s:
+        lapses_after = interval_s if age is not None else min(patience_s, interval_s)
+        if watch.age_s(claim.claimed_at, key, now=now, monotonic=monotonic) < lapses_after:
             return Decision(Step.WAIT, age)
     return Decision(Step.CLAIM, age)
