@@ -10,7 +10,7 @@ channels and has each one looked at in turn (SPEC §9, for the second kind of co
   tenant-wide ``getAllMessages`` is application-only and metered), so the watch hints the watched
   channels in turn, ``reads_per_s`` of them a second, and the reader whose turn it is reads each one's
   delta since its cursor: one Graph request per channel per rotation for the whole fleet, whatever the
-  replica count. A hint is only a reason to look (it carries no message), so this role can cause delay,
+  replica count (only the replica first in turn reads a rotation hint: service.workers.chat_wants). A hint is only a reason to look (it carries no message), so this role can cause delay,
   never a duplicate.
 
 Both act only while the lease is held; a new holder starts the rotation over (a channel hinted twice
@@ -38,11 +38,12 @@ from service.telemetry.metrics import ChangeMetrics
 from service.workers.channel_names import ChannelNames
 from service.workers.channel_reader import ChannelMessagesReader
 from service.workers.chat_state import OfferedMessage
+from service.workers.chat_wants import ROTATION_SOURCE
 
 log = logging.getLogger(__name__)
 
 ROLE = "channel_watch"
-HINT_SOURCE = "rotation"
+HINT_SOURCE = ROTATION_SOURCE
 
 
 @dataclass

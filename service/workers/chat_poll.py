@@ -290,6 +290,10 @@ class ChatPoller:
             return None
         # Our own claim in doubt is ours to settle: no other replica reads the chat for it.
         turn = 0 if own_doubt else self.turns.turn(chat_id, wanted.newest)
+        if turn and wanted.first_turn_only:
+            self.book.settle(chat_id, wanted)
+            self._count_hint("first_turn")
+            return None
         if turn and wanted.turn_waits == 0:
             wanted.turn_waits = 1
             wanted.not_before = max(

@@ -19,6 +19,12 @@ from service.ledger.fleet.leases import Lease
 # Hint sources whose time and id (when it has one) are the chat's newest message (a preview); a
 # notification's hint carries the time it was received, so it can only say "look".
 PREVIEW_SOURCES = frozenset({"scan", "sweep"})
+# A rotation's hint (service.workers.channel_watch) says only "look now", at a steady pace: one reader
+# for the fleet is what it is for. The replica first in turn reads; the others settle it unread, since
+# a read that finds nothing leaves no trace in the cursor to tell them it was made. Should the first
+# have no host, the conversation waits for its next turn in the rotation (another replica's turn then:
+# the order follows the hint's time) or a notification: delay, never a loss, as the cursor did not move.
+ROTATION_SOURCE = "rotation"
 RETRY_S = 5.0  # a claim in doubt: the chat is read again this often until it settles
 FAILED_RETRY_S = 2.0
 UNRESOLVED_RETRY_S = 10.0  # an unreadable cursor (corrupt ones are counted and shown in /readyz)
@@ -49,6 +55,8 @@ class WantedRead:
     # turn, then one more gap after a cursor read that found the chat still uncovered); how many of
     # them are done. Kept as ``not_before`` so the wait holds up no other chat's read.
     turn_waits: int = 0
+    # Only the replica first in turn reads it (ROTATION_SOURCE); any other hint merged in lifts that.
+    first_turn_only: bool = False
     # The hint's trace (its writer's span): the read, claim and push it leads to join that trace.
     traceparent: str | None = None
 
@@ -62,6 +70,7 @@ class WantedRead:
             preview,
             learned_at,
             first_sight_only=first_sight_only,
+            first_turn_only=hint.source == ROTATION_SOURCE,
             traceparent=hint.traceparent,
         )
 
@@ -86,6 +95,7 @@ class WantedRead:
             max(self.not_before, earlier.not_before),
             first_sight_only=self.first_sight_only and earlier.first_sight_only,
             turn_waits=max(self.turn_waits, earlier.turn_waits),
+            first_turn_only=_only_first_turn(self, earlier),
             traceparent=traceparent,
         )
 
@@ -118,6 +128,13 @@ class WantedRead:
         if not self.is_preview or self.newest is None or self.message_id is None:
             return None
         return Hint(chat_id, self.newest, self.message_id, "scan")
+
+
+def _only_first_turn(a: WantedRead, b: WantedRead) -> bool:
+    """Merged wants leave a read to the first in turn when every one that asks for a look does (a
+    first-sight-only want asks for none: any cursor settles it)."""
+    looks = [w for w in (a, b) if not w.first_sight_only]
+    return bool(looks) and all(w.first_turn_only for w in looks)
 
 
 @dataclass(frozen=True)

@@ -227,3 +227,37 @@ async def test_a_channel_the_agent_can_no_longer_read_is_settled_and_no_longer_h
     now[0] = 200.0
     await watch.cycle()
     assert rotation_hints._value.get() >= before + 2  # both channels come round again
+
+
+async def test_a_rotation_hint_is_read_by_one_replica_for_the_fleet(
+    emulator: RunningEmulator,
+    fleet: tuple[WorkerStack, WorkerStack, RecordingTarget, RecordingTarget],
+) -> None:
+    one, two, host_one, host_two = fleet
+    agent, ada = emulator.seed.agent_user, emulator.seed.humans[0]
+    ops = _channel(emulator, "Ops")
+    conversation = channel_conversation_id(TEAM, ops)
+    await _discover(one)
+    now = [0.0]
+    for stack in (one, two):
+        assert stack.channels is not None
+        stack.channels.turns.spread_s = 1.6  # the service's default: turns apart, not all at once
+        stack.channels.monotonic = lambda: now[0]
+        await stack.channels.cycle()  # each joins the fleet's readers
+    now[0] = 600.0  # long enough for each to know the other's turn
+    asked = post_mention(emulator.state.teams, TEAM, ops, sender_id=ada.id, agent=agent, text="hi")
+    await _look((one, two), conversation)
+    now[0] += 10.0  # past every turn's wait
+    for stack in (one, two):
+        assert stack.channels is not None
+        await stack.channels.cycle()
+    outcomes = {
+        id(stack): {
+            o: stack.metrics.changes.conversation("channel").hints.labels(outcome=o)._value.get()
+            for o in ("read", "first_turn")
+        }
+        for stack in (one, two)
+    }
+    reads = sorted((o["read"], o["first_turn"]) for o in outcomes.values())
+    assert reads == [(0.0, 1.0), (1.0, 0.0)], outcomes  # one read for the fleet, one left to it
+    assert [m.message_id for m in host_one.received + host_two.received] == [asked.id]
