@@ -19,6 +19,7 @@ costs one delta read).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -43,6 +44,12 @@ from service.workers.chat_wants import ROTATION_SOURCE
 log = logging.getLogger(__name__)
 
 ROLE = "channel_watch"
+# New channels given their first watch per walk, each at most this often: a first watch reads the
+# channel's roots and maybe a thread's replies, and Graph limits reads per team and channel (the
+# emulator's Teams budget answered 429s to a cold start's 20 channels of a team read back to back).
+# A walk that found more goes on one second later; within the lease's 30 s either way.
+FIRST_WATCHES_PER_WALK = 20
+FIRST_WATCH_GAP_S = 0.5
 HINT_SOURCE = ROTATION_SOURCE
 
 
@@ -95,6 +102,7 @@ class ChannelWatch:
     # What the last complete walk found; None before one: a watched channel it did not find (deleted,
     # or the agent left it) is not hinted.
     _found: frozenset[str] | None = field(default=None, init=False)
+    _more_to_start: bool = field(default=False, init=False)  # the last walk left new channels
 
     async def cycle(self) -> None:
         if not await self.lease.keep():
@@ -107,7 +115,7 @@ class ChannelWatch:
             self.rotation.restart()
         if now >= self._next_discovery:
             await self.discover()
-            self._next_discovery = now + self.discover_every_s
+            self._next_discovery = now + (1.0 if self._more_to_start else self.discover_every_s)
         await self._rotate(now)
 
     async def discover(self) -> int:
@@ -131,9 +139,17 @@ class ChannelWatch:
                 extra={"error": type(exc).__name__, "status": exc.status},
             )
         new = [c for c in found if c not in self.watched]
+        self._more_to_start = len(new) > FIRST_WATCHES_PER_WALK
         if not new or not self.lease.held():
             return 0
-        started = [c for c in new if await self._first_watch(c)]
+        started = []
+        for i, conversation in enumerate(new[:FIRST_WATCHES_PER_WALK]):
+            if i:
+                await asyncio.sleep(FIRST_WATCH_GAP_S)
+            if not self.lease.held():
+                break
+            if await self._first_watch(conversation):
+                started.append(conversation)
         if started:
             try:
                 await self.watched.add(started)

@@ -24,6 +24,7 @@ from service.domain.conversation import TEAM_CHANNELS
 from service.domain.message import Source
 from service.ledger.fleet.hints import Hint, HintLog
 from service.storage.local import LocalBackend
+from service.workers import channel_watch
 from service.workers.channel_watch import ChannelWatch
 
 TEAM = "7d1c0b8e-0000-4000-8000-00000000e002"
@@ -261,3 +262,25 @@ async def test_a_rotation_hint_is_read_by_one_replica_for_the_fleet(
     reads = sorted((o["read"], o["first_turn"]) for o in outcomes.values())
     assert reads == [(0.0, 1.0), (1.0, 0.0)], outcomes  # one read for the fleet, one left to it
     assert [m.message_id for m in host_one.received + host_two.received] == [asked.id]
+
+
+async def test_a_cold_start_gives_channels_their_first_watch_a_bounded_number_per_walk(
+    emulator: RunningEmulator,
+    fleet: tuple[WorkerStack, WorkerStack, RecordingTarget, RecordingTarget],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(channel_watch, "FIRST_WATCH_GAP_S", 0.0)
+    one = fleet[0]
+    for i in range(channel_watch.FIRST_WATCHES_PER_WALK + 3):  # beside General and Ops
+        emulator.state.teams.add_channel(TEAM, f"Room {i}")
+    watch = _watch(one)
+    now = [0.0]
+    watch.monotonic = lambda: now[0]
+    await watch.cycle()
+    assert len(watch.watched) == channel_watch.FIRST_WATCHES_PER_WALK
+    now[0] = 1.0  # the rest a second later, not a discovery interval later
+    await watch.cycle()
+    assert len(watch.watched) == channel_watch.FIRST_WATCHES_PER_WALK + 5
+    now[0] = 2.0
+    await watch.cycle()  # nothing left: the next walk waits for the interval
+    assert watch._next_discovery == 1.0 + watch.discover_every_s
