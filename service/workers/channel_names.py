@@ -4,7 +4,7 @@ written (push meta, inbox items).
 Each replica keeps its own: names are not part of any claim, and reading them is a handful of
 requests per replica (one ``/me/joinedTeams``, one ``/teams/{id}/channels`` per team), done when a
 channel whose name is not known yet has a message to read, and at most once per ``refresh_s`` for a
-team or a channel Graph did not name. A name that cannot be read leaves the id in its place: a
+team or a channel Graph did not name (a known name is never read again). A name that cannot be read leaves the id in its place: a
 message is never held back for its channel's name.
 """
 
@@ -24,7 +24,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class ChannelNames:
     graph: GraphClient
-    refresh_s: float = 300.0
+    # How soon a team's channels are listed again for a channel it did not name: a channel added since
+    # the last listing has messages to read now (only a read with messages asks).
+    refresh_s: float = 2.0
     monotonic: Callable[[], float] = time.monotonic
     _teams: dict[str, str | None] = field(default_factory=dict)
     _channels: dict[tuple[str, str], str | None] = field(default_factory=dict)

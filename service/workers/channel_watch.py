@@ -84,6 +84,17 @@ class Rotation:
 
 
 @dataclass
+class Walk:
+    """The discovery walks' state on the holder."""
+
+    next_at: float = 0.0  # monotonic
+    # What the last complete walk found; None before one: a watched channel it did not find (deleted,
+    # or the agent left it) is not hinted.
+    found: frozenset[str] | None = None
+    more_to_start: bool = False  # the last walk left new channels for the next
+
+
+@dataclass
 class ChannelWatch:
     graph: GraphClient
     lease: Lease
@@ -97,12 +108,8 @@ class ChannelWatch:
     rotation: Rotation
     clock: Clock = utc_now
     monotonic: Callable[[], float] = time.monotonic
-    _next_discovery: float = field(default=0.0, init=False)
+    _walk: Walk = field(default_factory=lambda: Walk(), init=False)
     _held_epoch: object = field(default=None, init=False)
-    # What the last complete walk found; None before one: a watched channel it did not find (deleted,
-    # or the agent left it) is not hinted.
-    _found: frozenset[str] | None = field(default=None, init=False)
-    _more_to_start: bool = field(default=False, init=False)  # the last walk left new channels
 
     async def cycle(self) -> None:
         if not await self.lease.keep():
@@ -111,11 +118,11 @@ class ChannelWatch:
             return
         now = self.monotonic()
         if self._held_epoch != self.lease.epoch:
-            self._held_epoch, self._next_discovery = self.lease.epoch, 0.0
+            self._held_epoch, self._walk.next_at = self.lease.epoch, 0.0
             self.rotation.restart()
-        if now >= self._next_discovery:
+        if now >= self._walk.next_at:
             await self.discover()
-            self._next_discovery = now + (1.0 if self._more_to_start else self.discover_every_s)
+            self._walk.next_at = now + (1.0 if self._walk.more_to_start else self.discover_every_s)
         await self._rotate(now)
 
     async def discover(self) -> int:
@@ -131,7 +138,7 @@ class ChannelWatch:
                     team.id, team.display_name, {c.id: c.display_name for c in channels}
                 )
                 found += [channel_conversation_id(team.id, c.id) for c in channels]
-            self._found = frozenset(found)
+            self._walk.found = frozenset(found)
         except GraphError as exc:
             # What was found before the failure is watched; the rest waits for the next walk.
             log.warning(
@@ -139,7 +146,7 @@ class ChannelWatch:
                 extra={"error": type(exc).__name__, "status": exc.status},
             )
         new = [c for c in found if c not in self.watched]
-        self._more_to_start = len(new) > FIRST_WATCHES_PER_WALK
+        self._walk.more_to_start = len(new) > FIRST_WATCHES_PER_WALK
         if not new or not self.lease.held():
             return 0
         started = []
@@ -181,7 +188,9 @@ class ChannelWatch:
 
     async def _rotate(self, now: float) -> None:
         watched = self.watched.chats
-        picked = self.rotation.due(now, watched if self._found is None else watched & self._found)
+        picked = self.rotation.due(
+            now, watched if self._walk.found is None else watched & self._walk.found
+        )
         if not picked or not self.lease.held():
             return
         at = self.clock()

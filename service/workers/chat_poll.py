@@ -284,15 +284,12 @@ class ChatPoller:
         wanted = state.wanted
         assert wanted is not None  # due() lists only chats with a want
         own_doubt = self._in_doubt(state)
-        if not own_doubt and state.covers(wanted):
-            self.book.settle(chat_id, wanted)
-            self._count_hint("covered")
-            return None
         # Our own claim in doubt is ours to settle: no other replica reads the chat for it.
         turn = 0 if own_doubt else self.turns.turn(chat_id, wanted.newest)
-        if turn and wanted.first_turn_only:
+        covered_here = not own_doubt and state.covers(wanted)
+        if covered_here or (turn and wanted.first_turn_only):  # a rotation's look: the first's
             self.book.settle(chat_id, wanted)
-            self._count_hint("first_turn")
+            self._count_hint("covered" if covered_here else "first_turn")
             return None
         if turn and wanted.turn_waits == 0:
             wanted.turn_waits = 1

@@ -223,7 +223,7 @@ async def test_a_channel_the_agent_can_no_longer_read_is_settled_and_no_longer_h
     assert len(one.channels.watched) == 2  # still listed, no longer hinted
     assert rotation_hints._value.get() == before
     emulator.state.teams.add_member(TEAM, agent.id)  # back in the team: hinted again
-    watch._next_discovery = 0.0
+    watch._walk.next_at = 0.0
     await watch.cycle()
     now[0] = 200.0
     await watch.cycle()
@@ -283,4 +283,4 @@ async def test_a_cold_start_gives_channels_their_first_watch_a_bounded_number_pe
     assert len(watch.watched) == channel_watch.FIRST_WATCHES_PER_WALK + 5
     now[0] = 2.0
     await watch.cycle()  # nothing left: the next walk waits for the interval
-    assert watch._next_discovery == 1.0 + watch.discover_every_s
+    assert watch._walk.next_at == 1.0 + watch.discover_every_s
