@@ -1,9 +1,10 @@
 """What a claimed message becomes for a host: a channel push, or an item of a read tool's result.
 
 A push is ``notifications/claude/channel`` with ``{"content": str, "meta": {chat_id, message_id, user,
-ts}}`` (SPEC §5); a team channel's message adds ``team``, ``team_channel`` and ``thread`` (names, the
-thread's subject or root id), left out of the JSON for any other message. Claude Code turns ``meta`` into attributes of a ``<channel …>`` tag around the
-content, so nothing in the payload may carry an angle bracket, and meta values must not carry quotes.
+ts}}`` (SPEC §5); a team channel's message adds ``team``, ``team_channel`` (names) and ``thread`` (its
+root's id), left out of the JSON for any other message. Claude Code turns ``meta`` into attributes of
+a ``<channel …>`` tag around the content, so nothing in the payload may carry an angle bracket, and
+meta values must not carry quotes.
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ def build_tool_result_item(
 
     Filters and counts work on the metadata directly; only ``content`` comes from the sender.
     """
-    item: dict[str, Any] = {
+    return {
         "source": message.source.envelope_word,
         "chat_id": EMAIL_CHAT_ID if message.source is Source.EMAIL else message.chat_id,
         "message_id": message.message_id,
@@ -208,12 +209,3 @@ def build_tool_result_item(
             max_chars=max_chars,
         ),
     }
-    place = message.place
-    if place is not None:
-        item["team_id"], item["channel_id"], item["thread_id"] = (
-            place.team_id,
-            place.channel_id,
-            place.thread_id,
-        )
-        item["team"], item["team_channel"] = place.team_name, place.channel_name
-    return item

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from service.domain.channel_place import ChannelPlace, split_channel_conversation
 from service.domain.message import InboundMessage, Source
 from service.graph.client import GraphClient
 from service.graph.errors import GraphForbidden, GraphNotFound
-from service.graph.inbound import body_text
+from service.graph.inbound import chat_inbound
 from service.graph.models import ChatMessage
 from service.graph.pages import Page
 from service.graph.resources.channels import flatten_threads
@@ -164,29 +164,17 @@ class ChannelMessagesReader:
         team_id, channel_id = split_channel_conversation(conversation_id)
         team_name, channel_name = self.names.names(team_id, channel_id)
         thread = message if isinstance(message, ThreadedMessage) else None
-        sender = message.sender
-        sender_id = sender.id if sender is not None else ""
-        return InboundMessage(
-            source=Source.CHANNEL,
-            chat_id=conversation_id,
-            message_id=message.id,
-            sender_id=sender_id,
-            sender_name=(sender.display_name if sender is not None else None) or sender_id,
-            created=message.created_date_time,
-            body=body_text(message.body),
-            # No sponsor's word is taken from a channel: every channel message is enveloped, and
-            # none decides a permission request (the channel poll has no permission requests).
-            place=ChannelPlace(
-                team_id=team_id,
-                channel_id=channel_id,
-                thread_id=thread.thread_id
-                if thread is not None
-                else message.reply_to_id or message.id,
-                team_name=team_name,
-                channel_name=channel_name,
-                thread_subject=thread.thread_subject if thread is not None else None,
-            ),
+        # No sponsor's word is taken from a channel (no gate): every channel message is enveloped,
+        # and none decides a permission request (the channel poll has no permission requests).
+        place = ChannelPlace(
+            team_id=team_id,
+            channel_id=channel_id,
+            thread_id=thread.thread_id if thread is not None else message.reply_to_id or message.id,
+            team_name=team_name,
+            channel_name=channel_name,
+            thread_subject=thread.thread_subject if thread is not None else None,
         )
+        return replace(chat_inbound(message, conversation_id, None, Source.CHANNEL), place=place)
 
 
 def _modified_after(
